@@ -1,0 +1,64 @@
+"""The registry of paths: which framework runs each, and with which interpreter.
+
+Framework-free.  Each framework may live in its own environment: its
+interpreter is ``$HARNESS_PYTHON_<FRAMEWORK>`` when that is set (for example
+``HARNESS_PYTHON_MXNET=.nox/mxnet/bin/python``), else this process' own.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PathInfo:
+    id: str
+    framework: str
+    api: str  # "keras" (Keras 3 on this backend) or "native" (low-level operators)
+
+    @property
+    def keras_backend(self) -> str | None:
+        return self.framework if self.api == "keras" else None
+
+
+PATHS: dict[str, PathInfo] = {
+    p.id: p
+    for p in (
+        PathInfo("keras-jax", "jax", "keras"),
+        PathInfo("keras-tensorflow", "tensorflow", "keras"),
+        PathInfo("keras-torch", "torch", "keras"),
+        PathInfo("native-torch", "torch", "native"),
+    )
+}
+PHASES = ("train", "infer")
+
+
+def get_path(path_id: str) -> PathInfo:
+    if path_id not in PATHS:
+        raise ValueError(f"unknown path {path_id!r}; known paths: {', '.join(PATHS)}")
+    return PATHS[path_id]
+
+
+def parse_list(text: str | None, known: tuple[str, ...] | list[str], what: str
+               ) -> list[str]:
+    """Split a comma-separated selection and check every item against ``known``.
+
+    ``None`` or ``all`` selects everything.
+    """
+    if text is None or text == "all":
+        return list(known)
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    unknown = [t for t in items if t not in known]
+    if unknown or not items:
+        raise ValueError(
+            f"unknown {what} {', '.join(unknown) or repr(text)}; "
+            f"known {what}s: {', '.join(known)}"
+        )
+    return items
+
+
+def interpreter(framework: str) -> str:
+    """The Python executable of the environment that holds ``framework``."""
+    return os.environ.get(f"HARNESS_PYTHON_{framework.upper()}") or sys.executable

@@ -1,0 +1,52 @@
+"""The timing loops, shared by every path.  Framework-free.
+
+Callers hand in closures that do the work *and wait for it* (a value read back,
+``block_until_ready``, ``synchronize``): a loop here never measures dispatch
+alone as long as that contract holds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def time_training(run: Callable[[int], None], steps: int, repeats: int) -> dict[str, Any]:
+    """First step alone (compilation, tracing, allocation), then ``repeats``
+    timings of ``steps`` steady-state steps each, as seconds per step."""
+    start = time.perf_counter()
+    run(1)
+    first = time.perf_counter() - start
+    per_step = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run(steps)
+        per_step.append((time.perf_counter() - start) / steps)
+    return {"first_step_s": first, "step_s": per_step}
+
+
+def time_inference(
+    run: Callable[[], None], batches_per_round: int, window_s: float, warmup_rounds: int
+) -> dict[str, Any]:
+    """Rounds over the resident batches until ``window_s`` has passed (at least
+    one round), after ``warmup_rounds`` untimed rounds."""
+    start = time.perf_counter()
+    for _ in range(warmup_rounds):
+        run()
+    warmup = time.perf_counter() - start
+    rounds: list[float] = []
+    window_start = time.perf_counter()
+    while True:
+        start = time.perf_counter()
+        run()
+        rounds.append(time.perf_counter() - start)
+        if time.perf_counter() - window_start >= window_s:
+            break
+    elapsed = time.perf_counter() - window_start
+    return {
+        "warmup_s": warmup,
+        "round_s": rounds,
+        "batches_per_round": batches_per_round,
+        "batches_per_s": len(rounds) * batches_per_round / elapsed,
+    }

@@ -1,0 +1,44 @@
+"""The reference models written by hand with each framework's low-level operators.
+
+Each framework package (``native.torch``, later ``native.jax`` ...) has the same
+files: ``common.py`` with what every model of that framework shares (loading
+weights, the loss, gradients, the hand-written optimizers, synchronization)
+and one module per architecture (``ffn.py``, ``lenet.py``, ``vgg16.py``,
+``lstm.py``) holding that model's forward pass.  Both surfaces are described
+by the Protocols in ``native.protocol``.
+
+Importing this package imports no framework; ``load`` does, lazily.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from native.protocol import Apply, Framework
+    from zoo.specs import ModelSpec
+
+FRAMEWORKS = ("torch",)
+
+
+def load_framework(framework: str) -> Framework:
+    """Import ``native.<framework>.common`` (this imports the framework itself)."""
+    if framework not in FRAMEWORKS:
+        raise ValueError(
+            f"unknown native framework {framework!r}; known: {', '.join(FRAMEWORKS)}"
+        )
+    return cast("Framework", importlib.import_module(f"native.{framework}.common"))
+
+
+def load_apply(framework: str, spec: ModelSpec) -> Apply:
+    """The forward pass of ``spec`` in ``framework``, as ``apply(params, x)``.
+
+    A variant (such as ``vgg-rysia``) reuses its family's module with its own spec.
+    """
+    load_framework(framework)
+    module: Any = importlib.import_module(f"native.{framework}.{spec.module}")
+    if module.SPEC.name == spec.name:
+        return cast("Apply", module.apply)
+    return cast("Apply", functools.partial(module.apply, spec=spec))

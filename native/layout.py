@@ -1,0 +1,146 @@
+"""Canonical (Keras) <-> framework weight layouts, in pure NumPy.
+
+Two layout families exist among the native paths:
+
+- ``keras``: JAX and TensorFlow take Keras layouts as they are, so their
+  converters are the identity (``(in, out)`` kernels, ``(kh, kw, in, out)``
+  convolutions, channels-last activations).
+- ``oihw``: PyTorch and MXNet put the output axis first and use channels-first
+  activations.  Dense kernels ``(in, out) -> (out, in)``; conv kernels
+  ``(kh, kw, in, out) -> (out, in, kh, kw)``; a dense kernel right after a
+  flatten additionally has its input rows permuted from ``H, W, C`` order to
+  ``C, H, W`` order; LSTM kernels are transposed with the gates kept in Keras'
+  ``i, f, c, o`` order.
+
+Converters are chosen by the parameter's declared ``kind``, never by its name.
+Every converter has an inverse; ``to_native`` and ``to_canonical`` are each
+other's inverse for every kind (tests check the round trip).
+
+``FAULTS`` holds deliberately wrong layouts.  They exist so that tests and
+``python -m equivalence --fault`` can prove the checks catch a broken layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from zoo.specs import ModelSpec, Param
+
+Converter = Callable[[np.ndarray, Param], np.ndarray]
+FAMILIES = ("keras", "oihw")
+
+
+def _identity(a: np.ndarray, p: Param) -> np.ndarray:
+    return a
+
+
+def _transpose(a: np.ndarray, p: Param) -> np.ndarray:
+    return np.ascontiguousarray(a.T)  # (in, out) -> (out, in) and back
+
+
+def _conv_to_oihw(a: np.ndarray, p: Param) -> np.ndarray:
+    return np.ascontiguousarray(a.transpose(3, 2, 0, 1))  # (kh,kw,i,o) -> (o,i,kh,kw)
+
+
+def _conv_from_oihw(a: np.ndarray, p: Param) -> np.ndarray:
+    return np.ascontiguousarray(a.transpose(2, 3, 1, 0))  # (o,i,kh,kw) -> (kh,kw,i,o)
+
+
+def _flatten_dense_to_oihw(a: np.ndarray, p: Param) -> np.ndarray:
+    assert p.feature_shape is not None
+    h, w, c = p.feature_shape
+    out = a.shape[1]
+    chw = a.reshape(h, w, c, out).transpose(2, 0, 1, 3)  # rows (h,w,c) -> (c,h,w)
+    return np.ascontiguousarray(chw.reshape(c * h * w, out).T)  # -> (out, c*h*w)
+
+
+def _flatten_dense_from_oihw(a: np.ndarray, p: Param) -> np.ndarray:
+    assert p.feature_shape is not None
+    h, w, c = p.feature_shape
+    out = a.shape[0]
+    chw = a.T.reshape(c, h, w, out).transpose(1, 2, 0, 3)  # rows (c,h,w) -> (h,w,c)
+    return np.ascontiguousarray(chw.reshape(h * w * c, out))
+
+
+_TO_OIHW: dict[str, Converter] = {
+    "dense": _transpose,
+    "dense_after_flatten": _flatten_dense_to_oihw,
+    "bias": _identity,
+    "conv2d": _conv_to_oihw,
+    "lstm_kernel": _transpose,
+    "lstm_recurrent_kernel": _transpose,
+    "lstm_bias": _identity,
+}
+_FROM_OIHW: dict[str, Converter] = {
+    "dense": _transpose,
+    "dense_after_flatten": _flatten_dense_from_oihw,
+    "bias": _identity,
+    "conv2d": _conv_from_oihw,
+    "lstm_kernel": _transpose,
+    "lstm_recurrent_kernel": _transpose,
+    "lstm_bias": _identity,
+}
+
+
+def _rows_in_chw_order(a: np.ndarray, p: Param) -> np.ndarray:
+    # What a converter that only transposes (forgetting the row permutation)
+    # effectively loads, expressed back in canonical layout.
+    return _flatten_dense_from_oihw(np.ascontiguousarray(a.T), p)
+
+
+def _conv_hw_swapped(a: np.ndarray, p: Param) -> np.ndarray:
+    return np.ascontiguousarray(a.transpose(1, 0, 2, 3))  # (kh,kw,..) -> (kw,kh,..)
+
+
+def _lstm_if_swapped(a: np.ndarray, p: Param) -> np.ndarray:
+    i, f, c, o = np.split(a, 4, axis=-1)
+    return np.ascontiguousarray(np.concatenate([f, i, c, o], axis=-1))
+
+
+# A fault is a corruption of one kind of canonical array, applied before the
+# family converter, so the same fault means the same mistake in every family.
+FAULTS: dict[str, tuple[str, Converter]] = {
+    "unpermuted-flatten": ("dense_after_flatten", _rows_in_chw_order),
+    "conv-hw-swapped": ("conv2d", _conv_hw_swapped),
+    "lstm-gates-swapped": ("lstm_kernel", _lstm_if_swapped),
+}
+
+
+def _check_family(family: str) -> None:
+    if family not in FAMILIES:
+        raise ValueError(f"unknown layout family {family!r}; known: {FAMILIES}")
+
+
+def inject_fault(
+    spec: ModelSpec, canonical: Mapping[str, np.ndarray], fault: str
+) -> dict[str, np.ndarray]:
+    """Canonical weights with the named layout mistake applied to its kind."""
+    if fault not in FAULTS:
+        raise ValueError(f"unknown fault {fault!r}; known faults: {sorted(FAULTS)}")
+    kind, corrupt = FAULTS[fault]
+    return {
+        p.name: corrupt(canonical[p.name], p) if p.kind == kind else canonical[p.name]
+        for p in spec.params
+    }
+
+
+def to_native(
+    spec: ModelSpec, canonical: Mapping[str, np.ndarray], family: str
+) -> dict[str, np.ndarray]:
+    """Convert canonical weights to ``family`` layout."""
+    _check_family(family)
+    if family == "keras":
+        return {p.name: canonical[p.name] for p in spec.params}
+    return {p.name: _TO_OIHW[p.kind](canonical[p.name], p) for p in spec.params}
+
+
+def to_canonical(
+    spec: ModelSpec, native: Mapping[str, np.ndarray], family: str
+) -> dict[str, np.ndarray]:
+    """Convert arrays (weights or gradients) in ``family`` layout to canonical."""
+    _check_family(family)
+    if family == "keras":
+        return {p.name: native[p.name] for p in spec.params}
+    return {p.name: _FROM_OIHW[p.kind](native[p.name], p) for p in spec.params}

@@ -1,0 +1,77 @@
+"""The native paths as a worker runs them: one class for every framework.
+
+Everything framework-specific comes from ``native.<framework>.common`` and the
+model modules; this file only wires them to the worker's three tasks.  Data is
+made resident on the device before any timing starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from native import load_apply, load_framework
+from zoo.specs import ModelSpec
+
+
+class NativeRunner:
+    def __init__(self, framework: str) -> None:
+        self.framework = framework
+        self.fw = load_framework(framework)
+
+    def evaluate(
+        self,
+        spec: ModelSpec,
+        weights: Mapping[str, np.ndarray],
+        x: np.ndarray,
+        y: np.ndarray,
+    ) -> tuple[np.ndarray, float, dict[str, np.ndarray]]:
+        apply = load_apply(self.framework, spec)
+        params = self.fw.init(spec, weights)
+        return self.fw.evaluate(
+            spec, apply, params, self.fw.to_input(x), self.fw.to_labels(y)
+        )
+
+    def trainer(
+        self,
+        spec: ModelSpec,
+        weights: Mapping[str, np.ndarray],
+        xs: np.ndarray,
+        ys: np.ndarray,
+    ) -> Callable[[int], None]:
+        """``run(n)``: ``n`` hand-written optimizer steps, finished on return."""
+        apply = load_apply(self.framework, spec)
+        state = self.fw.make_train_state(spec, self.fw.init(spec, weights))
+        batches = [
+            (self.fw.to_input(x), self.fw.to_labels(y))
+            for x, y in zip(xs, ys, strict=True)
+        ]
+
+        def run(n: int) -> None:
+            nonlocal state
+            if n > len(batches):
+                raise ValueError(f"asked for {n} steps but only {len(batches)} batches")
+            for x, y in batches[:n]:
+                state = self.fw.train_step(apply, state, x, y)
+            self.fw.sync(state)
+
+        return run
+
+    def predictor(
+        self, spec: ModelSpec, weights: Mapping[str, np.ndarray], xs: np.ndarray
+    ) -> Callable[[], None]:
+        """``run()``: the forward pass over every resident batch, finished on return."""
+        apply = load_apply(self.framework, spec)
+        params = self.fw.init(spec, weights)
+        inputs = [self.fw.to_input(x) for x in xs]
+
+        def run() -> None:
+            outputs = [self.fw.inference(apply, params, x) for x in inputs]
+            self.fw.sync(outputs)
+
+        return run
+
+    def describe(self) -> dict[str, Any]:
+        return self.fw.describe()

@@ -1,0 +1,1 @@
+"""The four reference models from low-level PyTorch operators (no ``nn.Module``)."""

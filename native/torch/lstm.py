@@ -1,0 +1,35 @@
+"""LSTM-128 over (T, 50) sequences, last hidden state -> 2 logits, in PyTorch.
+
+The cell is written out: ``z = x_t W + h U + b`` split into gates in Keras'
+order ``i, f, c, o``; ``c = f * c + i * tanh(z_c)``; ``h = o * tanh(c)`` with
+sigmoid gates.  One bias only (no second PyTorch-style bias is needed because
+the cell is not ``nn.LSTM``).
+
+Layouts: x ``(N, T, F)`` batch-first; kernel ``(4u, F)``, recurrent kernel
+``(4u, u)``, bias ``(4u,)``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from native.torch.common import Params
+from zoo.specs import MODELS
+
+SPEC = MODELS["lstm"]
+
+
+def apply(params: Params, x: torch.Tensor) -> torch.Tensor:
+    kernel, recurrent = params["lstm/kernel"], params["lstm/recurrent_kernel"]
+    batch, units = x.shape[0], recurrent.shape[1]
+    # The input projection of every time step at once: (N, T, F) -> (N, T, 4u).
+    projected = F.linear(x, kernel, params["lstm/bias"])
+    h = x.new_zeros(batch, units)
+    c = x.new_zeros(batch, units)
+    for t in range(x.shape[1]):
+        z = projected[:, t] + F.linear(h, recurrent)
+        i, f, g, o = z.chunk(4, dim=1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+    return F.linear(h, params["logits/kernel"], params["logits/bias"])

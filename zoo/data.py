@@ -1,0 +1,47 @@
+"""Synthetic mini-batches with each workload's shapes, drawn with NumPy.
+
+The embedded default needs no download.  Inputs are standard-normal float32
+in canonical layout (images ``(N, H, W, C)``, sequences ``(N, T, F)``); labels
+are int32 class indices.  Every path is fed the very same arrays in the same
+order, so a mini-batch ``i`` is identical everywhere.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from zoo.arrays import save_npz
+from zoo.specs import ModelSpec
+
+
+def make_batches(
+    spec: ModelSpec,
+    seed: int,
+    batch_size: int,
+    count: int,
+    input_shape: tuple[int, ...] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` mini-batches stacked: x ``(count, batch, *input)``, y ``(count, batch)``.
+
+    ``input_shape`` overrides the spec's (used for LSTM sequence lengths).
+    """
+    if batch_size < 1 or count < 1:
+        raise ValueError("batch size and batch count must be at least 1")
+    shape = input_shape or spec.input_shape
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((count, batch_size, *shape)).astype(np.float32)
+    y = rng.integers(0, spec.classes, size=(count, batch_size)).astype(np.int32)
+    return x, y
+
+
+def batches_file(
+    spec: ModelSpec, seed: int, batch_size: int, count: int, cache_dir: Path
+) -> Path:
+    """Path of the stacked batches for these settings, written on first use."""
+    path = cache_dir / f"data-{spec.name}-seed{seed}-b{batch_size}-n{count}.npz"
+    if not path.exists():
+        x, y = make_batches(spec, seed, batch_size, count)
+        save_npz(path, {"x": x, "y": y})
+    return path

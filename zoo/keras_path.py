@@ -1,0 +1,197 @@
+"""The Keras paths (``keras-jax``, ``keras-tensorflow``, ``keras-torch``) as
+a worker runs them.
+
+``KerasRunner(backend)`` sets ``KERAS_BACKEND`` and only then imports Keras.
+Training is timed through ``Model.fit`` and inference through
+``Model.predict``, the APIs users use; gradients for the equivalence checks
+come from each backend's own autodiff around the same Keras model.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from zoo.specs import ModelSpec
+
+
+class KerasRunner:
+    def __init__(self, backend: str) -> None:
+        if "keras" in sys.modules:
+            raise RuntimeError("Keras was imported before its backend was chosen")
+        os.environ["KERAS_BACKEND"] = backend
+        self.keras = importlib.import_module("keras")
+        self.models = importlib.import_module("zoo.keras_models")
+        self.backend = backend
+        if self.keras.backend.backend() != backend:
+            raise RuntimeError(f"Keras chose {self.keras.backend.backend()!r}")
+
+    def _model(
+        self, spec: ModelSpec, weights: Mapping[str, np.ndarray], x: np.ndarray
+    ) -> Any:
+        model = self.models.build(spec, input_shape=tuple(x.shape[1:]))
+        self.models.set_weights(model, spec, weights)
+        return model
+
+    def _loss_fn(self) -> Any:
+        return self.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def evaluate(
+        self,
+        spec: ModelSpec,
+        weights: Mapping[str, np.ndarray],
+        x: np.ndarray,
+        y: np.ndarray,
+    ) -> tuple[np.ndarray, float, dict[str, np.ndarray]]:
+        model = self._model(spec, weights, x)
+        loss_fn = self._loss_fn()
+        logits, loss, grads = _GRADS[self.backend](model, loss_fn, x, y)
+        by_variable = dict(zip((id(v) for v in model.trainable_variables), grads,
+                               strict=True))
+        canonical = {}
+        for p in spec.params:
+            variables = {v.name: v for v in model.get_layer(p.layer).weights}
+            g = by_variable[id(variables[p.role])]
+            canonical[p.name] = np.asarray(self.keras.ops.convert_to_numpy(g))
+        return np.asarray(logits), float(loss), canonical
+
+    def _compiled(
+        self, spec: ModelSpec, weights: Mapping[str, np.ndarray], x: np.ndarray
+    ) -> Any:
+        model = self._model(spec, weights, x)
+        w = spec.workload
+        optimizers = self.keras.optimizers
+        optimizer = (
+            optimizers.SGD(w.learning_rate)
+            if w.optimizer == "sgd"
+            else optimizers.Adam(
+                w.learning_rate, beta_1=w.beta_1, beta_2=w.beta_2, epsilon=w.epsilon
+            )
+        )
+        model.compile(optimizer=optimizer, loss=self._loss_fn())
+        return model
+
+    def trainer(
+        self,
+        spec: ModelSpec,
+        weights: Mapping[str, np.ndarray],
+        xs: np.ndarray,
+        ys: np.ndarray,
+    ) -> Callable[[int], None]:
+        """``run(n)``: ``n`` optimizer steps through ``fit``, finished on return."""
+        model = self._compiled(spec, weights, xs[0])
+        batch = xs.shape[1]
+        x_all = xs.reshape(-1, *xs.shape[2:])
+        y_all = ys.reshape(-1)
+        probe = model.trainable_variables[-1]
+
+        def run(n: int) -> None:
+            if n > xs.shape[0]:
+                raise ValueError(f"asked for {n} steps but only {xs.shape[0]} batches")
+            model.fit(x_all[: n * batch], y_all[: n * batch], batch_size=batch,
+                      epochs=1, shuffle=False, verbose=0)
+            # Reading a weight back waits for every update of the last step.
+            self.keras.ops.convert_to_numpy(probe.value)
+
+        return run
+
+    def predictor(
+        self, spec: ModelSpec, weights: Mapping[str, np.ndarray], xs: np.ndarray
+    ) -> Callable[[], None]:
+        """``run()``: one ``predict`` over all resident batches (returns NumPy,
+        so the work is finished when it returns)."""
+        model = self._model(spec, weights, xs[0])
+        batch = xs.shape[1]
+        x_all = xs.reshape(-1, *xs.shape[2:])
+
+        def run() -> None:
+            model.predict(x_all, batch_size=batch, verbose=0)
+
+        return run
+
+    def describe(self) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "keras_version": self.keras.__version__,
+            "keras_backend": self.backend,
+        }
+        info.update(_DESCRIBE[self.backend]())
+        return info
+
+
+def _grads_jax(model: Any, loss_fn: Any, x: np.ndarray, y: np.ndarray) -> Any:
+    import jax
+
+    trainable = [v.value for v in model.trainable_variables]
+    frozen = [v.value for v in model.non_trainable_variables]
+
+    def loss_of(tv: Any) -> Any:
+        logits, _ = model.stateless_call(tv, frozen, x)
+        return loss_fn(y, logits), logits
+
+    (loss, logits), grads = jax.value_and_grad(loss_of, has_aux=True)(trainable)
+    return np.asarray(logits), float(loss), grads
+
+
+def _grads_tensorflow(model: Any, loss_fn: Any, x: np.ndarray, y: np.ndarray) -> Any:
+    import tensorflow as tf
+
+    with tf.GradientTape() as tape:
+        logits = model(x)
+        loss = loss_fn(y, logits)
+    grads = tape.gradient(loss, [v.value for v in model.trainable_variables])
+    return logits.numpy(), float(loss), grads
+
+
+def _grads_torch(model: Any, loss_fn: Any, x: np.ndarray, y: np.ndarray) -> Any:
+    import torch
+
+    logits = model(x)
+    loss = loss_fn(y, logits)
+    grads = torch.autograd.grad(loss, [v.value for v in model.trainable_variables])
+    return logits.detach().cpu().numpy(), float(loss.item()), grads
+
+
+_GRADS = {"jax": _grads_jax, "tensorflow": _grads_tensorflow, "torch": _grads_torch}
+
+
+def _describe_jax() -> dict[str, Any]:
+    import jax
+
+    return {
+        "framework": "jax",
+        "framework_version": jax.__version__,
+        "device": str(jax.devices()[0]),
+        "jax_default_matmul_precision": str(jax.config.jax_default_matmul_precision),
+        "xla_flags": os.environ.get("XLA_FLAGS"),
+    }
+
+
+def _describe_tensorflow() -> dict[str, Any]:
+    import tensorflow as tf
+
+    return {
+        "framework": "tensorflow",
+        "framework_version": tf.__version__,
+        "device": "gpu" if tf.config.list_physical_devices("GPU") else "cpu",
+        "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+        "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+        "tf32_execution": tf.config.experimental.tensor_float_32_execution_enabled(),
+    }
+
+
+def _describe_torch() -> dict[str, Any]:
+    from native.torch.common import describe
+
+    return describe()
+
+
+_DESCRIBE = {
+    "jax": _describe_jax,
+    "tensorflow": _describe_tensorflow,
+    "torch": _describe_torch,
+}
