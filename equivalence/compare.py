@@ -1,0 +1,121 @@
+"""Pairwise comparison of two paths' outputs against one tolerance table.
+
+The error measure is the normwise relative error in float64 of float32 results,
+``||a - b||_2 / max(||a||_2, ||b||_2)``, so it does not depend on the size of
+a tensor or on the scale of its entries.  A missing array, a shape mismatch or
+a NaN counts as an infinite error.
+
+Tolerances (float32, machine epsilon 1.2e-7).  Two correct paths differ only
+by the order of floating-point sums (different convolution algorithms, fused
+or split matmuls, the LSTM's time loop), which gives errors of a few epsilon
+per reduction, growing mildly with depth.  Measured on this project's four
+models with the four Keras and native-torch paths, batch 4 to 200 (see the
+README's "Equivalence" section for the command): logits and loss at most
+5e-7; gradients at most 3e-6, largest for VGG16's first convolutions where
+backpropagation has accumulated through thirteen layers.
+
+- ``logits`` and ``loss``: 1e-5, about 20x the largest error seen.
+- gradients: 1e-4, about 30x the largest error seen, leaving room for the
+  longer reductions of bigger batches and longer sequences.
+
+A layout mistake (an un-permuted flatten, swapped kernel axes or gates) gives
+errors of order 0.1 to 1, four orders of magnitude above these bounds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+TOLERANCES: dict[str, float] = {"logits": 1e-5, "loss": 1e-5, "grad": 1e-4}
+GRAD_PREFIX = "grad:"
+
+
+def tolerance(quantity: str) -> float:
+    return TOLERANCES["grad" if quantity.startswith(GRAD_PREFIX) else quantity]
+
+
+def relative_error(a: np.ndarray, b: np.ndarray) -> float:
+    """Normwise relative error; ``inf`` for shape mismatches or non-finite values."""
+    a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a64.shape != b64.shape:
+        return math.inf
+    if not (np.isfinite(a64).all() and np.isfinite(b64).all()):
+        return math.inf
+    scale = max(float(np.linalg.norm(a64)), float(np.linalg.norm(b64)))
+    if scale == 0.0:
+        return 0.0
+    return float(np.linalg.norm(a64 - b64)) / scale
+
+
+@dataclass(frozen=True)
+class Entry:
+    quantity: str  # "logits", "loss" or "grad:<canonical parameter name>"
+    error: float
+    tolerance: float
+
+    @property
+    def ok(self) -> bool:
+        return self.error <= self.tolerance
+
+
+@dataclass(frozen=True)
+class PairResult:
+    model: str
+    a: str
+    b: str
+    entries: tuple[Entry, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(e.ok for e in self.entries)
+
+    @property
+    def failures(self) -> tuple[Entry, ...]:
+        return tuple(e for e in self.entries if not e.ok)
+
+    def error(self, quantity: str) -> float:
+        return next(e.error for e in self.entries if e.quantity == quantity)
+
+    def worst_grad(self) -> Entry:
+        grads = [e for e in self.entries if e.quantity.startswith(GRAD_PREFIX)]
+        return max(grads, key=lambda e: e.error / e.tolerance)
+
+
+def compare(
+    model: str,
+    a: str,
+    a_arrays: Mapping[str, np.ndarray],
+    b: str,
+    b_arrays: Mapping[str, np.ndarray],
+) -> PairResult:
+    """Compare every quantity either side produced; one side missing it fails."""
+    entries = []
+    for quantity in sorted(set(a_arrays) | set(b_arrays)):
+        if quantity in a_arrays and quantity in b_arrays:
+            error = relative_error(a_arrays[quantity], b_arrays[quantity])
+        else:
+            error = math.inf
+        entries.append(Entry(quantity, error, tolerance(quantity)))
+    return PairResult(model, a, b, tuple(entries))
+
+
+def path_verdicts(paths: list[str], pairs: list[PairResult]) -> dict[str, str]:
+    """``pass`` for a path that agrees with a strict majority of the others,
+    ``fail`` otherwise, ``unchecked`` when it had nothing to be compared with.
+
+    One broken path among several then fails alone, while two paths that
+    disagree with nobody to arbitrate both fail.
+    """
+    verdicts = {}
+    for path in paths:
+        mine = [p for p in pairs if path in (p.a, p.b)]
+        if not mine:
+            verdicts[path] = "unchecked"
+            continue
+        agreeing = sum(p.ok for p in mine)
+        verdicts[path] = "pass" if 2 * agreeing > len(mine) else "fail"
+    return verdicts

@@ -1,0 +1,101 @@
+"""Measurement records: one immutable record per cell, as JSON Lines.
+
+Schema history:
+- 1: first version (model, path, phase, status, batch size, raw values,
+  summary, settings, platform, equivalence verdict).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Record:
+    run_id: str
+    profile: str
+    model: str
+    path: str
+    framework: str
+    api: str
+    phase: str
+    status: str  # "ok", or how it failed: "error", "crashed", "timeout", "unavailable"
+    batch_size: int
+    equivalence: str  # the path's verdict for this model: pass, fail, not checked...
+    values: dict[str, Any] = field(default_factory=dict)  # every raw measurement
+    summary: dict[str, Any] = field(default_factory=dict)  # medians and friends
+    settings: dict[str, Any] = field(default_factory=dict)  # what was asked for
+    platform: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    schema_version: int = SCHEMA_VERSION
+
+
+def append(path: Path, record: Record) -> None:
+    """Append one record as one line with one ``write`` and ``fsync`` it, so a
+    crash can lose the record being written but never corrupt earlier ones."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(asdict(record), sort_keys=True) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read(path: Path) -> list[dict[str, Any]]:
+    """Every complete record of a JSON Lines file (a torn last line is skipped)."""
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def host_platform() -> dict[str, Any]:
+    """What the orchestrator can tell about the machine, without any framework."""
+    return {
+        "python": platform.python_version(),
+        "orchestrator_python": sys.executable,
+        "hostname": socket.gethostname(),
+        "os": platform.platform(),
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "git_revision": _git_revision(),
+        "thread_env": {k: os.environ.get(k) for k in
+                       ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _git_revision() -> str:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, check=True,
+                             capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return rev + ("-dirty" if dirty else "")

@@ -1,0 +1,129 @@
+"""``python -m harness run``: time every model on every path, both phases.
+
+Each cell (model, path, phase) is measured in a worker of its path; a cell
+that fails becomes a record with its failure and the run goes on.  Records are
+appended to ``<results>/run-<timestamp>.jsonl`` as soon as each cell ends.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from harness import records
+from harness.launch import Worker
+from harness.paths import get_path
+from harness.profiles import Profile
+from zoo.data import batches_file
+from zoo.specs import get_spec
+from zoo.weights import weights_file
+
+WEIGHTS_SEED = 0
+DATA_SEED = 1
+
+
+def load_verdicts(path: Path) -> dict[str, dict[str, str]]:
+    """Per model and path, the verdict of the last ``python -m equivalence --out``."""
+    if not path.exists():
+        return {}
+    try:
+        verdicts: dict[str, dict[str, str]] = json.loads(path.read_text())["models"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    return verdicts
+
+
+def summarize(phase: str, values: dict[str, Any]) -> dict[str, Any]:
+    if phase == "train":
+        return {
+            "median_step_s": statistics.median(values["step_s"]),
+            "first_step_s": values["first_step_s"],
+        }
+    return {
+        "batches_per_s": values["batches_per_s"],
+        "median_batch_s": statistics.median(values["round_s"])
+        / values["batches_per_round"],
+    }
+
+
+def _request(profile: Profile, model: str, phase: str, weights: Path, data: Path
+             ) -> dict[str, Any]:
+    request: dict[str, Any] = {
+        "task": phase, "model": model, "weights": str(weights), "data": str(data),
+    }
+    if phase == "train":
+        request |= {"steps": profile.train_steps, "repeats": profile.repeats}
+    else:
+        request |= {"window_s": profile.window_s,
+                    "warmup_rounds": profile.warmup_rounds}
+    return request
+
+
+def run(profile: Profile, models: list[str], paths: list[str], phases: list[str],
+        results_dir: Path, verdicts_path: Path) -> Path:
+    """Measure every cell; returns the records file."""
+    run_id = time.strftime("%Y%m%d-%H%M%S")
+    out = results_dir / f"run-{run_id}.jsonl"
+    cache = results_dir / "cache"
+    verdicts = load_verdicts(verdicts_path)
+    host = records.host_platform()
+    cells = [(m, p, ph) for m in models for ph in phases for p in paths]
+    print(f"run {run_id}: {len(cells)} cells, profile {profile.name}, "
+          f"records in {out}", file=sys.stderr)
+    with ExitStack() as shared:
+        shared_workers: dict[str, Worker] = {}
+        for i, (model, path_id, phase) in enumerate(cells, start=1):
+            spec = get_spec(model)
+            path = get_path(path_id)
+            batch = profile.batch_size(model, spec.workload.batch_size)
+            count = profile.train_steps if phase == "train" else profile.infer_batches
+            weights = weights_file(spec, WEIGHTS_SEED, cache)
+            data = batches_file(spec, DATA_SEED, batch, count, cache)
+            request = _request(profile, model, phase, weights, data)
+            label = f"[{i}/{len(cells)}] {model} {path_id} {phase}"
+            print(f"{label} ...", file=sys.stderr, flush=True)
+            start = time.perf_counter()
+            if profile.fresh_worker_per_cell:
+                with Worker(path_id) as worker:
+                    response = worker.call(request, profile.timeout_s)
+                    worker_platform = worker.platform
+            else:
+                if path_id not in shared_workers:
+                    shared_workers[path_id] = shared.enter_context(Worker(path_id))
+                worker = shared_workers[path_id]
+                response = worker.call(request, profile.timeout_s)
+                worker_platform = worker.platform
+            ok = response["status"] == "ok"
+            values = response.get("result", {}) if ok else {}
+            summary = summarize(phase, values) if ok else {}
+            record = records.Record(
+                run_id=run_id, profile=profile.name, model=model, path=path_id,
+                framework=path.framework, api=path.api, phase=phase,
+                status=response["status"], batch_size=batch,
+                equivalence=verdicts.get(model, {}).get(path_id, "not checked"),
+                values=values, summary=summary,
+                settings={k: v for k, v in request.items()
+                          if k not in ("weights", "data", "task")},
+                platform={**host, **worker_platform},
+                error=None if ok else response.get("error"),
+            )
+            records.append(out, record)
+            took = time.perf_counter() - start
+            print(f"{label}: {_describe(record)} ({took:.1f} s)", file=sys.stderr,
+                  flush=True)
+    return out
+
+
+def _describe(record: records.Record) -> str:
+    if record.status != "ok":
+        return f"{record.status.upper()}: {record.error}"
+    s = record.summary
+    if record.phase == "train":
+        return (f"{s['median_step_s'] * 1e3:.2f} ms/step, "
+                f"first step {s['first_step_s']:.2f} s")
+    return f"{s['batches_per_s']:.1f} batches/s"
