@@ -44,13 +44,15 @@ def _print_report(report: ModelReport) -> None:
     rows = []
     for pair in report.pairs:
         worst = pair.worst_grad()
-        rows.append([
-            f"{pair.a} vs {pair.b}",
-            f"{pair.error('logits'):.1e}",
-            f"{pair.error('loss'):.1e}",
-            f"{worst.error:.1e} ({worst.quantity.removeprefix('grad:')})",
-            "agree" if pair.ok else "DISAGREE",
-        ])
+        rows.append(
+            [
+                f"{pair.a} vs {pair.b}",
+                f"{pair.error('logits'):.1e}",
+                f"{pair.error('loss'):.1e}",
+                f"{worst.error:.1e} ({worst.quantity.removeprefix('grad:')})",
+                "agree" if pair.ok else "DISAGREE",
+            ]
+        )
     if rows:
         print(tabulate(rows, headers=["pair", "logits", "loss", "worst gradient", ""]))
     print("verdicts: " + ", ".join(f"{p} {v}" for p, v in report.verdicts.items()))
@@ -70,18 +72,33 @@ def _print_report(report: ModelReport) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m equivalence", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default=",".join(MODELS),
-                        help="comma-separated model ids (default: the four models)")
+    parser = argparse.ArgumentParser(
+        prog="python -m equivalence",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--models",
+        default=",".join(MODELS),
+        help="comma-separated model ids (default: the four models)",
+    )
     parser.add_argument("--paths", default="all", help="comma-separated path ids")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--fault", action="append", default=[], metavar="PATH:FAULT",
-                        help="inject a deliberate layout fault into one path")
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="PATH:FAULT",
+        help="inject a deliberate layout fault into one path",
+    )
     parser.add_argument("--out", type=Path, help="write the verdicts to this JSON file")
-    parser.add_argument("--timeout", type=float, default=900.0,
-                        help="seconds a worker may take for one model")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=900.0,
+        help="seconds a worker may take for one model",
+    )
     args = parser.parse_args(argv)
     try:
         models = parse_list(args.models, [*MODELS, *VARIANTS], "model")
@@ -109,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write_verdicts(
-    out: Path, reports: list[ModelReport], args: argparse.Namespace,
+    out: Path,
+    reports: list[ModelReport],
+    args: argparse.Namespace,
     faults: dict[str, str],
 ) -> None:
     document = {

@@ -48,16 +48,18 @@ class ModelReport:
     @property
     def ok(self) -> bool:
         """No pair disagrees and no path failed to produce its arrays."""
-        errored = any(o["status"] not in ("ok", "unavailable")
-                      for o in self.outcomes.values())
+        errored = any(
+            o["status"] not in ("ok", "unavailable") for o in self.outcomes.values()
+        )
         return not errored and all(p.ok for p in self.pairs)
 
 
 class Checker:
     """Workers for ``paths``, kept open; ``check(case)`` runs and compares them."""
 
-    def __init__(self, paths: list[str], cache_dir: Path | None = None,
-                 timeout: float = 900.0) -> None:
+    def __init__(
+        self, paths: list[str], cache_dir: Path | None = None, timeout: float = 900.0
+    ) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="equivalence-")
         self.cache_dir = cache_dir or Path(self._tmp.name)
         self.timeout = timeout
@@ -91,8 +93,11 @@ class Checker:
         for path, worker in self.workers.items():
             out = work / f"{path}.npz"
             request = {
-                "task": "evaluate", "model": case.model, "weights": str(weights),
-                "data": str(data), "out": str(out),
+                "task": "evaluate",
+                "model": case.model,
+                "weights": str(weights),
+                "data": str(data),
+                "out": str(out),
                 "fault": (faults or {}).get(path),
             }
             outcome = worker.call(request, self.timeout)

@@ -19,18 +19,33 @@ def main(argv: list[str] | None = None) -> int:
     run_p.add_argument("--models", default=",".join(MODELS))
     run_p.add_argument("--paths", default="all")
     run_p.add_argument("--phases", default="all")
-    run_p.add_argument("--results", type=Path, default=Path("results"),
-                       help="folder for records (default: ./results)")
-    run_p.add_argument("--verdicts", type=Path, default=None,
-                       help="equivalence verdicts JSON (default: <results>/"
-                       "equivalence.json)")
+    run_p.add_argument(
+        "--results",
+        type=Path,
+        default=Path("results"),
+        help="folder for records (default: ./results)",
+    )
+    run_p.add_argument(
+        "--verdicts",
+        type=Path,
+        default=None,
+        help="equivalence verdicts JSON (default: <results>/equivalence.json)",
+    )
     rep_p = commands.add_parser("report", help="tables from a run's records")
-    rep_p.add_argument("records", type=Path, nargs="?",
-                       help="a run-*.jsonl file (default: the newest in --results)")
+    rep_p.add_argument(
+        "records",
+        type=Path,
+        nargs="?",
+        help="a run-*.jsonl file (default: the newest in --results)",
+    )
     rep_p.add_argument("--results", type=Path, default=Path("results"))
     rep_p.add_argument("--format", choices=("table", "csv", "json"), default="table")
-    rep_p.add_argument("--table", choices=("overhead", "cells"), default="overhead",
-                       help="which table csv and json print")
+    rep_p.add_argument(
+        "--table",
+        choices=("overhead", "cells"),
+        default="overhead",
+        help="which table csv and json print",
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "run":
@@ -41,7 +56,14 @@ def main(argv: list[str] | None = None) -> int:
             paths = parse_list(args.paths, list(PATHS), "path")
             phases = parse_list(args.phases, PHASES, "phase")
             verdicts = args.verdicts or args.results / "equivalence.json"
-            out = run(profile, models, paths, phases, args.results, verdicts)
+            out = run(
+                profile,
+                models=models,
+                paths=paths,
+                phases=phases,
+                results_dir=args.results,
+                verdicts_path=verdicts,
+            )
             print(f"records written to {out}")
             return 0
         from harness.report import latest_run, report

@@ -9,6 +9,7 @@ and the caller moves on to the next cell.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -27,13 +28,18 @@ STDERR_TAIL = 2000
 class Worker:
     """One path's worker process.  Use as a context manager."""
 
-    def __init__(self, path_id: str, start_timeout: float = 300.0,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        path_id: str,
+        start_timeout: float = 300.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.path = get_path(path_id)
         self.python = interpreter(self.path.framework)
         self.platform: dict[str, Any] = {}
         self.failure: dict[str, Any] | None = None
-        self._stderr = tempfile.TemporaryFile(mode="w+")
+        # Lives as long as the worker; closed in close().
+        self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
         child_env = {**os.environ, **(env or {})}
         child_env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(PROJECT_ROOT), child_env.get("PYTHONPATH", "")) if p
@@ -74,12 +80,12 @@ class Worker:
         """Send one request; the response, or a failure response, never raises."""
         if self.failure is not None:
             return self.failure
-        assert self._proc is not None and self._proc.stdin is not None
-        try:
+        assert self._proc is not None
+        assert self._proc.stdin is not None
+        # If the process died, writing fails; _receive then reports how it died.
+        with contextlib.suppress(OSError):
             self._proc.stdin.write(json.dumps(request) + "\n")
             self._proc.stdin.flush()
-        except OSError:
-            pass  # the process died; _receive reports how
         response = self._receive(timeout)
         if response["status"] in ("crashed", "timeout"):
             self.failure = response
@@ -87,7 +93,8 @@ class Worker:
         return response
 
     def _receive(self, timeout: float) -> dict[str, Any]:
-        assert self._proc is not None and self._proc.stdout is not None
+        assert self._proc is not None
+        assert self._proc.stdout is not None
         line = _readline(self._proc.stdout, timeout)
         if line is None:
             self._kill()
@@ -127,10 +134,8 @@ class Worker:
             self._stderr.close()
             return
         if self._proc.stdin is not None and not self._proc.stdin.closed:
-            try:
+            with contextlib.suppress(OSError):
                 self._proc.stdin.close()
-            except OSError:
-                pass
         try:
             self._proc.wait(timeout=30)
         except subprocess.TimeoutExpired:

@@ -41,8 +41,9 @@ def get_path(path_id: str) -> PathInfo:
     return PATHS[path_id]
 
 
-def parse_list(text: str | None, known: tuple[str, ...] | list[str], what: str
-               ) -> list[str]:
+def parse_list(
+    text: str | None, known: tuple[str, ...] | list[str], what: str
+) -> list[str]:
     """Split a comma-separated selection and check every item against ``known``.
 
     ``None`` or ``all`` selects everything.

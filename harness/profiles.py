@@ -29,18 +29,40 @@ class Profile:
 
 
 PROFILES: dict[str, Profile] = {
-    "smoke": Profile("smoke", train_steps=2, repeats=1, infer_batches=2, window_s=0.5,
-                     warmup_rounds=1, fresh_worker_per_cell=False,
-                     batch_sizes={"vgg16": 8, "lstm": 32}),
-    "default": Profile("default", train_steps=3, repeats=3, infer_batches=2,
-                       window_s=3.0, warmup_rounds=1, fresh_worker_per_cell=True),
-    "paper": Profile("paper", train_steps=100, repeats=7, infer_batches=8,
-                     window_s=60.0, warmup_rounds=3, fresh_worker_per_cell=True),
+    "smoke": Profile(
+        "smoke",
+        train_steps=2,
+        repeats=1,
+        infer_batches=2,
+        window_s=0.5,
+        warmup_rounds=1,
+        fresh_worker_per_cell=False,
+        batch_sizes={"vgg16": 8, "lstm": 32},
+    ),
+    "default": Profile(
+        "default",
+        train_steps=3,
+        repeats=3,
+        infer_batches=2,
+        window_s=3.0,
+        warmup_rounds=1,
+        fresh_worker_per_cell=True,
+    ),
+    "paper": Profile(
+        "paper",
+        train_steps=100,
+        repeats=7,
+        infer_batches=8,
+        window_s=60.0,
+        warmup_rounds=3,
+        fresh_worker_per_cell=True,
+    ),
 }
 
 
 def get_profile(name: str) -> Profile:
     if name not in PROFILES:
-        raise ValueError(f"unknown profile {name!r}; known profiles: "
-                         f"{', '.join(PROFILES)}")
+        raise ValueError(
+            f"unknown profile {name!r}; known profiles: {', '.join(PROFILES)}"
+        )
     return PROFILES[name]

@@ -74,8 +74,10 @@ def host_platform() -> dict[str, Any]:
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
         "git_revision": _git_revision(),
-        "thread_env": {k: os.environ.get(k) for k in
-                       ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
+        "thread_env": {
+            k: os.environ.get(k)
+            for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+        },
     }
 
 
@@ -92,10 +94,20 @@ def _cpu_model() -> str:
 def _git_revision() -> str:
     root = Path(__file__).resolve().parent.parent
     try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, check=True,
-                             capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=root, capture_output=True, text=True).stdout.strip()
+        rev = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=root,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return rev + ("-dirty" if dirty else "")

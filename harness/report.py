@@ -34,11 +34,16 @@ def cell_time(record: dict[str, Any]) -> float | None:
     if record["status"] != "ok":
         return None
     s = record["summary"]
-    return float(s["median_step_s"]) if record["phase"] == "train" else (
-        1.0 / float(s["batches_per_s"]))
+    return (
+        float(s["median_step_s"])
+        if record["phase"] == "train"
+        else (1.0 / float(s["batches_per_s"]))
+    )
 
 
-def _last_per_cell(recs: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+def _last_per_cell(
+    recs: list[dict[str, Any]],
+) -> dict[tuple[str, str, str], dict[str, Any]]:
     cells = {}
     for r in recs:
         cells[(r["model"], r["path"], r["phase"])] = r
@@ -49,38 +54,57 @@ def cell_rows(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for (model, path, phase), r in _last_per_cell(recs).items():
         t = cell_time(r)
-        rows.append({
-            "model": model, "path": path, "phase": phase,
-            "batch_size": r["batch_size"], "status": r["status"],
-            "time_ms": None if t is None else round(t * 1e3, 3),
-            "first_step_s": (round(r["summary"]["first_step_s"], 3)
-                             if r["status"] == "ok" and phase == "train" else None),
-            "batches_per_s": (round(r["summary"]["batches_per_s"], 2)
-                              if r["status"] == "ok" and phase == "infer" else None),
-            "equivalence": r["equivalence"],
-        })
+        rows.append(
+            {
+                "model": model,
+                "path": path,
+                "phase": phase,
+                "batch_size": r["batch_size"],
+                "status": r["status"],
+                "time_ms": None if t is None else round(t * 1e3, 3),
+                "first_step_s": (
+                    round(r["summary"]["first_step_s"], 3)
+                    if r["status"] == "ok" and phase == "train"
+                    else None
+                ),
+                "batches_per_s": (
+                    round(r["summary"]["batches_per_s"], 2)
+                    if r["status"] == "ok" and phase == "infer"
+                    else None
+                ),
+                "equivalence": r["equivalence"],
+            }
+        )
     return rows
 
 
 def overhead_rows(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     cells = _last_per_cell(recs)
-    keys = sorted({(m, PATHS[p].framework if p in PATHS else r["framework"], ph)
-                   for (m, p, ph), r in cells.items()},
-                  key=lambda k: (k[0], k[2], k[1]))
+    keys = sorted(
+        {
+            (m, PATHS[p].framework if p in PATHS else r["framework"], ph)
+            for (m, p, ph), r in cells.items()
+        },
+        key=lambda k: (k[0], k[2], k[1]),
+    )
     rows = []
     for model, framework, phase in keys:
         keras = cells.get((model, f"keras-{framework}", phase))
         native = cells.get((model, f"native-{framework}", phase))
         kt = cell_time(keras) if keras else None
         nt = cell_time(native) if native else None
-        rows.append({
-            "model": model, "framework": framework, "phase": phase,
-            "keras_ms": None if kt is None else round(kt * 1e3, 3),
-            "native_ms": None if nt is None else round(nt * 1e3, 3),
-            "overhead": None if kt is None or nt is None else round(kt / nt, 3),
-            "keras_equivalence": keras["equivalence"] if keras else None,
-            "native_equivalence": native["equivalence"] if native else None,
-        })
+        rows.append(
+            {
+                "model": model,
+                "framework": framework,
+                "phase": phase,
+                "keras_ms": None if kt is None else round(kt * 1e3, 3),
+                "native_ms": None if nt is None else round(nt * 1e3, 3),
+                "overhead": None if kt is None or nt is None else round(kt / nt, 3),
+                "keras_equivalence": keras["equivalence"] if keras else None,
+                "native_equivalence": native["equivalence"] if native else None,
+            }
+        )
     return rows
 
 
@@ -93,7 +117,8 @@ def render(rows: list[dict[str, Any]], fmt: str) -> str:
         writer.writeheader()
         writer.writerows(rows)
         return buffer.getvalue()
-    return tabulate(rows, headers="keys", missingval="—", floatfmt="g")
+    table: str = tabulate(rows, headers="keys", missingval="—", floatfmt="g")
+    return table
 
 
 def report(records_path: Path, fmt: str, table: str) -> str:
@@ -103,10 +128,12 @@ def report(records_path: Path, fmt: str, table: str) -> str:
     if not recs:
         raise ValueError(f"{records_path} holds no records")
     if fmt == "table":
-        return (f"records: {records_path}\n\n"
-                f"cells (time: ms per training step or per inference mini-batch)\n"
-                f"{render(cell_rows(recs), fmt)}\n\n"
-                f"Keras over native (overhead = keras_ms / native_ms)\n"
-                f"{render(overhead_rows(recs), fmt)}")
+        return (
+            f"records: {records_path}\n\n"
+            f"cells (time: ms per training step or per inference mini-batch)\n"
+            f"{render(cell_rows(recs), fmt)}\n\n"
+            f"Keras over native (overhead = keras_ms / native_ms)\n"
+            f"{render(overhead_rows(recs), fmt)}"
+        )
     rows = cell_rows(recs) if table == "cells" else overhead_rows(recs)
     return render(rows, fmt)

@@ -51,21 +51,34 @@ def summarize(phase: str, values: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _request(profile: Profile, model: str, phase: str, weights: Path, data: Path
-             ) -> dict[str, Any]:
+def _request(
+    profile: Profile, model: str, phase: str, weights: Path, data: Path
+) -> dict[str, Any]:
     request: dict[str, Any] = {
-        "task": phase, "model": model, "weights": str(weights), "data": str(data),
+        "task": phase,
+        "model": model,
+        "weights": str(weights),
+        "data": str(data),
     }
     if phase == "train":
         request |= {"steps": profile.train_steps, "repeats": profile.repeats}
     else:
-        request |= {"window_s": profile.window_s,
-                    "warmup_rounds": profile.warmup_rounds}
+        request |= {
+            "window_s": profile.window_s,
+            "warmup_rounds": profile.warmup_rounds,
+        }
     return request
 
 
-def run(profile: Profile, models: list[str], paths: list[str], phases: list[str],
-        results_dir: Path, verdicts_path: Path) -> Path:
+def run(
+    profile: Profile,
+    *,
+    models: list[str],
+    paths: list[str],
+    phases: list[str],
+    results_dir: Path,
+    verdicts_path: Path,
+) -> Path:
     """Measure every cell; returns the records file."""
     run_id = time.strftime("%Y%m%d-%H%M%S")
     out = results_dir / f"run-{run_id}.jsonl"
@@ -73,8 +86,10 @@ def run(profile: Profile, models: list[str], paths: list[str], phases: list[str]
     verdicts = load_verdicts(verdicts_path)
     host = records.host_platform()
     cells = [(m, p, ph) for m in models for ph in phases for p in paths]
-    print(f"run {run_id}: {len(cells)} cells, profile {profile.name}, "
-          f"records in {out}", file=sys.stderr)
+    print(
+        f"run {run_id}: {len(cells)} cells, profile {profile.name}, records in {out}",
+        file=sys.stderr,
+    )
     with ExitStack() as shared:
         shared_workers: dict[str, Worker] = {}
         for i, (model, path_id, phase) in enumerate(cells, start=1):
@@ -102,20 +117,33 @@ def run(profile: Profile, models: list[str], paths: list[str], phases: list[str]
             values = response.get("result", {}) if ok else {}
             summary = summarize(phase, values) if ok else {}
             record = records.Record(
-                run_id=run_id, profile=profile.name, model=model, path=path_id,
-                framework=path.framework, api=path.api, phase=phase,
-                status=response["status"], batch_size=batch,
+                run_id=run_id,
+                profile=profile.name,
+                model=model,
+                path=path_id,
+                framework=path.framework,
+                api=path.api,
+                phase=phase,
+                status=response["status"],
+                batch_size=batch,
                 equivalence=verdicts.get(model, {}).get(path_id, "not checked"),
-                values=values, summary=summary,
-                settings={k: v for k, v in request.items()
-                          if k not in ("weights", "data", "task")},
+                values=values,
+                summary=summary,
+                settings={
+                    k: v
+                    for k, v in request.items()
+                    if k not in ("weights", "data", "task")
+                },
                 platform={**host, **worker_platform},
                 error=None if ok else response.get("error"),
             )
             records.append(out, record)
             took = time.perf_counter() - start
-            print(f"{label}: {_describe(record)} ({took:.1f} s)", file=sys.stderr,
-                  flush=True)
+            print(
+                f"{label}: {_describe(record)} ({took:.1f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
     return out
 
 
@@ -124,6 +152,8 @@ def _describe(record: records.Record) -> str:
         return f"{record.status.upper()}: {record.error}"
     s = record.summary
     if record.phase == "train":
-        return (f"{s['median_step_s'] * 1e3:.2f} ms/step, "
-                f"first step {s['first_step_s']:.2f} s")
+        return (
+            f"{s['median_step_s'] * 1e3:.2f} ms/step, "
+            f"first step {s['first_step_s']:.2f} s"
+        )
     return f"{s['batches_per_s']:.1f} batches/s"

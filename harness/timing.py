@@ -12,7 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 
-def time_training(run: Callable[[int], None], steps: int, repeats: int) -> dict[str, Any]:
+def time_training(
+    run: Callable[[int], None], steps: int, repeats: int
+) -> dict[str, Any]:
     """First step alone (compilation, tracing, allocation), then ``repeats``
     timings of ``steps`` steady-state steps each, as seconds per step."""
     start = time.perf_counter()

@@ -88,18 +88,23 @@ def main(argv: list[str]) -> int:
         runner = load_runner(argv[0])
         platform = runner.describe()
     except Exception as exc:  # any import or start-up failure ends this worker
-        _send(channel, {"status": "unavailable", "error": f"{type(exc).__name__}: {exc}"})
+        _send(
+            channel, {"status": "unavailable", "error": f"{type(exc).__name__}: {exc}"}
+        )
         return 1
     _send(channel, {"status": "ready", "platform": platform})
     for line in sys.stdin:
         try:
             result = handle(runner, json.loads(line))
         except Exception as exc:
-            _send(channel, {
-                "status": "error",
-                "error": f"{type(exc).__name__}: {exc}",
-                "traceback": traceback.format_exc(),
-            })
+            _send(
+                channel,
+                {
+                    "status": "error",
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "traceback": traceback.format_exc(),
+                },
+            )
         else:
             _send(channel, {"status": "ok", "result": result})
     return 0

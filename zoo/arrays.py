@@ -34,7 +34,7 @@ def save_npz(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> 
                     np.lib.format.write_array(
                         member, np.ascontiguousarray(arrays[name]), allow_pickle=False
                     )
-        os.replace(tmp, dest)
+        Path(tmp).replace(dest)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

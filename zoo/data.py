@@ -23,7 +23,8 @@ def make_batches(
     count: int,
     input_shape: tuple[int, ...] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``count`` mini-batches stacked: x ``(count, batch, *input)``, y ``(count, batch)``.
+    """``count`` stacked mini-batches, x ``(count, batch, *input)`` and y
+    ``(count, batch)``.
 
     ``input_shape`` overrides the spec's (used for LSTM sequence lengths).
     """

@@ -51,8 +51,9 @@ class KerasRunner:
         model = self._model(spec, weights, x)
         loss_fn = self._loss_fn()
         logits, loss, grads = _GRADS[self.backend](model, loss_fn, x, y)
-        by_variable = dict(zip((id(v) for v in model.trainable_variables), grads,
-                               strict=True))
+        by_variable = dict(
+            zip((id(v) for v in model.trainable_variables), grads, strict=True)
+        )
         canonical = {}
         for p in spec.params:
             variables = {v.name: v for v in model.get_layer(p.layer).weights}
@@ -93,8 +94,14 @@ class KerasRunner:
         def run(n: int) -> None:
             if n > xs.shape[0]:
                 raise ValueError(f"asked for {n} steps but only {xs.shape[0]} batches")
-            model.fit(x_all[: n * batch], y_all[: n * batch], batch_size=batch,
-                      epochs=1, shuffle=False, verbose=0)
+            model.fit(
+                x_all[: n * batch],
+                y_all[: n * batch],
+                batch_size=batch,
+                epochs=1,
+                shuffle=False,
+                verbose=0,
+            )
             # Reading a weight back waits for every update of the last step.
             self.keras.ops.convert_to_numpy(probe.value)
 

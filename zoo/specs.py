@@ -124,8 +124,14 @@ def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
             (fan_in,) = shape
             kind = "dense" if flattened_from is None else "dense_after_flatten"
             params += [
-                Param(f"{n}/kernel", (fan_in, layer.size), kind, n, "kernel",
-                      flattened_from),
+                Param(
+                    f"{n}/kernel",
+                    (fan_in, layer.size),
+                    kind,
+                    n,
+                    "kernel",
+                    flattened_from,
+                ),
                 Param(f"{n}/bias", (layer.size,), "bias", n, "bias"),
             ]
             shape, flattened_from = (layer.size,), None
@@ -152,8 +158,13 @@ def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
             u = layer.size
             params += [
                 Param(f"{n}/kernel", (features, 4 * u), "lstm_kernel", n, "kernel"),
-                Param(f"{n}/recurrent_kernel", (u, 4 * u), "lstm_recurrent_kernel",
-                      n, "recurrent_kernel"),
+                Param(
+                    f"{n}/recurrent_kernel",
+                    (u, 4 * u),
+                    "lstm_recurrent_kernel",
+                    n,
+                    "recurrent_kernel",
+                ),
                 Param(f"{n}/bias", (4 * u,), "lstm_bias", n, "bias"),
             ]
             shape = (u,)
@@ -193,29 +204,39 @@ def _build_models() -> dict[str, ModelSpec]:
     mnist_sgd = Workload("mnist", "sgd", 0.01, 128)
     specs = [
         ModelSpec(
-            "ffn", (784,), 10,
+            "ffn",
+            (784,),
+            10,
             (_dense("fc1", 128), _dense("fc2", 64), _dense("logits", 10, None)),
             mnist_sgd,
         ),
         ModelSpec(
-            "lenet", (28, 28, 1), 10,
+            "lenet",
+            (28, 28, 1),
+            10,
             (
                 Layer("conv1", "conv2d", 6, 5, "valid", "relu"),
                 Layer("pool1", "avg_pool", 2),
                 Layer("conv2", "conv2d", 16, 3, "valid", "relu"),
                 Layer("pool2", "avg_pool", 2),
                 Layer("flatten", "flatten"),
-                _dense("fc1", 120), _dense("fc2", 84), _dense("logits", 10, None),
+                _dense("fc1", 120),
+                _dense("fc2", 84),
+                _dense("logits", 10, None),
             ),
             Workload("mnist", "adam", 0.001, 200),
         ),
         ModelSpec(
-            "vgg16", (32, 32, 3), 10,
+            "vgg16",
+            (32, 32, 3),
+            10,
             vgg_layers(VGG16_BLOCKS, (512, 512)),
             Workload("cifar10", "adam", 0.01, 128),
         ),
         ModelSpec(
-            "lstm", (250, 50), 2,
+            "lstm",
+            (250, 50),
+            2,
             (Layer("lstm", "lstm", 128), _dense("logits", 2, None)),
             Workload("imdb", "adam", 0.01, 128),
         ),
@@ -228,7 +249,9 @@ MODELS: dict[str, ModelSpec] = _build_models()
 # Configurations reachable by name but not part of the default comparison.
 VARIANTS: dict[str, ModelSpec] = {
     "vgg-rysia": ModelSpec(
-        "vgg-rysia", (32, 32, 3), 10,
+        "vgg-rysia",
+        (32, 32, 3),
+        10,
         vgg_layers(RYSIA_VGG_BLOCKS, (512, 256)),
         Workload("cifar10", "adam", 0.01, 128),
         module="vgg16",

@@ -1,0 +1,44 @@
+"""``harness run`` end to end on the smallest model, every path, both phases."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness import records
+from harness.paths import PATHS, PHASES
+from harness.profiles import PROFILES
+from harness.report import report
+from harness.run import run
+
+pytestmark = pytest.mark.paths
+
+
+def test_smoke_run_records_every_cell(tmp_path: Path) -> None:
+    verdicts = tmp_path / "equivalence.json"
+    verdicts.write_text(json.dumps({"models": {"ffn": {"native-torch": "pass"}}}))
+    out = run(
+        PROFILES["smoke"],
+        models=["ffn"],
+        paths=list(PATHS),
+        phases=list(PHASES),
+        results_dir=tmp_path,
+        verdicts_path=verdicts,
+    )
+    recs = records.read(out)
+    assert {(r["path"], r["phase"]) for r in recs} == {
+        (p, ph) for p in PATHS for ph in PHASES
+    }
+    assert all(r["status"] == "ok" for r in recs), [r["error"] for r in recs]
+    by_path = {(r["path"], r["phase"]): r for r in recs}
+    train = by_path["native-torch", "train"]
+    assert train["equivalence"] == "pass"
+    assert by_path["keras-jax", "train"]["equivalence"] == "not checked"
+    assert len(train["values"]["step_s"]) == PROFILES["smoke"].repeats
+    assert train["platform"]["framework"] == "torch"
+    assert train["platform"]["cpu_count"] >= 1
+    text = report(out, "table", "overhead")
+    assert "keras-jax" in text
+    assert "overhead" in text

@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from equivalence.compare import (
+    TOLERANCES,
+    compare,
+    path_verdicts,
+    relative_error,
+)
+
+
+def _arrays(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        "logits": rng.standard_normal((4, 10)).astype(np.float32),
+        "loss": np.float32(2.3),
+        "grad:fc/kernel": rng.standard_normal((6, 10)).astype(np.float32),
+    }
+
+
+def test_relative_error_is_scale_free() -> None:
+    a = np.array([3.0, 4.0])
+    assert relative_error(a, a) == 0.0
+    assert relative_error(a, a * (1 + 1e-3)) == pytest.approx(1e-3 / (1 + 1e-3))
+    assert relative_error(a * 1e6, a * 1e6 * (1 + 1e-3)) == pytest.approx(
+        relative_error(a, a * (1 + 1e-3))
+    )
+
+
+@pytest.mark.parametrize(
+    "b", [np.zeros(3), np.array([1.0, np.nan]), np.array([1.0, np.inf])]
+)
+def test_shape_mismatch_and_non_finite_are_infinite(b: np.ndarray) -> None:
+    assert relative_error(np.ones(2), b) == math.inf
+
+
+def test_identical_outputs_agree() -> None:
+    pair = compare("m", "p", _arrays(0), "q", _arrays(0))
+    assert pair.ok
+    assert pair.failures == ()
+
+
+def test_rounding_noise_within_tolerance_agrees() -> None:
+    a = _arrays(0)
+    b = {k: v * np.float32(1 + 1e-6) for k, v in a.items()}
+    assert compare("m", "p", a, "q", b).ok
+
+
+def test_a_permuted_gradient_is_caught_and_named() -> None:
+    a = _arrays(0)
+    b = dict(a)
+    b["grad:fc/kernel"] = a["grad:fc/kernel"][::-1]  # rows in the wrong order
+    pair = compare("m", "p", a, "q", b)
+    assert not pair.ok
+    assert [e.quantity for e in pair.failures] == ["grad:fc/kernel"]
+    assert pair.worst_grad().error > 1e3 * TOLERANCES["grad"]
+
+
+def test_a_missing_quantity_fails() -> None:
+    a = _arrays(0)
+    b = {k: v for k, v in a.items() if k != "loss"}
+    assert [e.quantity for e in compare("m", "p", a, "q", b).failures] == ["loss"]
+
+
+def test_majority_verdicts_blame_the_odd_path_out() -> None:
+    good, bad = _arrays(0), _arrays(1)
+    outputs = {"a": good, "b": good, "c": good, "d": bad}
+    pairs = [
+        compare("m", x, outputs[x], y, outputs[y])
+        for i, x in enumerate(outputs)
+        for y in list(outputs)[i + 1 :]
+    ]
+    assert path_verdicts(list(outputs), pairs) == {
+        "a": "pass",
+        "b": "pass",
+        "c": "pass",
+        "d": "fail",
+    }
+    two = [compare("m", "a", good, "d", bad)]
+    assert path_verdicts(["a", "d"], two) == {"a": "fail", "d": "fail"}
+    assert path_verdicts(["a"], []) == {"a": "unchecked"}

@@ -1,0 +1,77 @@
+"""The orchestrator survives workers that cannot start, crash or hang.
+
+Fake interpreters (small shell scripts) stand in for broken environments, so
+these tests need no framework.
+"""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from harness.launch import Worker
+
+
+def _fake_python(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "python"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script)
+
+
+def test_missing_interpreter_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_PYTHON_TORCH", "/nonexistent/python")
+    with Worker("native-torch") as worker:
+        response = worker.call({"task": "evaluate"}, timeout=5)
+    assert response["status"] == "unavailable"
+    assert "/nonexistent/python" in response["error"]
+
+
+def test_worker_that_dies_at_start_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(
+        "HARNESS_PYTHON_TORCH",
+        _fake_python(tmp_path, "echo 'no module named torch' >&2; exit 3"),
+    )
+    with Worker("native-torch") as worker:
+        response = worker.call({"task": "evaluate"}, timeout=5)
+    assert response["status"] == "crashed"
+    assert "code 3" in response["error"]
+    assert "no module named torch" in response["stderr_tail"]
+
+
+def test_hanging_worker_times_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ready = '{"status": "ready", "platform": {}}'
+    monkeypatch.setenv(
+        "HARNESS_PYTHON_TORCH", _fake_python(tmp_path, f"echo '{ready}'; exec sleep 60")
+    )
+    with Worker("native-torch") as worker:
+        assert worker.failure is None
+        response = worker.call({"task": "train"}, timeout=0.5)
+        assert response["status"] == "timeout"
+        # the worker is gone; later calls answer at once with the same failure
+        assert worker.call({"task": "train"}, timeout=0.5)["status"] == "timeout"
+
+
+def test_worker_that_crashes_mid_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ready = '{"status": "ready", "platform": {}}'
+    monkeypatch.setenv(
+        "HARNESS_PYTHON_TORCH",
+        _fake_python(tmp_path, f"echo '{ready}'; read line; exit 139"),
+    )
+    with Worker("native-torch") as worker:
+        response = worker.call({"task": "train"}, timeout=5)
+    assert response["status"] == "crashed"
+    assert "code 139" in response["error"]
+
+
+def test_unknown_path_is_refused() -> None:
+    with pytest.raises(ValueError, match="known paths: keras-jax"):
+        Worker("native-caffe")
