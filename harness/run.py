@@ -18,7 +18,7 @@ from typing import Any
 from harness import records
 from harness.launch import Worker
 from harness.paths import get_path
-from harness.profiles import Profile
+from harness.profiles import Profile, Settings
 from zoo.data import batches_file
 from zoo.specs import get_spec
 from zoo.weights import weights_file
@@ -52,7 +52,7 @@ def summarize(phase: str, values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _request(
-    profile: Profile, model: str, phase: str, weights: Path, data: Path
+    settings: Settings, model: str, phase: str, weights: Path, data: Path
 ) -> dict[str, Any]:
     request: dict[str, Any] = {
         "task": phase,
@@ -61,11 +61,11 @@ def _request(
         "data": str(data),
     }
     if phase == "train":
-        request |= {"steps": profile.train_steps, "repeats": profile.repeats}
+        request |= {"steps": settings.train_steps, "repeats": settings.repeats}
     else:
         request |= {
-            "window_s": profile.window_s,
-            "warmup_rounds": profile.warmup_rounds,
+            "window_s": settings.window_s,
+            "warmup_rounds": settings.warmup_rounds,
         }
     return request
 
@@ -95,11 +95,12 @@ def run(
         for i, (model, path_id, phase) in enumerate(cells, start=1):
             spec = get_spec(model)
             path = get_path(path_id)
-            batch = profile.batch_size(model, spec.workload.batch_size)
-            count = profile.train_steps if phase == "train" else profile.infer_batches
+            settings = profile.settings(model)
+            batch = settings.batch_size or spec.workload.batch_size
+            count = settings.train_steps if phase == "train" else settings.infer_batches
             weights = weights_file(spec, WEIGHTS_SEED, cache)
             data = batches_file(spec, DATA_SEED, batch, count, cache)
-            request = _request(profile, model, phase, weights, data)
+            request = _request(settings, model, phase, weights, data)
             label = f"[{i}/{len(cells)}] {model} {path_id} {phase}"
             print(f"{label} ...", file=sys.stderr, flush=True)
             start = time.perf_counter()

@@ -27,8 +27,10 @@ def apply(params: Params, x: torch.Tensor) -> torch.Tensor:
     projected = F.linear(x, kernel, params["lstm/bias"])
     h = x.new_zeros(batch, units)
     c = x.new_zeros(batch, units)
-    for t in range(x.shape[1]):
-        z = projected[:, t] + F.linear(h, recurrent)
+    # unbind, not projected[:, t]: the backward of unbind stacks the step
+    # gradients once, where T slices would each add a full (N, T, 4u) tensor.
+    for projected_t in projected.unbind(dim=1):
+        z = projected_t + F.linear(h, recurrent)
         i, f, g, o = z.chunk(4, dim=1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         h = torch.sigmoid(o) * torch.tanh(c)

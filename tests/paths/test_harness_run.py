@@ -36,7 +36,7 @@ def test_smoke_run_records_every_cell(tmp_path: Path) -> None:
     train = by_path["native-torch", "train"]
     assert train["equivalence"] == "pass"
     assert by_path["keras-jax", "train"]["equivalence"] == "not checked"
-    assert len(train["values"]["step_s"]) == PROFILES["smoke"].repeats
+    assert len(train["values"]["step_s"]) == PROFILES["smoke"].settings("ffn").repeats
     assert train["platform"]["framework"] == "torch"
     assert train["platform"]["cpu_count"] >= 1
     text = report(out, "table", "overhead")
