@@ -31,6 +31,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="equivalence verdicts JSON (default: <results>/equivalence.json)",
     )
+    floors_p = commands.add_parser(
+        "floors", help="time each native path against its framework's idiomatic step"
+    )
+    floors_p.add_argument("--profile", default="default")
+    floors_p.add_argument("--models", default=",".join(MODELS))
+    floors_p.add_argument("--frameworks", default="all")
+    floors_p.add_argument("--results", type=Path, default=Path("results"))
     rep_p = commands.add_parser("report", help="tables from a run's records")
     rep_p.add_argument(
         "records",
@@ -64,6 +71,20 @@ def main(argv: list[str] | None = None) -> int:
                 results_dir=args.results,
                 verdicts_path=verdicts,
             )
+            print(f"records written to {out}")
+            return 0
+        if args.command == "floors":
+            from harness.floors import floors, native_frameworks, render
+
+            out, rows = floors(
+                get_profile(args.profile),
+                models=parse_list(args.models, [*MODELS, *VARIANTS], "model"),
+                frameworks=parse_list(
+                    args.frameworks, native_frameworks(), "framework"
+                ),
+                results_dir=args.results,
+            )
+            print(render(rows))
             print(f"records written to {out}")
             return 0
         from harness.report import latest_run, report

@@ -29,6 +29,8 @@ PATHS: dict[str, PathInfo] = {
         PathInfo("keras-jax", "jax", "keras"),
         PathInfo("keras-tensorflow", "tensorflow", "keras"),
         PathInfo("keras-torch", "torch", "keras"),
+        PathInfo("native-jax", "jax", "native"),
+        PathInfo("native-tensorflow", "tensorflow", "native"),
         PathInfo("native-torch", "torch", "native"),
     )
 }

@@ -62,7 +62,11 @@ def handle(runner: Any, request: dict[str, Any]) -> dict[str, Any]:
         save_npz(request["out"], arrays)
         return {"arrays": request["out"]}
     if task == "train":
-        run = runner.trainer(spec, weights, data["x"], data["y"])
+        variant = request.get("variant", "path")
+        if variant not in ("path", "idiomatic"):
+            raise ValueError(f"unknown variant {variant!r}; known: path, idiomatic")
+        make = runner.idiomatic_trainer if variant == "idiomatic" else runner.trainer
+        run = make(spec, weights, data["x"], data["y"])
         return time_training(run, request["steps"], request["repeats"])
     if task == "infer":
         run_round = runner.predictor(spec, weights, data["x"])

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from native.protocol import Apply, Framework
     from zoo.specs import ModelSpec
 
-FRAMEWORKS = ("torch",)
+FRAMEWORKS = ("jax", "tensorflow", "torch")
 
 
 def load_framework(framework: str) -> Framework:

@@ -7,6 +7,7 @@ made resident on the device before any timing starts.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -56,6 +57,29 @@ class NativeRunner:
             for x, y in batches[:n]:
                 state = self.fw.train_step(apply, state, x, y)
             self.fw.sync(state)
+
+        return run
+
+    def idiomatic_trainer(
+        self,
+        spec: ModelSpec,
+        weights: Mapping[str, np.ndarray],
+        xs: np.ndarray,
+        ys: np.ndarray,
+    ) -> Callable[[int], None]:
+        """Like ``trainer``, with the framework's idiomatic fast training step
+        (``native.<framework>.idiomatic``), for the floors benchmark."""
+        idiomatic = importlib.import_module(f"native.{self.framework}.idiomatic")
+        prepare, step = idiomatic.make_trainer(spec, weights)
+        batches = [prepare(x, y) for x, y in zip(xs, ys, strict=True)]
+
+        def run(n: int) -> None:
+            if n > len(batches):
+                raise ValueError(f"asked for {n} steps but only {len(batches)} batches")
+            last = None
+            for batch in batches[:n]:
+                last = step(batch)
+            self.fw.sync(last)
 
         return run
 

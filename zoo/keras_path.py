@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from native import load_framework
 from zoo.specs import ModelSpec
 
 
@@ -126,7 +127,8 @@ class KerasRunner:
             "keras_version": self.keras.__version__,
             "keras_backend": self.backend,
         }
-        info.update(_DESCRIBE[self.backend]())
+        # The backend's own settings, described once by its native package.
+        info.update(load_framework(self.backend).describe())
         return info
 
 
@@ -164,41 +166,3 @@ def _grads_torch(model: Any, loss_fn: Any, x: np.ndarray, y: np.ndarray) -> Any:
 
 
 _GRADS = {"jax": _grads_jax, "tensorflow": _grads_tensorflow, "torch": _grads_torch}
-
-
-def _describe_jax() -> dict[str, Any]:
-    import jax
-
-    return {
-        "framework": "jax",
-        "framework_version": jax.__version__,
-        "device": str(jax.devices()[0]),
-        "jax_default_matmul_precision": str(jax.config.jax_default_matmul_precision),
-        "xla_flags": os.environ.get("XLA_FLAGS"),
-    }
-
-
-def _describe_tensorflow() -> dict[str, Any]:
-    import tensorflow as tf
-
-    return {
-        "framework": "tensorflow",
-        "framework_version": tf.__version__,
-        "device": "gpu" if tf.config.list_physical_devices("GPU") else "cpu",
-        "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
-        "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
-        "tf32_execution": tf.config.experimental.tensor_float_32_execution_enabled(),
-    }
-
-
-def _describe_torch() -> dict[str, Any]:
-    from native.torch.common import describe
-
-    return describe()
-
-
-_DESCRIBE = {
-    "jax": _describe_jax,
-    "tensorflow": _describe_tensorflow,
-    "torch": _describe_torch,
-}

@@ -1,0 +1,129 @@
+"""``python -m harness floors``: is each native path a credible baseline?
+
+A native path is a fair yardstick for the Keras overhead only if it is about
+as fast as its framework allows.  For every framework and model this times,
+in one worker of the native path, the native training step and the
+framework's idiomatic fast step (``native/<framework>/idiomatic.py``:
+``nn.Module`` with ``torch.optim``; the jitted step with Optax; the step
+compiled by XLA), and reports native / idiomatic.  Above ``SLOWER`` the
+native path is flagged.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from harness import records
+from harness.launch import Worker
+from harness.paths import PATHS
+from harness.profiles import Profile
+from harness.run import DATA_SEED, WEIGHTS_SEED
+from zoo.data import batches_file
+from zoo.specs import get_spec
+from zoo.weights import weights_file
+
+SLOWER = 1.05
+VARIANTS = ("path", "idiomatic")
+
+
+def native_frameworks() -> list[str]:
+    return [p.framework for p in PATHS.values() if p.api == "native"]
+
+
+def floors(
+    profile: Profile, *, models: list[str], frameworks: list[str], results_dir: Path
+) -> tuple[Path, list[dict[str, Any]]]:
+    """Measure both variants per (framework, model); the records file and rows."""
+    run_id = time.strftime("%Y%m%d-%H%M%S")
+    out = results_dir / f"floors-{run_id}.jsonl"
+    cache = results_dir / "cache"
+    host = records.host_platform()
+    rows = []
+    for framework in frameworks:
+        path_id = f"native-{framework}"
+        with Worker(path_id) as worker:
+            for model in models:
+                spec = get_spec(model)
+                settings = profile.settings(model)
+                batch = settings.batch_size or spec.workload.batch_size
+                request = {
+                    "task": "train",
+                    "model": model,
+                    "weights": str(weights_file(spec, WEIGHTS_SEED, cache)),
+                    "data": str(
+                        batches_file(
+                            spec, DATA_SEED, batch, settings.train_steps, cache
+                        )
+                    ),
+                    "steps": settings.train_steps,
+                    "repeats": settings.repeats,
+                }
+                medians: dict[str, float | None] = {}
+                for variant in VARIANTS:
+                    print(
+                        f"{framework} {model} {variant} ...",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    response = worker.call(
+                        {**request, "variant": variant}, profile.timeout_s
+                    )
+                    ok = response["status"] == "ok"
+                    values = response.get("result", {}) if ok else {}
+                    medians[variant] = (
+                        statistics.median(values["step_s"]) if ok else None
+                    )
+                    records.append(
+                        out,
+                        records.Record(
+                            run_id=run_id,
+                            profile=profile.name,
+                            model=model,
+                            path=path_id
+                            if variant == "path"
+                            else f"idiomatic-{framework}",
+                            framework=framework,
+                            api=variant,
+                            phase="train",
+                            status=response["status"],
+                            batch_size=batch,
+                            equivalence="not checked",
+                            values=values,
+                            summary={"median_step_s": medians[variant]} if ok else {},
+                            settings={
+                                "steps": settings.train_steps,
+                                "repeats": settings.repeats,
+                                "variant": variant,
+                            },
+                            platform={**host, **worker.platform},
+                            error=None if ok else response.get("error"),
+                        ),
+                    )
+                rows.append(_row(framework, model, medians))
+    return out, rows
+
+
+def _row(
+    framework: str, model: str, medians: dict[str, float | None]
+) -> dict[str, Any]:
+    native, idiomatic = medians["path"], medians["idiomatic"]
+    ratio = native / idiomatic if native and idiomatic else None
+    return {
+        "framework": framework,
+        "model": model,
+        "native_ms": None if native is None else round(native * 1e3, 3),
+        "idiomatic_ms": None if idiomatic is None else round(idiomatic * 1e3, 3),
+        "native/idiomatic": None if ratio is None else round(ratio, 3),
+        "flag": "" if ratio is None or ratio <= SLOWER else f">{SLOWER:.2f}: slower",
+    }
+
+
+def render(rows: list[dict[str, Any]]) -> str:
+    table: str = tabulate(rows, headers="keys", missingval="—", floatfmt="g")
+    return table

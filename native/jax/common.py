@@ -1,0 +1,158 @@
+"""What every native JAX model shares: weights, loss, gradients, optimizers.
+
+Layouts (family ``keras``, see ``native.layout``): JAX takes Keras' layouts as
+they are, so loading is the identity: dense kernels ``(in, out)``, conv
+kernels ``(kh, kw, in, out)`` (``HWIO``), image batches ``(N, H, W, C)``.
+Parameters are a plain ``dict[str, jax.Array]`` keyed by canonical names.
+
+The gradient, train-step and inference functions are ``jax.jit``-compiled
+once per forward pass; compilation happens on the first call, which the
+harness times apart as the first step.  The train step donates the old state,
+as an idiomatic JAX training loop does.
+
+The optimizers follow Keras 3's update formulas exactly (see
+``native/torch/common.py``): plain SGD, and Adam with the bias correction
+folded into the step size and epsilon outside the square root.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from native import layout
+from native.protocol import Apply
+from zoo.specs import ModelSpec, Workload
+
+LAYOUT = "keras"
+Params = dict[str, jax.Array]
+
+
+def init(spec: ModelSpec, canonical: Mapping[str, np.ndarray]) -> Params:
+    native = layout.to_native(spec, canonical, LAYOUT)
+    return {name: jnp.asarray(a, dtype=jnp.float32) for name, a in native.items()}
+
+
+def to_input(x: np.ndarray) -> jax.Array:
+    return jnp.asarray(x, dtype=jnp.float32)  # already (N, H, W, C) or (N, T, F)
+
+
+def to_labels(y: np.ndarray) -> jax.Array:
+    return jnp.asarray(y, dtype=jnp.int32)
+
+
+def cross_entropy(logits: jax.Array, y: jax.Array) -> jax.Array:
+    """Mean negative log-likelihood of the true class, from logits."""
+    log_probs = logits - jax.scipy.special.logsumexp(logits, axis=1, keepdims=True)
+    return -jnp.take_along_axis(log_probs, y[:, None], axis=1).mean()
+
+
+def loss_and_logits(apply: Apply, params: Params, x: jax.Array, y: jax.Array) -> Any:
+    """``(loss, logits)``: the loss first, as ``jax.grad(has_aux=True)`` wants."""
+    logits = apply(params, x)
+    return cross_entropy(logits, y), logits
+
+
+@functools.cache
+def _jitted_grads(apply: Apply) -> Any:
+    grads = jax.value_and_grad(functools.partial(loss_and_logits, apply), has_aux=True)
+    return jax.jit(grads)
+
+
+@functools.cache
+def _jitted_apply(apply: Apply) -> Any:
+    return jax.jit(apply)
+
+
+def evaluate(
+    spec: ModelSpec, apply: Apply, params: Params, x: jax.Array, y: jax.Array
+) -> tuple[np.ndarray, float, dict[str, np.ndarray]]:
+    (loss, logits), grads = _jitted_grads(apply)(params, x, y)
+    native = {name: np.asarray(g) for name, g in grads.items()}
+    return np.asarray(logits), float(loss), layout.to_canonical(spec, native, LAYOUT)
+
+
+def inference(apply: Apply, params: Params, x: jax.Array) -> jax.Array:
+    return _jitted_apply(apply)(params, x)
+
+
+@functools.partial(
+    jax.tree_util.register_dataclass,
+    data_fields=["params", "m", "v", "step"],
+    meta_fields=["workload"],
+)
+@dataclass(frozen=True)
+class TrainState:
+    params: Params
+    m: Params  # Adam's first moments (empty for SGD)
+    v: Params  # Adam's second moments (empty for SGD)
+    step: jax.Array  # int32 count of steps taken
+    workload: Workload  # static: part of the compiled step, not traced
+
+
+def make_train_state(spec: ModelSpec, params: Params) -> TrainState:
+    adam = spec.workload.optimizer == "adam"
+    m = {k: jnp.zeros_like(p) for k, p in params.items()} if adam else {}
+    v = {k: jnp.zeros_like(p) for k, p in params.items()} if adam else {}
+    return TrainState(params, m, v, jnp.zeros((), jnp.int32), spec.workload)
+
+
+def _sgd(state: TrainState, grads: Params) -> TrainState:
+    lr = state.workload.learning_rate
+    params = {k: p - lr * grads[k] for k, p in state.params.items()}
+    return TrainState(params, state.m, state.v, state.step + 1, state.workload)
+
+
+def _adam(state: TrainState, grads: Params) -> TrainState:
+    w = state.workload
+    t = (state.step + 1).astype(jnp.float32)
+    alpha = w.learning_rate * jnp.sqrt(1 - w.beta_2**t) / (1 - w.beta_1**t)
+    m = {k: m + (grads[k] - m) * (1 - w.beta_1) for k, m in state.m.items()}
+    v = {k: v + (grads[k] ** 2 - v) * (1 - w.beta_2) for k, v in state.v.items()}
+    params = {
+        k: p - m[k] * alpha / (jnp.sqrt(v[k]) + w.epsilon)
+        for k, p in state.params.items()
+    }
+    return TrainState(params, m, v, state.step + 1, w)
+
+
+_OPTIMIZERS = {"sgd": _sgd, "adam": _adam}
+
+
+@functools.cache
+def _jitted_step(apply: Apply) -> Any:
+    loss_grad = jax.grad(functools.partial(loss_and_logits, apply), has_aux=True)
+
+    def step(state: TrainState, x: jax.Array, y: jax.Array) -> TrainState:
+        grads, _ = loss_grad(state.params, x, y)
+        return _OPTIMIZERS[state.workload.optimizer](state, grads)
+
+    return jax.jit(step, donate_argnums=0)
+
+
+def train_step(
+    apply: Apply, state: TrainState, x: jax.Array, y: jax.Array
+) -> TrainState:
+    return _jitted_step(apply)(state, x, y)  # type: ignore[no-any-return]
+
+
+def sync(value: Any) -> None:
+    jax.block_until_ready(value)
+
+
+def describe() -> dict[str, Any]:
+    return {
+        "framework": "jax",
+        "framework_version": jax.__version__,
+        "device": str(jax.devices()[0]),
+        "jax_default_matmul_precision": str(jax.config.jax_default_matmul_precision),
+        "xla_flags": os.environ.get("XLA_FLAGS"),
+        "cpu_count": os.cpu_count(),
+    }

@@ -1,0 +1,1 @@
+"""The four reference models from low-level TensorFlow operators (no Keras)."""

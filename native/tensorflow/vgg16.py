@@ -1,0 +1,35 @@
+"""VGG16 for 32x32 images in TensorFlow operators.
+
+The block structure is read from the spec, so the Rysia paper's ten-convolution
+variant (``vgg-rysia``) runs through the same function.
+
+Layouts: x ``(N, 32, 32, 3)``; conv kernels ``(3, 3, in, out)``; the first
+dense kernel with its inputs in ``H, W, C`` order.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from native.tensorflow.common import Params
+from zoo.specs import MODELS, ModelSpec
+
+SPEC = MODELS["vgg16"]
+
+
+def apply(params: Params, x: tf.Tensor, spec: ModelSpec = SPEC) -> tf.Tensor:
+    h = x
+    for layer in spec.layers:
+        name = layer.name
+        if layer.kind == "conv2d":
+            h = tf.nn.conv2d(h, params[f"{name}/kernel"], 1, "SAME")
+            h = tf.nn.relu(tf.nn.bias_add(h, params[f"{name}/bias"]))  # keeps (H, W)
+        elif layer.kind == "max_pool":
+            h = tf.nn.max_pool2d(h, 2, 2, "VALID")  # (N, H, W, C) -> (N, H/2, W/2, C)
+        elif layer.kind == "flatten":
+            h = tf.reshape(h, (tf.shape(h)[0], -1))  # (N, H, W, C) -> (N, H*W*C)
+        else:
+            h = tf.matmul(h, params[f"{name}/kernel"])
+            h = tf.nn.bias_add(h, params[f"{name}/bias"])
+            h = tf.nn.relu(h) if layer.activation == "relu" else h
+    return h
