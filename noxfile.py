@@ -1,4 +1,4 @@
-"""Sessions: ``nox -s tests``, ``nox -s bench``, ``nox -s lint``.
+"""Sessions: ``nox -s tests``, ``nox -s bench``, ``nox -s floors``, ``nox -s lint``.
 
 Every session builds its own virtual environment with pip from the project's
 own metadata, so a fresh machine needs nothing but ``pip install nox``.
@@ -44,6 +44,16 @@ def bench(session: nox.Session) -> None:
         verdicts,
     )
     session.run("python", "-m", "harness", "report", "--results", RESULTS)
+
+
+@nox.session
+def floors(session: nox.Session) -> None:
+    """Each native training step against its framework's idiomatic fast step."""
+    profile = session.posargs[0] if session.posargs else "default"
+    session.install("-e", ".[frameworks]")
+    session.run(
+        "python", "-m", "harness", "floors", "--profile", profile, "--results", RESULTS
+    )
 
 
 @nox.session

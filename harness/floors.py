@@ -53,7 +53,7 @@ def floors(
                 settings = profile.settings(model)
                 batch = settings.batch_size or spec.workload.batch_size
                 request = {
-                    "task": "train",
+                    "task": "floor",
                     "model": model,
                     "weights": str(weights_file(spec, WEIGHTS_SEED, cache)),
                     "data": str(
@@ -64,18 +64,12 @@ def floors(
                     "steps": settings.train_steps,
                     "repeats": settings.repeats,
                 }
+                print(f"{framework} {model} ...", file=sys.stderr, flush=True)
+                response = worker.call(request, profile.timeout_s)
+                ok = response["status"] == "ok"
                 medians: dict[str, float | None] = {}
                 for variant in VARIANTS:
-                    print(
-                        f"{framework} {model} {variant} ...",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    response = worker.call(
-                        {**request, "variant": variant}, profile.timeout_s
-                    )
-                    ok = response["status"] == "ok"
-                    values = response.get("result", {}) if ok else {}
+                    values = response["result"][variant] if ok else {}
                     medians[variant] = (
                         statistics.median(values["step_s"]) if ok else None
                     )
@@ -96,21 +90,21 @@ def floors(
                             equivalence="not checked",
                             values=values,
                             summary={"median_step_s": medians[variant]} if ok else {},
-                            settings={
-                                "steps": settings.train_steps,
-                                "repeats": settings.repeats,
-                                "variant": variant,
-                            },
+                            settings={k: request[k] for k in ("steps", "repeats")},
                             platform={**host, **worker.platform},
                             error=None if ok else response.get("error"),
                         ),
                     )
-                rows.append(_row(framework, model, medians))
+                rows.append(_row(framework, model, medians, response.get("error")))
+                print(rows[-1], file=sys.stderr, flush=True)
     return out, rows
 
 
 def _row(
-    framework: str, model: str, medians: dict[str, float | None]
+    framework: str,
+    model: str,
+    medians: dict[str, float | None],
+    error: str | None,
 ) -> dict[str, Any]:
     native, idiomatic = medians["path"], medians["idiomatic"]
     ratio = native / idiomatic if native and idiomatic else None
@@ -120,7 +114,7 @@ def _row(
         "native_ms": None if native is None else round(native * 1e3, 3),
         "idiomatic_ms": None if idiomatic is None else round(idiomatic * 1e3, 3),
         "native/idiomatic": None if ratio is None else round(ratio, 3),
-        "flag": "" if ratio is None or ratio <= SLOWER else f">{SLOWER:.2f}: slower",
+        "flag": error or ("slower" if ratio is not None and ratio > SLOWER else ""),
     }
 
 

@@ -28,6 +28,24 @@ def time_training(
     return {"first_step_s": first, "step_s": per_step}
 
 
+def time_training_interleaved(
+    runs: dict[str, Callable[[int], None]], steps: int, repeats: int
+) -> dict[str, dict[str, Any]]:
+    """``time_training`` for several variants of one step, their repeats taken
+    in turn (A, B, A, B ...) so that drift on a shared machine hits all alike."""
+    results: dict[str, dict[str, Any]] = {}
+    for name, run in runs.items():
+        start = time.perf_counter()
+        run(1)
+        results[name] = {"first_step_s": time.perf_counter() - start, "step_s": []}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run(steps)
+            results[name]["step_s"].append((time.perf_counter() - start) / steps)
+    return results
+
+
 def time_inference(
     run: Callable[[], None], batches_per_round: int, window_s: float, warmup_rounds: int
 ) -> dict[str, Any]:

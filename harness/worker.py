@@ -23,7 +23,7 @@ import traceback
 from typing import IO, Any
 
 from harness.paths import get_path
-from harness.timing import time_inference, time_training
+from harness.timing import time_inference, time_training, time_training_interleaved
 from zoo.arrays import load_npz, save_npz
 from zoo.specs import get_spec
 from zoo.weights import load_weights
@@ -62,18 +62,22 @@ def handle(runner: Any, request: dict[str, Any]) -> dict[str, Any]:
         save_npz(request["out"], arrays)
         return {"arrays": request["out"]}
     if task == "train":
-        variant = request.get("variant", "path")
-        if variant not in ("path", "idiomatic"):
-            raise ValueError(f"unknown variant {variant!r}; known: path, idiomatic")
-        make = runner.idiomatic_trainer if variant == "idiomatic" else runner.trainer
-        run = make(spec, weights, data["x"], data["y"])
+        run = runner.trainer(spec, weights, data["x"], data["y"])
         return time_training(run, request["steps"], request["repeats"])
+    if task == "floor":
+        runs = {
+            "path": runner.trainer(spec, weights, data["x"], data["y"]),
+            "idiomatic": runner.idiomatic_trainer(spec, weights, data["x"], data["y"]),
+        }
+        return time_training_interleaved(runs, request["steps"], request["repeats"])
     if task == "infer":
         run_round = runner.predictor(spec, weights, data["x"])
         return time_inference(
             run_round, len(data["x"]), request["window_s"], request["warmup_rounds"]
         )
-    raise ValueError(f"unknown task {task!r}; known tasks: evaluate, train, infer")
+    raise ValueError(
+        f"unknown task {task!r}; known tasks: evaluate, train, floor, infer"
+    )
 
 
 def _send(channel: IO[str], message: dict[str, Any]) -> None:

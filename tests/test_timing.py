@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from harness.timing import time_inference, time_training
+from harness.timing import time_inference, time_training, time_training_interleaved
 
 
 def test_training_times_first_step_apart_then_repeats() -> None:
@@ -19,3 +19,14 @@ def test_inference_warms_up_then_runs_at_least_one_round() -> None:
     assert len(calls) == 3  # two warm-up rounds, one timed round
     assert len(result["round_s"]) == 1
     assert result["batches_per_s"] > 0
+
+
+def test_interleaved_training_alternates_the_variants() -> None:
+    calls: list[tuple[str, int]] = []
+    result = time_training_interleaved(
+        {"a": lambda n: calls.append(("a", n)), "b": lambda n: calls.append(("b", n))},
+        steps=3,
+        repeats=2,
+    )
+    assert calls == [("a", 1), ("b", 1), ("a", 3), ("b", 3), ("a", 3), ("b", 3)]
+    assert len(result["a"]["step_s"]) == len(result["b"]["step_s"]) == 2

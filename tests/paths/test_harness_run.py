@@ -42,3 +42,21 @@ def test_smoke_run_records_every_cell(tmp_path: Path) -> None:
     text = report(out, "table", "overhead")
     assert "keras-jax" in text
     assert "overhead" in text
+
+
+def test_floors_time_every_native_path_against_its_idiomatic_step(
+    tmp_path: Path,
+) -> None:
+    from harness.floors import floors, native_frameworks
+
+    out, rows = floors(
+        PROFILES["smoke"],
+        models=["ffn"],
+        frameworks=native_frameworks(),
+        results_dir=tmp_path,
+    )
+    assert [r["framework"] for r in rows] == native_frameworks()
+    assert all(r["native/idiomatic"] is not None for r in rows), rows
+    recs = records.read(out)
+    assert {r["api"] for r in recs} == {"path", "idiomatic"}
+    assert all(len(r["values"]["step_s"]) == 1 for r in recs)
