@@ -45,20 +45,17 @@ class NativeRunner:
         """``run(n)``: ``n`` hand-written optimizer steps, finished on return."""
         apply = load_apply(self.framework, spec)
         state = self.fw.make_train_state(spec, self.fw.init(spec, weights))
+
+        def step(batch: tuple[Any, Any]) -> Any:
+            nonlocal state
+            state = self.fw.train_step(apply, state, *batch)
+            return state
+
         batches = [
             (self.fw.to_input(x), self.fw.to_labels(y))
             for x, y in zip(xs, ys, strict=True)
         ]
-
-        def run(n: int) -> None:
-            nonlocal state
-            if n > len(batches):
-                raise ValueError(f"asked for {n} steps but only {len(batches)} batches")
-            for x, y in batches[:n]:
-                state = self.fw.train_step(apply, state, x, y)
-            self.fw.sync(state)
-
-        return run
+        return self._stepper(batches, step)
 
     def idiomatic_trainer(
         self,
@@ -72,6 +69,13 @@ class NativeRunner:
         idiomatic = importlib.import_module(f"native.{self.framework}.idiomatic")
         prepare, step = idiomatic.make_trainer(spec, weights)
         batches = [prepare(x, y) for x, y in zip(xs, ys, strict=True)]
+        return self._stepper(batches, step)
+
+    def _stepper(
+        self, batches: list[Any], step: Callable[[Any], Any]
+    ) -> Callable[[int], None]:
+        """``run(n)``: ``step`` over the first ``n`` resident batches, then a
+        wait on what the last step returned."""
 
         def run(n: int) -> None:
             if n > len(batches):
