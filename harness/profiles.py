@@ -24,6 +24,9 @@ class Settings:
     infer_batches: int  # resident mini-batches per inference round
     window_s: float  # inference time window (at least one round is timed)
     warmup_rounds: int  # untimed inference rounds first
+    # untimed runs of train_steps after the first step: some runtimes (XLA on
+    # CPU) keep getting faster for a few steps after compiling
+    warmup_repeats: int = 0
     batch_size: int | None = None  # None: the workload's batch size
 
 
@@ -56,8 +59,8 @@ PROFILES: dict[str, Profile] = {
         per_model={
             # Cheap steps: many per fit/predict call, so that Keras' fixed cost
             # per call is spread as it is in a real epoch.
-            "ffn": {"train_steps": 50, "infer_batches": 50},
-            "lenet": {"train_steps": 20, "infer_batches": 20},
+            "ffn": {"train_steps": 50, "infer_batches": 50, "warmup_repeats": 1},
+            "lenet": {"train_steps": 20, "infer_batches": 20, "warmup_repeats": 1},
             "vgg16": {"train_steps": 2, "repeats": 2, "infer_batches": 1},
             "lstm": {"repeats": 2, "infer_batches": 2},
         },

@@ -61,7 +61,11 @@ def _request(
         "data": str(data),
     }
     if phase == "train":
-        request |= {"steps": settings.train_steps, "repeats": settings.repeats}
+        request |= {
+            "steps": settings.train_steps,
+            "repeats": settings.repeats,
+            "warmup_repeats": settings.warmup_repeats,
+        }
     else:
         request |= {
             "window_s": settings.window_s,

@@ -13,13 +13,16 @@ from typing import Any
 
 
 def time_training(
-    run: Callable[[int], None], steps: int, repeats: int
+    run: Callable[[int], None], steps: int, repeats: int, warmup_repeats: int = 0
 ) -> dict[str, Any]:
-    """First step alone (compilation, tracing, allocation), then ``repeats``
-    timings of ``steps`` steady-state steps each, as seconds per step."""
+    """First step alone (compilation, tracing, allocation), ``warmup_repeats``
+    untimed runs of ``steps`` steps, then ``repeats`` timings of ``steps``
+    steady-state steps each, as seconds per step."""
     start = time.perf_counter()
     run(1)
     first = time.perf_counter() - start
+    for _ in range(warmup_repeats):
+        run(steps)
     per_step = []
     for _ in range(repeats):
         start = time.perf_counter()

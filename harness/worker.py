@@ -63,7 +63,12 @@ def handle(runner: Any, request: dict[str, Any]) -> dict[str, Any]:
         return {"arrays": request["out"]}
     if task == "train":
         run = runner.trainer(spec, weights, data["x"], data["y"])
-        return time_training(run, request["steps"], request["repeats"])
+        return time_training(
+            run,
+            request["steps"],
+            request["repeats"],
+            request.get("warmup_repeats", 0),
+        )
     if task == "floor":
         runs = {
             "path": runner.trainer(spec, weights, data["x"], data["y"]),

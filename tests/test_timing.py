@@ -30,3 +30,10 @@ def test_interleaved_training_alternates_the_variants() -> None:
     )
     assert calls == [("a", 1), ("b", 1), ("a", 3), ("b", 3), ("a", 3), ("b", 3)]
     assert len(result["a"]["step_s"]) == len(result["b"]["step_s"]) == 2
+
+
+def test_training_warmup_repeats_are_run_but_not_timed() -> None:
+    calls: list[int] = []
+    result = time_training(calls.append, steps=2, repeats=1, warmup_repeats=2)
+    assert calls == [1, 2, 2, 2]
+    assert len(result["step_s"]) == 1

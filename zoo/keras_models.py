@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import keras
 import numpy as np
 
-from zoo.specs import Layer, ModelSpec
+from zoo.specs import Layer, ModelSpec, Param
 
 
 def _keras_layer(layer: Layer) -> keras.layers.Layer:
@@ -46,25 +46,21 @@ def build(spec: ModelSpec, input_shape: tuple[int, ...] | None = None) -> keras.
     return keras.Model(inputs, h, name=spec.name)
 
 
+def variable(model: keras.Model, param: Param) -> keras.Variable:
+    """The Keras variable holding canonical parameter ``param``."""
+    variables = {v.name: v for v in model.get_layer(param.layer).weights}
+    return variables[param.role]
+
+
 def set_weights(
     model: keras.Model, spec: ModelSpec, canonical: Mapping[str, np.ndarray]
 ) -> None:
     """Assign canonical weights by (layer name, variable name), checking shapes."""
     for p in spec.params:
-        variables = {v.name: v for v in model.get_layer(p.layer).weights}
-        variable = variables[p.role]
-        if tuple(variable.shape) != p.shape:
+        target = variable(model, p)
+        if tuple(target.shape) != p.shape:
             raise ValueError(
-                f"{p.name}: Keras variable has shape {tuple(variable.shape)}, "
+                f"{p.name}: Keras variable has shape {tuple(target.shape)}, "
                 f"canonical has {p.shape}"
             )
-        variable.assign(canonical[p.name])
-
-
-def get_weights(model: keras.Model, spec: ModelSpec) -> dict[str, np.ndarray]:
-    """The model's current weights, keyed by canonical name."""
-    out = {}
-    for p in spec.params:
-        variables = {v.name: v for v in model.get_layer(p.layer).weights}
-        out[p.name] = keras.ops.convert_to_numpy(variables[p.role].value)
-    return out
+        target.assign(canonical[p.name])

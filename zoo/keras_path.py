@@ -55,11 +55,14 @@ class KerasRunner:
         by_variable = dict(
             zip((id(v) for v in model.trainable_variables), grads, strict=True)
         )
-        canonical = {}
-        for p in spec.params:
-            variables = {v.name: v for v in model.get_layer(p.layer).weights}
-            g = by_variable[id(variables[p.role])]
-            canonical[p.name] = np.asarray(self.keras.ops.convert_to_numpy(g))
+        canonical = {
+            p.name: np.asarray(
+                self.keras.ops.convert_to_numpy(
+                    by_variable[id(self.models.variable(model, p))]
+                )
+            )
+            for p in spec.params
+        }
         return np.asarray(logits), float(loss), canonical
 
     def _compiled(

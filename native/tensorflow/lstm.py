@@ -2,7 +2,9 @@
 
 The cell is written out: ``z = x_t W + h U + b`` split into gates in Keras'
 order ``i, f, c, o``; ``c = f * c + i * tanh(z_c)``; ``h = o * tanh(c)`` with
-sigmoid gates, and run over time with ``tf.scan``.
+sigmoid gates, and run over time with ``tf.scan``.  The input projection is
+done step by step, as Keras does (measured a few percent faster here than one
+projection of all steps up front).
 
 Layouts: x ``(N, T, F)`` batch-first; kernel ``(F, 4u)``, recurrent kernel
 ``(u, 4u)``, bias ``(4u,)``, as in Keras.
@@ -20,24 +22,21 @@ SPEC = MODELS["lstm"]
 
 def apply(params: Params, x: tf.Tensor) -> tf.Tensor:
     kernel, recurrent = params["lstm/kernel"], params["lstm/recurrent_kernel"]
+    bias = params["lstm/bias"]
     batch, units = tf.shape(x)[0], recurrent.shape[0]
-    # The input projection of every time step at once, time-major:
-    # (N, T, F) -> (T, N, F) -> (T, N, 4u).
-    projected = tf.nn.bias_add(
-        tf.einsum("tnf,fg->tng", tf.transpose(x, (1, 0, 2)), kernel),
-        params["lstm/bias"],
-    )
 
     def cell(
-        carry: tuple[tf.Tensor, tf.Tensor], z_x: tf.Tensor
+        carry: tuple[tf.Tensor, tf.Tensor], x_t: tf.Tensor
     ) -> tuple[tf.Tensor, tf.Tensor]:
         h, c = carry
-        i, f, g, o = tf.split(z_x + tf.matmul(h, recurrent), 4, axis=-1)
+        z = tf.nn.bias_add(tf.matmul(x_t, kernel), bias) + tf.matmul(h, recurrent)
+        i, f, g, o = tf.split(z, 4, axis=-1)
         c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
         return tf.sigmoid(o) * tf.tanh(c), c
 
     zeros = tf.zeros((batch, units), x.dtype)
-    hs, _ = tf.scan(cell, projected, initializer=(zeros, zeros))
+    time_major = tf.transpose(x, (1, 0, 2))  # (N, T, F) -> (T, N, F)
+    hs, _ = tf.scan(cell, time_major, initializer=(zeros, zeros))
     return tf.nn.bias_add(
         tf.matmul(hs[-1], params["logits/kernel"]), params["logits/bias"]
     )

@@ -2,8 +2,10 @@
 
 The cell is written out: ``z = x_t W + h U + b`` split into gates in Keras'
 order ``i, f, c, o``; ``c = f * c + i * tanh(z_c)``; ``h = o * tanh(c)`` with
-sigmoid gates.  One bias only (no second PyTorch-style bias is needed because
-the cell is not ``nn.LSTM``).
+sigmoid gates.  The input projection is done step by step, as Keras does: one
+projection of all steps up front measured no faster here, and slower in JAX.
+One bias only (no second PyTorch-style bias is needed because the cell is not
+``nn.LSTM``).
 
 Layouts: x ``(N, T, F)`` batch-first; kernel ``(4u, F)``, recurrent kernel
 ``(4u, u)``, bias ``(4u,)``.
@@ -22,15 +24,14 @@ SPEC = MODELS["lstm"]
 
 def apply(params: Params, x: torch.Tensor) -> torch.Tensor:
     kernel, recurrent = params["lstm/kernel"], params["lstm/recurrent_kernel"]
+    bias = params["lstm/bias"]
     batch, units = x.shape[0], recurrent.shape[1]
-    # The input projection of every time step at once: (N, T, F) -> (N, T, 4u).
-    projected = F.linear(x, kernel, params["lstm/bias"])
     h = x.new_zeros(batch, units)
     c = x.new_zeros(batch, units)
-    # unbind, not projected[:, t]: the backward of unbind stacks the step
-    # gradients once, where T slices would each add a full (N, T, 4u) tensor.
-    for projected_t in projected.unbind(dim=1):
-        z = projected_t + F.linear(h, recurrent)
+    # unbind, not x[:, t]: the backward of unbind stacks the step gradients
+    # once, where T slices would each add a full (N, T, F) tensor.
+    for x_t in x.unbind(dim=1):  # (N, T, F) -> T x (N, F)
+        z = F.linear(x_t, kernel, bias) + F.linear(h, recurrent)
         i, f, g, o = z.chunk(4, dim=1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         h = torch.sigmoid(o) * torch.tanh(c)
