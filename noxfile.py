@@ -2,10 +2,17 @@
 
 Every session builds its own virtual environment with pip from the project's
 own metadata, so a fresh machine needs nothing but ``pip install nox``.
+MXNet 1.9.1 needs NumPy < 1.24 and so gets an environment of its own,
+``.nox/mxnet-env``, built here too; its workers are started with that
+environment's interpreter (``HARNESS_PYTHON_MXNET``).  Where MXNet cannot be
+installed, the MXNet paths are skipped with the reason and the rest runs.
 ``nox -s bench -- smoke`` picks a profile (default: ``default``).
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import nox
 
@@ -14,13 +21,57 @@ nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["lint", "tests"]
 
 RESULTS = "results"
+MXNET_ENV = Path(".nox") / "mxnet-env"
+MXNET_PINS = ("mxnet==1.9.1", "numpy==1.23.5")
+
+
+def _mxnet_env(session: nox.Session, *extras: str) -> None:
+    """Build (or reuse) the MXNet environment and point the harness at it."""
+    python = MXNET_ENV / "bin" / "python"
+    try:
+        if not python.exists():
+            session.run(sys.executable, "-m", "venv", str(MXNET_ENV), external=True)
+        session.run(
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            *MXNET_PINS,
+            "-e",
+            f".{extras[0]}" if extras else ".",
+            external=True,
+        )
+        session.run(str(python), "-c", "import mxnet", external=True, silent=True)
+    except nox.command.CommandFailed:
+        session.log(
+            f"MXNet cannot be installed on this machine (Python "
+            f"{sys.version_info.major}.{sys.version_info.minor}); the MXNet paths "
+            "will be reported as unavailable and everything else runs."
+        )
+        session.env["HARNESS_PYTHON_MXNET"] = "mxnet-not-installable"
+        return
+    session.env["HARNESS_PYTHON_MXNET"] = str(python.resolve())
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The whole test suite (framework-free, native PyTorch, all paths)."""
+    """The whole test suite (framework-free, native, all paths), then the
+    in-process native tests again inside the MXNet environment."""
     session.install("-e", ".[frameworks,test]")
+    _mxnet_env(session, "[test]")
     session.run("pytest", *session.posargs)
+    mxnet_python = session.env["HARNESS_PYTHON_MXNET"]
+    if Path(mxnet_python).exists():
+        session.run(
+            mxnet_python,
+            "-m",
+            "pytest",
+            "tests/native",
+            "-p",
+            "no:cacheprovider",
+            external=True,
+        )
 
 
 @nox.session
@@ -28,6 +79,7 @@ def bench(session: nox.Session) -> None:
     """Equivalence check, then timings, then the report."""
     profile = session.posargs[0] if session.posargs else "default"
     session.install("-e", ".[frameworks]")
+    _mxnet_env(session)
     verdicts = f"{RESULTS}/equivalence.json"
     # A disagreement (exit 1) is recorded and shown beside the timings, not fatal.
     session.run("python", "-m", "equivalence", "--out", verdicts, success_codes=[0, 1])

@@ -21,9 +21,9 @@ from tabulate import tabulate
 
 from harness import records
 from harness.launch import Worker
-from harness.paths import PATHS
 from harness.profiles import Profile
 from harness.run import DATA_SEED, WEIGHTS_SEED
+from native import IDIOMATIC
 from zoo.data import batches_file
 from zoo.specs import get_spec
 from zoo.weights import weights_file
@@ -33,7 +33,8 @@ VARIANTS = ("path", "idiomatic")
 
 
 def native_frameworks() -> list[str]:
-    return [p.framework for p in PATHS.values() if p.api == "native"]
+    """The frameworks that have an idiomatic step to compare against."""
+    return list(IDIOMATIC)
 
 
 def floors(

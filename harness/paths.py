@@ -15,8 +15,13 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class PathInfo:
     id: str
-    framework: str
+    framework: str  # also names the environment its worker runs in
     api: str  # "keras" (Keras 3 on this backend) or "native" (low-level operators)
+    native: str = ""  # the native.load_framework id, when not the framework's
+
+    @property
+    def native_framework(self) -> str:
+        return self.native or self.framework
 
     @property
     def keras_backend(self) -> str | None:
@@ -32,9 +37,14 @@ PATHS: dict[str, PathInfo] = {
         PathInfo("native-jax", "jax", "native"),
         PathInfo("native-tensorflow", "tensorflow", "native"),
         PathInfo("native-torch", "torch", "native"),
+        PathInfo("native-mxnet", "mxnet", "native"),
+        PathInfo("native-mxnet-hybrid", "mxnet", "native", "mxnet-hybrid"),
     )
 }
 PHASES = ("train", "infer")
+# Frameworks that live in an environment of their own and may not install on
+# every machine; a path of theirs that cannot start is skipped, not failed.
+OPTIONAL_FRAMEWORKS = ("mxnet",)
 
 
 def get_path(path_id: str) -> PathInfo:

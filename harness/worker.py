@@ -37,7 +37,7 @@ def load_runner(path_id: str) -> Any:
         return KerasRunner(path.framework)
     from native.runner import NativeRunner
 
-    return NativeRunner(path.framework)
+    return NativeRunner(path.native_framework)
 
 
 def _weights(request: dict[str, Any]) -> tuple[Any, dict[str, Any]]:

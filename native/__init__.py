@@ -20,7 +20,13 @@ if TYPE_CHECKING:
     from native.protocol import Apply, Framework
     from zoo.specs import ModelSpec
 
-FRAMEWORKS = ("jax", "tensorflow", "torch")
+FRAMEWORKS = ("jax", "tensorflow", "torch", "mxnet", "mxnet-hybrid")
+# A framework id names its package (before any "-") and the module in it that
+# meets native.protocol.Framework: "mxnet-hybrid" is native/mxnet/hybrid.py.
+_MODULES = {"mxnet-hybrid": "native.mxnet.hybrid"}
+# Frameworks with an idiomatic fast training step (``idiomatic.py``) for
+# ``python -m harness floors``.
+IDIOMATIC = ("jax", "tensorflow", "torch")
 
 
 def load_framework(framework: str) -> Framework:
@@ -29,7 +35,8 @@ def load_framework(framework: str) -> Framework:
         raise ValueError(
             f"unknown native framework {framework!r}; known: {', '.join(FRAMEWORKS)}"
         )
-    return cast("Framework", importlib.import_module(f"native.{framework}.common"))
+    module = _MODULES.get(framework, f"native.{framework}.common")
+    return cast("Framework", importlib.import_module(module))
 
 
 def load_apply(framework: str, spec: ModelSpec) -> Apply:
@@ -38,7 +45,8 @@ def load_apply(framework: str, spec: ModelSpec) -> Apply:
     A variant (such as ``vgg-rysia``) reuses its family's module with its own spec.
     """
     load_framework(framework)
-    module: Any = importlib.import_module(f"native.{framework}.{spec.module}")
+    package = framework.split("-", maxsplit=1)[0]
+    module: Any = importlib.import_module(f"native.{package}.{spec.module}")
     if module.SPEC.name == spec.name:
         return cast("Apply", module.apply)
     return cast("Apply", functools.partial(module.apply, spec=spec))

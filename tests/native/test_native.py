@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from equivalence.compare import relative_error
-from native import FRAMEWORKS, layout, load_apply, load_framework
+from native import FRAMEWORKS, IDIOMATIC, layout, load_apply, load_framework
 from native.protocol import Framework
 from zoo.data import make_batches
 from zoo.specs import MODELS, VARIANTS, ModelSpec, Workload
@@ -26,7 +26,7 @@ from zoo.weights import make_weights
 
 @pytest.fixture(params=FRAMEWORKS)
 def fw(request: pytest.FixtureRequest) -> ModuleType:
-    pytest.importorskip(request.param)
+    pytest.importorskip(request.param.split("-")[0])
     return load_framework(request.param)  # type: ignore[return-value]
 
 
@@ -159,13 +159,19 @@ def test_train_steps_follow_keras_formulas(
         spec, {k: _to_numpy(p) for k, p in state.params.items()}, fw.LAYOUT
     )
     for name, final in expected.items():
-        # compare the change each step made, not the weights, so that the
-        # check is as strict for a small update as for a large one
+        # Compare the change the steps made, not the weights, so that the check
+        # is as strict for a small update as for a large one.  Adam's first
+        # steps are about lr * sign(g): a gradient entry within float32 noise
+        # of zero may flip, so a few entries of 1e5 can differ by 2 lr; a wrong
+        # formula (bias correction, epsilon at scale 1e-4) errs by 10% or more.
         change, ref_change = got[name] - weights[name], final - weights[name]
-        assert relative_error(change, ref_change) < 1e-3, name
+        assert relative_error(change, ref_change) < 1e-2, name
 
 
 def _to_numpy(value: object) -> np.ndarray:
+    asnumpy = getattr(value, "asnumpy", None)
+    if asnumpy is not None:  # mxnet
+        return np.asarray(asnumpy())
     detach = getattr(value, "detach", None)
     if detach is not None:  # torch
         return np.asarray(detach().cpu().numpy())
@@ -175,9 +181,12 @@ def _to_numpy(value: object) -> np.ndarray:
     return np.asarray(value)  # jax
 
 
+@pytest.mark.parametrize("framework", IDIOMATIC)
 @pytest.mark.parametrize("model", list(MODELS))
-def test_idiomatic_yardstick_trains(fw: ModuleType, model: str) -> None:
-    idiomatic = importlib.import_module(f"native.{_name(fw)}.idiomatic")
+def test_idiomatic_yardstick_trains(framework: str, model: str) -> None:
+    pytest.importorskip(framework)
+    fw = load_framework(framework)
+    idiomatic = importlib.import_module(f"native.{framework}.idiomatic")
     spec = MODELS[model]
     x, y = make_batches(spec, 0, 2, 1, input_shape=(6, 50) if model == "lstm" else None)
     prepare, step = idiomatic.make_trainer(spec, make_weights(spec, 0))

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from equivalence.check import Case, Checker, ModelReport
 from harness.launch import PROJECT_ROOT
-from harness.paths import PATHS
+from harness.paths import OPTIONAL_FRAMEWORKS, PATHS
+from tests.paths.conftest import UNAVAILABLE, require
 
 pytestmark = pytest.mark.paths
 NATIVE_PATHS = [p for p, info in PATHS.items() if info.api == "native"]
@@ -83,6 +84,7 @@ def test_lstm_paths_agree_on_the_full_workload_length(checker: Checker) -> None:
 def test_a_broken_layout_is_caught(
     checker: Checker, native: str, model: str, fault: str, param: str
 ) -> None:
+    require(checker, native)
     report = checker.check(
         Case(model, 0, 4, 12 if model == "lstm" else None), {native: fault}
     )
@@ -134,3 +136,11 @@ def test_equivalence_cli_refuses_bad_arguments() -> None:
     )
     assert result.returncode == 2
     assert "--fault wants PATH:FAULT" in result.stderr
+
+
+def test_optional_frameworks_are_available_or_explained(checker: Checker) -> None:
+    optional = [p for p, i in PATHS.items() if i.framework in OPTIONAL_FRAMEWORKS]
+    missing = [p for p in optional if p not in checker.workers]
+    if missing:
+        pytest.skip("; ".join(f"{p}: {UNAVAILABLE[p]}" for p in missing))
+    assert all(checker.workers[p].platform for p in optional)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness import records
-from harness.paths import PATHS, PHASES
+from harness.paths import OPTIONAL_FRAMEWORKS, PATHS, PHASES
 from harness.profiles import PROFILES
 from harness.report import report
 from harness.run import run
@@ -31,7 +31,10 @@ def test_smoke_run_records_every_cell(tmp_path: Path) -> None:
     assert {(r["path"], r["phase"]) for r in recs} == {
         (p, ph) for p in PATHS for ph in PHASES
     }
-    assert all(r["status"] == "ok" for r in recs), [r["error"] for r in recs]
+    for r in recs:
+        optional = PATHS[r["path"]].framework in OPTIONAL_FRAMEWORKS
+        allowed = ("ok", "unavailable") if optional else ("ok",)
+        assert r["status"] in allowed, (r["path"], r["error"])
     by_path = {(r["path"], r["phase"]): r for r in recs}
     train = by_path["native-torch", "train"]
     assert train["equivalence"] == "pass"

@@ -1,0 +1,35 @@
+"""VGG16 for 32x32 images in MXNet operators.
+
+The block structure is read from the spec, so the Rysia paper's ten-convolution
+variant (``vgg-rysia``) runs through the same function.
+
+Layouts: x ``(N, 3, 32, 32)``; conv weights ``(out, in, 3, 3)``; the first
+dense weight with its inputs in ``C, H, W`` order.  ``F`` is ``mx.nd`` or
+``mx.sym``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mxnet import nd
+
+from native.mxnet.ops import conv2d, dense, pool
+from zoo.specs import MODELS, ModelSpec
+
+SPEC = MODELS["vgg16"]
+
+
+def apply(params: Any, x: Any, spec: ModelSpec = SPEC, F: Any = nd) -> Any:
+    h = x
+    for layer in spec.layers:
+        if layer.kind == "conv2d":
+            h = F.relu(conv2d(F, h, params, spec, layer.name))  # 'same' keeps (H, W)
+        elif layer.kind == "max_pool":
+            h = pool(F, h, 2, "max")  # (N, C, H, W) -> (N, C, H/2, W/2)
+        elif layer.kind == "flatten":
+            h = F.flatten(h)  # (N, C, H, W) -> (N, C*H*W)
+        else:
+            h = dense(F, h, params, spec, layer.name)
+            h = F.relu(h) if layer.activation == "relu" else h
+    return h
