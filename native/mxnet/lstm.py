@@ -40,8 +40,9 @@ def apply(params: Any, x: Any, F: Any = nd) -> Any:
         # (N, u) zeros built from the input, so the batch size may be symbolic;
         # one call per state, as foreach wants distinct inputs
         first = F.slice_axis(F.slice_axis(x, 1, 0, 1), 2, 0, 1)  # (N, 1, 1)
-        return F.broadcast_axis(F.zeros_like(F.reshape(first, (0, 1))), axis=1,
-                                size=UNITS)
+        return F.broadcast_axis(
+            F.zeros_like(F.reshape(first, (0, 1))), axis=1, size=UNITS
+        )
 
     time_major = F.swapaxes(x, 0, 1)  # (N, T, F) -> (T, N, F)
     _, (h, _) = F.contrib.foreach(cell, time_major, [zeros(), zeros()])
