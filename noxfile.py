@@ -51,7 +51,8 @@ def _mxnet_env(session: nox.Session, *extras: str) -> None:
         )
         session.env["HARNESS_PYTHON_MXNET"] = "mxnet-not-installable"
         return
-    session.env["HARNESS_PYTHON_MXNET"] = str(python.resolve())
+    # absolute, not resolved: the venv's python is a symlink to the base one
+    session.env["HARNESS_PYTHON_MXNET"] = str(python.absolute())
 
 
 @nox.session
