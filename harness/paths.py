@@ -23,10 +23,6 @@ class PathInfo:
     def native_framework(self) -> str:
         return self.native or self.framework
 
-    @property
-    def keras_backend(self) -> str | None:
-        return self.framework if self.api == "keras" else None
-
 
 PATHS: dict[str, PathInfo] = {
     p.id: p

@@ -18,7 +18,7 @@ import pytest
 
 from equivalence.compare import relative_error
 from native import FRAMEWORKS, IDIOMATIC, layout, load_apply, load_framework
-from native.protocol import Framework
+from native.protocol import Framework, ModelModule
 from zoo.data import make_batches
 from zoo.specs import MODELS, VARIANTS, ModelSpec, Workload
 from zoo.weights import make_weights
@@ -37,6 +37,8 @@ def _name(fw: ModuleType) -> str:
 @pytest.mark.parametrize("model", list(MODELS))
 def test_model_modules_meet_the_surface(fw: ModuleType, model: str) -> None:
     module = importlib.import_module(f"native.{_name(fw)}.{model}")
+    surface = [*ModelModule.__annotations__, "apply"]
+    assert all(hasattr(module, name) for name in surface)
     assert module.SPEC is MODELS[model]
     assert list(inspect.signature(module.apply).parameters)[:2] == ["params", "x"]
 
