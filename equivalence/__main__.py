@@ -1,10 +1,19 @@
 """``python -m equivalence``: compare every path pairwise, per model.
 
-Prints, per model, the normwise relative error of the logits, the loss and the
-worst parameter gradient for every pair of paths, then each path's verdict,
-then every disagreement naming the pair and the parameter.  Exits 1 on any
-disagreement or failed path, 2 on bad arguments.  ``--out`` writes the
-verdicts as JSON for ``harness run`` to attach to its timings.
+Per model: the normwise relative error of the logits, the loss and the worst
+parameter gradient for every pair of paths; the training trajectory (``--steps``
+optimizer steps on the same mini-batches: the worst loss and parameter error
+against its tolerance); each path's verdict; every disagreement naming the
+pair and the quantity; and, for every failing path, where it parts ways with
+an agreeing one (forward, loss, backward or update, and the layer, with each
+layer's error).  Then, for the models that train on MNIST, the test accuracy
+every path reaches on real handwritten digits after each of ``--epochs``
+epochs, and the spread across paths.  Numerics are pinned (no TF32, highest
+matmul precision, deterministic algorithms) and the settings printed.
+
+Exits 1 on any disagreement, failed path or accuracy spread above
+``ACCURACY_SPREAD``, 2 on bad arguments.  ``--out`` writes the verdicts as
+JSON.
 """
 
 from __future__ import annotations
@@ -17,23 +26,32 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from equivalence.check import Case, Checker, ModelReport
-from equivalence.compare import TOLERANCES
+from equivalence.check import AccuracyReport, Case, Checker, ModelReport
+from equivalence.compare import TOLERANCES, PairResult, step_tolerance
+from equivalence.localize import Localization
 from harness.paths import PATHS, parse_list
-from native.layout import FAULTS
-from zoo.specs import MODELS, VARIANTS
+from native.faults import FAULTS
+from zoo.specs import MODELS, VARIANTS, get_spec
 
-VERDICT_SCHEMA_VERSION = 1
+VERDICT_SCHEMA_VERSION = 2
+# Training steps compared by default: fewer for VGG16, whose parameters (60 MB
+# a step per path) and steps are both large.
+DEFAULT_STEPS = {"vgg16": 3}
+STEPS = 10
+# Largest spread of final test accuracy (1000 test digits) accepted between
+# equivalent paths; see the README's accuracy section for the measurements.
+ACCURACY_SPREAD = 0.01
 
 
 def _parse_faults(items: list[str], paths: list[str]) -> dict[str, str]:
     faults = {}
+    native = [p for p in paths if PATHS[p].api == "native"]
     for item in items:
         path, _, fault = item.partition(":")
-        if path not in paths or fault not in FAULTS:
+        if path not in native or fault not in FAULTS:
             raise ValueError(
-                f"--fault wants PATH:FAULT with PATH one of {', '.join(paths)} and "
-                f"FAULT one of {', '.join(sorted(FAULTS))}; got {item!r}"
+                f"--fault wants PATH:FAULT with PATH one of {', '.join(native)} and "
+                f"FAULT one of {', '.join(FAULTS)}; got {item!r}"
             )
         faults[path] = fault
     return faults
@@ -62,13 +80,84 @@ def _print_report(report: ModelReport) -> None:
         elif outcome["status"] != "ok":
             print(f"FAILED {path}: {outcome['error']}")
             print(outcome.get("traceback") or outcome.get("stderr_tail", ""))
-    for pair in report.pairs:
-        for e in pair.failures:
+    if report.trajectory_pairs:
+        _print_trajectories(report.trajectory_pairs)
+    for pair in [*report.pairs, *report.trajectory_pairs]:
+        for e in pair.failures[:5]:
             print(
                 f"DISAGREE {report.case.model}: {pair.a} vs {pair.b} on "
                 f"{e.quantity.replace('grad:', 'gradient of ')}: error {e.error:.2e} "
                 f"> tolerance {e.tolerance:.0e}"
             )
+        if len(pair.failures) > 5:
+            print(f"  ... and {len(pair.failures) - 5} more")
+    for localization in report.localizations.values():
+        _print_localization(localization)
+    if not report.ok:
+        print(f"replay: {report.case.command()}")
+
+
+def _print_trajectories(pairs: list[PairResult]) -> None:
+    """Per step, the worst loss and parameter error over all pairs, against
+    that step's tolerance: how the difference grows with training."""
+    steps = sorted(
+        {int(e.quantity.split("/")[0].removeprefix("step")) for e in pairs[0].entries}
+    )
+    rows = []
+    for t in steps:
+        prefix = f"step{t}/"
+        losses = [
+            p.error(f"{prefix}loss")
+            for p in pairs
+            if any(e.quantity == f"{prefix}loss" for e in p.entries)
+        ]
+        params = [
+            e.error
+            for p in pairs
+            for e in p.entries
+            if e.quantity.startswith(prefix) and e.quantity != f"{prefix}loss"
+        ]
+        rows.append(
+            [
+                t,
+                f"{max(losses, default=0.0):.1e}",
+                f"{max(params, default=0.0):.1e}",
+                f"{step_tolerance(t):.0e}",
+            ]
+        )
+    print("trajectory (worst over all pairs):")
+    print(tabulate(rows, headers=["step", "loss", "parameters", "tolerance"]))
+
+
+def _print_localization(loc: Localization) -> None:
+    where = f"{loc.first}" if loc.first else "no layer beyond tolerance"
+    if loc.step is not None:
+        where += f" (training step {loc.step})"
+    print(f"LOCALIZED {loc.path} against {loc.reference}: first difference in {where}")
+    if loc.error:
+        print(f"  its forward pass stopped: {loc.error}")
+    rows = [
+        [e.stage, e.layer, f"{e.error:.1e}", f"{e.tolerance:.0e}", "" if e.ok else "<-"]
+        for e in loc.errors
+    ]
+    print(tabulate(rows, headers=["stage", "layer", "error", "tolerance", ""]))
+
+
+def _print_accuracy(report: AccuracyReport) -> None:
+    print(f"\n== accuracy: {report.model} on real MNIST digits (1000 test samples) ==")
+    rows = [
+        [path, *(f"{a:.3f}" for a in curve)] for path, curve in report.curves.items()
+    ]
+    epochs = max((len(c) for c in report.curves.values()), default=0)
+    print(tabulate(rows, headers=["path", *(f"epoch {e + 1}" for e in range(epochs))]))
+    for path, outcome in report.outcomes.items():
+        if outcome["status"] != "ok":
+            print(f"{outcome['status'].upper()} {path}: {outcome.get('error')}")
+    verdict = "ok" if report.spread <= ACCURACY_SPREAD else "TOO WIDE"
+    print(
+        f"spread of final accuracy across paths: {report.spread:.3f} "
+        f"(accepted up to {ACCURACY_SPREAD}: {verdict})"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,11 +175,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help=f"training steps to compare (default {STEPS}, VGG16 "
+        f"{DEFAULT_STEPS['vgg16']}; 0: forward and backward only)",
+    )
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=3,
+        help="epochs of the accuracy check on real digits (0: skip it)",
+    )
+    parser.add_argument("--seq-len", type=int, default=None, help="LSTM length")
+    parser.add_argument(
+        "--input-scale", type=float, default=1.0, help="factor on every input"
+    )
+    parser.add_argument(
         "--fault",
         action="append",
         default=[],
         metavar="PATH:FAULT",
-        help="inject a deliberate layout fault into one path",
+        help=f"inject a deliberate fault into one native path ({', '.join(FAULTS)})",
     )
     parser.add_argument("--out", type=Path, help="write the verdicts to this JSON file")
     parser.add_argument(
@@ -106,23 +212,57 @@ def main(argv: list[str] | None = None) -> int:
         faults = _parse_faults(args.fault, paths)
         if args.batch_size < 1:
             raise ValueError("--batch-size must be at least 1")
+        if (args.steps or 0) < 0 or args.epochs < 0:
+            raise ValueError("--steps and --epochs must not be negative")
+        if args.seq_len is not None and args.seq_len < 1:
+            raise ValueError("--seq-len must be at least 1")
+        if not args.input_scale > 0:
+            raise ValueError("--input-scale must be positive")
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"tolerances (normwise relative error): {TOLERANCES}")
-    reports = []
+    print(f"tolerances (normwise relative error): {TOLERANCES}; trajectory step t: ")
+    print(f"  {step_tolerance(1):.0e} * t (see equivalence/compare.py)")
+    reports, accuracies = [], []
     with Checker(paths, timeout=args.timeout) as checker:
+        _print_numerics(checker)
         for model in models:
             start = time.perf_counter()
-            report = checker.check(Case(model, args.seed, args.batch_size), faults)
+            steps = (
+                DEFAULT_STEPS.get(model, STEPS) if args.steps is None else args.steps
+            )
+            seq_len = args.seq_len if get_spec(model).name == "lstm" else None
+            case = Case(
+                model, args.seed, args.batch_size, seq_len, args.input_scale, steps
+            )
+            report = checker.check(case, faults)
             _print_report(report)
             print(f"({time.perf_counter() - start:.1f} s)")
             reports.append(report)
+        if args.epochs:
+            for model in models:
+                if get_spec(model).workload.dataset == "mnist":
+                    accuracy = checker.accuracy(model, args.epochs, args.seed)
+                    _print_accuracy(accuracy)
+                    accuracies.append(accuracy)
     if args.out:
         _write_verdicts(args.out, reports, args, faults)
     bad = [r.case.model for r in reports if not r.ok]
+    bad += [
+        f"{a.model} accuracy"
+        for a in accuracies
+        if a.spread > ACCURACY_SPREAD
+        or any(o["status"] not in ("ok", "unavailable") for o in a.outcomes.values())
+    ]
     print("\nall paths agree" if not bad else f"\ndisagreement in: {', '.join(bad)}")
     return 1 if bad else 0
+
+
+def _print_numerics(checker: Checker) -> None:
+    print("pinned numerics per path:")
+    for path, worker in checker.workers.items():
+        pinned = worker.platform.get("numerics")
+        print(f"  {path}: {pinned if pinned is not None else worker.failure}")
 
 
 def _write_verdicts(
@@ -138,7 +278,12 @@ def _write_verdicts(
         "batch_size": args.batch_size,
         "faults": faults,
         "tolerances": TOLERANCES,
+        "steps": {r.case.model: r.case.steps for r in reports},
         "models": {r.case.model: r.verdicts for r in reports},
+        "localizations": {
+            r.case.model: {p: str(loc.first) for p, loc in r.localizations.items()}
+            for r in reports
+        },
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")

@@ -1,8 +1,16 @@
-"""Run every path on the same canonical weights and batch, then compare all pairs.
+"""Run every path on the same canonical weights and batches, then compare all pairs.
+
+A case is one forward and backward pass on the first mini-batch and, when
+``steps`` is set, a training trajectory of that many optimizer steps on the
+same mini-batches.  A path that disagrees with the majority (or fails) is then
+localized against an agreeing path: the first layer where the two part ways
+(``equivalence.localize``).  ``accuracy`` trains on real digits and compares
+the test accuracy every path reaches.
 
 Framework-free: the paths run in workers (``harness.launch``), one process per
 path kept open across models and cases, so Hypothesis can draw many cases
-without paying each framework's import again.
+without paying each framework's import again.  Workers run with fast-math
+modes off and deterministic algorithms on (``harness.numerics``).
 """
 
 from __future__ import annotations
@@ -15,27 +23,54 @@ from typing import Any
 
 import numpy as np
 
-from equivalence.compare import PairResult, compare, path_verdicts
+from equivalence.compare import (
+    PairResult,
+    compare,
+    compare_trajectory,
+    path_verdicts,
+)
+from equivalence.localize import Localization, localize
 from harness.launch import Worker
 from zoo.arrays import load_npz, save_npz
 from zoo.data import make_batches
+from zoo.digits import digit_epochs
 from zoo.specs import get_spec
 from zoo.weights import weights_file
 
 
 @dataclass(frozen=True)
 class Case:
-    """One equivalence case: a model, a seed for weights and data, a batch size
-    and, for sequence models, a sequence length (``None``: the spec's)."""
+    """One equivalence case: a model, a seed for weights and data, a batch
+    size, for sequence models a sequence length (``None``: the spec's), a
+    factor on the inputs, and the number of training steps to compare (0: the
+    forward and backward pass only)."""
 
     model: str
     seed: int = 0
     batch_size: int = 8
     seq_len: int | None = None
+    input_scale: float = 1.0
+    steps: int = 0
 
     def describe(self) -> str:
         text = f"model={self.model!r}, seed={self.seed}, batch_size={self.batch_size}"
-        return text + (f", seq_len={self.seq_len}" if self.seq_len else "")
+        if self.seq_len is not None:
+            text += f", seq_len={self.seq_len}"
+        if self.input_scale != 1.0:
+            text += f", input_scale={self.input_scale!r}"
+        return text + (f", steps={self.steps}" if self.steps else "")
+
+    def command(self) -> str:
+        """The command line that replays this case."""
+        text = (
+            f"python -m equivalence --models {self.model} --seed {self.seed} "
+            f"--batch-size {self.batch_size} --steps {self.steps} --epochs 0"
+        )
+        if self.seq_len is not None:
+            text += f" --seq-len {self.seq_len}"
+        if self.input_scale != 1.0:
+            text += f" --input-scale {self.input_scale!r}"
+        return text
 
 
 @dataclass
@@ -43,7 +78,9 @@ class ModelReport:
     case: Case
     outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
     pairs: list[PairResult] = field(default_factory=list)
+    trajectory_pairs: list[PairResult] = field(default_factory=list)
     verdicts: dict[str, str] = field(default_factory=dict)
+    localizations: dict[str, Localization] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -51,7 +88,33 @@ class ModelReport:
         errored = any(
             o["status"] not in ("ok", "unavailable") for o in self.outcomes.values()
         )
-        return not errored and all(p.ok for p in self.pairs)
+        pairs = [*self.pairs, *self.trajectory_pairs]
+        return not errored and all(p.ok for p in pairs)
+
+
+@dataclass
+class AccuracyReport:
+    """Test accuracy after every epoch of training on real digits, per path."""
+
+    model: str
+    curves: dict[str, list[float]] = field(default_factory=dict)
+    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def spread(self) -> float:
+        """Largest minus smallest final accuracy across paths."""
+        finals = [c[-1] for c in self.curves.values()]
+        return max(finals) - min(finals) if finals else 0.0
+
+
+def _merged(pairs: list[PairResult], more: list[PairResult]) -> list[PairResult]:
+    by_pair = {(p.a, p.b): p for p in more}
+    return [
+        PairResult(p.model, p.a, p.b, p.entries + by_pair[(p.a, p.b)].entries)
+        if (p.a, p.b) in by_pair
+        else p
+        for p in pairs
+    ]
 
 
 class Checker:
@@ -61,9 +124,10 @@ class Checker:
         self, paths: list[str], cache_dir: Path | None = None, timeout: float = 900.0
     ) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="equivalence-")
-        self.cache_dir = cache_dir or Path(self._tmp.name)
+        self.work = Path(self._tmp.name)
+        self.cache_dir = cache_dir or self.work
         self.timeout = timeout
-        self.workers = {p: Worker(p) for p in paths}
+        self.workers = {p: Worker(p, deterministic=True) for p in paths}
 
     def __enter__(self) -> Checker:
         return self
@@ -76,40 +140,135 @@ class Checker:
             w.close()
         self._tmp.cleanup()
 
+    def _call(
+        self, path: str, request: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, np.ndarray] | None]:
+        """One request to ``path``'s worker, its outcome and the arrays it wrote."""
+        out = self.work / f"{path}-{request['task']}.npz"
+        outcome = self.workers[path].call({**request, "out": str(out)}, self.timeout)
+        arrays = load_npz(out) if outcome["status"] == "ok" and out.exists() else None
+        return outcome, arrays
+
+    def _run_all(
+        self, report: ModelReport, request: dict[str, Any], faults: dict[str, str]
+    ) -> dict[str, dict[str, np.ndarray]]:
+        results = {}
+        for path in self.workers:
+            if report.outcomes.get(path, {"status": "ok"})["status"] != "ok":
+                continue  # failed an earlier task already
+            outcome, arrays = self._call(path, {**request, "fault": faults.get(path)})
+            report.outcomes[path] = outcome
+            if arrays is not None:
+                results[path] = arrays
+        return results
+
     def check(self, case: Case, faults: dict[str, str] | None = None) -> ModelReport:
-        """Run ``case`` on every path (``faults`` maps a path to a layout fault
-        injected into its weights, to prove the checks catch it)."""
+        """Run ``case`` on every path (``faults`` maps a path to a deliberate
+        fault, ``native.faults``, to prove the checks catch it)."""
+        faults = faults or {}
         spec = get_spec(case.model)
         weights = weights_file(spec, case.seed, self.cache_dir)
         shape = spec.input_shape
         if case.seq_len is not None:
             shape = (case.seq_len, *spec.input_shape[1:])
-        x, y = make_batches(spec, case.seed, case.batch_size, 1, input_shape=shape)
-        work = Path(self._tmp.name)
-        data = work / "batch.npz"
-        save_npz(data, {"x": x, "y": y})
+        x, y = make_batches(
+            spec, case.seed, case.batch_size, max(case.steps, 1), input_shape=shape
+        )
+        data = self.work / "batches.npz"
+        save_npz(data, {"x": x * np.float32(case.input_scale), "y": y})
+        request = {"model": case.model, "weights": str(weights), "data": str(data)}
         report = ModelReport(case)
-        arrays: dict[str, dict[str, np.ndarray]] = {}
-        for path, worker in self.workers.items():
-            out = work / f"{path}.npz"
-            request = {
-                "task": "evaluate",
-                "model": case.model,
-                "weights": str(weights),
-                "data": str(data),
-                "out": str(out),
-                "fault": (faults or {}).get(path),
-            }
-            outcome = worker.call(request, self.timeout)
-            report.outcomes[path] = outcome
-            if outcome["status"] == "ok":
-                arrays[path] = load_npz(out)
-        for a, b in itertools.combinations(arrays, 2):
-            report.pairs.append(compare(case.model, a, arrays[a], b, arrays[b]))
-        report.verdicts = path_verdicts(list(arrays), report.pairs)
+        evaluated = self._run_all(report, {**request, "task": "evaluate"}, faults)
+        for a, b in itertools.combinations(evaluated, 2):
+            report.pairs.append(compare(case.model, a, evaluated[a], b, evaluated[b]))
+        trajectories: dict[str, dict[str, np.ndarray]] = {}
+        if case.steps:
+            trajectories = self._run_all(
+                report, {**request, "task": "trajectory"}, faults
+            )
+            for a, b in itertools.combinations(trajectories, 2):
+                report.trajectory_pairs.append(
+                    compare_trajectory(
+                        case.model, a, trajectories[a], b, trajectories[b]
+                    )
+                )
+        ran = [p for p in self.workers if p in evaluated]
+        report.verdicts = path_verdicts(
+            ran, _merged(report.pairs, report.trajectory_pairs)
+        )
         for path, outcome in report.outcomes.items():
             if outcome["status"] == "unavailable":
                 report.verdicts[path] = "unavailable"
             elif outcome["status"] != "ok":
                 report.verdicts[path] = "error"
+        self._localize(report, request, faults, evaluated, trajectories)
+        return report
+
+    def _localize(
+        self,
+        report: ModelReport,
+        request: dict[str, Any],
+        faults: dict[str, str],
+        evaluated: dict[str, dict[str, np.ndarray]],
+        trajectories: dict[str, dict[str, np.ndarray]],
+    ) -> None:
+        """Localize every failing path against the first passing one (or, with
+        no passing path, against the first other path that produced arrays)."""
+        failing = [p for p, v in report.verdicts.items() if v in ("fail", "error")]
+        if not failing:
+            return
+        passing = [p for p, v in report.verdicts.items() if v == "pass"]
+        spec = get_spec(report.case.model)
+        taps: dict[str, tuple[dict[str, np.ndarray], str | None]] = {}
+
+        def activations(path: str) -> tuple[dict[str, np.ndarray], str | None]:
+            if path not in taps:
+                outcome, arrays = self._call(
+                    path, {**request, "task": "activations", "fault": faults.get(path)}
+                )
+                error = outcome.get("result", {}).get("error") or outcome.get("error")
+                taps[path] = (arrays or {}, error)
+            return taps[path]
+
+        for path in failing:
+            candidates = passing or [p for p in evaluated if p != path]
+            if not candidates:
+                continue
+            reference = candidates[0]
+            (mine, error), (theirs, _) = activations(path), activations(reference)
+            trajectory = None
+            if report.case.steps:
+                trajectory = (
+                    trajectories.get(path, {}),
+                    trajectories.get(reference, {}),
+                )
+            report.localizations[path] = localize(
+                spec,
+                path,
+                reference,
+                activations=(mine, theirs),
+                evaluated=(evaluated.get(path, {}), evaluated[reference]),
+                trajectory=trajectory,
+                error=error,
+            )
+
+    def accuracy(self, model: str, epochs: int, seed: int = 0) -> AccuracyReport:
+        """Train ``model`` for ``epochs`` on real handwritten digits on every
+        path, from the same weights and mini-batch order."""
+        spec = get_spec(model)
+        weights = weights_file(spec, seed, self.cache_dir)
+        data = self.work / f"digits-{model}.npz"
+        save_npz(data, digit_epochs(spec, seed, epochs))
+        report = AccuracyReport(model)
+        for path, worker in self.workers.items():
+            request = {
+                "task": "accuracy",
+                "model": model,
+                "weights": str(weights),
+                "data": str(data),
+            }
+            outcome = worker.call(request, self.timeout)
+            report.outcomes[path] = outcome
+            if outcome["status"] == "ok":
+                report.curves[path] = outcome["result"]["accuracy"]
         return report

@@ -31,6 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 
 TOLERANCES: dict[str, float] = {"logits": 1e-5, "loss": 1e-5, "grad": 1e-4}
+# Trajectories: tolerance after step t is TRAJECTORY_BASE * t**TRAJECTORY_GROWTH.
+TRAJECTORY_BASE = 1e-4
+TRAJECTORY_GROWTH = 1.0
 GRAD_PREFIX = "grad:"
 
 
@@ -100,6 +103,45 @@ def compare(
         else:
             error = math.inf
         entries.append(Entry(quantity, error, tolerance(quantity)))
+    return PairResult(model, a, b, tuple(entries))
+
+
+def step_tolerance(step: int) -> float:
+    """Tolerance for the loss and every parameter after training step ``step``.
+
+    Each step adds its own rounding differences and carries the earlier ones
+    forward, amplified by the optimizer; see ``TRAJECTORY_GROWTH``.
+    """
+    return float(TRAJECTORY_BASE * step**TRAJECTORY_GROWTH)
+
+
+def compare_trajectory(
+    model: str,
+    a: str,
+    a_arrays: Mapping[str, np.ndarray],
+    b: str,
+    b_arrays: Mapping[str, np.ndarray],
+) -> PairResult:
+    """Compare two paths' trajectories (``equivalence.runs.trajectory``):
+    quantities ``step<t>/loss`` and ``step<t>/<parameter>`` for every step."""
+    entries = []
+    steps = max(len(a_arrays.get("loss", ())), len(b_arrays.get("loss", ())))
+    for t in range(1, steps + 1):
+        tol = step_tolerance(t)
+        try:
+            loss_a, loss_b = a_arrays["loss"][t - 1], b_arrays["loss"][t - 1]
+            error = relative_error(np.array([loss_a]), np.array([loss_b]))
+        except (KeyError, IndexError):
+            error = math.inf
+        entries.append(Entry(f"step{t}/loss", error, tol))
+        prefix = f"step{t}/"
+        names = {k for k in (*a_arrays, *b_arrays) if k.startswith(prefix)}
+        for name in sorted(names):
+            if name in a_arrays and name in b_arrays:
+                error = relative_error(a_arrays[name], b_arrays[name])
+            else:
+                error = math.inf
+            entries.append(Entry(name, error, tol))
     return PairResult(model, a, b, tuple(entries))
 
 

@@ -26,10 +26,10 @@ def main(argv: list[str] | None = None) -> int:
         help="folder for records (default: ./results)",
     )
     run_p.add_argument(
-        "--verdicts",
-        type=Path,
-        default=None,
-        help="equivalence verdicts JSON (default: <results>/equivalence.json)",
+        "--allow-unverified",
+        action="store_true",
+        help="time paths without a passing equivalence verdict too (their "
+        "records and report rows are marked unverified)",
     )
     floors_p = commands.add_parser(
         "floors", help="time each native path against its framework's idiomatic step"
@@ -62,14 +62,13 @@ def main(argv: list[str] | None = None) -> int:
             models = parse_list(args.models, [*MODELS, *VARIANTS], "model")
             paths = parse_list(args.paths, list(PATHS), "path")
             phases = parse_list(args.phases, PHASES, "phase")
-            verdicts = args.verdicts or args.results / "equivalence.json"
             out = run(
                 profile,
                 models=models,
                 paths=paths,
                 phases=phases,
                 results_dir=args.results,
-                verdicts_path=verdicts,
+                allow_unverified=args.allow_unverified,
             )
             print(f"records written to {out}")
             return 0

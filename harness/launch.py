@@ -33,7 +33,10 @@ class Worker:
         path_id: str,
         start_timeout: float = 300.0,
         env: dict[str, str] | None = None,
+        deterministic: bool = False,
     ) -> None:
+        """``deterministic``: the worker turns on its framework's deterministic
+        algorithms (``harness.numerics``), as the equivalence checks want."""
         self.path = get_path(path_id)
         self.python = interpreter(self.path.framework)
         self.platform: dict[str, Any] = {}
@@ -48,7 +51,13 @@ class Worker:
         child_env.pop("KERAS_BACKEND", None)
         try:
             self._proc: subprocess.Popen[str] | None = subprocess.Popen(
-                [self.python, "-m", "harness.worker", path_id],
+                [
+                    self.python,
+                    "-m",
+                    "harness.worker",
+                    path_id,
+                    *(["--deterministic"] if deterministic else []),
+                ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._stderr,

@@ -3,6 +3,9 @@
 Schema history:
 - 1: first version (model, path, phase, status, batch size, raw values,
   summary, settings, platform, equivalence verdict).
+- 2: ``verified`` (timed with a passing equivalence verdict from the gate);
+  status ``not-timed`` for a cell the gate held back; the worker's pinned
+  numeric settings under ``platform["numerics"]``.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -29,9 +32,12 @@ class Record:
     framework: str
     api: str
     phase: str
-    status: str  # "ok", or how it failed: "error", "crashed", "timeout", "unavailable"
+    # "ok"; how it failed: "error", "crashed", "timeout", "unavailable"; or
+    # "not-timed" when the equivalence gate held it back
+    status: str
     batch_size: int
-    equivalence: str  # the path's verdict for this model: pass, fail, not checked...
+    equivalence: str  # the path's verdict for this model: pass, fail, error...
+    verified: bool = False  # timed with a passing verdict
     values: dict[str, Any] = field(default_factory=dict)  # every raw measurement
     summary: dict[str, Any] = field(default_factory=dict)  # medians and friends
     settings: dict[str, Any] = field(default_factory=dict)  # what was asked for

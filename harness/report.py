@@ -4,7 +4,9 @@ Two tables: every cell (model, path, phase) with its time and equivalence
 verdict, and per model, framework and phase the Keras time, the native time and
 their ratio (Keras / native, above 1 means the high-level API costs time).
 Times are seconds per training step and seconds per inference mini-batch (the
-inverse of the throughput), so both phases read the same way.
+inverse of the throughput), so both phases read the same way.  A time measured
+without a passing equivalence verdict (``run --allow-unverified``, or records
+from before the gate existed) is marked ``unverified`` in every row it enters.
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ def cell_time(record: dict[str, Any]) -> float | None:
     )
 
 
+def unverified(record: dict[str, Any] | None) -> bool:
+    """A measured time that the equivalence gate did not vouch for."""
+    return bool(record and record["status"] == "ok" and not record.get("verified"))
+
+
 def _last_per_cell(
     recs: list[dict[str, Any]],
 ) -> dict[tuple[str, str, str], dict[str, Any]]:
@@ -73,6 +80,7 @@ def cell_rows(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     else None
                 ),
                 "equivalence": r["equivalence"],
+                "mark": "unverified" if unverified(r) else None,
             }
         )
     return rows
@@ -103,6 +111,9 @@ def overhead_rows(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "overhead": None if kt is None or nt is None else round(kt / nt, 3),
                 "keras_equivalence": keras["equivalence"] if keras else None,
                 "native_equivalence": native["equivalence"] if native else None,
+                "mark": "unverified"
+                if unverified(keras) or unverified(native)
+                else None,
             }
         )
     return rows

@@ -1,5 +1,11 @@
 """``python -m harness run``: time every model on every path, both phases.
 
+First the gate (``equivalence.gate``): every path gets a cached or fresh
+equivalence verdict for every model.  A path without a passing verdict is not
+timed (its cells get a ``not-timed`` record saying why) unless
+``allow_unverified`` is set; then it is timed and its records say
+``verified: false``, which every report row shows.
+
 Each cell (model, path, phase) is measured in a worker of its path; a cell
 that fails becomes a record with its failure and the run goes on.  Records are
 appended to ``<results>/run-<timestamp>.jsonl`` as soon as each cell ends.
@@ -7,7 +13,6 @@ appended to ``<results>/run-<timestamp>.jsonl`` as soon as each cell ends.
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time
@@ -15,6 +20,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from equivalence.gate import verify
 from harness import records
 from harness.launch import Worker
 from harness.paths import get_path
@@ -25,17 +31,6 @@ from zoo.weights import weights_file
 
 WEIGHTS_SEED = 0
 DATA_SEED = 1
-
-
-def load_verdicts(path: Path) -> dict[str, dict[str, str]]:
-    """Per model and path, the verdict of the last ``python -m equivalence --out``."""
-    if not path.exists():
-        return {}
-    try:
-        verdicts: dict[str, dict[str, str]] = json.loads(path.read_text())["models"]
-    except (OSError, ValueError, KeyError):
-        return {}
-    return verdicts
 
 
 def summarize(phase: str, values: dict[str, Any]) -> dict[str, Any]:
@@ -81,13 +76,19 @@ def run(
     paths: list[str],
     phases: list[str],
     results_dir: Path,
-    verdicts_path: Path,
+    allow_unverified: bool = False,
 ) -> Path:
     """Measure every cell; returns the records file."""
     run_id = time.strftime("%Y%m%d-%H%M%S")
     out = results_dir / f"run-{run_id}.jsonl"
     cache = results_dir / "cache"
-    verdicts = load_verdicts(verdicts_path)
+    verdicts = verify(
+        models,
+        paths,
+        results_dir,
+        weights_seed=WEIGHTS_SEED,
+        timeout=profile.timeout_s,
+    )
     host = records.host_platform()
     cells = [(m, p, ph) for m in models for ph in phases for p in paths]
     print(
@@ -106,6 +107,30 @@ def run(
             data = batches_file(spec, DATA_SEED, batch, count, cache)
             request = _request(settings, model, phase, weights, data)
             label = f"[{i}/{len(cells)}] {model} {path_id} {phase}"
+            verdict = verdicts[model][path_id]
+            verified = verdict == "pass"
+            if not (verified or allow_unverified):
+                record = records.Record(
+                    run_id=run_id,
+                    profile=profile.name,
+                    model=model,
+                    path=path_id,
+                    framework=path.framework,
+                    api=path.api,
+                    phase=phase,
+                    status="not-timed",
+                    batch_size=batch,
+                    equivalence=verdict,
+                    verified=False,
+                    platform=host,
+                    error=(
+                        f"equivalence verdict {verdict!r}: not timed; pass "
+                        "--allow-unverified to time it anyway"
+                    ),
+                )
+                records.append(out, record)
+                print(f"{label}: {_describe(record)}", file=sys.stderr, flush=True)
+                continue
             print(f"{label} ...", file=sys.stderr, flush=True)
             start = time.perf_counter()
             if profile.fresh_worker_per_cell:
@@ -131,7 +156,8 @@ def run(
                 phase=phase,
                 status=response["status"],
                 batch_size=batch,
-                equivalence=verdicts.get(model, {}).get(path_id, "not checked"),
+                equivalence=verdict,
+                verified=verified,
                 values=values,
                 summary=summary,
                 settings={
@@ -155,6 +181,11 @@ def run(
 def _describe(record: records.Record) -> str:
     if record.status != "ok":
         return f"{record.status.upper()}: {record.error}"
+    mark = "" if record.verified else " (UNVERIFIED)"
+    return _describe_times(record) + mark
+
+
+def _describe_times(record: records.Record) -> str:
     s = record.summary
     if record.phase == "train":
         return (

@@ -16,12 +16,15 @@ This module must run on NumPy 1.23 and without Keras (the MXNet environment).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
 import traceback
 from typing import IO, Any
 
+from equivalence import runs
+from harness import numerics
 from harness.paths import get_path
 from harness.timing import time_inference, time_training, time_training_interleaved
 from zoo.arrays import load_npz, save_npz
@@ -40,49 +43,99 @@ def load_runner(path_id: str) -> Any:
     return NativeRunner(path.native_framework)
 
 
-def _weights(request: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def _model(request: dict[str, Any], path_id: str) -> tuple[Any, dict[str, Any]]:
+    """The spec and weights a request runs with, its deliberate fault (if it
+    names one, for native paths only) applied."""
     spec = get_spec(request["model"])
     weights = load_weights(spec, request["weights"])
-    if request.get("fault"):
-        from native.layout import inject_fault
+    fault = request.get("fault")
+    if fault:
+        path = get_path(path_id)
+        if not path.native:
+            raise ValueError(f"faults are injected into native paths, not {path.id}")
+        from native import faults
 
-        weights = inject_fault(spec, weights, request["fault"])
+        # Registers the framework's faulty optimizers under their fault names.
+        importlib.import_module(f"native.{path.framework}.faults")
+        spec, weights = faults.inject(spec, weights, fault)
     return spec, weights
 
 
-def handle(runner: Any, request: dict[str, Any]) -> dict[str, Any]:
-    spec, weights = _weights(request)
-    data = load_npz(request["data"])
-    task = request["task"]
-    if task == "evaluate":
-        i = request.get("batch_index", 0)
-        logits, loss, grads = runner.evaluate(spec, weights, data["x"][i], data["y"][i])
-        arrays = {"logits": logits, "loss": loss}
-        arrays.update({f"grad:{name}": g for name, g in grads.items()})
-        save_npz(request["out"], arrays)
-        return {"arrays": request["out"]}
-    if task == "train":
-        run = runner.trainer(spec, weights, data["x"], data["y"])
-        return time_training(
-            run,
-            request["steps"],
-            request["repeats"],
-            request.get("warmup_repeats", 0),
-        )
-    if task == "floor":
-        runs = {
-            "path": runner.trainer(spec, weights, data["x"], data["y"]),
-            "idiomatic": runner.idiomatic_trainer(spec, weights, data["x"], data["y"]),
-        }
-        return time_training_interleaved(runs, request["steps"], request["repeats"])
-    if task == "infer":
-        run_round = runner.predictor(spec, weights, data["x"])
-        return time_inference(
-            run_round, len(data["x"]), request["window_s"], request["warmup_rounds"]
-        )
-    raise ValueError(
-        f"unknown task {task!r}; known tasks: evaluate, train, floor, infer"
+Data = dict[str, Any]
+
+
+def _evaluate(runner: Any, spec: Any, weights: Data, data: Data, request: Data) -> Data:
+    i = request.get("batch_index", 0)
+    logits, loss, grads = runner.evaluate(spec, weights, data["x"][i], data["y"][i])
+    arrays = {"logits": logits, "loss": loss}
+    arrays.update({f"grad:{name}": g for name, g in grads.items()})
+    save_npz(request["out"], arrays)
+    return {"arrays": request["out"]}
+
+
+def _activations(
+    runner: Any, spec: Any, weights: Data, data: Data, request: Data
+) -> Data:
+    taps, error = runner.activations(spec, weights, data["x"][0])
+    save_npz(request["out"], taps)
+    return {"arrays": request["out"], "error": error}
+
+
+def _trajectory(
+    runner: Any, spec: Any, weights: Data, data: Data, request: Data
+) -> Data:
+    session = runner.session(spec, weights)
+    save_npz(request["out"], runs.trajectory(session, data["x"], data["y"]))
+    return {"arrays": request["out"]}
+
+
+def _accuracy(runner: Any, spec: Any, weights: Data, data: Data, request: Data) -> Data:
+    session = runner.session(spec, weights)
+    curve = runs.accuracy(
+        session, data["train_x"], data["train_y"], data["test_x"], data["test_y"]
     )
+    return {"accuracy": curve}
+
+
+def _train(runner: Any, spec: Any, weights: Data, data: Data, request: Data) -> Data:
+    run = runner.trainer(spec, weights, data["x"], data["y"])
+    return time_training(
+        run, request["steps"], request["repeats"], request.get("warmup_repeats", 0)
+    )
+
+
+def _floor(runner: Any, spec: Any, weights: Data, data: Data, request: Data) -> Data:
+    both = {
+        "path": runner.trainer(spec, weights, data["x"], data["y"]),
+        "idiomatic": runner.idiomatic_trainer(spec, weights, data["x"], data["y"]),
+    }
+    return time_training_interleaved(both, request["steps"], request["repeats"])
+
+
+def _infer(runner: Any, spec: Any, weights: Data, data: Data, request: Data) -> Data:
+    run_round = runner.predictor(spec, weights, data["x"])
+    return time_inference(
+        run_round, len(data["x"]), request["window_s"], request["warmup_rounds"]
+    )
+
+
+TASKS = {
+    "evaluate": _evaluate,
+    "activations": _activations,
+    "trajectory": _trajectory,
+    "accuracy": _accuracy,
+    "train": _train,
+    "floor": _floor,
+    "infer": _infer,
+}
+
+
+def handle(runner: Any, request: Data, path_id: str) -> Data:
+    task = request["task"]
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; known tasks: {', '.join(TASKS)}")
+    spec, weights = _model(request, path_id)
+    return TASKS[task](runner, spec, weights, load_npz(request["data"]), request)
 
 
 def _send(channel: IO[str], message: dict[str, Any]) -> None:
@@ -91,15 +144,21 @@ def _send(channel: IO[str], message: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m harness.worker PATH_ID", file=sys.stderr)
+    if len(argv) not in (1, 2) or argv[1:] not in ([], ["--deterministic"]):
+        print(
+            "usage: python -m harness.worker PATH_ID [--deterministic]", file=sys.stderr
+        )
         return 2
+    path_id, deterministic = argv[0], argv[1:] == ["--deterministic"]
     # Keep the real stdout for the protocol; send fd 1 (library prints) to stderr.
     channel = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     try:
-        runner = load_runner(argv[0])
-        platform = runner.describe()
+        framework = get_path(path_id).framework
+        pinned = numerics.pin_environment(framework, deterministic)
+        runner = load_runner(path_id)
+        pinned.update(numerics.pin_framework(framework, deterministic))
+        platform = {**runner.describe(), "numerics": pinned}
     except Exception as exc:  # any import or start-up failure ends this worker
         _send(
             channel, {"status": "unavailable", "error": f"{type(exc).__name__}: {exc}"}
@@ -108,7 +167,7 @@ def main(argv: list[str]) -> int:
     _send(channel, {"status": "ready", "platform": platform})
     for line in sys.stdin:
         try:
-            result = handle(runner, json.loads(line))
+            result = handle(runner, json.loads(line), path_id)
         except Exception as exc:
             _send(
                 channel,

@@ -16,8 +16,8 @@ Converters are chosen by the parameter's declared ``kind``, never by its name.
 Every converter has an inverse; ``to_native`` and ``to_canonical`` are each
 other's inverse for every kind (tests check the round trip).
 
-``FAULTS`` holds deliberately wrong layouts.  They exist so that tests and
-``python -m equivalence --fault`` can prove the checks catch a broken layout.
+Deliberately wrong layouts, used to prove the checks catch them, live in
+``native.faults``.
 """
 
 from __future__ import annotations
@@ -84,46 +84,9 @@ _FROM_OIHW: dict[str, Converter] = {
 }
 
 
-def _rows_in_chw_order(a: np.ndarray, p: Param) -> np.ndarray:
-    # What a converter that only transposes (forgetting the row permutation)
-    # effectively loads, expressed back in canonical layout.
-    return _flatten_dense_from_oihw(np.ascontiguousarray(a.T), p)
-
-
-def _conv_hw_swapped(a: np.ndarray, p: Param) -> np.ndarray:
-    return np.ascontiguousarray(a.transpose(1, 0, 2, 3))  # (kh,kw,..) -> (kw,kh,..)
-
-
-def _lstm_if_swapped(a: np.ndarray, p: Param) -> np.ndarray:
-    i, f, c, o = np.split(a, 4, axis=-1)
-    return np.ascontiguousarray(np.concatenate([f, i, c, o], axis=-1))
-
-
-# A fault is a corruption of one kind of canonical array, applied before the
-# family converter, so the same fault means the same mistake in every family.
-FAULTS: dict[str, tuple[str, Converter]] = {
-    "unpermuted-flatten": ("dense_after_flatten", _rows_in_chw_order),
-    "conv-hw-swapped": ("conv2d", _conv_hw_swapped),
-    "lstm-gates-swapped": ("lstm_kernel", _lstm_if_swapped),
-}
-
-
 def _check_family(family: str) -> None:
     if family not in FAMILIES:
         raise ValueError(f"unknown layout family {family!r}; known: {FAMILIES}")
-
-
-def inject_fault(
-    spec: ModelSpec, canonical: Mapping[str, np.ndarray], fault: str
-) -> dict[str, np.ndarray]:
-    """Canonical weights with the named layout mistake applied to its kind."""
-    if fault not in FAULTS:
-        raise ValueError(f"unknown fault {fault!r}; known faults: {sorted(FAULTS)}")
-    kind, corrupt = FAULTS[fault]
-    return {
-        p.name: corrupt(canonical[p.name], p) if p.kind == kind else canonical[p.name]
-        for p in spec.params
-    }
 
 
 def to_native(
@@ -136,11 +99,23 @@ def to_native(
     return {p.name: _TO_OIHW[p.kind](canonical[p.name], p) for p in spec.params}
 
 
+def activation_to_canonical(a: np.ndarray, family: str) -> np.ndarray:
+    """A layer's output in ``family`` layout -> canonical (channels-last)."""
+    _check_family(family)
+    if family == "oihw" and a.ndim == 4:
+        return np.ascontiguousarray(a.transpose(0, 2, 3, 1))  # NCHW -> NHWC
+    return a
+
+
+def param_to_canonical(a: np.ndarray, p: Param, family: str) -> np.ndarray:
+    """One array of parameter ``p`` in ``family`` layout -> canonical."""
+    _check_family(family)
+    return a if family == "keras" else _FROM_OIHW[p.kind](a, p)
+
+
 def to_canonical(
     spec: ModelSpec, native: Mapping[str, np.ndarray], family: str
 ) -> dict[str, np.ndarray]:
     """Convert arrays (weights or gradients) in ``family`` layout to canonical."""
     _check_family(family)
-    if family == "keras":
-        return {p.name: native[p.name] for p in spec.params}
-    return {p.name: _FROM_OIHW[p.kind](native[p.name], p) for p in spec.params}
+    return {p.name: param_to_canonical(native[p.name], p, family) for p in spec.params}

@@ -1,9 +1,14 @@
 """The surface every native framework package and model module offers.
 
 A model module (``native/<fw>/<model>.py``) is small: its ``SPEC`` and its
-forward pass ``apply(params, x) -> logits``.  Everything that is the same for
-all models of one framework lives once in ``native/<fw>/common.py``, which
-meets ``Framework`` below.  ``tests/<fw>/`` check that each module meets these.
+forward pass ``apply(params, x, tap=no_tap) -> logits``.  ``tap(name, h)`` is
+called with the output of every layer in ``spec.tapped_layers()``, in order,
+and returns ``h``; the default does nothing, so compiled passes are unchanged,
+and ``Framework.activations`` passes a recording tap to localize a divergence.
+
+Everything that is the same for all models of one framework lives once in
+``native/<fw>/common.py``, which meets ``Framework`` below.  ``tests/native``
+checks that each module meets these.
 """
 
 from __future__ import annotations
@@ -17,13 +22,19 @@ from zoo.specs import ModelSpec
 
 Params = Any  # the framework's own container of parameter tensors
 Tensor = Any
-Apply = Callable[[Params, Tensor], Tensor]
+Apply = Callable[..., Tensor]  # apply(params, x, tap=no_tap) -> logits
+Tap = Callable[[str, Tensor], Tensor]
+
+
+def no_tap(name: str, h: Tensor) -> Tensor:
+    """The default tap: records nothing."""
+    return h
 
 
 class ModelModule(Protocol):
     SPEC: ModelSpec
 
-    def apply(self, params: Params, x: Tensor) -> Tensor: ...
+    def apply(self, params: Params, x: Tensor, tap: Tap = no_tap) -> Tensor: ...
 
 
 class Framework(Protocol):
@@ -51,6 +62,22 @@ class Framework(Protocol):
 
     def train_step(self, apply: Apply, state: Any, x: Tensor, y: Tensor) -> Any:
         """One optimizer step with Keras' update formulas; returns the new state."""
+
+    def to_numpy(self, t: Tensor) -> np.ndarray:
+        """A tensor's values as a NumPy array (waits for them)."""
+
+    def state_params(self, state: Any) -> Params:
+        """The current parameters of a train state, as ``evaluate`` takes them."""
+
+    def export(self, spec: ModelSpec, params: Params) -> dict[str, np.ndarray]:
+        """Parameters -> canonical-layout NumPy arrays (the inverse of ``init``)."""
+
+    def activations(
+        self, apply: Apply, params: Params, x: Tensor, taps: dict[str, np.ndarray]
+    ) -> None:
+        """Run the forward pass op by op (never compiled) and store each tapped
+        layer's output, in this framework's layout, into ``taps`` as soon as it
+        is computed, so a pass that fails part-way keeps the layers before."""
 
     def sync(self, value: Any) -> None:
         """Block until every computation producing ``value`` has finished."""

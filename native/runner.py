@@ -8,12 +8,13 @@ made resident on the device before any timing starts.
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from native import load_apply, load_framework
+from native import layout, load_apply, load_framework
 from zoo.specs import ModelSpec
 
 
@@ -101,5 +102,60 @@ class NativeRunner:
 
         return run
 
+    def activations(
+        self, spec: ModelSpec, weights: Mapping[str, np.ndarray], x: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], str | None]:
+        """Every tapped layer's output in canonical layout, and the error that
+        stopped the forward pass part-way (``None`` if it ran through)."""
+        apply = load_apply(self.framework, spec)
+        params = self.fw.init(spec, weights)
+        taps: dict[str, np.ndarray] = {}
+        error = None
+        try:
+            self.fw.activations(apply, params, self.fw.to_input(x), taps)
+        except Exception as exc:  # a faulty pass may fail; keep the layers before
+            error = f"{type(exc).__name__}: {exc}"
+        family = self.fw.LAYOUT
+        return {
+            k: layout.activation_to_canonical(a, family) for k, a in taps.items()
+        }, (error)
+
+    def session(self, spec: ModelSpec, weights: Mapping[str, np.ndarray]) -> Session:
+        return Session(self.framework, spec, weights)
+
     def describe(self) -> dict[str, Any]:
         return self.fw.describe()
+
+
+class Session:
+    """A training run step by step, for the trajectory and accuracy checks
+    (``equivalence.runs``); the same surface as ``zoo.keras_path.Session``."""
+
+    def __init__(
+        self, framework: str, spec: ModelSpec, weights: Mapping[str, np.ndarray]
+    ) -> None:
+        self.fw = load_framework(framework)
+        self.spec = spec
+        self.apply = load_apply(framework, spec)
+        self.state = self.fw.make_train_state(spec, self.fw.init(spec, weights))
+
+    def step(self, x: np.ndarray, y: np.ndarray, with_loss: bool = True) -> float:
+        """One optimizer step; returns the loss at the parameters before it
+        (computed by a separate forward pass, or NaN when not asked for)."""
+        xt, yt = self.fw.to_input(x), self.fw.to_labels(y)
+        loss = math.nan
+        if with_loss:
+            params = self.fw.state_params(self.state)
+            _, loss, _ = self.fw.evaluate(self.spec, self.apply, params, xt, yt)
+        self.state = self.fw.train_step(self.apply, self.state, xt, yt)
+        self.fw.sync(self.state)
+        return loss
+
+    def params(self) -> dict[str, np.ndarray]:
+        return self.fw.export(self.spec, self.fw.state_params(self.state))
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        params = self.fw.state_params(self.state)
+        return self.fw.to_numpy(
+            self.fw.inference(self.apply, params, self.fw.to_input(x))
+        )

@@ -81,35 +81,7 @@ def test_keras_family_is_the_identity() -> None:
     assert all(native[k] is v for k, v in canonical.items())
 
 
-@pytest.mark.parametrize(
-    ("model", "fault", "param"),
-    [
-        ("lenet", "unpermuted-flatten", "fc1/kernel"),
-        ("lenet", "conv-hw-swapped", "conv1/kernel"),
-        ("lstm", "lstm-gates-swapped", "lstm/kernel"),
-    ],
-)
-def test_faults_corrupt_exactly_their_kind(model: str, fault: str, param: str) -> None:
-    spec = MODELS[model]
-    canonical = make_weights(spec, 0)
-    broken = layout.inject_fault(spec, canonical, fault)
-    kind = spec.param(param).kind
-    for p in spec.params:
-        same = np.array_equal(broken[p.name], canonical[p.name])
-        assert same == (p.kind != kind), p.name
-
-
-def test_unpermuted_flatten_fault_equals_forgetting_the_permutation() -> None:
-    spec = MODELS["lenet"]
-    canonical = make_weights(spec, 0)
-    broken = layout.inject_fault(spec, canonical, "unpermuted-flatten")
-    native = layout.to_native(spec, broken, "oihw")["fc1/kernel"]
-    np.testing.assert_array_equal(native, canonical["fc1/kernel"].T)
-
-
 def test_bad_names_give_one_clear_sentence() -> None:
     spec = MODELS["ffn"]
     with pytest.raises(ValueError, match="unknown layout family 'nhwc'"):
         layout.to_native(spec, make_weights(spec, 0), "nhwc")
-    with pytest.raises(ValueError, match="known faults"):
-        layout.inject_fault(spec, make_weights(spec, 0), "typo")

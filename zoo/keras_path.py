@@ -125,6 +125,22 @@ class KerasRunner:
 
         return run
 
+    def activations(
+        self, spec: ModelSpec, weights: Mapping[str, np.ndarray], x: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], str | None]:
+        """Every tapped layer's output (``ModelSpec.tapped_layers``), from one
+        model whose outputs are those layers' outputs."""
+        model = self._model(spec, weights, x)
+        names = spec.tapped_layers()
+        probe = self.keras.Model(
+            model.inputs, [model.get_layer(n).output for n in names]
+        )
+        outputs = probe.predict_on_batch(x)
+        return {n: np.asarray(a) for n, a in zip(names, outputs, strict=True)}, None
+
+    def session(self, spec: ModelSpec, weights: Mapping[str, np.ndarray]) -> Session:
+        return Session(self, spec, weights)
+
     def describe(self) -> dict[str, Any]:
         info: dict[str, Any] = {
             "keras_version": self.keras.__version__,
@@ -133,6 +149,45 @@ class KerasRunner:
         # The backend's own settings, described once by its native package.
         info.update(load_framework(self.backend).describe())
         return info
+
+
+class Session:
+    """A training run step by step through ``train_on_batch``, for the
+    trajectory and accuracy checks; the same surface as
+    ``native.runner.Session``."""
+
+    def __init__(
+        self, runner: KerasRunner, spec: ModelSpec, weights: Mapping[str, np.ndarray]
+    ) -> None:
+        self.runner, self.spec, self.weights = runner, spec, weights
+        self._model: Any = None
+
+    def _built(self, x: np.ndarray) -> Any:
+        # Built on first use, for the input shape the run feeds (sequence
+        # lengths other than the spec's, for instance).
+        if self._model is None:
+            self._model = self.runner._compiled(self.spec, self.weights, x)
+        return self._model
+
+    def step(self, x: np.ndarray, y: np.ndarray, with_loss: bool = True) -> float:
+        """One optimizer step; returns the loss at the parameters before it."""
+        model = self._built(x)
+        model.reset_metrics()  # the loss tracker is a running mean across calls
+        loss = model.train_on_batch(x, y)
+        return float(loss if np.ndim(loss) == 0 else loss[0])
+
+    def params(self) -> dict[str, np.ndarray]:
+        if self._model is None:
+            return dict(self.weights)
+        convert = self.runner.keras.ops.convert_to_numpy
+        variable = self.runner.models.variable
+        return {
+            p.name: np.asarray(convert(variable(self._model, p).value))
+            for p in self.spec.params
+        }
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(self._built(x).predict_on_batch(x))
 
 
 def _grads_jax(model: Any, loss_fn: Any, x: np.ndarray, y: np.ndarray) -> Any:

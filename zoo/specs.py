@@ -102,6 +102,12 @@ class ModelSpec:
                 return p
         raise KeyError(f"{self.name} has no parameter {name!r}")
 
+    def tapped_layers(self) -> tuple[str, ...]:
+        """Layers whose outputs are compared when localizing a divergence: all
+        but ``flatten``, whose output order differs by design between layouts
+        (the next dense layer's output is compared instead)."""
+        return tuple(layer.name for layer in self.layers if layer.kind != "flatten")
+
     def layer(self, name: str) -> Layer:
         for layer in self.layers:
             if layer.name == name:

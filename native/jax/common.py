@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from native import layout
-from native.protocol import Apply
+from native.protocol import Apply, Tensor
 from zoo.specs import ModelSpec, Workload
 
 LAYOUT = "keras"
@@ -83,6 +83,27 @@ def inference(apply: Apply, params: Params, x: jax.Array) -> jax.Array:
     return _jitted_apply(apply)(params, x)
 
 
+def to_numpy(t: jax.Array) -> np.ndarray:
+    # A copy, not a view of a device buffer that a train step may donate.
+    return np.array(t)
+
+
+def export(spec: ModelSpec, params: Params) -> dict[str, np.ndarray]:
+    native = {name: to_numpy(p) for name, p in params.items()}
+    return layout.to_canonical(spec, native, LAYOUT)
+
+
+def activations(
+    apply: Apply, params: Params, x: jax.Array, taps: dict[str, np.ndarray]
+) -> None:
+    # Outside jit: every operator runs (and fails) as it is reached.
+    def record(name: str, h: Tensor) -> Tensor:
+        taps[name] = to_numpy(h)
+        return h
+
+    apply(params, x, tap=record)
+
+
 @functools.partial(
     jax.tree_util.register_dataclass,
     data_fields=["params", "m", "v", "step"],
@@ -98,10 +119,14 @@ class TrainState:
 
 
 def make_train_state(spec: ModelSpec, params: Params) -> TrainState:
-    adam = spec.workload.optimizer == "adam"
+    adam = spec.workload.optimizer != "sgd"  # Adam, or a fault's variant of it
     m = {k: jnp.zeros_like(p) for k, p in params.items()} if adam else {}
     v = {k: jnp.zeros_like(p) for k, p in params.items()} if adam else {}
     return TrainState(params, m, v, jnp.zeros((), jnp.int32), spec.workload)
+
+
+def state_params(state: TrainState) -> Params:
+    return state.params
 
 
 def _sgd(state: TrainState, grads: Params) -> TrainState:

@@ -19,12 +19,13 @@ import jax.numpy as jnp
 from jax import lax
 
 from native.jax.common import Params
+from native.protocol import Tap, no_tap
 from zoo.specs import MODELS
 
 SPEC = MODELS["lstm"]
 
 
-def apply(params: Params, x: jax.Array) -> jax.Array:
+def apply(params: Params, x: jax.Array, tap: Tap = no_tap) -> jax.Array:
     kernel, recurrent = params["lstm/kernel"], params["lstm/recurrent_kernel"]
     bias = params["lstm/bias"]
     batch, units = x.shape[0], recurrent.shape[0]
@@ -39,4 +40,6 @@ def apply(params: Params, x: jax.Array) -> jax.Array:
     zeros = jnp.zeros((batch, units), x.dtype)
     time_major = x.swapaxes(0, 1)  # (N, T, F) -> (T, N, F)
     (h, _), _ = lax.scan(cell, (zeros, zeros), time_major)
-    return h @ params["logits/kernel"] + params["logits/bias"]
+    h = tap("lstm", h)  # the last hidden state (N, u)
+    h = h @ params["logits/kernel"] + params["logits/bias"]
+    return tap("logits", h)

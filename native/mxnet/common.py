@@ -25,7 +25,7 @@ import numpy as np
 from mxnet import autograd, nd
 
 from native import layout
-from native.protocol import Apply
+from native.protocol import Apply, Tensor
 from zoo.specs import ModelSpec, Workload
 
 LAYOUT = "oihw"
@@ -82,6 +82,28 @@ def inference(apply: Apply, params: Params, x: nd.NDArray) -> nd.NDArray:
     return apply(params, x)
 
 
+def to_numpy(t: nd.NDArray) -> np.ndarray:
+    return t.asnumpy()  # a copy; waits for the value
+
+
+def export(spec: ModelSpec, params: Params) -> dict[str, np.ndarray]:
+    native = {name: to_numpy(p) for name, p in params.items()}
+    return layout.to_canonical(spec, native, LAYOUT)
+
+
+def activations(
+    apply: Apply, params: Params, x: nd.NDArray, taps: dict[str, np.ndarray]
+) -> None:
+    # Imperative (F = nd), outside autograd.record: every operator runs as it
+    # is reached, and reading each output back surfaces an error of the
+    # asynchronous engine at its layer.
+    def record(name: str, h: Tensor) -> Tensor:
+        taps[name] = to_numpy(h)
+        return h
+
+    apply(params, x, tap=record)
+
+
 @dataclass
 class TrainState:
     params: Params
@@ -93,26 +115,39 @@ class TrainState:
 
 def make_train_state(spec: ModelSpec, params: Params) -> TrainState:
     state = TrainState(params, spec.workload)
-    if spec.workload.optimizer == "adam":
+    if spec.workload.optimizer != "sgd":  # Adam, or a fault's variant of it
         state.m = {k: nd.zeros_like(p) for k, p in params.items()}
         state.v = {k: nd.zeros_like(p) for k, p in params.items()}
     return state
 
 
+def state_params(state: TrainState) -> Params:
+    return state.params
+
+
+def _sgd(state: TrainState, grads: Params) -> None:
+    lr = state.workload.learning_rate
+    for name, p in state.params.items():
+        p[:] = p - lr * grads[name]
+
+
+def _adam(state: TrainState, grads: Params) -> None:
+    w = state.workload
+    t = state.step + 1
+    alpha = w.learning_rate * math.sqrt(1 - w.beta_2**t) / (1 - w.beta_1**t)
+    for name, p in state.params.items():
+        g, m, v = grads[name], state.m[name], state.v[name]
+        m[:] = m + (g - m) * (1 - w.beta_1)
+        v[:] = v + (g * g - v) * (1 - w.beta_2)
+        p[:] = p - m * alpha / (nd.sqrt(v) + w.epsilon)
+
+
+_OPTIMIZERS = {"sgd": _sgd, "adam": _adam}
+
+
 def update(state: TrainState, grads: Params) -> None:
     """One optimizer step on ``state`` in place, with Keras' formulas."""
-    w = state.workload
-    if w.optimizer == "sgd":
-        for name, p in state.params.items():
-            p[:] = p - w.learning_rate * grads[name]
-    else:
-        t = state.step + 1
-        alpha = w.learning_rate * math.sqrt(1 - w.beta_2**t) / (1 - w.beta_1**t)
-        for name, p in state.params.items():
-            g, m, v = grads[name], state.m[name], state.v[name]
-            m[:] = m + (g - m) * (1 - w.beta_1)
-            v[:] = v + (g * g - v) * (1 - w.beta_2)
-            p[:] = p - m * alpha / (nd.sqrt(v) + w.epsilon)
+    _OPTIMIZERS[state.workload.optimizer](state, grads)
     state.step += 1
 
 

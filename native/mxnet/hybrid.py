@@ -26,12 +26,13 @@ from native.mxnet.common import (
     sync,
     to_input,
     to_labels,
+    to_numpy,
     update,
 )
 from native.protocol import Apply
 from zoo.specs import ModelSpec
 
-__all__ = ["LAYOUT", "sync", "to_input", "to_labels"]
+__all__ = ["LAYOUT", "sync", "to_input", "to_labels", "to_numpy"]
 
 
 def _attribute(name: str) -> str:
@@ -96,6 +97,18 @@ def inference(apply: Apply, params: Model, x: nd.NDArray) -> nd.NDArray:
     return params.bind(apply)(x)
 
 
+def export(spec: ModelSpec, params: Model) -> dict[str, np.ndarray]:
+    return common.export(spec, params.arrays())
+
+
+def activations(
+    apply: Apply, params: Model, x: nd.NDArray, taps: dict[str, np.ndarray]
+) -> None:
+    # The plain imperative pass over the block's arrays: a hybridized graph
+    # cannot hand out its intermediate outputs.
+    common.activations(apply, params.arrays(), x, taps)
+
+
 @dataclass
 class HybridTrainState(TrainState):
     net: Model | None = None  # the block whose parameter arrays ``params`` are
@@ -106,6 +119,11 @@ def make_train_state(spec: ModelSpec, params: Model) -> HybridTrainState:
     return HybridTrainState(
         plain.params, plain.workload, plain.step, plain.m, plain.v, net=params
     )
+
+
+def state_params(state: HybridTrainState) -> Model:
+    assert state.net is not None
+    return state.net
 
 
 def train_step(

@@ -16,13 +16,14 @@ from typing import Any
 from mxnet import nd
 
 from native.mxnet.ops import dense
+from native.protocol import Tap, no_tap
 from zoo.specs import MODELS
 
 SPEC = MODELS["lstm"]
 UNITS = SPEC.layer("lstm").size
 
 
-def apply(params: Any, x: Any, F: Any = nd) -> Any:
+def apply(params: Any, x: Any, F: Any = nd, tap: Tap = no_tap) -> Any:
     kernel, recurrent = params["lstm/kernel"], params["lstm/recurrent_kernel"]
     bias = params["lstm/bias"]
 
@@ -46,4 +47,6 @@ def apply(params: Any, x: Any, F: Any = nd) -> Any:
 
     time_major = F.swapaxes(x, 0, 1)  # (N, T, F) -> (T, N, F)
     _, (h, _) = F.contrib.foreach(cell, time_major, [zeros(), zeros()])
-    return dense(F, h, params, SPEC, "logits")
+    h = tap("lstm", h)  # the last hidden state (N, u)
+    h = dense(F, h, params, SPEC, "logits")
+    return tap("logits", h)

@@ -1,7 +1,8 @@
 """VGG16 for 32x32 images in MXNet operators.
 
-The block structure is read from the spec, so the Rysia paper's ten-convolution
-variant (``vgg-rysia``) runs through the same function.
+The block structure and each convolution's padding are read from the spec, so
+the Rysia paper's ten-convolution variant (``vgg-rysia``) runs through the
+same function.
 
 Layouts: x ``(N, 3, 32, 32)``; conv weights ``(out, in, 3, 3)``; the first
 dense weight with its inputs in ``C, H, W`` order.  ``F`` is ``mx.nd`` or
@@ -15,21 +16,29 @@ from typing import Any
 from mxnet import nd
 
 from native.mxnet.ops import conv2d, dense, pool
+from native.protocol import Tap, no_tap
 from zoo.specs import MODELS, ModelSpec
 
 SPEC = MODELS["vgg16"]
 
 
-def apply(params: Any, x: Any, spec: ModelSpec = SPEC, F: Any = nd) -> Any:
+def apply(
+    params: Any, x: Any, spec: ModelSpec = SPEC, F: Any = nd, tap: Tap = no_tap
+) -> Any:
     h = x
     for layer in spec.layers:
+        name = layer.name
         if layer.kind == "conv2d":
-            h = F.relu(conv2d(F, h, params, spec, layer.name))  # 'same' keeps (H, W)
+            # 'same' keeps (H, W); 'valid' trims kernel - 1 off each
+            h = conv2d(F, h, params, spec, name)  # padded as layer.padding says
+            h = F.relu(h)
         elif layer.kind == "max_pool":
             h = pool(F, h, 2, "max")  # (N, C, H, W) -> (N, C, H/2, W/2)
         elif layer.kind == "flatten":
             h = F.flatten(h)  # (N, C, H, W) -> (N, C*H*W)
         else:
-            h = dense(F, h, params, spec, layer.name)
+            h = dense(F, h, params, spec, name)
             h = F.relu(h) if layer.activation == "relu" else h
+        if layer.kind != "flatten":  # see ModelSpec.tapped_layers
+            h = tap(name, h)
     return h

@@ -28,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from native import layout
-from native.protocol import Apply
+from native.protocol import Apply, Tensor
 from zoo.specs import ModelSpec, Workload
 
 LAYOUT = "keras"
@@ -85,6 +85,27 @@ def inference(apply: Apply, params: Params, x: tf.Tensor) -> tf.Tensor:
     return _graph_apply(apply)(params, x)
 
 
+def to_numpy(t: tf.Tensor) -> np.ndarray:
+    return t.numpy()  # a copy, also of a variable's current value
+
+
+def export(spec: ModelSpec, params: Params) -> dict[str, np.ndarray]:
+    native = {name: to_numpy(p) for name, p in params.items()}
+    return layout.to_canonical(spec, native, LAYOUT)
+
+
+def activations(
+    apply: Apply, params: Params, x: tf.Tensor, taps: dict[str, np.ndarray]
+) -> None:
+    # Eager (no tf.function, no tape): every operator runs (and fails) as it is
+    # reached.
+    def record(name: str, h: Tensor) -> Tensor:
+        taps[name] = to_numpy(h)
+        return h
+
+    apply(params, x, tap=record)
+
+
 @dataclass
 class TrainState:
     params: Params
@@ -96,10 +117,14 @@ class TrainState:
 
 def make_train_state(spec: ModelSpec, params: Params) -> TrainState:
     state = TrainState(params, spec.workload)
-    if spec.workload.optimizer == "adam":
+    if spec.workload.optimizer != "sgd":  # Adam, or a fault's variant of it
         state.m = {k: tf.Variable(tf.zeros_like(p)) for k, p in params.items()}
         state.v = {k: tf.Variable(tf.zeros_like(p)) for k, p in params.items()}
     return state
+
+
+def state_params(state: TrainState) -> Params:
+    return state.params
 
 
 def _sgd(state: TrainState, grads: dict[str, tf.Tensor]) -> None:

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from native.protocol import Tap, no_tap
 from native.tensorflow.common import Params
 from zoo.specs import MODELS
 
 SPEC = MODELS["lstm"]
 
 
-def apply(params: Params, x: tf.Tensor) -> tf.Tensor:
+def apply(params: Params, x: tf.Tensor, tap: Tap = no_tap) -> tf.Tensor:
     kernel, recurrent = params["lstm/kernel"], params["lstm/recurrent_kernel"]
     bias = params["lstm/bias"]
     batch, units = tf.shape(x)[0], recurrent.shape[0]
@@ -37,6 +38,6 @@ def apply(params: Params, x: tf.Tensor) -> tf.Tensor:
     zeros = tf.zeros((batch, units), x.dtype)
     time_major = tf.transpose(x, (1, 0, 2))  # (N, T, F) -> (T, N, F)
     hs, _ = tf.scan(cell, time_major, initializer=(zeros, zeros))
-    return tf.nn.bias_add(
-        tf.matmul(hs[-1], params["logits/kernel"]), params["logits/bias"]
-    )
+    h = tap("lstm", hs[-1])  # the last hidden state (N, u)
+    h = tf.nn.bias_add(tf.matmul(h, params["logits/kernel"]), params["logits/bias"])
+    return tap("logits", h)

@@ -1,7 +1,8 @@
 """VGG16 for 32x32 images in TensorFlow operators.
 
-The block structure is read from the spec, so the Rysia paper's ten-convolution
-variant (``vgg-rysia``) runs through the same function.
+The block structure and each convolution's padding are read from the spec, so
+the Rysia paper's ten-convolution variant (``vgg-rysia``) runs through the
+same function.
 
 Layouts: x ``(N, 32, 32, 3)``; conv kernels ``(3, 3, in, out)``; the first
 dense kernel with its inputs in ``H, W, C`` order.
@@ -11,19 +12,24 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from native.protocol import Tap, no_tap
 from native.tensorflow.common import Params
 from zoo.specs import MODELS, ModelSpec
 
 SPEC = MODELS["vgg16"]
 
 
-def apply(params: Params, x: tf.Tensor, spec: ModelSpec = SPEC) -> tf.Tensor:
+def apply(
+    params: Params, x: tf.Tensor, spec: ModelSpec = SPEC, tap: Tap = no_tap
+) -> tf.Tensor:
     h = x
     for layer in spec.layers:
         name = layer.name
         if layer.kind == "conv2d":
-            h = tf.nn.conv2d(h, params[f"{name}/kernel"], 1, "SAME")
-            h = tf.nn.relu(tf.nn.bias_add(h, params[f"{name}/bias"]))  # keeps (H, W)
+            # 'same' keeps (H, W); 'valid' trims kernel - 1 off each
+            kernel, bias = params[f"{name}/kernel"], params[f"{name}/bias"]
+            h = tf.nn.conv2d(h, kernel, 1, layer.padding.upper())
+            h = tf.nn.relu(tf.nn.bias_add(h, bias))
         elif layer.kind == "max_pool":
             h = tf.nn.max_pool2d(h, 2, 2, "VALID")  # (N, H, W, C) -> (N, H/2, W/2, C)
         elif layer.kind == "flatten":
@@ -32,4 +38,6 @@ def apply(params: Params, x: tf.Tensor, spec: ModelSpec = SPEC) -> tf.Tensor:
             h = tf.matmul(h, params[f"{name}/kernel"])
             h = tf.nn.bias_add(h, params[f"{name}/bias"])
             h = tf.nn.relu(h) if layer.activation == "relu" else h
+        if layer.kind != "flatten":  # see ModelSpec.tapped_layers
+            h = tap(name, h)
     return h

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from native import layout
-from native.protocol import Apply
+from native.protocol import Apply, Tensor
 from zoo.specs import ModelSpec, Workload
 
 LAYOUT = "oihw"
@@ -84,6 +84,28 @@ def inference(apply: Apply, params: Params, x: torch.Tensor) -> torch.Tensor:
     return apply(params, x)
 
 
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    # Always a copy (which waits for the value): on the CPU ``numpy()`` alone
+    # would share memory with parameters that the optimizer updates in place.
+    return t.detach().to("cpu", copy=True).numpy()
+
+
+def export(spec: ModelSpec, params: Params) -> dict[str, np.ndarray]:
+    native = {name: to_numpy(p) for name, p in params.items()}
+    return layout.to_canonical(spec, native, LAYOUT)
+
+
+@torch.no_grad()
+def activations(
+    apply: Apply, params: Params, x: torch.Tensor, taps: dict[str, np.ndarray]
+) -> None:
+    def record(name: str, h: Tensor) -> Tensor:
+        taps[name] = to_numpy(h)
+        return h
+
+    apply(params, x, tap=record)
+
+
 @dataclass
 class TrainState:
     params: Params
@@ -95,10 +117,14 @@ class TrainState:
 
 def make_train_state(spec: ModelSpec, params: Params) -> TrainState:
     state = TrainState(params, spec.workload)
-    if spec.workload.optimizer == "adam":
+    if spec.workload.optimizer != "sgd":  # Adam, or a fault's variant of it
         state.m = {k: torch.zeros_like(p) for k, p in params.items()}
         state.v = {k: torch.zeros_like(p) for k, p in params.items()}
     return state
+
+
+def state_params(state: TrainState) -> Params:
+    return state.params
 
 
 @torch.no_grad()

@@ -16,13 +16,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from native.protocol import Tap, no_tap
 from native.torch.common import Params
 from zoo.specs import MODELS
 
 SPEC = MODELS["lstm"]
 
 
-def apply(params: Params, x: torch.Tensor) -> torch.Tensor:
+def apply(params: Params, x: torch.Tensor, tap: Tap = no_tap) -> torch.Tensor:
     kernel, recurrent = params["lstm/kernel"], params["lstm/recurrent_kernel"]
     bias = params["lstm/bias"]
     batch, units = x.shape[0], recurrent.shape[1]
@@ -35,4 +36,6 @@ def apply(params: Params, x: torch.Tensor) -> torch.Tensor:
         i, f, g, o = z.chunk(4, dim=1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         h = torch.sigmoid(o) * torch.tanh(c)
-    return F.linear(h, params["logits/kernel"], params["logits/bias"])
+    h = tap("lstm", h)  # the last hidden state (N, u)
+    h = F.linear(h, params["logits/kernel"], params["logits/bias"])
+    return tap("logits", h)

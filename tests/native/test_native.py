@@ -2,7 +2,9 @@
 
 Parametrized over the frameworks; a framework that is not installed is skipped
 with its reason.  The reference is the feed-forward net's forward pass,
-gradients and Keras' SGD and Adam written in float64 NumPy.
+gradients and Keras' SGD and Adam written in float64 NumPy.  The surface for
+the equivalence checks (``activations``, ``export``, ``state_params`` and the
+faulty optimizer of ``native/<fw>/faults.py``) is checked here too.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pytest
 
 from equivalence.compare import relative_error
 from native import FRAMEWORKS, IDIOMATIC, layout, load_apply, load_framework
-from native.protocol import Framework, ModelModule
+from native.protocol import Framework, ModelModule, no_tap
 from zoo.data import make_batches
 from zoo.specs import MODELS, VARIANTS, ModelSpec, Workload
 from zoo.weights import make_weights
@@ -40,7 +42,9 @@ def test_model_modules_meet_the_surface(fw: ModuleType, model: str) -> None:
     surface = [*ModelModule.__annotations__, "apply"]
     assert all(hasattr(module, name) for name in surface)
     assert module.SPEC is MODELS[model]
-    assert list(inspect.signature(module.apply).parameters)[:2] == ["params", "x"]
+    parameters = inspect.signature(module.apply).parameters
+    assert list(parameters)[:2] == ["params", "x"]
+    assert parameters["tap"].default is no_tap
 
 
 def test_common_meets_the_framework_protocol(fw: ModuleType) -> None:
@@ -211,3 +215,143 @@ def test_torch_idiomatic_model_computes_the_native_logits(model: str) -> None:
     with torch.no_grad():
         theirs = idiomatic.build(spec, weights)(inputs)
     assert relative_error(theirs.numpy(), native.numpy()) < 1e-5
+
+
+ALL_MODELS = {**MODELS, **VARIANTS}
+
+
+def _short_input(spec: ModelSpec) -> tuple[int, ...] | None:
+    """A short sequence for the LSTM (its eager loop runs step by step)."""
+    return (6, 50) if spec.module == "lstm" else None
+
+
+def _output_shapes(
+    spec: ModelSpec, input_shape: tuple[int, ...]
+) -> dict[str, tuple[int, ...]]:
+    """Each tapped layer's output shape for one example, channels-last,
+    worked out from the spec's layers."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    shape = input_shape
+    for layer in spec.layers:
+        if layer.kind == "conv2d":
+            h, w, _ = shape
+            lost = 0 if layer.padding == "same" else layer.kernel - 1
+            shape = (h - lost, w - lost, layer.size)
+        elif layer.kind in ("avg_pool", "max_pool"):
+            h, w, c = shape
+            shape = (h // layer.size, w // layer.size, c)
+        elif layer.kind == "flatten":
+            shape = (math.prod(shape),)
+        else:  # dense and lstm
+            shape = (layer.size,)
+        shapes[layer.name] = shape
+    return {name: shapes[name] for name in spec.tapped_layers()}
+
+
+@pytest.mark.parametrize("model", list(ALL_MODELS))
+def test_activations_tap_every_layer_in_order(fw: ModuleType, model: str) -> None:
+    spec = ALL_MODELS[model]
+    input_shape = _short_input(spec)
+    x, _ = make_batches(spec, 5, 2, 1, input_shape=input_shape)
+    apply = load_apply(_name(fw), spec)
+    params = fw.init(spec, make_weights(spec, 5))
+    inputs = fw.to_input(x[0])
+    taps: dict[str, np.ndarray] = {}
+    fw.activations(apply, params, inputs, taps)
+    assert list(taps) == list(spec.tapped_layers())
+    assert all(isinstance(a, np.ndarray) for a in taps.values())
+    shapes = {
+        name: layout.activation_to_canonical(a, fw.LAYOUT).shape[1:]
+        for name, a in taps.items()
+    }
+    assert shapes == _output_shapes(spec, input_shape or spec.input_shape)
+    logits = fw.to_numpy(fw.inference(apply, params, inputs))
+    assert relative_error(taps["logits"], logits) < 1e-5
+
+
+def test_tapped_convolution_is_canonical_after_conversion(fw: ModuleType) -> None:
+    spec = MODELS["lenet"]
+    weights = make_weights(spec, 10)
+    x, _ = make_batches(spec, 10, 2, 1)
+    taps: dict[str, np.ndarray] = {}
+    apply = load_apply(_name(fw), spec)
+    fw.activations(apply, fw.init(spec, weights), fw.to_input(x[0]), taps)
+    # conv1 ('valid', 5x5) in float64 NumPy, channels-last
+    windows = np.lib.stride_tricks.sliding_window_view(
+        x[0].astype(np.float64), (5, 5), axis=(1, 2)
+    )  # (N, 24, 24, 1, 5, 5)
+    conv = np.einsum("nhwcij,ijco->nhwo", windows, weights["conv1/kernel"])
+    expected = np.maximum(conv + weights["conv1/bias"], 0)
+    got = layout.activation_to_canonical(taps["conv1"], fw.LAYOUT)
+    assert relative_error(got, expected) < 1e-5
+
+
+def test_activations_keep_the_layers_before_a_failure(fw: ModuleType) -> None:
+    spec = MODELS["vgg16"]
+    first, *rest = spec.layers
+    faulty = dataclasses.replace(
+        spec, layers=(dataclasses.replace(first, padding="valid"), *rest)
+    )
+    # The weights are the correct model's (as native.faults does): the wrongly
+    # padded pass shrinks the image to nothing and fails at a later layer.
+    object.__setattr__(faulty, "params", spec.params)
+    x, _ = make_batches(spec, 9, 2, 1)
+    params = fw.init(spec, make_weights(spec, 9))
+    taps: dict[str, np.ndarray] = {}
+    # each framework raises its own error type
+    with pytest.raises(Exception):  # noqa: B017, PT011
+        fw.activations(load_apply(_name(fw), faulty), params, fw.to_input(x[0]), taps)
+    conv = layout.activation_to_canonical(taps["block1_conv1"], fw.LAYOUT)
+    assert conv.shape == (2, 30, 30, 64)
+    assert "logits" not in taps
+    assert list(taps) == list(spec.tapped_layers()[: len(taps)])
+
+
+@pytest.mark.parametrize("model", list(ALL_MODELS))
+def test_export_inverts_init(fw: ModuleType, model: str) -> None:
+    spec = ALL_MODELS[model]
+    weights = make_weights(spec, 6)
+    exported = fw.export(spec, fw.init(spec, weights))
+    assert list(exported) == list(weights)
+    for name, w in weights.items():
+        assert exported[name].dtype == np.float32, name
+        np.testing.assert_array_equal(exported[name], w, err_msg=name)
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+def test_state_params_follow_training(fw: ModuleType, model: str) -> None:
+    spec = MODELS[model]
+    weights = make_weights(spec, 7)
+    x, y = make_batches(spec, 7, 2, 1, input_shape=_short_input(spec))
+    inputs, labels = fw.to_input(x[0]), fw.to_labels(y[0])
+    apply = load_apply(_name(fw), spec)
+    state = fw.make_train_state(spec, fw.init(spec, weights))
+    state = fw.train_step(apply, state, inputs, labels)
+    fw.sync(state)
+    params = fw.state_params(state)
+    trained = fw.export(spec, params)
+    for name, w in weights.items():
+        assert not np.array_equal(trained[name], w), name
+    logits, loss, grads = fw.evaluate(spec, apply, params, inputs, labels)
+    assert logits.shape == (2, spec.classes)
+    assert math.isfinite(loss)
+    assert set(grads) == set(weights)
+
+
+def test_faulty_optimizer_differs_from_adam(fw: ModuleType) -> None:
+    importlib.import_module(f"native.{_name(fw)}.faults")
+    base = MODELS["ffn"]
+    weights = make_weights(base, 8)
+    x, y = make_batches(base, 8, 8, 1)
+    apply = load_apply(_name(fw), base)  # the workload does not change the pass
+    changes: dict[str, np.ndarray] = {}
+    for optimizer in ("adam", "adam-eps-inside-sqrt"):
+        workload = dataclasses.replace(base.workload, optimizer=optimizer)
+        spec = dataclasses.replace(base, workload=workload)
+        state = fw.make_train_state(spec, fw.init(spec, weights))
+        state = fw.train_step(apply, state, fw.to_input(x[0]), fw.to_labels(y[0]))
+        trained = fw.export(spec, fw.state_params(state))
+        changes[optimizer] = np.concatenate(
+            [(trained[k] - weights[k]).ravel() for k in weights]
+        )
+    assert relative_error(changes["adam-eps-inside-sqrt"], changes["adam"]) > 1e-3

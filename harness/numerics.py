@@ -1,0 +1,91 @@
+"""Numeric settings a worker pins before it computes anything.
+
+Fast-math modes (TF32 matmuls and convolutions on NVIDIA GPUs, reduced JAX
+matmul precision) are always off, so the computation that is timed is the one
+the equivalence checks verified.  Deterministic algorithms are turned on only
+when asked (``python -m harness.worker PATH --deterministic``, as the
+equivalence checks do): on GPUs they can be slower than what users run.
+
+Each function returns the settings it leaves in force, for the records.  Run
+inside a worker only: the framework imports happen here, lazily.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def pin_environment(framework: str, deterministic: bool) -> dict[str, Any]:
+    """Variables that must be set before the framework is imported."""
+    settings: dict[str, Any] = {"deterministic": deterministic}
+    if deterministic:
+        if framework == "jax":
+            flag = "--xla_gpu_deterministic_ops=true"
+            flags = os.environ.get("XLA_FLAGS", "")
+            if flag not in flags:
+                os.environ["XLA_FLAGS"] = f"{flags} {flag}".strip()
+            settings["xla_flags"] = os.environ["XLA_FLAGS"]
+        elif framework == "torch":
+            # cuBLAS needs a fixed workspace to be deterministic.
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        elif framework == "mxnet":
+            os.environ["MXNET_ENFORCE_DETERMINISM"] = "1"
+            os.environ["MXNET_CUDNN_AUTOTUNE_DEFAULT"] = "0"
+            settings["mxnet_enforce_determinism"] = True
+    return settings
+
+
+def pin_framework(framework: str, deterministic: bool) -> dict[str, Any]:
+    """Settings made through the framework's own API, after its import."""
+    return _PIN[framework](deterministic)
+
+
+def _pin_jax(deterministic: bool) -> dict[str, Any]:
+    import jax
+
+    jax.config.update("jax_default_matmul_precision", "highest")
+    return {"jax_default_matmul_precision": "highest"}
+
+
+def _pin_tensorflow(deterministic: bool) -> dict[str, Any]:
+    import tensorflow as tf
+
+    config = tf.config.experimental
+    config.enable_tensor_float_32_execution(False)
+    if deterministic:
+        config.enable_op_determinism()
+    return {
+        "tensor_float_32_execution": config.tensor_float_32_execution_enabled(),
+        "op_determinism": deterministic,
+    }
+
+
+def _pin_torch(deterministic: bool) -> dict[str, Any]:
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    if deterministic:
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.benchmark = False
+    return {
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+    }
+
+
+def _pin_mxnet(deterministic: bool) -> dict[str, Any]:
+    # MXNet 1.9.1 has no TF32 mode; determinism is set through the environment.
+    return {}
+
+
+_PIN = {
+    "jax": _pin_jax,
+    "tensorflow": _pin_tensorflow,
+    "torch": _pin_torch,
+    "mxnet": _pin_mxnet,
+}

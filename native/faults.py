@@ -1,0 +1,199 @@
+"""Deliberate mistakes, injected into one native path to prove the checks work.
+
+Each fault is a mistake someone writing a native model could make.  It enters
+the path through what the path reads: its canonical weights (a layout mistake,
+a missing bias) or its model description (the wrong padding, a wrong
+optimizer); every other path keeps the correct ones.  ``Fault.target`` says
+where localization must point: the stage (``forward``, ``loss``, ``backward``,
+``update``) and the layer.
+
+Framework-free: the MXNet environment imports it too.  The one fault that
+needs framework code, ``adam-eps-inside-sqrt``, names an optimizer that each
+``native/<fw>/faults.py`` registers when the worker imports it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from native.layout import param_to_canonical
+from zoo.specs import ModelSpec, Param
+
+Weights = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where two paths part ways: a stage of a training step and a layer."""
+
+    stage: str  # "forward", "loss", "backward" or "update"
+    layer: str
+
+    def __str__(self) -> str:
+        return f"{self.stage} at layer {self.layer}"
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    description: str
+    applies: Callable[[ModelSpec], bool]
+    target: Callable[[ModelSpec], Location]
+    inject: Callable[[ModelSpec, Mapping[str, np.ndarray]], tuple[ModelSpec, Weights]]
+
+
+def _params_of(spec: ModelSpec, kind: str) -> list[Param]:
+    return [p for p in spec.params if p.kind == kind]
+
+
+def _corrupt(
+    kind: str, corrupt: Callable[[np.ndarray, Param], np.ndarray]
+) -> Callable[[ModelSpec, Mapping[str, np.ndarray]], tuple[ModelSpec, Weights]]:
+    """A weights fault: ``corrupt`` applied to every parameter of ``kind``."""
+
+    def inject(
+        spec: ModelSpec, weights: Mapping[str, np.ndarray]
+    ) -> tuple[ModelSpec, Weights]:
+        return spec, {
+            p.name: corrupt(weights[p.name], p) if p.kind == kind else weights[p.name]
+            for p in spec.params
+        }
+
+    return inject
+
+
+def _unpermuted_flatten(a: np.ndarray, p: Param) -> np.ndarray:
+    # What a converter that only transposes (forgetting the row permutation)
+    # loads into an NCHW framework, read back through the correct inverse.
+    return param_to_canonical(np.ascontiguousarray(a.T), p, "oihw")
+
+
+def _conv_hw_swapped(a: np.ndarray, p: Param) -> np.ndarray:
+    return np.ascontiguousarray(a.transpose(1, 0, 2, 3))  # (kh,kw,..) -> (kw,kh,..)
+
+
+def _lstm_if_swapped(a: np.ndarray, p: Param) -> np.ndarray:
+    i, f, c, o = np.split(a, 4, axis=-1)
+    return np.ascontiguousarray(np.concatenate([f, i, c, o], axis=-1))
+
+
+def _first_layer(spec: ModelSpec, kind: str) -> Location:
+    return Location("forward", _params_of(spec, kind)[0].layer)
+
+
+def _last_hidden_bias(spec: ModelSpec) -> Param:
+    """The bias of the last layer before the logits (deep in the network, so
+    localization has to see every earlier layer agree)."""
+    biases = [p for p in spec.params if p.role == "bias" and p.layer != "logits"]
+    return biases[-1]
+
+
+def _missing_bias(
+    spec: ModelSpec, weights: Mapping[str, np.ndarray]
+) -> tuple[ModelSpec, Weights]:
+    # A forward pass that forgets to add the bias computes what a zero bias gives.
+    missing = _last_hidden_bias(spec).name
+    return spec, {
+        name: np.zeros_like(a) if name == missing else a for name, a in weights.items()
+    }
+
+
+def _first_same_conv(spec: ModelSpec) -> str:
+    return next(
+        layer.name
+        for layer in spec.layers
+        if layer.kind == "conv2d" and layer.padding == "same"
+    )
+
+
+def _valid_padding(
+    spec: ModelSpec, weights: Mapping[str, np.ndarray]
+) -> tuple[ModelSpec, Weights]:
+    wrong = _first_same_conv(spec)
+    layers = tuple(
+        dataclasses.replace(layer, padding="valid") if layer.name == wrong else layer
+        for layer in spec.layers
+    )
+    faulty = dataclasses.replace(spec, layers=layers)
+    # The author declared the weights of the correct model; only the forward
+    # pass is wrong, so the parameter list (which loading follows) is kept.
+    object.__setattr__(faulty, "params", spec.params)
+    return faulty, dict(weights)
+
+
+def _adam_eps_inside_sqrt(
+    spec: ModelSpec, weights: Mapping[str, np.ndarray]
+) -> tuple[ModelSpec, Weights]:
+    workload = dataclasses.replace(spec.workload, optimizer="adam-eps-inside-sqrt")
+    return dataclasses.replace(spec, workload=workload), dict(weights)
+
+
+FAULTS: dict[str, Fault] = {
+    f.name: f
+    for f in (
+        Fault(
+            "unpermuted-flatten",
+            "dense layer after flatten loaded with its rows in C,H,W order",
+            lambda s: bool(_params_of(s, "dense_after_flatten")),
+            lambda s: _first_layer(s, "dense_after_flatten"),
+            _corrupt("dense_after_flatten", _unpermuted_flatten),
+        ),
+        Fault(
+            "conv-hw-swapped",
+            "convolution kernels loaded with height and width exchanged",
+            lambda s: bool(_params_of(s, "conv2d")),
+            lambda s: _first_layer(s, "conv2d"),
+            _corrupt("conv2d", _conv_hw_swapped),
+        ),
+        Fault(
+            "lstm-gates-swapped",
+            "LSTM input kernel loaded with the input and forget gates exchanged",
+            lambda s: bool(_params_of(s, "lstm_kernel")),
+            lambda s: _first_layer(s, "lstm_kernel"),
+            _corrupt("lstm_kernel", _lstm_if_swapped),
+        ),
+        Fault(
+            "missing-bias",
+            "the last hidden layer's bias left out of the forward pass",
+            lambda s: True,
+            lambda s: Location("forward", _last_hidden_bias(s).layer),
+            _missing_bias,
+        ),
+        Fault(
+            "valid-padding",
+            "the first 'same' convolution computed with 'valid' padding",
+            lambda s: any(
+                layer.kind == "conv2d" and layer.padding == "same" for layer in s.layers
+            ),
+            lambda s: Location("forward", _first_same_conv(s)),
+            _valid_padding,
+        ),
+        Fault(
+            "adam-eps-inside-sqrt",
+            "Adam with epsilon inside the square root: sqrt(v + eps)",
+            lambda s: s.workload.optimizer == "adam",
+            lambda s: Location("update", s.params[0].layer),
+            _adam_eps_inside_sqrt,
+        ),
+    )
+}
+
+
+def get_fault(name: str) -> Fault:
+    if name not in FAULTS:
+        raise ValueError(f"unknown fault {name!r}; known faults: {', '.join(FAULTS)}")
+    return FAULTS[name]
+
+
+def inject(
+    spec: ModelSpec, weights: Mapping[str, np.ndarray], name: str
+) -> tuple[ModelSpec, Weights]:
+    """The spec and weights a path runs with when it has fault ``name``."""
+    fault = get_fault(name)
+    if not fault.applies(spec):
+        raise ValueError(f"fault {name!r} does not apply to model {spec.name!r}")
+    return fault.inject(spec, weights)

@@ -1,0 +1,89 @@
+"""The deliberate faults change exactly what they claim, and name where."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from native import faults, layout
+from zoo.specs import MODELS
+from zoo.weights import make_weights
+
+
+@pytest.mark.parametrize(
+    ("model", "fault", "param"),
+    [
+        ("lenet", "unpermuted-flatten", "fc1/kernel"),
+        ("lenet", "conv-hw-swapped", "conv1/kernel"),
+        ("lstm", "lstm-gates-swapped", "lstm/kernel"),
+        ("lenet", "missing-bias", "fc2/bias"),
+        ("ffn", "missing-bias", "fc2/bias"),
+        ("lstm", "missing-bias", "lstm/bias"),
+    ],
+)
+def test_weight_faults_corrupt_exactly_their_parameters(
+    model: str, fault: str, param: str
+) -> None:
+    spec = MODELS[model]
+    canonical = make_weights(spec, 0)
+    same_spec, broken = faults.inject(spec, canonical, fault)
+    assert same_spec is spec
+    kind = spec.param(param).kind
+    changed = {p.name for p in spec.params if p.kind == kind}
+    if fault == "missing-bias":
+        changed = {param}
+        assert not broken[param].any()
+    for p in spec.params:
+        same = np.array_equal(broken[p.name], canonical[p.name])
+        assert same == (p.name not in changed), p.name
+    assert faults.FAULTS[fault].target(spec).layer == spec.param(param).layer
+
+
+def test_unpermuted_flatten_fault_equals_forgetting_the_permutation() -> None:
+    spec = MODELS["lenet"]
+    canonical = make_weights(spec, 0)
+    _, broken = faults.inject(spec, canonical, "unpermuted-flatten")
+    native = layout.to_native(spec, broken, "oihw")["fc1/kernel"]
+    np.testing.assert_array_equal(native, canonical["fc1/kernel"].T)
+
+
+def test_valid_padding_changes_one_layer_and_keeps_the_weights() -> None:
+    spec = MODELS["vgg16"]
+    canonical = make_weights(spec, 0)
+    faulty, weights = faults.inject(spec, canonical, "valid-padding")
+    changed = [
+        a.name for a, b in zip(spec.layers, faulty.layers, strict=True) if a != b
+    ]
+    assert changed == ["block1_conv1"]
+    assert faulty.layer("block1_conv1").padding == "valid"
+    assert faulty.params == spec.params  # loading follows the declared weights
+    assert weights.keys() == canonical.keys()
+    assert faults.FAULTS["valid-padding"].target(spec) == faults.Location(
+        "forward", "block1_conv1"
+    )
+
+
+def test_optimizer_fault_renames_the_optimizer_only() -> None:
+    spec = MODELS["lenet"]
+    faulty, _ = faults.inject(spec, make_weights(spec, 0), "adam-eps-inside-sqrt")
+    assert faulty.workload.optimizer == "adam-eps-inside-sqrt"
+    assert faulty.layers == spec.layers
+    assert faults.FAULTS["adam-eps-inside-sqrt"].target(spec).stage == "update"
+
+
+def test_faults_that_do_not_apply_are_refused() -> None:
+    spec = MODELS["ffn"]
+    with pytest.raises(ValueError, match="does not apply to model 'ffn'"):
+        faults.inject(spec, make_weights(spec, 0), "adam-eps-inside-sqrt")
+    with pytest.raises(ValueError, match="known faults"):
+        faults.inject(spec, make_weights(spec, 0), "typo")
+
+
+def test_every_model_has_a_fault_of_each_stage_it_can_have() -> None:
+    applicable = {
+        m: [f.name for f in faults.FAULTS.values() if f.applies(MODELS[m])]
+        for m in MODELS
+    }
+    assert applicable["ffn"] == ["missing-bias"]
+    assert "adam-eps-inside-sqrt" in applicable["lstm"]
+    assert len(applicable["vgg16"]) == 5
