@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from equivalence.check import Case, Checker
-from equivalence.compare import TOLERANCES, TRAJECTORY_BASE, TRAJECTORY_GROWTH
+from equivalence.compare import TOLERANCES, TRAJECTORY_TOLERANCE
 from harness.launch import PROJECT_ROOT
 from harness.paths import PATHS, get_path, interpreter
 from zoo.specs import get_spec
@@ -101,7 +101,7 @@ def verdict_key(
         "path": path,
         "weights": weights_sha,
         "sources": sources,
-        "tolerances": [TOLERANCES, TRAJECTORY_BASE, TRAJECTORY_GROWTH],
+        "tolerances": [TOLERANCES, TRAJECTORY_TOLERANCE],
         "check": [GATE_STEPS, GATE_BATCH],
         "versions": versions,
     }

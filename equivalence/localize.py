@@ -112,7 +112,7 @@ def layer_errors(
                     "update",
                     layer,
                     _layer_error(traj_a, traj_b, _keys(spec, layer, f"step{t}/")),
-                    step_tolerance(t),
+                    step_tolerance(spec.name, t),
                 )
                 for layer in _param_layers(spec)
             ]

@@ -8,8 +8,10 @@ import pytest
 from equivalence.compare import (
     TOLERANCES,
     compare,
+    compare_trajectory,
     path_verdicts,
     relative_error,
+    step_tolerance,
 )
 
 
@@ -83,3 +85,45 @@ def test_majority_verdicts_blame_the_odd_path_out() -> None:
     two = [compare("m", "a", good, "d", bad)]
     assert path_verdicts(["a", "d"], two) == {"a": "fail", "d": "fail"}
     assert path_verdicts(["a"], []) == {"a": "unchecked"}
+
+
+def _trajectory(seed: int, steps: int = 3) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    arrays = {"loss": rng.uniform(1, 2, steps)}
+    for t in range(1, steps + 1):
+        arrays[f"step{t}/fc1/kernel"] = rng.standard_normal((5, 4)).astype(np.float32)
+        arrays[f"step{t}/fc1/bias"] = rng.standard_normal(4).astype(np.float32)
+    return arrays
+
+
+def test_trajectory_tolerance_grows_linearly_and_vgg_geometrically() -> None:
+    assert step_tolerance("ffn", 10) == pytest.approx(10 * step_tolerance("ffn", 1))
+    assert step_tolerance("vgg16", 2) == pytest.approx(60 * step_tolerance("vgg16", 1))
+    # variants share their family's schedule
+    assert step_tolerance("vgg-rysia", 2) == step_tolerance("vgg16", 2)
+
+
+def test_identical_trajectories_agree_at_every_step() -> None:
+    pair = compare_trajectory("ffn", "p", _trajectory(0), "q", _trajectory(0))
+    assert pair.ok
+    assert {e.quantity for e in pair.entries} >= {"step3/loss", "step3/fc1/bias"}
+
+
+def test_a_trajectory_parting_at_one_step_is_caught_at_that_step() -> None:
+    a = _trajectory(0)
+    b = {k: v.copy() for k, v in a.items()}
+    b["step2/fc1/bias"] = b["step2/fc1/bias"] * np.float32(1.01)
+    b["loss"][2] *= 1.01
+    failures = compare_trajectory("ffn", "p", a, "q", b).failures
+    assert [e.quantity for e in failures] == ["step2/fc1/bias", "step3/loss"]
+
+
+def test_a_shorter_trajectory_fails() -> None:
+    short = {k: v for k, v in _trajectory(0).items() if not k.startswith("step3/")}
+    short["loss"] = short["loss"][:2]
+    failures = compare_trajectory("ffn", "p", _trajectory(0), "q", short).failures
+    assert {e.quantity for e in failures} == {
+        "step3/loss",
+        "step3/fc1/kernel",
+        "step3/fc1/bias",
+    }

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -9,7 +10,7 @@ import pytest
 
 from harness import records
 from harness.__main__ import main
-from harness.report import overhead_rows, report
+from harness.report import cell_rows, overhead_rows, report
 
 
 def _record(
@@ -32,6 +33,7 @@ def _record(
         status=status,
         batch_size=8,
         equivalence="pass",
+        verified=True,
         summary=summary if status == "ok" else {},
         error=None if status == "ok" else "boom",
     )
@@ -95,3 +97,35 @@ def test_cli_errors_are_one_sentence(
     assert "known profiles: smoke" in capsys.readouterr().err
     assert main(["report", "--results", str(tmp_path / "none")]) == 2
     assert "no run records" in capsys.readouterr().err
+
+
+def test_unverified_times_are_marked_in_every_row(tmp_path: Path) -> None:
+    out = _write(tmp_path)
+    forced = dataclasses.replace(
+        _record("ffn", "native-torch", "train", 0.002),
+        equivalence="fail",
+        verified=False,
+    )
+    records.append(out, forced)
+    recs = records.read(out)
+    cells = {(r["path"], r["phase"]): r for r in cell_rows(recs)}
+    assert cells["native-torch", "train"]["mark"] == "unverified"
+    assert cells["keras-torch", "train"]["mark"] is None
+    overhead = {(r["framework"], r["phase"]): r for r in overhead_rows(recs)}
+    assert overhead["torch", "train"]["mark"] == "unverified"
+    assert overhead["torch", "infer"]["mark"] is None
+    assert "unverified" in report(out, "table", "overhead")
+
+
+def test_a_cell_the_gate_held_back_has_no_time(tmp_path: Path) -> None:
+    out = tmp_path / "run-2.jsonl"
+    held = dataclasses.replace(
+        _record("ffn", "native-torch", "train", 0.0, status="not-timed"),
+        equivalence="fail",
+        verified=False,
+    )
+    records.append(out, held)
+    (row,) = cell_rows(records.read(out))
+    assert row["status"] == "not-timed"
+    assert row["time_ms"] is None
+    assert row["mark"] is None  # nothing measured, nothing to mark

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
+import harness.run
+from equivalence.gate import verify
 from harness import records
 from harness.paths import OPTIONAL_FRAMEWORKS, PATHS, PHASES
 from harness.profiles import PROFILES
@@ -16,16 +17,13 @@ from harness.run import run
 pytestmark = pytest.mark.paths
 
 
-def test_smoke_run_records_every_cell(tmp_path: Path) -> None:
-    verdicts = tmp_path / "equivalence.json"
-    verdicts.write_text(json.dumps({"models": {"ffn": {"native-torch": "pass"}}}))
+def test_smoke_run_records_every_cell_behind_the_gate(tmp_path: Path) -> None:
     out = run(
         PROFILES["smoke"],
         models=["ffn"],
         paths=list(PATHS),
         phases=list(PHASES),
         results_dir=tmp_path,
-        verdicts_path=verdicts,
     )
     recs = records.read(out)
     assert {(r["path"], r["phase"]) for r in recs} == {
@@ -35,16 +33,53 @@ def test_smoke_run_records_every_cell(tmp_path: Path) -> None:
         optional = PATHS[r["path"]].framework in OPTIONAL_FRAMEWORKS
         allowed = ("ok", "unavailable") if optional else ("ok",)
         assert r["status"] in allowed, (r["path"], r["error"])
+        if r["status"] == "ok":
+            assert (r["equivalence"], r["verified"]) == ("pass", True), r["path"]
     by_path = {(r["path"], r["phase"]): r for r in recs}
     train = by_path["native-torch", "train"]
-    assert train["equivalence"] == "pass"
-    assert by_path["keras-jax", "train"]["equivalence"] == "not checked"
     assert len(train["values"]["step_s"]) == PROFILES["smoke"].settings("ffn").repeats
     assert train["platform"]["framework"] == "torch"
     assert train["platform"]["cpu_count"] >= 1
+    assert train["platform"]["numerics"]["deterministic"] is False
     text = report(out, "table", "overhead")
     assert "keras-jax" in text
     assert "overhead" in text
+    assert "unverified" not in text
+    # The verdicts are cached: a second gate reuses them without a check.
+    lines: list[str] = []
+    again = verify(["ffn"], ["native-torch"], tmp_path, log=lines.append)
+    assert again == {"ffn": {"native-torch": "pass"}}
+    assert lines == ["equivalence ffn: cached verdicts still valid"]
+
+
+def _failing_gate(*args: object, **kwargs: object) -> dict[str, dict[str, str]]:
+    return {"ffn": {"keras-torch": "pass", "native-torch": "fail"}}
+
+
+def test_the_gate_holds_back_an_unverified_path_unless_forced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(harness.run, "verify", _failing_gate)
+    kwargs = {
+        "models": ["ffn"],
+        "paths": ["keras-torch", "native-torch"],
+        "phases": ["train"],
+        "results_dir": tmp_path,
+    }
+    held = {r["path"]: r for r in records.read(run(PROFILES["smoke"], **kwargs))}
+    assert held["native-torch"]["status"] == "not-timed"
+    assert "--allow-unverified" in held["native-torch"]["error"]
+    assert not held["native-torch"]["values"]
+    assert (held["keras-torch"]["status"], held["keras-torch"]["verified"]) == (
+        "ok",
+        True,
+    )
+    out = run(PROFILES["smoke"], allow_unverified=True, **kwargs)
+    forced = {r["path"]: r for r in records.read(out)}
+    assert forced["native-torch"]["status"] == "ok"
+    assert forced["native-torch"]["verified"] is False
+    assert forced["native-torch"]["equivalence"] == "fail"
+    assert "unverified" in report(out, "table", "overhead")
 
 
 def test_floors_time_every_native_path_against_its_idiomatic_step(

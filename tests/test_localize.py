@@ -1,0 +1,106 @@
+"""Localization walks forward, loss, backward, update and names the first
+layer beyond tolerance; fed deliberately wrong arrays, it points at them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from equivalence.localize import localize
+from native.faults import Location
+from zoo.specs import MODELS
+
+SPEC = MODELS["lenet"]
+
+
+def _case(seed: int = 0) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    activations = {
+        name: rng.standard_normal((2, 3)).astype(np.float32)
+        for name in SPEC.tapped_layers()
+    }
+    evaluated: dict[str, np.ndarray] = {"loss": np.float32(2.0)}
+    for p in SPEC.params:
+        evaluated[f"grad:{p.name}"] = rng.standard_normal(p.shape).astype(np.float32)
+    return activations, evaluated
+
+
+def _trajectory(steps: int = 2) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(1)
+    arrays = {"loss": np.ones(steps)}
+    for t in range(1, steps + 1):
+        for p in SPEC.params:
+            arrays[f"step{t}/{p.name}"] = rng.standard_normal(p.shape)
+    return arrays
+
+
+def _copy(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {k: np.array(v, copy=True) for k, v in arrays.items()}
+
+
+def test_agreeing_paths_have_no_location() -> None:
+    act, ev = _case()
+    loc = localize(
+        SPEC,
+        "p",
+        "q",
+        activations=(act, _copy(act)),
+        evaluated=(ev, _copy(ev)),
+        trajectory=(_trajectory(), _trajectory()),
+    )
+    assert loc.first is None
+    assert all(e.ok for e in loc.errors)
+
+
+def test_a_forward_difference_is_blamed_on_its_first_layer() -> None:
+    act, ev = _case()
+    bad_act, bad_ev = _copy(act), _copy(ev)
+    for name in ("pool2", "fc1", "fc2", "logits"):  # everything after pool2 differs
+        bad_act[name] = bad_act[name] + 1
+    bad_ev["grad:conv1/kernel"] *= 2
+    loc = localize(SPEC, "p", "q", activations=(bad_act, act), evaluated=(bad_ev, ev))
+    assert loc.first == Location("forward", "pool2")
+    forward = [e.layer for e in loc.errors if e.stage == "forward" and not e.ok]
+    assert forward == ["pool2", "fc1", "fc2", "logits"]
+
+
+def test_a_missing_activation_counts_as_a_difference() -> None:
+    act, ev = _case()
+    stopped = {k: v for k, v in act.items() if k in ("conv1", "pool1")}
+    loc = localize(
+        SPEC,
+        "p",
+        "q",
+        activations=(stopped, act),
+        evaluated=({}, ev),
+        error="RuntimeError: shapes",
+    )
+    assert loc.first == Location("forward", "conv2")
+    assert loc.error == "RuntimeError: shapes"
+
+
+def test_a_backward_difference_is_blamed_from_the_logits_back() -> None:
+    act, ev = _case()
+    bad = _copy(ev)
+    bad["grad:fc1/bias"] *= 1.5
+    bad["grad:conv1/kernel"] *= 1.5
+    loc = localize(SPEC, "p", "q", activations=(act, act), evaluated=(bad, ev))
+    assert loc.first == Location("backward", "fc1")
+    order = [e.layer for e in loc.errors if e.stage == "backward"]
+    assert order == ["logits", "fc2", "fc1", "conv2", "conv1"]
+
+
+def test_an_update_difference_names_the_step_and_layer() -> None:
+    act, ev = _case()
+    good, bad = _trajectory(3), _trajectory(3)
+    for t in (2, 3):
+        bad[f"step{t}/conv2/bias"] = bad[f"step{t}/conv2/bias"] + 1
+    loc = localize(
+        SPEC,
+        "p",
+        "q",
+        activations=(act, act),
+        evaluated=(ev, ev),
+        trajectory=(bad, good),
+    )
+    assert loc.first == Location("update", "conv2")
+    assert loc.step == 2
