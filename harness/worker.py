@@ -51,7 +51,7 @@ def _model(request: dict[str, Any], path_id: str) -> tuple[Any, dict[str, Any]]:
     fault = request.get("fault")
     if fault:
         path = get_path(path_id)
-        if not path.native:
+        if path.api != "native":
             raise ValueError(f"faults are injected into native paths, not {path.id}")
         from native import faults
 
