@@ -109,7 +109,9 @@ def run(
             label = f"[{i}/{len(cells)}] {model} {path_id} {phase}"
             verdict = verdicts[model][path_id]
             verified = verdict == "pass"
-            if not (verified or allow_unverified):
+            # A path whose worker could not start is tried anyway: its own
+            # record then says why it is unavailable.
+            if not (verified or allow_unverified or verdict == "unavailable"):
                 record = records.Record(
                     run_id=run_id,
                     profile=profile.name,
