@@ -89,19 +89,25 @@ def _print_report(report: ModelReport) -> None:
             print(outcome.get("traceback") or outcome.get("stderr_tail", ""))
     if report.trajectory_pairs:
         _print_trajectories(report.case.model, report.trajectory_pairs)
-    for pair in [*report.pairs, *report.trajectory_pairs]:
-        for e in pair.failures[:5]:
-            print(
-                f"DISAGREE {report.case.model}: {pair.a} vs {pair.b} on "
-                f"{e.quantity.replace('grad:', 'gradient of ')}: error {e.error:.2e} "
-                f"> tolerance {e.tolerance:.0e}"
-            )
-        if len(pair.failures) > 5:
-            print(f"  ... and {len(pair.failures) - 5} more")
+    for pair in report.pairs:
+        _print_failures(report.case.model, pair, len(pair.failures))
+    for pair in report.trajectory_pairs:  # the first few steps tell the story
+        _print_failures(report.case.model, pair, 5)
     for localization in report.localizations.values():
         _print_localization(localization)
     if not report.ok:
         print(f"replay: {report.case.command()}")
+
+
+def _print_failures(model: str, pair: PairResult, limit: int) -> None:
+    for e in pair.failures[:limit]:
+        print(
+            f"DISAGREE {model}: {pair.a} vs {pair.b} on "
+            f"{e.quantity.replace('grad:', 'gradient of ')}: error {e.error:.2e} "
+            f"> tolerance {e.tolerance:.0e}"
+        )
+    if len(pair.failures) > limit:
+        print(f"  ... and {len(pair.failures) - limit} more")
 
 
 def _print_trajectories(model: str, pairs: list[PairResult]) -> None:
