@@ -59,7 +59,7 @@ def _mxnet_env(session: nox.Session, *extras: str) -> None:
 def tests(session: nox.Session) -> None:
     """The whole test suite (framework-free, native, all paths), then the
     in-process native tests again inside the MXNet environment."""
-    session.install("-e", ".[frameworks,test]")
+    session.install("-e", ".[frameworks,harness,test]")
     _mxnet_env(session, "[test]")
     session.run("pytest", *session.posargs)
     mxnet_python = session.env["HARNESS_PYTHON_MXNET"]
@@ -80,7 +80,7 @@ def bench(session: nox.Session) -> None:
     """Timings behind the equivalence gate (``harness run`` checks every path
     first, or reuses still-valid cached verdicts), then the report."""
     profile = session.posargs[0] if session.posargs else "default"
-    session.install("-e", ".[frameworks]")
+    session.install("-e", ".[frameworks,harness]")
     _mxnet_env(session)
     session.run(
         "python", "-m", "harness", "run", "--profile", profile, "--results", RESULTS

@@ -15,15 +15,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness")
     commands = parser.add_subparsers(dest="command", required=True)
     run_p = commands.add_parser("run", help="time every model on every path")
-    run_p.add_argument("--profile", default="default", help=f"one of {list(PROFILES)}")
-    run_p.add_argument("--models", default=",".join(MODELS))
-    run_p.add_argument("--paths", default="all")
-    run_p.add_argument("--phases", default="all")
+    run_p.add_argument(
+        "--profile",
+        default="default",
+        help=f"one of {list(PROFILES)}, or a blueprint .toml file",
+    )
+    run_p.add_argument("--models", default=None, help="default: the profile's")
+    run_p.add_argument("--paths", default=None, help="default: the profile's")
+    run_p.add_argument("--phases", default=None, help="default: the profile's")
     run_p.add_argument(
         "--results",
         type=Path,
         default=Path("results"),
         help="folder for records (default: ./results)",
+    )
+    run_p.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        help="a run-*.jsonl of an interrupted run: time only its missing cells "
+        "and append to it",
     )
     run_p.add_argument(
         "--allow-unverified",
@@ -38,6 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     floors_p.add_argument("--models", default=",".join(MODELS))
     floors_p.add_argument("--frameworks", default="all")
     floors_p.add_argument("--results", type=Path, default=Path("results"))
+    self_p = commands.add_parser(
+        "selfcheck",
+        help="the harness' timer overhead and its agreement with each "
+        "framework's reference timer",
+    )
+    self_p.add_argument("--results", type=Path, default=Path("results"))
     rep_p = commands.add_parser("report", help="tables from a run's records")
     rep_p.add_argument(
         "records",
@@ -46,12 +63,30 @@ def main(argv: list[str] | None = None) -> int:
         help="a run-*.jsonl file (default: the newest in --results)",
     )
     rep_p.add_argument("--results", type=Path, default=Path("results"))
-    rep_p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    rep_p.add_argument(
+        "--format",
+        choices=("table", "markdown", "csv", "json"),
+        default="table",
+        help="markdown renders the tables for GitHub",
+    )
     rep_p.add_argument(
         "--table",
         choices=("overhead", "cells"),
         default="overhead",
         help="which table csv and json print",
+    )
+    rep_p.add_argument(
+        "--compare",
+        nargs=2,
+        type=Path,
+        metavar=("OLD", "NEW"),
+        help="test every cell timed in both records files for a change",
+    )
+    rep_p.add_argument(
+        "--plots",
+        type=Path,
+        metavar="DIR",
+        help="draw the run's plots into DIR (PNG) and print their file names",
     )
     args = parser.parse_args(argv)
     try:
@@ -59,9 +94,15 @@ def main(argv: list[str] | None = None) -> int:
             from harness.run import run
 
             profile = get_profile(args.profile)
-            models = parse_list(args.models, [*MODELS, *VARIANTS], "model")
-            paths = parse_list(args.paths, list(PATHS), "path")
-            phases = parse_list(args.phases, PHASES, "phase")
+            models = parse_list(
+                args.models or ",".join(profile.models), [*MODELS, *VARIANTS], "model"
+            )
+            paths = parse_list(
+                args.paths or ",".join(profile.paths), list(PATHS), "path"
+            )
+            phases = parse_list(
+                args.phases or ",".join(profile.phases), PHASES, "phase"
+            )
             out = run(
                 profile,
                 models=models,
@@ -69,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                 phases=phases,
                 results_dir=args.results,
                 allow_unverified=args.allow_unverified,
+                resume=args.resume,
             )
             print(f"records written to {out}")
             return 0
@@ -86,14 +128,50 @@ def main(argv: list[str] | None = None) -> int:
             print(render(rows))
             print(f"records written to {out}")
             return 0
-        from harness.report import latest_run, report
+        if args.command == "selfcheck":
+            from tabulate import tabulate
 
-        records_path = args.records or latest_run(args.results)
-        print(report(records_path, args.format, args.table))
-        return 0
+            from harness.selfcheck import selfcheck
+
+            rows = selfcheck(args.results)
+            print(tabulate(rows, headers="keys"))
+            return 0 if rows and all(r["verdict"] == "ok" for r in rows) else 1
+        return _report(args)
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def _report(args: argparse.Namespace) -> int:
+    """The ``report`` command: tables, a comparison of two runs, or plots.
+
+    Raises ValueError or FileNotFoundError for anything the user can fix."""
+    from harness.report import compare_report, latest_run, load, report
+
+    if args.compare:
+        if args.records or args.plots:
+            raise ValueError(
+                "--compare OLD NEW takes its two files alone; drop the records "
+                "file and --plots"
+            )
+        old, new = args.compare
+        print(compare_report(old, new, args.format))
+        return 0
+    records_path = args.records or latest_run(args.results)
+    if args.plots:
+        from harness.plots import write_plots
+
+        try:
+            written = write_plots(load(records_path), args.plots)
+        except ImportError:
+            raise ValueError(
+                "plots need matplotlib, which is not installed; install the "
+                "harness extra (pip install -e '.[harness]')"
+            ) from None
+        print("\n".join(str(p) for p in written) or "no data to plot")
+        return 0
+    print(report(records_path, args.format, args.table))
+    return 0
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.paths import get_path, interpreter
+from harness.resources import Sampler
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 STDERR_TAIL = 2000
@@ -86,16 +87,20 @@ class Worker:
         self.close()
 
     def call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """Send one request; the response, or a failure response, never raises."""
+        """Send one request; the response, or a failure response, never raises.
+        The response carries the worker's CPU use and peak memory meanwhile
+        (``resources``, see ``harness.resources``)."""
         if self.failure is not None:
             return self.failure
         assert self._proc is not None
         assert self._proc.stdin is not None
-        # If the process died, writing fails; _receive then reports how it died.
-        with contextlib.suppress(OSError):
-            self._proc.stdin.write(json.dumps(request) + "\n")
-            self._proc.stdin.flush()
-        response = self._receive(timeout)
+        with Sampler(self._proc.pid) as sampler:
+            # If the process died, writing fails; _receive then says how it died.
+            with contextlib.suppress(OSError):
+                self._proc.stdin.write(json.dumps(request) + "\n")
+                self._proc.stdin.flush()
+            response = self._receive(timeout)
+        response["resources"] = sampler.result()
         if response["status"] in ("crashed", "timeout"):
             self.failure = response
             self.close()

@@ -6,14 +6,42 @@ the equivalence checks verified.  Deterministic algorithms are turned on only
 when asked (``python -m harness.worker PATH --deterministic``, as the
 equivalence checks do): on GPUs they can be slower than what users run.
 
-Each function returns the settings it leaves in force, for the records.  Run
-inside a worker only: the framework imports happen here, lazily.
+Thread counts are set explicitly for every worker: the orchestrator turns a
+profile's ``threads`` into environment variables (``thread_environment``),
+which the frameworks read at start-up (OpenMP, MKL, OpenBLAS, TensorFlow's
+``TF_NUM_INTRAOP_THREADS``/``TF_NUM_INTEROP_THREADS``) and which the worker
+applies to PyTorch (``torch.set_num_threads``).  XLA on CPU (JAX) sizes its
+own pool from the cores it sees; its count is recorded as given.
+
+Each function returns the settings it leaves in force, for the records.  The
+pinning functions run inside a worker only: the framework imports happen
+there, lazily.
 """
 
 from __future__ import annotations
 
 import os
 from typing import Any
+
+
+def thread_environment(threads: dict[str, Any]) -> dict[str, Any]:
+    """Orchestrator side: ``{"intra_op": n|"auto", "inter_op": m|"auto"}`` ->
+    the counts (``auto``: this machine's cores for intra-op, 1 for inter-op)
+    and the environment variables every worker gets."""
+    intra = threads.get("intra_op", "auto")
+    inter = threads.get("inter_op", "auto")
+    intra = os.cpu_count() or 1 if intra == "auto" else int(intra)
+    inter = 1 if inter == "auto" else int(inter)
+    env = {
+        "OMP_NUM_THREADS": str(intra),
+        "MKL_NUM_THREADS": str(intra),
+        "OPENBLAS_NUM_THREADS": str(intra),
+        "TF_NUM_INTRAOP_THREADS": str(intra),
+        "TF_NUM_INTEROP_THREADS": str(inter),
+        "HARNESS_INTRA_OP_THREADS": str(intra),
+        "HARNESS_INTER_OP_THREADS": str(inter),
+    }
+    return {"intra_op": intra, "inter_op": inter, "env": env}
 
 
 def pin_environment(framework: str, deterministic: bool) -> dict[str, Any]:
@@ -64,6 +92,9 @@ def _pin_tensorflow(deterministic: bool) -> dict[str, Any]:
 def _pin_torch(deterministic: bool) -> dict[str, Any]:
     import torch
 
+    if "HARNESS_INTRA_OP_THREADS" in os.environ:
+        torch.set_num_threads(int(os.environ["HARNESS_INTRA_OP_THREADS"]))
+        torch.set_num_interop_threads(int(os.environ["HARNESS_INTER_OP_THREADS"]))
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
@@ -75,6 +106,8 @@ def _pin_torch(deterministic: bool) -> dict[str, Any]:
         "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
         "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "intra_op_threads": torch.get_num_threads(),
+        "inter_op_threads": torch.get_num_interop_threads(),
     }
 
 

@@ -6,6 +6,11 @@ Schema history:
 - 2: ``verified`` (timed with a passing equivalence verdict from the gate);
   status ``not-timed`` for a cell the gate held back; the worker's pinned
   numeric settings under ``platform["numerics"]``.
+- 3: ``repeat`` (which fresh-process repeat of the cell this is; a cell has
+  one record per repeat); ``summary`` gains ``flops`` (per step or
+  mini-batch, from the spec), ``cpu_util`` and ``peak_rss_mb`` (sampled by
+  the orchestrator) and, for inference, ``latency_p50_s``/``p90``/``p99``;
+  ``platform`` gains ``matmul_peak_flops`` and ``threads``.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class Record:
     batch_size: int
     equivalence: str  # the path's verdict for this model: pass, fail, error...
     verified: bool = False  # timed with a passing verdict
+    repeat: int = 0  # which fresh-process repeat of the cell
     values: dict[str, Any] = field(default_factory=dict)  # every raw measurement
     summary: dict[str, Any] = field(default_factory=dict)  # medians and friends
     settings: dict[str, Any] = field(default_factory=dict)  # what was asked for
@@ -51,12 +57,23 @@ def append(path: Path, record: Record) -> None:
     crash can lose the record being written but never corrupt earlier ones."""
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps(asdict(record), sort_keys=True) + "\n"
+    if _ends_torn(path):
+        line = "\n" + line  # a crash left half a line: never glue onto it
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode())
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _ends_torn(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) != b"\n"
+    except OSError:  # missing or empty file
+        return False
 
 
 def read(path: Path) -> list[dict[str, Any]]:

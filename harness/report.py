@@ -1,12 +1,23 @@
 """``python -m harness report``: tables from the records of a run.
 
-Two tables: every cell (model, path, phase) with its time and equivalence
-verdict, and per model, framework and phase the Keras time, the native time and
-their ratio (Keras / native, above 1 means the high-level API costs time).
-Times are seconds per training step and seconds per inference mini-batch (the
-inverse of the throughput), so both phases read the same way.  A time measured
-without a passing equivalence verdict (``run --allow-unverified``, or records
-from before the gate existed) is marked ``unverified`` in every row it enters.
+A cell is (model, path, phase, batch size).  Its samples pool every ``ok``
+record of the cell, one record per fresh-process repeat: seconds per training
+step (each entry of ``values["step_s"]``, one per process under the current
+protocol) or seconds per inference mini-batch (the record's median over its
+time window), so both phases read the same way.
+
+Two tables: every cell with its median, spread (IQR, a bootstrap 95% CI of the
+median, an ``unstable`` warning when the IQR exceeds 10% of the median), its
+equivalence verdict and, when the records carry them, latency percentiles,
+resource use and the fraction of the machine's matmul peak; and per model,
+framework, phase and batch size the Keras time, the native time and their
+ratio (Keras / native, above 1 means the high-level API costs time) with a
+bootstrap CI.  A time measured without a passing equivalence verdict
+(``run --allow-unverified``, or records from before the gate existed) is
+marked ``unverified`` in every row it enters.
+
+``--compare OLD NEW`` tests every cell present in both files for a change
+(see :mod:`harness.stats` for the test and its limits).
 """
 
 from __future__ import annotations
@@ -14,15 +25,27 @@ from __future__ import annotations
 import csv
 import io
 import json
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
+from harness import stats
 from harness.paths import PATHS
+
+FORMATS = ("table", "markdown", "csv", "json")
+CellKey = tuple[str, str, str, int]
+LATENCIES = ("p50", "p90", "p99")
 
 
 def latest_run(results_dir: Path) -> Path:
+    """The newest ``run-*.jsonl`` in ``results_dir``.
+
+    Raises FileNotFoundError when there is none."""
     runs = sorted(results_dir.glob("run-*.jsonl"))
     if not runs:
         raise FileNotFoundError(
@@ -31,16 +54,43 @@ def latest_run(results_dir: Path) -> Path:
     return runs[-1]
 
 
-def cell_time(record: dict[str, Any]) -> float | None:
-    """Seconds per step (train) or per mini-batch (infer); None if it failed."""
+def load(records_path: Path) -> list[dict[str, Any]]:
+    """Every record of a records file.
+
+    Raises FileNotFoundError for a missing file and ValueError for a file that
+    holds no records."""
+    from harness.records import read
+
+    if not records_path.is_file():
+        raise FileNotFoundError(
+            f"{records_path} is not a records file; give a run-*.jsonl written by "
+            "'python -m harness run'"
+        )
+    recs = read(records_path)
+    if not recs:
+        raise ValueError(
+            f"{records_path} holds no records; give a run-*.jsonl written by "
+            "'python -m harness run'"
+        )
+    return recs
+
+
+def record_samples(record: dict[str, Any]) -> list[float]:
+    """Seconds per training step or per inference mini-batch, one per timed
+    repeat; empty for a record that did not time anything."""
     if record["status"] != "ok":
-        return None
-    s = record["summary"]
-    return (
-        float(s["median_step_s"])
-        if record["phase"] == "train"
-        else (1.0 / float(s["batches_per_s"]))
-    )
+        return []
+    values = record.get("values") or {}
+    s = record.get("summary") or {}
+    if record["phase"] == "train":
+        if values.get("step_s"):
+            return [float(v) for v in values["step_s"]]
+        return [float(s["median_step_s"])] if "median_step_s" in s else []
+    # One sample per inference record: the rounds of one process' window are
+    # not independent draws, the fresh processes of a cell's repeats are.
+    if "median_batch_s" in s:
+        return [float(s["median_batch_s"])]
+    return [1.0 / float(s["batches_per_s"])] if s.get("batches_per_s") else []
 
 
 def unverified(record: dict[str, Any] | None) -> bool:
@@ -48,78 +98,259 @@ def unverified(record: dict[str, Any] | None) -> bool:
     return bool(record and record["status"] == "ok" and not record.get("verified"))
 
 
-def _last_per_cell(
-    recs: list[dict[str, Any]],
-) -> dict[tuple[str, str, str], dict[str, Any]]:
-    cells = {}
+@dataclass(frozen=True)
+class Cell:
+    """All records of one (model, path, phase, batch size)."""
+
+    model: str
+    path: str
+    phase: str
+    batch_size: int
+    records: tuple[dict[str, Any], ...]
+
+    @property
+    def ok(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if r["status"] == "ok"]
+
+    @cached_property
+    def samples(self) -> list[float]:
+        return [v for r in self.records for v in record_samples(r)]
+
+    @cached_property
+    def summary(self) -> stats.Summary | None:
+        """Statistics of the pooled samples; None when nothing was timed."""
+        return stats.summarize(self.samples) if self.samples else None
+
+    @property
+    def unverified(self) -> bool:
+        return any(unverified(r) for r in self.records)
+
+    @property
+    def status(self) -> str:
+        """The common status, or ``ok (k/n)`` when only k of n repeats ran."""
+        statuses = [r["status"] for r in self.records]
+        if len(set(statuses)) == 1:
+            return str(statuses[0])
+        if self.ok:
+            return f"ok ({len(self.ok)}/{len(statuses)})"
+        return "/".join(dict.fromkeys(statuses))
+
+    @property
+    def equivalence(self) -> str:
+        return "/".join(dict.fromkeys(str(r["equivalence"]) for r in self.records))
+
+    def summary_values(self, key: str) -> list[float]:
+        """``summary[key]`` (or ``summary["resources"][key]``) of every ok
+        record that has it."""
+        out = []
+        for r in self.ok:
+            s = r.get("summary") or {}
+            value = s.get(key, (s.get("resources") or {}).get(key))
+            if isinstance(value, int | float):
+                out.append(float(value))
+        return out
+
+    def median_of(self, key: str) -> float | None:
+        values = self.summary_values(key)
+        return statistics.median(values) if values else None
+
+    def peak_fraction(self) -> float | None:
+        """Achieved FLOP/s (``summary["flops"]`` per step or mini-batch over the
+        median time) as a fraction of ``platform["matmul_peak_flops"]``."""
+        flops = self.median_of("flops")
+        peaks = [
+            float(r["platform"]["matmul_peak_flops"])
+            for r in self.ok
+            if (r.get("platform") or {}).get("matmul_peak_flops")
+        ]
+        if flops is None or not peaks or self.summary is None:
+            return None
+        if self.summary.median <= 0:
+            return None
+        return flops / self.summary.median / statistics.median(peaks)
+
+
+def cells(recs: Iterable[dict[str, Any]]) -> dict[CellKey, Cell]:
+    """Records grouped by (model, path, phase, batch size), in first-seen order."""
+    grouped: dict[CellKey, list[dict[str, Any]]] = {}
     for r in recs:
-        cells[(r["model"], r["path"], r["phase"])] = r
-    return cells
+        key = (r["model"], r["path"], r["phase"], int(r["batch_size"]))
+        grouped.setdefault(key, []).append(r)
+    return {k: Cell(*k, records=tuple(v)) for k, v in grouped.items()}
+
+
+def _ms(seconds: float | None, digits: int = 3) -> float | None:
+    return None if seconds is None else round(seconds * 1e3, digits)
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _cell_row(cell: Cell) -> dict[str, Any]:
+    s = cell.summary
+    peak = cell.peak_fraction()
+    rss = cell.summary_values("peak_rss_mb")
+    row: dict[str, Any] = {
+        "model": cell.model,
+        "path": cell.path,
+        "phase": cell.phase,
+        "batch_size": cell.batch_size,
+        "status": cell.status,
+        "runs": len(cell.ok),
+        "n": s.n if s else 0,
+        "time_ms": _ms(s.median if s else None),
+        "iqr_ms": _ms(s.iqr if s else None),
+        "ci_low_ms": _ms(s.ci_low if s else None),
+        "ci_high_ms": _ms(s.ci_high if s else None),
+        "unstable": (
+            f"IQR {s.rel_iqr:.0%} of median" if s and stats.unstable(s) else None
+        ),
+        "first_step_s": (
+            _round(cell.median_of("first_step_s"), 3) if cell.phase == "train" else None
+        ),
+        "batches_per_s": (
+            _round(cell.median_of("batches_per_s"), 2)
+            if cell.phase == "infer"
+            else None
+        ),
+    }
+    for q in LATENCIES:
+        row[f"latency_{q}_ms"] = _ms(cell.median_of(f"latency_{q}_s"))
+    row["cpu_util"] = _round(cell.median_of("cpu_util"), 2)
+    row["peak_rss_mb"] = round(max(rss), 1) if rss else None
+    row["peak_frac"] = _round(peak, 3)
+    row["check"] = (
+        "above peak: missing sync?" if peak is not None and peak > 1.0 else None
+    )
+    row["equivalence"] = cell.equivalence
+    row["mark"] = "unverified" if cell.unverified else None
+    return row
 
 
 def cell_rows(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    rows = []
-    for (model, path, phase), r in _last_per_cell(recs).items():
-        t = cell_time(r)
-        rows.append(
-            {
-                "model": model,
-                "path": path,
-                "phase": phase,
-                "batch_size": r["batch_size"],
-                "status": r["status"],
-                "time_ms": None if t is None else round(t * 1e3, 3),
-                "first_step_s": (
-                    round(r["summary"]["first_step_s"], 3)
-                    if r["status"] == "ok" and phase == "train"
-                    else None
-                ),
-                "batches_per_s": (
-                    round(r["summary"]["batches_per_s"], 2)
-                    if r["status"] == "ok" and phase == "infer"
-                    else None
-                ),
-                "equivalence": r["equivalence"],
-                "mark": "unverified" if unverified(r) else None,
-            }
-        )
-    return rows
+    """One row per cell: its status, median time and spread, verdict, marks."""
+    return [_cell_row(c) for c in cells(recs).values()]
 
 
 def overhead_rows(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    cells = _last_per_cell(recs)
+    """Per model, framework, phase and batch size: Keras and native medians and
+    their ratio with a bootstrap 95% CI; None where either side has no time."""
+    by_key = cells(recs)
     keys = sorted(
         {
-            (m, PATHS[p].framework if p in PATHS else r["framework"], ph)
-            for (m, p, ph), r in cells.items()
+            (
+                m,
+                PATHS[p].framework if p in PATHS else c.records[-1]["framework"],
+                ph,
+                b,
+            )
+            for (m, p, ph, b), c in by_key.items()
         },
-        key=lambda k: (k[0], k[2], k[1]),
+        key=lambda k: (k[0], k[2], k[1], k[3]),
     )
     rows = []
-    for model, framework, phase in keys:
-        keras = cells.get((model, f"keras-{framework}", phase))
-        native = cells.get((model, f"native-{framework}", phase))
-        kt = cell_time(keras) if keras else None
-        nt = cell_time(native) if native else None
+    for model, framework, phase, batch in keys:
+        keras = by_key.get((model, f"keras-{framework}", phase, batch))
+        native = by_key.get((model, f"native-{framework}", phase, batch))
+        ks = keras.summary if keras else None
+        ns = native.summary if native else None
+        ratio = low = high = None
+        if keras and native and ks and ns and ns.median > 0:
+            ratio = ks.median / ns.median
+            low, high = stats.ratio_ci(keras.samples, native.samples)
         rows.append(
             {
                 "model": model,
                 "framework": framework,
                 "phase": phase,
-                "keras_ms": None if kt is None else round(kt * 1e3, 3),
-                "native_ms": None if nt is None else round(nt * 1e3, 3),
-                "overhead": None if kt is None or nt is None else round(kt / nt, 3),
-                "keras_equivalence": keras["equivalence"] if keras else None,
-                "native_equivalence": native["equivalence"] if native else None,
-                "mark": "unverified"
-                if unverified(keras) or unverified(native)
-                else None,
+                "batch_size": batch,
+                "keras_ms": _ms(ks.median if ks else None),
+                "native_ms": _ms(ns.median if ns else None),
+                "overhead": _round(ratio, 3),
+                "overhead_ci_low": _round(low, 3),
+                "overhead_ci_high": _round(high, 3),
+                "keras_equivalence": keras.equivalence if keras else None,
+                "native_equivalence": native.equivalence if native else None,
+                "mark": (
+                    "unverified"
+                    if (keras and keras.unverified) or (native and native.unverified)
+                    else None
+                ),
             }
         )
     return rows
 
 
+def compare_rows(
+    old: list[dict[str, Any]], new: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Per cell timed in both record lists: old and new medians, the change,
+    the Mann-Whitney p-value and a verdict (``slower``, ``faster``, ``same`` or
+    ``too few samples``).
+
+    Raises ValueError when no cell was timed in both."""
+    old_cells, new_cells = cells(old), cells(new)
+    rows = []
+    for key, new_cell in new_cells.items():
+        old_cell = old_cells.get(key)
+        if old_cell is None or not old_cell.samples or not new_cell.samples:
+            continue
+        c = stats.compare(old_cell.samples, new_cell.samples)
+        model, path, phase, batch = key
+        rows.append(
+            {
+                "model": model,
+                "path": path,
+                "phase": phase,
+                "batch_size": batch,
+                "n_old": c.n_old,
+                "n_new": c.n_new,
+                "old_ms": _ms(c.old_median),
+                "new_ms": _ms(c.new_median),
+                "change_pct": round(c.change * 100, 1),
+                "p_value": float(f"{c.p_value:.3g}"),
+                "verdict": c.verdict,
+            }
+        )
+    if not rows:
+        raise ValueError(
+            "the two records files share no timed cell (model, path, phase, batch "
+            "size); compare runs of the same models, paths and batch sizes"
+        )
+    return rows
+
+
+def _combine_ci(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows for reading: each ``..ci_low..``/``..ci_high..`` pair of columns
+    becomes one ``..ci95..`` column ("low–high") in the low column's place."""
+    out = []
+    for row in rows:
+        shown: dict[str, Any] = {}
+        for key, value in row.items():
+            if "ci_high" in key:
+                continue
+            if "ci_low" in key:
+                high = row[key.replace("ci_low", "ci_high")]
+                shown[key.replace("ci_low", "ci95")] = (
+                    None if value is None else f"{value:g}–{high:g}"
+                )
+                continue
+            shown[key] = value
+        out.append(shown)
+    return out
+
+
+def _drop_empty_columns(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows without the columns that are empty in every row (the optional
+    measurements a run did not record, the marks nothing earned)."""
+    keep = [k for k in (rows[0] if rows else {}) if any(r[k] is not None for r in rows)]
+    return [{k: r[k] for k in keep} for r in rows]
+
+
 def render(rows: list[dict[str, Any]], fmt: str) -> str:
+    """Rows as JSON, CSV (every column, machine-readable), or a plain-text or
+    GitHub Markdown table (CIs joined, empty columns dropped)."""
     if fmt == "json":
         return json.dumps(rows, indent=2)
     if fmt == "csv":
@@ -128,23 +359,84 @@ def render(rows: list[dict[str, Any]], fmt: str) -> str:
         writer.writeheader()
         writer.writerows(rows)
         return buffer.getvalue()
-    table: str = tabulate(rows, headers="keys", missingval="—", floatfmt="g")
+    shown = _drop_empty_columns(_combine_ci(rows))
+    table: str = tabulate(
+        shown,
+        headers="keys",
+        missingval="—",
+        floatfmt="g",
+        tablefmt="github" if fmt == "markdown" else "simple",
+    )
     return table
 
 
-def report(records_path: Path, fmt: str, table: str) -> str:
-    from harness.records import read
+def _section(title: str, body: str, fmt: str) -> str:
+    return f"## {title}\n\n{body}" if fmt == "markdown" else f"{title}\n{body}"
 
-    recs = read(records_path)
-    if not recs:
-        raise ValueError(f"{records_path} holds no records")
-    if fmt == "table":
-        return (
-            f"records: {records_path}\n\n"
-            f"cells (time: ms per training step or per inference mini-batch)\n"
-            f"{render(cell_rows(recs), fmt)}\n\n"
-            f"Keras over native (overhead = keras_ms / native_ms)\n"
-            f"{render(overhead_rows(recs), fmt)}"
+
+def report(records_path: Path, fmt: str, table: str) -> str:
+    """The report of one records file: both tables for ``table`` and
+    ``markdown``, else the ``table`` named (``cells`` or ``overhead``)."""
+    recs = load(records_path)
+    if fmt in ("table", "markdown"):
+        return "\n\n".join(
+            [
+                f"records: {records_path}",
+                _section(
+                    "cells (time: ms per training step or per inference "
+                    "mini-batch; median, IQR and bootstrap 95% CI of the median "
+                    "over every timed repeat)",
+                    render(cell_rows(recs), fmt),
+                    fmt,
+                ),
+                _section(
+                    "Keras over native (overhead = keras_ms / native_ms, "
+                    "bootstrap 95% CI)",
+                    render(overhead_rows(recs), fmt),
+                    fmt,
+                ),
+            ]
         )
     rows = cell_rows(recs) if table == "cells" else overhead_rows(recs)
     return render(rows, fmt)
+
+
+def _compare_notes(rows: list[dict[str, Any]]) -> list[str]:
+    notes = []
+    few = {(r["n_old"], r["n_new"]) for r in rows if r["verdict"] == "too few samples"}
+    for n_old, n_new in sorted(few):
+        notes.append(
+            f"with {n_old} old and {n_new} new samples the smallest possible "
+            f"p-value is {stats.min_p_value(n_old, n_new):.3g}, so no change can "
+            f"be significant at {stats.ALPHA}; time more repeats"
+        )
+    notes.append(
+        f"each cell is tested alone at p < {stats.ALPHA}: among {len(rows)} "
+        f"unchanged cells expect about {len(rows) * stats.ALPHA:.1f} false flags"
+    )
+    return notes
+
+
+def compare_report(old_path: Path, new_path: Path, fmt: str) -> str:
+    """Which cells got slower or faster from ``old_path`` to ``new_path``
+    (two-sided Mann-Whitney U on the pooled samples, p < 0.05).
+
+    Raises FileNotFoundError or ValueError for a missing or empty file, or for
+    two files without a common timed cell."""
+    old, new = load(old_path), load(new_path)
+    rows = compare_rows(old, new)
+    if fmt in ("csv", "json"):
+        return render(rows, fmt)
+    notes = _compare_notes(rows)
+    bullet = "- " if fmt == "markdown" else ""
+    return "\n\n".join(
+        [
+            f"old: {old_path}\nnew: {new_path}",
+            _section(
+                "change per cell (ms per step or mini-batch; change = new / old - 1)",
+                render(rows, fmt),
+                fmt,
+            ),
+            "\n".join(bullet + n for n in notes),
+        ]
+    )

@@ -6,9 +6,20 @@ timed (its cells get a ``not-timed`` record saying why) unless
 ``allow_unverified`` is set; then it is timed and its records say
 ``verified: false``, which every report row shows.
 
-Each cell (model, path, phase) is measured in a worker of its path; a cell
-that fails becomes a record with its failure and the run goes on.  Records are
-appended to ``<results>/run-<timestamp>.jsonl`` as soon as each cell ends.
+The protocol.  A cell is (model, path, phase, batch size); inference cells
+sweep the profile's ``infer_batch_sizes``.  Every cell is measured
+``repeats`` times, each time in a fresh worker process: repeat ``r`` starts
+one new worker per path, which measures all of that path's cells and exits,
+and the order of the paths rotates from one repeat to the next, so slow drift
+on a shared machine (thermal, other jobs) is spread over all paths alike.  In
+each process the first step (compilation, tracing, allocation) and the
+warm-up are timed apart from the steady state.  Thread settings are set
+explicitly for every worker (``harness.numerics.thread_environment``) and
+recorded.
+
+Records are appended to ``<results>/run-<timestamp>.jsonl`` as each cell's
+repeat ends, so a crash loses nothing measured; ``resume`` continues an
+interrupted run in the same file without redoing finished cell repeats.
 """
 
 from __future__ import annotations
@@ -16,34 +27,52 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from collections import Counter
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from equivalence.gate import verify
 from harness import records
+from harness.flops import step_flops
 from harness.launch import Worker
+from harness.numerics import thread_environment
 from harness.paths import get_path
+from harness.peak import measure_matmul_peak
 from harness.profiles import Profile, Settings
 from zoo.data import batches_file
 from zoo.specs import get_spec
 from zoo.weights import weights_file
 
 WEIGHTS_SEED = 0
-DATA_SEED = 1
+DATA_SEED = 1  # the floors benchmark's; runs take the profile's seed
 
 
-def summarize(phase: str, values: dict[str, Any]) -> dict[str, Any]:
+LATENCY_SAMPLES = 10
+
+
+def summarize(
+    phase: str, values: dict[str, Any], resources: dict[str, Any], flops: int
+) -> dict[str, Any]:
+    """The figures a report reads: medians, latency percentiles, the work
+    done per timed unit (``flops``: per step or per mini-batch, from the
+    spec, ``harness.flops``) and the worker's resource use."""
+    summary: dict[str, Any] = {"flops": flops}
     if phase == "train":
-        return {
+        summary |= {
             "median_step_s": statistics.median(values["step_s"]),
             "first_step_s": values["first_step_s"],
         }
-    return {
-        "batches_per_s": values["batches_per_s"],
-        "median_batch_s": statistics.median(values["round_s"])
-        / values["batches_per_round"],
-    }
+    else:
+        summary |= {
+            "batches_per_s": values["batches_per_s"],
+            "median_batch_s": statistics.median(values["round_s"])
+            / values["batches_per_round"],
+        }
+        summary |= {k: v for k, v in values.items() if k.startswith("latency_p")}
+    summary |= {k: v for k, v in resources.items() if k in ("cpu_util", "peak_rss_mb")}
+    return summary
 
 
 def _request(
@@ -58,15 +87,58 @@ def _request(
     if phase == "train":
         request |= {
             "steps": settings.train_steps,
-            "repeats": settings.repeats,
+            "repeats": 1,  # one timed run per process; repeats are processes
             "warmup_repeats": settings.warmup_repeats,
         }
     else:
         request |= {
             "window_s": settings.window_s,
             "warmup_rounds": settings.warmup_rounds,
+            "latency_samples": LATENCY_SAMPLES if settings.latency else 0,
         }
     return request
+
+
+@dataclass(frozen=True)
+class Cell:
+    model: str
+    path: str
+    phase: str
+    batch_size: int
+
+
+def plan(
+    profile: Profile, models: list[str], paths: list[str], phases: list[str]
+) -> list[Cell]:
+    """Every cell, grouped by model and phase; inference sweeps batch sizes."""
+    cells = []
+    for model in models:
+        spec = get_spec(model)
+        settings = profile.settings(model)
+        batch = settings.batch_size or spec.workload.batch_size
+        for phase in phases:
+            sizes = (
+                settings.infer_batch_sizes or (batch,) if phase == "infer" else (batch,)
+            )
+            cells += [Cell(model, p, phase, b) for b in sizes for p in paths]
+    return cells
+
+
+def _open(
+    results_dir: Path, resume: Path | None
+) -> tuple[str, Path, Counter[tuple[Cell, int]]]:
+    """The run id, its records file and the cell repeats already finished."""
+    if resume is None:
+        run_id = time.strftime("%Y%m%d-%H%M%S")
+        return run_id, results_dir / f"run-{run_id}.jsonl", Counter()
+    if not resume.is_file():
+        raise FileNotFoundError(f"--resume: no records file {resume}")
+    done: Counter[tuple[Cell, int]] = Counter(
+        (Cell(r["model"], r["path"], r["phase"], r["batch_size"]), r["repeat"])
+        for r in records.read(resume)
+        if r["status"] in ("ok", "not-timed")
+    )
+    return resume.stem.removeprefix("run-"), resume, done
 
 
 def run(
@@ -77,11 +149,10 @@ def run(
     phases: list[str],
     results_dir: Path,
     allow_unverified: bool = False,
+    resume: Path | None = None,
 ) -> Path:
-    """Measure every cell; returns the records file."""
-    run_id = time.strftime("%Y%m%d-%H%M%S")
-    out = results_dir / f"run-{run_id}.jsonl"
-    cache = results_dir / "cache"
+    """Measure every cell ``repeats`` times; returns the records file."""
+    run_id, out, done = _open(results_dir, resume)
     verdicts = verify(
         models,
         paths,
@@ -90,94 +161,155 @@ def run(
         timeout=profile.timeout_s,
     )
     host = records.host_platform()
-    cells = [(m, p, ph) for m in models for ph in phases for p in paths]
+    print("measuring this machine's float32 matmul peak ...", file=sys.stderr)
+    host["matmul_peak"] = measure_matmul_peak()
+    host["matmul_peak_flops"] = host["matmul_peak"]["flops_per_s"]
+    threads = thread_environment(profile.threads)
+    host["threads"] = threads
+    cells = plan(profile, models, paths, phases)
+    repeats = max(profile.settings(m).repeats for m in models)
+    todo = [
+        (r, c)
+        for r in range(repeats)
+        for c in _rotated(cells, paths, r)
+        if r < profile.settings(c.model).repeats and (c, r) not in done
+    ]
+    if done:
+        print(
+            f"resuming {out}: {sum(done.values())} cell repeats done", file=sys.stderr
+        )
     print(
-        f"run {run_id}: {len(cells)} cells, profile {profile.name}, records in {out}",
+        f"run {run_id}: {len(cells)} cells x up to {repeats} repeats "
+        f"({len(todo)} to measure), profile {profile.name}, records in {out}",
         file=sys.stderr,
     )
-    with ExitStack() as shared:
-        shared_workers: dict[str, Worker] = {}
-        for i, (model, path_id, phase) in enumerate(cells, start=1):
-            spec = get_spec(model)
-            path = get_path(path_id)
-            settings = profile.settings(model)
-            batch = settings.batch_size or spec.workload.batch_size
-            count = settings.train_steps if phase == "train" else settings.infer_batches
-            weights = weights_file(spec, WEIGHTS_SEED, cache)
-            data = batches_file(spec, DATA_SEED, batch, count, cache)
-            request = _request(settings, model, phase, weights, data)
-            label = f"[{i}/{len(cells)}] {model} {path_id} {phase}"
-            verdict = verdicts[model][path_id]
-            verified = verdict == "pass"
-            # A path whose worker could not start is tried anyway: its own
-            # record then says why it is unavailable.
-            if not (verified or allow_unverified or verdict == "unavailable"):
-                record = records.Record(
-                    run_id=run_id,
-                    profile=profile.name,
-                    model=model,
-                    path=path_id,
-                    framework=path.framework,
-                    api=path.api,
-                    phase=phase,
-                    status="not-timed",
-                    batch_size=batch,
-                    equivalence=verdict,
-                    verified=False,
-                    platform=host,
-                    error=(
-                        f"equivalence verdict {verdict!r}: not timed; pass "
-                        "--allow-unverified to time it anyway"
-                    ),
-                )
-                records.append(out, record)
+    context = _Context(profile, run_id, out, results_dir / "cache", host, threads)
+    start = time.perf_counter()
+    workers: dict[tuple[str, int], Worker] = {}
+    with ExitStack() as stack:
+        for i, (repeat, cell) in enumerate(todo, start=1):
+            label = f"{_progress(i, len(todo), start)} r{repeat + 1} {_name(cell)}"
+            verdict = verdicts[cell.model][cell.path]
+            if not (allow_unverified or verdict in ("pass", "unavailable")):
+                record = context.held_back(cell, repeat, verdict)
                 print(f"{label}: {_describe(record)}", file=sys.stderr, flush=True)
                 continue
             print(f"{label} ...", file=sys.stderr, flush=True)
-            start = time.perf_counter()
+            key = (cell.path, repeat)
+            if profile.fresh_worker_per_cell or key not in workers:
+                for old in [k for k in workers if k[0] == cell.path]:
+                    workers.pop(old).close()  # this path's previous process ends
+                workers[key] = stack.enter_context(
+                    Worker(cell.path, env=threads["env"])
+                )
+            record = context.measure(workers[key], cell, repeat, verdict)
+            print(f"{label}: {_describe(record)}", file=sys.stderr, flush=True)
             if profile.fresh_worker_per_cell:
-                with Worker(path_id) as worker:
-                    response = worker.call(request, profile.timeout_s)
-                    worker_platform = worker.platform
-            else:
-                if path_id not in shared_workers:
-                    shared_workers[path_id] = shared.enter_context(Worker(path_id))
-                worker = shared_workers[path_id]
-                response = worker.call(request, profile.timeout_s)
-                worker_platform = worker.platform
-            ok = response["status"] == "ok"
-            values = response.get("result", {}) if ok else {}
-            summary = summarize(phase, values) if ok else {}
-            record = records.Record(
-                run_id=run_id,
-                profile=profile.name,
-                model=model,
-                path=path_id,
-                framework=path.framework,
-                api=path.api,
-                phase=phase,
-                status=response["status"],
-                batch_size=batch,
-                equivalence=verdict,
-                verified=verified,
-                values=values,
-                summary=summary,
-                settings={
-                    k: v
-                    for k, v in request.items()
-                    if k not in ("weights", "data", "task")
-                },
-                platform={**host, **worker_platform},
-                error=None if ok else response.get("error"),
-            )
-            records.append(out, record)
-            took = time.perf_counter() - start
-            print(
-                f"{label}: {_describe(record)} ({took:.1f} s)",
-                file=sys.stderr,
-                flush=True,
-            )
+                workers.pop(key).close()
     return out
+
+
+def _rotated(cells: list[Cell], paths: list[str], repeat: int) -> list[Cell]:
+    """``cells`` with the path order rotated by ``repeat`` places, grouped by
+    path so that one worker per path serves a repeat's cells in a row."""
+    order = paths[repeat % len(paths) :] + paths[: repeat % len(paths)]
+    return sorted(cells, key=lambda c: order.index(c.path))
+
+
+def _name(cell: Cell) -> str:
+    return f"{cell.model} {cell.path} {cell.phase} b{cell.batch_size}"
+
+
+@dataclass
+class _Context:
+    """What every record of one run shares, and how a cell repeat is measured."""
+
+    profile: Profile
+    run_id: str
+    out: Path
+    cache: Path
+    host: dict[str, Any]
+    threads: dict[str, Any]
+
+    def _record(self, cell: Cell, repeat: int, **fields: Any) -> records.Record:
+        path = get_path(cell.path)
+        record = records.Record(
+            run_id=self.run_id,
+            profile=self.profile.name,
+            model=cell.model,
+            path=cell.path,
+            framework=path.framework,
+            api=path.api,
+            phase=cell.phase,
+            batch_size=cell.batch_size,
+            repeat=repeat,
+            **fields,
+        )
+        records.append(self.out, record)
+        return record
+
+    def held_back(self, cell: Cell, repeat: int, verdict: str) -> records.Record:
+        return self._record(
+            cell,
+            repeat,
+            status="not-timed",
+            equivalence=verdict,
+            verified=False,
+            platform=self.host,
+            error=(
+                f"equivalence verdict {verdict!r}: not timed; pass "
+                "--allow-unverified to time it anyway"
+            ),
+        )
+
+    def measure(
+        self, worker: Worker, cell: Cell, repeat: int, verdict: str
+    ) -> records.Record:
+        spec = get_spec(cell.model)
+        settings = self.profile.settings(cell.model)
+        count = (
+            settings.train_steps if cell.phase == "train" else settings.infer_batches
+        )
+        weights = weights_file(spec, WEIGHTS_SEED, self.cache)
+        data = batches_file(spec, self.profile.seed, cell.batch_size, count, self.cache)
+        request = _request(settings, cell.model, cell.phase, weights, data)
+        response = worker.call(request, self.profile.timeout_s)
+        ok = response["status"] == "ok"
+        values = response.get("result", {}) if ok else {}
+        summary = {}
+        if ok:
+            flops = step_flops(spec, cell.phase, cell.batch_size)
+            summary = summarize(
+                cell.phase, values, response.get("resources", {}), flops
+            )
+        return self._record(
+            cell,
+            repeat,
+            status=response["status"],
+            equivalence=verdict,
+            verified=verdict == "pass",
+            values=values,
+            summary=summary,
+            settings={
+                k: v for k, v in request.items() if k not in ("weights", "data", "task")
+            },
+            platform={**self.host, **worker.platform},
+            error=None if ok else response.get("error"),
+        )
+
+
+def _progress(i: int, total: int, start: float) -> str:
+    """``[i/total 40% ####------ 3m10s elapsed, ~4m left]``: the estimate
+    assumes the remaining cells take as long on average as the finished ones."""
+    done = (i - 1) / total
+    bar = "#" * round(10 * done) + "-" * (10 - round(10 * done))
+    elapsed = time.perf_counter() - start
+    left = f", ~{_minutes(elapsed / (i - 1) * (total - i + 1))} left" if i > 1 else ""
+    return f"[{i}/{total} {bar} {_minutes(elapsed)} elapsed{left}]"
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
 
 
 def _describe(record: records.Record) -> str:

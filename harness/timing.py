@@ -7,6 +7,7 @@ alone as long as that contract holds.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -73,3 +74,30 @@ def time_inference(
         "batches_per_round": batches_per_round,
         "batches_per_s": len(rounds) * batches_per_round / elapsed,
     }
+
+
+def time_latency(
+    run: Callable[[], None], samples: int, warmup: int = 1
+) -> dict[str, Any]:
+    """``samples`` timings of ``run`` (one mini-batch, finished on return),
+    after ``warmup`` untimed calls, and their 50th, 90th and 99th percentiles
+    (nearest rank: the value of an actual call, never an interpolation)."""
+    if samples < 1:
+        raise ValueError("latency needs at least one sample")
+    for _ in range(warmup):
+        run()
+    times = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    ordered = sorted(times)
+    return {
+        "latency_s": times,
+        **{f"latency_p{q}_s": _nearest_rank(ordered, q) for q in (50, 90, 99)},
+    }
+
+
+def _nearest_rank(ordered: list[float], q: int) -> float:
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]

@@ -26,7 +26,12 @@ from typing import IO, Any
 from equivalence import runs
 from harness import numerics
 from harness.paths import get_path
-from harness.timing import time_inference, time_training, time_training_interleaved
+from harness.timing import (
+    time_inference,
+    time_latency,
+    time_training,
+    time_training_interleaved,
+)
 from zoo.arrays import load_npz, save_npz
 from zoo.specs import get_spec
 from zoo.weights import load_weights
@@ -114,9 +119,23 @@ def _floor(runner: Any, spec: Any, weights: Data, data: Data, request: Data) -> 
 
 def _infer(runner: Any, spec: Any, weights: Data, data: Data, request: Data) -> Data:
     run_round = runner.predictor(spec, weights, data["x"])
-    return time_inference(
+    result = time_inference(
         run_round, len(data["x"]), request["window_s"], request["warmup_rounds"]
     )
+    if request.get("latency_samples"):
+        # One mini-batch per call, each finished before the next starts.
+        run_one = runner.predictor(spec, weights, data["x"][:1])
+        result |= time_latency(run_one, request["latency_samples"])
+    return result
+
+
+def _selfcheck(
+    runner: Any, spec: Any, weights: Data, data: Data, request: Data
+) -> Data:
+    from harness.selfcheck import measure
+
+    run = runner.trainer(spec, weights, data["x"], data["y"])
+    return measure(run, runner.framework)
 
 
 TASKS = {
@@ -127,6 +146,7 @@ TASKS = {
     "train": _train,
     "floor": _floor,
     "infer": _infer,
+    "selfcheck": _selfcheck,
 }
 
 

@@ -9,8 +9,9 @@ def test_per_model_settings_replace_the_base() -> None:
     default = PROFILES["default"]
     assert default.settings("vgg16").train_steps == 2
     assert default.settings("ffn").train_steps == 50
-    assert default.settings("lstm").train_steps == default.base.train_steps
-    assert default.settings("ffn").batch_size is None  # the workload's own
+    assert default.settings("lstm").train_steps == 2
+    assert default.settings("lenet").batch_size is None  # the workload's own
+    assert default.settings("vgg16").batch_size == 16
     assert PROFILES["smoke"].settings("vgg16").batch_size == 8
 
 

@@ -6,6 +6,7 @@ import io
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness import records
@@ -129,3 +130,130 @@ def test_a_cell_the_gate_held_back_has_no_time(tmp_path: Path) -> None:
     assert row["status"] == "not-timed"
     assert row["time_ms"] is None
     assert row["mark"] is None  # nothing measured, nothing to mark
+
+
+def _timed(
+    path: str,
+    phase: str,
+    samples: list[float],
+    batch_size: int = 8,
+    *,
+    summary: dict[str, object] | None = None,
+    platform: dict[str, object] | None = None,
+) -> records.Record:
+    values: dict[str, object] = (
+        {"step_s": samples}
+        if phase == "train"
+        else {"round_s": [2 * s for s in samples], "batches_per_round": 2}
+    )
+    return dataclasses.replace(
+        _record("lenet", path, phase, samples[0]),
+        batch_size=batch_size,
+        values=values,
+        summary={
+            **_record("lenet", path, phase, samples[0]).summary,
+            **(summary or {}),
+        },
+        platform=platform or {},
+    )
+
+
+def test_repeats_of_a_cell_are_pooled(tmp_path: Path) -> None:
+    out = tmp_path / "run-3.jsonl"
+    records.append(out, _timed("native-torch", "train", [0.001, 0.002, 0.003]))
+    records.append(out, _timed("native-torch", "train", [0.004, 0.005]))
+    records.append(out, _timed("native-torch", "infer", [0.001, 0.001, 0.001]))
+    records.append(
+        out, dataclasses.replace(_timed("native-torch", "train", [1.0]), status="error")
+    )
+    rows = {r["phase"]: r for r in cell_rows(records.read(out))}
+    train, infer = rows["train"], rows["infer"]
+    assert (train["n"], train["runs"], train["status"]) == (5, 2, "ok (2/3)")
+    assert train["time_ms"] == pytest.approx(3.0)
+    assert train["iqr_ms"] == pytest.approx(2.0)
+    assert train["ci_low_ms"] <= 3.0 <= train["ci_high_ms"]
+    assert train["unstable"] == "IQR 67% of median"
+    assert infer["time_ms"] == pytest.approx(1.0)  # each round is two batches
+    assert infer["unstable"] is None
+
+
+def test_optional_measurements_enter_the_table_when_present(tmp_path: Path) -> None:
+    out = tmp_path / "run-4.jsonl"
+    fast = {"flops": 2e9, "latency_p50_s": 0.001, "latency_p99_s": 0.004}
+    records.append(
+        out,
+        _timed(
+            "native-torch",
+            "infer",
+            [0.001] * 5,
+            summary={**fast, "resources": {"cpu_util": 0.9, "peak_rss_mb": 512.0}},
+            platform={"matmul_peak_flops": 1e12},
+        ),
+    )
+    records.append(
+        out,
+        _timed(
+            "keras-torch",
+            "infer",
+            [0.01] * 5,
+            summary={"flops": 2e9},
+            platform={"matmul_peak_flops": 1e12},
+        ),
+    )
+    rows = {r["path"]: r for r in cell_rows(records.read(out))}
+    native, keras = rows["native-torch"], rows["keras-torch"]
+    assert native["peak_frac"] == pytest.approx(2.0)
+    assert native["check"] == "above peak: missing sync?"
+    assert keras["peak_frac"] == pytest.approx(0.2)
+    assert keras["check"] is None
+    assert native["latency_p50_ms"] == pytest.approx(1.0)
+    assert native["latency_p99_ms"] == pytest.approx(4.0)
+    assert native["latency_p90_ms"] is None
+    assert (native["cpu_util"], native["peak_rss_mb"]) == (0.9, 512.0)
+    text = report(out, "table", "cells")
+    assert "above peak: missing sync?" in text
+    assert "latency_p99_ms" in text
+    assert "latency_p90_ms" not in text  # a column nobody recorded is left out
+    # Without the optional fields the same columns are simply absent.
+    assert "peak_frac" not in report(_write(tmp_path), "table", "cells")
+
+
+def test_overhead_carries_a_bootstrap_ci(tmp_path: Path) -> None:
+    out = tmp_path / "run-5.jsonl"
+    rng = np.random.default_rng(0)
+    for path, base in (("keras-torch", 0.003), ("native-torch", 0.002)):
+        samples = [float(v) for v in base * rng.lognormal(0, 0.02, 9)]
+        records.append(out, _timed(path, "train", samples))
+    (row,) = overhead_rows(records.read(out))
+    assert row["overhead_ci_low"] < row["overhead"] < row["overhead_ci_high"]
+    assert row["overhead"] == pytest.approx(1.5, rel=0.05)
+    text = report(out, "table", "overhead")
+    assert f"{row['overhead_ci_low']:g}–{row['overhead_ci_high']:g}" in text
+
+
+def test_markdown_renders_github_tables(tmp_path: Path) -> None:
+    text = report(_write(tmp_path), "markdown", "overhead")
+    assert "## cells" in text
+    assert "## Keras over native" in text
+    assert "| model " in text
+    assert "|---" in text.replace(":", "-")
+
+
+def test_plots_are_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib", reason="plots need matplotlib")
+    from harness.plots import write_plots
+
+    out = _write(tmp_path)
+    for batch in (16, 32):
+        records.append(out, _timed("native-torch", "infer", [0.004], batch))
+        records.append(out, _timed("keras-torch", "infer", [0.005], batch))
+    written = write_plots(records.read(out), tmp_path / "plots")
+    assert [p.name for p in written] == [
+        "overhead.png",
+        "throughput.png",
+        "train_step.png",
+    ]
+    assert all(p.stat().st_size > 1000 for p in written)
+    assert main(["report", str(out), "--plots", str(tmp_path / "cli")]) == 0
+    assert "overhead.png" in capsys.readouterr().out
+    assert (tmp_path / "cli" / "train_step.png").is_file()

@@ -1,6 +1,15 @@
 from __future__ import annotations
 
-from harness.timing import time_inference, time_training, time_training_interleaved
+import time
+
+import pytest
+
+from harness.timing import (
+    time_inference,
+    time_latency,
+    time_training,
+    time_training_interleaved,
+)
 
 
 def test_training_times_first_step_apart_then_repeats() -> None:
@@ -37,3 +46,19 @@ def test_training_warmup_repeats_are_run_but_not_timed() -> None:
     result = time_training(calls.append, steps=2, repeats=1, warmup_repeats=2)
     assert calls == [1, 2, 2, 2]
     assert len(result["step_s"]) == 1
+
+
+def test_latency_percentiles_are_nearest_rank_values() -> None:
+    delays = iter([0.0] + [0.001 * k for k in range(1, 101)])  # warm-up, then 1..100 ms
+    result = time_latency(lambda: time.sleep(next(delays)), samples=100)
+    assert len(result["latency_s"]) == 100
+    p50, p90, p99 = (result[f"latency_p{q}_s"] for q in (50, 90, 99))
+    assert p50 <= p90 <= p99
+    assert p99 in result["latency_s"]
+    assert 0.050 <= p50 < 0.060  # sleep only ever oversleeps
+    assert p99 >= 0.099
+
+
+def test_latency_needs_a_sample() -> None:
+    with pytest.raises(ValueError, match="at least one sample"):
+        time_latency(lambda: None, samples=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,13 @@ def test_smoke_run_records_every_cell_behind_the_gate(tmp_path: Path) -> None:
             assert (r["equivalence"], r["verified"]) == ("pass", True), r["path"]
     by_path = {(r["path"], r["phase"]): r for r in recs}
     train = by_path["native-torch", "train"]
-    assert len(train["values"]["step_s"]) == PROFILES["smoke"].settings("ffn").repeats
+    assert len(train["values"]["step_s"]) == 1  # one timed run per process
+    assert train["repeat"] == 0
+    assert train["summary"]["flops"] > 0
+    assert train["summary"]["cpu_util"] > 0
+    assert train["summary"]["peak_rss_mb"] > 0
+    assert train["platform"]["matmul_peak_flops"] > 0
+    assert train["platform"]["threads"]["intra_op"] >= 1
     assert train["platform"]["framework"] == "torch"
     assert train["platform"]["cpu_count"] >= 1
     assert train["platform"]["numerics"]["deterministic"] is False
@@ -98,3 +105,36 @@ def test_floors_time_every_native_path_against_its_idiomatic_step(
     recs = records.read(out)
     assert {r["api"] for r in recs} == {"path", "idiomatic"}
     assert all(len(r["values"]["step_s"]) == 1 for r in recs)
+
+
+def test_an_interrupted_run_resumes_without_redoing_finished_cells(
+    tmp_path: Path,
+) -> None:
+    kwargs = {
+        "models": ["ffn"],
+        "paths": ["native-torch", "keras-torch"],
+        "phases": list(PHASES),
+        "results_dir": tmp_path,
+    }
+    out = run(PROFILES["smoke"], **kwargs)
+    lines = out.read_text().splitlines()
+    assert len(lines) == 4
+    out.write_text("\n".join(lines[:2]) + '\n{"model": "ffn", "torn')  # a crash
+    again = run(PROFILES["smoke"], resume=out, **kwargs)
+    assert again == out
+    recs = records.read(out)
+    cells = [(r["path"], r["phase"], r["repeat"]) for r in recs]
+    assert sorted(cells) == sorted(
+        (p, ph, 0) for p in ("native-torch", "keras-torch") for ph in PHASES
+    )
+    assert recs[:2] == [json.loads(line) for line in lines[:2]]  # kept as they were
+
+
+def test_selfcheck_times_a_step_with_both_timers(tmp_path: Path) -> None:
+    from harness.selfcheck import selfcheck
+
+    (row,) = selfcheck(tmp_path, ("native-torch",))
+    assert row["harness_ms"] > 0
+    assert row["reference_ms"] > 0
+    assert row["timer_overhead_%"] >= 0
+    assert row["reference_timer"].startswith("torch.utils.benchmark")

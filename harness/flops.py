@@ -1,0 +1,192 @@
+"""FLOP counts of the reference models, derived from their specs, never measured.
+
+Standard library only, so every environment (the MXNet one included) can import
+it.  The counts walk ``spec.layers`` tracking the activation shape exactly as
+``zoo.specs._derive_params`` does.
+
+Conventions
+-----------
+- A multiply-add counts as **2 FLOPs**, so a matmul of ``(m, k) @ (k, n)`` is
+  ``2*m*k*n``.  Divide by two for MACs.
+- dense: ``2*in*out`` + ``out`` (bias) + ``out`` (ReLU, when it has an
+  activation).
+- conv2d: ``2*k*k*cin*cout*Hout*Wout`` + ``cout*Hout*Wout`` (bias) + the same
+  again for ReLU.
+- avg_pool, max_pool: one op per input element a window reads (a compare or an
+  add; the average's division is folded in).  flatten: 0.
+- lstm, per time step: ``2*F*4u`` (input projection) + ``2*u*4u`` (recurrent
+  projection) + ``4u`` (bias) + ``9u`` gate work: 3 sigmoids (i, f, o),
+  2 tanh (candidate, cell), 3 multiplications (f*c, i*g, o*tanh(c)) and 1 add
+  (the new cell), one op each.  Adding the two projections is not counted
+  apart: under the 2-FLOPs-per-MAC rule it is the extra adds of one matmul over
+  the concatenated ``[x, h]``.  Times ``T`` steps; only the last hidden state
+  feeds the next layer.
+- Forward is per sample times the batch size.
+- Backward is 2x forward for the matmul and conv terms (one product for the
+  gradient with respect to the inputs, one for the weights; the usual
+  convention, kept even for the first layer, whose input gradient is not
+  needed) and 1x forward for the elementwise terms (bias sums, ReLU masks,
+  pool routing, LSTM gates).  Elementwise work is under 1% of every model here,
+  so that choice does not move the totals.
+- Loss: softmax cross-entropy over the logits, 5 FLOPs per logit per sample,
+  forward and backward together.
+- Optimizer, once per step whatever the batch: plain SGD 2 FLOPs per parameter
+  (scale, subtract), Adam 12 (two moment updates, bias corrections, square
+  root, division, update).
+
+Per-sample counts of the four models (forward is ``forward_flops(spec, 1)``;
+train is ``train_flops(spec, b) / b`` at the workload's batch size ``b``,
+optimizer included, so it sits near 3x forward):
+
+=====  =============  =================  =========  =========
+model  forward GFLOP  train GFLOP        batch      optimizer
+=====  =============  =================  =========  =========
+ffn    0.000219       0.000658           128        sgd
+lenet  0.000479       0.001425           200        adam
+vgg16  0.628132       1.885145           128        adam
+lstm   0.045985       0.137546           128        adam
+=====  =============  =================  =========  =========
+
+VGG16 here is the CIFAR-10 variant (32x32x3, 13 'same' 3x3 convolutions,
+512-512-10 head): 313,725,952 MACs, i.e. ~0.31 GMAC or ~0.63 GFLOP per sample.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from zoo.specs import ModelSpec
+
+# FLOPs per parameter for one update; see the module docstring.
+OPTIMIZER_FLOPS_PER_PARAM = {"sgd": 2, "adam": 12}
+LOSS_FLOPS_PER_LOGIT = 5
+# 3 sigmoids + 2 tanh + 3 multiplications + 1 add, per unit and time step.
+LSTM_GATE_FLOPS_PER_UNIT = 9
+PHASES = ("train", "infer")
+
+
+@dataclass(frozen=True)
+class LayerFlops:
+    """Forward FLOPs of one layer for one sample, split by how backward scales.
+
+    ``matmul`` is the multiply-add work (dense, conv, LSTM projections), whose
+    backward costs twice as much; ``elementwise`` is everything else (bias,
+    activation, pooling, LSTM gates), whose backward costs about the same.
+    """
+
+    name: str
+    kind: str
+    matmul: int
+    elementwise: int
+
+    @property
+    def total(self) -> int:
+        return self.matmul + self.elementwise
+
+
+def _conv_out(side: int, kernel: int, padding: str) -> int:
+    return side if padding == "same" else side - kernel + 1
+
+
+def layer_flops(
+    spec: ModelSpec, input_shape: tuple[int, ...] | None = None
+) -> tuple[LayerFlops, ...]:
+    """Per-sample forward FLOPs of every layer of ``spec``, in order.
+
+    ``input_shape`` (without batch) overrides ``spec.input_shape``, e.g. a
+    shorter sequence for the LSTM.
+    """
+    shape = spec.input_shape if input_shape is None else input_shape
+    counts: list[LayerFlops] = []
+    for layer in spec.layers:
+        act = 1 if layer.activation is not None else 0
+        if layer.kind == "dense":
+            (fan_in,) = shape
+            out = layer.size
+            matmul, elementwise = 2 * fan_in * out, out + act * out
+            shape = (out,)
+        elif layer.kind == "conv2d":
+            h, w, c = shape
+            k = layer.kernel
+            shape = (
+                _conv_out(h, k, layer.padding),
+                _conv_out(w, k, layer.padding),
+                layer.size,
+            )
+            outputs = math.prod(shape)
+            matmul = 2 * k * k * c * outputs
+            elementwise = outputs + act * outputs
+        elif layer.kind in ("avg_pool", "max_pool"):
+            h, w, c = shape
+            s = layer.size
+            shape = (h // s, w // s, c)
+            # Rows and columns a floor-divided window never reaches cost nothing.
+            matmul, elementwise = 0, math.prod(shape) * s * s
+        elif layer.kind == "flatten":
+            shape = (math.prod(shape),)
+            matmul, elementwise = 0, 0
+        elif layer.kind == "lstm":
+            steps, features = shape
+            u = layer.size
+            matmul = steps * (2 * features * 4 * u + 2 * u * 4 * u)
+            elementwise = steps * (4 * u + LSTM_GATE_FLOPS_PER_UNIT * u)
+            shape = (u,)
+        else:
+            raise ValueError(
+                f"layer {layer.name!r} of {spec.name} has kind {layer.kind!r}, "
+                "which harness.flops cannot count; add a rule for it."
+            )
+        counts.append(LayerFlops(layer.name, layer.kind, matmul, elementwise))
+    return tuple(counts)
+
+
+def _check_batch(batch_size: int) -> None:
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, not {batch_size}.")
+
+
+def forward_flops(
+    spec: ModelSpec, batch_size: int, input_shape: tuple[int, ...] | None = None
+) -> int:
+    """FLOPs of one forward pass over ``batch_size`` samples, logits out."""
+    _check_batch(batch_size)
+    return batch_size * sum(c.total for c in layer_flops(spec, input_shape))
+
+
+def optimizer_flops(spec: ModelSpec) -> int:
+    """FLOPs of one update of every parameter by the workload's optimizer."""
+    optimizer = spec.workload.optimizer
+    if optimizer not in OPTIMIZER_FLOPS_PER_PARAM:
+        raise ValueError(
+            f"{spec.name} uses optimizer {optimizer!r}, which harness.flops cannot "
+            f"count; known: {', '.join(OPTIMIZER_FLOPS_PER_PARAM)}."
+        )
+    params = sum(math.prod(p.shape) for p in spec.params)
+    return OPTIMIZER_FLOPS_PER_PARAM[optimizer] * params
+
+
+def train_flops(
+    spec: ModelSpec, batch_size: int, input_shape: tuple[int, ...] | None = None
+) -> int:
+    """FLOPs of one training step on ``batch_size`` samples: forward, loss,
+    backward and one optimizer update (conventions in the module docstring)."""
+    _check_batch(batch_size)
+    layers = layer_flops(spec, input_shape)
+    matmul = sum(c.matmul for c in layers)
+    elementwise = sum(c.elementwise for c in layers)
+    forward_and_backward = 3 * matmul + 2 * elementwise
+    loss = LOSS_FLOPS_PER_LOGIT * spec.classes
+    return batch_size * (forward_and_backward + loss) + optimizer_flops(spec)
+
+
+def step_flops(spec: ModelSpec, phase: str, batch_size: int) -> int:
+    """FLOPs of one timed step: an optimizer step for ``train``, one forward
+    mini-batch for ``infer``."""
+    if phase == "train":
+        return train_flops(spec, batch_size)
+    if phase == "infer":
+        return forward_flops(spec, batch_size)
+    raise ValueError(f"unknown phase {phase!r}; use one of: {', '.join(PHASES)}.")

@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness import records
+from harness.__main__ import main
+from harness.report import compare_report
+
+PATHS = ("keras-torch", "native-torch", "keras-jax", "native-jax")
+SLOW_PATH = "native-jax"
+
+
+def _record(
+    path: str, phase: str, sample: float, repeat: int, batch_size: int = 8
+) -> records.Record:
+    """One fresh-process repeat of a cell, as ``harness run`` writes it."""
+    if phase == "train":
+        values: dict[str, object] = {"step_s": [sample], "first_step_s": 1.0}
+        summary = {"median_step_s": sample, "first_step_s": 1.0}
+    else:
+        values = {"round_s": [sample * 4], "batches_per_round": 4}
+        summary = {"batches_per_s": 1.0 / sample, "median_batch_s": sample}
+    return records.Record(
+        run_id="r",
+        profile="test",
+        model="lenet",
+        path=path,
+        framework=path.split("-", 1)[1],
+        api=path.split("-", 1)[0],
+        phase=phase,
+        status="ok",
+        batch_size=batch_size,
+        equivalence="pass",
+        verified=True,
+        repeat=repeat,
+        values=values,
+        summary=summary,
+    )
+
+
+def _run_file(out: Path, seed: int, slowdown: dict[str, float], n: int = 7) -> Path:
+    """Every path and phase with ``n`` repeats of ~2% lognormal noise around a
+    per-path median, times the path's slowdown factor."""
+    rng = np.random.default_rng(seed)
+    for i, path in enumerate(PATHS):
+        for phase in ("train", "infer"):
+            base = 0.002 * (1 + i) * (3 if phase == "train" else 1)
+            samples = base * slowdown.get(path, 1.0) * rng.lognormal(0.0, 0.02, n)
+            for repeat, sample in enumerate(samples):
+                records.append(out, _record(path, phase, float(sample), repeat))
+    return out
+
+
+def test_an_injected_slowdown_is_flagged_and_nothing_else(tmp_path: Path) -> None:
+    old = _run_file(tmp_path / "run-old.jsonl", seed=10, slowdown={})
+    new = _run_file(tmp_path / "run-new.jsonl", seed=11, slowdown={SLOW_PATH: 1.2})
+    rows = json.loads(compare_report(old, new, "json"))
+    assert len(rows) == 2 * len(PATHS)
+    verdicts = {(r["path"], r["phase"]): r["verdict"] for r in rows}
+    for (path, phase), verdict in verdicts.items():
+        expected = "slower" if path == SLOW_PATH else "same"
+        assert verdict == expected, (path, phase, rows)
+    slow = [r for r in rows if r["path"] == SLOW_PATH]
+    assert all(r["change_pct"] == pytest.approx(20, abs=5) for r in slow)
+    assert all(r["p_value"] < 0.05 for r in slow)
+
+
+def test_too_few_samples_are_said_so(tmp_path: Path) -> None:
+    old = _run_file(tmp_path / "run-old.jsonl", seed=1, slowdown={}, n=3)
+    new = _run_file(tmp_path / "run-new.jsonl", seed=2, slowdown={SLOW_PATH: 2}, n=3)
+    text = compare_report(old, new, "table")
+    assert "too few samples" in text
+    assert "smallest possible p-value is 0.1" in text
+    assert "slower" not in text
+
+
+def test_markdown_compare_is_a_github_table(tmp_path: Path) -> None:
+    old = _run_file(tmp_path / "run-old.jsonl", seed=10, slowdown={})
+    new = _run_file(tmp_path / "run-new.jsonl", seed=11, slowdown={SLOW_PATH: 1.2})
+    text = compare_report(old, new, "markdown")
+    assert "| model " in text
+    assert "|---" in text
+
+
+def test_cli_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old = _run_file(tmp_path / "run-old.jsonl", seed=10, slowdown={})
+    new = _run_file(tmp_path / "run-new.jsonl", seed=11, slowdown={SLOW_PATH: 1.2})
+    assert main(["report", "--compare", str(old), str(new)]) == 0
+    assert "slower" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("broken", ["missing", "empty", "torn"])
+def test_unreadable_files_give_one_sentence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], broken: str
+) -> None:
+    good = _run_file(tmp_path / "run-good.jsonl", seed=1, slowdown={})
+    bad = tmp_path / "run-bad.jsonl"
+    if broken == "empty":
+        bad.write_text("")
+    elif broken == "torn":
+        bad.write_text('{"model": "half a rec')
+    assert main(["report", "--compare", str(good), str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ")
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
+    assert str(bad) in err
+    assert main(["report", str(bad)]) == 2
+    assert str(bad) in capsys.readouterr().err
+
+
+def test_files_without_a_common_cell(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = tmp_path / "run-old.jsonl"
+    records.append(old, _record("keras-torch", "train", 0.1, 0))
+    new = tmp_path / "run-new.jsonl"
+    records.append(new, _record("keras-torch", "train", 0.1, 0, batch_size=16))
+    assert main(["report", "--compare", str(old), str(new)]) == 2
+    assert "share no timed cell" in capsys.readouterr().err
