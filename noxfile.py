@@ -86,6 +86,17 @@ def bench(session: nox.Session) -> None:
         "python", "-m", "harness", "run", "--profile", profile, "--results", RESULTS
     )
     session.run("python", "-m", "harness", "report", "--results", RESULTS)
+    # The same tables as Markdown, and the plots, in results/report/.
+    session.run(
+        "python",
+        "-m",
+        "harness",
+        "report",
+        "--results",
+        RESULTS,
+        "--plots",
+        f"{RESULTS}/report",
+    )
 
 
 @nox.session

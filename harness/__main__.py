@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         "--plots",
         type=Path,
         metavar="DIR",
-        help="draw the run's plots into DIR (PNG) and print their file names",
+        help="write the run's plots (PNG) and its tables as Markdown "
+        "(report.md) into DIR and print their file names",
     )
     args = parser.parse_args(argv)
     try:
@@ -168,7 +169,9 @@ def _report(args: argparse.Namespace) -> int:
                 "plots need matplotlib, which is not installed; install the "
                 "harness extra (pip install -e '.[harness]')"
             ) from None
-        print("\n".join(str(p) for p in written) or "no data to plot")
+        markdown = args.plots / "report.md"
+        markdown.write_text(report(records_path, "markdown", args.table) + "\n")
+        print("\n".join(str(p) for p in [markdown, *written]))
         return 0
     print(report(records_path, args.format, args.table))
     return 0

@@ -257,3 +257,5 @@ def test_plots_are_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert main(["report", str(out), "--plots", str(tmp_path / "cli")]) == 0
     assert "overhead.png" in capsys.readouterr().out
     assert (tmp_path / "cli" / "train_step.png").is_file()
+    markdown = (tmp_path / "cli" / "report.md").read_text()
+    assert "| model" in markdown  # GitHub Markdown tables
