@@ -32,12 +32,12 @@ BEFORE = {
     "default": Profile(
         "default",
         Settings(
-            train_steps=3, repeats=3, infer_batches=4, window_s=1.0, warmup_rounds=1
+            train_steps=3, repeats=3, infer_batches=4, window_s=0.5, warmup_rounds=1
         ),
         per_model={
             "ffn": {
                 "train_steps": 50,
-                "repeats": 5,
+                "repeats": 4,
                 "infer_batches": 20,
                 "warmup_repeats": 1,
                 "infer_batch_sizes": (1, 16, 128),
@@ -45,13 +45,13 @@ BEFORE = {
             },
             "lenet": {
                 "train_steps": 20,
-                "repeats": 5,
+                "repeats": 4,
                 "infer_batches": 10,
                 "warmup_repeats": 1,
                 "latency": True,
             },
             "vgg16": {"batch_size": 16, "train_steps": 2, "infer_batches": 1},
-            "lstm": {"train_steps": 2, "infer_batches": 2},
+            "lstm": {"batch_size": 64, "train_steps": 2, "infer_batches": 2},
         },
         fresh_worker_per_cell=False,
     ),
