@@ -135,7 +135,7 @@ def _selfcheck(
     from harness.selfcheck import measure
 
     run = runner.trainer(spec, weights, data["x"], data["y"])
-    return measure(run, runner.framework)
+    return measure(run, runner.direct_trainer(spec, weights, data), runner.framework)
 
 
 TASKS = {

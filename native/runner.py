@@ -58,6 +58,29 @@ class NativeRunner:
         ]
         return self._stepper(batches, step)
 
+    def direct_trainer(
+        self, spec: ModelSpec, weights: Mapping[str, np.ndarray], data: Any
+    ) -> Callable[[int], None]:
+        """``direct(n)``: ``n`` train steps over the same resident batches as
+        ``trainer`` (cycling), calling the framework's functions in a plain
+        loop (no harness closure), then a wait: the reference that
+        ``python -m harness selfcheck`` times."""
+        fw, apply = self.fw, load_apply(self.framework, spec)
+        state = fw.make_train_state(spec, fw.init(spec, weights))
+        batches = [
+            (fw.to_input(x), fw.to_labels(y))
+            for x, y in zip(data["x"], data["y"], strict=True)
+        ]
+
+        def direct(n: int) -> None:
+            nonlocal state
+            for i in range(n):
+                x, y = batches[i % len(batches)]
+                state = fw.train_step(apply, state, x, y)
+            fw.sync(state)
+
+        return direct
+
     def idiomatic_trainer(
         self,
         spec: ModelSpec,
