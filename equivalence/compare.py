@@ -103,6 +103,15 @@ class PairResult:
         return max(grads, key=lambda e: e.error / e.tolerance)
 
 
+def quantity_error(
+    a_arrays: Mapping[str, np.ndarray], b_arrays: Mapping[str, np.ndarray], key: str
+) -> float:
+    """``relative_error`` of ``key`` on both sides; ``inf`` if a side lacks it."""
+    if key not in a_arrays or key not in b_arrays:
+        return math.inf
+    return relative_error(a_arrays[key], b_arrays[key])
+
+
 def compare(
     model: str,
     a: str,
@@ -113,10 +122,7 @@ def compare(
     """Compare every quantity either side produced; one side missing it fails."""
     entries = []
     for quantity in sorted(set(a_arrays) | set(b_arrays)):
-        if quantity in a_arrays and quantity in b_arrays:
-            error = relative_error(a_arrays[quantity], b_arrays[quantity])
-        else:
-            error = math.inf
+        error = quantity_error(a_arrays, b_arrays, quantity)
         entries.append(Entry(quantity, error, tolerance(quantity)))
     return PairResult(model, a, b, tuple(entries))
 
@@ -152,12 +158,10 @@ def compare_trajectory(
         entries.append(Entry(f"step{t}/loss", error, tol))
         prefix = f"step{t}/"
         names = {k for k in (*a_arrays, *b_arrays) if k.startswith(prefix)}
-        for name in sorted(names):
-            if name in a_arrays and name in b_arrays:
-                error = relative_error(a_arrays[name], b_arrays[name])
-            else:
-                error = math.inf
-            entries.append(Entry(name, error, tol))
+        entries += [
+            Entry(name, quantity_error(a_arrays, b_arrays, name), tol)
+            for name in sorted(names)
+        ]
     return PairResult(model, a, b, tuple(entries))
 
 

@@ -19,7 +19,6 @@ the report shows how the difference grows.  Framework-free.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -28,7 +27,7 @@ import numpy as np
 from equivalence.compare import (
     GRAD_PREFIX,
     TOLERANCES,
-    relative_error,
+    quantity_error,
     step_tolerance,
 )
 from native.faults import Location
@@ -62,14 +61,8 @@ class Localization:
     error: str | None = None  # why the path's forward pass stopped, if it did
 
 
-def _error(a: Arrays, b: Arrays, key: str) -> float:
-    if key not in a or key not in b:
-        return math.inf
-    return relative_error(a[key], b[key])
-
-
 def _layer_error(a: Arrays, b: Arrays, keys: list[str]) -> float:
-    return max(_error(a, b, k) for k in keys)
+    return max(quantity_error(a, b, k) for k in keys)
 
 
 def _param_layers(spec: ModelSpec) -> list[str]:
@@ -91,10 +84,10 @@ def layer_errors(
     (act_a, act_b), (ev_a, ev_b) = activations, evaluated
     tol = TOLERANCES["logits"]
     errors = [
-        LayerError("forward", name, _error(act_a, act_b, name), tol)
+        LayerError("forward", name, quantity_error(act_a, act_b, name), tol)
         for name in spec.tapped_layers()
     ]
-    errors.append(LayerError("loss", "loss", _error(ev_a, ev_b, "loss"), tol))
+    errors.append(LayerError("loss", "loss", quantity_error(ev_a, ev_b, "loss"), tol))
     for layer in reversed(_param_layers(spec)):
         keys = _keys(spec, layer, GRAD_PREFIX)
         errors.append(
