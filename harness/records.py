@@ -87,6 +87,49 @@ def read(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+# What must agree between records before their samples are pooled into one
+# cell: the machine, the code, the libraries, the numeric and thread settings
+# and what was asked for.  Measured quantities (the matmul peak) may differ.
+POOLED_KEYS = (
+    "hostname",
+    "cpu_model",
+    "cpu_count",
+    "os",
+    "python",
+    "git_revision",
+    "threads",
+    "framework_version",
+    "keras_version",
+    "device",
+    "numerics",
+    "xla_flags",
+)
+
+
+def environment(record: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a record's environment that ``POOLED_KEYS`` names, and its
+    settings (steps, window...), as ``platform.<key>`` / ``settings``."""
+    platform_ = record.get("platform") or {}
+    found = {f"platform.{k}": platform_[k] for k in POOLED_KEYS if k in platform_}
+    return found | {"settings": record.get("settings") or {}}
+
+
+def pooling_conflict(recs: list[dict[str, Any]]) -> str | None:
+    """The first environment key on which ``recs`` disagree, as
+    ``"key (a vs b)"``; ``None`` when they may be pooled.  A key that some
+    records lack (older schemas, failed cells) is not a conflict."""
+    seen: dict[str, Any] = {}
+    for r in recs:
+        if r.get("status") != "ok":
+            continue
+        for key, value in environment(r).items():
+            if key not in seen:
+                seen[key] = value
+            elif value != seen[key]:
+                return f"{key} ({seen[key]!r} vs {value!r})"
+    return None
+
+
 def host_platform() -> dict[str, Any]:
     """What the orchestrator can tell about the machine, without any framework."""
     return {

@@ -4,7 +4,10 @@ A cell is (model, path, phase, batch size).  Its samples pool every ``ok``
 record of the cell, one record per fresh-process repeat: seconds per training
 step (each entry of ``values["step_s"]``, one per process under the current
 protocol) or seconds per inference mini-batch (the record's median over its
-time window), so both phases read the same way.
+time window), so both phases read the same way.  Records are pooled only when
+their environments agree (machine, code revision, library versions, thread and
+numeric settings, requested settings: ``harness.records.POOLED_KEYS``); a
+report of records that differ is refused with the first difference.
 
 Two tables: every cell with its median, spread (IQR, a bootstrap 95% CI of the
 median, an ``unstable`` warning when the IQR exceeds 10% of the median), its
@@ -36,6 +39,7 @@ from tabulate import tabulate
 
 from harness import stats
 from harness.paths import PATHS
+from harness.records import pooling_conflict
 
 FORMATS = ("table", "markdown", "csv", "json")
 CellKey = tuple[str, str, str, int]
@@ -171,11 +175,24 @@ class Cell:
 
 
 def cells(recs: Iterable[dict[str, Any]]) -> dict[CellKey, Cell]:
-    """Records grouped by (model, path, phase, batch size), in first-seen order."""
+    """Records grouped by (model, path, phase, batch size), in first-seen order.
+
+    Raises ValueError when the records of one cell come from different
+    environments (``harness.records.POOLED_KEYS``): their samples are not
+    draws from one population, so no median of them means anything."""
     grouped: dict[CellKey, list[dict[str, Any]]] = {}
     for r in recs:
         key = (r["model"], r["path"], r["phase"], int(r["batch_size"]))
         grouped.setdefault(key, []).append(r)
+    for key, group in grouped.items():
+        conflict = pooling_conflict(group)
+        if conflict:
+            model, path, phase, batch = key
+            raise ValueError(
+                f"refusing to pool the records of {model} {path} {phase} b{batch}: "
+                f"their environments differ in {conflict}; report the runs "
+                "separately (or compare them with --compare)"
+            )
     return {k: Cell(*k, records=tuple(v)) for k, v in grouped.items()}
 
 

@@ -153,6 +153,11 @@ def run(
 ) -> Path:
     """Measure every cell ``repeats`` times; returns the records file."""
     run_id, out, done = _open(results_dir, resume)
+    host = records.host_platform()
+    threads = thread_environment(profile.threads)
+    host["threads"] = threads
+    if done:
+        _check_resumable(out, profile.name, host)
     verdicts = verify(
         models,
         paths,
@@ -160,12 +165,9 @@ def run(
         weights_seed=WEIGHTS_SEED,
         timeout=profile.timeout_s,
     )
-    host = records.host_platform()
     print("measuring this machine's float32 matmul peak ...", file=sys.stderr)
     host["matmul_peak"] = measure_matmul_peak()
     host["matmul_peak_flops"] = host["matmul_peak"]["flops_per_s"]
-    threads = thread_environment(profile.threads)
-    host["threads"] = threads
     cells = plan(profile, models, paths, phases)
     repeats = max(profile.settings(m).repeats for m in models)
     todo = [
@@ -207,6 +209,25 @@ def run(
             if profile.fresh_worker_per_cell:
                 workers.pop(key).close()
     return out
+
+
+def _check_resumable(out: Path, profile: str, host: dict[str, Any]) -> None:
+    """Raises ValueError when this machine, code or profile differs from the
+    one that wrote ``out``: the report would refuse to pool the two halves."""
+    earlier = next(r for r in records.read(out) if r["status"] in ("ok", "not-timed"))
+    if earlier["profile"] != profile:
+        raise ValueError(
+            f"--resume: {out} was measured with profile {earlier['profile']!r}, "
+            f"not {profile!r}; resume it with --profile {earlier['profile']}"
+        )
+    before = earlier.get("platform") or {}
+    for key in records.POOLED_KEYS:
+        if key in host and key in before and host[key] != before[key]:
+            raise ValueError(
+                f"--resume: {out} was measured with {key} {before[key]!r}, this "
+                f"machine has {host[key]!r}; its samples cannot be pooled with "
+                "new ones, so start a new run instead"
+            )
 
 
 def _rotated(cells: list[Cell], paths: list[str], repeat: int) -> list[Cell]:

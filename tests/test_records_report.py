@@ -177,6 +177,55 @@ def test_repeats_of_a_cell_are_pooled(tmp_path: Path) -> None:
     assert infer["unstable"] is None
 
 
+def test_records_from_different_environments_are_not_pooled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {
+        "git_revision": "abc",
+        "framework_version": "2.13.0",
+        "threads": {"intra_op": 2},
+    }
+    same = tmp_path / "run-same.jsonl"
+    for _ in range(2):
+        records.append(
+            same, _timed("native-torch", "train", [0.001], platform=dict(env))
+        )
+    records.append(  # a measured quantity may differ, and a failed repeat
+        same,
+        _timed("native-torch", "train", [0.001], platform={**env, "peak": 1.0}),
+    )
+    assert records.pooling_conflict(records.read(same)) is None
+    assert cell_rows(records.read(same))[0]["n"] == 3
+
+    for key, value in [
+        ("git_revision", "def"),
+        ("framework_version", "2.12.0"),
+        ("threads", {"intra_op": 1}),
+    ]:
+        mixed = tmp_path / f"run-{key}.jsonl"
+        records.append(mixed, _timed("native-torch", "train", [0.001], platform=env))
+        records.append(
+            mixed,
+            _timed("native-torch", "train", [0.001], platform={**env, key: value}),
+        )
+        assert key in (records.pooling_conflict(records.read(mixed)) or "")
+        assert main(["report", str(mixed)]) == 2
+        err = capsys.readouterr().err
+        assert "refusing to pool the records of lenet native-torch train b8" in err
+        assert f"platform.{key}" in err
+
+    steps = tmp_path / "run-steps.jsonl"
+    records.append(steps, _timed("native-torch", "train", [0.001]))
+    records.append(
+        steps,
+        dataclasses.replace(
+            _timed("native-torch", "train", [0.001]), settings={"steps": 3}
+        ),
+    )
+    with pytest.raises(ValueError, match="differ in settings"):
+        cell_rows(records.read(steps))
+
+
 def test_optional_measurements_enter_the_table_when_present(tmp_path: Path) -> None:
     out = tmp_path / "run-4.jsonl"
     fast = {"flops": 2e9, "latency_p50_s": 0.001, "latency_p99_s": 0.004}
@@ -259,3 +308,20 @@ def test_plots_are_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert (tmp_path / "cli" / "train_step.png").is_file()
     markdown = (tmp_path / "cli" / "report.md").read_text()
     assert "| model" in markdown  # GitHub Markdown tables
+
+
+def test_a_run_resumes_only_on_the_machine_code_and_profile_that_began_it(
+    tmp_path: Path,
+) -> None:
+    from harness.run import _check_resumable
+
+    host = {"git_revision": "abc", "hostname": "vm", "threads": {"intra_op": 2}}
+    out = tmp_path / "run-1.jsonl"
+    records.append(out, _timed("native-torch", "train", [0.001], platform=host))
+    _check_resumable(out, "test", {**host, "matmul_peak_flops": 1e11})
+    with pytest.raises(ValueError, match="profile 'test', not 'default'"):
+        _check_resumable(out, "default", host)
+    with pytest.raises(ValueError, match="git_revision 'abc', this machine has 'x'"):
+        _check_resumable(out, "test", {**host, "git_revision": "x"})
+    with pytest.raises(ValueError, match="threads"):
+        _check_resumable(out, "test", {**host, "threads": {"intra_op": 1}})
