@@ -9,7 +9,8 @@ Schema history:
 - 3: ``repeat`` (which fresh-process repeat of the cell this is; a cell has
   one record per repeat); ``summary`` gains ``flops`` (per step or
   mini-batch, from the spec), ``cpu_util`` and ``peak_rss_mb`` (sampled by
-  the orchestrator) and, for inference, ``latency_p50_s``/``p90``/``p99``;
+  the orchestrator; ``peak_gpu_mb`` too where NVML sees the worker on a
+  GPU) and, for inference, ``latency_p50_s``/``p90``/``p99``;
   ``platform`` gains ``matmul_peak_flops`` and ``threads``.
 """
 

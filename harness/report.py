@@ -207,7 +207,6 @@ def _round(value: float | None, digits: int) -> float | None:
 def _cell_row(cell: Cell) -> dict[str, Any]:
     s = cell.summary
     peak = cell.peak_fraction()
-    rss = cell.summary_values("peak_rss_mb")
     row: dict[str, Any] = {
         "model": cell.model,
         "path": cell.path,
@@ -235,7 +234,9 @@ def _cell_row(cell: Cell) -> dict[str, Any]:
     for q in LATENCIES:
         row[f"latency_{q}_ms"] = _ms(cell.median_of(f"latency_{q}_s"))
     row["cpu_util"] = _round(cell.median_of("cpu_util"), 2)
-    row["peak_rss_mb"] = round(max(rss), 1) if rss else None
+    for key in ("peak_rss_mb", "peak_gpu_mb"):  # the largest of the repeats
+        seen = cell.summary_values(key)
+        row[key] = round(max(seen), 1) if seen else None
     row["peak_frac"] = _round(peak, 3)
     row["check"] = (
         "above peak: missing sync?" if peak is not None and peak > 1.0 else None

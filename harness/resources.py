@@ -8,6 +8,14 @@ cores busy all along.  Peak resident memory is the largest RSS seen by the
 sampler, so a peak shorter than the interval can be missed; the number is a
 lower bound.  Needs ``psutil`` (the ``harness`` extra); without it the
 sampler records nothing and says so.
+
+GPU memory, where the worker uses an NVIDIA GPU: the device memory NVML
+reports for the worker's process id (``nvidia-ml-py``, the ``harness``
+extra), summed over the GPUs and sampled with the rest, as ``peak_gpu_mb``:
+what the process holds, its framework's caching allocator and CUDA context
+included, again a lower bound of the peak.  Without NVML or a GPU (this
+project's CPU builds) the key is absent.  NVML lists host process ids, so in
+a container with its own PID namespace it may not find the worker.
 """
 
 from __future__ import annotations
@@ -31,6 +39,8 @@ class Sampler:
         self._start_cpu = 0.0
         self._start_wall = 0.0
         self._result: dict[str, Any] = {}
+        self._gpu = _GpuMemory(pid)
+        self._peak_gpu = 0
 
     def __enter__(self) -> Sampler:
         try:
@@ -55,6 +65,7 @@ class Sampler:
     ) -> None:
         if self._thread is None:
             self._result = {"error": self._error}
+            self._gpu.close()
             return
         self._stop.set()
         self._thread.join()
@@ -70,6 +81,9 @@ class Sampler:
             "wall_s": wall,
             "interval_s": self.interval_s,
         }
+        if self._gpu.available:
+            self._result["peak_gpu_mb"] = self._peak_gpu / 2**20
+        self._gpu.close()
 
     def result(self) -> dict[str, Any]:
         return dict(self._result)
@@ -80,6 +94,8 @@ class Sampler:
 
     def _sample(self) -> None:
         self._peak_rss = max(self._peak_rss, int(self._process.memory_info().rss))
+        if self._gpu.available:
+            self._peak_gpu = max(self._peak_gpu, self._gpu.used_bytes())
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -87,3 +103,42 @@ class Sampler:
                 self._sample()
             except Exception:  # the worker exited; __exit__ reports what was seen
                 return
+
+
+class _GpuMemory:
+    """Device memory one process holds on the NVIDIA GPUs NVML can see."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._nvml: Any = None
+        self._handles: list[Any] = []
+        try:
+            import pynvml  # nvidia-ml-py
+
+            pynvml.nvmlInit()
+        except Exception:  # no nvidia-ml-py, or no driver: no GPU to sample
+            return
+        self._nvml = pynvml
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+            self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        except Exception:  # a driver that answers nothing useful
+            self.close()
+
+    @property
+    def available(self) -> bool:
+        return bool(self._handles)
+
+    def used_bytes(self) -> int:
+        used = 0
+        for handle in self._handles:
+            for proc in self._nvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                # usedGpuMemory is None where the driver withholds it
+                if proc.pid == self.pid and proc.usedGpuMemory:
+                    used += int(proc.usedGpuMemory)
+        return used
+
+    def close(self) -> None:
+        if self._nvml is not None:
+            self._nvml.nvmlShutdown()
+            self._nvml, self._handles = None, []

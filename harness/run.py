@@ -50,6 +50,7 @@ DATA_SEED = 1  # the floors benchmark's; runs take the profile's seed
 
 
 LATENCY_SAMPLES = 10
+RESOURCE_KEYS = ("cpu_util", "peak_rss_mb", "peak_gpu_mb")  # harness.resources
 
 
 def summarize(
@@ -71,7 +72,7 @@ def summarize(
             / values["batches_per_round"],
         }
         summary |= {k: v for k, v in values.items() if k.startswith("latency_p")}
-    summary |= {k: v for k, v in resources.items() if k in ("cpu_util", "peak_rss_mb")}
+    summary |= {k: v for k, v in resources.items() if k in RESOURCE_KEYS}
     return summary
 
 

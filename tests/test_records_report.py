@@ -245,7 +245,7 @@ def test_optional_measurements_enter_the_table_when_present(tmp_path: Path) -> N
             "keras-torch",
             "infer",
             [0.01] * 5,
-            summary={"flops": 2e9},
+            summary={"flops": 2e9, "peak_gpu_mb": 900.0},
             platform={"matmul_peak_flops": 1e12},
         ),
     )
@@ -259,6 +259,7 @@ def test_optional_measurements_enter_the_table_when_present(tmp_path: Path) -> N
     assert native["latency_p99_ms"] == pytest.approx(4.0)
     assert native["latency_p90_ms"] is None
     assert (native["cpu_util"], native["peak_rss_mb"]) == (0.9, 512.0)
+    assert (native["peak_gpu_mb"], keras["peak_gpu_mb"]) == (None, 900.0)
     text = report(out, "table", "cells")
     assert "above peak: missing sync?" in text
     assert "latency_p99_ms" in text

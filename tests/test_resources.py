@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -46,3 +48,56 @@ def test_thread_settings_become_explicit_environment() -> None:
     auto = thread_environment({})
     assert auto["intra_op"] >= 1
     assert auto["inter_op"] == 1
+
+
+class _FakeNvml:
+    """Stands in for ``pynvml``: two GPUs, the worker on the second."""
+
+    def __init__(self, pid: int, used: list[int]) -> None:
+        self.pid, self.used, self.shutdowns = pid, used, 0
+
+    def nvmlInit(self) -> None:
+        pass
+
+    def nvmlShutdown(self) -> None:
+        self.shutdowns += 1
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+        return i
+
+    def nvmlDeviceGetComputeRunningProcesses(
+        self, handle: int
+    ) -> list[SimpleNamespace]:
+        other = SimpleNamespace(pid=self.pid + 1, usedGpuMemory=10 * 2**30)
+        if handle == 0:
+            return [other]
+        now = self.used.pop(0) if len(self.used) > 1 else self.used[0]
+        return [other, SimpleNamespace(pid=self.pid, usedGpuMemory=now)]
+
+
+def test_gpu_memory_is_the_peak_the_worker_itself_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2)"])
+    try:
+        fake = _FakeNvml(child.pid, [100 * 2**20, 300 * 2**20, 200 * 2**20])
+        monkeypatch.setitem(sys.modules, "pynvml", fake)
+        with Sampler(child.pid, interval_s=0.05) as sampler:
+            time.sleep(0.3)
+        result = sampler.result()
+    finally:
+        child.kill()
+        child.wait()
+    assert result["peak_gpu_mb"] == pytest.approx(300)  # not the other process'
+    assert fake.shutdowns == 1
+
+
+def test_without_nvml_there_is_no_gpu_figure(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
+    with Sampler(os.getpid(), interval_s=0.05) as sampler:
+        time.sleep(0.1)
+    assert "peak_gpu_mb" not in sampler.result()
+    assert sampler.result()["peak_rss_mb"] > 0
