@@ -11,8 +11,8 @@ Two checks, per path that has a reference timer:
    and with the framework's reference timer around the framework's own train
    step in a plain loop: ``torch.utils.benchmark.Timer.blocked_autorange``
    (with the harness' thread count; it defaults to one thread) for PyTorch;
-   for JAX an explicit loop of steps ending in ``block_until_ready``.  The
-   two medians must agree within 3%.
+   for JAX an explicit loop of steps ending in ``block_until_ready``.  Taken
+   in adjacent pairs, the median of the pairs' ratios must be within 3% of 1.
 
 The measurements run in a worker of each path (task ``selfcheck``); this
 module's orchestrator half imports no framework.
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.launch import Worker
+from harness.numerics import thread_environment
 from harness.timing import time_training
 from zoo.data import batches_file
 from zoo.specs import get_spec
@@ -36,7 +37,7 @@ SELFCHECK_MODEL = "lenet"
 SELFCHECK_PATHS = ("native-torch", "native-jax")
 MAX_OVERHEAD = 0.01
 MAX_DIFFERENCE = 0.03
-STEPS, REPEATS = 10, 7
+STEPS, PAIRS = 10, 15
 
 
 def timer_overhead_s(iterations: int = 100_000) -> float:
@@ -90,19 +91,31 @@ def measure(
     """Worker side: seconds per step by the harness (``run``, its training
     closure) and by the reference timer around ``direct`` (the framework's
     own train step called in a plain loop, no harness code), and the timer's
-    own overhead."""
+    own overhead.
+
+    The two are timed in ``PAIRS`` adjacent pairs, which one goes first
+    alternating, and compared by the median of the pairs' ratios: a step's
+    time drifts by more than 3% within one process on a busy 2-core machine
+    (XLA on CPU most), and pairing cancels what drifts slower than a pair."""
     # Both warm up alike (XLA on CPU keeps speeding up for a few steps after
-    # compiling), then their repeats alternate so drift hits both alike.
+    # compiling).
     for _ in range(3):
         run(STEPS)
         direct(STEPS)
+    reference_timer = REFERENCES[framework]
     harness, reference = [], []
-    for _ in range(REPEATS):
+    for i in range(PAIRS):
+        if i % 2:
+            reference.append(reference_timer(direct))
         harness += time_training(run, STEPS, 1)["step_s"]
-        reference.append(REFERENCES[framework](direct))
+        if not i % 2:
+            reference.append(reference_timer(direct))
+    ratios = [h / r for h, r in zip(harness, reference, strict=True)]
     return {
         "harness_step_s": statistics.median(harness),
         "reference_step_s": statistics.median(reference),
+        "ratio": statistics.median(ratios),
+        "pairs": PAIRS,
         "reference_timer": TIMERS[framework],
         "timer_overhead_s": timer_overhead_s(),
     }
@@ -120,9 +133,10 @@ def selfcheck(
         "weights": str(weights_file(spec, 0, cache)),
         "data": str(batches_file(spec, 1, spec.workload.batch_size, STEPS, cache)),
     }
+    env = thread_environment({})["env"]  # the threads a default run sets
     rows = []
     for path in paths:
-        with Worker(path) as worker:
+        with Worker(path, env=env) as worker:
             response = worker.call(request, 900.0)
         if response["status"] != "ok":
             rows.append(
@@ -132,20 +146,21 @@ def selfcheck(
                 }
             )
             continue
-        r = response["result"]
-        overhead = r["timer_overhead_s"] / r["harness_step_s"]
-        difference = r["harness_step_s"] / r["reference_step_s"] - 1
-        ok = overhead < MAX_OVERHEAD and abs(difference) <= MAX_DIFFERENCE
-        rows.append(
-            {
-                "path": path,
-                "model": spec.name,
-                "harness_ms": round(r["harness_step_s"] * 1e3, 3),
-                "reference_ms": round(r["reference_step_s"] * 1e3, 3),
-                "reference_timer": r["reference_timer"],
-                "difference_%": round(100 * difference, 2),
-                "timer_overhead_%": round(100 * overhead, 4),
-                "verdict": "ok" if ok else "FAIL",
-            }
-        )
+        rows.append({"path": path, "model": spec.name, **judge(response["result"])})
     return rows
+
+
+def judge(result: dict[str, Any]) -> dict[str, Any]:
+    """The figures of one worker's ``measure`` and the verdict on them."""
+    overhead = result["timer_overhead_s"] / result["harness_step_s"]
+    difference = result["ratio"] - 1
+    ok = overhead < MAX_OVERHEAD and abs(difference) <= MAX_DIFFERENCE
+    return {
+        "harness_ms": round(result["harness_step_s"] * 1e3, 3),
+        "reference_ms": round(result["reference_step_s"] * 1e3, 3),
+        "reference_timer": result["reference_timer"],
+        "pairs": result["pairs"],
+        "difference_%": round(100 * difference, 2),
+        "timer_overhead_%": round(100 * overhead, 4),
+        "verdict": "ok" if ok else "FAIL",
+    }
