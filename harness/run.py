@@ -9,8 +9,9 @@ timed (its cells get a ``not-timed`` record saying why) unless
 The protocol.  A cell is (model, path, phase, batch size); inference cells
 sweep the profile's ``infer_batch_sizes``.  Every cell is measured
 ``repeats`` times, each time in a fresh worker process: repeat ``r`` starts
-one new worker per path, which measures all of that path's cells and exits,
-and the order of the paths rotates from one repeat to the next, so slow drift
+one new worker per path, which measures all of that path's cells and is ended
+before the next path's worker starts (one worker alive at a time), and the
+order of the paths rotates from one repeat to the next, so slow drift
 on a shared machine (thermal, other jobs) is spread over all paths alike.  In
 each process the first step (compilation, tracing, allocation) and the
 warm-up are timed apart from the steady state.  Thread settings are set
@@ -28,7 +29,6 @@ import statistics
 import sys
 import time
 from collections import Counter
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -188,8 +188,9 @@ def run(
     )
     context = _Context(profile, run_id, out, results_dir / "cache", host, threads)
     start = time.perf_counter()
-    workers: dict[tuple[str, int], Worker] = {}
-    with ExitStack() as stack:
+    worker: Worker | None = None  # the one process alive: this path, this repeat
+    serving: tuple[str, int] | None = None
+    try:
         for i, (repeat, cell) in enumerate(todo, start=1):
             label = f"{_progress(i, len(todo), start)} r{repeat + 1} {_name(cell)}"
             verdict = verdicts[cell.model][cell.path]
@@ -199,16 +200,15 @@ def run(
                 continue
             print(f"{label} ...", file=sys.stderr, flush=True)
             key = (cell.path, repeat)
-            if profile.fresh_worker_per_cell or key not in workers:
-                for old in [k for k in workers if k[0] == cell.path]:
-                    workers.pop(old).close()  # this path's previous process ends
-                workers[key] = stack.enter_context(
-                    Worker(cell.path, env=threads["env"])
-                )
-            record = context.measure(workers[key], cell, repeat, verdict)
+            if worker is None or key != serving or profile.fresh_worker_per_cell:
+                if worker is not None:
+                    worker.close(kill=True)  # before the next one measures
+                worker, serving = Worker(cell.path, env=threads["env"]), key
+            record = context.measure(worker, cell, repeat, verdict)
             print(f"{label}: {_describe(record)}", file=sys.stderr, flush=True)
-            if profile.fresh_worker_per_cell:
-                workers.pop(key).close()
+    finally:
+        if worker is not None:
+            worker.close(kill=True)
     return out
 
 

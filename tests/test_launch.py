@@ -6,6 +6,7 @@ these tests need no framework.
 
 from __future__ import annotations
 
+import signal
 import stat
 from pathlib import Path
 
@@ -75,3 +76,20 @@ def test_worker_that_crashes_mid_request(
 def test_unknown_path_is_refused() -> None:
     with pytest.raises(ValueError, match="known paths: keras-jax"):
         Worker("native-caffe")
+
+
+def test_a_worker_exits_when_closed_or_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Exits with 0 once its stdin closes, as the real worker does.
+    ready = '{"status": "ready", "platform": {}}'
+    monkeypatch.setenv(
+        "HARNESS_PYTHON_TORCH",
+        _fake_python(tmp_path, f"echo '{ready}'; cat > /dev/null; exit 0"),
+    )
+    for kill, code in [(False, 0), (True, -signal.SIGKILL)]:
+        worker = Worker("native-torch")
+        proc = worker._proc
+        assert proc is not None
+        worker.close(kill=kill)
+        assert proc.returncode == code
