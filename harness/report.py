@@ -253,7 +253,8 @@ def cell_rows(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def overhead_rows(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per model, framework, phase and batch size: Keras and native medians and
-    their ratio with a bootstrap 95% CI; None where either side has no time."""
+    their ratio with a bootstrap 95% CI; None where either side has no time.
+    Frameworks without a Keras backend have no row."""
     by_key = cells(recs)
     keys = sorted(
         {
@@ -271,6 +272,8 @@ def overhead_rows(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for model, framework, phase, batch in keys:
         keras = by_key.get((model, f"keras-{framework}", phase, batch))
         native = by_key.get((model, f"native-{framework}", phase, batch))
+        if keras is None and f"keras-{framework}" not in PATHS:
+            continue  # no Keras backend for this framework (MXNet): no ratio
         ks = keras.summary if keras else None
         ns = native.summary if native else None
         ratio = low = high = None
