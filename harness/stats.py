@@ -205,3 +205,17 @@ def compare(
         min_p=min_p_value(int(x_old.size), int(x_new.size)),
         alpha=alpha,
     )
+
+
+def paired_ratio(a: Sequence[float], b: Sequence[float]) -> float:
+    """How much larger ``a`` is than ``b`` (as a ratio), from paired samples:
+    the Hodges-Lehmann estimate of the pairs' log ratios, i.e. the median of
+    the averages of every two of them (each with itself too).  As robust to
+    outliers as their median and nearly as precise as their mean; pairing
+    cancels whatever drifts slower than one pair."""
+    x, y = _array(a, "a"), _array(b, "b")
+    if x.shape != y.shape:
+        raise ValueError(f"paired samples differ in length ({x.size} vs {y.size})")
+    logs = np.log(x) - np.log(y)
+    i, j = np.triu_indices(len(logs))
+    return float(np.exp(np.median((logs[i] + logs[j]) / 2)))

@@ -88,3 +88,15 @@ def test_three_against_three_can_never_be_significant() -> None:
     assert not c.enough_samples
     assert not c.significant
     assert c.verdict == "too few samples"
+
+
+def test_paired_ratio_sees_through_drift_and_outliers() -> None:
+    rng = np.random.default_rng(0)
+    drift = np.linspace(0.02, 0.03, 60)  # both timers slow down alike
+    b = drift * rng.lognormal(0, 0.05, 60)
+    a = 1.1 * drift * rng.lognormal(0, 0.05, 60)
+    a[7] *= 10  # one interrupted sample
+    assert stats.paired_ratio(a, b) == pytest.approx(1.1, rel=0.02)
+    assert stats.paired_ratio(b, b) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="differ in length"):
+        stats.paired_ratio(a, b[:-1])
