@@ -32,7 +32,7 @@ BEFORE = {
     "default": Profile(
         "default",
         Settings(
-            train_steps=3, repeats=3, infer_batches=4, window_s=0.5, warmup_rounds=1
+            train_steps=3, repeats=3, infer_batches=4, window_s=0.3, warmup_rounds=1
         ),
         per_model={
             "ffn": {
