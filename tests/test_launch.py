@@ -14,6 +14,8 @@ import pytest
 
 from harness.launch import Worker
 
+READY = '{"status": "ready", "platform": {}}'  # what a worker says once started
+
 
 def _fake_python(tmp_path: Path, body: str) -> str:
     script = tmp_path / "python"
@@ -47,9 +49,8 @@ def test_worker_that_dies_at_start_is_reported(
 def test_hanging_worker_times_out(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ready = '{"status": "ready", "platform": {}}'
     monkeypatch.setenv(
-        "HARNESS_PYTHON_TORCH", _fake_python(tmp_path, f"echo '{ready}'; exec sleep 60")
+        "HARNESS_PYTHON_TORCH", _fake_python(tmp_path, f"echo '{READY}'; exec sleep 60")
     )
     with Worker("native-torch") as worker:
         assert worker.failure is None
@@ -62,10 +63,9 @@ def test_hanging_worker_times_out(
 def test_worker_that_crashes_mid_request(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ready = '{"status": "ready", "platform": {}}'
     monkeypatch.setenv(
         "HARNESS_PYTHON_TORCH",
-        _fake_python(tmp_path, f"echo '{ready}'; read line; exit 139"),
+        _fake_python(tmp_path, f"echo '{READY}'; read line; exit 139"),
     )
     with Worker("native-torch") as worker:
         response = worker.call({"task": "train"}, timeout=5)
@@ -82,10 +82,9 @@ def test_a_worker_exits_when_closed_or_is_killed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Exits with 0 once its stdin closes, as the real worker does.
-    ready = '{"status": "ready", "platform": {}}'
     monkeypatch.setenv(
         "HARNESS_PYTHON_TORCH",
-        _fake_python(tmp_path, f"echo '{ready}'; cat > /dev/null; exit 0"),
+        _fake_python(tmp_path, f"echo '{READY}'; cat > /dev/null; exit 0"),
     )
     for kill, code in [(False, 0), (True, -signal.SIGKILL)]:
         worker = Worker("native-torch")
