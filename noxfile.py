@@ -103,7 +103,7 @@ def bench(session: nox.Session) -> None:
 def floors(session: nox.Session) -> None:
     """Each native training step against its framework's idiomatic fast step."""
     profile = session.posargs[0] if session.posargs else "default"
-    session.install("-e", ".[frameworks]")
+    session.install("-e", ".[frameworks,harness]")
     session.run(
         "python", "-m", "harness", "floors", "--profile", profile, "--results", RESULTS
     )
@@ -111,8 +111,11 @@ def floors(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Ruff on everything, mypy on the framework-free packages."""
+    """Ruff on everything, mypy (strict) on all but the framework modules, and
+    the import contracts: layers that only point down, and no orchestrator
+    library below the orchestrator (``[tool.importlinter]`` in pyproject)."""
     session.install("-e", ".[lint]")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
+    session.run("lint-imports")

@@ -35,8 +35,8 @@ from equivalence.compare import (
 )
 from equivalence.localize import Localization
 from equivalence.sensitivity import run_suite
-from harness.paths import PATHS, parse_list
 from native.faults import FAULTS
+from workers.paths import PATHS, parse_list
 from zoo.specs import MODELS, VARIANTS, get_spec
 
 VERDICT_SCHEMA_VERSION = 2
@@ -82,11 +82,11 @@ def _print_report(report: ModelReport) -> None:
         print(tabulate(rows, headers=["pair", "logits", "loss", "worst gradient", ""]))
     print("verdicts: " + ", ".join(f"{p} {v}" for p, v in report.verdicts.items()))
     for path, outcome in report.outcomes.items():
-        if outcome["status"] == "unavailable":
-            print(f"skipped {path}: {outcome['error']}")
-        elif outcome["status"] != "ok":
-            print(f"FAILED {path}: {outcome['error']}")
-            print(outcome.get("traceback") or outcome.get("stderr_tail", ""))
+        if outcome.status == "unavailable":
+            print(f"skipped {path}: {outcome.error}")
+        elif not outcome.ok:
+            print(f"FAILED {path}: {outcome.error}")
+            print(outcome.traceback or outcome.stderr_tail or "")
     if report.trajectory_pairs:
         _print_trajectories(report.case.model, report.trajectory_pairs)
     for pair in report.pairs:
@@ -164,8 +164,8 @@ def _print_accuracy(report: AccuracyReport) -> None:
     epochs = max((len(c) for c in report.curves.values()), default=0)
     print(tabulate(rows, headers=["path", *(f"epoch {e + 1}" for e in range(epochs))]))
     for path, outcome in report.outcomes.items():
-        if outcome["status"] != "ok":
-            print(f"{outcome['status'].upper()} {path}: {outcome.get('error')}")
+        if not outcome.ok:
+            print(f"{outcome.status.upper()} {path}: {outcome.error}")
     verdict = "ok" if report.spread <= ACCURACY_SPREAD else "TOO WIDE"
     print(
         f"spread of final accuracy across paths: {report.spread:.3f} "
@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{a.model} accuracy"
         for a in accuracies
         if a.spread > ACCURACY_SPREAD
-        or any(o["status"] not in ("ok", "unavailable") for o in a.outcomes.values())
+        or any(o.status not in ("ok", "unavailable") for o in a.outcomes.values())
     ]
     print("\nall paths agree" if not bad else f"\ndisagreement in: {', '.join(bad)}")
     return 1 if bad else 0
@@ -291,7 +291,8 @@ def _fault_suite(paths: list[str], timeout: float) -> int:
     with Checker(paths, timeout=timeout) as checker:
         available = [p for p in native if checker.workers[p].failure is None]
         for p in sorted(set(native) - set(available)):
-            print(f"skipped {p}: {checker.workers[p].failure}")
+            failure = checker.workers[p].failure
+            print(f"skipped {p}: {failure.error if failure else ''}")
         results = run_suite(checker, available)
     rows = [
         [
@@ -320,7 +321,8 @@ def _print_numerics(checker: Checker) -> None:
     print("pinned numerics per path:")
     for path, worker in checker.workers.items():
         pinned = worker.platform.get("numerics")
-        print(f"  {path}: {pinned if pinned is not None else worker.failure}")
+        failure = worker.failure.error if worker.failure else None
+        print(f"  {path}: {pinned if pinned is not None else failure}")
 
 
 def _write_verdicts(

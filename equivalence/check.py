@@ -7,19 +7,19 @@ localized against an agreeing path: the first layer where the two part ways
 (``equivalence.localize``).  ``accuracy`` trains on real digits and compares
 the test accuracy every path reaches.
 
-Framework-free: the paths run in workers (``harness.launch``), one process per
+Framework-free: the paths run in workers (``workers.launch``), one process per
 path kept open across models and cases, so Hypothesis can draw many cases
 without paying each framework's import again.  Workers run with fast-math
-modes off and deterministic algorithms on (``harness.numerics``).
+modes off and deterministic algorithms on (``workers.numerics``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -30,7 +30,15 @@ from equivalence.compare import (
     path_verdicts,
 )
 from equivalence.localize import Localization, localize
-from harness.launch import Worker
+from workers.launch import Reply, Worker
+from workers.messages import (
+    Accuracy,
+    AccuracyAnswer,
+    Activations,
+    ArraysAnswer,
+    Evaluate,
+    Trajectory,
+)
 from zoo.arrays import load_npz, save_npz
 from zoo.data import make_batches
 from zoo.digits import digit_epochs
@@ -76,7 +84,7 @@ class Case:
 @dataclass
 class ModelReport:
     case: Case
-    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    outcomes: dict[str, Reply] = field(default_factory=dict)
     pairs: list[PairResult] = field(default_factory=list)
     trajectory_pairs: list[PairResult] = field(default_factory=list)
     verdicts: dict[str, str] = field(default_factory=dict)
@@ -86,7 +94,7 @@ class ModelReport:
     def ok(self) -> bool:
         """No pair disagrees and no path failed to produce its arrays."""
         errored = any(
-            o["status"] not in ("ok", "unavailable") for o in self.outcomes.values()
+            o.status not in ("ok", "unavailable") for o in self.outcomes.values()
         )
         pairs = [*self.pairs, *self.trajectory_pairs]
         return not errored and all(p.ok for p in pairs)
@@ -98,7 +106,7 @@ class AccuracyReport:
 
     model: str
     curves: dict[str, list[float]] = field(default_factory=dict)
-    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    outcomes: dict[str, Reply] = field(default_factory=dict)
 
     @property
     def spread(self) -> float:
@@ -141,23 +149,31 @@ class Checker:
         self._tmp.cleanup()
 
     def _call(
-        self, path: str, request: dict[str, Any]
-    ) -> tuple[dict[str, Any], dict[str, np.ndarray] | None]:
-        """One request to ``path``'s worker, its outcome and the arrays it wrote."""
-        out = self.work / f"{path}-{request['task']}.npz"
-        outcome = self.workers[path].call({**request, "out": str(out)}, self.timeout)
-        arrays = load_npz(out) if outcome["status"] == "ok" and out.exists() else None
-        return outcome, arrays
+        self, path: str, request: Evaluate | Activations | Trajectory
+    ) -> tuple[Reply, dict[str, np.ndarray] | None]:
+        """One request to ``path``'s worker, its reply and the arrays it wrote
+        (into a file of this checker's, whatever ``out`` the request names)."""
+        out = self.work / f"{path}-{request.TASK}.npz"
+        reply = self.workers[path].call(
+            dataclasses.replace(request, out=str(out)), self.timeout
+        )
+        written = isinstance(reply.answer, ArraysAnswer) and out.exists()
+        return reply, load_npz(out) if written else None
 
     def _run_all(
-        self, report: ModelReport, request: dict[str, Any], faults: dict[str, str]
+        self,
+        report: ModelReport,
+        request: Evaluate | Trajectory,
+        faults: dict[str, str],
     ) -> dict[str, dict[str, np.ndarray]]:
         results = {}
         for path in self.workers:
-            if report.outcomes.get(path, {"status": "ok"})["status"] != "ok":
+            if path in report.outcomes and not report.outcomes[path].ok:
                 continue  # failed an earlier task already
-            outcome, arrays = self._call(path, {**request, "fault": faults.get(path)})
-            report.outcomes[path] = outcome
+            reply, arrays = self._call(
+                path, dataclasses.replace(request, fault=faults.get(path))
+            )
+            report.outcomes[path] = reply
             if arrays is not None:
                 results[path] = arrays
         return results
@@ -176,16 +192,19 @@ class Checker:
         )
         data = self.work / "batches.npz"
         save_npz(data, {"x": x * np.float32(case.input_scale), "y": y})
-        request = {"model": case.model, "weights": str(weights), "data": str(data)}
+        evaluate = Evaluate(
+            model=case.model, weights=str(weights), data=str(data), out=""
+        )
         report = ModelReport(case)
-        evaluated = self._run_all(report, {**request, "task": "evaluate"}, faults)
+        evaluated = self._run_all(report, evaluate, faults)
         for a, b in itertools.combinations(evaluated, 2):
             report.pairs.append(compare(case.model, a, evaluated[a], b, evaluated[b]))
         trajectories: dict[str, dict[str, np.ndarray]] = {}
         if case.steps:
-            trajectories = self._run_all(
-                report, {**request, "task": "trajectory"}, faults
+            trajectory = Trajectory(
+                model=case.model, weights=str(weights), data=str(data), out=""
             )
+            trajectories = self._run_all(report, trajectory, faults)
             for a, b in itertools.combinations(trajectories, 2):
                 report.trajectory_pairs.append(
                     compare_trajectory(
@@ -197,17 +216,20 @@ class Checker:
             ran, _merged(report.pairs, report.trajectory_pairs)
         )
         for path, outcome in report.outcomes.items():
-            if outcome["status"] == "unavailable":
+            if outcome.status == "unavailable":
                 report.verdicts[path] = "unavailable"
-            elif outcome["status"] != "ok":
+            elif not outcome.ok:
                 report.verdicts[path] = "error"
-        self._localize(report, request, faults, evaluated, trajectories)
+        activations = Activations(
+            model=case.model, weights=str(weights), data=str(data), out=""
+        )
+        self._localize(report, activations, faults, evaluated, trajectories)
         return report
 
     def _localize(
         self,
         report: ModelReport,
-        request: dict[str, Any],
+        request: Activations,
         faults: dict[str, str],
         evaluated: dict[str, dict[str, np.ndarray]],
         trajectories: dict[str, dict[str, np.ndarray]],
@@ -223,11 +245,12 @@ class Checker:
 
         def activations(path: str) -> tuple[dict[str, np.ndarray], str | None]:
             if path not in taps:
-                outcome, arrays = self._call(
-                    path, {**request, "task": "activations", "fault": faults.get(path)}
+                reply, arrays = self._call(
+                    path, dataclasses.replace(request, fault=faults.get(path))
                 )
-                error = outcome.get("result", {}).get("error") or outcome.get("error")
-                taps[path] = (arrays or {}, error)
+                answer = reply.answer
+                error = answer.error if isinstance(answer, ArraysAnswer) else None
+                taps[path] = (arrays or {}, error or reply.error)
             return taps[path]
 
         for path in failing:
@@ -260,15 +283,10 @@ class Checker:
         data = self.work / f"digits-{model}.npz"
         save_npz(data, digit_epochs(spec, seed, epochs))
         report = AccuracyReport(model)
+        request = Accuracy(model=model, weights=str(weights), data=str(data))
         for path, worker in self.workers.items():
-            request = {
-                "task": "accuracy",
-                "model": model,
-                "weights": str(weights),
-                "data": str(data),
-            }
-            outcome = worker.call(request, self.timeout)
-            report.outcomes[path] = outcome
-            if outcome["status"] == "ok":
-                report.curves[path] = outcome["result"]["accuracy"]
+            reply = worker.call(request, self.timeout)
+            report.outcomes[path] = reply
+            if isinstance(reply.answer, AccuracyAnswer):
+                report.curves[path] = reply.answer.accuracy
         return report

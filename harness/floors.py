@@ -20,16 +20,20 @@ from typing import Any
 from tabulate import tabulate
 
 from harness import records
-from harness.launch import Worker
 from harness.profiles import Profile
 from harness.run import DATA_SEED, WEIGHTS_SEED
 from native import IDIOMATIC
+from workers.launch import Worker
+from workers.messages import Floor, FloorAnswer, encode
 from zoo.data import batches_file
 from zoo.specs import get_spec
 from zoo.weights import weights_file
 
 SLOWER = 1.05
-VARIANTS = ("path", "idiomatic")
+VARIANTS = ("path", "idiomatic")  # the fields of workers.messages.FloorAnswer
+# Timed runs of each variant in its one process (not repeats: those are fresh
+# processes, and floors compares two steps inside one).
+RUNS = 5
 
 
 def native_frameworks() -> list[str]:
@@ -38,9 +42,16 @@ def native_frameworks() -> list[str]:
 
 
 def floors(
-    profile: Profile, *, models: list[str], frameworks: list[str], results_dir: Path
+    profile: Profile,
+    *,
+    models: list[str],
+    frameworks: list[str],
+    results_dir: Path,
+    runs: int = RUNS,
 ) -> tuple[Path, list[dict[str, Any]]]:
-    """Measure both variants per (framework, model); the records file and rows."""
+    """Measure both variants per (framework, model), ``runs`` timed runs of
+    the profile's ``train_steps`` each, interleaved in one worker process;
+    the records file and rows."""
     run_id = time.strftime("%Y%m%d-%H%M%S")
     out = results_dir / f"floors-{run_id}.jsonl"
     cache = results_dir / "cache"
@@ -53,26 +64,29 @@ def floors(
                 spec = get_spec(model)
                 settings = profile.settings(model)
                 batch = settings.batch_size or spec.workload.batch_size
-                request = {
-                    "task": "floor",
-                    "model": model,
-                    "weights": str(weights_file(spec, WEIGHTS_SEED, cache)),
-                    "data": str(
+                request = Floor(
+                    model=model,
+                    weights=str(weights_file(spec, WEIGHTS_SEED, cache)),
+                    data=str(
                         batches_file(
                             spec, DATA_SEED, batch, settings.train_steps, cache
                         )
                     ),
-                    "steps": settings.train_steps,
-                    "repeats": settings.repeats,
-                }
+                    steps=settings.train_steps,
+                    runs=runs,
+                )
                 print(f"{framework} {model} ...", file=sys.stderr, flush=True)
-                response = worker.call(request, profile.timeout_s)
-                ok = response["status"] == "ok"
+                reply = worker.call(request, profile.timeout_s)
+                answer = reply.answer
                 medians: dict[str, float | None] = {}
                 for variant in VARIANTS:
-                    values = response["result"][variant] if ok else {}
+                    timed = (
+                        getattr(answer, variant)
+                        if isinstance(answer, FloorAnswer)
+                        else None
+                    )
                     medians[variant] = (
-                        statistics.median(values["step_s"]) if ok else None
+                        statistics.median(timed.step_s) if timed else None
                     )
                     records.append(
                         out,
@@ -86,17 +100,19 @@ def floors(
                             framework=framework,
                             api=variant,
                             phase="train",
-                            status=response["status"],
+                            status=reply.status,
                             batch_size=batch,
                             equivalence="not checked",
-                            values=values,
-                            summary={"median_step_s": medians[variant]} if ok else {},
-                            settings={k: request[k] for k in ("steps", "repeats")},
+                            values=encode(timed) if timed else {},
+                            summary={"median_step_s": medians[variant]}
+                            if timed
+                            else {},
+                            settings={"steps": request.steps, "runs": runs},
                             platform={**host, **worker.platform},
-                            error=None if ok else response.get("error"),
+                            error=reply.error,
                         ),
                     )
-                rows.append(_row(framework, model, medians, response.get("error")))
+                rows.append(_row(framework, model, medians, reply.error))
                 print(rows[-1], file=sys.stderr, flush=True)
     return out, rows
 

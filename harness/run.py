@@ -1,6 +1,6 @@
 """``python -m harness run``: time every model on every path, both phases.
 
-First the gate (``equivalence.gate``): every path gets a cached or fresh
+First the gate (``harness.gate``): every path gets a cached or fresh
 equivalence verdict for every model.  A path without a passing verdict is not
 timed (its cells get a ``not-timed`` record saying why) unless
 ``allow_unverified`` is set; then it is timed and its records say
@@ -15,7 +15,7 @@ order of the paths rotates from one repeat to the next, so slow drift
 on a shared machine (thermal, other jobs) is spread over all paths alike.  In
 each process the first step (compilation, tracing, allocation) and the
 warm-up are timed apart from the steady state.  Thread settings are set
-explicitly for every worker (``harness.numerics.thread_environment``) and
+explicitly for every worker (``workers.numerics.thread_environment``) and
 recorded.
 
 Records are appended to ``<results>/run-<timestamp>.jsonl`` as each cell's
@@ -33,14 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from equivalence.gate import verify
 from harness import records
 from harness.flops import step_flops
-from harness.launch import Worker
-from harness.numerics import thread_environment
-from harness.paths import get_path
+from harness.gate import verify
 from harness.peak import measure_matmul_peak
 from harness.profiles import Profile, Settings
+from workers.launch import Worker
+from workers.messages import Infer, Train, encode
+from workers.numerics import thread_environment
+from workers.paths import get_path
 from zoo.data import batches_file
 from zoo.specs import get_spec
 from zoo.weights import weights_file
@@ -50,7 +51,7 @@ DATA_SEED = 1  # the floors benchmark's; runs take the profile's seed
 
 
 LATENCY_SAMPLES = 10
-RESOURCE_KEYS = ("cpu_util", "peak_rss_mb", "peak_gpu_mb")  # harness.resources
+RESOURCE_KEYS = ("cpu_util", "peak_rss_mb", "peak_gpu_mb")  # workers.resources
 
 
 def summarize(
@@ -78,26 +79,22 @@ def summarize(
 
 def _request(
     settings: Settings, model: str, phase: str, weights: Path, data: Path
-) -> dict[str, Any]:
-    request: dict[str, Any] = {
-        "task": phase,
-        "model": model,
-        "weights": str(weights),
-        "data": str(data),
-    }
+) -> Train | Infer:
+    files = {"model": model, "weights": str(weights), "data": str(data)}
     if phase == "train":
-        request |= {
-            "steps": settings.train_steps,
-            "repeats": 1,  # one timed run per process; repeats are processes
-            "warmup_repeats": settings.warmup_repeats,
-        }
-    else:
-        request |= {
-            "window_s": settings.window_s,
-            "warmup_rounds": settings.warmup_rounds,
-            "latency_samples": LATENCY_SAMPLES if settings.latency else 0,
-        }
-    return request
+        # One timed run per process: the repeats are fresh processes.
+        return Train(
+            **files,
+            steps=settings.train_steps,
+            runs=1,
+            warmup_runs=settings.warmup_runs,
+        )
+    return Infer(
+        **files,
+        window_s=settings.window_s,
+        warmup_rounds=settings.warmup_rounds,
+        latency_samples=LATENCY_SAMPLES if settings.latency else 0,
+    )
 
 
 @dataclass(frozen=True)
@@ -135,9 +132,9 @@ def _open(
     if not resume.is_file():
         raise FileNotFoundError(f"--resume: no records file {resume}")
     done: Counter[tuple[Cell, int]] = Counter(
-        (Cell(r["model"], r["path"], r["phase"], r["batch_size"]), r["repeat"])
+        (Cell(r.model, r.path, r.phase, r.batch_size), r.repeat)
         for r in records.read(resume)
-        if r["status"] in ("ok", "not-timed")
+        if r.status in ("ok", "not-timed")
     )
     return resume.stem.removeprefix("run-"), resume, done
 
@@ -215,13 +212,13 @@ def run(
 def _check_resumable(out: Path, profile: str, host: dict[str, Any]) -> None:
     """Raises ValueError when this machine, code or profile differs from the
     one that wrote ``out``: the report would refuse to pool the two halves."""
-    earlier = next(r for r in records.read(out) if r["status"] in ("ok", "not-timed"))
-    if earlier["profile"] != profile:
+    earlier = next(r for r in records.read(out) if r.status in ("ok", "not-timed"))
+    if earlier.profile != profile:
         raise ValueError(
-            f"--resume: {out} was measured with profile {earlier['profile']!r}, "
-            f"not {profile!r}; resume it with --profile {earlier['profile']}"
+            f"--resume: {out} was measured with profile {earlier.profile!r}, "
+            f"not {profile!r}; resume it with --profile {earlier.profile}"
         )
-    before = earlier.get("platform") or {}
+    before = earlier.platform
     for key in records.POOLED_KEYS:
         if key in host and key in before and host[key] != before[key]:
             raise ValueError(
@@ -295,28 +292,27 @@ class _Context:
         weights = weights_file(spec, WEIGHTS_SEED, self.cache)
         data = batches_file(spec, self.profile.seed, cell.batch_size, count, self.cache)
         request = _request(settings, cell.model, cell.phase, weights, data)
-        response = worker.call(request, self.profile.timeout_s)
-        ok = response["status"] == "ok"
-        values = response.get("result", {}) if ok else {}
+        reply = worker.call(request, self.profile.timeout_s)
+        values = encode(reply.answer) if reply.answer is not None else {}
         summary = {}
-        if ok:
+        if reply.ok:
             flops = step_flops(spec, cell.phase, cell.batch_size)
-            summary = summarize(
-                cell.phase, values, response.get("resources", {}), flops
-            )
+            summary = summarize(cell.phase, values, reply.resources, flops)
         return self._record(
             cell,
             repeat,
-            status=response["status"],
+            status=reply.status,
             equivalence=verdict,
             verified=verdict == "pass",
             values=values,
             summary=summary,
             settings={
-                k: v for k, v in request.items() if k not in ("weights", "data", "task")
+                k: v
+                for k, v in encode(request).items()
+                if k not in ("weights", "data", "task")
             },
             platform={**self.host, **worker.platform},
-            error=None if ok else response.get("error"),
+            error=reply.error,
         )
 
 

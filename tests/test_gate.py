@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from equivalence.gate import library_versions, sources_digest, verdict_key
+from harness.gate import library_versions, sources_digest, verdict_key
 
 
 def _key(**changes: object) -> str:
@@ -30,16 +30,23 @@ def test_the_key_depends_on_model_path_weights_sources_and_versions() -> None:
     assert _key(versions={"torch": "2.14.0"}) != base
 
 
-def test_editing_a_model_source_changes_the_digest(tmp_path: Path) -> None:
-    for folder in ("zoo", "native", "equivalence", "harness"):
+def test_editing_a_model_source_or_the_path_registry_changes_the_digest(
+    tmp_path: Path,
+) -> None:
+    for folder in ("zoo", "native", "workers", "equivalence", "harness"):
         (tmp_path / folder).mkdir()
     model = tmp_path / "native" / "lenet.py"
     model.write_text("padding = 'same'\n")
-    for name in ("worker.py", "numerics.py"):
-        (tmp_path / "harness" / name).write_text("")
+    registry = tmp_path / "workers" / "paths.py"
+    registry.write_text("PATHS = ['native-torch']\n")
+    (tmp_path / "harness" / "gate.py").write_text("")
     before = sources_digest(tmp_path)
     assert sources_digest(tmp_path) == before
     model.write_text("padding = 'valid'\n")
+    assert sources_digest(tmp_path) != before
+    model.write_text("padding = 'same'\n")
+    assert sources_digest(tmp_path) == before
+    registry.write_text("PATHS = ['native-torch', 'native-torch-compile']\n")
     assert sources_digest(tmp_path) != before
 
 

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.numerics import thread_environment
-from harness.resources import Sampler
+from workers.numerics import thread_environment
+from workers.resources import Sampler
 
 pytest.importorskip("psutil")
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from equivalence.check import Checker
-from harness.paths import OPTIONAL_FRAMEWORKS, PATHS
+from workers.paths import OPTIONAL_FRAMEWORKS, PATHS
 
 for module in ("keras", "jax", "tensorflow", "torch"):
     pytest.importorskip(module)
@@ -28,9 +28,9 @@ def checker() -> Iterator[Checker]:
             if worker.failure is None:
                 continue
             assert PATHS[path].framework in OPTIONAL_FRAMEWORKS, (
-                f"{path}: {worker.failure}"
+                f"{path}: {worker.failure.error}"
             )
-            UNAVAILABLE[path] = worker.failure["error"]
+            UNAVAILABLE[path] = str(worker.failure.error)
             del c.workers[path]
         yield c
 

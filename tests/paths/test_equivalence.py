@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from equivalence.__main__ import ACCURACY_SPREAD, DEFAULT_STEPS
 from equivalence.check import Case, Checker, ModelReport
 from equivalence.sensitivity import FAULT_CASES, check_fault
-from harness.launch import PROJECT_ROOT
-from harness.paths import OPTIONAL_FRAMEWORKS, PATHS
 from tests.paths.conftest import UNAVAILABLE, require
+from workers.launch import PROJECT_ROOT
+from workers.paths import OPTIONAL_FRAMEWORKS, PATHS
 
 pytestmark = pytest.mark.paths
 NATIVE_PATHS = [p for p, info in PATHS.items() if info.api == "native"]
@@ -30,8 +30,8 @@ seeds = st.integers(0, 2**16)
 def _explain(report: ModelReport) -> str:
     lines = [f"replay with: {report.case.command()}"]
     for path, outcome in report.outcomes.items():
-        if outcome["status"] != "ok":
-            lines.append(f"{path}: {outcome['status']}: {outcome.get('error')}")
+        if not outcome.ok:
+            lines.append(f"{path}: {outcome.status}: {outcome.error}")
     for pair in [*report.pairs, *report.trajectory_pairs]:
         lines += [
             f"{pair.a} vs {pair.b}: {e.quantity} {e.error:.2e} > {e.tolerance:.0e}"

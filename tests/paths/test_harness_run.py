@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 import harness.run
-from equivalence.gate import verify
 from harness import records
-from harness.paths import OPTIONAL_FRAMEWORKS, PATHS, PHASES
+from harness.gate import verify
 from harness.profiles import PROFILES
 from harness.report import report
 from harness.run import run
+from workers.paths import OPTIONAL_FRAMEWORKS, PATHS, PHASES
 
 pytestmark = pytest.mark.paths
 
@@ -99,6 +99,7 @@ def test_floors_time_every_native_path_against_its_idiomatic_step(
         models=["ffn"],
         frameworks=native_frameworks(),
         results_dir=tmp_path,
+        runs=1,
     )
     assert [r["framework"] for r in rows] == native_frameworks()
     assert all(r["native/idiomatic"] is not None for r in rows), rows

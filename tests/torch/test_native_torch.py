@@ -10,8 +10,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from harness.launch import Worker  # noqa: E402
 from native import load_apply, load_framework  # noqa: E402
+from workers.launch import Worker  # noqa: E402
+from workers.messages import Evaluate  # noqa: E402
 from zoo.data import batches_file, make_batches  # noqa: E402
 from zoo.specs import MODELS, Workload  # noqa: E402
 from zoo.weights import make_weights, weights_file  # noqa: E402
@@ -53,19 +54,18 @@ def test_worker_reports_a_bad_request_and_keeps_serving(tmp_path: Path) -> None:
         assert worker.failure is None
         assert worker.platform["framework"] == "torch"
         bad = worker.call(
-            {"task": "evaluate", "model": "resnet", "weights": "x", "data": "y"},
-            timeout=60,
+            Evaluate(model="resnet", weights="x", data="y", out="o"), timeout=60
         )
-        assert bad["status"] == "error"
-        assert "unknown model 'resnet'" in bad["error"]
+        assert bad.status == "error"
+        assert bad.error is not None
+        assert "unknown model 'resnet'" in bad.error
         good = worker.call(
-            {
-                "task": "evaluate",
-                "model": "ffn",
-                "weights": str(weights),
-                "data": str(data),
-                "out": str(tmp_path / "o.npz"),
-            },
+            Evaluate(
+                model="ffn",
+                weights=str(weights),
+                data=str(data),
+                out=str(tmp_path / "o.npz"),
+            ),
             timeout=60,
         )
-        assert good["status"] == "ok"
+        assert good.ok

@@ -1,24 +1,15 @@
 """Training runs as a worker performs them for the equivalence checks.
 
-Written once against a ``Session`` (``native.runner.Session`` and
-``zoo.keras_path.Session`` both have this surface), so every path runs the
-very same loop.  Framework-free and NumPy 1.23-safe: the MXNet worker imports
-it too.
+Written once against a ``workers.protocol.Session`` (both runners' sessions
+meet it), so every path runs the very same loop.  Framework-free and NumPy
+1.23-safe: the MXNet worker imports it too.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import numpy as np
 
-
-class Session(Protocol):
-    def step(self, x: np.ndarray, y: np.ndarray, with_loss: bool = True) -> float: ...
-
-    def params(self) -> dict[str, np.ndarray]: ...
-
-    def logits(self, x: np.ndarray) -> np.ndarray: ...
+from workers.protocol import Session
 
 
 def trajectory(

@@ -1,29 +1,55 @@
 """Starting workers and talking to them, from the framework-free orchestrator.
 
-A ``Worker`` is one child process serving one path (see ``harness.worker``).
-Nothing a worker does can take the orchestrator down: a worker that cannot
-import its framework, crashes, or runs past its timeout turns into a response
-with status ``unavailable``, ``crashed`` or ``timeout`` and a readable reason,
-and the caller moves on to the next cell.
+A ``Worker`` is one child process serving one path (``workers.serve``).  It
+takes typed requests and gives typed replies (``workers.messages``).  Nothing
+a worker does can take the orchestrator down: a worker that cannot import its
+framework, crashes, or runs past its timeout turns into a ``Reply`` with
+status ``unavailable``, ``crashed`` or ``timeout`` and a readable reason, and
+the caller moves on to the next cell.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import selectors
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from harness.paths import get_path, interpreter
-from harness.resources import Sampler
+from workers.messages import Answer, Request, decode_answer, encode
+from workers.paths import get_path, interpreter
+from workers.resources import Sampler
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 STDERR_TAIL = 2000
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What became of one request (or of a worker's start).
+
+    ``status``: ``ok`` (``answer`` is set), ``error`` (the task raised:
+    ``error`` and ``traceback``), ``crashed``, ``timeout`` or ``unavailable``
+    (the worker is gone or never started: ``error`` and ``stderr_tail``).
+    ``resources``: the worker's CPU use and peak memory while it served the
+    request (``workers.resources``)."""
+
+    status: str
+    answer: Answer | None = None
+    error: str | None = None
+    traceback: str | None = None
+    stderr_tail: str | None = None
+    resources: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
 
 
 class Worker:
@@ -37,11 +63,11 @@ class Worker:
         deterministic: bool = False,
     ) -> None:
         """``deterministic``: the worker turns on its framework's deterministic
-        algorithms (``harness.numerics``), as the equivalence checks want."""
+        algorithms (``workers.numerics``), as the equivalence checks want."""
         self.path = get_path(path_id)
         self.python = interpreter(self.path.framework)
         self.platform: dict[str, Any] = {}
-        self.failure: dict[str, Any] | None = None
+        self.failure: Reply | None = None
         # Lives as long as the worker; closed in close().
         self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
         child_env = {**os.environ, **(env or {})}
@@ -55,7 +81,7 @@ class Worker:
                 [
                     self.python,
                     "-m",
-                    "harness.worker",
+                    "workers.serve",
                     path_id,
                     *(["--deterministic"] if deterministic else []),
                 ],
@@ -68,17 +94,20 @@ class Worker:
             )
         except OSError as exc:
             self._proc = None
-            self.failure = {
-                "status": "unavailable",
-                "error": f"cannot start {self.python} for {path_id}: {exc}",
-            }
+            self.failure = Reply(
+                "unavailable", error=f"cannot start {self.python} for {path_id}: {exc}"
+            )
             return
         hello = self._receive(start_timeout)
-        if hello.get("status") == "ready":
+        if isinstance(hello, dict) and hello.get("status") == "ready":
             self.platform = hello.get("platform", {})
-        else:
-            self.failure = hello
-            self.close()
+            return
+        self.failure = (
+            hello
+            if isinstance(hello, Reply)
+            else Reply("crashed", error=f"{path_id} worker did not say it was ready")
+        )
+        self.close()
 
     def __enter__(self) -> Worker:
         return self
@@ -86,10 +115,8 @@ class Worker:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """Send one request; the response, or a failure response, never raises.
-        The response carries the worker's CPU use and peak memory meanwhile
-        (``resources``, see ``harness.resources``)."""
+    def call(self, request: Request, timeout: float) -> Reply:
+        """Send one request; its reply, or a failure reply: never raises."""
         if self.failure is not None:
             return self.failure
         assert self._proc is not None
@@ -97,36 +124,67 @@ class Worker:
         with Sampler(self._proc.pid) as sampler:
             # If the process died, writing fails; _receive then says how it died.
             with contextlib.suppress(OSError):
-                self._proc.stdin.write(json.dumps(request) + "\n")
+                self._proc.stdin.write(json.dumps(encode(request)) + "\n")
                 self._proc.stdin.flush()
-            response = self._receive(timeout)
-        response["resources"] = sampler.result()
-        if response["status"] in ("crashed", "timeout"):
-            self.failure = response
+            message = self._receive(timeout)
+        resources = sampler.result()
+        if isinstance(message, Reply):  # the worker is gone
+            self.failure = dataclasses.replace(message, resources=resources)
             self.close()
-        return response
+            return self.failure
+        if message.get("status") != "ok":
+            return Reply(
+                "error",
+                error=str(message.get("error")),
+                traceback=message.get("traceback"),
+                stderr_tail=self.stderr_tail(),
+                resources=resources,
+            )
+        try:
+            answer = decode_answer(request, message.get("result"))
+        except ValueError as exc:
+            return Reply("error", error=f"malformed answer: {exc}", resources=resources)
+        return Reply("ok", answer=answer, resources=resources)
 
-    def _receive(self, timeout: float) -> dict[str, Any]:
+    def _receive(self, timeout: float) -> dict[str, Any] | Reply:
+        """The worker's next message, or the failure that ended it: no answer
+        in ``timeout`` seconds, an exit, a message that is not JSON, or an
+        ``unavailable`` message at start-up."""
         assert self._proc is not None
         assert self._proc.stdout is not None
         line = _readline(self._proc.stdout, timeout)
         if line is None:
             self._kill()
-            return {
-                "status": "timeout",
-                "error": f"{self.path.id} worker gave no answer within {timeout:.0f} s",
-                "stderr_tail": self.stderr_tail(),
-            }
+            return Reply(
+                "timeout",
+                error=f"{self.path.id} worker gave no answer within {timeout:.0f} s",
+                stderr_tail=self.stderr_tail(),
+            )
         if not line:
             code = self._proc.wait()
-            return {
-                "status": "crashed",
-                "error": f"{self.path.id} worker exited with code {code}",
-                "stderr_tail": self.stderr_tail(),
-            }
-        message: dict[str, Any] = json.loads(line)
-        if message.get("status") not in ("ok", "ready"):
-            message.setdefault("stderr_tail", self.stderr_tail())
+            return Reply(
+                "crashed",
+                error=f"{self.path.id} worker exited with code {code}",
+                stderr_tail=self.stderr_tail(),
+            )
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = None
+        if not isinstance(message, dict):
+            self._kill()
+            return Reply(
+                "crashed",
+                error=f"{self.path.id} worker wrote a line that is not a message: "
+                f"{line.strip()!r:.80}",
+                stderr_tail=self.stderr_tail(),
+            )
+        if message.get("status") == "unavailable":
+            return Reply(
+                "unavailable",
+                error=str(message.get("error")),
+                stderr_tail=self.stderr_tail(),
+            )
         return message
 
     def stderr_tail(self) -> str:

@@ -1,5 +1,6 @@
 """The gate in front of every timing: a path is timed only once it is shown
-to compute what the other paths compute.
+to compute what the other paths compute.  It lives with its caller,
+``harness.run``, and asks ``equivalence.check`` for the verdicts.
 
 ``verify`` returns, per model and path, the verdict of an equivalence check
 (``GATE_STEPS`` training steps on small batches, every path against every
@@ -8,9 +9,10 @@ other, from the weights the timing uses).  Verdicts are cached in
 change the answer:
 
 - the model's spec and the canonical weights' bytes;
-- the source of the code that defines the models and the checks (``zoo/``,
-  ``native/``, ``equivalence/``, the worker and its numeric settings): any
-  edit invalidates every verdict, which errs on the safe side;
+- the source of the code that defines the models, runs them and checks them
+  (``zoo/``, ``native/``, ``workers/`` with the path registry, the worker loop
+  and its numeric settings, ``equivalence/``, and this gate): any edit
+  invalidates every verdict, which errs on the safe side;
 - the tolerance tables;
 - the versions of the libraries in the path's environment, read with
   ``importlib.metadata`` by that environment's interpreter.
@@ -33,8 +35,8 @@ from typing import Any
 
 from equivalence.check import Case, Checker
 from equivalence.compare import TOLERANCES, TRAJECTORY_TOLERANCE
-from harness.launch import PROJECT_ROOT
-from harness.paths import PATHS, get_path, interpreter
+from workers.launch import PROJECT_ROOT
+from workers.paths import PATHS, get_path, interpreter
 from zoo.specs import get_spec
 from zoo.weights import weights_file
 
@@ -42,7 +44,7 @@ GATE_STEPS = 2
 GATE_BATCH = 4
 CACHE_NAME = "verdicts.json"
 CACHE_SCHEMA_VERSION = 1
-_SOURCES = ("zoo", "native", "equivalence", "harness/worker.py", "harness/numerics.py")
+_SOURCES = ("zoo", "native", "workers", "equivalence", "harness/gate.py")
 _DISTRIBUTIONS = (
     "numpy",
     "keras",

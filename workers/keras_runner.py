@@ -1,7 +1,8 @@
 """The Keras paths (``keras-jax``, ``keras-tensorflow``, ``keras-torch``) as
-a worker runs them.
+a worker runs them: the ``workers.protocol.Runner`` of Keras.
 
-``KerasRunner(backend)`` sets ``KERAS_BACKEND`` and only then imports Keras.
+``KerasRunner(backend)`` sets ``KERAS_BACKEND`` and only then imports Keras;
+the models themselves are built by ``zoo.keras_models``.
 Training is timed through ``Model.fit`` and inference through
 ``Model.predict``, the APIs users use; gradients for the equivalence checks
 come from each backend's own autodiff around the same Keras model.
@@ -28,7 +29,7 @@ class KerasRunner:
         os.environ["KERAS_BACKEND"] = backend
         self.keras = importlib.import_module("keras")
         self.models = importlib.import_module("zoo.keras_models")
-        self.backend = backend
+        self.backend = self.framework = backend
         if self.keras.backend.backend() != backend:
             raise RuntimeError(f"Keras chose {self.keras.backend.backend()!r}")
 
@@ -153,8 +154,7 @@ class KerasRunner:
 
 class Session:
     """A training run step by step through ``train_on_batch``, for the
-    trajectory and accuracy checks; the same surface as
-    ``native.runner.Session``."""
+    trajectory and accuracy checks (``workers.protocol.Session``)."""
 
     def __init__(
         self, runner: KerasRunner, spec: ModelSpec, weights: Mapping[str, np.ndarray]

@@ -3,7 +3,7 @@
 Fast-math modes (TF32 matmuls and convolutions on NVIDIA GPUs, reduced JAX
 matmul precision) are always off, so the computation that is timed is the one
 the equivalence checks verified.  Deterministic algorithms are turned on only
-when asked (``python -m harness.worker PATH --deterministic``, as the
+when asked (``python -m workers.serve PATH --deterministic``, as the
 equivalence checks do): on GPUs they can be slower than what users run.
 
 Thread counts are set explicitly for every worker: the orchestrator turns a
@@ -13,9 +13,10 @@ which the frameworks read at start-up (OpenMP, MKL, OpenBLAS, TensorFlow's
 applies to PyTorch (``torch.set_num_threads``).  XLA on CPU (JAX) sizes its
 own pool from the cores it sees; its count is recorded as given.
 
-Each function returns the settings it leaves in force, for the records.  The
-pinning functions run inside a worker only: the framework imports happen
-there, lazily.
+Each function returns the settings it leaves in force, for the records.
+``thread_environment`` runs in the orchestrator; the pinning functions run
+inside a worker only (``workers.serve``), where the framework imports happen,
+lazily.
 """
 
 from __future__ import annotations

@@ -1,0 +1,272 @@
+"""Typed requests and answers: everything that crosses the process boundary.
+
+One frozen dataclass per worker task for the request and one for its answer;
+the orchestrator (``workers.launch``) and the worker (``workers.serve``) both
+use them, so a field has one name and one type on both sides.  On the wire a
+request is one JSON object, ``{"task": <TASK>, <fields>}``; an answer is the
+JSON object of its fields (fields that are ``None`` are left out).  Arrays
+never travel inside JSON: they are ``.npz`` files whose paths the messages
+name.
+
+The words for counts: ``steps`` optimizer steps make one timed *run*; a worker
+process times ``runs`` runs after ``warmup_runs`` untimed ones.  *Repeats*
+are fresh worker processes, chosen by the orchestrator (``harness.run``);
+no request carries them.
+
+Standard library only: the MXNet worker (NumPy 1.23, no Keras) imports it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    """What every task needs: the model, the canonical weights file, the
+    batches file (``x``/``y`` arrays of mini-batches), and a deliberate fault
+    to inject (``native.faults``; native paths only)."""
+
+    TASK: ClassVar[str]
+    ANSWER: ClassVar[type[Answer]]
+
+    model: str
+    weights: str
+    data: str
+    fault: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answer:
+    """Base of every task's answer."""
+
+
+# --- equivalence tasks ---------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArraysAnswer(Answer):
+    arrays: str  # the .npz file the worker wrote
+    error: str | None = None  # why a forward pass stopped part-way
+
+
+@dataclass(frozen=True, kw_only=True)
+class Evaluate(Request):
+    """Logits, loss and canonical gradients of mini-batch ``batch_index``,
+    written to ``out`` as ``logits``, ``loss`` and ``grad:<name>``."""
+
+    TASK = "evaluate"
+    ANSWER = ArraysAnswer
+    out: str
+    batch_index: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Activations(Request):
+    """Every tapped layer's output on the first mini-batch, written to ``out``."""
+
+    TASK = "activations"
+    ANSWER = ArraysAnswer
+    out: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Trajectory(Request):
+    """One optimizer step per mini-batch; the losses and the parameters after
+    every step (``workers.runs.trajectory``), written to ``out``."""
+
+    TASK = "trajectory"
+    ANSWER = ArraysAnswer
+    out: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class AccuracyAnswer(Answer):
+    accuracy: list[float]  # test accuracy after every epoch
+
+
+@dataclass(frozen=True, kw_only=True)
+class Accuracy(Request):
+    """Train on ``train_x``/``train_y`` epoch by epoch, test after each."""
+
+    TASK = "accuracy"
+    ANSWER = AccuracyAnswer
+
+
+# --- timing tasks ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainAnswer(Answer):
+    first_step_s: float  # the first step alone: compilation, tracing, allocation
+    step_s: list[float]  # seconds per step, one entry per timed run
+
+
+@dataclass(frozen=True, kw_only=True)
+class Train(Request):
+    """Time ``runs`` runs of ``steps`` training steps after the first step and
+    ``warmup_runs`` untimed runs (``workers.timing.time_training``)."""
+
+    TASK = "train"
+    ANSWER = TrainAnswer
+    steps: int
+    runs: int = 1
+    warmup_runs: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class InferAnswer(Answer):
+    warmup_s: float
+    round_s: list[float]  # seconds per round over every resident batch
+    batches_per_round: int
+    batches_per_s: float
+    # single mini-batches, when the request asked for latency samples
+    latency_s: list[float] | None = None
+    latency_p50_s: float | None = None
+    latency_p90_s: float | None = None
+    latency_p99_s: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Infer(Request):
+    """Inference rounds over the resident batches for ``window_s`` seconds,
+    after ``warmup_rounds``; then ``latency_samples`` single mini-batches."""
+
+    TASK = "infer"
+    ANSWER = InferAnswer
+    window_s: float
+    warmup_rounds: int
+    latency_samples: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class FloorAnswer(Answer):
+    path: TrainAnswer  # the native path's step
+    idiomatic: TrainAnswer  # the framework's idiomatic fast step
+
+
+@dataclass(frozen=True, kw_only=True)
+class Floor(Request):
+    """The native step and the idiomatic step, their timed runs interleaved."""
+
+    TASK = "floor"
+    ANSWER = FloorAnswer
+    steps: int
+    runs: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelfcheckAnswer(Answer):
+    harness_s: list[float]  # seconds per step by the harness' loop
+    reference_s: list[float]  # by the framework's reference timer, paired
+    reference_timer: str
+    timer_overhead_s: float  # one timed region's own cost
+
+
+@dataclass(frozen=True, kw_only=True)
+class Selfcheck(Request):
+    """``pairs`` adjacent timings of ``steps`` steps, harness and reference
+    timer in turn (``workers.timing.time_against_reference``)."""
+
+    TASK = "selfcheck"
+    ANSWER = SelfcheckAnswer
+    steps: int
+    pairs: int
+
+
+REQUESTS: dict[str, type[Request]] = {
+    r.TASK: r
+    for r in (
+        Evaluate,
+        Activations,
+        Trajectory,
+        Accuracy,
+        Train,
+        Infer,
+        Floor,
+        Selfcheck,
+    )
+}
+
+
+# --- the wire --------------------------------------------------------------------
+
+
+def encode(message: Request | Answer) -> dict[str, Any]:
+    """A message as a JSON-ready dict: a request with its ``task``; fields
+    that are ``None`` left out."""
+    fields = {k: v for k, v in dataclasses.asdict(message).items() if v is not None}
+    if isinstance(message, Request):
+        return {"task": message.TASK, **fields}
+    return fields
+
+
+def decode_request(document: Any) -> Request:
+    """The request a JSON object describes; ValueError in one sentence for
+    anything else."""
+    if not isinstance(document, dict) or document.get("task") not in REQUESTS:
+        task = document.get("task") if isinstance(document, dict) else document
+        raise ValueError(f"unknown task {task!r}; known tasks: {', '.join(REQUESTS)}")
+    fields = {k: v for k, v in document.items() if k != "task"}
+    return _build(REQUESTS[document["task"]], fields)
+
+
+def decode_answer(request: Request, document: Any) -> Answer:
+    """The answer to ``request`` that a JSON object describes."""
+    return _build(request.ANSWER, document)
+
+
+_Message = typing.TypeVar("_Message", Request, Answer)
+
+
+def _build(cls: type[_Message], document: Any) -> _Message:
+    """``cls`` from a dict of its fields, nested answers included; unknown,
+    missing or wrongly typed fields are a ValueError naming the field."""
+    name = cls.TASK if issubclass(cls, Request) else cls.__name__
+    if not isinstance(document, dict):
+        raise ValueError(f"{name}: expected a JSON object, got {document!r:.80}")
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(document) - set(known))
+    if unknown:
+        raise ValueError(f"{name}: unknown field {unknown[0]!r}")
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for key, raw in document.items():
+        hint = hints[key]
+        value = raw
+        if isinstance(hint, type) and issubclass(hint, Answer):
+            value = _build(hint, raw)
+        elif not _fits(value, hint):
+            raise ValueError(f"{name}: field {key!r} has the wrong type: {value!r:.80}")
+        values[key] = value
+    missing = [
+        k
+        for k, f in known.items()
+        if k not in values
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise ValueError(f"{name}: missing field {missing[0]!r}")
+    return cls(**values)
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a JSON value fits a field's type (str, int, float, bool, lists
+    of numbers, optionals of those)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if origin is list:
+        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)

@@ -1,0 +1,212 @@
+"""The timing loops every path is measured with, inside its worker.
+
+Callers hand in closures that do the work *and wait for it* (a value read back,
+``block_until_ready``, ``synchronize``): a loop here never measures dispatch
+alone as long as that contract holds.  Each loop returns its task's typed
+answer (``workers.messages``).
+
+Counts: a *run* is ``steps`` training steps timed as one region; one process
+times ``runs`` of them after ``warmup_runs`` untimed ones.  Fresh processes
+(*repeats*) are the orchestrator's business.
+
+Framework-free except the self-check's reference timers, which import their
+framework lazily.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Sequence
+
+from workers.messages import InferAnswer, SelfcheckAnswer, TrainAnswer
+
+
+def time_training(
+    run: Callable[[int], None], steps: int, runs: int, warmup_runs: int = 0
+) -> TrainAnswer:
+    """First step alone (compilation, tracing, allocation), ``warmup_runs``
+    untimed runs of ``steps`` steps, then ``runs`` timed runs of ``steps``
+    steady-state steps each, as seconds per step."""
+    start = time.perf_counter()
+    run(1)
+    first = time.perf_counter() - start
+    for _ in range(warmup_runs):
+        run(steps)
+    per_step = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        run(steps)
+        per_step.append((time.perf_counter() - start) / steps)
+    return TrainAnswer(first_step_s=first, step_s=per_step)
+
+
+def time_training_interleaved(
+    variants: Sequence[Callable[[int], None]], steps: int, runs: int
+) -> list[TrainAnswer]:
+    """``time_training`` for several variants of one step, their runs taken in
+    turn (A, B, A, B ...) so that drift on a shared machine hits all alike."""
+    first: list[float] = []
+    per_step: list[list[float]] = [[] for _ in variants]
+    for run in variants:
+        start = time.perf_counter()
+        run(1)
+        first.append(time.perf_counter() - start)
+    for _ in range(runs):
+        for times, run in zip(per_step, variants, strict=True):
+            start = time.perf_counter()
+            run(steps)
+            times.append((time.perf_counter() - start) / steps)
+    return [
+        TrainAnswer(first_step_s=f, step_s=s)
+        for f, s in zip(first, per_step, strict=True)
+    ]
+
+
+def time_inference(
+    run: Callable[[], None], batches_per_round: int, window_s: float, warmup_rounds: int
+) -> InferAnswer:
+    """Rounds over the resident batches until ``window_s`` has passed (at least
+    one round), after ``warmup_rounds`` untimed rounds."""
+    start = time.perf_counter()
+    for _ in range(warmup_rounds):
+        run()
+    warmup = time.perf_counter() - start
+    rounds: list[float] = []
+    window_start = time.perf_counter()
+    while True:
+        start = time.perf_counter()
+        run()
+        rounds.append(time.perf_counter() - start)
+        if time.perf_counter() - window_start >= window_s:
+            break
+    elapsed = time.perf_counter() - window_start
+    return InferAnswer(
+        warmup_s=warmup,
+        round_s=rounds,
+        batches_per_round=batches_per_round,
+        batches_per_s=len(rounds) * batches_per_round / elapsed,
+    )
+
+
+def time_latency(run: Callable[[], None], samples: int, warmup: int = 1) -> list[float]:
+    """``samples`` timings of ``run`` (one mini-batch, finished on return),
+    after ``warmup`` untimed calls."""
+    if samples < 1:
+        raise ValueError("latency needs at least one sample")
+    for _ in range(warmup):
+        run()
+    times = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def with_latency(
+    answer: InferAnswer, run: Callable[[], None], samples: int
+) -> InferAnswer:
+    """``answer`` with ``samples`` latencies of single mini-batches and their
+    50th, 90th and 99th percentiles (nearest rank: the value of an actual
+    call, never an interpolation)."""
+    times = time_latency(run, samples)
+    ordered = sorted(times)
+    return dataclasses.replace(
+        answer,
+        latency_s=times,
+        latency_p50_s=_nearest_rank(ordered, 50),
+        latency_p90_s=_nearest_rank(ordered, 90),
+        latency_p99_s=_nearest_rank(ordered, 99),
+    )
+
+
+def _nearest_rank(ordered: list[float], q: int) -> float:
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+# --- the self-check: the harness' loop against the framework's own timer ------
+
+
+def timer_overhead_s(iterations: int = 100_000) -> float:
+    """Seconds one timed region costs beyond its work (the minimum over five
+    batches of ``iterations``, so interruptions do not count)."""
+
+    def nothing() -> None:
+        return None
+
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(iterations):
+            t0 = time.perf_counter()
+            nothing()
+            _ = time.perf_counter() - t0
+        best = min(best, (time.perf_counter() - start) / iterations)
+    return best
+
+
+def _reference_torch(direct: Callable[[int], None], steps: int) -> float:
+    import torch
+    from torch.utils import benchmark
+
+    # Timer runs single-threaded unless told otherwise; the harness does not.
+    timer = benchmark.Timer(
+        stmt="direct(1)",
+        globals={"direct": direct},
+        num_threads=torch.get_num_threads(),
+    )
+    return float(timer.blocked_autorange(min_run_time=0.5).median)
+
+
+def _reference_jax(direct: Callable[[int], None], steps: int) -> float:
+    # ``direct(n)`` dispatches n steps and ends in ``jax.block_until_ready``.
+    start = time.perf_counter()
+    direct(steps)
+    return (time.perf_counter() - start) / steps
+
+
+REFERENCES = {"torch": _reference_torch, "jax": _reference_jax}
+TIMERS = {
+    "torch": "torch.utils.benchmark.Timer.blocked_autorange",
+    "jax": "explicit loop ending in block_until_ready",
+}
+
+
+def time_against_reference(
+    run: Callable[[int], None],
+    direct: Callable[[int], None],
+    framework: str,
+    steps: int,
+    pairs: int,
+) -> SelfcheckAnswer:
+    """Seconds per step by the harness (``run``, its training closure) and by
+    the framework's reference timer around ``direct`` (the framework's own
+    train step called in a plain loop, no harness code), in ``pairs``
+    adjacent pairs, which of the two goes first alternating; and the timer's
+    own overhead."""
+    if framework not in REFERENCES:
+        raise ValueError(
+            f"no reference timer for {framework}; known: {', '.join(REFERENCES)}"
+        )
+    # Both warm up alike (XLA on CPU keeps speeding up for a few steps after
+    # compiling).
+    for _ in range(3):
+        run(steps)
+        direct(steps)
+    reference_timer = REFERENCES[framework]
+    harness, reference = [], []
+    for i in range(pairs):
+        if i % 2:
+            reference.append(reference_timer(direct, steps))
+        harness += time_training(run, steps, 1).step_s
+        if not i % 2:
+            reference.append(reference_timer(direct, steps))
+    return SelfcheckAnswer(
+        harness_s=harness,
+        reference_s=reference,
+        reference_timer=TIMERS[framework],
+        timer_overhead_s=timer_overhead_s(),
+    )
