@@ -144,7 +144,7 @@ def compare_trajectory(
     b: str,
     b_arrays: Mapping[str, np.ndarray],
 ) -> PairResult:
-    """Compare two paths' trajectories (``equivalence.runs.trajectory``):
+    """Compare two paths' trajectories (``workers.runs.trajectory``):
     quantities ``step<t>/loss`` and ``step<t>/<parameter>`` for every step."""
     entries = []
     steps = max(len(a_arrays.get("loss", ())), len(b_arrays.get("loss", ())))

@@ -1,6 +1,8 @@
 """Times every model on every path and reports the Keras-over-native overhead.
 
-The orchestrator side of this package (planning, launching workers, records,
-reports) imports no deep-learning framework; only ``harness.worker`` runs
-inside a framework's environment, and it imports the framework lazily.
+The top layer, and the orchestrator: it plans runs, gates them on the
+equivalence verdicts (``harness.gate``), asks workers (``workers.launch``) to
+time them, records, analyses and reports.  It imports no deep-learning
+framework; everything that runs inside a framework's process lives in
+``workers``.
 """

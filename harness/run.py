@@ -15,7 +15,7 @@ order of the paths rotates from one repeat to the next, so slow drift
 on a shared machine (thermal, other jobs) is spread over all paths alike.  In
 each process the first step (compilation, tracing, allocation) and the
 warm-up are timed apart from the steady state.  Thread settings are set
-explicitly for every worker (``workers.numerics.thread_environment``) and
+explicitly for every worker (``workers.launch.thread_environment``) and
 recorded.
 
 Records are appended to ``<results>/run-<timestamp>.jsonl`` as each cell's
@@ -38,9 +38,8 @@ from harness.flops import step_flops
 from harness.gate import verify
 from harness.peak import measure_matmul_peak
 from harness.profiles import Profile, Settings
-from workers.launch import Worker
+from workers.launch import Worker, thread_environment
 from workers.messages import Infer, Train, encode
-from workers.numerics import thread_environment
 from workers.paths import get_path
 from zoo.data import batches_file
 from zoo.specs import get_spec

@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import stats
-from workers.launch import Worker
+from workers.launch import Worker, thread_environment
 from workers.messages import Selfcheck, SelfcheckAnswer
-from workers.numerics import thread_environment
 from zoo.data import batches_file
 from zoo.specs import get_spec
 from zoo.weights import weights_file

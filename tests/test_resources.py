@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from workers.numerics import thread_environment
+from workers.launch import thread_environment
 from workers.resources import Sampler
 
 pytest.importorskip("psutil")

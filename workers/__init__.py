@@ -3,10 +3,10 @@
 Orchestrator side (imports no framework):
 
 - ``paths``: the registry of paths and the interpreter of each framework;
-- ``launch``: starting a worker, sending typed requests, reading typed
-  replies; a worker that fails never takes the orchestrator down;
-- ``resources``: CPU and memory of a worker, sampled from outside;
-- ``numerics.thread_environment``: the thread settings every worker gets.
+- ``launch``: starting a worker with its thread settings, sending typed
+  requests, reading typed replies; a worker that fails never takes the
+  orchestrator down;
+- ``resources``: CPU and memory of a worker, sampled from outside.
 
 Worker side (``python -m workers.serve PATH``, NumPy 1.23-safe, imports its
 framework lazily):

@@ -224,6 +224,27 @@ class Worker:
         self._stderr.close()
 
 
+def thread_environment(threads: dict[str, Any]) -> dict[str, Any]:
+    """``{"intra_op": n|"auto", "inter_op": m|"auto"}`` -> the counts
+    (``auto``: this machine's cores for intra-op, 1 for inter-op) and the
+    environment variables a worker is started with, which the frameworks read
+    at start-up and ``workers.numerics`` applies to PyTorch."""
+    intra = threads.get("intra_op", "auto")
+    inter = threads.get("inter_op", "auto")
+    intra = os.cpu_count() or 1 if intra == "auto" else int(intra)
+    inter = 1 if inter == "auto" else int(inter)
+    env = {
+        "OMP_NUM_THREADS": str(intra),
+        "MKL_NUM_THREADS": str(intra),
+        "OPENBLAS_NUM_THREADS": str(intra),
+        "TF_NUM_INTRAOP_THREADS": str(intra),
+        "TF_NUM_INTEROP_THREADS": str(inter),
+        "HARNESS_INTRA_OP_THREADS": str(intra),
+        "HARNESS_INTER_OP_THREADS": str(inter),
+    }
+    return {"intra_op": intra, "inter_op": inter, "env": env}
+
+
 def _readline(stream: IO[str], timeout: float) -> str | None:
     """One line from ``stream``; ``""`` at end of file, ``None`` on timeout."""
     deadline = time.monotonic() + timeout

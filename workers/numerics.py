@@ -7,42 +7,22 @@ when asked (``python -m workers.serve PATH --deterministic``, as the
 equivalence checks do): on GPUs they can be slower than what users run.
 
 Thread counts are set explicitly for every worker: the orchestrator turns a
-profile's ``threads`` into environment variables (``thread_environment``),
-which the frameworks read at start-up (OpenMP, MKL, OpenBLAS, TensorFlow's
+profile's ``threads`` into environment variables
+(``workers.launch.thread_environment``), which the frameworks read at
+start-up (OpenMP, MKL, OpenBLAS, TensorFlow's
 ``TF_NUM_INTRAOP_THREADS``/``TF_NUM_INTEROP_THREADS``) and which the worker
 applies to PyTorch (``torch.set_num_threads``).  XLA on CPU (JAX) sizes its
 own pool from the cores it sees; its count is recorded as given.
 
 Each function returns the settings it leaves in force, for the records.
-``thread_environment`` runs in the orchestrator; the pinning functions run
-inside a worker only (``workers.serve``), where the framework imports happen,
-lazily.
+They run inside a worker only (``workers.serve``), where the framework
+imports happen, lazily.
 """
 
 from __future__ import annotations
 
 import os
 from typing import Any
-
-
-def thread_environment(threads: dict[str, Any]) -> dict[str, Any]:
-    """Orchestrator side: ``{"intra_op": n|"auto", "inter_op": m|"auto"}`` ->
-    the counts (``auto``: this machine's cores for intra-op, 1 for inter-op)
-    and the environment variables every worker gets."""
-    intra = threads.get("intra_op", "auto")
-    inter = threads.get("inter_op", "auto")
-    intra = os.cpu_count() or 1 if intra == "auto" else int(intra)
-    inter = 1 if inter == "auto" else int(inter)
-    env = {
-        "OMP_NUM_THREADS": str(intra),
-        "MKL_NUM_THREADS": str(intra),
-        "OPENBLAS_NUM_THREADS": str(intra),
-        "TF_NUM_INTRAOP_THREADS": str(intra),
-        "TF_NUM_INTEROP_THREADS": str(inter),
-        "HARNESS_INTRA_OP_THREADS": str(intra),
-        "HARNESS_INTER_OP_THREADS": str(inter),
-    }
-    return {"intra_op": intra, "inter_op": inter, "env": env}
 
 
 def pin_environment(framework: str, deterministic: bool) -> dict[str, Any]:

@@ -1,0 +1,111 @@
+"""Typed requests and answers survive the wire, and a bad message is named."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from workers import messages as m
+
+FINITE = st.floats(allow_nan=False, allow_infinity=False)
+TEXT = st.text(max_size=20)
+
+
+def _requests() -> st.SearchStrategy[m.Request]:
+    files = {"model": TEXT, "weights": TEXT, "data": TEXT, "fault": st.none() | TEXT}
+    count = st.integers(0, 10**6)
+    return st.one_of(
+        st.builds(m.Evaluate, **files, out=TEXT, batch_index=count),
+        st.builds(m.Activations, **files, out=TEXT),
+        st.builds(m.Trajectory, **files, out=TEXT),
+        st.builds(m.Accuracy, **files),
+        st.builds(m.Train, **files, steps=count, runs=count, warmup_runs=count),
+        st.builds(
+            m.Infer,
+            **files,
+            window_s=FINITE,
+            warmup_rounds=count,
+            latency_samples=count,
+        ),
+        st.builds(m.Floor, **files, steps=count, runs=count),
+        st.builds(m.Selfcheck, **files, steps=count, pairs=count),
+    )
+
+
+def test_every_task_has_a_request_type() -> None:
+    assert set(m.REQUESTS) == {
+        "evaluate",
+        "activations",
+        "trajectory",
+        "accuracy",
+        "train",
+        "infer",
+        "floor",
+        "selfcheck",
+    }
+
+
+@given(_requests())
+def test_a_request_survives_the_wire(request: m.Request) -> None:
+    line = json.dumps(m.encode(request))
+    assert m.decode_request(json.loads(line)) == request
+
+
+TRAIN = m.TrainAnswer(first_step_s=0.5, step_s=[0.25, 0.125])
+
+
+@pytest.mark.parametrize(
+    ("request_", "answer"),
+    [
+        (m.Train(model="ffn", weights="w", data="d", steps=2), TRAIN),
+        (
+            m.Floor(model="ffn", weights="w", data="d", steps=2, runs=1),
+            m.FloorAnswer(path=TRAIN, idiomatic=TRAIN),
+        ),
+        (
+            m.Infer(model="ffn", weights="w", data="d", window_s=1.0, warmup_rounds=1),
+            m.InferAnswer(
+                warmup_s=0.1, round_s=[0.2], batches_per_round=2, batches_per_s=10.0
+            ),
+        ),
+    ],
+)
+def test_an_answer_survives_the_wire(request_: m.Request, answer: m.Answer) -> None:
+    document = json.loads(json.dumps(m.encode(answer)))
+    assert "latency_s" not in document  # fields not measured are left out
+    assert m.decode_answer(request_, document) == answer
+
+
+BASE = {"task": "train", "model": "ffn", "weights": "w", "data": "d", "steps": 2}
+
+
+@pytest.mark.parametrize(
+    ("document", "words"),
+    [
+        ({**BASE, "task": "explode"}, "unknown task 'explode'; known tasks: evaluate"),
+        ({**BASE, "repeats": 3}, "train: unknown field 'repeats'"),
+        ({**BASE, "steps": True}, "train: field 'steps' has the wrong type"),
+        ({**BASE, "steps": 2.5}, "train: field 'steps' has the wrong type"),
+        ({**BASE, "model": None}, "train: field 'model' has the wrong type"),
+        (
+            {k: v for k, v in BASE.items() if k != "weights"},
+            "train: missing field 'weights'",
+        ),
+        ([1, 2], "unknown task [1, 2]"),
+    ],
+)
+def test_a_bad_request_is_refused_naming_what_is_wrong(
+    document: object, words: str
+) -> None:
+    with pytest.raises(ValueError, match="^" + re.escape(words)):
+        m.decode_request(document)
+
+
+def test_an_answer_of_the_wrong_shape_is_refused() -> None:
+    request = m.Floor(model="ffn", weights="w", data="d", steps=2, runs=1)
+    with pytest.raises(ValueError, match="TrainAnswer: missing field 'step_s'"):
+        m.decode_answer(request, {"path": {"first_step_s": 1.0}, "idiomatic": {}})
