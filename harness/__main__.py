@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.paths import PATHS, PHASES, parse_list
 from harness.profiles import PROFILES, get_profile
+from workers.paths import PATHS, PHASES, parse_list
 from zoo.specs import MODELS, VARIANTS
 
 
@@ -49,6 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     floors_p.add_argument("--models", default=",".join(MODELS))
     floors_p.add_argument("--frameworks", default="all")
     floors_p.add_argument("--results", type=Path, default=Path("results"))
+    floors_p.add_argument(
+        "--runs",
+        type=int,
+        default=5,
+        help="timed runs of each step, interleaved in one process (default 5)",
+    )
     self_p = commands.add_parser(
         "selfcheck",
         help="the harness' timer overhead and its agreement with each "
@@ -118,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "floors":
             from harness.floors import floors, native_frameworks, render
 
+            if not 1 <= args.runs <= 1000:
+                raise ValueError("--runs must be an integer from 1 to 1000")
             out, rows = floors(
                 get_profile(args.profile),
                 models=parse_list(args.models, [*MODELS, *VARIANTS], "model"),
@@ -125,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.frameworks, native_frameworks(), "framework"
                 ),
                 results_dir=args.results,
+                runs=args.runs,
             )
             print(render(rows))
             print(f"records written to {out}")
@@ -147,7 +156,13 @@ def _report(args: argparse.Namespace) -> int:
     """The ``report`` command: tables, a comparison of two runs, or plots.
 
     Raises ValueError or FileNotFoundError for anything the user can fix."""
-    from harness.report import compare_report, latest_run, load, report
+    from harness.report import (
+        compare_report,
+        latest_run,
+        load,
+        render_report,
+        report,
+    )
 
     if args.compare:
         if args.records or args.plots:
@@ -162,15 +177,18 @@ def _report(args: argparse.Namespace) -> int:
     if args.plots:
         from harness.plots import write_plots
 
+        recs = load(records_path)
         try:
-            written = write_plots(load(records_path), args.plots)
+            written = write_plots(recs, args.plots)
         except ImportError:
             raise ValueError(
                 "plots need matplotlib, which is not installed; install the "
                 "harness extra (pip install -e '.[harness]')"
             ) from None
         markdown = args.plots / "report.md"
-        markdown.write_text(report(records_path, "markdown", args.table) + "\n")
+        markdown.write_text(
+            render_report(records_path, recs, "markdown", args.table) + "\n"
+        )
         print("\n".join(str(p) for p in [markdown, *written]))
         return 0
     print(report(records_path, args.format, args.table))

@@ -12,6 +12,9 @@ only when the records hold data for it:
 - ``train_step.png``: median training step time per path per model, with
   bootstrap 95% CI error bars, on a log scale (models differ by orders of
   magnitude).
+
+The numbers come from :mod:`harness.analysis`; this module only lays them out
+and draws.
 """
 
 from __future__ import annotations
@@ -19,7 +22,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.report import Cell, cells, overhead_rows
+from harness.analysis import (
+    Cell,
+    CellKey,
+    Interval,
+    cells,
+    overhead_rows,
+    throughput,
+    train_step_ms,
+)
+from harness.records import Record
 
 
 def _pyplot() -> Any:
@@ -38,7 +50,7 @@ def _label(model: str, batch: int, several: bool) -> str:
 def _grouped_bars(
     ax: Any,
     groups: list[str],
-    series: dict[str, dict[str, tuple[float, float, float]]],
+    series: dict[str, dict[str, Interval]],
 ) -> None:
     """Bars per group (x) and series (colour): value with (low, high) errors."""
     width = 0.8 / max(len(series), 1)
@@ -56,7 +68,7 @@ def _grouped_bars(
     ax.legend(fontsize="small")
 
 
-def _overhead(plt: Any, recs: list[dict[str, Any]], out: Path) -> Path | None:
+def _overhead(plt: Any, recs: list[Record], out: Path) -> Path | None:
     rows = [r for r in overhead_rows(recs) if r["overhead"] is not None]
     if not rows:
         return None
@@ -68,7 +80,7 @@ def _overhead(plt: Any, recs: list[dict[str, Any]], out: Path) -> Path | None:
         1, len(phases), figsize=(6 * len(phases), 4.5), squeeze=False
     )
     for ax, phase in zip(axes[0], phases, strict=True):
-        series: dict[str, dict[str, tuple[float, float, float]]] = {}
+        series: dict[str, dict[str, Interval]] = {}
         groups: list[str] = []
         for r in rows:
             if r["phase"] != phase:
@@ -88,13 +100,8 @@ def _overhead(plt: Any, recs: list[dict[str, Any]], out: Path) -> Path | None:
     return _save(plt, fig, out / "overhead.png")
 
 
-def _throughput(plt: Any, by_key: dict[Any, Cell], out: Path) -> Path | None:
-    lines: dict[str, dict[str, list[tuple[int, float]]]] = {}
-    for (model, path, phase, batch), cell in by_key.items():
-        if phase == "infer" and cell.summary is not None and cell.summary.median > 0:
-            lines.setdefault(model, {}).setdefault(path, []).append(
-                (batch, batch / cell.summary.median)
-            )
+def _throughput(plt: Any, by_key: dict[CellKey, Cell], out: Path) -> Path | None:
+    lines = throughput(by_key)
     if not any(len(p) > 1 for paths in lines.values() for p in paths.values()):
         return None
     models = sorted(lines)
@@ -103,7 +110,6 @@ def _throughput(plt: Any, by_key: dict[Any, Cell], out: Path) -> Path | None:
     )
     for ax, model in zip(axes[0], models, strict=True):
         for path, points in sorted(lines[model].items()):
-            points.sort()
             ax.plot(
                 [b for b, _ in points], [v for _, v in points], marker="o", label=path
             )
@@ -116,25 +122,18 @@ def _throughput(plt: Any, by_key: dict[Any, Cell], out: Path) -> Path | None:
     return _save(plt, fig, out / "throughput.png")
 
 
-def _train_step(plt: Any, by_key: dict[Any, Cell], out: Path) -> Path | None:
-    series: dict[str, dict[str, tuple[float, float, float]]] = {}
+def _train_step(plt: Any, by_key: dict[CellKey, Cell], out: Path) -> Path | None:
+    series: dict[str, dict[str, Interval]] = {}
     groups: list[str] = []
     batches: dict[str, set[int]] = {}
     for model, _, phase, batch in by_key:
         if phase == "train":
             batches.setdefault(model, set()).add(batch)
-    for (model, path, phase, batch), cell in by_key.items():
-        s = cell.summary
-        if phase != "train" or s is None:
-            continue
+    for model, path, batch, interval in train_step_ms(by_key):
         group = _label(model, batch, len(batches[model]) > 1)
         if group not in groups:
             groups.append(group)
-        series.setdefault(path, {})[group] = (
-            s.median * 1e3,
-            s.ci_low * 1e3,
-            s.ci_high * 1e3,
-        )
+        series.setdefault(path, {})[group] = interval
     if not series:
         return None
     fig, ax = plt.subplots(figsize=(max(6.0, 1.8 * len(groups)), 4.5))
@@ -152,7 +151,7 @@ def _save(plt: Any, fig: Any, path: Path) -> Path:
     return path
 
 
-def write_plots(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
+def write_plots(records: list[Record], out_dir: Path) -> list[Path]:
     """Draw the figures the records hold data for into ``out_dir`` (created if
     needed) and return their paths; raises ImportError without matplotlib."""
     plt = _pyplot()

@@ -12,6 +12,12 @@ Schema history:
   the orchestrator; ``peak_gpu_mb`` too where NVML sees the worker on a
   GPU) and, for inference, ``latency_p50_s``/``p90``/``p99``;
   ``platform`` gains ``matmul_peak_flops`` and ``threads``.
+
+:func:`read` returns typed :class:`Record` objects: records of versions 1 to
+``SCHEMA_VERSION`` are read (the fields an older version lacks take the
+dataclass defaults), a newer or unknown version is refused, the torn line of a
+crash mid-write is skipped, and a JSON line that is no record is skipped and
+counted (:func:`scan`).
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ import platform
 import socket
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 SCHEMA_VERSION = 3
 
@@ -77,15 +85,115 @@ def _ends_torn(path: Path) -> bool:
         return False
 
 
-def read(path: Path) -> list[dict[str, Any]]:
-    """Every complete record of a JSON Lines file (a torn last line is skipped)."""
-    records = []
-    for line in path.read_text().splitlines():
+@dataclass(frozen=True)
+class Scan:
+    """What a records file holds: its records, and the numbers (from 1) of the
+    lines that are JSON but no record (not an object, a missing or unknown
+    field, a field of the wrong type)."""
+
+    path: Path
+    records: list[Record]
+    skipped: tuple[int, ...] = ()
+
+    def warning(self) -> str | None:
+        """One line saying which lines were skipped; None when none were."""
+        if not self.skipped:
+            return None
+        n = len(self.skipped)
+        lines = ", ".join(str(i) for i in self.skipped[:_SHOWN])
+        more = ", ..." if n > _SHOWN else ""
+        if n == 1:
+            return (
+                f"warning: skipped 1 line of {self.path} that is JSON but not a "
+                f"record (line {lines})"
+            )
+        return (
+            f"warning: skipped {n} lines of {self.path} that are JSON but not "
+            f"records (lines {lines}{more})"
+        )
+
+
+_SHOWN = 5  # skipped line numbers a warning names
+
+
+def scan(path: Path) -> Scan:
+    """Every record of a JSON Lines file, typed, with the lines skipped.
+
+    A line that is not JSON (the torn last line of a crash mid-write, which a
+    resumed run leaves in the middle) is skipped silently; a JSON line that is
+    no record is skipped and named in ``Scan.skipped``.  Versions 1 to
+    ``SCHEMA_VERSION`` are read, the fields an older version lacks taking the
+    defaults of :class:`Record`.
+
+    Raises ValueError, in one sentence naming the file, for a file that is not
+    UTF-8 text and for a record of a newer or unknown ``schema_version``."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{path} is not a records file: it is not UTF-8 text (byte "
+            f"{exc.start}); give a run-*.jsonl written by 'python -m harness run'"
+        ) from None
+    recs: list[Record] = []
+    skipped: list[int] = []
+    for number, line in enumerate(text.splitlines(), start=1):
         try:
-            records.append(json.loads(line))
+            data = json.loads(line)
         except json.JSONDecodeError:
             continue
-    return records
+        record = _record(path, number, data)
+        if record is None:
+            skipped.append(number)
+        else:
+            recs.append(record)
+    return Scan(path, recs, tuple(skipped))
+
+
+def read(path: Path) -> list[Record]:
+    """The records of a JSON Lines file (see :func:`scan`, which also says
+    which lines were skipped)."""
+    return scan(path).records
+
+
+def _accepted(hint: Any) -> tuple[type, ...]:
+    """The runtime types a field's annotation admits (``X | None``, ``dict[...]``)."""
+    if get_origin(hint) in (Union, UnionType):
+        return tuple(t for arg in get_args(hint) for t in _accepted(arg))
+    return (get_origin(hint) or hint,)
+
+
+_TYPES = {name: _accepted(hint) for name, hint in get_type_hints(Record).items()}
+_REQUIRED = frozenset(
+    f.name
+    for f in fields(Record)
+    if f.default is MISSING and f.default_factory is MISSING
+)
+
+
+def _record(path: Path, number: int, data: Any) -> Record | None:
+    """The record line ``number`` of ``path`` holds; None when it holds none.
+
+    Raises ValueError for a newer or unknown ``schema_version``."""
+    if not isinstance(data, dict) or "schema_version" not in data:
+        return None
+    version = data["schema_version"]
+    if type(version) is not int or not 1 <= version <= SCHEMA_VERSION:
+        newer = type(version) is int and version > SCHEMA_VERSION
+        raise ValueError(
+            f"{path} line {number} has schema_version {version!r}, "
+            + ("newer than" if newer else "not one of")
+            + f" the versions this code reads (1 to {SCHEMA_VERSION})"
+            + ("; report it with the harness that wrote it" if newer else "")
+        )
+    if not _REQUIRED <= data.keys() <= _TYPES.keys():
+        return None
+    for key, value in data.items():
+        accepted = _TYPES[key]
+        if not isinstance(value, accepted) or (
+            isinstance(value, bool) and bool not in accepted
+        ):
+            return None
+    return Record(**data)
 
 
 # What must agree between records before their samples are pooled into one
@@ -107,21 +215,22 @@ POOLED_KEYS = (
 )
 
 
-def environment(record: dict[str, Any]) -> dict[str, Any]:
+def environment(record: Record) -> dict[str, Any]:
     """The parts of a record's environment that ``POOLED_KEYS`` names, and its
     settings (steps, window...), as ``platform.<key>`` / ``settings``."""
-    platform_ = record.get("platform") or {}
-    found = {f"platform.{k}": platform_[k] for k in POOLED_KEYS if k in platform_}
-    return found | {"settings": record.get("settings") or {}}
+    found = {
+        f"platform.{k}": record.platform[k] for k in POOLED_KEYS if k in record.platform
+    }
+    return found | {"settings": record.settings}
 
 
-def pooling_conflict(recs: list[dict[str, Any]]) -> str | None:
+def pooling_conflict(recs: Iterable[Record]) -> str | None:
     """The first environment key on which ``recs`` disagree, as
     ``"key (a vs b)"``; ``None`` when they may be pooled.  A key that some
     records lack (older schemas, failed cells) is not a conflict."""
     seen: dict[str, Any] = {}
     for r in recs:
-        if r.get("status") != "ok":
+        if r.status != "ok":
             continue
         for key, value in environment(r).items():
             if key not in seen:

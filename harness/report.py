@@ -1,23 +1,18 @@
 """``python -m harness report``: tables from the records of a run.
 
-A cell is (model, path, phase, batch size).  Its samples pool every ``ok``
-record of the cell, one record per fresh-process repeat: seconds per training
-step (each entry of ``values["step_s"]``, one per process under the current
-protocol) or seconds per inference mini-batch (the record's median over its
-time window), so both phases read the same way.  Records are pooled only when
-their environments agree (machine, code revision, library versions, thread and
-numeric settings, requested settings: ``harness.records.POOLED_KEYS``); a
-report of records that differ is refused with the first difference.
+This module loads a records file (:func:`harness.records.scan`, warning on
+stderr about lines that are JSON but no record) and renders what
+:mod:`harness.analysis` computes from it, as a plain-text or GitHub Markdown
+table, CSV or JSON.
 
-Two tables: every cell with its median, spread (IQR, a bootstrap 95% CI of the
-median, an ``unstable`` warning when the IQR exceeds 10% of the median), its
-equivalence verdict and, when the records carry them, latency percentiles,
-resource use and the fraction of the machine's matmul peak; and per model,
-framework, phase and batch size the Keras time, the native time and their
-ratio (Keras / native, above 1 means the high-level API costs time) with a
-bootstrap CI.  A time measured without a passing equivalence verdict
-(``run --allow-unverified``, or records from before the gate existed) is
-marked ``unverified`` in every row it enters.
+Two tables: every cell (model, path, phase, batch size) with its median,
+spread (IQR, a bootstrap 95% CI of the median, an ``unstable`` warning when the
+IQR exceeds 10% of the median), its equivalence verdict and, when the records
+carry them, latency percentiles, resource use and the fraction of the
+machine's matmul peak; and per model, framework, phase and batch size the
+Keras time, the native time and their ratio (Keras / native, above 1 means the
+high-level API costs time) with a bootstrap CI.  A time measured without a
+passing equivalence verdict is marked ``unverified`` in every row it enters.
 
 ``--compare OLD NEW`` tests every cell present in both files for a change
 (see :mod:`harness.stats` for the test and its limits).
@@ -28,22 +23,17 @@ from __future__ import annotations
 import csv
 import io
 import json
-import statistics
-from collections.abc import Iterable
-from dataclasses import dataclass
-from functools import cached_property
+import sys
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
 from harness import stats
-from harness.paths import PATHS
-from harness.records import pooling_conflict
+from harness.analysis import cell_rows, compare_rows, overhead_rows
+from harness.records import Record, scan
 
 FORMATS = ("table", "markdown", "csv", "json")
-CellKey = tuple[str, str, str, int]
-LATENCIES = ("p50", "p90", "p99")
 
 
 def latest_run(results_dir: Path) -> Path:
@@ -58,288 +48,28 @@ def latest_run(results_dir: Path) -> Path:
     return runs[-1]
 
 
-def load(records_path: Path) -> list[dict[str, Any]]:
-    """Every record of a records file.
+def load(records_path: Path) -> list[Record]:
+    """Every record of a records file; prints one warning line on stderr when
+    some lines were JSON but no record.
 
     Raises FileNotFoundError for a missing file and ValueError for a file that
-    holds no records."""
-    from harness.records import read
-
+    holds no records, is not UTF-8 text, or holds a record of a newer or
+    unknown schema version."""
     if not records_path.is_file():
         raise FileNotFoundError(
             f"{records_path} is not a records file; give a run-*.jsonl written by "
             "'python -m harness run'"
         )
-    recs = read(records_path)
-    if not recs:
+    found = scan(records_path)
+    warning = found.warning()
+    if warning:
+        print(warning, file=sys.stderr)
+    if not found.records:
         raise ValueError(
             f"{records_path} holds no records; give a run-*.jsonl written by "
             "'python -m harness run'"
         )
-    return recs
-
-
-def record_samples(record: dict[str, Any]) -> list[float]:
-    """Seconds per training step or per inference mini-batch, one per timed
-    repeat; empty for a record that did not time anything."""
-    if record["status"] != "ok":
-        return []
-    values = record.get("values") or {}
-    s = record.get("summary") or {}
-    if record["phase"] == "train":
-        if values.get("step_s"):
-            return [float(v) for v in values["step_s"]]
-        return [float(s["median_step_s"])] if "median_step_s" in s else []
-    # One sample per inference record: the rounds of one process' window are
-    # not independent draws, the fresh processes of a cell's repeats are.
-    if "median_batch_s" in s:
-        return [float(s["median_batch_s"])]
-    return [1.0 / float(s["batches_per_s"])] if s.get("batches_per_s") else []
-
-
-def unverified(record: dict[str, Any] | None) -> bool:
-    """A measured time that the equivalence gate did not vouch for."""
-    return bool(record and record["status"] == "ok" and not record.get("verified"))
-
-
-@dataclass(frozen=True)
-class Cell:
-    """All records of one (model, path, phase, batch size)."""
-
-    model: str
-    path: str
-    phase: str
-    batch_size: int
-    records: tuple[dict[str, Any], ...]
-
-    @property
-    def ok(self) -> list[dict[str, Any]]:
-        return [r for r in self.records if r["status"] == "ok"]
-
-    @cached_property
-    def samples(self) -> list[float]:
-        return [v for r in self.records for v in record_samples(r)]
-
-    @cached_property
-    def summary(self) -> stats.Summary | None:
-        """Statistics of the pooled samples; None when nothing was timed."""
-        return stats.summarize(self.samples) if self.samples else None
-
-    @property
-    def unverified(self) -> bool:
-        return any(unverified(r) for r in self.records)
-
-    @property
-    def status(self) -> str:
-        """The common status, or ``ok (k/n)`` when only k of n repeats ran."""
-        statuses = [r["status"] for r in self.records]
-        if len(set(statuses)) == 1:
-            return str(statuses[0])
-        if self.ok:
-            return f"ok ({len(self.ok)}/{len(statuses)})"
-        return "/".join(dict.fromkeys(statuses))
-
-    @property
-    def equivalence(self) -> str:
-        return "/".join(dict.fromkeys(str(r["equivalence"]) for r in self.records))
-
-    def summary_values(self, key: str) -> list[float]:
-        """``summary[key]`` (or ``summary["resources"][key]``) of every ok
-        record that has it."""
-        out = []
-        for r in self.ok:
-            s = r.get("summary") or {}
-            value = s.get(key, (s.get("resources") or {}).get(key))
-            if isinstance(value, int | float):
-                out.append(float(value))
-        return out
-
-    def median_of(self, key: str) -> float | None:
-        values = self.summary_values(key)
-        return statistics.median(values) if values else None
-
-    def peak_fraction(self) -> float | None:
-        """Achieved FLOP/s (``summary["flops"]`` per step or mini-batch over the
-        median time) as a fraction of ``platform["matmul_peak_flops"]``."""
-        flops = self.median_of("flops")
-        peaks = [
-            float(r["platform"]["matmul_peak_flops"])
-            for r in self.ok
-            if (r.get("platform") or {}).get("matmul_peak_flops")
-        ]
-        if flops is None or not peaks or self.summary is None:
-            return None
-        if self.summary.median <= 0:
-            return None
-        return flops / self.summary.median / statistics.median(peaks)
-
-
-def cells(recs: Iterable[dict[str, Any]]) -> dict[CellKey, Cell]:
-    """Records grouped by (model, path, phase, batch size), in first-seen order.
-
-    Raises ValueError when the records of one cell come from different
-    environments (``harness.records.POOLED_KEYS``): their samples are not
-    draws from one population, so no median of them means anything."""
-    grouped: dict[CellKey, list[dict[str, Any]]] = {}
-    for r in recs:
-        key = (r["model"], r["path"], r["phase"], int(r["batch_size"]))
-        grouped.setdefault(key, []).append(r)
-    for key, group in grouped.items():
-        conflict = pooling_conflict(group)
-        if conflict:
-            model, path, phase, batch = key
-            raise ValueError(
-                f"refusing to pool the records of {model} {path} {phase} b{batch}: "
-                f"their environments differ in {conflict}; report the runs "
-                "separately (or compare them with --compare)"
-            )
-    return {k: Cell(*k, records=tuple(v)) for k, v in grouped.items()}
-
-
-def _ms(seconds: float | None, digits: int = 3) -> float | None:
-    return None if seconds is None else round(seconds * 1e3, digits)
-
-
-def _round(value: float | None, digits: int) -> float | None:
-    return None if value is None else round(value, digits)
-
-
-def _cell_row(cell: Cell) -> dict[str, Any]:
-    s = cell.summary
-    peak = cell.peak_fraction()
-    row: dict[str, Any] = {
-        "model": cell.model,
-        "path": cell.path,
-        "phase": cell.phase,
-        "batch_size": cell.batch_size,
-        "status": cell.status,
-        "runs": len(cell.ok),
-        "n": s.n if s else 0,
-        "time_ms": _ms(s.median if s else None),
-        "iqr_ms": _ms(s.iqr if s else None),
-        "ci_low_ms": _ms(s.ci_low if s else None),
-        "ci_high_ms": _ms(s.ci_high if s else None),
-        "unstable": (
-            f"IQR {s.rel_iqr:.0%} of median" if s and stats.unstable(s) else None
-        ),
-        "first_step_s": (
-            _round(cell.median_of("first_step_s"), 3) if cell.phase == "train" else None
-        ),
-        "batches_per_s": (
-            _round(cell.median_of("batches_per_s"), 2)
-            if cell.phase == "infer"
-            else None
-        ),
-    }
-    for q in LATENCIES:
-        row[f"latency_{q}_ms"] = _ms(cell.median_of(f"latency_{q}_s"))
-    row["cpu_util"] = _round(cell.median_of("cpu_util"), 2)
-    for key in ("peak_rss_mb", "peak_gpu_mb"):  # the largest of the repeats
-        seen = cell.summary_values(key)
-        row[key] = round(max(seen), 1) if seen else None
-    row["peak_frac"] = _round(peak, 3)
-    row["check"] = (
-        "above peak: missing sync?" if peak is not None and peak > 1.0 else None
-    )
-    row["equivalence"] = cell.equivalence
-    row["mark"] = "unverified" if cell.unverified else None
-    return row
-
-
-def cell_rows(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per cell: its status, median time and spread, verdict, marks."""
-    return [_cell_row(c) for c in cells(recs).values()]
-
-
-def overhead_rows(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per model, framework, phase and batch size: Keras and native medians and
-    their ratio with a bootstrap 95% CI; None where either side has no time.
-    Frameworks without a Keras backend have no row."""
-    by_key = cells(recs)
-    keys = sorted(
-        {
-            (
-                m,
-                PATHS[p].framework if p in PATHS else c.records[-1]["framework"],
-                ph,
-                b,
-            )
-            for (m, p, ph, b), c in by_key.items()
-        },
-        key=lambda k: (k[0], k[2], k[1], k[3]),
-    )
-    rows = []
-    for model, framework, phase, batch in keys:
-        keras = by_key.get((model, f"keras-{framework}", phase, batch))
-        native = by_key.get((model, f"native-{framework}", phase, batch))
-        if keras is None and f"keras-{framework}" not in PATHS:
-            continue  # no Keras backend for this framework (MXNet): no ratio
-        ks = keras.summary if keras else None
-        ns = native.summary if native else None
-        ratio = low = high = None
-        if keras and native and ks and ns and ns.median > 0:
-            ratio = ks.median / ns.median
-            low, high = stats.ratio_ci(keras.samples, native.samples)
-        rows.append(
-            {
-                "model": model,
-                "framework": framework,
-                "phase": phase,
-                "batch_size": batch,
-                "keras_ms": _ms(ks.median if ks else None),
-                "native_ms": _ms(ns.median if ns else None),
-                "overhead": _round(ratio, 3),
-                "overhead_ci_low": _round(low, 3),
-                "overhead_ci_high": _round(high, 3),
-                "keras_equivalence": keras.equivalence if keras else None,
-                "native_equivalence": native.equivalence if native else None,
-                "mark": (
-                    "unverified"
-                    if (keras and keras.unverified) or (native and native.unverified)
-                    else None
-                ),
-            }
-        )
-    return rows
-
-
-def compare_rows(
-    old: list[dict[str, Any]], new: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """Per cell timed in both record lists: old and new medians, the change,
-    the Mann-Whitney p-value and a verdict (``slower``, ``faster``, ``same`` or
-    ``too few samples``).
-
-    Raises ValueError when no cell was timed in both."""
-    old_cells, new_cells = cells(old), cells(new)
-    rows = []
-    for key, new_cell in new_cells.items():
-        old_cell = old_cells.get(key)
-        if old_cell is None or not old_cell.samples or not new_cell.samples:
-            continue
-        c = stats.compare(old_cell.samples, new_cell.samples)
-        model, path, phase, batch = key
-        rows.append(
-            {
-                "model": model,
-                "path": path,
-                "phase": phase,
-                "batch_size": batch,
-                "n_old": c.n_old,
-                "n_new": c.n_new,
-                "old_ms": _ms(c.old_median),
-                "new_ms": _ms(c.new_median),
-                "change_pct": round(c.change * 100, 1),
-                "p_value": float(f"{c.p_value:.3g}"),
-                "verdict": c.verdict,
-            }
-        )
-    if not rows:
-        raise ValueError(
-            "the two records files share no timed cell (model, path, phase, batch "
-            "size); compare runs of the same models, paths and batch sizes"
-        )
-    return rows
+    return found.records
 
 
 def _combine_ci(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -398,7 +128,11 @@ def _section(title: str, body: str, fmt: str) -> str:
 def report(records_path: Path, fmt: str, table: str) -> str:
     """The report of one records file: both tables for ``table`` and
     ``markdown``, else the ``table`` named (``cells`` or ``overhead``)."""
-    recs = load(records_path)
+    return render_report(records_path, load(records_path), fmt, table)
+
+
+def render_report(records_path: Path, recs: list[Record], fmt: str, table: str) -> str:
+    """:func:`report` of records already loaded from ``records_path``."""
     if fmt in ("table", "markdown"):
         return "\n\n".join(
             [

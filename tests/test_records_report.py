@@ -11,7 +11,8 @@ import pytest
 
 from harness import records
 from harness.__main__ import main
-from harness.report import cell_rows, overhead_rows, report
+from harness.analysis import cell_rows, overhead_rows
+from harness.report import report
 
 
 def _record(
@@ -60,7 +61,9 @@ def test_records_append_and_survive_a_torn_line(tmp_path: Path) -> None:
         f.write('{"model": "half a rec')  # a crash in the middle of a write
     recs = records.read(out)
     assert len(recs) == 6
-    assert recs[0]["schema_version"] == records.SCHEMA_VERSION
+    assert all(isinstance(r, records.Record) for r in recs)
+    assert recs[0].schema_version == records.SCHEMA_VERSION
+    assert recs[-1] == _record("ffn", "keras-tensorflow", "train", 0.0, "crashed")
 
 
 def test_overhead_is_keras_over_native_per_framework(tmp_path: Path) -> None:
@@ -180,7 +183,7 @@ def test_repeats_of_a_cell_are_pooled(tmp_path: Path) -> None:
 def test_records_from_different_environments_are_not_pooled(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    env = {
+    env: dict[str, object] = {
         "git_revision": "abc",
         "framework_version": "2.13.0",
         "threads": {"intra_op": 2},
@@ -316,7 +319,11 @@ def test_a_run_resumes_only_on_the_machine_code_and_profile_that_began_it(
 ) -> None:
     from harness.run import _check_resumable
 
-    host = {"git_revision": "abc", "hostname": "vm", "threads": {"intra_op": 2}}
+    host: dict[str, object] = {
+        "git_revision": "abc",
+        "hostname": "vm",
+        "threads": {"intra_op": 2},
+    }
     out = tmp_path / "run-1.jsonl"
     records.append(out, _timed("native-torch", "train", [0.001], platform=host))
     _check_resumable(out, "test", {**host, "matmul_peak_flops": 1e11})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -27,27 +28,27 @@ def test_smoke_run_records_every_cell_behind_the_gate(tmp_path: Path) -> None:
         results_dir=tmp_path,
     )
     recs = records.read(out)
-    assert {(r["path"], r["phase"]) for r in recs} == {
+    assert {(r.path, r.phase) for r in recs} == {
         (p, ph) for p in PATHS for ph in PHASES
     }
     for r in recs:
-        optional = PATHS[r["path"]].framework in OPTIONAL_FRAMEWORKS
+        optional = PATHS[r.path].framework in OPTIONAL_FRAMEWORKS
         allowed = ("ok", "unavailable") if optional else ("ok",)
-        assert r["status"] in allowed, (r["path"], r["error"])
-        if r["status"] == "ok":
-            assert (r["equivalence"], r["verified"]) == ("pass", True), r["path"]
-    by_path = {(r["path"], r["phase"]): r for r in recs}
+        assert r.status in allowed, (r.path, r.error)
+        if r.status == "ok":
+            assert (r.equivalence, r.verified) == ("pass", True), r.path
+    by_path = {(r.path, r.phase): r for r in recs}
     train = by_path["native-torch", "train"]
-    assert len(train["values"]["step_s"]) == 1  # one timed run per process
-    assert train["repeat"] == 0
-    assert train["summary"]["flops"] > 0
-    assert train["summary"]["cpu_util"] > 0
-    assert train["summary"]["peak_rss_mb"] > 0
-    assert train["platform"]["matmul_peak_flops"] > 0
-    assert train["platform"]["threads"]["intra_op"] >= 1
-    assert train["platform"]["framework"] == "torch"
-    assert train["platform"]["cpu_count"] >= 1
-    assert train["platform"]["numerics"]["deterministic"] is False
+    assert len(train.values["step_s"]) == 1  # one timed run per process
+    assert train.repeat == 0
+    assert train.summary["flops"] > 0
+    assert train.summary["cpu_util"] > 0
+    assert train.summary["peak_rss_mb"] > 0
+    assert train.platform["matmul_peak_flops"] > 0
+    assert train.platform["threads"]["intra_op"] >= 1
+    assert train.platform["framework"] == "torch"
+    assert train.platform["cpu_count"] >= 1
+    assert train.platform["numerics"]["deterministic"] is False
     text = report(out, "table", "overhead")
     assert "keras-jax" in text
     assert "overhead" in text
@@ -73,19 +74,19 @@ def test_the_gate_holds_back_an_unverified_path_unless_forced(
         "phases": ["train"],
         "results_dir": tmp_path,
     }
-    held = {r["path"]: r for r in records.read(run(PROFILES["smoke"], **kwargs))}
-    assert held["native-torch"]["status"] == "not-timed"
-    assert "--allow-unverified" in held["native-torch"]["error"]
-    assert not held["native-torch"]["values"]
-    assert (held["keras-torch"]["status"], held["keras-torch"]["verified"]) == (
+    held = {r.path: r for r in records.read(run(PROFILES["smoke"], **kwargs))}
+    assert held["native-torch"].status == "not-timed"
+    assert "--allow-unverified" in held["native-torch"].error
+    assert not held["native-torch"].values
+    assert (held["keras-torch"].status, held["keras-torch"].verified) == (
         "ok",
         True,
     )
     out = run(PROFILES["smoke"], allow_unverified=True, **kwargs)
-    forced = {r["path"]: r for r in records.read(out)}
-    assert forced["native-torch"]["status"] == "ok"
-    assert forced["native-torch"]["verified"] is False
-    assert forced["native-torch"]["equivalence"] == "fail"
+    forced = {r.path: r for r in records.read(out)}
+    assert forced["native-torch"].status == "ok"
+    assert forced["native-torch"].verified is False
+    assert forced["native-torch"].equivalence == "fail"
     assert "unverified" in report(out, "table", "overhead")
 
 
@@ -104,8 +105,8 @@ def test_floors_time_every_native_path_against_its_idiomatic_step(
     assert [r["framework"] for r in rows] == native_frameworks()
     assert all(r["native/idiomatic"] is not None for r in rows), rows
     recs = records.read(out)
-    assert {r["api"] for r in recs} == {"path", "idiomatic"}
-    assert all(len(r["values"]["step_s"]) == 1 for r in recs)
+    assert {r.api for r in recs} == {"path", "idiomatic"}
+    assert all(len(r.values["step_s"]) == 1 for r in recs)
 
 
 def test_an_interrupted_run_resumes_without_redoing_finished_cells(
@@ -124,11 +125,12 @@ def test_an_interrupted_run_resumes_without_redoing_finished_cells(
     again = run(PROFILES["smoke"], resume=out, **kwargs)
     assert again == out
     recs = records.read(out)
-    cells = [(r["path"], r["phase"], r["repeat"]) for r in recs]
+    cells = [(r.path, r.phase, r.repeat) for r in recs]
     assert sorted(cells) == sorted(
         (p, ph, 0) for p in ("native-torch", "keras-torch") for ph in PHASES
     )
-    assert recs[:2] == [json.loads(line) for line in lines[:2]]  # kept as they were
+    kept = [json.loads(line) for line in lines[:2]]
+    assert [dataclasses.asdict(r) for r in recs[:2]] == kept  # kept as they were
 
 
 def test_selfcheck_times_a_step_with_both_timers(tmp_path: Path) -> None:
