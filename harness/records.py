@@ -29,16 +29,19 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterable
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import UnionType
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any
+
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)
 class Record:
+    __pydantic_config__ = ConfigDict(extra="forbid")
+
     run_id: str
     profile: str
     model: str
@@ -155,19 +158,10 @@ def read(path: Path) -> list[Record]:
     return scan(path).records
 
 
-def _accepted(hint: Any) -> tuple[type, ...]:
-    """The runtime types a field's annotation admits (``X | None``, ``dict[...]``)."""
-    if get_origin(hint) in (Union, UnionType):
-        return tuple(t for arg in get_args(hint) for t in _accepted(arg))
-    return (get_origin(hint) or hint,)
-
-
-_TYPES = {name: _accepted(hint) for name, hint in get_type_hints(Record).items()}
-_REQUIRED = frozenset(
-    f.name
-    for f in fields(Record)
-    if f.default is MISSING and f.default_factory is MISSING
-)
+# Reading checks each field's type strictly (a bool is no int, a string no
+# number) and refuses unknown fields (``Record.__pydantic_config__``).  It
+# validates JSON text: in strict mode only JSON input may stand for a dataclass.
+_READER = TypeAdapter(Record)
 
 
 def _record(path: Path, number: int, data: Any) -> Record | None:
@@ -185,15 +179,10 @@ def _record(path: Path, number: int, data: Any) -> Record | None:
             + f" the versions this code reads (1 to {SCHEMA_VERSION})"
             + ("; report it with the harness that wrote it" if newer else "")
         )
-    if not _REQUIRED <= data.keys() <= _TYPES.keys():
+    try:
+        return _READER.validate_json(json.dumps(data), strict=True)
+    except ValidationError:
         return None
-    for key, value in data.items():
-        accepted = _TYPES[key]
-        if not isinstance(value, accepted) or (
-            isinstance(value, bool) and bool not in accepted
-        ):
-            return None
-    return Record(**data)
 
 
 # What must agree between records before their samples are pooled into one
