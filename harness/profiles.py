@@ -1,41 +1,22 @@
 """Benchmark profiles: what ``harness run`` measures, and how long and how hard.
 
 A profile is a *blueprint*, a TOML file: which models, paths and phases to run,
-the data seed and threads, base settings plus per-model replacements.  Three
+the data seed and threads, the base ``[settings]`` of every model and
+``[per_model.<model>]`` tables that replace some of them for one model.  Three
 ship in ``harness/blueprints/`` (``smoke``, ``default``, ``paper``; each file
-explains its numbers); ``get_profile`` also loads a user's own ``.toml`` file.
+explains why its numbers are what they are); ``get_profile`` also loads a
+user's own ``.toml`` file.
 
-A blueprint is data only: it is parsed with ``tomllib`` and every value is
-checked against the schema below; model, path and phase names are looked up in
-their registries, and nothing in a file is ever imported or executed.  A file
-that breaks the schema fails with one sentence naming the file, the dotted
-field and what that field allows.
-
-Schema (every key is optional except the five marked required)::
-
-    description = "..."              # a string
-    models = ["ffn", ...] | "all"    # known models or variants; "all": MODELS
-    paths = "all" | [...]            # ids of harness.paths.PATHS
-    phases = "all" | [...]           # "train", "infer"
-    seed = 1                         # data seed, an integer >= 0
-    data = "synthetic"               # the only data source so far
-    fresh_worker_per_cell = true     # else one worker per path serves all
-    timeout_s = 1800                 # per cell, worker start-up excluded; > 0
-    [threads]                        # integers >= 1 or "auto"
-    intra_op = "auto"
-    inter_op = "auto"
-    [settings]                       # base settings for every model
-    train_steps = 3                  # required, integer >= 1
-    repeats = 3                      # required, integer >= 1
-    infer_batches = 4                # required, integer >= 1
-    window_s = 3.0                   # required, number > 0
-    warmup_rounds = 1                # required, integer >= 0
-    warmup_repeats = 0               # integer >= 0
-    batch_size = 32                  # integer >= 1; unset: the workload's
-    infer_batch_sizes = [1, 16, 128] # inference sweep; unset: batch_size only
-    latency = false                  # also sample per-batch latencies
-    [per_model.vgg16]                # replacements of [settings] for one model
-    train_steps = 2
+A blueprint is data only: ``tomllib`` parses it and the pydantic models below
+check it, and nothing in a file is ever imported or executed.  The models are
+the schema, written once: every key of a file is a field of ``Profile`` (the
+top level and ``[threads]``) or of ``Settings`` (``[settings]`` and each
+``[per_model.<model>]``), with its type, default, bounds and meaning.  Every
+number has an upper bound, so that a typo such as a repeats count of 2**63 or
+a 25-day timeout is refused rather than attempted.  A file that breaks the
+schema fails with one sentence naming the file, the dotted field and what that
+field allows, e.g. ``mine.toml: settings.repeats must be an integer from 1 to
+1000, got 0``.
 
 Per-model tables live under ``per_model``, not ``models``: TOML cannot hold
 both the ``models`` list and ``[models.vgg16]`` tables.
@@ -44,290 +25,395 @@ both the ``models`` list and ``[models.vgg16]`` tables.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
-import math
+import re
 import tomllib
-from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field, fields, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
-from harness.paths import PATHS, PHASES
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    GetPydanticSchema,
+    ValidationError,
+    create_model,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, ErrorDetails, PydanticCustomError, core_schema
+
+from workers.paths import PATHS, PHASES
 from zoo.specs import MODELS, VARIANTS
 
 # The shipped blueprints, in the order the CLI lists them.
 SHIPPED = ("smoke", "default", "paper")
-DATA_SOURCES = ("synthetic",)
-AUTO_THREADS: dict[str, int | str] = {"intra_op": "auto", "inter_op": "auto"}
+_ALL_MODELS = (*MODELS, *VARIANTS)
 
-
-@dataclass(frozen=True)
-class Settings:
-    train_steps: int  # timed optimizer steps per repeat
-    repeats: int  # timed repeats of train_steps; the median is reported
-    infer_batches: int  # resident mini-batches per inference round
-    window_s: float  # inference time window (at least one round is timed)
-    warmup_rounds: int  # untimed inference rounds first
-    # untimed runs of train_steps after the first step: some runtimes (XLA on
-    # CPU) keep getting faster for a few steps after compiling
-    warmup_repeats: int = 0
-    batch_size: int | None = None  # None: the workload's batch size
-    # inference batch-size sweep; None: only batch_size (or the workload's)
-    infer_batch_sizes: tuple[int, ...] | None = None
-    latency: bool = False  # also sample per-batch inference latencies
-
-
-@dataclass(frozen=True)
-class Profile:
-    name: str
-    base: Settings
-    per_model: dict[str, dict[str, Any]] = field(default_factory=dict)
-    fresh_worker_per_cell: bool = True  # else one worker per path serves all
-    timeout_s: float = 1800.0  # for one cell, worker start-up excluded
-    models: tuple[str, ...] = tuple(MODELS)
-    paths: tuple[str, ...] = tuple(PATHS)
-    phases: tuple[str, ...] = PHASES
-    seed: int = 1  # data seed
-    data: str = "synthetic"
-    # framework thread pools, {"intra_op": n, "inter_op": m}; each count an
-    # integer or "auto" (harness.numerics.thread_environment resolves it)
-    threads: dict[str, int | str] = field(default_factory=lambda: dict(AUTO_THREADS))
-    description: str = ""
-
-    def settings(self, model: str) -> Settings:
-        return replace(self.base, **self.per_model.get(model, {}))
+if TYPE_CHECKING:
+    ModelName = str
+    ThreadPool = str
+    PathName = str
+    PhaseName = str
+else:  # Literal types built from the registries
+    ModelName = Literal[_ALL_MODELS]
+    PathName = Literal[tuple(PATHS)]
+    PhaseName = Literal[PHASES]
+    ThreadPool = Literal["intra_op", "inter_op"]
+DataSource = Literal["synthetic"]
+DATA_SOURCES: tuple[str, ...] = get_args(DataSource)
 
 
 # --- the schema --------------------------------------------------------------
 
 
-class _RejectedError(Exception):
-    """A value a rule rejects; ``shown`` replaces the whole value in the message."""
+class _Schema(BaseModel):
+    # strict: TOML's true is not an integer, 2.0 is not an integer, "3" is not
+    # a number; only an integer may stand for a float (60 for 60.0).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    def __init__(self, shown: str | None = None) -> None:
-        super().__init__(shown)
-        self.shown = shown
+
+def _distinct(items: tuple[Any, ...]) -> tuple[Any, ...]:
+    for i, item in enumerate(items):
+        if item in items[:i]:
+            raise PydanticCustomError("distinct", "{item} twice", {"item": item})
+    return items
 
 
 @dataclass(frozen=True)
-class _Rule:
-    allowed: str  # what the field accepts, completing "<field> must be ..."
-    check: Callable[[Any], Any]  # the converted value, or raises _RejectedError
+class _DistinctList:
+    """A TOML list of distinct items, kept as a tuple; where ``everything`` is
+    given, the string ``"all"`` stands for it."""
+
+    everything: tuple[str, ...] | None = None
+
+    def _expand(self, value: Any) -> Any:
+        if self.everything is not None and value == "all":
+            return self.everything
+        return tuple(value) if isinstance(value, list) else value
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        listed = core_schema.no_info_after_validator_function(
+            _distinct, handler(source)
+        )
+        return core_schema.no_info_before_validator_function(self._expand, listed)
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        listed = handler(schema) | {"uniqueItems": True}
+        return (
+            listed if self.everything is None else {"anyOf": [{"const": "all"}, listed]}
+        )
+
+
+BatchSize = Annotated[int, Field(ge=1, le=65_536)]
+ThreadCount = Annotated[int, Field(ge=1, le=4096)] | Literal["auto"]
+AUTO_THREADS: dict[ThreadPool, ThreadCount] = {"intra_op": "auto", "inter_op": "auto"}
+
+
+class Settings(_Schema):
+    """How long and how hard one model is measured: ``[settings]``, and each
+    ``[per_model.<model>]`` table replaces some of these for one model."""
+
+    train_steps: int = Field(
+        ge=1, le=100_000, description="timed optimizer steps in one training run"
+    )
+    repeats: int = Field(
+        ge=1,
+        le=1000,
+        description="timed training runs, each in a fresh worker process; "
+        "the median is reported",
+    )
+    infer_batches: int = Field(
+        ge=1, le=10_000, description="resident mini-batches per inference round"
+    )
+    window_s: float = Field(
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="inference time window in seconds (at least one round is timed)",
+    )
+    warmup_rounds: int = Field(
+        ge=0, le=1000, description="untimed inference rounds before the window"
+    )
+    warmup_runs: int = Field(
+        0,
+        ge=0,
+        le=1000,
+        description="untimed runs of train_steps inside the worker process, "
+        "after the first step and before the timed run: some runtimes (XLA on "
+        "CPU) keep getting faster for a few steps after compiling",
+    )
+    batch_size: BatchSize | None = Field(
+        None, description="training and inference batch size; unset: the workload's"
+    )
+    infer_batch_sizes: (
+        Annotated[
+            tuple[BatchSize, ...], Field(min_length=1, max_length=32), _DistinctList()
+        ]
+        | None
+    ) = Field(None, description="inference batch-size sweep; unset: batch_size only")
+    latency: bool = Field(
+        False, description="also sample per-batch inference latencies"
+    )
+
+
+def _replacements_schema(_source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+    """One ``[per_model.<model>]`` table: any of Settings' fields, each checked
+    as Settings checks it, kept as a dict of the fields the table sets."""
+    fields: dict[str, Any] = {
+        name: (
+            Annotated[(info.annotation, *info.metadata)]
+            if info.metadata
+            else info.annotation,
+            Field(None, description=info.description),
+        )
+        for name, info in Settings.model_fields.items()
+    }
+    table = create_model("Replacements", __base__=_Schema, **fields)
+    return core_schema.no_info_after_validator_function(
+        lambda changes: changes.model_dump(exclude_unset=True), handler(table)
+    )
+
+
+Replacements = Annotated[dict[str, Any], GetPydanticSchema(_replacements_schema)]
+
+
+class Profile(_Schema):
+    """One blueprint: every top-level key and table of the file but ``name``."""
+
+    name: str = Field(description="the file's name without .toml; not a key in it")
+    description: str = Field("", max_length=500, description="one line for the CLI")
+    models: Annotated[
+        tuple[ModelName, ...], Field(min_length=1), _DistinctList(tuple(MODELS))
+    ] = Field(
+        tuple(MODELS),
+        description='models or variants such as "vgg-rysia"; "all": the four models',
+    )
+    paths: Annotated[
+        tuple[PathName, ...], Field(min_length=1), _DistinctList(tuple(PATHS))
+    ] = Field(tuple(PATHS), description="ids of workers.paths.PATHS")
+    phases: Annotated[
+        tuple[PhaseName, ...], Field(min_length=1), _DistinctList(PHASES)
+    ] = Field(PHASES, description="train, infer or both")
+    seed: int = Field(
+        1, ge=0, le=2**32 - 1, description="data seed (NumPy's seed range)"
+    )
+    data: DataSource = Field("synthetic", description="the only data source so far")
+    fresh_worker_per_cell: bool = Field(
+        True, description="else one worker per path serves all its cells"
+    )
+    timeout_s: float = Field(
+        1800.0,
+        gt=0,
+        le=86_400,
+        allow_inf_nan=False,
+        description="seconds for one cell, worker start-up excluded",
+    )
+    threads: Annotated[
+        dict[ThreadPool, ThreadCount],
+        AfterValidator(lambda given: AUTO_THREADS | given),
+    ] = Field(
+        default_factory=lambda: dict(AUTO_THREADS),
+        description="framework thread pools, intra_op and inter_op; auto: "
+        "workers.launch.thread_environment decides",
+    )
+    base: Settings = Field(
+        alias="settings", description="[settings]: every model's settings"
+    )
+    per_model: dict[ModelName, Replacements] = Field(
+        default_factory=dict,
+        description="[per_model.<model>]: replacements of [settings] for one model",
+    )
+
+    def settings(self, model: str) -> Settings:
+        """The base settings with ``model``'s replacements."""
+        return self.base.model_copy(update=self.per_model.get(model, {}))
+
+
+# --- one sentence per error ----------------------------------------------------
+
+_SHOWN = 80  # characters of a bad value or key in a message
+_RENAMED = {"warmup_repeats": "warmup_runs"}
+_NOT_IN_FILES = ("name",)  # Profile fields that no file sets
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
+def _toml(value: Any) -> str:
+    """``value`` as TOML would show it, cut short soon after ``_SHOWN``."""
+    if isinstance(value, (list, tuple)):
+        shown = "["
+        for item in value:
+            if len(shown) > _SHOWN:
+                break
+            shown += ("" if shown == "[" else ", ") + _toml(item)
+        return shown + "]"
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, str):
+        text = json.dumps(value[: _SHOWN + 1])
+    elif isinstance(value, dict):
+        text = "a table"
+    elif isinstance(value, int) and value.bit_length() > 1000:
+        text = "a huge integer"
+    elif hasattr(value, "isoformat"):  # TOML's dates and times
+        text = value.isoformat()
+    else:
+        text = str(value)
+    return text
 
 
 def _show(value: Any) -> str:
-    """``value`` as it would read in TOML."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, list):
-        return "[" + ", ".join(_show(v) for v in value) + "]"
-    return str(value)
+    return _cut(_toml(value))
 
 
-def _is_int(value: Any) -> bool:
-    # TOML's true and false are Python bools, which are ints too.
-    return isinstance(value, int) and not isinstance(value, bool)
+def _key(key: str) -> str:
+    """A key as TOML writes it: bare where it can be, else quoted."""
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _cut(json.dumps(key))
 
 
-def _integer(minimum: int) -> _Rule:
-    def check(value: Any) -> int:
-        if not _is_int(value) or value < minimum:
-            raise _RejectedError
-        return int(value)
+_KINDS = {
+    "integer": "an integer from {minimum} to {maximum}",
+    "number": "a number > {exclusiveMinimum} and <= {maximum}",
+    "boolean": "true or false",
+    "string": "a string of at most {maxLength} characters",
+    "object": "a table",
+}
 
-    return _Rule(f"an integer >= {minimum}", check)
+
+def _allowed(schema: dict[str, Any]) -> str:
+    """What a field's JSON schema accepts, completing "<field> must be ..."."""
+    if "anyOf" in schema:
+        kinds = [s for s in schema["anyOf"] if s.get("type") != "null"]
+        return " or ".join(_allowed(s) for s in kinds)
+    values = schema.get("enum", [schema["const"]] if "const" in schema else [])
+    if values:
+        shown = ", ".join(_toml(v) for v in values)
+        return shown if len(values) == 1 else f"one of {shown}"
+    if schema["type"] == "array":
+        return _allowed_list(schema)
+    return _KINDS[schema["type"]].format(**schema)
 
 
-def _positive_number(value: Any) -> float:
-    if not (_is_int(value) or isinstance(value, float)):
-        raise _RejectedError
+def _allowed_list(schema: dict[str, Any]) -> str:
+    low, high = schema.get("minItems", 0), schema.get("maxItems")
+    items = schema["items"]
+    if "enum" in items:
+        what = "names from " + ", ".join(items["enum"])
+    elif items.get("type") == "integer":
+        what = "integers from {minimum} to {maximum}".format(**items)
+    else:
+        what = "items, each " + _allowed(items)
+    distinct = "distinct " if schema.get("uniqueItems") else ""
+    if high is not None:
+        return f"a list of {low} to {high} {distinct}{what}"
+    return f"a {'non-empty ' if low else ''}list of {distinct}{what}"
+
+
+@functools.cache
+def _json_schema() -> dict[str, Any]:
+    return Profile.model_json_schema()
+
+
+def _resolve(schema: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref")
+    if ref is None:
+        return schema
+    return _resolve(_json_schema()["$defs"][ref.rsplit("/", 1)[-1]])
+
+
+def _locate(
+    loc: Sequence[int | str],
+) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
+    """The keys of ``loc`` that name a field, that field's JSON schema and the
+    schema of the table holding it; list indices and union members end it."""
+    parts: list[str] = []
+    parent = schema = _json_schema()
+    for part in loc:
+        if not isinstance(part, str):
+            break
+        extra = schema.get("additionalProperties")
+        if part in schema.get("properties", {}):
+            parent, schema = schema, _resolve(schema["properties"][part])
+        elif isinstance(extra, dict):
+            parent, schema = schema, _resolve(extra)
+        else:
+            break
+        parts.append(part)
+    return parts, schema, parent
+
+
+def _unknown_key(label: str, where: list[str], key: str, table: dict[str, Any]) -> str:
+    known = [k for k in table.get("properties", {}) if k not in _NOT_IN_FILES]
+    known = known or list(table.get("propertyNames", {}).get("enum", []))
+    dotted = ".".join([*map(_key, where), _key(key)])
+    if key in _RENAMED:
+        return (
+            f"{label}: {dotted} was renamed to {_RENAMED[key]} (untimed training "
+            "runs inside one worker process; repeats counts worker processes)"
+        )
+    if where == ["per_model"]:
+        return f"{label}: {dotted} is not a known model; known models: " + ", ".join(
+            known
+        )
+    close = difflib.get_close_matches(key, known, n=1) if len(key) <= 100 else []
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    if not where and key in Settings.model_fields:
+        hint = " (settings belong in the [settings] table)"
+    return f"{label}: {dotted} is not a known key{hint}; known keys: " + ", ".join(
+        known
+    )
+
+
+def _sentence(label: str, error: ErrorDetails) -> str:
+    """pydantic's ``error`` as one sentence naming ``label`` and the field."""
+    loc, kind = error["loc"], error["type"]
+    parts, schema, parent = _locate(loc)
+    if kind == "extra_forbidden":
+        return _unknown_key(label, parts, str(loc[len(parts)]), schema)
+    if loc[len(parts) : len(parts) + 1] == ("[key]",):  # a dict's key
+        return _unknown_key(label, parts[:-1], parts[-1], parent)
+    field = ".".join(map(_key, parts))
+    allowed = _allowed(schema)
+    if kind == "missing":
+        if "properties" in schema:
+            return f"{label}: {field} is missing; it must be a table with " + ", ".join(
+                schema.get("required", [])
+            )
+        return f"{label}: {field} is missing; it must be {allowed}"
+    if kind == "distinct":
+        got = _show(error["ctx"]["item"]) + " twice"
+    else:
+        got = _show(error["input"])
+    return f"{label}: {field} must be {allowed}, got {got}"
+
+
+def _check(name: str, doc: dict[str, Any], label: str) -> Profile:
+    for key in _NOT_IN_FILES:
+        if key in doc:
+            raise ValueError(_unknown_key(label, [], key, _json_schema()))
     try:
-        number = float(value)
-    except OverflowError:  # an integer beyond any float
-        raise _RejectedError from None
-    if not (math.isfinite(number) and number > 0):
-        raise _RejectedError
-    return number
+        return Profile.model_validate({**doc, "name": name})
+    except ValidationError as exc:
+        errors = exc.errors()
+    # An unknown key first: a misspelt key also leaves its field missing.
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    raise ValueError(_sentence(label, (unknown or errors)[0]))
 
 
-def _boolean(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _RejectedError
-    return value
-
-
-def _string(value: Any) -> str:
-    if not isinstance(value, str):
-        raise _RejectedError
-    return value
-
-
-def _choice(known: tuple[str, ...]) -> _Rule:
-    def check(value: Any) -> str:
-        if value not in known or not isinstance(value, str):
-            raise _RejectedError
-        return value
-
-    return _Rule("one of " + ", ".join(json.dumps(k) for k in known), check)
-
-
-def _thread_count(value: Any) -> int | str:
-    if value == "auto" and isinstance(value, str):
-        return value
-    if not _is_int(value) or value < 1:
-        raise _RejectedError
-    return int(value)
-
-
-def _distinct(items: list[Any]) -> None:
-    for i, item in enumerate(items):
-        if item in items[:i]:
-            raise _RejectedError(f"{_show(item)} twice")
-
-
-def _names(known: tuple[str, ...], everything: tuple[str, ...]) -> _Rule:
-    """``"all"`` (meaning ``everything``) or a non-empty list from ``known``."""
-
-    def check(value: Any) -> tuple[str, ...]:
-        if value == "all" and isinstance(value, str):
-            return everything
-        if not isinstance(value, list) or not value:
-            raise _RejectedError
-        for item in value:
-            if item not in known or not isinstance(item, str):
-                raise _RejectedError(_show(item))
-        _distinct(value)
-        return tuple(value)
-
-    return _Rule('"all" or a list of distinct names from ' + ", ".join(known), check)
-
-
-def _batch_sizes(value: Any) -> tuple[int, ...]:
-    if not isinstance(value, list) or not value:
-        raise _RejectedError
-    for item in value:
-        if not _is_int(item) or item < 1:
-            raise _RejectedError(_show(item))
-    _distinct(value)
-    return tuple(value)
-
-
-_SETTINGS: dict[str, _Rule] = {
-    "train_steps": _integer(1),
-    "repeats": _integer(1),
-    "infer_batches": _integer(1),
-    "window_s": _Rule("a number > 0", _positive_number),
-    "warmup_rounds": _integer(0),
-    "warmup_repeats": _integer(0),
-    "batch_size": _integer(1),
-    "infer_batch_sizes": _Rule(
-        "a non-empty list of distinct integers >= 1", _batch_sizes
-    ),
-    "latency": _Rule("true or false", _boolean),
-}
-# Settings without a default in the dataclass must be in [settings].
-_REQUIRED = tuple(
-    f.name
-    for f in fields(Settings)
-    if f.default is MISSING and f.default_factory is MISSING
-)
-_THREADS: dict[str, _Rule] = {
-    "intra_op": _Rule('an integer >= 1 or "auto"', _thread_count),
-    "inter_op": _Rule('an integer >= 1 or "auto"', _thread_count),
-}
-_ALL_MODELS = (*MODELS, *VARIANTS)
-_TOP: dict[str, _Rule] = {
-    "description": _Rule("a string", _string),
-    "models": _names(_ALL_MODELS, tuple(MODELS)),
-    "paths": _names(tuple(PATHS), tuple(PATHS)),
-    "phases": _names(PHASES, PHASES),
-    "seed": _integer(0),
-    "data": _choice(DATA_SOURCES),
-    "fresh_worker_per_cell": _Rule("true or false", _boolean),
-    "timeout_s": _Rule("a number > 0", _positive_number),
-}
-_TABLES = ("threads", "settings", "per_model")
-
-
-class _Checker:
-    """Checks one parsed file; every error names ``label`` and a dotted field."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-
-    def fail(self, message: str) -> ValueError:
-        return ValueError(f"{self.label}: {message}")
-
-    def table(self, value: Any, where: str) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise self.fail(f"{where} must be a table, got {_show(value)}")
-        return value
-
-    def keys(
-        self, table: Mapping[str, Any], known: tuple[str, ...], where: str
-    ) -> None:
-        for key in table:
-            if key not in known:
-                close = difflib.get_close_matches(key, known, n=1)
-                hint = f" (did you mean {close[0]}?)" if close else ""
-                if not where and key in _SETTINGS:
-                    hint = " (settings belong in the [settings] table)"
-                raise self.fail(
-                    f"{where}{key} is not a known key{hint}; known keys: "
-                    + ", ".join(known)
-                )
-
-    def values(
-        self, table: Mapping[str, Any], rules: Mapping[str, _Rule], where: str
-    ) -> dict[str, Any]:
-        self.keys(table, tuple(rules), where)
-        out = {}
-        for key, value in table.items():
-            rule = rules[key]
-            try:
-                out[key] = rule.check(value)
-            except _RejectedError as bad:
-                shown = _show(value) if bad.shown is None else bad.shown
-                raise self.fail(
-                    f"{where}{key} must be {rule.allowed}, got {shown}"
-                ) from None
-        return out
-
-    def settings(self, table: Any, where: str) -> dict[str, Any]:
-        return self.values(self.table(table, where), _SETTINGS, f"{where}.")
-
-    def profile(self, name: str, doc: dict[str, Any]) -> Profile:
-        self.keys(doc, (*_TOP, *_TABLES), "")
-        top = self.values({k: v for k, v in doc.items() if k in _TOP}, _TOP, "")
-        threads = self.values(
-            self.table(doc.get("threads", {}), "threads"), _THREADS, "threads."
-        )
-        base = self.settings(doc.get("settings", {}), "settings")
-        for key in _REQUIRED:
-            if key not in base:
-                raise self.fail(
-                    f"settings.{key} is missing; it must be {_SETTINGS[key].allowed}"
-                )
-        per_model = {}
-        for model, table in self.table(doc.get("per_model", {}), "per_model").items():
-            if model not in _ALL_MODELS:
-                raise self.fail(
-                    f"per_model.{model} is not a known model; known models: "
-                    + ", ".join(_ALL_MODELS)
-                )
-            per_model[model] = self.settings(table, f"per_model.{model}")
-        return Profile(
-            name,
-            Settings(**base),
-            per_model,
-            threads=AUTO_THREADS | threads,
-            **top,
-        )
+# --- loading -------------------------------------------------------------------
 
 
 def parse_blueprint(name: str, text: str, label: str | None = None) -> Profile:
@@ -337,7 +423,11 @@ def parse_blueprint(name: str, text: str, label: str | None = None) -> Profile:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{label} is not valid TOML: {exc}") from None
-    return _Checker(label).profile(name, doc)
+    except RecursionError:
+        raise ValueError(f"{label} is not valid TOML: it nests too deeply") from None
+    except ValueError:  # an integer of more than 4300 digits
+        raise ValueError(f"{label} is not valid TOML: a number is too long") from None
+    return _check(name, doc, label)
 
 
 def load_blueprint(path: str | Path) -> Profile:

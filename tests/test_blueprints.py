@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from harness.paths import PATHS, PHASES
 from harness.profiles import (
     PROFILES,
     SHIPPED,
@@ -17,21 +16,22 @@ from harness.profiles import (
     get_profile,
     parse_blueprint,
 )
+from workers.paths import PATHS, PHASES
 from zoo.specs import MODELS
 
 # The profiles as the shipped files must give them, value for value.
 BEFORE = {
     "smoke": Profile(
-        "smoke",
-        Settings(
+        name="smoke",
+        settings=Settings(
             train_steps=2, repeats=1, infer_batches=2, window_s=0.5, warmup_rounds=1
         ),
         per_model={"vgg16": {"batch_size": 8}, "lstm": {"batch_size": 32}},
         fresh_worker_per_cell=False,
     ),
     "default": Profile(
-        "default",
-        Settings(
+        name="default",
+        settings=Settings(
             train_steps=3, repeats=3, infer_batches=4, window_s=0.3, warmup_rounds=1
         ),
         per_model={
@@ -39,7 +39,7 @@ BEFORE = {
                 "train_steps": 50,
                 "repeats": 4,
                 "infer_batches": 20,
-                "warmup_repeats": 1,
+                "warmup_runs": 1,
                 "infer_batch_sizes": (1, 16, 128),
                 "latency": True,
             },
@@ -47,7 +47,7 @@ BEFORE = {
                 "train_steps": 20,
                 "repeats": 4,
                 "infer_batches": 10,
-                "warmup_repeats": 1,
+                "warmup_runs": 1,
                 "latency": True,
             },
             "vgg16": {"batch_size": 16, "train_steps": 2, "infer_batches": 1},
@@ -56,8 +56,8 @@ BEFORE = {
         fresh_worker_per_cell=False,
     ),
     "paper": Profile(
-        "paper",
-        Settings(
+        name="paper",
+        settings=Settings(
             train_steps=100,
             repeats=7,
             infer_batches=8,
@@ -89,7 +89,7 @@ def test_every_shipped_file_is_listed() -> None:
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_blueprint_keeps_the_python_values(name: str) -> None:
     loaded = PROFILES[name]
-    assert replace(loaded, description="") == BEFORE[name]
+    assert loaded.model_copy(update={"description": ""}) == BEFORE[name]
     assert loaded.description
     assert loaded.models == tuple(MODELS)
     assert loaded.paths == tuple(PATHS)
@@ -143,9 +143,9 @@ def test_all_selects_every_model_path_and_phase() -> None:
     assert profile.phases == PHASES
 
 
-def _error(text: str) -> str:
+def _error(text: str, label: str | None = None) -> str:
     with pytest.raises(ValueError, match=r".") as caught:
-        parse_blueprint("default", text)
+        parse_blueprint("default", text, label)
     message = str(caught.value)
     assert "\n" not in message
     return message
@@ -155,79 +155,257 @@ def test_unknown_key() -> None:
     assert _error(MINIMAL + "train_step = 2\n") == (
         "default.toml: settings.train_step is not a known key (did you mean "
         "train_steps?); known keys: train_steps, repeats, infer_batches, "
-        "window_s, warmup_rounds, warmup_repeats, batch_size, infer_batch_sizes, "
+        "window_s, warmup_rounds, warmup_runs, batch_size, infer_batch_sizes, "
         "latency"
+    )
+
+
+def test_unknown_key_comes_before_the_field_it_misspells() -> None:
+    text = MINIMAL.replace("repeats = 3", "repeat = 3")
+    assert _error(text).startswith(
+        "default.toml: settings.repeat is not a known key (did you mean repeats?)"
     )
 
 
 def test_setting_outside_its_table() -> None:
     message = _error("repeats = 3\n" + MINIMAL)
-    assert message.startswith(
+    assert message == (
         "default.toml: repeats is not a known key (settings belong in the "
-        "[settings] table); known keys: description, models,"
+        "[settings] table); known keys: description, models, paths, phases, "
+        "seed, data, fresh_worker_per_cell, timeout_s, threads, settings, per_model"
     )
+
+
+def test_name_comes_from_the_file_not_a_key() -> None:
+    assert _error('name = "other"\n' + MINIMAL).startswith(
+        "default.toml: name is not a known key; known keys: description,"
+    )
+
+
+@pytest.mark.parametrize(
+    ("table", "field"), [("", "settings"), ("[per_model.ffn]\n", "per_model.ffn")]
+)
+def test_warmup_repeats_was_renamed(table: str, field: str) -> None:
+    text = MINIMAL + table + "warmup_repeats = 1\n"
+    assert _error(text) == (
+        f"default.toml: {field}.warmup_repeats was renamed to warmup_runs "
+        "(untimed training runs inside one worker process; repeats counts "
+        "worker processes)"
+    )
+
+
+def test_warmup_runs_is_read() -> None:
+    profile = parse_blueprint("x", MINIMAL + "[per_model.ffn]\nwarmup_runs = 2\n")
+    assert profile.settings("ffn").warmup_runs == 2
+    assert profile.settings("lenet").warmup_runs == 0
 
 
 def test_wrong_type() -> None:
     assert _error('timeout_s = "long"\n' + MINIMAL) == (
-        'default.toml: timeout_s must be a number > 0, got "long"'
+        'default.toml: timeout_s must be a number > 0 and <= 86400, got "long"'
     )
 
 
 def test_bool_is_not_an_integer() -> None:
     assert _error(MINIMAL + "[per_model.vgg16]\nrepeats = true\n") == (
-        "default.toml: per_model.vgg16.repeats must be an integer >= 1, got true"
+        "default.toml: per_model.vgg16.repeats must be an integer from 1 to 1000, "
+        "got true"
     )
+
+
+def test_float_is_not_an_integer() -> None:
+    assert _error(MINIMAL.replace("train_steps = 3", "train_steps = 3.0")) == (
+        "default.toml: settings.train_steps must be an integer from 1 to 100000, "
+        "got 3.0"
+    )
+
+
+def test_integer_stands_for_a_float() -> None:
+    profile = parse_blueprint("x", "timeout_s = 60\n" + MINIMAL)
+    assert profile.timeout_s == 60.0
+    assert isinstance(profile.timeout_s, float)
 
 
 def test_out_of_range() -> None:
     assert _error(MINIMAL + "[per_model.vgg16]\ntrain_steps = 0\n") == (
-        "default.toml: per_model.vgg16.train_steps must be an integer >= 1, got 0"
+        "default.toml: per_model.vgg16.train_steps must be an integer from 1 to "
+        "100000, got 0"
     )
     assert _error(MINIMAL.replace("window_s = 3.0", "window_s = 0.0")) == (
-        "default.toml: settings.window_s must be a number > 0, got 0.0"
+        "default.toml: settings.window_s must be a number > 0 and <= 3600, got 0.0"
     )
     assert _error(MINIMAL + "infer_batch_sizes = [1, 0]\n") == (
-        "default.toml: settings.infer_batch_sizes must be a non-empty list of "
-        "distinct integers >= 1, got 0"
+        "default.toml: settings.infer_batch_sizes must be a list of 1 to 32 "
+        "distinct integers from 1 to 65536, got 0"
+    )
+    assert _error(MINIMAL + "infer_batch_sizes = [1, 1]\n") == (
+        "default.toml: settings.infer_batch_sizes must be a list of 1 to 32 "
+        "distinct integers from 1 to 65536, got 1 twice"
+    )
+
+
+def test_huge_repeats_are_refused() -> None:
+    text = MINIMAL.replace("repeats = 3", f"repeats = {2**63}")
+    assert _error(text) == (
+        "default.toml: settings.repeats must be an integer from 1 to 1000, "
+        "got 9223372036854775808"
+    )
+
+
+def test_a_25_day_timeout_is_refused() -> None:
+    assert _error("timeout_s = 2160000\n" + MINIMAL) == (
+        "default.toml: timeout_s must be a number > 0 and <= 86400, got 2160000"
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (
+            "window_s = inf",
+            "settings.window_s must be a number > 0 and <= 3600, got inf",
+        ),
+        (
+            "window_s = nan",
+            "settings.window_s must be a number > 0 and <= 3600, got nan",
+        ),
+        (
+            "infer_batches = 10001",
+            "settings.infer_batches must be an integer from 1 to 10000, got 10001",
+        ),
+        (
+            "warmup_rounds = 1001",
+            "settings.warmup_rounds must be an integer from 0 to 1000, got 1001",
+        ),
+        (
+            "warmup_runs = 1001",
+            "settings.warmup_runs must be an integer from 0 to 1000, got 1001",
+        ),
+        (
+            "batch_size = 65537",
+            "settings.batch_size must be an integer from 1 to 65536, got 65537",
+        ),
+    ],
+)
+def test_every_setting_has_an_upper_bound(line: str, message: str) -> None:
+    key = line.split(" = ", maxsplit=1)[0]
+    text = "\n".join(ln for ln in MINIMAL.splitlines() if not ln.startswith(f"{key} ="))
+    assert _error(f"{text}\n{line}\n") == f"default.toml: {message}"
+
+
+def test_seed_and_threads_have_upper_bounds() -> None:
+    assert _error(f"seed = {2**32}\n" + MINIMAL) == (
+        "default.toml: seed must be an integer from 0 to 4294967295, got 4294967296"
+    )
+    assert _error("[threads]\nintra_op = 4097\n" + MINIMAL) == (
+        'default.toml: threads.intra_op must be an integer from 1 to 4096 or "auto", '
+        "got 4097"
+    )
+
+
+def test_too_many_batch_sizes() -> None:
+    sizes = list(range(1, 34))
+    message = _error(MINIMAL + f"infer_batch_sizes = {sizes}\n")
+    assert message.startswith(
+        "default.toml: settings.infer_batch_sizes must be a list of 1 to 32 "
+        "distinct integers from 1 to 65536, got [1, 2, 3,"
+    )
+    assert message.endswith("...")
+    assert len(message.split(", got ", 1)[1]) == 80
+
+
+def test_a_5_mb_string_is_refused_and_cut() -> None:
+    text = 'description = "' + "x" * 5_000_000 + '"\n' + MINIMAL
+    message = _error(text)
+    assert message == (
+        "default.toml: description must be a string of at most 500 characters, "
+        'got "' + "x" * 76 + "..."
+    )
+
+
+def test_a_100_deep_table_is_refused() -> None:
+    keys = ".".join(f"k{i}" for i in range(100))
+    assert _error(MINIMAL + f"[per_model.vgg16.{keys}]\n") == (
+        "default.toml: per_model.vgg16.k0 is not a known key; known keys: "
+        "train_steps, repeats, infer_batches, window_s, warmup_rounds, "
+        "warmup_runs, batch_size, infer_batch_sizes, latency"
+    )
+
+
+def test_too_deep_nesting_is_not_a_traceback() -> None:
+    text = "x = " + "[" * 100_000 + "]" * 100_000 + "\n"
+    assert _error(text) == "default.toml is not valid TOML: it nests too deeply"
+
+
+def test_an_overlong_integer_is_not_a_traceback() -> None:
+    assert _error("seed = " + "9" * 5000 + "\n" + MINIMAL) == (
+        "default.toml is not valid TOML: a number is too long"
+    )
+
+
+def test_an_odd_key_is_quoted_on_one_line() -> None:
+    assert _error('"a\\nb" = 1\n' + MINIMAL).startswith(
+        'default.toml: "a\\nb" is not a known key; known keys: description,'
     )
 
 
 def test_missing_required_setting() -> None:
     assert _error(MINIMAL.replace("repeats = 3\n", "")) == (
-        "default.toml: settings.repeats is missing; it must be an integer >= 1"
+        "default.toml: settings.repeats is missing; it must be an integer from 1 "
+        "to 1000"
+    )
+    assert _error('description = "no settings"\n') == (
+        "default.toml: settings is missing; it must be a table with train_steps, "
+        "repeats, infer_batches, window_s, warmup_rounds"
+    )
+
+
+def test_not_a_table() -> None:
+    assert _error(MINIMAL + "[per_model]\nvgg16 = 3\n") == (
+        "default.toml: per_model.vgg16 must be a table, got 3"
     )
 
 
 def test_unknown_model() -> None:
     known = "ffn, lenet, vgg16, lstm, vgg-rysia"
     assert _error('models = ["ffn", "resnet"]\n' + MINIMAL) == (
-        'default.toml: models must be "all" or a list of distinct names from '
-        f'{known}, got "resnet"'
+        'default.toml: models must be "all" or a non-empty list of distinct names '
+        f'from {known}, got "resnet"'
     )
     assert _error(MINIMAL + "[per_model.resnet]\nrepeats = 1\n") == (
         f"default.toml: per_model.resnet is not a known model; known models: {known}"
     )
 
 
+def test_empty_list() -> None:
+    assert _error("models = []\n" + MINIMAL) == (
+        'default.toml: models must be "all" or a non-empty list of distinct names '
+        "from ffn, lenet, vgg16, lstm, vgg-rysia, got []"
+    )
+
+
 def test_unknown_path_and_phase() -> None:
     assert _error('paths = ["native-torch", "native-cobol"]\n' + MINIMAL) == (
-        'default.toml: paths must be "all" or a list of distinct names from '
-        + ", ".join(PATHS)
-        + ', got "native-cobol"'
+        'default.toml: paths must be "all" or a non-empty list of distinct names '
+        "from " + ", ".join(PATHS) + ', got "native-cobol"'
     )
     assert _error('phases = ["train", "train"]\n' + MINIMAL) == (
-        'default.toml: phases must be "all" or a list of distinct names from '
-        'train, infer, got "train" twice'
+        'default.toml: phases must be "all" or a non-empty list of distinct names '
+        'from train, infer, got "train" twice'
     )
 
 
 def test_unknown_data_and_threads() -> None:
     assert _error('data = "mnist"\n' + MINIMAL) == (
-        'default.toml: data must be one of "synthetic", got "mnist"'
+        'default.toml: data must be "synthetic", got "mnist"'
     )
     assert _error("[threads]\ninter_op = 0\n" + MINIMAL) == (
-        'default.toml: threads.inter_op must be an integer >= 1 or "auto", got 0'
+        'default.toml: threads.inter_op must be an integer from 1 to 4096 or "auto", '
+        "got 0"
+    )
+    assert _error("[threads]\nintr_op = 2\n" + MINIMAL) == (
+        "default.toml: threads.intr_op is not a known key (did you mean "
+        "intra_op?); known keys: intra_op, inter_op"
     )
 
 
@@ -247,11 +425,49 @@ def test_missing_file(tmp_path: Path) -> None:
     )
 
 
+def _file_error(path: Path) -> str:
+    with pytest.raises(ValueError, match=r".") as caught:
+        get_profile(path)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
 def test_user_file_errors_name_its_path(tmp_path: Path) -> None:
     path = tmp_path / "mine.toml"
     path.write_text(MINIMAL + "batch_size = -1\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r".") as caught:
-        get_profile(path)
-    assert str(caught.value) == (
-        f"{path}: settings.batch_size must be an integer >= 1, got -1"
+    assert _file_error(path) == (
+        f"{path}: settings.batch_size must be an integer from 1 to 65536, got -1"
     )
+
+
+def test_binary_file(tmp_path: Path) -> None:
+    path = tmp_path / "mine.toml"
+    path.write_bytes(bytes(range(256)) * 4)
+    assert _file_error(path) == f"{path} is not valid TOML: it is not UTF-8 text"
+    path.write_bytes(b"\x00\x01\x02 = 1\n")
+    assert _file_error(path) == (
+        f"{path} is not valid TOML: Invalid statement (at line 1, column 1)"
+    )
+
+
+def _numbers(schema: Any, where: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """Every integer or number in a JSON schema, with where it is."""
+    found = []
+    if isinstance(schema, dict):
+        if schema.get("type") in ("integer", "number"):
+            found.append((where, schema))
+        for key, value in schema.items():
+            found += _numbers(value, f"{where}.{key}")
+    elif isinstance(schema, list):
+        for i, value in enumerate(schema):
+            found += _numbers(value, f"{where}[{i}]")
+    return found
+
+
+def test_every_number_in_the_schema_has_both_bounds() -> None:
+    numbers = _numbers(Profile.model_json_schema())
+    assert len(numbers) >= 15  # the walk found the settings and the top level
+    for where, schema in numbers:
+        assert "maximum" in schema, where
+        assert "minimum" in schema or "exclusiveMinimum" in schema, where
