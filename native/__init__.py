@@ -1,13 +1,32 @@
 """The reference models written by hand with each framework's low-level operators.
 
-Each framework package (``native.torch``, later ``native.jax`` ...) has the same
-files: ``common.py`` with what every model of that framework shares (loading
-weights, the loss, gradients, the hand-written optimizers, synchronization)
-and one module per architecture (``ffn.py``, ``lenet.py``, ``vgg16.py``,
-``lstm.py``) holding that model's forward pass.  Both surfaces are described
-by the Protocols in ``native.protocol``.
+Every framework package (``native.jax``, ``native.tensorflow``,
+``native.torch``, ``native.mxnet``) has the same files (``FILES``):
 
-Importing this package imports no framework; ``load`` does, lazily.
+- ``common.py``: what must differ per framework and is the same for all its
+  models (loading arrays, feeding data, the loss and its gradients, the
+  hand-written SGD and Adam, waiting for the device), meeting
+  ``native.protocol.Framework``;
+- ``ops.py``: the building blocks with the same signatures everywhere
+  (``dense(h, params, spec, name)``, ``conv2d(h, params, spec, name)``,
+  ``max_pool(h, size)``, ``avg_pool(h, size)``, ``flatten(h)``, ``relu(h)``);
+- ``ffn.py``, ``lenet.py``, ``vgg16.py``, ``lstm.py``: one forward pass each,
+  ``apply(params, x, spec=SPEC, tap=no_tap)`` (``native.protocol.ModelModule``);
+- ``idiomatic.py`` where the framework has an idiomatic fast training step for
+  ``python -m harness floors`` (``IDIOMATIC``).
+
+MXNet has one extra file, ``hybrid.py``: its compiled mode (a hybridized
+``HybridBlock``) is a path of its own, ``native-mxnet-hybrid``, and meets
+``Framework`` too.  MXNet has no ``idiomatic.py``: its idiomatic fast mode
+*is* hybridization (the Gluon way to run a model as one cached graph), and
+that is already a path of its own measured beside ``native-mxnet``, so the
+floors benchmark would only time it again.
+
+What is the same for every framework (canonical <-> framework layouts, the
+parameter export, the activation tap, evaluation) lives once in
+``workers/native_runner.py``.
+
+Importing this package imports no framework; ``load_framework`` does, lazily.
 """
 
 from __future__ import annotations
@@ -27,6 +46,12 @@ _MODULES = {"mxnet-hybrid": "native.mxnet.hybrid"}
 # Frameworks with an idiomatic fast training step (``idiomatic.py``) for
 # ``python -m harness floors``.
 IDIOMATIC = ("jax", "tensorflow", "torch")
+MODEL_FILES = ("ffn.py", "lenet.py", "vgg16.py", "lstm.py")
+# The files of every framework package; ``idiomatic.py`` and MXNet's
+# ``hybrid.py`` come on top, as described above.
+FILES = ("__init__.py", "common.py", "ops.py", *MODEL_FILES)
+# The optimizers every common.py writes out (``Workload.optimizer``).
+OPTIMIZERS = ("sgd", "adam")
 
 
 def load_framework(framework: str) -> Framework:
@@ -40,14 +65,22 @@ def load_framework(framework: str) -> Framework:
 
 
 def load_apply(framework: str, spec: ModelSpec) -> Apply:
-    """The forward pass of ``spec`` in ``framework``, as ``apply(params, x)``.
+    """The forward pass of ``spec`` in ``framework``, as ``apply(params, x,
+    tap=no_tap)`` with the spec bound.
 
-    A variant (such as ``vgg-rysia``), or a spec changed by a deliberate fault,
-    reuses its family's module with its own spec.
+    The same object for the same forward pass: JAX and TensorFlow cache their
+    compiled functions per ``apply`` object, so a new one per call would
+    compile again every time.  Specs that differ only in their workload share
+    one (the workload does not shape the pass); a variant (``vgg-rysia``) or a
+    spec changed by a deliberate fault gets its own.
     """
     load_framework(framework)
     package = framework.split("-", maxsplit=1)[0]
     module: Any = importlib.import_module(f"native.{package}.{spec.module}")
-    if spec.layers == module.SPEC.layers:  # the workload does not shape apply
-        return cast("Apply", module.apply)
+    same_pass = spec.layers == module.SPEC.layers and spec.params == module.SPEC.params
+    return _bound(module, module.SPEC if same_pass else spec)
+
+
+@functools.cache
+def _bound(module: Any, spec: ModelSpec) -> Apply:
     return cast("Apply", functools.partial(module.apply, spec=spec))

@@ -7,9 +7,10 @@ optimizer); every other path keeps the correct ones.  ``Fault.target`` says
 where localization must point: the stage (``forward``, ``loss``, ``backward``,
 ``update``) and the layer.
 
-Framework-free: the MXNet environment imports it too.  The one fault that
-needs framework code, ``adam-eps-inside-sqrt``, names an optimizer that each
-``native/<fw>/faults.py`` registers when the worker imports it.
+Framework-free: the MXNet environment imports it too.  Every fault is data:
+the optimizer fault ``adam-eps-inside-sqrt`` sets the workload's
+``epsilon_inside_sqrt``, which each framework's one Adam honours in its
+denominator (the Keras paths refuse faults, so they never see it).
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ def _valid_padding(
 def _adam_eps_inside_sqrt(
     spec: ModelSpec, weights: Mapping[str, np.ndarray]
 ) -> tuple[ModelSpec, Weights]:
-    workload = dataclasses.replace(spec.workload, optimizer="adam-eps-inside-sqrt")
+    workload = dataclasses.replace(spec.workload, epsilon_inside_sqrt=True)
     return dataclasses.replace(spec, workload=workload), dict(weights)
 
 

@@ -1,14 +1,23 @@
 """The surface every native framework package and model module offers.
 
 A model module (``native/<fw>/<model>.py``) is small: its ``SPEC`` and its
-forward pass ``apply(params, x, tap=no_tap) -> logits``.  ``tap(name, h)`` is
-called with the output of every layer in ``spec.tapped_layers()``, in order,
-and returns ``h``; the default does nothing, so compiled passes are unchanged,
-and ``Framework.activations`` passes a recording tap to localize a divergence.
+forward pass ``apply(params, x, spec=SPEC, tap=no_tap) -> logits``, the same
+signature in all sixteen.  ``spec`` says what the pass reads from the model's
+description (each convolution's padding, the block structure, the static
+operator attributes MXNet needs), so a variant (``vgg-rysia``) or a spec
+changed by a deliberate fault reuses its family's module; ``native.load_apply``
+binds it.  ``tap(name, h)`` is called with the output of every layer in
+``spec.tapped_layers()``, in order, and returns ``h``; the default does
+nothing, so compiled passes are unchanged, and the runner passes a recording
+tap to localize a divergence.
 
-Everything that is the same for all models of one framework lives once in
-``native/<fw>/common.py``, which meets ``Framework`` below.  ``tests/native``
-checks that each module meets these.
+What must differ per framework lives once in ``native/<fw>/common.py``, which
+meets ``Framework`` below: loading arrays, feeding data, the loss and its
+gradients, the hand-written optimizers and waiting for the device.  What is
+the same for every framework (canonical <-> framework layouts, exporting
+parameters, the activation tap, the evaluation that the equivalence checks
+compare) lives once in ``workers/native_runner.py``.  ``tests/native`` checks
+that every module meets these.
 """
 
 from __future__ import annotations
@@ -18,12 +27,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from zoo.specs import ModelSpec
+from zoo.specs import ModelSpec, Workload
 
 Params = Any  # the framework's own container of parameter tensors
 Tensor = Any
-Apply = Callable[..., Tensor]  # apply(params, x, tap=no_tap) -> logits
+Apply = Callable[..., Tensor]  # apply(params, x, tap=no_tap) -> logits, spec bound
 Tap = Callable[[str, Tensor], Tensor]
+TrainState = Any  # params, m, v, step, workload: the fields in this order
 
 
 def no_tap(name: str, h: Tensor) -> Tensor:
@@ -34,14 +44,21 @@ def no_tap(name: str, h: Tensor) -> Tensor:
 class ModelModule(Protocol):
     SPEC: ModelSpec
 
-    def apply(self, params: Params, x: Tensor, tap: Tap = no_tap) -> Tensor: ...
+    def apply(
+        self, params: Params, x: Tensor, spec: ModelSpec = ..., tap: Tap = no_tap
+    ) -> Tensor: ...
 
 
 class Framework(Protocol):
     LAYOUT: str  # a layout family of native.layout
 
-    def init(self, spec: ModelSpec, canonical: Mapping[str, np.ndarray]) -> Params:
-        """Canonical weights -> this framework's parameters, on its device."""
+    def init(self, arrays: Mapping[str, np.ndarray]) -> Params:
+        """Arrays already in this framework's layout (``native.layout.to_native``)
+        -> this framework's parameters, on its device."""
+
+    def arrays(self, params: Params) -> Mapping[str, Tensor]:
+        """The parameters as a mapping of canonical name -> tensor (the values,
+        with no gradient bookkeeping), for exporting and for the activation tap."""
 
     def to_input(self, x: np.ndarray) -> Tensor:
         """A canonical-layout input batch -> this framework's layout and device."""
@@ -49,35 +66,32 @@ class Framework(Protocol):
     def to_labels(self, y: np.ndarray) -> Tensor:
         """Integer class labels -> this framework's tensor on its device."""
 
-    def evaluate(
-        self, spec: ModelSpec, apply: Apply, params: Params, x: Tensor, y: Tensor
-    ) -> tuple[np.ndarray, float, dict[str, np.ndarray]]:
-        """Logits, mean cross-entropy and gradients in canonical layout."""
+    def cross_entropy(self, logits: Tensor, y: Tensor) -> Tensor:
+        """Mean negative log-likelihood of the true class, from logits."""
+
+    def loss_and_grads(
+        self, apply: Apply, params: Params, x: Tensor, y: Tensor
+    ) -> tuple[Tensor, Tensor, Mapping[str, Tensor]]:
+        """Logits, mean cross-entropy and gradients by name in this framework's
+        layout (compiled where the framework compiles)."""
 
     def inference(self, apply: Apply, params: Params, x: Tensor) -> Tensor:
         """Logits without gradient bookkeeping (may return before they are ready)."""
 
-    def make_train_state(self, spec: ModelSpec, params: Params) -> Any:
+    def make_train_state(self, params: Params, workload: Workload) -> TrainState:
         """Parameters plus the workload's optimizer state (step 0)."""
 
-    def train_step(self, apply: Apply, state: Any, x: Tensor, y: Tensor) -> Any:
+    def train_step(
+        self, apply: Apply, state: TrainState, x: Tensor, y: Tensor
+    ) -> TrainState:
         """One optimizer step with Keras' update formulas; returns the new state."""
 
+    def state_params(self, state: TrainState) -> Params:
+        """The current parameters of a train state, as ``loss_and_grads`` takes
+        them."""
+
     def to_numpy(self, t: Tensor) -> np.ndarray:
-        """A tensor's values as a NumPy array (waits for them)."""
-
-    def state_params(self, state: Any) -> Params:
-        """The current parameters of a train state, as ``evaluate`` takes them."""
-
-    def export(self, spec: ModelSpec, params: Params) -> dict[str, np.ndarray]:
-        """Parameters -> canonical-layout NumPy arrays (the inverse of ``init``)."""
-
-    def activations(
-        self, apply: Apply, params: Params, x: Tensor, taps: dict[str, np.ndarray]
-    ) -> None:
-        """Run the forward pass op by op (never compiled) and store each tapped
-        layer's output, in this framework's layout, into ``taps`` as soon as it
-        is computed, so a pass that fails part-way keeps the layers before."""
+        """A tensor's values as a NumPy array of its own (waits for them)."""
 
     def sync(self, value: Any) -> None:
         """Block until every computation producing ``value`` has finished."""

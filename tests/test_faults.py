@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -63,11 +65,16 @@ def test_valid_padding_changes_one_layer_and_keeps_the_weights() -> None:
     )
 
 
-def test_optimizer_fault_renames_the_optimizer_only() -> None:
+def test_optimizer_fault_moves_adams_epsilon_only() -> None:
     spec = MODELS["lenet"]
-    faulty, _ = faults.inject(spec, make_weights(spec, 0), "adam-eps-inside-sqrt")
-    assert faulty.workload.optimizer == "adam-eps-inside-sqrt"
+    canonical = make_weights(spec, 0)
+    faulty, weights = faults.inject(spec, canonical, "adam-eps-inside-sqrt")
+    assert not spec.workload.epsilon_inside_sqrt  # Keras' Adam
+    assert faulty.workload == dataclasses.replace(
+        spec.workload, epsilon_inside_sqrt=True
+    )
     assert faulty.layers == spec.layers
+    assert all(np.array_equal(weights[k], a) for k, a in canonical.items())
     assert faults.FAULTS["adam-eps-inside-sqrt"].target(spec).stage == "update"
 
 

@@ -72,3 +72,10 @@ def test_workloads_follow_the_issue() -> None:
         "vgg16": ("adam", 0.01, 128),
         "lstm": ("adam", 0.01, 128),
     }
+
+
+def test_every_workload_uses_keras_adam_epsilon() -> None:
+    """Epsilon outside the square root, as Keras' Adam has it; only a
+    deliberate fault (``native.faults``) moves it inside."""
+    specs = [*MODELS.values(), *VARIANTS.values()]
+    assert not any(s.workload.epsilon_inside_sqrt for s in specs)

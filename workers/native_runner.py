@@ -1,8 +1,14 @@
 """The native paths as a worker runs them: one class for every framework.
 
-Everything framework-specific comes from ``native.<framework>.common`` and the
-model modules; this file only wires them to the worker's three tasks.  Data is
-made resident on the device before any timing starts.
+What differs per framework comes from ``native.<framework>.common`` (which
+meets ``native.protocol.Framework``) and the model modules.  What is the same
+for all of them is written once here: canonical weights are converted to the
+framework's layout (``native.layout.to_native``) before ``init``, gradients
+and parameters back (``native.layout.to_canonical``); the activation tap
+records every layer's output in canonical layout; ``evaluate`` turns the
+framework's logits, loss and gradients into NumPy.  Data is made resident on
+the device before any timing starts, and every timed closure ends by waiting
+for the device (``sync``).
 """
 
 from __future__ import annotations
@@ -14,14 +20,43 @@ from typing import Any
 
 import numpy as np
 
-from native import layout, load_apply, load_framework
+from native import OPTIMIZERS, layout, load_apply, load_framework
+from native.protocol import Params, Tensor, TrainState
 from zoo.specs import ModelSpec
+
+Batch = tuple[Tensor, Tensor]
 
 
 class NativeRunner:
     def __init__(self, framework: str) -> None:
         self.framework = framework
         self.fw = load_framework(framework)
+
+    def init(self, spec: ModelSpec, weights: Mapping[str, np.ndarray]) -> Params:
+        """Canonical weights -> this framework's parameters, on its device."""
+        return self.fw.init(layout.to_native(spec, weights, self.fw.LAYOUT))
+
+    def train_state(
+        self, spec: ModelSpec, weights: Mapping[str, np.ndarray]
+    ) -> TrainState:
+        """Parameters from ``weights`` plus the workload's optimizer state."""
+        optimizer = spec.workload.optimizer
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(
+                f"model {spec.name!r} asks for optimizer {optimizer!r}; the native "
+                f"paths write out {', '.join(OPTIMIZERS)}"
+            )
+        return self.fw.make_train_state(self.init(spec, weights), spec.workload)
+
+    def export(self, spec: ModelSpec, params: Params) -> dict[str, np.ndarray]:
+        """Parameters -> canonical-layout NumPy arrays (the inverse of ``init``)."""
+        native = {k: self.fw.to_numpy(a) for k, a in self.fw.arrays(params).items()}
+        return layout.to_canonical(spec, native, self.fw.LAYOUT)
+
+    def batches(self, xs: np.ndarray, ys: np.ndarray) -> list[Batch]:
+        """Stacked canonical mini-batches, resident on the device."""
+        fw = self.fw
+        return [(fw.to_input(x), fw.to_labels(y)) for x, y in zip(xs, ys, strict=True)]
 
     def evaluate(
         self,
@@ -30,11 +65,45 @@ class NativeRunner:
         x: np.ndarray,
         y: np.ndarray,
     ) -> tuple[np.ndarray, float, dict[str, np.ndarray]]:
-        apply = load_apply(self.framework, spec)
-        params = self.fw.init(spec, weights)
-        return self.fw.evaluate(
-            spec, apply, params, self.fw.to_input(x), self.fw.to_labels(y)
+        """Logits, mean cross-entropy and canonical-layout gradients of one batch."""
+        fw = self.fw
+        logits, loss, grads = fw.loss_and_grads(
+            load_apply(self.framework, spec),
+            self.init(spec, weights),
+            fw.to_input(x),
+            fw.to_labels(y),
         )
+        native = {name: fw.to_numpy(g) for name, g in grads.items()}
+        return (
+            fw.to_numpy(logits),
+            float(fw.to_numpy(loss).item()),
+            layout.to_canonical(spec, native, fw.LAYOUT),
+        )
+
+    def activations(
+        self, spec: ModelSpec, weights: Mapping[str, np.ndarray], x: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], str | None]:
+        """Every tapped layer's output in canonical layout, and the error that
+        stopped the forward pass part-way (``None`` if it ran through)."""
+        fw = self.fw
+        apply = load_apply(self.framework, spec)
+        arrays = fw.arrays(self.init(spec, weights))
+        taps: dict[str, np.ndarray] = {}
+
+        # The pass runs op by op over the plain arrays (never compiled, no
+        # gradient bookkeeping), so every operator runs, and fails, as it is
+        # reached; reading each output back at once also surfaces an error of an
+        # asynchronous engine (MXNet) at its layer, and keeps the layers before.
+        def record(name: str, h: Tensor) -> Tensor:
+            taps[name] = layout.activation_to_canonical(fw.to_numpy(h), fw.LAYOUT)
+            return h
+
+        error = None
+        try:
+            apply(arrays, fw.to_input(x), tap=record)
+        except Exception as exc:  # a faulty pass may fail; keep the layers before
+            error = f"{type(exc).__name__}: {exc}"
+        return taps, error
 
     def trainer(
         self,
@@ -44,33 +113,30 @@ class NativeRunner:
         ys: np.ndarray,
     ) -> Callable[[int], None]:
         """``run(n)``: ``n`` hand-written optimizer steps, finished on return."""
-        apply = load_apply(self.framework, spec)
-        state = self.fw.make_train_state(spec, self.fw.init(spec, weights))
+        fw, apply = self.fw, load_apply(self.framework, spec)
+        state = self.train_state(spec, weights)
 
-        def step(batch: tuple[Any, Any]) -> Any:
+        def step(x: Tensor, y: Tensor) -> TrainState:
             nonlocal state
-            state = self.fw.train_step(apply, state, *batch)
+            state = fw.train_step(apply, state, x, y)
             return state
 
-        batches = [
-            (self.fw.to_input(x), self.fw.to_labels(y))
-            for x, y in zip(xs, ys, strict=True)
-        ]
-        return self._stepper(batches, step)
+        return self._stepper(self.batches(xs, ys), step)
 
     def direct_trainer(
-        self, spec: ModelSpec, weights: Mapping[str, np.ndarray], data: Any
+        self,
+        spec: ModelSpec,
+        weights: Mapping[str, np.ndarray],
+        xs: np.ndarray,
+        ys: np.ndarray,
     ) -> Callable[[int], None]:
         """``direct(n)``: ``n`` train steps over the same resident batches as
         ``trainer`` (cycling), calling the framework's functions in a plain
         loop (no harness closure), then a wait: the reference that
         ``python -m harness selfcheck`` times."""
         fw, apply = self.fw, load_apply(self.framework, spec)
-        state = fw.make_train_state(spec, fw.init(spec, weights))
-        batches = [
-            (fw.to_input(x), fw.to_labels(y))
-            for x, y in zip(data["x"], data["y"], strict=True)
-        ]
+        state = self.train_state(spec, weights)
+        batches = self.batches(xs, ys)
 
         def direct(n: int) -> None:
             nonlocal state
@@ -91,12 +157,11 @@ class NativeRunner:
         """Like ``trainer``, with the framework's idiomatic fast training step
         (``native.<framework>.idiomatic``), for the floors benchmark."""
         idiomatic = importlib.import_module(f"native.{self.framework}.idiomatic")
-        prepare, step = idiomatic.make_trainer(spec, weights)
-        batches = [prepare(x, y) for x, y in zip(xs, ys, strict=True)]
-        return self._stepper(batches, step)
+        arrays = layout.to_native(spec, weights, self.fw.LAYOUT)
+        return self._stepper(self.batches(xs, ys), idiomatic.make_step(spec, arrays))
 
     def _stepper(
-        self, batches: list[Any], step: Callable[[Any], Any]
+        self, batches: list[Batch], step: Callable[[Tensor, Tensor], Any]
     ) -> Callable[[int], None]:
         """``run(n)``: ``step`` over the first ``n`` resident batches, then a
         wait on what the last step returned."""
@@ -105,8 +170,8 @@ class NativeRunner:
             if n > len(batches):
                 raise ValueError(f"asked for {n} steps but only {len(batches)} batches")
             last = None
-            for batch in batches[:n]:
-                last = step(batch)
+            for x, y in batches[:n]:
+                last = step(x, y)
             self.fw.sync(last)
 
         return run
@@ -115,33 +180,15 @@ class NativeRunner:
         self, spec: ModelSpec, weights: Mapping[str, np.ndarray], xs: np.ndarray
     ) -> Callable[[], None]:
         """``run()``: the forward pass over every resident batch, finished on return."""
-        apply = load_apply(self.framework, spec)
-        params = self.fw.init(spec, weights)
-        inputs = [self.fw.to_input(x) for x in xs]
+        fw, apply = self.fw, load_apply(self.framework, spec)
+        params = self.init(spec, weights)
+        inputs = [fw.to_input(x) for x in xs]
 
         def run() -> None:
-            outputs = [self.fw.inference(apply, params, x) for x in inputs]
-            self.fw.sync(outputs)
+            outputs = [fw.inference(apply, params, x) for x in inputs]
+            fw.sync(outputs)
 
         return run
-
-    def activations(
-        self, spec: ModelSpec, weights: Mapping[str, np.ndarray], x: np.ndarray
-    ) -> tuple[dict[str, np.ndarray], str | None]:
-        """Every tapped layer's output in canonical layout, and the error that
-        stopped the forward pass part-way (``None`` if it ran through)."""
-        apply = load_apply(self.framework, spec)
-        params = self.fw.init(spec, weights)
-        taps: dict[str, np.ndarray] = {}
-        error = None
-        try:
-            self.fw.activations(apply, params, self.fw.to_input(x), taps)
-        except Exception as exc:  # a faulty pass may fail; keep the layers before
-            error = f"{type(exc).__name__}: {exc}"
-        family = self.fw.LAYOUT
-        return {
-            k: layout.activation_to_canonical(a, family) for k, a in taps.items()
-        }, (error)
 
     def session(self, spec: ModelSpec, weights: Mapping[str, np.ndarray]) -> Session:
         return Session(self.framework, spec, weights)
@@ -152,30 +199,34 @@ class NativeRunner:
 
 class Session:
     """A training run step by step, for the trajectory and accuracy checks
-    (``equivalence.runs``); the same surface as ``zoo.keras_path.Session``."""
+    (``workers.runs``); the same surface as the Keras runner's ``Session``
+    (``workers.protocol.Session``)."""
 
     def __init__(
         self, framework: str, spec: ModelSpec, weights: Mapping[str, np.ndarray]
     ) -> None:
-        self.fw = load_framework(framework)
+        self.runner = NativeRunner(framework)
+        self.fw = self.runner.fw
         self.spec = spec
         self.apply = load_apply(framework, spec)
-        self.state = self.fw.make_train_state(spec, self.fw.init(spec, weights))
+        self.state = self.runner.train_state(spec, weights)
 
     def step(self, x: np.ndarray, y: np.ndarray, with_loss: bool = True) -> float:
         """One optimizer step; returns the loss at the parameters before it
         (computed by a separate forward pass, or NaN when not asked for)."""
-        xt, yt = self.fw.to_input(x), self.fw.to_labels(y)
+        fw = self.fw
+        xt, yt = fw.to_input(x), fw.to_labels(y)
         loss = math.nan
         if with_loss:
-            params = self.fw.state_params(self.state)
-            _, loss, _ = self.fw.evaluate(self.spec, self.apply, params, xt, yt)
-        self.state = self.fw.train_step(self.apply, self.state, xt, yt)
-        self.fw.sync(self.state)
+            params = fw.state_params(self.state)
+            _, value, _ = fw.loss_and_grads(self.apply, params, xt, yt)
+            loss = float(fw.to_numpy(value).item())
+        self.state = fw.train_step(self.apply, self.state, xt, yt)
+        fw.sync(self.state)
         return loss
 
     def params(self) -> dict[str, np.ndarray]:
-        return self.fw.export(self.spec, self.fw.state_params(self.state))
+        return self.runner.export(self.spec, self.fw.state_params(self.state))
 
     def logits(self, x: np.ndarray) -> np.ndarray:
         params = self.fw.state_params(self.state)

@@ -67,6 +67,12 @@ class Workload:
     ``optimizer`` is ``sgd`` (plain, no momentum) or ``adam``; Adam's constants
     are Keras' defaults, which every hand-written optimizer must use too.  The
     loss is always the mean sparse categorical cross-entropy over logits.
+
+    ``epsilon_inside_sqrt`` places Adam's epsilon: ``False`` is Keras' Adam,
+    which divides by ``sqrt(v) + epsilon``; ``True`` is the ``sqrt(v + epsilon)``
+    variant some implementations use.  Only the native paths read it (the
+    ``adam-eps-inside-sqrt`` fault of ``native.faults`` sets it); Keras' Adam
+    is always ``False``.
     """
 
     dataset: str
@@ -76,6 +82,7 @@ class Workload:
     beta_1: float = 0.9
     beta_2: float = 0.999
     epsilon: float = 1e-7
+    epsilon_inside_sqrt: bool = False
 
 
 @dataclass(frozen=True)

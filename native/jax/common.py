@@ -6,20 +6,22 @@ kernels ``(kh, kw, in, out)`` (``HWIO``), image batches ``(N, H, W, C)``.
 Parameters are a plain ``dict[str, jax.Array]`` keyed by canonical names.
 
 The gradient, train-step and inference functions are ``jax.jit``-compiled
-once per forward pass; compilation happens on the first call, which the
-harness times apart as the first step.  The train step donates the old state,
-as an idiomatic JAX training loop does.
+once per forward pass (``native.load_apply`` hands out one ``apply`` object
+per pass); compilation happens on the first call, which the harness times
+apart as the first step.  The train step donates the old state, as an
+idiomatic JAX training loop does.
 
 The optimizers follow Keras 3's update formulas exactly (see
 ``native/torch/common.py``): plain SGD, and Adam with the bias correction
-folded into the step size and epsilon outside the square root.
+folded into the step size and epsilon outside the square root (inside when
+the workload's ``epsilon_inside_sqrt`` says so).
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,17 +29,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from native import layout
-from native.protocol import Apply, Tensor
-from zoo.specs import ModelSpec, Workload
+from native.protocol import Apply
+from zoo.specs import Workload
 
 LAYOUT = "keras"
 Params = dict[str, jax.Array]
 
 
-def init(spec: ModelSpec, canonical: Mapping[str, np.ndarray]) -> Params:
-    native = layout.to_native(spec, canonical, LAYOUT)
-    return {name: jnp.asarray(a, dtype=jnp.float32) for name, a in native.items()}
+def init(arrays: Mapping[str, np.ndarray]) -> Params:
+    return {name: jnp.asarray(a, dtype=jnp.float32) for name, a in arrays.items()}
+
+
+def arrays(params: Params) -> Params:
+    return params
 
 
 def to_input(x: np.ndarray) -> jax.Array:
@@ -54,16 +58,20 @@ def cross_entropy(logits: jax.Array, y: jax.Array) -> jax.Array:
     return -jnp.take_along_axis(log_probs, y[:, None], axis=1).mean()
 
 
-def loss_and_logits(apply: Apply, params: Params, x: jax.Array, y: jax.Array) -> Any:
-    """``(loss, logits)``: the loss first, as ``jax.grad(has_aux=True)`` wants."""
-    logits = apply(params, x)
-    return cross_entropy(logits, y), logits
+def _objective(apply: Apply) -> Callable[..., Any]:
+    """``(params, x, y) -> (loss, logits)``: the loss first, as
+    ``jax.grad(has_aux=True)`` wants."""
+
+    def objective(params: Params, x: jax.Array, y: jax.Array) -> Any:
+        logits = apply(params, x)
+        return cross_entropy(logits, y), logits
+
+    return objective
 
 
 @functools.cache
 def _jitted_grads(apply: Apply) -> Any:
-    grads = jax.value_and_grad(functools.partial(loss_and_logits, apply), has_aux=True)
-    return jax.jit(grads)
+    return jax.jit(jax.value_and_grad(_objective(apply), has_aux=True))
 
 
 @functools.cache
@@ -71,37 +79,20 @@ def _jitted_apply(apply: Apply) -> Any:
     return jax.jit(apply)
 
 
-def evaluate(
-    spec: ModelSpec, apply: Apply, params: Params, x: jax.Array, y: jax.Array
-) -> tuple[np.ndarray, float, dict[str, np.ndarray]]:
+def loss_and_grads(
+    apply: Apply, params: Params, x: jax.Array, y: jax.Array
+) -> tuple[jax.Array, jax.Array, Params]:
     (loss, logits), grads = _jitted_grads(apply)(params, x, y)
-    native = {name: np.asarray(g) for name, g in grads.items()}
-    return np.asarray(logits), float(loss), layout.to_canonical(spec, native, LAYOUT)
+    return logits, loss, grads
 
 
 def inference(apply: Apply, params: Params, x: jax.Array) -> jax.Array:
-    return _jitted_apply(apply)(params, x)
+    return _jitted_apply(apply)(params, x)  # type: ignore[no-any-return]
 
 
 def to_numpy(t: jax.Array) -> np.ndarray:
     # A copy, not a view of a device buffer that a train step may donate.
     return np.array(t)
-
-
-def export(spec: ModelSpec, params: Params) -> dict[str, np.ndarray]:
-    native = {name: to_numpy(p) for name, p in params.items()}
-    return layout.to_canonical(spec, native, LAYOUT)
-
-
-def activations(
-    apply: Apply, params: Params, x: jax.Array, taps: dict[str, np.ndarray]
-) -> None:
-    # Outside jit: every operator runs (and fails) as it is reached.
-    def record(name: str, h: Tensor) -> Tensor:
-        taps[name] = to_numpy(h)
-        return h
-
-    apply(params, x, tap=record)
 
 
 @functools.partial(
@@ -118,11 +109,11 @@ class TrainState:
     workload: Workload  # static: part of the compiled step, not traced
 
 
-def make_train_state(spec: ModelSpec, params: Params) -> TrainState:
-    adam = spec.workload.optimizer != "sgd"  # Adam, or a fault's variant of it
+def make_train_state(params: Params, workload: Workload) -> TrainState:
+    adam = workload.optimizer == "adam"
     m = {k: jnp.zeros_like(p) for k, p in params.items()} if adam else {}
     v = {k: jnp.zeros_like(p) for k, p in params.items()} if adam else {}
-    return TrainState(params, m, v, jnp.zeros((), jnp.int32), spec.workload)
+    return TrainState(params, m, v, jnp.zeros((), jnp.int32), workload)
 
 
 def state_params(state: TrainState) -> Params:
@@ -141,23 +132,21 @@ def _adam(state: TrainState, grads: Params) -> TrainState:
     alpha = w.learning_rate * jnp.sqrt(1 - w.beta_2**t) / (1 - w.beta_1**t)
     m = {k: m + (grads[k] - m) * (1 - w.beta_1) for k, m in state.m.items()}
     v = {k: v + (grads[k] ** 2 - v) * (1 - w.beta_2) for k, v in state.v.items()}
-    params = {
-        k: p - m[k] * alpha / (jnp.sqrt(v[k]) + w.epsilon)
-        for k, p in state.params.items()
-    }
+    eps, params = w.epsilon, {}
+    for k, p in state.params.items():
+        root = jnp.sqrt(v[k] + eps) if w.epsilon_inside_sqrt else jnp.sqrt(v[k]) + eps
+        params[k] = p - m[k] * alpha / root
     return TrainState(params, m, v, state.step + 1, w)
-
-
-_OPTIMIZERS = {"sgd": _sgd, "adam": _adam}
 
 
 @functools.cache
 def _jitted_step(apply: Apply) -> Any:
-    loss_grad = jax.grad(functools.partial(loss_and_logits, apply), has_aux=True)
+    loss_grad = jax.grad(_objective(apply), has_aux=True)
 
     def step(state: TrainState, x: jax.Array, y: jax.Array) -> TrainState:
         grads, _ = loss_grad(state.params, x, y)
-        return _OPTIMIZERS[state.workload.optimizer](state, grads)
+        update = _sgd if state.workload.optimizer == "sgd" else _adam
+        return update(state, grads)
 
     return jax.jit(step, donate_argnums=0)
 

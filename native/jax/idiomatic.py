@@ -18,41 +18,41 @@ import numpy as np
 import optax
 
 from native import load_apply
-from native.jax.common import init, loss_and_logits, to_input, to_labels
+from native.jax.common import cross_entropy, init
 from zoo.specs import ModelSpec
 
 
-def make_trainer(
-    spec: ModelSpec, canonical: Mapping[str, np.ndarray]
-) -> tuple[Callable[[np.ndarray, np.ndarray], object], Callable[[object], object]]:
-    """``(prepare, step)``: ``prepare(x, y)`` puts a batch on the device and
-    ``step(batch)`` runs one Optax step, returning the new state to wait on."""
+def make_step(
+    spec: ModelSpec, arrays: Mapping[str, np.ndarray]
+) -> Callable[[jax.Array, jax.Array], Any]:
+    """``step(x, y)``: one Optax step from ``arrays`` (this framework's layout)
+    onwards, returning the new state to wait on."""
     w = spec.workload
     optimizer = (
         optax.sgd(w.learning_rate)
         if w.optimizer == "sgd"
         else optax.adam(w.learning_rate, b1=w.beta_1, b2=w.beta_2, eps=w.epsilon)
     )
-    loss_grad = jax.grad(
-        functools.partial(loss_and_logits, load_apply("jax", spec)), has_aux=True
-    )
+    apply = load_apply("jax", spec)
+
+    def loss(params: Any, x: jax.Array, y: jax.Array) -> jax.Array:
+        return cross_entropy(apply(params, x), y)
+
+    loss_grad = jax.grad(loss)
 
     @functools.partial(jax.jit, donate_argnums=0)
     def update(state: Any, x: jax.Array, y: jax.Array) -> Any:
         params, opt_state = state
-        grads, _ = loss_grad(params, x, y)
+        grads = loss_grad(params, x, y)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state
 
-    params = init(spec, canonical)
+    params = init(arrays)
     state = (params, optimizer.init(params))
 
-    def prepare(x: np.ndarray, y: np.ndarray) -> object:
-        return to_input(x), to_labels(y)
-
-    def step(batch: object) -> object:
+    def step(x: jax.Array, y: jax.Array) -> Any:
         nonlocal state
-        state = update(state, *batch)  # type: ignore[misc]
+        state = update(state, x, y)
         return state
 
-    return prepare, step
+    return step

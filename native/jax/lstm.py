@@ -19,16 +19,19 @@ import jax.numpy as jnp
 from jax import lax
 
 from native.jax.common import Params
+from native.jax.ops import dense
 from native.protocol import Tap, no_tap
-from zoo.specs import MODELS
+from zoo.specs import MODELS, ModelSpec
 
 SPEC = MODELS["lstm"]
 
 
-def apply(params: Params, x: jax.Array, tap: Tap = no_tap) -> jax.Array:
+def apply(
+    params: Params, x: jax.Array, spec: ModelSpec = SPEC, tap: Tap = no_tap
+) -> jax.Array:
     kernel, recurrent = params["lstm/kernel"], params["lstm/recurrent_kernel"]
     bias = params["lstm/bias"]
-    batch, units = x.shape[0], recurrent.shape[0]
+    batch, units = x.shape[0], spec.layer("lstm").size
 
     def cell(carry: tuple[jax.Array, jax.Array], x_t: jax.Array) -> Any:
         h, c = carry
@@ -41,5 +44,5 @@ def apply(params: Params, x: jax.Array, tap: Tap = no_tap) -> jax.Array:
     time_major = x.swapaxes(0, 1)  # (N, T, F) -> (T, N, F)
     (h, _), _ = lax.scan(cell, (zeros, zeros), time_major)
     h = tap("lstm", h)  # the last hidden state (N, u)
-    h = h @ params["logits/kernel"] + params["logits/bias"]
+    h = dense(h, params, spec, "logits")
     return tap("logits", h)

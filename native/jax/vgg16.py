@@ -11,10 +11,9 @@ dense kernel with its inputs in ``H, W, C`` order.
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 
 from native.jax.common import Params
-from native.jax.ops import conv2d, max_pool
+from native.jax.ops import conv2d, dense, flatten, max_pool, relu
 from native.protocol import Tap, no_tap
 from zoo.specs import MODELS, ModelSpec
 
@@ -29,16 +28,14 @@ def apply(
         name = layer.name
         if layer.kind == "conv2d":
             # 'same' keeps (H, W); 'valid' trims kernel - 1 off each
-            kernel, bias = params[f"{name}/kernel"], params[f"{name}/bias"]
-            h = conv2d(h, kernel, bias, layer.padding)
-            h = jnp.maximum(h, 0)
+            h = relu(conv2d(h, params, spec, name))
         elif layer.kind == "max_pool":
-            h = max_pool(h, 2)  # (N, H, W, C) -> (N, H/2, W/2, C)
+            h = max_pool(h, layer.size)  # (N, H, W, C) -> (N, H/2, W/2, C)
         elif layer.kind == "flatten":
-            h = h.reshape(h.shape[0], -1)  # (N, H, W, C) -> (N, H*W*C)
+            h = flatten(h)  # (N, H, W, C) -> (N, H*W*C)
         else:
-            h = h @ params[f"{name}/kernel"] + params[f"{name}/bias"]
-            h = jnp.maximum(h, 0) if layer.activation == "relu" else h
+            h = dense(h, params, spec, name)
+            h = relu(h) if layer.activation == "relu" else h
         if layer.kind != "flatten":  # see ModelSpec.tapped_layers
             h = tap(name, h)
     return h

@@ -1,6 +1,8 @@
 """What every native MXNet model shares: weights, loss, gradients, optimizers.
 
-Imperative mode (path ``native-mxnet``): ``F = mx.nd`` and ``mx.autograd``.
+Imperative mode (path ``native-mxnet``): ``mx.nd`` operators and
+``mx.autograd``; ``native/mxnet/hybrid.py`` reuses everything here but the
+parameters' container and the gradient pass.
 
 Layouts (family ``oihw``, see ``native.layout``): ``FullyConnected`` weights
 ``(out, in)``, ``Convolution`` weights ``(out, in, kh, kw)``, image batches
@@ -8,7 +10,8 @@ Layouts (family ``oihw``, see ``native.layout``): ``FullyConnected`` weights
 canonical names, each with a gradient buffer attached.
 
 The optimizers follow Keras 3's update formulas exactly (see
-``native/torch/common.py``), written with ``nd`` operations in place.
+``native/torch/common.py``; epsilon inside the square root when the workload's
+``epsilon_inside_sqrt`` says so), written with ``nd`` operations in place.
 MXNet's engine is asynchronous: ``sync`` waits with ``mx.nd.waitall()``.
 """
 
@@ -17,27 +20,31 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, nd
 
-from native import layout
-from native.protocol import Apply, Tensor
-from zoo.specs import ModelSpec, Workload
+from native.protocol import Apply
+from zoo.specs import Workload
 
 LAYOUT = "oihw"
 CTX = mx.gpu() if mx.context.num_gpus() > 0 else mx.cpu()
-Params = dict[str, nd.NDArray]
+# name -> NDArray; inside a hybridized block the same names map to Symbols
+Params = dict[str, Any]
 
 
-def init(spec: ModelSpec, canonical: Mapping[str, np.ndarray]) -> Params:
+def init(arrays: Mapping[str, np.ndarray]) -> Params:
     params = {}
-    for name, a in layout.to_native(spec, canonical, LAYOUT).items():
+    for name, a in arrays.items():
         params[name] = nd.array(a, ctx=CTX, dtype="float32")
         params[name].attach_grad()
+    return params
+
+
+def arrays(params: Params) -> Params:
     return params
 
 
@@ -51,9 +58,9 @@ def to_labels(y: np.ndarray) -> nd.NDArray:
     return nd.array(y, ctx=CTX, dtype="float32")  # nd.pick takes float indices
 
 
-def cross_entropy(F: Any, logits: Any, y: Any) -> Any:
+def cross_entropy(logits: nd.NDArray, y: nd.NDArray) -> nd.NDArray:
     """Mean negative log-likelihood of the true class, from logits."""
-    return -F.mean(F.pick(F.log_softmax(logits, axis=1), y, axis=1))
+    return -nd.mean(nd.pick(nd.log_softmax(logits, axis=1), y, axis=1))
 
 
 def loss_and_grads(
@@ -61,21 +68,9 @@ def loss_and_grads(
 ) -> tuple[nd.NDArray, nd.NDArray, Params]:
     with autograd.record():
         logits = apply(params, x)
-        loss = cross_entropy(nd, logits, y)
+        loss = cross_entropy(logits, y)
     loss.backward()
     return logits, loss, {name: p.grad for name, p in params.items()}
-
-
-def evaluate(
-    spec: ModelSpec, apply: Apply, params: Params, x: nd.NDArray, y: nd.NDArray
-) -> tuple[np.ndarray, float, dict[str, np.ndarray]]:
-    logits, loss, grads = loss_and_grads(apply, params, x, y)
-    native = {name: g.asnumpy() for name, g in grads.items()}
-    return (
-        logits.asnumpy(),
-        float(loss.asscalar()),
-        layout.to_canonical(spec, native, LAYOUT),
-    )
 
 
 def inference(apply: Apply, params: Params, x: nd.NDArray) -> nd.NDArray:
@@ -86,68 +81,49 @@ def to_numpy(t: nd.NDArray) -> np.ndarray:
     return t.asnumpy()  # a copy; waits for the value
 
 
-def export(spec: ModelSpec, params: Params) -> dict[str, np.ndarray]:
-    native = {name: to_numpy(p) for name, p in params.items()}
-    return layout.to_canonical(spec, native, LAYOUT)
-
-
-def activations(
-    apply: Apply, params: Params, x: nd.NDArray, taps: dict[str, np.ndarray]
-) -> None:
-    # Imperative (F = nd), outside autograd.record: every operator runs as it
-    # is reached, and reading each output back surfaces an error of the
-    # asynchronous engine at its layer.
-    def record(name: str, h: Tensor) -> Tensor:
-        taps[name] = to_numpy(h)
-        return h
-
-    apply(params, x, tap=record)
-
-
 @dataclass
 class TrainState:
-    params: Params
+    params: Any  # the parameters (a dict here, the block in hybrid.py)
+    m: Params  # Adam's first moments (empty for SGD)
+    v: Params  # Adam's second moments (empty for SGD)
+    step: int  # count of steps taken
     workload: Workload
-    step: int = 0
-    m: Params = field(default_factory=dict)  # Adam's first moments
-    v: Params = field(default_factory=dict)  # Adam's second moments
 
 
-def make_train_state(spec: ModelSpec, params: Params) -> TrainState:
-    state = TrainState(params, spec.workload)
-    if spec.workload.optimizer != "sgd":  # Adam, or a fault's variant of it
-        state.m = {k: nd.zeros_like(p) for k, p in params.items()}
-        state.v = {k: nd.zeros_like(p) for k, p in params.items()}
-    return state
+def make_train_state(params: Params, workload: Workload) -> TrainState:
+    adam = workload.optimizer == "adam"
+    m = {k: nd.zeros_like(p) for k, p in arrays(params).items()} if adam else {}
+    v = {k: nd.zeros_like(p) for k, p in arrays(params).items()} if adam else {}
+    return TrainState(params, m, v, 0, workload)
 
 
-def state_params(state: TrainState) -> Params:
+def state_params(state: TrainState) -> Any:
     return state.params
 
 
-def _sgd(state: TrainState, grads: Params) -> None:
+def _sgd(state: TrainState, params: Params, grads: Params) -> None:
     lr = state.workload.learning_rate
-    for name, p in state.params.items():
+    for name, p in params.items():
         p[:] = p - lr * grads[name]
 
 
-def _adam(state: TrainState, grads: Params) -> None:
+def _adam(state: TrainState, params: Params, grads: Params) -> None:
     w = state.workload
     t = state.step + 1
     alpha = w.learning_rate * math.sqrt(1 - w.beta_2**t) / (1 - w.beta_1**t)
-    for name, p in state.params.items():
+    eps = w.epsilon
+    for name, p in params.items():
         g, m, v = grads[name], state.m[name], state.v[name]
         m[:] = m + (g - m) * (1 - w.beta_1)
         v[:] = v + (g * g - v) * (1 - w.beta_2)
-        p[:] = p - m * alpha / (nd.sqrt(v) + w.epsilon)
+        root = nd.sqrt(v + eps) if w.epsilon_inside_sqrt else nd.sqrt(v) + eps
+        p[:] = p - m * alpha / root
 
 
-_OPTIMIZERS = {"sgd": _sgd, "adam": _adam}
-
-
-def update(state: TrainState, grads: Params) -> None:
-    """One optimizer step on ``state`` in place, with Keras' formulas."""
-    _OPTIMIZERS[state.workload.optimizer](state, grads)
+def update(state: TrainState, params: Params, grads: Params) -> None:
+    """One optimizer step on ``params`` (the state's parameter arrays) in
+    place, with Keras' formulas."""
+    (_sgd if state.workload.optimizer == "sgd" else _adam)(state, params, grads)
     state.step += 1
 
 
@@ -155,7 +131,7 @@ def train_step(
     apply: Apply, state: TrainState, x: nd.NDArray, y: nd.NDArray
 ) -> TrainState:
     _, _, grads = loss_and_grads(apply, state.params, x, y)
-    update(state, grads)
+    update(state, arrays(state.params), grads)
     return state
 
 

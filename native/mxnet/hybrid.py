@@ -1,28 +1,29 @@
 """Compiled MXNet (path ``native-mxnet-hybrid``): the same forward passes and
 optimizers as ``common``, run inside a hybridized ``gluon.HybridBlock``.
 
-Hybridizing turns the model's ``F``-generic forward pass into one cached
-symbolic graph (with ``static_alloc``), as the papers' "compiled"
-MXNet mode does.  Parameters are the block's; gradients and the hand-written
-Keras optimizers work on their ``data()`` and ``grad()`` arrays.
+Hybridizing turns the model's forward pass (which picks ``mx.sym`` when it
+is handed symbols) into one cached symbolic graph (with ``static_alloc``), as
+the papers' "compiled" MXNet mode does.  Parameters are the block's;
+gradients and the hand-written Keras optimizers work on their ``data()`` and
+``grad()`` arrays.  Everything else is ``common``'s.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from mxnet import autograd, gluon, nd
 
-from native import layout
 from native.mxnet import common
 from native.mxnet.common import (
     CTX,
     LAYOUT,
     TrainState,
     cross_entropy,
+    state_params,
     sync,
     to_input,
     to_labels,
@@ -30,9 +31,17 @@ from native.mxnet.common import (
     update,
 )
 from native.protocol import Apply
-from zoo.specs import ModelSpec
+from zoo.specs import Workload
 
-__all__ = ["LAYOUT", "sync", "to_input", "to_labels", "to_numpy"]
+__all__ = [
+    "LAYOUT",
+    "cross_entropy",
+    "state_params",
+    "sync",
+    "to_input",
+    "to_labels",
+    "to_numpy",
+]
 
 
 def _attribute(name: str) -> str:
@@ -64,7 +73,7 @@ class Model(gluon.HybridBlock):
     def hybrid_forward(self, F: Any, x: Any, **params: Any) -> Any:
         assert self.apply_fn is not None
         canonical = {self.names[attr]: p for attr, p in params.items()}
-        return self.apply_fn(canonical, x, F=F)
+        return self.apply_fn(canonical, x)  # F is x's namespace: apply picks it
 
     def arrays(self) -> dict[str, nd.NDArray]:
         return {self.names[a]: getattr(self, a).data() for a in self.names}
@@ -73,68 +82,40 @@ class Model(gluon.HybridBlock):
         return {self.names[a]: getattr(self, a).grad() for a in self.names}
 
 
-def init(spec: ModelSpec, canonical: Mapping[str, np.ndarray]) -> Model:
-    return Model(layout.to_native(spec, canonical, LAYOUT))
+def init(arrays: Mapping[str, np.ndarray]) -> Model:
+    return Model(arrays)
 
 
-def evaluate(
-    spec: ModelSpec, apply: Apply, params: Model, x: nd.NDArray, y: nd.NDArray
-) -> tuple[np.ndarray, float, dict[str, np.ndarray]]:
+def arrays(params: Model) -> dict[str, nd.NDArray]:
+    return params.arrays()
+
+
+def loss_and_grads(
+    apply: Apply, params: Model, x: nd.NDArray, y: nd.NDArray
+) -> tuple[nd.NDArray, nd.NDArray, dict[str, nd.NDArray]]:
     net = params.bind(apply)
     with autograd.record():
         logits = net(x)
-        loss = cross_entropy(nd, logits, y)
+        loss = cross_entropy(logits, y)
     loss.backward()
-    native = {name: g.asnumpy() for name, g in net.grads().items()}
-    return (
-        logits.asnumpy(),
-        float(loss.asscalar()),
-        layout.to_canonical(spec, native, LAYOUT),
-    )
+    return logits, loss, net.grads()
 
 
 def inference(apply: Apply, params: Model, x: nd.NDArray) -> nd.NDArray:
     return params.bind(apply)(x)
 
 
-def export(spec: ModelSpec, params: Model) -> dict[str, np.ndarray]:
-    return common.export(spec, params.arrays())
-
-
-def activations(
-    apply: Apply, params: Model, x: nd.NDArray, taps: dict[str, np.ndarray]
-) -> None:
-    # The plain imperative pass over the block's arrays: a hybridized graph
-    # cannot hand out its intermediate outputs.
-    common.activations(apply, params.arrays(), x, taps)
-
-
-@dataclass
-class HybridTrainState(TrainState):
-    net: Model | None = None  # the block whose parameter arrays ``params`` are
-
-
-def make_train_state(spec: ModelSpec, params: Model) -> HybridTrainState:
-    plain = common.make_train_state(spec, params.arrays())
-    return HybridTrainState(
-        plain.params, plain.workload, plain.step, plain.m, plain.v, net=params
-    )
-
-
-def state_params(state: HybridTrainState) -> Model:
-    assert state.net is not None
-    return state.net
+def make_train_state(params: Model, workload: Workload) -> TrainState:
+    # The moments are common's, over the block's arrays; the state holds the block.
+    plain = common.make_train_state(arrays(params), workload)
+    return dataclasses.replace(plain, params=params)
 
 
 def train_step(
-    apply: Apply, state: HybridTrainState, x: nd.NDArray, y: nd.NDArray
-) -> HybridTrainState:
-    assert state.net is not None
-    net = state.net.bind(apply)
-    with autograd.record():
-        loss = cross_entropy(nd, net(x), y)
-    loss.backward()
-    update(state, net.grads())
+    apply: Apply, state: TrainState, x: nd.NDArray, y: nd.NDArray
+) -> TrainState:
+    _, _, grads = loss_and_grads(apply, state.params, x, y)
+    update(state, arrays(state.params), grads)
     return state
 
 

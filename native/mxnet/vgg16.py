@@ -5,40 +5,37 @@ the Rysia paper's ten-convolution variant (``vgg-rysia``) runs through the
 same function.
 
 Layouts: x ``(N, 3, 32, 32)``; conv weights ``(out, in, 3, 3)``; the first
-dense weight with its inputs in ``C, H, W`` order.  ``F`` is ``mx.nd`` or
-``mx.sym``.
+dense weight with its inputs in ``C, H, W`` order.  The same pass runs
+imperatively (``mx.nd``) and hybridized (``mx.sym``): ``native.mxnet.ops``
+picks the namespace from ``x``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from mxnet import nd
-
-from native.mxnet.ops import conv2d, dense, pool
+from native.mxnet.common import Params
+from native.mxnet.ops import conv2d, dense, flatten, max_pool, relu
 from native.protocol import Tap, no_tap
 from zoo.specs import MODELS, ModelSpec
 
 SPEC = MODELS["vgg16"]
 
 
-def apply(
-    params: Any, x: Any, spec: ModelSpec = SPEC, F: Any = nd, tap: Tap = no_tap
-) -> Any:
+def apply(params: Params, x: Any, spec: ModelSpec = SPEC, tap: Tap = no_tap) -> Any:
     h = x
     for layer in spec.layers:
         name = layer.name
         if layer.kind == "conv2d":
             # 'same' keeps (H, W); 'valid' trims kernel - 1 off each
-            h = conv2d(F, h, params, spec, name)  # padded as layer.padding says
-            h = F.relu(h)
+            h = relu(conv2d(h, params, spec, name))
         elif layer.kind == "max_pool":
-            h = pool(F, h, 2, "max")  # (N, C, H, W) -> (N, C, H/2, W/2)
+            h = max_pool(h, layer.size)  # (N, C, H, W) -> (N, C, H/2, W/2)
         elif layer.kind == "flatten":
-            h = F.flatten(h)  # (N, C, H, W) -> (N, C*H*W)
+            h = flatten(h)  # (N, C, H, W) -> (N, C*H*W)
         else:
-            h = dense(F, h, params, spec, name)
-            h = F.relu(h) if layer.activation == "relu" else h
+            h = dense(h, params, spec, name)
+            h = relu(h) if layer.activation == "relu" else h
         if layer.kind != "flatten":  # see ModelSpec.tapped_layers
             h = tap(name, h)
     return h

@@ -8,12 +8,14 @@ Parameters are a plain ``dict[str, tf.Variable]`` keyed by canonical names.
 Gradients come from ``tf.GradientTape``; the gradient, train-step and
 inference functions run as ``tf.function`` graphs (without XLA: that is the
 idiomatic variant the floors benchmark compares against), traced on their
-first call, which the harness times apart as the first step.
+first call, which the harness times apart as the first step.  They are cached
+per ``apply`` object (``native.load_apply`` hands out one per forward pass).
 
 The optimizers follow Keras 3's update formulas exactly (see
 ``native/torch/common.py``): plain SGD, and Adam with the bias correction
-folded into the step size and epsilon outside the square root, all as
-variable updates inside the graph.
+folded into the step size and epsilon outside the square root (inside when
+the workload's ``epsilon_inside_sqrt`` says so), all as variable updates
+inside the graph.
 """
 
 from __future__ import annotations
@@ -21,23 +23,25 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from native import layout
-from native.protocol import Apply, Tensor
-from zoo.specs import ModelSpec, Workload
+from native.protocol import Apply
+from zoo.specs import Workload
 
 LAYOUT = "keras"
 Params = dict[str, tf.Variable]
 
 
-def init(spec: ModelSpec, canonical: Mapping[str, np.ndarray]) -> Params:
-    native = layout.to_native(spec, canonical, LAYOUT)
-    return {name: tf.Variable(a, dtype=tf.float32) for name, a in native.items()}
+def init(arrays: Mapping[str, np.ndarray]) -> Params:
+    return {name: tf.Variable(a, dtype=tf.float32) for name, a in arrays.items()}
+
+
+def arrays(params: Params) -> Params:
+    return params
 
 
 def to_input(x: np.ndarray) -> tf.Tensor:
@@ -54,9 +58,10 @@ def cross_entropy(logits: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
     return -tf.reduce_mean(tf.gather(log_probs, y, axis=1, batch_dims=1))
 
 
-def _loss_and_grads(
+def _taped(
     apply: Apply, params: Params, x: tf.Tensor, y: tf.Tensor
 ) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
+    """``loss_and_grads`` as plain operations, for the graphs below to trace."""
     with tf.GradientTape() as tape:
         logits = apply(params, x)
         loss = cross_entropy(logits, y)
@@ -65,7 +70,7 @@ def _loss_and_grads(
 
 @functools.cache
 def _graph_grads(apply: Apply) -> Any:
-    return tf.function(functools.partial(_loss_and_grads, apply))
+    return tf.function(functools.partial(_taped, apply))
 
 
 @functools.cache
@@ -73,12 +78,10 @@ def _graph_apply(apply: Apply) -> Any:
     return tf.function(apply)
 
 
-def evaluate(
-    spec: ModelSpec, apply: Apply, params: Params, x: tf.Tensor, y: tf.Tensor
-) -> tuple[np.ndarray, float, dict[str, np.ndarray]]:
-    logits, loss, grads = _graph_grads(apply)(params, x, y)
-    native = {name: g.numpy() for name, g in grads.items()}
-    return logits.numpy(), float(loss), layout.to_canonical(spec, native, LAYOUT)
+def loss_and_grads(
+    apply: Apply, params: Params, x: tf.Tensor, y: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
+    return _graph_grads(apply)(params, x, y)  # type: ignore[no-any-return]
 
 
 def inference(apply: Apply, params: Params, x: tf.Tensor) -> tf.Tensor:
@@ -89,38 +92,20 @@ def to_numpy(t: tf.Tensor) -> np.ndarray:
     return t.numpy()  # a copy, also of a variable's current value
 
 
-def export(spec: ModelSpec, params: Params) -> dict[str, np.ndarray]:
-    native = {name: to_numpy(p) for name, p in params.items()}
-    return layout.to_canonical(spec, native, LAYOUT)
-
-
-def activations(
-    apply: Apply, params: Params, x: tf.Tensor, taps: dict[str, np.ndarray]
-) -> None:
-    # Eager (no tf.function, no tape): every operator runs (and fails) as it is
-    # reached.
-    def record(name: str, h: Tensor) -> Tensor:
-        taps[name] = to_numpy(h)
-        return h
-
-    apply(params, x, tap=record)
-
-
 @dataclass
 class TrainState:
     params: Params
+    m: Params  # Adam's first moments (empty for SGD)
+    v: Params  # Adam's second moments (empty for SGD)
+    step: tf.Variable  # int64 count of steps taken
     workload: Workload
-    step: tf.Variable = field(default_factory=lambda: tf.Variable(0, dtype=tf.int64))
-    m: Params = field(default_factory=dict)  # Adam's first moments
-    v: Params = field(default_factory=dict)  # Adam's second moments
 
 
-def make_train_state(spec: ModelSpec, params: Params) -> TrainState:
-    state = TrainState(params, spec.workload)
-    if spec.workload.optimizer != "sgd":  # Adam, or a fault's variant of it
-        state.m = {k: tf.Variable(tf.zeros_like(p)) for k, p in params.items()}
-        state.v = {k: tf.Variable(tf.zeros_like(p)) for k, p in params.items()}
-    return state
+def make_train_state(params: Params, workload: Workload) -> TrainState:
+    adam = workload.optimizer == "adam"
+    m = {k: tf.Variable(tf.zeros_like(p)) for k, p in params.items()} if adam else {}
+    v = {k: tf.Variable(tf.zeros_like(p)) for k, p in params.items()} if adam else {}
+    return TrainState(params, m, v, tf.Variable(0, dtype=tf.int64), workload)
 
 
 def state_params(state: TrainState) -> Params:
@@ -137,20 +122,19 @@ def _adam(state: TrainState, grads: dict[str, tf.Tensor]) -> None:
     w = state.workload
     t = tf.cast(state.step + 1, tf.float32)
     alpha = w.learning_rate * tf.sqrt(1 - w.beta_2**t) / (1 - w.beta_1**t)
+    eps = w.epsilon
     for name, p in state.params.items():
         g, m, v = grads[name], state.m[name], state.v[name]
         m.assign_add((g - m) * (1 - w.beta_1))
         v.assign_add((g * g - v) * (1 - w.beta_2))
-        p.assign_sub(m * alpha / (tf.sqrt(v) + w.epsilon))
-
-
-_OPTIMIZERS = {"sgd": _sgd, "adam": _adam}
+        root = tf.sqrt(v + eps) if w.epsilon_inside_sqrt else tf.sqrt(v) + eps
+        p.assign_sub(m * alpha / root)
 
 
 @functools.cache
 def graph_step(apply: Apply, workload: Workload, jit_compile: bool = False) -> Any:
     """The train step as a graph (``jit_compile``: compiled by XLA)."""
-    update = _OPTIMIZERS[workload.optimizer]
+    update = _sgd if workload.optimizer == "sgd" else _adam
 
     # The graph takes the variables themselves (TensorFlow traces dicts of
     # variables, not arbitrary objects) and rebuilds the state view inside.
@@ -163,8 +147,8 @@ def graph_step(apply: Apply, workload: Workload, jit_compile: bool = False) -> A
         x: tf.Tensor,
         y: tf.Tensor,
     ) -> None:
-        _, _, grads = _loss_and_grads(apply, params, x, y)
-        update(TrainState(params, workload, count, m, v), grads)
+        _, _, grads = _taped(apply, params, x, y)
+        update(TrainState(params, m, v, count, workload), grads)
         count.assign_add(1)
 
     return step

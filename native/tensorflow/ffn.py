@@ -9,19 +9,18 @@ import tensorflow as tf
 
 from native.protocol import Tap, no_tap
 from native.tensorflow.common import Params
-from zoo.specs import MODELS
+from native.tensorflow.ops import dense, relu
+from zoo.specs import MODELS, ModelSpec
 
 SPEC = MODELS["ffn"]
 
 
-def apply(params: Params, x: tf.Tensor, tap: Tap = no_tap) -> tf.Tensor:
-    h = tf.nn.relu(
-        tf.nn.bias_add(tf.matmul(x, params["fc1/kernel"]), params["fc1/bias"])
-    )
+def apply(
+    params: Params, x: tf.Tensor, spec: ModelSpec = SPEC, tap: Tap = no_tap
+) -> tf.Tensor:
+    h = relu(dense(x, params, spec, "fc1"))
     h = tap("fc1", h)
-    h = tf.nn.relu(
-        tf.nn.bias_add(tf.matmul(h, params["fc2/kernel"]), params["fc2/bias"])
-    )
+    h = relu(dense(h, params, spec, "fc2"))
     h = tap("fc2", h)
-    h = tf.nn.bias_add(tf.matmul(h, params["logits/kernel"]), params["logits/bias"])
+    h = dense(h, params, spec, "logits")
     return tap("logits", h)

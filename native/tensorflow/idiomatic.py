@@ -6,35 +6,27 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
+import tensorflow as tf
 
 from native import load_apply
-from native.tensorflow.common import (
-    graph_step,
-    init,
-    make_train_state,
-    to_input,
-    to_labels,
-)
+from native.tensorflow.common import graph_step, init, make_train_state
 from zoo.specs import ModelSpec
 
 
-def make_trainer(
-    spec: ModelSpec, canonical: Mapping[str, np.ndarray]
-) -> tuple[Callable[[np.ndarray, np.ndarray], object], Callable[[object], object]]:
-    """``(prepare, step)``: ``prepare(x, y)`` puts a batch on the device and
-    ``step(batch)`` runs one XLA-compiled step, returning the state to wait on."""
+def make_step(
+    spec: ModelSpec, arrays: Mapping[str, np.ndarray]
+) -> Callable[[tf.Tensor, tf.Tensor], Any]:
+    """``step(x, y)``: one XLA-compiled step from ``arrays`` (this framework's
+    layout) onwards, returning the state to wait on."""
     apply = load_apply("tensorflow", spec)
-    state = make_train_state(spec, init(spec, canonical))
+    state = make_train_state(init(arrays), spec.workload)
     compiled = graph_step(apply, spec.workload, jit_compile=True)
 
-    def prepare(x: np.ndarray, y: np.ndarray) -> object:
-        return to_input(x), to_labels(y)
-
-    def step(batch: object) -> object:
-        x, y = batch  # type: ignore[misc]
+    def step(x: tf.Tensor, y: tf.Tensor) -> Any:
         compiled(state.params, state.m, state.v, state.step, x, y)
         return state
 
-    return prepare, step
+    return step

@@ -16,15 +16,18 @@ import tensorflow as tf
 
 from native.protocol import Tap, no_tap
 from native.tensorflow.common import Params
-from zoo.specs import MODELS
+from native.tensorflow.ops import dense
+from zoo.specs import MODELS, ModelSpec
 
 SPEC = MODELS["lstm"]
 
 
-def apply(params: Params, x: tf.Tensor, tap: Tap = no_tap) -> tf.Tensor:
+def apply(
+    params: Params, x: tf.Tensor, spec: ModelSpec = SPEC, tap: Tap = no_tap
+) -> tf.Tensor:
     kernel, recurrent = params["lstm/kernel"], params["lstm/recurrent_kernel"]
     bias = params["lstm/bias"]
-    batch, units = tf.shape(x)[0], recurrent.shape[0]
+    batch, units = tf.shape(x)[0], spec.layer("lstm").size
 
     def cell(
         carry: tuple[tf.Tensor, tf.Tensor], x_t: tf.Tensor
@@ -39,5 +42,5 @@ def apply(params: Params, x: tf.Tensor, tap: Tap = no_tap) -> tf.Tensor:
     time_major = tf.transpose(x, (1, 0, 2))  # (N, T, F) -> (T, N, F)
     hs, _ = tf.scan(cell, time_major, initializer=(zeros, zeros))
     h = tap("lstm", hs[-1])  # the last hidden state (N, u)
-    h = tf.nn.bias_add(tf.matmul(h, params["logits/kernel"]), params["logits/bias"])
+    h = dense(h, params, spec, "logits")
     return tap("logits", h)

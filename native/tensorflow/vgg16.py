@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from native.protocol import Tap, no_tap
 from native.tensorflow.common import Params
+from native.tensorflow.ops import conv2d, dense, flatten, max_pool, relu
 from zoo.specs import MODELS, ModelSpec
 
 SPEC = MODELS["vgg16"]
@@ -27,17 +28,14 @@ def apply(
         name = layer.name
         if layer.kind == "conv2d":
             # 'same' keeps (H, W); 'valid' trims kernel - 1 off each
-            kernel, bias = params[f"{name}/kernel"], params[f"{name}/bias"]
-            h = tf.nn.conv2d(h, kernel, 1, layer.padding.upper())
-            h = tf.nn.relu(tf.nn.bias_add(h, bias))
+            h = relu(conv2d(h, params, spec, name))
         elif layer.kind == "max_pool":
-            h = tf.nn.max_pool2d(h, 2, 2, "VALID")  # (N, H, W, C) -> (N, H/2, W/2, C)
+            h = max_pool(h, layer.size)  # (N, H, W, C) -> (N, H/2, W/2, C)
         elif layer.kind == "flatten":
-            h = tf.reshape(h, (tf.shape(h)[0], -1))  # (N, H, W, C) -> (N, H*W*C)
+            h = flatten(h)  # (N, H, W, C) -> (N, H*W*C)
         else:
-            h = tf.matmul(h, params[f"{name}/kernel"])
-            h = tf.nn.bias_add(h, params[f"{name}/bias"])
-            h = tf.nn.relu(h) if layer.activation == "relu" else h
+            h = dense(h, params, spec, name)
+            h = relu(h) if layer.activation == "relu" else h
         if layer.kind != "flatten":  # see ModelSpec.tapped_layers
             h = tap(name, h)
     return h

@@ -11,7 +11,10 @@ The optimizers follow Keras 3's update formulas exactly:
 - Adam: ``m += (g - m) * (1 - b1)``; ``v += (g*g - v) * (1 - b2)``;
   ``w -= m * lr * sqrt(1 - b2**t) / (1 - b1**t) / (sqrt(v) + eps)``, so the
   bias correction is folded into the step size and ``eps`` sits outside the
-  square root, unlike ``torch.optim.Adam``.
+  square root, unlike ``torch.optim.Adam`` (inside, ``sqrt(v + eps)``, when
+  the workload's ``epsilon_inside_sqrt`` says so).
+
+Both update the parameters in place under ``no_grad``.
 """
 
 from __future__ import annotations
@@ -19,27 +22,30 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from native import layout
-from native.protocol import Apply, Tensor
-from zoo.specs import ModelSpec, Workload
+from native.protocol import Apply
+from zoo.specs import Workload
 
 LAYOUT = "oihw"
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 Params = dict[str, torch.Tensor]
 
 
-def init(spec: ModelSpec, canonical: Mapping[str, np.ndarray]) -> Params:
-    native = layout.to_native(spec, canonical, LAYOUT)
+def init(arrays: Mapping[str, np.ndarray]) -> Params:
     return {
         name: torch.tensor(a, dtype=torch.float32, device=DEVICE).requires_grad_()
-        for name, a in native.items()
+        for name, a in arrays.items()
     }
+
+
+def arrays(params: Params) -> Params:
+    # Detached views of the same memory: a pass over them records no graph.
+    return {name: p.detach() for name, p in params.items()}
 
 
 def to_input(x: np.ndarray) -> torch.Tensor:
@@ -67,18 +73,6 @@ def loss_and_grads(
     return logits, loss, dict(zip(params, grads, strict=True))
 
 
-def evaluate(
-    spec: ModelSpec, apply: Apply, params: Params, x: torch.Tensor, y: torch.Tensor
-) -> tuple[np.ndarray, float, dict[str, np.ndarray]]:
-    logits, loss, grads = loss_and_grads(apply, params, x, y)
-    native = {name: g.detach().cpu().numpy() for name, g in grads.items()}
-    return (
-        logits.detach().cpu().numpy(),
-        float(loss.item()),
-        layout.to_canonical(spec, native, LAYOUT),
-    )
-
-
 @torch.inference_mode()
 def inference(apply: Apply, params: Params, x: torch.Tensor) -> torch.Tensor:
     return apply(params, x)
@@ -90,37 +84,20 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
     return t.detach().to("cpu", copy=True).numpy()
 
 
-def export(spec: ModelSpec, params: Params) -> dict[str, np.ndarray]:
-    native = {name: to_numpy(p) for name, p in params.items()}
-    return layout.to_canonical(spec, native, LAYOUT)
-
-
-@torch.no_grad()
-def activations(
-    apply: Apply, params: Params, x: torch.Tensor, taps: dict[str, np.ndarray]
-) -> None:
-    def record(name: str, h: Tensor) -> Tensor:
-        taps[name] = to_numpy(h)
-        return h
-
-    apply(params, x, tap=record)
-
-
 @dataclass
 class TrainState:
     params: Params
+    m: Params  # Adam's first moments (empty for SGD)
+    v: Params  # Adam's second moments (empty for SGD)
+    step: int  # count of steps taken
     workload: Workload
-    step: int = 0
-    m: Params = field(default_factory=dict)  # Adam's first moments
-    v: Params = field(default_factory=dict)  # Adam's second moments
 
 
-def make_train_state(spec: ModelSpec, params: Params) -> TrainState:
-    state = TrainState(params, spec.workload)
-    if spec.workload.optimizer != "sgd":  # Adam, or a fault's variant of it
-        state.m = {k: torch.zeros_like(p) for k, p in params.items()}
-        state.v = {k: torch.zeros_like(p) for k, p in params.items()}
-    return state
+def make_train_state(params: Params, workload: Workload) -> TrainState:
+    adam = workload.optimizer == "adam"
+    m = {k: torch.zeros_like(p) for k, p in params.items()} if adam else {}
+    v = {k: torch.zeros_like(p) for k, p in params.items()} if adam else {}
+    return TrainState(params, m, v, 0, workload)
 
 
 def state_params(state: TrainState) -> Params:
@@ -139,21 +116,20 @@ def _adam(state: TrainState, grads: Params) -> None:
     w = state.workload
     t = state.step + 1
     alpha = w.learning_rate * math.sqrt(1 - w.beta_2**t) / (1 - w.beta_1**t)
+    eps = w.epsilon
     for name, p in state.params.items():
         g, m, v = grads[name], state.m[name], state.v[name]
         m.add_(g - m, alpha=1 - w.beta_1)
         v.add_(g * g - v, alpha=1 - w.beta_2)
-        p.sub_(m * alpha / (v.sqrt() + w.epsilon))
-
-
-_OPTIMIZERS = {"sgd": _sgd, "adam": _adam}
+        root = (v + eps).sqrt() if w.epsilon_inside_sqrt else v.sqrt() + eps
+        p.sub_(m * alpha / root)
 
 
 def train_step(
     apply: Apply, state: TrainState, x: torch.Tensor, y: torch.Tensor
 ) -> TrainState:
     _, _, grads = loss_and_grads(apply, state.params, x, y)
-    _OPTIMIZERS[state.workload.optimizer](state, grads)
+    (_sgd if state.workload.optimizer == "sgd" else _adam)(state, grads)
     state.step += 1
     return state
 

@@ -6,19 +6,21 @@ Layouts: x ``(N, 784)``; dense kernels ``(out, in)`` (as ``F.linear`` wants).
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from native.protocol import Tap, no_tap
 from native.torch.common import Params
-from zoo.specs import MODELS
+from native.torch.ops import dense, relu
+from zoo.specs import MODELS, ModelSpec
 
 SPEC = MODELS["ffn"]
 
 
-def apply(params: Params, x: torch.Tensor, tap: Tap = no_tap) -> torch.Tensor:
-    h = torch.relu(F.linear(x, params["fc1/kernel"], params["fc1/bias"]))
+def apply(
+    params: Params, x: torch.Tensor, spec: ModelSpec = SPEC, tap: Tap = no_tap
+) -> torch.Tensor:
+    h = relu(dense(x, params, spec, "fc1"))
     h = tap("fc1", h)
-    h = torch.relu(F.linear(h, params["fc2/kernel"], params["fc2/bias"]))
+    h = relu(dense(h, params, spec, "fc2"))
     h = tap("fc2", h)
-    h = F.linear(h, params["logits/kernel"], params["logits/bias"])
+    h = dense(h, params, spec, "logits")
     return tap("logits", h)

@@ -17,8 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from native import layout
-from native.torch.common import DEVICE, LAYOUT, to_input, to_labels
+from native.torch.common import DEVICE
 from zoo.specs import Layer, ModelSpec
 
 
@@ -53,16 +52,15 @@ def _module(layer: Layer, spec: ModelSpec) -> list[nn.Module]:
     return [_LastHidden(features, layer.size)]
 
 
-def build(spec: ModelSpec, canonical: Mapping[str, np.ndarray]) -> nn.Sequential:
-    """The model as ``nn.Sequential``, loaded with the canonical weights."""
+def build(spec: ModelSpec, arrays: Mapping[str, np.ndarray]) -> nn.Sequential:
+    """The model as ``nn.Sequential``, loaded with ``arrays`` (this framework's
+    layout, ``native.layout.to_native``)."""
     modules: dict[str, nn.Module] = {}
     for layer in spec.layers:
         for i, module in enumerate(_module(layer, spec)):
             modules[layer.name if i == 0 else f"{layer.name}_relu"] = module
     model = nn.Sequential(OrderedDict(modules))
-    native = {
-        k: torch.tensor(a) for k, a in layout.to_native(spec, canonical, LAYOUT).items()
-    }
+    native = {k: torch.tensor(a) for k, a in arrays.items()}
     with torch.no_grad():
         for name, module in model.named_children():
             if isinstance(module, nn.Linear | nn.Conv2d):
@@ -76,13 +74,12 @@ def build(spec: ModelSpec, canonical: Mapping[str, np.ndarray]) -> nn.Sequential
     return model.to(DEVICE)
 
 
-def make_trainer(
-    spec: ModelSpec, canonical: Mapping[str, np.ndarray]
-) -> tuple[Callable[[np.ndarray, np.ndarray], object], Callable[[object], object]]:
-    """``(prepare, step)``: ``prepare(x, y)`` puts a batch on the device and
-    ``step(batch)`` runs one ``torch.optim`` step on it, returning something
-    ``common.sync`` can wait on."""
-    model = build(spec, canonical)
+def make_step(
+    spec: ModelSpec, arrays: Mapping[str, np.ndarray]
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """``step(x, y)``: one ``torch.optim`` step of the model built from
+    ``arrays`` (this framework's layout), returning the loss."""
+    model = build(spec, arrays)
     w = spec.workload
     optimizer = (
         torch.optim.SGD(model.parameters(), lr=w.learning_rate)
@@ -95,15 +92,11 @@ def make_trainer(
         )
     )
 
-    def prepare(x: np.ndarray, y: np.ndarray) -> object:
-        return to_input(x), to_labels(y)
-
-    def step(batch: object) -> object:
-        x, y = batch  # type: ignore[misc]
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         optimizer.step()
         return loss
 
-    return prepare, step
+    return step

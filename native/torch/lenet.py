@@ -8,28 +8,30 @@ permuted from Keras' ``H, W, C`` order by ``native.layout``).
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from native.protocol import Tap, no_tap
 from native.torch.common import Params
-from zoo.specs import MODELS
+from native.torch.ops import avg_pool, conv2d, dense, flatten, relu
+from zoo.specs import MODELS, ModelSpec
 
 SPEC = MODELS["lenet"]
 
 
-def apply(params: Params, x: torch.Tensor, tap: Tap = no_tap) -> torch.Tensor:
-    h = torch.relu(F.conv2d(x, params["conv1/kernel"], params["conv1/bias"]))
+def apply(
+    params: Params, x: torch.Tensor, spec: ModelSpec = SPEC, tap: Tap = no_tap
+) -> torch.Tensor:
+    h = relu(conv2d(x, params, spec, "conv1"))
     h = tap("conv1", h)  # (N, 6, 24, 24)
-    h = F.avg_pool2d(h, 2)  # (N, 6, 24, 24) -> (N, 6, 12, 12)
+    h = avg_pool(h, 2)  # (N, 6, 24, 24) -> (N, 6, 12, 12)
     h = tap("pool1", h)
-    h = torch.relu(F.conv2d(h, params["conv2/kernel"], params["conv2/bias"]))
+    h = relu(conv2d(h, params, spec, "conv2"))
     h = tap("conv2", h)  # (N, 16, 10, 10)
-    h = F.avg_pool2d(h, 2)  # (N, 16, 10, 10) -> (N, 16, 5, 5)
+    h = avg_pool(h, 2)  # (N, 16, 10, 10) -> (N, 16, 5, 5)
     h = tap("pool2", h)
-    h = h.flatten(1)  # (N, 16, 5, 5) -> (N, 400) in C, H, W order
-    h = torch.relu(F.linear(h, params["fc1/kernel"], params["fc1/bias"]))
+    h = flatten(h)  # (N, 16, 5, 5) -> (N, 400) in C, H, W order
+    h = relu(dense(h, params, spec, "fc1"))
     h = tap("fc1", h)
-    h = torch.relu(F.linear(h, params["fc2/kernel"], params["fc2/bias"]))
+    h = relu(dense(h, params, spec, "fc2"))
     h = tap("fc2", h)
-    h = F.linear(h, params["logits/kernel"], params["logits/bias"])
+    h = dense(h, params, spec, "logits")
     return tap("logits", h)

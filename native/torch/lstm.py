@@ -18,15 +18,18 @@ import torch.nn.functional as F
 
 from native.protocol import Tap, no_tap
 from native.torch.common import Params
-from zoo.specs import MODELS
+from native.torch.ops import dense
+from zoo.specs import MODELS, ModelSpec
 
 SPEC = MODELS["lstm"]
 
 
-def apply(params: Params, x: torch.Tensor, tap: Tap = no_tap) -> torch.Tensor:
+def apply(
+    params: Params, x: torch.Tensor, spec: ModelSpec = SPEC, tap: Tap = no_tap
+) -> torch.Tensor:
     kernel, recurrent = params["lstm/kernel"], params["lstm/recurrent_kernel"]
     bias = params["lstm/bias"]
-    batch, units = x.shape[0], recurrent.shape[1]
+    batch, units = x.shape[0], spec.layer("lstm").size
     h = x.new_zeros(batch, units)
     c = x.new_zeros(batch, units)
     # unbind, not x[:, t]: the backward of unbind stacks the step gradients
@@ -37,5 +40,5 @@ def apply(params: Params, x: torch.Tensor, tap: Tap = no_tap) -> torch.Tensor:
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         h = torch.sigmoid(o) * torch.tanh(c)
     h = tap("lstm", h)  # the last hidden state (N, u)
-    h = F.linear(h, params["logits/kernel"], params["logits/bias"])
+    h = dense(h, params, spec, "logits")
     return tap("logits", h)

@@ -11,10 +11,10 @@ dense kernel with its inputs in ``C, H, W`` order.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from native.protocol import Tap, no_tap
 from native.torch.common import Params
+from native.torch.ops import conv2d, dense, flatten, max_pool, relu
 from zoo.specs import MODELS, ModelSpec
 
 SPEC = MODELS["vgg16"]
@@ -28,16 +28,14 @@ def apply(
         name = layer.name
         if layer.kind == "conv2d":
             # 'same' keeps (H, W); 'valid' trims kernel - 1 off each
-            kernel, bias = params[f"{name}/kernel"], params[f"{name}/bias"]
-            h = F.conv2d(h, kernel, bias, padding=layer.padding)
-            h = torch.relu(h)
+            h = relu(conv2d(h, params, spec, name))
         elif layer.kind == "max_pool":
-            h = F.max_pool2d(h, 2)  # (N, C, H, W) -> (N, C, H/2, W/2)
+            h = max_pool(h, layer.size)  # (N, C, H, W) -> (N, C, H/2, W/2)
         elif layer.kind == "flatten":
-            h = h.flatten(1)  # (N, C, H, W) -> (N, C*H*W)
+            h = flatten(h)  # (N, C, H, W) -> (N, C*H*W)
         else:
-            h = F.linear(h, params[f"{name}/kernel"], params[f"{name}/bias"])
-            h = torch.relu(h) if layer.activation == "relu" else h
+            h = dense(h, params, spec, name)
+            h = relu(h) if layer.activation == "relu" else h
         if layer.kind != "flatten":  # see ModelSpec.tapped_layers
             h = tap(name, h)
     return h

@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from native import load_apply, load_framework  # noqa: E402
+from native import layout, load_apply, load_framework  # noqa: E402
 from workers.launch import Worker  # noqa: E402
 from workers.messages import Evaluate  # noqa: E402
 from zoo.data import batches_file, make_batches  # noqa: E402
@@ -30,12 +30,13 @@ def test_keras_adam_differs_from_torch_optim_for_small_gradients() -> None:
     x, y = make_batches(spec, 2, 8, 1)
     inputs, labels = common.to_input(x[0] * np.float32(1e-4)), common.to_labels(y[0])
 
-    state = common.make_train_state(spec, common.init(spec, weights))
+    arrays = layout.to_native(spec, weights, common.LAYOUT)
+    state = common.make_train_state(common.init(arrays), spec.workload)
     for _ in range(3):
         state = common.train_step(apply, state, inputs, labels)
     ours = state.params["fc1/kernel"].detach()
 
-    params = common.init(spec, weights)
+    params = common.init(arrays)
     optimizer = torch.optim.Adam(params.values(), lr=0.01, eps=1e-7)
     for _ in range(3):
         optimizer.zero_grad()
