@@ -2,7 +2,7 @@
 
 Framework-free.  Each framework may live in its own environment: its
 interpreter is ``$HARNESS_PYTHON_<FRAMEWORK>`` when that is set (for example
-``HARNESS_PYTHON_MXNET=.nox/mxnet/bin/python``), else this process' own.
+``HARNESS_PYTHON_MXNET=.nox/mxnet-env/bin/python``), else this process' own.
 """
 
 from __future__ import annotations
