@@ -6,12 +6,15 @@ these tests need no framework.
 
 from __future__ import annotations
 
+import os
 import signal
 import stat
+import time
 from pathlib import Path
 
 import pytest
 
+from workers import launch
 from workers.launch import Worker
 from workers.messages import Evaluate, Train, TrainAnswer
 
@@ -25,6 +28,25 @@ def _fake_python(tmp_path: Path, body: str) -> str:
     script.write_text(f"#!/bin/sh\n{body}\n")
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return str(script)
+
+
+def _recording_pid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> Path:
+    """Makes the fake worker run ``body`` after writing its pid (kept by
+    ``exec``) to the file returned, so a test can check the worker is gone."""
+    pid_file = tmp_path / "pid"
+    monkeypatch.setenv(
+        "HARNESS_PYTHON_TORCH", _fake_python(tmp_path, f"echo $$ > {pid_file}\n{body}")
+    )
+    return pid_file
+
+
+def _gone(pid_file: Path) -> bool:
+    """Whether the process is gone, reaped too (a zombie still has its pid)."""
+    try:
+        os.kill(int(pid_file.read_text()), 0)
+    except ProcessLookupError:
+        return True
+    return False
 
 
 def test_missing_interpreter_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -135,3 +157,154 @@ def test_a_malformed_reply_is_a_failure_not_a_traceback(
     assert reply.status == status
     assert reply.error is not None
     assert words in reply.error
+
+
+# A worker that misbehaves in any way ends by the call's timeout at the latest
+# (generous margins: these check a bound, not a speed).
+MARGIN = 5.0
+
+
+def test_half_a_line_then_silence_times_out_at_the_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid = _recording_pid(
+        tmp_path,
+        monkeypatch,
+        f"""echo '{READY}'; read line; printf '{{"status": "o'; exec sleep 60""",
+    )
+    with Worker("native-torch") as worker:
+        began = time.monotonic()
+        reply = worker.call(TRAIN, timeout=1)
+        assert time.monotonic() - began < 1 + MARGIN
+        assert reply.status == "timeout"
+        assert reply.error is not None
+        assert "no answer within 1 s" in reply.error
+        assert "13 bytes of a line" in reply.error
+        assert _gone(pid)
+
+
+@pytest.mark.parametrize("garbage", ["garbage! " * 40, "[" * 100_000])
+def test_a_garbage_line_ends_the_worker_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, garbage: str
+) -> None:
+    # A deeply nested array makes json.loads raise RecursionError.
+    pid = _recording_pid(
+        tmp_path,
+        monkeypatch,
+        f"echo '{READY}'; read line; echo '{garbage}'; exec sleep 60",
+    )
+    with Worker("native-torch") as worker:
+        began = time.monotonic()
+        reply = worker.call(TRAIN, timeout=30)
+        assert time.monotonic() - began < MARGIN  # not the timeout: at once
+        assert reply.status == "crashed"
+        assert reply.error is not None
+        prefix = "native-torch worker wrote a line that is not a message: "
+        assert reply.error.startswith(prefix + repr(garbage[:40]).rstrip("'"))
+        assert len(reply.error) <= len(prefix) + 80
+        assert _gone(pid)
+
+
+def test_bytes_that_are_not_utf8_are_a_crash_not_an_exception(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid = _recording_pid(
+        tmp_path,
+        monkeypatch,
+        f"echo '{READY}'; read line; printf '\\377\\376 not text\\n'; exec sleep 60",
+    )
+    with Worker("native-torch") as worker:
+        began = time.monotonic()
+        reply = worker.call(TRAIN, timeout=30)
+        assert time.monotonic() - began < MARGIN
+        assert reply.status == "crashed"
+        assert reply.error is not None
+        assert "not a message: '\\\\xff\\\\xfe not text'" in reply.error
+        assert _gone(pid)
+
+
+def test_a_worker_that_closes_its_output_and_runs_on_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(launch, "EXIT_WAIT", 1.0)
+    pid = _recording_pid(
+        tmp_path, monkeypatch, f"echo '{READY}'; read line; exec 1>&-; exec sleep 60"
+    )
+    with Worker("native-torch") as worker:
+        began = time.monotonic()
+        reply = worker.call(TRAIN, timeout=30)
+        # bounded by EXIT_WAIT, not by the (long) timeout
+        assert time.monotonic() - began < launch.EXIT_WAIT + MARGIN
+        assert reply.status == "crashed"
+        assert reply.error is not None
+        assert "closed its output but did not exit within 1 s" in reply.error
+        assert _gone(pid)
+
+
+def test_a_line_longer_than_the_cap_is_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(launch, "MAX_LINE", 4096)
+    pid = _recording_pid(
+        tmp_path,
+        monkeypatch,
+        f"echo '{READY}'; read line; printf '%020000d' 0; exec sleep 60",
+    )
+    with Worker("native-torch") as worker:
+        began = time.monotonic()
+        reply = worker.call(TRAIN, timeout=30)
+        assert time.monotonic() - began < MARGIN
+        assert reply.status == "crashed"
+        assert reply.error is not None
+        assert "more than 4096 bytes without a newline" in reply.error
+        assert _gone(pid)
+
+
+def test_two_messages_in_one_write_are_both_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answer = '{"status": "ok", "result": {"first_step_s": 0.5, "step_s": [0.25]}}'
+    monkeypatch.setenv(
+        "HARNESS_PYTHON_TORCH",
+        _fake_python(
+            tmp_path, f"printf '%s\\n%s\\n' '{READY}' '{answer}'; cat > /dev/null"
+        ),
+    )
+    with Worker("native-torch") as worker:
+        assert worker.failure is None
+        began = time.monotonic()
+        reply = worker.call(TRAIN, timeout=1)
+        assert time.monotonic() - began < 1 + MARGIN
+    assert reply.ok
+    assert reply.answer == TrainAnswer(first_step_s=0.5, step_s=[0.25])
+
+
+def test_half_a_line_at_start_up_fails_within_the_start_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid = _recording_pid(
+        tmp_path, monkeypatch, """printf '{"status": "rea'; exec sleep 60"""
+    )
+    began = time.monotonic()
+    with Worker("native-torch", start_timeout=1) as worker:
+        assert time.monotonic() - began < 1 + MARGIN
+        assert worker.failure is not None
+        assert worker.failure.status == "timeout"
+        assert worker.failure.error is not None
+        assert "no answer within 1 s" in worker.failure.error
+        assert _gone(pid)
+        assert worker.call(TRAIN, timeout=1) is worker.failure
+
+
+def test_a_worker_that_stops_reading_its_requests_times_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A request larger than a pipe's buffer would block a plain write forever.
+    pid = _recording_pid(tmp_path, monkeypatch, f"echo '{READY}'; exec sleep 60")
+    big = Evaluate(model="ffn", weights="w" * 300_000, data="d.npz", out="o.npz")
+    with Worker("native-torch") as worker:
+        began = time.monotonic()
+        reply = worker.call(big, timeout=1)
+        assert time.monotonic() - began < 1 + MARGIN
+        assert reply.status == "timeout"
+        assert _gone(pid)

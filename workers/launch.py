@@ -6,12 +6,20 @@ a worker does can take the orchestrator down: a worker that cannot import its
 framework, crashes, or runs past its timeout turns into a ``Reply`` with
 status ``unavailable``, ``crashed`` or ``timeout`` and a readable reason, and
 the caller moves on to the next cell.
+
+Every timeout is a hard limit.  The pipes are used through their file
+descriptors, non-blocking, so no read or write waits past a deadline: a worker
+that hangs in the middle of a line, stops reading its requests, writes bytes
+that are not a message, writes without end, or closes its output and keeps
+running is killed, and the call returns by its deadline (``EXIT_WAIT`` later
+at most, for a worker whose output closed, to learn its exit code).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import json
 import os
 import selectors
@@ -20,7 +28,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from workers.messages import Answer, Request, decode_answer, encode
 from workers.paths import get_path, interpreter
@@ -28,6 +36,12 @@ from workers.resources import Sampler
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 STDERR_TAIL = 2000
+# The longest line a worker may write, in bytes.  Answers are small (arrays
+# travel as .npz files); a worker writing more without a newline is killed.
+MAX_LINE = 64 * 2**20
+# How long a worker whose output closed has to exit before it is killed.
+EXIT_WAIT = 5.0
+_CHUNK = 2**16  # bytes per read: one pipe buffer
 
 
 @dataclass(frozen=True)
@@ -52,8 +66,95 @@ class Reply:
         return self.status == "ok"
 
 
+class _End(enum.Enum):
+    """Why ``_Lines.read`` gave no line."""
+
+    EOF = "the worker closed its output"
+    TIMEOUT = "no whole line by the deadline"
+    TOO_LONG = "a line longer than MAX_LINE"
+
+
+class _Lines:
+    """Whole lines from a pipe, read as bytes from its file descriptor.
+
+    ``read`` never blocks past its deadline: bytes are read in chunks into a
+    buffer as they arrive, and a line is given only once its newline has come,
+    so half a line followed by silence is a timeout.  Bytes after a newline stay
+    in the buffer for the next ``read``."""
+
+    def __init__(self, fd: int) -> None:
+        os.set_blocking(fd, False)
+        self._fd = fd
+        self._buffer = bytearray()
+        self._scanned = 0  # the buffer holds no newline before this index
+        self._eof = False
+
+    @property
+    def pending(self) -> int:
+        """Bytes of an unfinished line."""
+        return len(self._buffer)
+
+    def read(self, deadline: float) -> bytes | _End:
+        """The next line without its newline (the last one may lack it), or
+        why there is none: ``EOF`` once the pipe is closed and drained,
+        ``TIMEOUT`` at ``deadline`` (``time.monotonic``), ``TOO_LONG`` once a
+        line passes ``MAX_LINE`` bytes."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._fd, selectors.EVENT_READ)
+            while True:
+                newline = self._buffer.find(b"\n", self._scanned)
+                if newline > MAX_LINE or (newline < 0 and self.pending > MAX_LINE):
+                    return _End.TOO_LONG
+                if newline >= 0:
+                    line = bytes(self._buffer[:newline])
+                    del self._buffer[: newline + 1]
+                    self._scanned = 0
+                    return line
+                self._scanned = self.pending
+                if self._eof:
+                    line = bytes(self._buffer)
+                    self._buffer.clear()
+                    self._scanned = 0
+                    return line if line else _End.EOF
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return _End.TIMEOUT
+                if not selector.select(remaining):
+                    continue
+                try:
+                    chunk = os.read(self._fd, _CHUNK)
+                except BlockingIOError:  # woken with nothing to read after all
+                    continue
+                if chunk:
+                    self._buffer += chunk
+                else:
+                    self._eof = True
+
+
+def _write(fd: int, data: bytes, deadline: float) -> None:
+    """Write ``data`` to the non-blocking pipe ``fd``, giving up at
+    ``deadline`` or once the reader is gone; the reply that is then read (a
+    timeout, or how the worker ended) says what happened."""
+    view = memoryview(data)
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_WRITE)
+        while view:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not selector.select(remaining):
+                return
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:
+                continue
+            except OSError:  # the worker closed its stdin or died
+                return
+
+
 class Worker:
-    """One path's worker process.  Use as a context manager."""
+    """One path's worker process.  Use as a context manager.
+
+    ``start_timeout`` and each ``call``'s ``timeout`` are hard limits: past
+    them the worker is killed and the failure is the reply."""
 
     def __init__(
         self,
@@ -68,6 +169,7 @@ class Worker:
         self.python = interpreter(self.path.framework)
         self.platform: dict[str, Any] = {}
         self.failure: Reply | None = None
+        self._lines: _Lines | None = None
         # Lives as long as the worker; closed in close().
         self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
         child_env = {**os.environ, **(env or {})}
@@ -77,7 +179,7 @@ class Worker:
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         child_env.pop("KERAS_BACKEND", None)
         try:
-            self._proc: subprocess.Popen[str] | None = subprocess.Popen(
+            self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
                 [
                     self.python,
                     "-m",
@@ -88,7 +190,6 @@ class Worker:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._stderr,
-                text=True,
                 env=child_env,
                 cwd=PROJECT_ROOT,
             )
@@ -98,7 +199,11 @@ class Worker:
                 "unavailable", error=f"cannot start {self.python} for {path_id}: {exc}"
             )
             return
-        hello = self._receive(start_timeout)
+        assert self._proc.stdin is not None
+        assert self._proc.stdout is not None
+        os.set_blocking(self._proc.stdin.fileno(), False)
+        self._lines = _Lines(self._proc.stdout.fileno())
+        hello = self._receive(time.monotonic() + start_timeout, start_timeout)
         if isinstance(hello, dict) and hello.get("status") == "ready":
             self.platform = hello.get("platform", {})
             return
@@ -107,7 +212,7 @@ class Worker:
             if isinstance(hello, Reply)
             else Reply("crashed", error=f"{path_id} worker did not say it was ready")
         )
-        self.close()
+        self.close(kill=True)
 
     def __enter__(self) -> Worker:
         return self
@@ -116,21 +221,23 @@ class Worker:
         self.close()
 
     def call(self, request: Request, timeout: float) -> Reply:
-        """Send one request; its reply, or a failure reply: never raises."""
+        """Send one request; its reply, or a failure reply: never raises, and
+        returns within ``timeout`` seconds (``EXIT_WAIT`` more at most, for a
+        worker that closed its output).  After a failure the worker is gone
+        and every later call gives the same failure."""
         if self.failure is not None:
             return self.failure
         assert self._proc is not None
         assert self._proc.stdin is not None
+        deadline = time.monotonic() + timeout
         with Sampler(self._proc.pid) as sampler:
-            # If the process died, writing fails; _receive then says how it died.
-            with contextlib.suppress(OSError):
-                self._proc.stdin.write(json.dumps(encode(request)) + "\n")
-                self._proc.stdin.flush()
-            message = self._receive(timeout)
+            request_line = json.dumps(encode(request)) + "\n"
+            _write(self._proc.stdin.fileno(), request_line.encode(), deadline)
+            message = self._receive(deadline, timeout)
         resources = sampler.result()
         if isinstance(message, Reply):  # the worker is gone
             self.failure = dataclasses.replace(message, resources=resources)
-            self.close()
+            self.close(kill=True)
             return self.failure
         if message.get("status") != "ok":
             return Reply(
@@ -146,38 +253,40 @@ class Worker:
             return Reply("error", error=f"malformed answer: {exc}", resources=resources)
         return Reply("ok", answer=answer, resources=resources)
 
-    def _receive(self, timeout: float) -> dict[str, Any] | Reply:
-        """The worker's next message, or the failure that ended it: no answer
-        in ``timeout`` seconds, an exit, a message that is not JSON, or an
-        ``unavailable`` message at start-up."""
+    def _receive(self, deadline: float, timeout: float) -> dict[str, Any] | Reply:
+        """The worker's next message, or the failure that ended it: no whole
+        line by ``deadline`` (``timeout`` seconds after the call began), an
+        exit or closed output, a line that is not a JSON object in UTF-8 or is
+        too long, or an ``unavailable`` message at start-up.  Except for
+        ``unavailable``, a failure leaves the worker killed or exited."""
         assert self._proc is not None
-        assert self._proc.stdout is not None
-        line = _readline(self._proc.stdout, timeout)
-        if line is None:
+        assert self._lines is not None
+        line = self._lines.read(deadline)
+        if line is _End.TIMEOUT:
             self._kill()
-            return Reply(
+            half = self._lines.pending
+            return self._failed(
                 "timeout",
-                error=f"{self.path.id} worker gave no answer within {timeout:.0f} s",
-                stderr_tail=self.stderr_tail(),
+                f"gave no answer within {timeout:g} s"
+                + (f" (it wrote {half} bytes of a line and stopped)" if half else ""),
             )
-        if not line:
-            code = self._proc.wait()
-            return Reply(
-                "crashed",
-                error=f"{self.path.id} worker exited with code {code}",
-                stderr_tail=self.stderr_tail(),
+        if line is _End.TOO_LONG:
+            self._kill()
+            return self._failed(
+                "crashed", f"wrote more than {MAX_LINE} bytes without a newline"
             )
+        if line is _End.EOF:
+            return self._failed("crashed", self._exit_after_eof())
+        assert isinstance(line, bytes)
         try:
-            message = json.loads(line)
-        except ValueError:
+            message = json.loads(line.decode("utf-8"))
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
             message = None
         if not isinstance(message, dict):
             self._kill()
-            return Reply(
-                "crashed",
-                error=f"{self.path.id} worker wrote a line that is not a message: "
-                f"{line.strip()!r:.80}",
-                stderr_tail=self.stderr_tail(),
+            shown = line.decode("utf-8", errors="backslashreplace").strip()
+            return self._failed(
+                "crashed", f"wrote a line that is not a message: {shown!r:.80}"
             )
         if message.get("status") == "unavailable":
             return Reply(
@@ -186,6 +295,28 @@ class Worker:
                 stderr_tail=self.stderr_tail(),
             )
         return message
+
+    def _exit_after_eof(self) -> str:
+        """How a worker whose output closed ended: its exit code, waited for
+        ``EXIT_WAIT`` seconds at most, after which it is killed."""
+        assert self._proc is not None
+        try:
+            code = self._proc.wait(timeout=EXIT_WAIT)
+        except subprocess.TimeoutExpired:
+            self._kill()
+            return (
+                f"closed its output but did not exit within {EXIT_WAIT:g} s, "
+                "so it was killed"
+            )
+        return f"exited with code {code}"
+
+    def _failed(self, status: str, what: str) -> Reply:
+        """A failure reply naming the worker, with its stderr so far."""
+        return Reply(
+            status,
+            error=f"{self.path.id} worker {what}",
+            stderr_tail=self.stderr_tail(),
+        )
 
     def stderr_tail(self) -> str:
         if self._stderr.closed:
@@ -243,16 +374,3 @@ def thread_environment(threads: dict[str, Any]) -> dict[str, Any]:
         "HARNESS_INTER_OP_THREADS": str(inter),
     }
     return {"intra_op": intra, "inter_op": inter, "env": env}
-
-
-def _readline(stream: IO[str], timeout: float) -> str | None:
-    """One line from ``stream``; ``""`` at end of file, ``None`` on timeout."""
-    deadline = time.monotonic() + timeout
-    with selectors.DefaultSelector() as selector:
-        selector.register(stream, selectors.EVENT_READ)
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            if selector.select(remaining):
-                return stream.readline()
