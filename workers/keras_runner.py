@@ -13,12 +13,13 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from native import load_framework
+from workers.protocol import Predictor, TrainCheck, Trainer, check_training
 from zoo.specs import ModelSpec
 
 
@@ -88,8 +89,10 @@ class KerasRunner:
         weights: Mapping[str, np.ndarray],
         xs: np.ndarray,
         ys: np.ndarray,
-    ) -> Callable[[int], None]:
-        """``run(n)``: ``n`` optimizer steps through ``fit``, finished on return."""
+    ) -> Trainer:
+        """``run(n)``: ``n`` optimizer steps through ``fit``, finished on return;
+        ``run.finish()``: the loss of the last batch trained and the
+        parameters, checked for NaN and inf."""
         model = self._compiled(spec, weights, xs[0])
         batch = xs.shape[1]
         x_all = xs.reshape(-1, *xs.shape[2:])
@@ -110,21 +113,49 @@ class KerasRunner:
             # Reading a weight back waits for every update of the last step.
             self.keras.ops.convert_to_numpy(probe.value)
 
-        return run
+        def check(steps: int) -> TrainCheck:
+            i = max(steps, 1) - 1
+            return check_training(
+                self._loss(model, xs[i], ys[i]), self._params(model, spec)
+            )
+
+        return Trainer(run, check)
+
+    def _loss(self, model: Any, x: np.ndarray, y: np.ndarray) -> float:
+        """The mean cross-entropy of one batch at the model's current weights
+        (a plain forward pass: nothing compiled, no optimizer step)."""
+        ops = self.keras.ops
+        logits = model(ops.convert_to_tensor(x), training=False)
+        loss = self._loss_fn()(ops.convert_to_tensor(y), logits)
+        return float(np.asarray(ops.convert_to_numpy(loss)))
+
+    def _params(self, model: Any, spec: ModelSpec) -> dict[str, np.ndarray]:
+        """The model's current parameters by canonical name, as NumPy."""
+        convert = self.keras.ops.convert_to_numpy
+        return {
+            p.name: np.asarray(convert(self.models.variable(model, p).value))
+            for p in spec.params
+        }
 
     def predictor(
         self, spec: ModelSpec, weights: Mapping[str, np.ndarray], xs: np.ndarray
-    ) -> Callable[[], None]:
+    ) -> Predictor:
         """``run()``: one ``predict`` over all resident batches (returns NumPy,
-        so the work is finished when it returns)."""
+        so the work is finished when it returns); ``run.nonfinite()``: whether
+        the last call's outputs hold NaN or inf."""
         model = self._model(spec, weights, xs[0])
         batch = xs.shape[1]
         x_all = xs.reshape(-1, *xs.shape[2:])
 
-        def run() -> None:
-            model.predict(x_all, batch_size=batch, verbose=0)
+        def run() -> Any:
+            return model.predict(x_all, batch_size=batch, verbose=0)
 
-        return run
+        def to_numpy(outputs: Any) -> list[np.ndarray]:
+            if isinstance(outputs, list | tuple):
+                return [np.asarray(o) for o in outputs]
+            return [np.asarray(outputs)]
+
+        return Predictor(run, to_numpy)
 
     def activations(
         self, spec: ModelSpec, weights: Mapping[str, np.ndarray], x: np.ndarray
@@ -179,12 +210,7 @@ class Session:
     def params(self) -> dict[str, np.ndarray]:
         if self._model is None:
             return dict(self.weights)
-        convert = self.runner.keras.ops.convert_to_numpy
-        variable = self.runner.models.variable
-        return {
-            p.name: np.asarray(convert(variable(self._model, p).value))
-            for p in self.spec.params
-        }
+        return self.runner._params(self._model, self.spec)
 
     def logits(self, x: np.ndarray) -> np.ndarray:
         return np.asarray(self._built(x).predict_on_batch(x))

@@ -29,7 +29,12 @@ from typing import Any, ClassVar
 class Request:
     """What every task needs: the model, the canonical weights file, the
     batches file (``x``/``y`` arrays of mini-batches), and a deliberate fault
-    to inject (``native.faults``; native paths only)."""
+    to inject (``native.faults``; native paths only).
+
+    ``weights_digest`` and ``data_digest``, when set, are the content digests
+    (``zoo.arrays.digest``) of the arrays the gate verified; the worker
+    refuses to run on files that hold anything else (the weights are checked
+    as loaded, before any fault is injected)."""
 
     TASK: ClassVar[str]
     ANSWER: ClassVar[type[Answer]]
@@ -38,6 +43,8 @@ class Request:
     weights: str
     data: str
     fault: str | None = None
+    weights_digest: str | None = None
+    data_digest: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,8 +109,16 @@ class Accuracy(Request):
 
 @dataclass(frozen=True, kw_only=True)
 class TrainAnswer(Answer):
+    """Checked after the timing, never inside it: ``final_loss``, the mean
+    cross-entropy of the last mini-batch trained at the parameters the last
+    timed run left (``None`` when it is not finite: JSON has no NaN), and
+    ``nonfinite``, ``None`` when the loss and every parameter are finite,
+    else one sentence saying which are not."""
+
     first_step_s: float  # the first step alone: compilation, tracing, allocation
     step_s: list[float]  # seconds per step, one entry per timed run
+    final_loss: float | None = None
+    nonfinite: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,6 +135,10 @@ class Train(Request):
 
 @dataclass(frozen=True, kw_only=True)
 class InferAnswer(Answer):
+    """``nonfinite``: ``None`` when the outputs of the last timed round are all
+    finite, else one sentence saying how many of how many are NaN or inf
+    (checked after the timing)."""
+
     warmup_s: float
     round_s: list[float]  # seconds per round over every resident batch
     batches_per_round: int
@@ -129,6 +148,7 @@ class InferAnswer(Answer):
     latency_p50_s: float | None = None
     latency_p90_s: float | None = None
     latency_p99_s: float | None = None
+    nonfinite: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

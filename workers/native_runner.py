@@ -22,6 +22,7 @@ import numpy as np
 
 from native import OPTIMIZERS, layout, load_apply, load_framework
 from native.protocol import Params, Tensor, TrainState
+from workers.protocol import Predictor, TrainCheck, Trainer, check_training
 from zoo.specs import ModelSpec
 
 Batch = tuple[Tensor, Tensor]
@@ -111,17 +112,28 @@ class NativeRunner:
         weights: Mapping[str, np.ndarray],
         xs: np.ndarray,
         ys: np.ndarray,
-    ) -> Callable[[int], None]:
-        """``run(n)``: ``n`` hand-written optimizer steps, finished on return."""
+    ) -> Trainer:
+        """``run(n)``: ``n`` hand-written optimizer steps, finished on return;
+        ``run.finish()``: the loss of the last batch trained and the
+        parameters, checked for NaN and inf."""
         fw, apply = self.fw, load_apply(self.framework, spec)
         state = self.train_state(spec, weights)
+        batches = self.batches(xs, ys)
 
         def step(x: Tensor, y: Tensor) -> TrainState:
             nonlocal state
             state = fw.train_step(apply, state, x, y)
             return state
 
-        return self._stepper(self.batches(xs, ys), step)
+        def check(steps: int) -> TrainCheck:
+            params = fw.state_params(state)
+            x, y = batches[max(steps, 1) - 1]
+            loss = fw.cross_entropy(fw.inference(apply, params, x), y)
+            return check_training(
+                float(fw.to_numpy(loss).item()), self.export(spec, params)
+            )
+
+        return Trainer(self._stepper(batches, step), check)
 
     def direct_trainer(
         self,
@@ -178,17 +190,22 @@ class NativeRunner:
 
     def predictor(
         self, spec: ModelSpec, weights: Mapping[str, np.ndarray], xs: np.ndarray
-    ) -> Callable[[], None]:
-        """``run()``: the forward pass over every resident batch, finished on return."""
+    ) -> Predictor:
+        """``run()``: the forward pass over every resident batch, finished on
+        return; ``run.nonfinite()``: whether its last logits hold NaN or inf."""
         fw, apply = self.fw, load_apply(self.framework, spec)
         params = self.init(spec, weights)
         inputs = [fw.to_input(x) for x in xs]
 
-        def run() -> None:
+        def run() -> list[Tensor]:
             outputs = [fw.inference(apply, params, x) for x in inputs]
             fw.sync(outputs)
+            return outputs
 
-        return run
+        def to_numpy(outputs: list[Tensor]) -> list[np.ndarray]:
+            return [fw.to_numpy(o) for o in outputs]
+
+        return Predictor(run, to_numpy)
 
     def session(self, spec: ModelSpec, weights: Mapping[str, np.ndarray]) -> Session:
         return Session(self.framework, spec, weights)

@@ -5,15 +5,21 @@ of a ``Runner``; ``workers.keras_runner.KerasRunner`` (the Keras paths) and
 ``workers.native_runner.NativeRunner`` (the hand-written paths) implement it.
 The closures ``trainer`` and ``predictor`` return are what the harness times;
 ``evaluate``, ``activations`` and ``session`` are what the equivalence checks
-compare.  ``NativeRunner`` has two more (``NativeOnly``): the reference loop
-the self-check times and the idiomatic step the floors benchmark times.
+compare.  The closures come wrapped (``Trainer``, ``Predictor``): still called
+as ``run(n)`` and ``run()``, they also say afterwards, outside any timed
+region, whether the run left NaN or inf behind (``Trainer.finish``,
+``Predictor.nonfinite``), so a diverged run is never recorded as a timing.
+``NativeRunner`` has two more (``NativeOnly``): the reference loop the
+self-check times and the idiomatic step the floors benchmark times.
 
 Framework-free and NumPy 1.23-safe: the MXNet worker imports it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -21,6 +27,102 @@ import numpy as np
 from zoo.specs import ModelSpec
 
 Weights = Mapping[str, np.ndarray]  # canonical (Keras-layout) arrays by name
+NAMED = 3  # parameters a non-finite sentence names at most
+
+
+@dataclass(frozen=True)
+class TrainCheck:
+    """What a training run left behind, checked after its timing.
+
+    ``final_loss``: the mean cross-entropy of the last mini-batch trained, at
+    the parameters after the last run, or ``None`` when it is not finite.
+    ``nonfinite``: ``None`` when the loss and every parameter are finite, else
+    one sentence saying which are not."""
+
+    final_loss: float | None
+    nonfinite: str | None
+
+
+class Trainer:
+    """``run(n)``, the closure the harness times, and what it left behind.
+
+    ``check(n)`` is the runner's: the loss of the last mini-batch of a run of
+    ``n`` steps (batch ``n - 1``) at the current parameters, and those
+    parameters, through ``check_training``.  Calling ``run`` costs one
+    attribute store beyond the runner's closure; ``finish`` runs nothing
+    timed."""
+
+    __slots__ = ("_check", "_run", "steps")
+
+    def __init__(
+        self, run: Callable[[int], None], check: Callable[[int], TrainCheck]
+    ) -> None:
+        self._run, self._check = run, check
+        self.steps = 0  # the step count of the latest run
+
+    def __call__(self, n: int) -> None:
+        self.steps = n
+        self._run(n)
+
+    def finish(self) -> TrainCheck:
+        """The final loss and whether anything is NaN or inf (after timing)."""
+        return self._check(self.steps)
+
+
+class Predictor:
+    """``run()``, the closure the harness times, keeping the outputs of its
+    latest call (in the framework's own tensors; ``to_numpy`` reads them back
+    only when asked, after timing)."""
+
+    __slots__ = ("_outputs", "_run", "_to_numpy")
+
+    def __init__(
+        self, run: Callable[[], Any], to_numpy: Callable[[Any], Sequence[np.ndarray]]
+    ) -> None:
+        self._run, self._to_numpy = run, to_numpy
+        self._outputs: Any = None
+
+    def __call__(self) -> None:
+        self._outputs = self._run()
+
+    def nonfinite(self) -> str | None:
+        """``None`` when the latest round's outputs are all finite, else a
+        sentence saying how many of how many values are NaN or inf."""
+        if self._outputs is None:
+            raise RuntimeError("no round has run yet")
+        return check_outputs(self._to_numpy(self._outputs))
+
+
+def check_training(loss: float, params: Mapping[str, np.ndarray]) -> TrainCheck:
+    """The final loss and parameters of a training run, judged."""
+    bad = [name for name, a in params.items() if not np.isfinite(a).all()]
+    total = len(params)
+    parts = []
+    if not math.isfinite(loss):
+        parts.append(f"loss {loss} after the last timed run")
+    if bad:
+        named = ", ".join(bad[:NAMED]) + (", ..." if len(bad) > NAMED else "")
+        holds = "holds" if len(bad) == 1 else "hold"
+        when = "" if parts else " after the last timed run"
+        parts.append(
+            f"{len(bad)} of {total} parameters {holds} NaN or inf{when}: {named}"
+        )
+    elif parts:
+        parts.append(f"all {total} parameters are finite")
+    return TrainCheck(
+        final_loss=loss if math.isfinite(loss) else None,
+        nonfinite="; ".join(parts) or None,
+    )
+
+
+def check_outputs(outputs: Sequence[np.ndarray]) -> str | None:
+    """``None`` when every value of ``outputs`` is finite, else how many of
+    how many are not."""
+    total = sum(int(np.size(a)) for a in outputs)
+    bad = sum(int(np.size(a)) - int(np.count_nonzero(np.isfinite(a))) for a in outputs)
+    if not bad:
+        return None
+    return f"{bad} of {total} output values of the last timed round are NaN or inf"
 
 
 class Session(Protocol):
@@ -57,15 +159,15 @@ class Runner(Protocol):
 
     def trainer(
         self, spec: ModelSpec, weights: Weights, xs: np.ndarray, ys: np.ndarray
-    ) -> Callable[[int], None]:
+    ) -> Trainer:
         """``run(n)``: ``n`` optimizer steps over the first ``n`` resident
-        batches of ``xs``/``ys``, finished (synchronized) on return."""
+        batches of ``xs``/``ys``, finished (synchronized) on return;
+        ``run.finish()`` afterwards: the final loss and what is not finite."""
 
-    def predictor(
-        self, spec: ModelSpec, weights: Weights, xs: np.ndarray
-    ) -> Callable[[], None]:
+    def predictor(self, spec: ModelSpec, weights: Weights, xs: np.ndarray) -> Predictor:
         """``run()``: the forward pass over every resident batch of ``xs``,
-        finished (synchronized) on return."""
+        finished (synchronized) on return; ``run.nonfinite()`` afterwards:
+        whether the latest round's outputs hold NaN or inf."""
 
     def describe(self) -> dict[str, Any]:
         """Versions, device, threads and numeric settings, for the records."""

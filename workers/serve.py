@@ -12,11 +12,18 @@ or ``{"status": "unavailable", "error": ...}`` if its framework cannot be
 imported.  Each request then gets ``{"status": "ok", "result": <answer>}`` or
 ``{"status": "error", "error": ..., "traceback": ...}``.
 
+A request that carries content digests (``weights_digest``, ``data_digest``)
+is refused unless the files hold exactly the arrays the gate verified
+(``zoo.arrays.digest``).  Timing tasks check, after their timed region, that
+the run left no NaN or inf behind (``TrainAnswer.nonfinite``,
+``InferAnswer.nonfinite``).
+
 This module must run on NumPy 1.23 and without Keras (the MXNet environment).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -31,9 +38,9 @@ from workers import messages as m
 from workers import numerics, runs, timing
 from workers.paths import PathInfo, get_path
 from workers.protocol import NativeOnly, Runner
-from zoo.arrays import load_npz, save_npz
+from zoo.arrays import digest, load_npz, save_npz
 from zoo.specs import ModelSpec, get_spec
-from zoo.weights import load_weights
+from zoo.weights import check_weights
 
 Data = dict[str, np.ndarray]
 Weights = dict[str, np.ndarray]
@@ -50,11 +57,27 @@ def load_runner(path: PathInfo) -> Runner:
     return NativeRunner(path.native_framework)
 
 
+def verify(what: str, file: str, arrays: Data, expected: str | None) -> None:
+    """Refuse ``arrays`` (loaded from ``file``) unless their content digest is
+    ``expected`` (no digest expected: nothing to check)."""
+    if expected is None:
+        return
+    actual = digest(arrays)
+    if actual != expected:
+        raise ValueError(
+            f"{what} file {file} holds other arrays than the gate checked (digest "
+            f"{actual[:12]}, expected {expected[:12]}); delete it to have it rebuilt"
+        )
+
+
 def _model(request: m.Request, path: PathInfo) -> tuple[ModelSpec, Weights]:
-    """The spec and weights a request runs with, its deliberate fault (if it
+    """The spec and weights a request runs with (the file's arrays checked
+    against the request's digest as loaded), its deliberate fault (if it
     names one, for native paths only) applied."""
     spec = get_spec(request.model)
-    weights = load_weights(spec, Path(request.weights))
+    weights = load_npz(Path(request.weights))
+    verify("weights", request.weights, weights, request.weights_digest)
+    check_weights(spec, weights)
     if request.fault:
         if path.api != "native":
             raise ValueError(f"faults are injected into native paths, not {path.id}")
@@ -109,8 +132,13 @@ class Tasks:
 
     def train(self, request: m.Train, data: Data) -> m.Answer:
         run = self.runner.trainer(self.spec, self.weights, data["x"], data["y"])
-        return timing.time_training(
+        answer = timing.time_training(
             run, request.steps, request.runs, request.warmup_runs
+        )
+        # After the timed runs, never inside them: did training diverge?
+        check = run.finish()
+        return dataclasses.replace(
+            answer, final_loss=check.final_loss, nonfinite=check.nonfinite
         )
 
     def infer(self, request: m.Infer, data: Data) -> m.Answer:
@@ -122,7 +150,8 @@ class Tasks:
             # One mini-batch per call, each finished before the next starts.
             run_one = self.runner.predictor(self.spec, self.weights, data["x"][:1])
             answer = timing.with_latency(answer, run_one, request.latency_samples)
-        return answer
+        # After all timing: the outputs of the last timed round, checked.
+        return dataclasses.replace(answer, nonfinite=run_round.nonfinite())
 
     def floor(self, request: m.Floor, data: Data) -> m.Answer:
         native = _native(self.runner, request.TASK)
@@ -152,10 +181,12 @@ class Tasks:
 def handle(runner: Runner, request: m.Request, path: PathInfo) -> m.Answer:
     """Run one request on ``runner``; its typed answer."""
     spec, weights = _model(request, path)
+    data = load_npz(request.data)
+    verify("data", request.data, data, request.data_digest)
     task: Callable[[Any, Data], m.Answer] = getattr(
         Tasks(runner, spec, weights), request.TASK
     )
-    return task(request, load_npz(request.data))
+    return task(request, data)
 
 
 def _send(channel: IO[str], message: dict[str, Any]) -> None:
