@@ -82,8 +82,18 @@ def bench(session: nox.Session) -> None:
     profile = session.posargs[0] if session.posargs else "default"
     session.install("-e", ".[frameworks,harness]")
     _mxnet_env(session)
+    # Exit status 1 (a cell failed, diverged or was held back) still has a
+    # report worth reading; --check below fails the session afterwards.
     session.run(
-        "python", "-m", "harness", "run", "--profile", profile, "--results", RESULTS
+        "python",
+        "-m",
+        "harness",
+        "run",
+        "--profile",
+        profile,
+        "--results",
+        RESULTS,
+        success_codes=[0, 1],
     )
     session.run("python", "-m", "harness", "report", "--results", RESULTS)
     # The same tables as Markdown, and the plots, in results/report/.
@@ -96,6 +106,7 @@ def bench(session: nox.Session) -> None:
         RESULTS,
         "--plots",
         f"{RESULTS}/report",
+        "--check",
     )
 
 

@@ -36,7 +36,7 @@ from equivalence.compare import (
 from equivalence.localize import Localization
 from equivalence.sensitivity import run_suite
 from native.faults import FAULTS
-from workers.paths import PATHS, parse_list
+from workers.paths import PATHS, integer, number, parse_list
 from zoo.specs import MODELS, VARIANTS, get_spec
 
 VERDICT_SCHEMA_VERSION = 2
@@ -173,6 +173,19 @@ def _print_accuracy(report: AccuracyReport) -> None:
     )
 
 
+# Every number the command line takes, with its range: a value outside it is
+# one sentence, never a worker asked for a billion-row batch.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "--seed": (0, 2**32 - 1),  # NumPy's seed range
+    "--batch-size": (1, 4096),
+    "--steps": (0, 1000),
+    "--epochs": (0, 100),
+    "--seq-len": (1, 10_000),
+    "--input-scale": (0, 1_000_000),
+    "--timeout": (1, 86_400),
+}
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m equivalence",
@@ -185,24 +198,24 @@ def _parser() -> argparse.ArgumentParser:
         help="comma-separated model ids (default: the four models)",
     )
     parser.add_argument("--paths", default="all", help="comma-separated path ids")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--seed", type=integer, default=0)
+    parser.add_argument("--batch-size", type=integer, default=16)
     parser.add_argument(
         "--steps",
-        type=int,
+        type=integer,
         default=None,
         help=f"training steps to compare (default {STEPS}, VGG16 "
         f"{DEFAULT_STEPS['vgg16']}; 0: forward and backward only)",
     )
     parser.add_argument(
         "--epochs",
-        type=int,
+        type=integer,
         default=3,
         help="epochs of the accuracy check on real digits (0: skip it)",
     )
-    parser.add_argument("--seq-len", type=int, default=None, help="LSTM length")
+    parser.add_argument("--seq-len", type=integer, default=None, help="LSTM length")
     parser.add_argument(
-        "--input-scale", type=float, default=1.0, help="factor on every input"
+        "--input-scale", type=number, default=1.0, help="factor on every input"
     )
     parser.add_argument(
         "--fault",
@@ -220,7 +233,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, help="write the verdicts to this JSON file")
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=number,
         default=900.0,
         help="seconds a worker may take for one model",
     )
@@ -233,12 +246,12 @@ def main(argv: list[str] | None = None) -> int:
         models = parse_list(args.models, [*MODELS, *VARIANTS], "model")
         paths = parse_list(args.paths, list(PATHS), "path")
         faults = _parse_faults(args.fault, paths)
-        if args.batch_size < 1:
-            raise ValueError("--batch-size must be at least 1")
-        if (args.steps or 0) < 0 or args.epochs < 0:
-            raise ValueError("--steps and --epochs must not be negative")
-        if args.seq_len is not None and args.seq_len < 1:
-            raise ValueError("--seq-len must be at least 1")
+        for option, (low, high) in BOUNDS.items():
+            value = getattr(args, option.removeprefix("--").replace("-", "_"))
+            if value is not None and not low <= value <= high:
+                raise ValueError(
+                    f"{option} must be from {low} to {high}, got {str(value)[:80]}"
+                )
         if not args.input_scale > 0:
             raise ValueError("--input-scale must be positive")
     except ValueError as exc:

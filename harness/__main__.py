@@ -6,12 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.profiles import PROFILES, get_profile
-from workers.paths import PATHS, PHASES, parse_list
+from harness.profiles import PROFILES, Profile, get_profile
+from workers.paths import PATHS, PHASES, integer, parse_list
 from zoo.specs import MODELS, VARIANTS
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness")
     commands = parser.add_subparsers(dest="command", required=True)
     run_p = commands.add_parser("run", help="time every model on every path")
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     floors_p.add_argument("--results", type=Path, default=Path("results"))
     floors_p.add_argument(
         "--runs",
-        type=int,
+        type=integer,
         default=5,
         help="timed runs of each step, interleaved in one process (default 5)",
     )
@@ -95,67 +95,133 @@ def main(argv: list[str] | None = None) -> int:
         help="write the run's plots (PNG) and its tables as Markdown "
         "(report.md) into DIR and print their file names",
     )
-    args = parser.parse_args(argv)
+    rep_p.add_argument(
+        "--check",
+        action="store_true",
+        help="then exit 1 unless every cell repeat of the run is ok (how many "
+        "failed, diverged or were not timed is printed)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; every error the user can fix is one line on stderr."""
+    args = _parser().parse_args(argv)
     try:
-        if args.command == "run":
-            from harness.run import run
-
-            profile = get_profile(args.profile)
-            models = parse_list(
-                args.models or ",".join(profile.models), [*MODELS, *VARIANTS], "model"
-            )
-            paths = parse_list(
-                args.paths or ",".join(profile.paths), list(PATHS), "path"
-            )
-            phases = parse_list(
-                args.phases or ",".join(profile.phases), PHASES, "phase"
-            )
-            out = run(
-                profile,
-                models=models,
-                paths=paths,
-                phases=phases,
-                results_dir=args.results,
-                allow_unverified=args.allow_unverified,
-                resume=args.resume,
-            )
-            print(f"records written to {out}")
-            return 0
-        if args.command == "floors":
-            from harness.floors import floors, native_frameworks, render
-
-            if not 1 <= args.runs <= 1000:
-                raise ValueError("--runs must be an integer from 1 to 1000")
-            out, rows = floors(
-                get_profile(args.profile),
-                models=parse_list(args.models, [*MODELS, *VARIANTS], "model"),
-                frameworks=parse_list(
-                    args.frameworks, native_frameworks(), "framework"
-                ),
-                results_dir=args.results,
-                runs=args.runs,
-            )
-            print(render(rows))
-            print(f"records written to {out}")
-            return 0
-        if args.command == "selfcheck":
-            from tabulate import tabulate
-
-            from harness.selfcheck import selfcheck
-
-            rows = selfcheck(args.results)
-            print(tabulate(rows, headers="keys"))
-            return 0 if rows and all(r["verdict"] == "ok" for r in rows) else 1
-        return _report(args)
+        return _command(args)
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk, a folder made read-only meanwhile
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _command(args: argparse.Namespace) -> int:
+    """The chosen command; its exit status."""
+    if args.command == "run":
+        profile = get_profile(args.profile)
+        models = parse_list(
+            args.models or ",".join(profile.models), [*MODELS, *VARIANTS], "model"
+        )
+        paths = parse_list(args.paths or ",".join(profile.paths), list(PATHS), "path")
+        phases = parse_list(args.phases or ",".join(profile.phases), PHASES, "phase")
+        return _run(args, profile, models, paths, phases)
+    if args.command == "floors":
+        from harness.floors import floors, native_frameworks, render
+
+        if not 1 <= args.runs <= 1000:
+            raise ValueError("--runs must be an integer from 1 to 1000")
+        out, rows = floors(
+            get_profile(args.profile),
+            models=parse_list(args.models, [*MODELS, *VARIANTS], "model"),
+            frameworks=parse_list(args.frameworks, native_frameworks(), "framework"),
+            results_dir=args.results,
+            runs=args.runs,
+        )
+        print(render(rows))
+        print(f"records written to {out}")
+        return 0
+    if args.command == "selfcheck":
+        from tabulate import tabulate
+
+        from harness.selfcheck import selfcheck
+
+        rows = selfcheck(args.results)
+        print(tabulate(rows, headers="keys"))
+        return 0 if rows and all(r["verdict"] == "ok" for r in rows) else 1
+    return _report(args)
+
+
+def _run(
+    args: argparse.Namespace,
+    profile: Profile,
+    models: list[str],
+    paths: list[str],
+    phases: list[str],
+) -> int:
+    """The ``run`` command: 0 when every cell repeat is ok, 1 when any
+    failed, diverged or was held back by the gate (the counts are printed),
+    130 on Ctrl-C; how to resume when the run stopped early."""
+    from harness.records import outcome, read
+    from harness.run import RunStoppedError, run
+
+    try:
+        out = run(
+            profile,
+            models=models,
+            paths=paths,
+            phases=phases,
+            results_dir=args.results,
+            allow_unverified=args.allow_unverified,
+            resume=args.resume,
+        )
+    except RunStoppedError as stop:
+        print(f"{'' if stop.exit_code == 130 else 'error: '}{stop}", file=sys.stderr)
+        print(_resume_hint(args, stop.out), file=sys.stderr)
+        return stop.exit_code
+    counts, line = outcome(read(out))
+    print(f"records written to {out}")
+    print(line)
+    return 0 if set(counts) <= {"ok"} else 1
+
+
+def _resume_hint(args: argparse.Namespace, out: Path) -> str:
+    """One line: how many records ``out`` keeps and the command that
+    finishes the run (or that nothing was measured yet)."""
+    from harness import records
+
+    kept = len(records.read(out)) if out.is_file() else 0
+    if not kept:
+        return "no cell was measured yet; start the run again"
+    options = [
+        f"--{name} {value}"
+        for name, value in (
+            ("profile", args.profile),
+            ("models", args.models),
+            ("paths", args.paths),
+            ("phases", args.phases),
+            ("results", args.results),
+        )
+        if value is not None
+    ]
+    if args.allow_unverified:
+        options.append("--allow-unverified")
+    return (
+        f"{kept} records kept in {out}; finish the run with: python -m harness "
+        f"run --resume {out} " + " ".join(options)
+    )
 
 
 def _report(args: argparse.Namespace) -> int:
     """The ``report`` command: tables, a comparison of two runs, or plots.
 
     Raises ValueError or FileNotFoundError for anything the user can fix."""
+    from harness.records import outcome
     from harness.report import (
         compare_report,
         latest_run,
@@ -165,10 +231,10 @@ def _report(args: argparse.Namespace) -> int:
     )
 
     if args.compare:
-        if args.records or args.plots:
+        if args.records or args.plots or args.check:
             raise ValueError(
                 "--compare OLD NEW takes its two files alone; drop the records "
-                "file and --plots"
+                "file, --plots and --check"
             )
         old, new = args.compare
         print(compare_report(old, new, args.format))
@@ -190,8 +256,12 @@ def _report(args: argparse.Namespace) -> int:
             render_report(records_path, recs, "markdown", args.table) + "\n"
         )
         print("\n".join(str(p) for p in [markdown, *written]))
-        return 0
-    print(report(records_path, args.format, args.table))
+    else:
+        print(report(records_path, args.format, args.table))
+    if args.check:
+        counts, line = outcome(load(records_path))
+        print(line, file=sys.stderr)
+        return 0 if set(counts) <= {"ok"} else 1
     return 0
 
 

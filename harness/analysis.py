@@ -24,13 +24,14 @@ series of the plots.  A time measured without a passing equivalence verdict
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from harness import stats
-from harness.records import Record, pooling_conflict
+from harness.records import Record, final, pooling_conflict
 from workers.paths import PATHS
 
 CellKey = tuple[str, str, str, int]
@@ -90,12 +91,15 @@ class Cell:
 
     @property
     def status(self) -> str:
-        """The common status, or ``ok (k/n)`` when only k of n repeats ran."""
+        """The common status, or ``ok (k/n: 1 diverged)`` when only k of n
+        repeats were timed, saying how the others ended."""
         statuses = [r.status for r in self.records]
         if len(set(statuses)) == 1:
             return statuses[0]
         if self.ok:
-            return f"ok ({len(self.ok)}/{len(statuses)})"
+            others = Counter(s for s in statuses if s != "ok")
+            how = ", ".join(f"{n} {status}" for status, n in sorted(others.items()))
+            return f"ok ({len(self.ok)}/{len(statuses)}: {how})"
         return "/".join(dict.fromkeys(statuses))
 
     @property
@@ -134,13 +138,14 @@ class Cell:
 
 
 def cells(recs: Iterable[Record]) -> dict[CellKey, Cell]:
-    """Records grouped by (model, path, phase, batch size), in first-seen order.
+    """Records grouped by (model, path, phase, batch size), in first-seen order,
+    one per repeat (a repeat redone by ``--resume`` counts once: ``final``).
 
     Raises ValueError when the records of one cell come from different
     environments (``harness.records.POOLED_KEYS``): their samples are not
     draws from one population, so no median of them means anything."""
     grouped: dict[CellKey, list[Record]] = {}
-    for r in recs:
+    for r in final(recs):
         key = (r.model, r.path, r.phase, r.batch_size)
         grouped.setdefault(key, []).append(r)
     for key, group in grouped.items():

@@ -8,7 +8,9 @@ other, from the weights the timing uses).  Verdicts are cached in
 ``<results>/verdicts.json``, each under a key made of everything that could
 change the answer:
 
-- the model's spec and the canonical weights' bytes;
+- the model's spec and the canonical weights' content digest (the weights
+  file is first checked against ``zoo.weights.make_weights`` and rebuilt if
+  it differs: ``checked_weights``);
 - the source of the code that defines the models, runs them and checks them
   (``zoo/``, ``native/``, ``workers/`` with the path registry, the worker loop
   and its numeric settings, ``equivalence/``, and this gate): any edit
@@ -19,7 +21,12 @@ change the answer:
 
 A cached verdict whose key still matches is reused; otherwise every path of
 the model is checked again (a verdict is a majority vote, so one path alone
-cannot be checked).  Framework-free.
+cannot be checked).  A cache file of the wrong shape is set aside and rebuilt.
+
+The timing then uses exactly what was checked: ``checked_weights`` and
+``checked_batches`` give the files and their content digests, the run sends
+the digests with every request, and a worker refuses to time arrays whose
+digest differs (``workers.serve``).  Framework-free.
 """
 
 from __future__ import annotations
@@ -29,16 +36,21 @@ import json
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from equivalence.check import Case, Checker
 from equivalence.compare import TOLERANCES, TRAJECTORY_TOLERANCE
 from workers.launch import PROJECT_ROOT
 from workers.paths import PATHS, get_path, interpreter
-from zoo.specs import get_spec
-from zoo.weights import weights_file
+from zoo.arrays import digest, load_npz, save_npz
+from zoo.data import batches_file, make_batches
+from zoo.specs import ModelSpec, get_spec
+from zoo.weights import make_weights, weights_file
 
 GATE_STEPS = 2
 GATE_BATCH = 4
@@ -59,13 +71,13 @@ _DISTRIBUTIONS = (
 
 def sources_digest(root: Path = PROJECT_ROOT) -> str:
     """SHA-256 over the project's model and check sources (path and bytes)."""
-    digest = hashlib.sha256()
+    sha = hashlib.sha256()
     for entry in _SOURCES:
         base = root / entry
         files = sorted(base.rglob("*.py")) if base.is_dir() else [base]
         for f in files:
-            digest.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
-    return digest.hexdigest()
+            sha.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    return sha.hexdigest()
 
 
 def library_versions(python: str) -> dict[str, str | None]:
@@ -110,15 +122,56 @@ def verdict_key(
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
 
 
-def _load(cache: Path) -> dict[str, Any]:
+class _Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    model: str
+    path: str
+    verdict: str
+    created: str
+
+
+class _Cache(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    schema_version: int
+    verdicts: dict[str, _Entry]
+
+
+def _load(cache: Path, log: Callable[[str], None]) -> dict[str, dict[str, str]]:
+    """The cached verdicts by key; none when there is no cache.
+
+    A file that is not a verdicts cache of this version (not JSON, not
+    UTF-8, a wrong shape, an older version) is set aside beside itself with a
+    warning, and every verdict is checked again."""
     try:
-        document: dict[str, Any] = json.loads(cache.read_text())
-    except (OSError, ValueError):
+        text = cache.read_bytes()
+    except FileNotFoundError:
         return {}
-    if document.get("schema_version") != CACHE_SCHEMA_VERSION:
-        return {}
-    entries: dict[str, Any] = document.get("verdicts", {})
-    return entries
+    except OSError as exc:
+        raise ValueError(f"cannot read {cache}: {exc.strerror or exc}") from None
+    try:
+        document = _Cache.model_validate_json(text)
+        if document.schema_version == CACHE_SCHEMA_VERSION:
+            return {k: e.model_dump() for k, e in document.verdicts.items()}
+        problem = f"version {document.schema_version}, not {CACHE_SCHEMA_VERSION}"
+    except ValidationError as exc:
+        problem = _first_problem(exc)
+    aside = cache.with_name(f"{cache.name}.bad-{time.strftime('%Y%m%d-%H%M%S')}")
+    try:
+        cache.replace(aside)
+        where = f"set aside as {aside.name}"
+    except OSError as exc:
+        where = f"left in place ({exc.strerror or exc})"
+    log(
+        f"warning: {cache} is not a verdicts cache this code reads ({problem}); "
+        f"{where}; checking every path again"
+    )
+    return {}
+
+
+def _first_problem(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(p) for p in error["loc"])
+    return f"{where}: {error['msg']}" if where else error["msg"]
 
 
 def _save(cache: Path, entries: dict[str, Any]) -> None:
@@ -127,6 +180,45 @@ def _save(cache: Path, entries: dict[str, Any]) -> None:
     document = {"schema_version": CACHE_SCHEMA_VERSION, "verdicts": entries}
     tmp.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
     tmp.replace(cache)
+
+
+# --- the data the timing uses ------------------------------------------------
+
+
+def checked_weights(spec: ModelSpec, seed: int, cache_dir: Path) -> tuple[Path, str]:
+    """The canonical weights file of ``spec`` and ``seed`` and its content
+    digest (``zoo.arrays.digest``), the file rebuilt first if what it holds
+    is not what ``zoo.weights.make_weights`` makes.  The gate checks these
+    weights and keys its verdicts on the digest; a timing worker refuses a
+    file whose arrays do not have it."""
+    expected = make_weights(spec, seed)
+    path = weights_file(spec, seed, cache_dir)
+    return path, _checked(path, expected)
+
+
+def checked_batches(
+    spec: ModelSpec, seed: int, batch_size: int, count: int, cache_dir: Path
+) -> tuple[Path, str]:
+    """``checked_weights`` for the timing's mini-batches (``zoo.data``)."""
+    x, y = make_batches(spec, seed, batch_size, count)
+    path = batches_file(spec, seed, batch_size, count, cache_dir)
+    return path, _checked(path, {"x": x, "y": y})
+
+
+def _checked(path: Path, expected: dict[str, Any]) -> str:
+    want = digest(expected)
+    try:
+        found = digest(load_npz(path))
+    except (OSError, ValueError, zipfile.BadZipFile):
+        found = None
+    if found != want:
+        print(
+            f"warning: {path} does not hold what it should (a damaged or "
+            "edited cache file); rebuilt",
+            file=sys.stderr,
+        )
+        save_npz(path, expected)
+    return want
 
 
 def verify(
@@ -141,7 +233,7 @@ def verify(
     """The verdict of every (model, path) in ``paths``: cached where still
     valid, else checked now against every known path."""
     cache_file = results_dir / CACHE_NAME
-    entries = _load(cache_file)
+    entries = _load(cache_file, log)
     sources = sources_digest()
     versions = {
         python: library_versions(python)
@@ -152,8 +244,7 @@ def verify(
     checker: Checker | None = None
     try:
         for model in models:
-            weights = weights_file(get_spec(model), weights_seed, weights_dir)
-            weights_sha = hashlib.sha256(weights.read_bytes()).hexdigest()
+            _, weights_sha = checked_weights(get_spec(model), weights_seed, weights_dir)
             keys = {
                 p: verdict_key(
                     model,

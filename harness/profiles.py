@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import hashlib
 import json
 import re
 import tomllib
@@ -239,6 +240,20 @@ class Profile(_Schema):
         """The base settings with ``model``'s replacements."""
         return self.base.model_copy(update=self.per_model.get(model, {}))
 
+    def digest(self) -> str:
+        """SHA-256 of what the profile asks for, every default filled in: two
+        files with the same settings share it whatever their names, and a
+        changed setting changes it.  ``--resume`` compares it."""
+        content = self.model_dump(
+            mode="json", exclude={"name", "description", "base", "per_model"}
+        )
+        content["settings"] = {
+            model: self.settings(model).model_dump(mode="json")
+            for model in ["*", *self.per_model]  # "*": no model's replacements
+        }
+        text = json.dumps(content, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()
+
 
 # --- one sentence per error ----------------------------------------------------
 
@@ -281,7 +296,7 @@ def _show(value: Any) -> str:
 
 def _key(key: str) -> str:
     """A key as TOML writes it: bare where it can be, else quoted."""
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _cut(json.dumps(key))
+    return _cut(key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key))
 
 
 _KINDS = {

@@ -12,30 +12,40 @@ Schema history:
   the orchestrator; ``peak_gpu_mb`` too where NVML sees the worker on a
   GPU) and, for inference, ``latency_p50_s``/``p90``/``p99``;
   ``platform`` gains ``matmul_peak_flops`` and ``threads``.
+- 4: ``profile_digest`` (the SHA-256 of the profile's resolved settings, so
+  ``--resume`` compares profiles by content, not by name); status
+  ``diverged`` for a cell whose run produced NaN or inf (loss, parameters or
+  outputs; ``error`` says which), which is never ``ok``.
 
 :func:`read` returns typed :class:`Record` objects: records of versions 1 to
 ``SCHEMA_VERSION`` are read (the fields an older version lacks take the
 dataclass defaults), a newer or unknown version is refused, the torn line of a
-crash mid-write is skipped, and a JSON line that is no record is skipped and
-counted (:func:`scan`).
+crash mid-write is skipped, and a JSON line that is no record (a missing,
+unknown or wrongly typed field, or times that are not finite non-negative
+numbers) is skipped and counted (:func:`scan`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import platform
+import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterable
+import threading
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -49,8 +59,9 @@ class Record:
     framework: str
     api: str
     phase: str
-    # "ok"; how it failed: "error", "crashed", "timeout", "unavailable"; or
-    # "not-timed" when the equivalence gate held it back
+    # "ok"; how it failed: "error", "crashed", "timeout", "unavailable";
+    # "diverged" when the timed run produced NaN or inf; or "not-timed" when
+    # the equivalence gate held it back
     status: str
     batch_size: int
     equivalence: str  # the path's verdict for this model: pass, fail, error...
@@ -61,22 +72,76 @@ class Record:
     settings: dict[str, Any] = field(default_factory=dict)  # what was asked for
     platform: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    profile_digest: str | None = None  # the profile's content (schema 4)
     schema_version: int = SCHEMA_VERSION
 
 
+class RecordsWriteError(OSError):
+    """A record could not be written whole (disk full, quota, a read-only or
+    vanished folder); the file holds every record written before it."""
+
+
 def append(path: Path, record: Record) -> None:
-    """Append one record as one line with one ``write`` and ``fsync`` it, so a
-    crash can lose the record being written but never corrupt earlier ones."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Append one record as one line and ``fsync`` it, so a crash can lose the
+    record being written but never corrupt earlier ones.
+
+    A write that stores only part of the line (disk full, a quota, a file size
+    limit) or fails is undone (the file is cut back to its length before) and
+    raises :class:`RecordsWriteError` naming the file, so no record is ever
+    reported as measured and then silently missing.  Ctrl-C cannot tear a line
+    either: SIGINT waits until the line is written or undone."""
     line = json.dumps(asdict(record), sort_keys=True) + "\n"
-    if _ends_torn(path):
-        line = "\n" + line  # a crash left half a line: never glue onto it
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    with _signals_held():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if _ends_torn(path):
+                line = "\n" + line  # a crash left half a line: never glue onto it
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise RecordsWriteError(
+                f"cannot write records to {path}: {exc.strerror or exc}"
+            ) from None
+        try:
+            _write_whole(fd, path, line.encode())
+        finally:
+            os.close(fd)
+
+
+def _write_whole(fd: int, path: Path, data: bytes) -> None:
+    """Write ``data`` at the end of ``fd`` and fsync it, or leave the file as
+    it was and raise RecordsWriteError."""
+    start = os.fstat(fd).st_size
+    written = 0
     try:
-        os.write(fd, line.encode())
+        while written < len(data):
+            count = os.write(fd, data[written:])
+            if count <= 0:
+                raise OSError(errno.ENOSPC, "no space left on device")
+            written += count
         os.fsync(fd)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, start)
+        reason = exc.strerror or str(exc)
+        raise RecordsWriteError(
+            f"could not write a record to {path} ({reason}; {written} of "
+            f"{len(data)} bytes written, then undone)"
+        ) from None
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back while the body runs (main thread only);
+    a signal that arrives meanwhile is delivered when it ends."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
     finally:
-        os.close(fd)
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def _ends_torn(path: Path) -> bool:
@@ -164,6 +229,54 @@ def read(path: Path) -> list[Record]:
 _READER = TypeAdapter(Record)
 
 
+# The parts of a record the report computes with are checked as well: a
+# record whose times are not finite non-negative numbers (a hand-edited file)
+# is no record, rather than a crash or a wrong table later.
+Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class _Measured(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class _Values(_Measured):
+    step_s: list[Seconds] | None = None
+    round_s: list[Seconds] | None = None
+    first_step_s: Seconds | None = None
+    batches_per_round: Annotated[int, Field(ge=1)] | None = None
+    batches_per_s: Positive | None = None
+
+
+class _Summary(_Measured):
+    median_step_s: Seconds | None = None
+    first_step_s: Seconds | None = None
+    median_batch_s: Seconds | None = None
+    batches_per_s: Positive | None = None
+    flops: Seconds | None = None
+    latency_p50_s: Seconds | None = None
+    latency_p90_s: Seconds | None = None
+    latency_p99_s: Seconds | None = None
+    cpu_util: Seconds | None = None
+    peak_rss_mb: Seconds | None = None
+    peak_gpu_mb: Seconds | None = None
+
+
+class _Platform(_Measured):
+    matmul_peak_flops: Positive | None = None
+
+
+def _measured(record: Record) -> bool:
+    """Whether the numbers the report reads from ``record`` are numbers."""
+    try:
+        _Values.model_validate(record.values)
+        _Summary.model_validate(record.summary)
+        _Platform.model_validate(record.platform)
+    except ValidationError:
+        return False
+    return True
+
+
 def _record(path: Path, number: int, data: Any) -> Record | None:
     """The record line ``number`` of ``path`` holds; None when it holds none.
 
@@ -180,9 +293,38 @@ def _record(path: Path, number: int, data: Any) -> Record | None:
             + ("; report it with the harness that wrote it" if newer else "")
         )
     try:
-        return _READER.validate_json(json.dumps(data), strict=True)
+        record = _READER.validate_json(json.dumps(data), strict=True)
     except ValidationError:
         return None
+    return record if _measured(record) else None
+
+
+def final(recs: Iterable[Record]) -> list[Record]:
+    """The last record of every cell repeat, in first-seen order.
+
+    ``--resume`` redoes a repeat whose record failed (crashed, timed out,
+    diverged) and appends the new record after the old one: the new one is
+    the repeat's outcome, the old one is history.  Records before schema 3
+    carry no repeat number and are all kept."""
+    last: dict[tuple[Any, ...], Record] = {}
+    for i, r in enumerate(recs):
+        if r.schema_version < 3:  # the version that added repeat
+            last[(i,)] = r
+        else:
+            last[(r.run_id, r.model, r.path, r.phase, r.batch_size, r.repeat)] = r
+    return list(last.values())
+
+
+def outcome(recs: Iterable[Record]) -> tuple[Counter[str], str]:
+    """How every cell repeat ended (the status of its final record), and one
+    line saying so, e.g. ``46 cell repeats: 1 diverged, 44 ok, 1 not-timed``."""
+    last = final(recs)
+    counts = Counter(r.status for r in last)
+    unverified = sum(1 for r in last if r.status == "ok" and not r.verified)
+    parts = [f"{n} {status}" for status, n in sorted(counts.items())]
+    if unverified:
+        parts.append(f"{unverified} of the ok ones unverified")
+    return counts, f"{len(last)} cell repeats: " + (", ".join(parts) or "none")
 
 
 # What must agree between records before their samples are pooled into one

@@ -20,30 +20,40 @@ recorded.
 
 Records are appended to ``<results>/run-<timestamp>.jsonl`` as each cell's
 repeat ends, so a crash loses nothing measured; ``resume`` continues an
-interrupted run in the same file without redoing finished cell repeats.
+interrupted run in the same file without redoing finished cell repeats.  A
+record that cannot be written whole (a full disk) or Ctrl-C stops the run
+with :class:`RunStoppedError`, whose message says how to resume; every record written
+before is kept.
+
+Nothing false is recorded as measured: every request names the content
+digests of the weights and batches the gate vouches for (the worker refuses
+other arrays), and a run that produced NaN or inf (its answer's
+``nonfinite``) is recorded as ``diverged``, never ``ok``.  A worker that
+crashed or timed out is replaced before the next cell.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
+import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness import records
 from harness.flops import step_flops
-from harness.gate import verify
+from harness.gate import checked_batches, checked_weights, verify
 from harness.peak import measure_matmul_peak
 from harness.profiles import Profile, Settings
 from workers.launch import Worker, thread_environment
 from workers.messages import Infer, Train, encode
 from workers.paths import get_path
-from zoo.data import batches_file
 from zoo.specs import get_spec
-from zoo.weights import weights_file
 
 WEIGHTS_SEED = 0
 DATA_SEED = 1  # the floors benchmark's; runs take the profile's seed
@@ -77,9 +87,21 @@ def summarize(
 
 
 def _request(
-    settings: Settings, model: str, phase: str, weights: Path, data: Path
+    settings: Settings,
+    model: str,
+    phase: str,
+    weights: tuple[Path, str],
+    data: tuple[Path, str],
 ) -> Train | Infer:
-    files = {"model": model, "weights": str(weights), "data": str(data)}
+    """The request for one cell; ``weights`` and ``data`` are (file, content
+    digest), which the worker checks before it times anything."""
+    files = {
+        "model": model,
+        "weights": str(weights[0]),
+        "weights_digest": weights[1],
+        "data": str(data[0]),
+        "data_digest": data[1],
+    }
     if phase == "train":
         # One timed run per process: the repeats are fresh processes.
         return Train(
@@ -121,6 +143,32 @@ def plan(
     return cells
 
 
+class RunStoppedError(Exception):
+    """The run ended before its last cell (Ctrl-C, or a record that could not
+    be written); ``out`` holds every record written before."""
+
+    def __init__(self, reason: str, out: Path, exit_code: int) -> None:
+        super().__init__(reason)
+        self.out, self.exit_code = out, exit_code
+
+
+def _writable_folder(results_dir: Path) -> None:
+    """Raises ValueError, in one sentence, unless ``results_dir`` is (or can
+    be made) a folder this process can write files in."""
+    if results_dir.exists() and not results_dir.is_dir():
+        raise ValueError(f"--results {results_dir} is a file; give a folder")
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=results_dir) as probe:
+            probe.write(b"probe\n" * 512)
+            probe.flush()
+            os.fsync(probe.fileno())
+    except OSError as exc:
+        raise ValueError(
+            f"--results {results_dir}: cannot write there ({exc.strerror or exc})"
+        ) from None
+
+
 def _open(
     results_dir: Path, resume: Path | None
 ) -> tuple[str, Path, Counter[tuple[Cell, int]]]:
@@ -130,6 +178,13 @@ def _open(
         return run_id, results_dir / f"run-{run_id}.jsonl", Counter()
     if not resume.is_file():
         raise FileNotFoundError(f"--resume: no records file {resume}")
+    try:
+        with resume.open("ab"):
+            pass
+    except OSError as exc:
+        raise ValueError(
+            f"--resume: cannot append to {resume} ({exc.strerror or exc})"
+        ) from None
     done: Counter[tuple[Cell, int]] = Counter(
         (Cell(r.model, r.path, r.phase, r.batch_size), r.repeat)
         for r in records.read(resume)
@@ -148,13 +203,46 @@ def run(
     allow_unverified: bool = False,
     resume: Path | None = None,
 ) -> Path:
-    """Measure every cell ``repeats`` times; returns the records file."""
+    """Measure every cell ``repeats`` times; returns the records file.
+
+    Raises :class:`RunStoppedError` on Ctrl-C or when a record cannot be written."""
+    _writable_folder(results_dir)
     run_id, out, done = _open(results_dir, resume)
+    try:
+        return _run(
+            profile,
+            run_id,
+            out,
+            done,
+            models=models,
+            paths=paths,
+            phases=phases,
+            results_dir=results_dir,
+            allow_unverified=allow_unverified,
+        )
+    except KeyboardInterrupt:
+        raise RunStoppedError("interrupted", out, 130) from None
+    except records.RecordsWriteError as exc:
+        raise RunStoppedError(str(exc), out, 1) from None
+
+
+def _run(
+    profile: Profile,
+    run_id: str,
+    out: Path,
+    done: Counter[tuple[Cell, int]],
+    *,
+    models: list[str],
+    paths: list[str],
+    phases: list[str],
+    results_dir: Path,
+    allow_unverified: bool,
+) -> Path:
     host = records.host_platform()
     threads = thread_environment(profile.threads)
     host["threads"] = threads
     if done:
-        _check_resumable(out, profile.name, host)
+        _check_resumable(out, profile, host)
     verdicts = verify(
         models,
         paths,
@@ -196,7 +284,12 @@ def run(
                 continue
             print(f"{label} ...", file=sys.stderr, flush=True)
             key = (cell.path, repeat)
-            if worker is None or key != serving or profile.fresh_worker_per_cell:
+            if (
+                worker is None
+                or key != serving
+                or profile.fresh_worker_per_cell
+                or _gone(worker)
+            ):
                 if worker is not None:
                     worker.close(kill=True)  # before the next one measures
                 worker, serving = Worker(cell.path, env=threads["env"]), key
@@ -208,14 +301,30 @@ def run(
     return out
 
 
-def _check_resumable(out: Path, profile: str, host: dict[str, Any]) -> None:
+def _gone(worker: Worker) -> bool:
+    """Whether ``worker`` crashed or was killed at a timeout, and so must be
+    replaced before the next cell.  A worker whose framework cannot be
+    imported stays as it is: a new one would fail the same way."""
+    return worker.failure is not None and worker.failure.status != "unavailable"
+
+
+def _check_resumable(out: Path, profile: Profile, host: dict[str, Any]) -> None:
     """Raises ValueError when this machine, code or profile differs from the
-    one that wrote ``out``: the report would refuse to pool the two halves."""
+    one that wrote ``out``: the report would refuse to pool the two halves.
+    Profiles are compared by content (``Profile.digest``), so a renamed copy
+    of a blueprint resumes and an edited one does not; records older than
+    schema 4 carry only the profile's name."""
     earlier = next(r for r in records.read(out) if r.status in ("ok", "not-timed"))
-    if earlier.profile != profile:
+    if earlier.profile_digest is None and earlier.profile != profile.name:
         raise ValueError(
             f"--resume: {out} was measured with profile {earlier.profile!r}, "
-            f"not {profile!r}; resume it with --profile {earlier.profile}"
+            f"not {profile.name!r}; resume it with --profile {earlier.profile}"
+        )
+    if earlier.profile_digest not in (None, profile.digest()):
+        raise ValueError(
+            f"--resume: {out} was measured with other settings than profile "
+            f"{profile.name!r} holds now (it used profile {earlier.profile!r}); "
+            "resume it with the very blueprint it was started with"
         )
     before = earlier.platform
     for key in records.POOLED_KEYS:
@@ -248,12 +357,14 @@ class _Context:
     cache: Path
     host: dict[str, Any]
     threads: dict[str, Any]
+    checked: dict[tuple[Any, ...], tuple[Path, str]] = field(default_factory=dict)
 
     def _record(self, cell: Cell, repeat: int, **fields: Any) -> records.Record:
         path = get_path(cell.path)
         record = records.Record(
             run_id=self.run_id,
             profile=self.profile.name,
+            profile_digest=self.profile.digest(),
             model=cell.model,
             path=cell.path,
             framework=path.framework,
@@ -288,19 +399,25 @@ class _Context:
         count = (
             settings.train_steps if cell.phase == "train" else settings.infer_batches
         )
-        weights = weights_file(spec, WEIGHTS_SEED, self.cache)
-        data = batches_file(spec, self.profile.seed, cell.batch_size, count, self.cache)
+        weights = self._checked(checked_weights, spec, WEIGHTS_SEED)
+        data = self._checked(
+            checked_batches, spec, self.profile.seed, cell.batch_size, count
+        )
         request = _request(settings, cell.model, cell.phase, weights, data)
         reply = worker.call(request, self.profile.timeout_s)
         values = encode(reply.answer) if reply.answer is not None else {}
+        status, error = reply.status, reply.error
+        nonfinite = getattr(reply.answer, "nonfinite", None)
+        if reply.ok and nonfinite:
+            status, error = "diverged", f"not finite: {nonfinite}"
         summary = {}
-        if reply.ok:
+        if status == "ok":
             flops = step_flops(spec, cell.phase, cell.batch_size)
             summary = summarize(cell.phase, values, reply.resources, flops)
         return self._record(
             cell,
             repeat,
-            status=reply.status,
+            status=status,
             equivalence=verdict,
             verified=verdict == "pass",
             values=values,
@@ -311,8 +428,18 @@ class _Context:
                 if k not in ("weights", "data", "task")
             },
             platform={**self.host, **worker.platform},
-            error=reply.error,
+            error=error,
         )
+
+    def _checked(
+        self, check: Callable[..., tuple[Path, str]], *args: Any
+    ) -> tuple[Path, str]:
+        """``check(*args, cache)``: a data file and its digest, checked once
+        per run (``harness.gate.checked_weights``/``checked_batches``)."""
+        key = (check.__name__, *(getattr(a, "name", a) for a in args))
+        if key not in self.checked:
+            self.checked[key] = check(*args, self.cache)
+        return self.checked[key]
 
 
 def _progress(i: int, total: int, start: float) -> str:

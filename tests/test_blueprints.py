@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness.profiles import (
     PROFILES,
@@ -471,3 +474,72 @@ def test_every_number_in_the_schema_has_both_bounds() -> None:
     for where, schema in numbers:
         assert "maximum" in schema, where
         assert "minimum" in schema or "exclusiveMinimum" in schema, where
+
+
+# --- generated blueprints: a profile or one sentence, nothing else ----------------
+
+_SETTING_KEYS = sorted(Settings.model_fields)
+_TOP_KEYS = sorted(k for k in Profile.model_fields if k not in ("name", "base"))
+
+
+def _toml_value(value: Any) -> str:
+    """``value`` written as TOML (the few types generated here)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)  # inf and nan are TOML too
+    if isinstance(value, str):
+        return json.dumps(value)  # JSON's escapes are TOML's
+    return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+
+
+_SCALARS = (
+    st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.booleans()
+    | st.text(max_size=12)
+    | st.sampled_from([*MODELS, *PATHS, *PHASES, "all", "auto", "x" * 5000])
+)
+_VALUES = _SCALARS | st.lists(_SCALARS, max_size=4)
+_KEYS = st.sampled_from([*_SETTING_KEYS, *_TOP_KEYS, "zz", "warmup_repeats"]) | st.text(
+    min_size=1, max_size=8
+)
+
+
+def _table(keys: st.SearchStrategy[str]) -> st.SearchStrategy[dict[str, Any]]:
+    return st.dictionaries(keys, _VALUES, max_size=4)
+
+
+@st.composite
+def _blueprints(draw: st.DrawFn) -> str:
+    lines = [
+        f"{json.dumps(k)} = {_toml_value(v)}"
+        for k, v in draw(_table(st.sampled_from(_TOP_KEYS) | _KEYS)).items()
+        if k not in ("settings", "per_model")
+    ]
+    if draw(st.booleans()):
+        lines.append("[settings]")
+        settings = draw(_table(st.sampled_from(_SETTING_KEYS) | _KEYS))
+        lines += [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in settings.items()]
+    for model, table in draw(
+        st.dictionaries(st.sampled_from([*MODELS, "nope"]), _table(_KEYS), max_size=2)
+    ).items():
+        lines.append(f"[per_model.{model}]")
+        lines += [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+@given(text=_blueprints())
+def test_any_blueprint_is_a_profile_or_one_sentence(text: str) -> None:
+    try:
+        profile = parse_blueprint("gen", text)
+    except ValueError as exc:
+        message = str(exc)
+        assert message.startswith("gen.toml")
+        assert "\n" not in message
+        assert len(message) < 1000  # no 5 MB value quoted back
+    else:
+        assert profile.name == "gen"
+        for model in profile.models:
+            settings = profile.settings(model)
+            assert 1 <= settings.repeats <= 1000

@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
+import json
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
-from harness.gate import library_versions, sources_digest, verdict_key
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.gate import (
+    CACHE_NAME,
+    CACHE_SCHEMA_VERSION,
+    _load,
+    checked_batches,
+    checked_weights,
+    library_versions,
+    sources_digest,
+    verdict_key,
+)
+from zoo.arrays import digest, load_npz, save_npz
+from zoo.data import make_batches
+from zoo.specs import get_spec
+from zoo.weights import make_weights
 
 
 def _key(**changes: object) -> str:
@@ -55,3 +75,135 @@ def test_library_versions_are_read_by_the_environment_itself() -> None:
     assert versions["numpy"]
     assert versions["python"] == sys.executable
     assert "error" in library_versions("/no/such/python")
+
+
+# --- a verdicts cache of the wrong shape ----------------------------------------
+
+_GOOD_ENTRY = {
+    "model": "ffn",
+    "path": "native-torch",
+    "verdict": "pass",
+    "created": "t",
+}
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+def _documents() -> st.SearchStrategy[Any]:
+    """Verdict caches of every wrong shape: any JSON at all, the right
+    envelope around wrong entries, and right entries with a field broken."""
+    broken_entry = st.fixed_dictionaries(
+        {k: st.just(v) for k, v in _GOOD_ENTRY.items()}
+    ).flatmap(
+        lambda entry: st.sampled_from(sorted(entry)).flatmap(
+            lambda key: _JSON.map(lambda value: {**entry, key: value})
+        )
+    )
+    envelope = st.fixed_dictionaries(
+        {
+            "schema_version": st.just(CACHE_SCHEMA_VERSION),
+            "verdicts": st.dictionaries(st.text(max_size=4), _JSON | broken_entry),
+        }
+    )
+    return _JSON | envelope
+
+
+def _is_valid(document: Any) -> bool:
+    if not (
+        isinstance(document, dict) and set(document) == {"schema_version", "verdicts"}
+    ):
+        return False
+    entries = document["verdicts"]
+    return (
+        type(document["schema_version"]) is int
+        and document["schema_version"] == CACHE_SCHEMA_VERSION
+        and isinstance(entries, dict)
+        and all(
+            isinstance(e, dict)
+            and set(e) == set(_GOOD_ENTRY)
+            and all(isinstance(v, str) for v in e.values())
+            for e in entries.values()
+        )
+    )
+
+
+@given(document=_documents())
+def test_a_cache_of_the_wrong_shape_is_set_aside_never_a_traceback(
+    document: Any,
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp) / CACHE_NAME
+        cache.write_text(json.dumps(document))
+        lines: list[str] = []
+        entries = _load(cache, lines.append)
+        if _is_valid(document):
+            assert entries == document["verdicts"]
+            assert lines == []
+        else:
+            assert entries == {}
+            (line,) = lines
+            assert line.startswith(f"warning: {cache} is not a verdicts cache")
+            assert "set aside as verdicts.json.bad-" in line
+            assert not cache.exists()  # set aside, so the gate rebuilds it
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"\xff\xfe binary \x00", b"{", b"[]", b'{"schema_version": 0}', b"null"],
+)
+def test_unreadable_caches_are_set_aside(tmp_path: Path, content: bytes) -> None:
+    cache = tmp_path / CACHE_NAME
+    cache.write_bytes(content)
+    lines: list[str] = []
+    assert _load(cache, lines.append) == {}
+    assert len(lines) == 1
+    (aside,) = tmp_path.glob("verdicts.json.bad-*")
+    assert aside.read_bytes() == content  # kept for a look, not deleted
+
+
+def test_no_cache_is_no_warning(tmp_path: Path) -> None:
+    lines: list[str] = []
+    assert _load(tmp_path / CACHE_NAME, lines.append) == {}
+    assert lines == []
+
+
+# --- the data the timing uses ------------------------------------------------------
+
+
+def test_a_damaged_weights_or_batches_file_is_rebuilt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = get_spec("ffn")
+    path, want = checked_weights(spec, 0, tmp_path)
+    assert want == digest(make_weights(spec, 0))
+    good = path.read_bytes()
+    weights = load_npz(path)
+    weights[sorted(weights)[0]].flat[0] += 1.0  # one edited value
+    save_npz(path, weights)
+    assert checked_weights(spec, 0, tmp_path) == (path, want)
+    assert "does not hold what it should" in capsys.readouterr().err
+    assert path.read_bytes() == good
+    path.write_bytes(b"garbage")  # not even a zip file
+    assert checked_weights(spec, 0, tmp_path) == (path, want)
+    assert path.read_bytes() == good
+
+    data, want = checked_batches(spec, 1, 4, 2, tmp_path)
+    x, y = make_batches(spec, 1, 4, 2)
+    assert want == digest({"x": x, "y": y})
+    save_npz(data, {"x": x, "y": (y + 1) % spec.classes})  # labels shifted
+    assert checked_batches(spec, 1, 4, 2, tmp_path) == (data, want)
+    assert digest(load_npz(data)) == want
+
+
+def test_the_verdict_key_follows_the_weights_content() -> None:
+    spec = get_spec("ffn")
+    a = digest(make_weights(spec, 0))
+    b = digest(make_weights(spec, 1))
+    assert _key(weights_sha=a) != _key(weights_sha=b)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness import records
 from harness.__main__ import main
@@ -75,10 +80,10 @@ def test_records_come_back_typed_and_equal(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("version", "says"),
     [
-        (4, "has schema_version 4, newer than the versions this code reads (1 to 3)"),
+        (5, "has schema_version 5, newer than the versions this code reads (1 to 4)"),
         (99, "has schema_version 99, newer than"),
         ("three", "has schema_version 'three', not one of the versions this code"),
-        (0, "has schema_version 0, not one of the versions this code reads (1 to 3)"),
+        (0, "has schema_version 0, not one of the versions this code reads (1 to 4)"),
         (True, "has schema_version True, not one of"),
         (3.0, "has schema_version 3.0, not one of"),
         (None, "has schema_version None, not one of"),
@@ -101,7 +106,7 @@ def test_a_newer_or_unknown_version_is_refused_in_one_sentence(
 
 
 def test_a_newer_version_says_where_to_read_it(tmp_path: Path) -> None:
-    bad = _write(tmp_path / "run-4.jsonl", [_line(schema_version=4)])
+    bad = _write(tmp_path / "run-5.jsonl", [_line(schema_version=5)])
     with pytest.raises(ValueError, match="report it with the harness that wrote it"):
         records.read(bad)
 
@@ -109,9 +114,9 @@ def test_a_newer_version_says_where_to_read_it(tmp_path: Path) -> None:
 def test_a_newer_version_is_refused_even_with_fields_this_code_does_not_know(
     tmp_path: Path,
 ) -> None:
-    data = dataclasses.asdict(_record()) | {"schema_version": 4, "energy_j": 1.0}
-    bad = _write(tmp_path / "run-4.jsonl", [json.dumps(data)])
-    with pytest.raises(ValueError, match="line 1 has schema_version 4"):
+    data = dataclasses.asdict(_record()) | {"schema_version": 5, "energy_j": 1.0}
+    bad = _write(tmp_path / "run-5.jsonl", [json.dumps(data)])
+    with pytest.raises(ValueError, match="line 1 has schema_version 5"):
         records.read(bad)
 
 
@@ -229,7 +234,7 @@ def test_version_1_and_2_records_still_load(
     old, older, new = records.read(out)
     assert (old.schema_version, old.verified, old.repeat) == (1, False, 0)
     assert (older.schema_version, older.verified, older.repeat) == (2, True, 0)
-    assert (new.schema_version, new.repeat) == (3, 1)
+    assert (new.schema_version, new.repeat) == (4, 1)
     rows = {r["path"]: r for r in cell_rows([old, older, new])}
     assert rows["keras-torch"]["mark"] == "unverified"  # before the gate
     assert (rows["native-torch"]["mark"], rows["native-torch"]["n"]) == (None, 2)
@@ -254,3 +259,57 @@ def test_a_resume_counts_the_typed_records_it_finds(tmp_path: Path) -> None:
     native = Cell("ffn", "native-torch", "train", 8)
     keras = Cell("ffn", "keras-torch", "train", 8)
     assert done == {(native, 0): 1, (native, 1): 1, (keras, 2): 1}
+
+
+# --- any line at all: one sentence or a report, never a traceback ---------------
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+_FIELDS = sorted(f.name for f in dataclasses.fields(records.Record))
+
+
+def _hostile_line() -> st.SearchStrategy[str]:
+    """A good record with one field set to any JSON value, with a field of its
+    summary, values or platform set to any JSON value, any JSON line, or any
+    text."""
+    field_replaced = st.builds(
+        lambda key, value: _line(**{key: value}), st.sampled_from(_FIELDS), _JSON
+    )
+    nested = st.builds(
+        lambda table, key, value: _line(**{table: {key: value}}),
+        st.sampled_from(["summary", "values", "platform", "settings"]),
+        st.sampled_from(["median_step_s", "step_s", "git_revision", "steps", "x"]),
+        _JSON,
+    )
+    return st.one_of(
+        st.just(_line()),
+        field_replaced,
+        nested,
+        _JSON.map(json.dumps),
+        st.text(max_size=20).filter(lambda t: "\n" not in t and "\r" not in t),
+    )
+
+
+@given(lines=st.lists(_hostile_line(), min_size=1, max_size=4))
+def test_any_records_file_gives_a_report_or_one_sentence(lines: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = _write(Path(tmp) / "run-h.jsonl", lines)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = main(["report", str(out), "--table", "cells"])
+        text = err.getvalue()
+        assert "Traceback" not in text
+        assert code in (0, 2), text
+        if code == 2:
+            assert text.splitlines()[-1].startswith("error: ")
+        assert len(text.splitlines()) <= 2  # a skipped-lines warning, an error

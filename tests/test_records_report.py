@@ -12,6 +12,7 @@ import pytest
 from harness import records
 from harness.__main__ import main
 from harness.analysis import cell_rows, overhead_rows
+from harness.profiles import PROFILES
 from harness.report import report
 
 
@@ -163,21 +164,57 @@ def _timed(
 
 def test_repeats_of_a_cell_are_pooled(tmp_path: Path) -> None:
     out = tmp_path / "run-3.jsonl"
-    records.append(out, _timed("native-torch", "train", [0.001, 0.002, 0.003]))
-    records.append(out, _timed("native-torch", "train", [0.004, 0.005]))
+    train_0 = _timed("native-torch", "train", [0.001, 0.002, 0.003])
+    records.append(out, train_0)
+    train_1 = _timed("native-torch", "train", [0.004, 0.005])
+    records.append(out, dataclasses.replace(train_1, repeat=1))
     records.append(out, _timed("native-torch", "infer", [0.001, 0.001, 0.001]))
-    records.append(
-        out, dataclasses.replace(_timed("native-torch", "train", [1.0]), status="error")
-    )
+    failed = _timed("native-torch", "train", [1.0])
+    records.append(out, dataclasses.replace(failed, status="error", repeat=2))
     rows = {r["phase"]: r for r in cell_rows(records.read(out))}
     train, infer = rows["train"], rows["infer"]
-    assert (train["n"], train["runs"], train["status"]) == (5, 2, "ok (2/3)")
+    assert (train["n"], train["runs"], train["status"]) == (5, 2, "ok (2/3: 1 error)")
     assert train["time_ms"] == pytest.approx(3.0)
     assert train["iqr_ms"] == pytest.approx(2.0)
     assert train["ci_low_ms"] <= 3.0 <= train["ci_high_ms"]
     assert train["unstable"] == "IQR 67% of median"
     assert infer["time_ms"] == pytest.approx(1.0)  # each round is two batches
     assert infer["unstable"] is None
+
+
+def test_a_repeat_redone_after_a_crash_counts_once(tmp_path: Path) -> None:
+    """A resumed run redoes repeat 1, which crashed: 2 of 2 repeats are ok,
+    not "ok (2/3)"."""
+    out = tmp_path / "run-4.jsonl"
+    first = _timed("native-torch", "train", [0.001, 0.002])
+    records.append(out, first)
+    crashed = dataclasses.replace(first, repeat=1, status="crashed", values={})
+    records.append(out, crashed)
+    records.append(out, dataclasses.replace(first, repeat=1))
+    (row,) = cell_rows(records.read(out))
+    assert (row["runs"], row["status"]) == (2, "ok")
+    # The crash alone, never redone, still shows.
+    records.append(out, dataclasses.replace(crashed, repeat=2))
+    (row,) = cell_rows(records.read(out))
+    assert (row["runs"], row["status"]) == (2, "ok (2/3: 1 crashed)")
+
+
+def test_a_diverged_cell_is_shown_as_diverged_and_not_timed(tmp_path: Path) -> None:
+    out = tmp_path / "run-5.jsonl"
+    good = _timed("native-torch", "train", [0.001, 0.002])
+    records.append(out, good)
+    diverged = dataclasses.replace(
+        _timed("keras-torch", "train", [0.001, 0.002]),
+        status="diverged",
+        error="not finite: loss nan after the last timed run",
+    )
+    records.append(out, diverged)
+    rows = {r["path"]: r for r in cell_rows(records.read(out))}
+    assert rows["keras-torch"]["status"] == "diverged"
+    assert rows["keras-torch"]["time_ms"] is None
+    assert rows["native-torch"]["status"] == "ok"
+    text = report(out, "table", "cells")
+    assert "diverged" in text
 
 
 def test_records_from_different_environments_are_not_pooled(
@@ -189,13 +226,15 @@ def test_records_from_different_environments_are_not_pooled(
         "threads": {"intra_op": 2},
     }
     same = tmp_path / "run-same.jsonl"
-    for _ in range(2):
-        records.append(
-            same, _timed("native-torch", "train", [0.001], platform=dict(env))
-        )
+    for repeat in range(2):
+        timed = _timed("native-torch", "train", [0.001], platform=dict(env))
+        records.append(same, dataclasses.replace(timed, repeat=repeat))
     records.append(  # a measured quantity may differ, and a failed repeat
         same,
-        _timed("native-torch", "train", [0.001], platform={**env, "peak": 1.0}),
+        dataclasses.replace(
+            _timed("native-torch", "train", [0.001], platform={**env, "peak": 1.0}),
+            repeat=2,
+        ),
     )
     assert records.pooling_conflict(records.read(same)) is None
     assert cell_rows(records.read(same))[0]["n"] == 3
@@ -207,10 +246,8 @@ def test_records_from_different_environments_are_not_pooled(
     ]:
         mixed = tmp_path / f"run-{key}.jsonl"
         records.append(mixed, _timed("native-torch", "train", [0.001], platform=env))
-        records.append(
-            mixed,
-            _timed("native-torch", "train", [0.001], platform={**env, key: value}),
-        )
+        other = _timed("native-torch", "train", [0.001], platform={**env, key: value})
+        records.append(mixed, dataclasses.replace(other, repeat=1))
         assert key in (records.pooling_conflict(records.read(mixed)) or "")
         assert main(["report", str(mixed)]) == 2
         err = capsys.readouterr().err
@@ -222,7 +259,7 @@ def test_records_from_different_environments_are_not_pooled(
     records.append(
         steps,
         dataclasses.replace(
-            _timed("native-torch", "train", [0.001]), settings={"steps": 3}
+            _timed("native-torch", "train", [0.001]), settings={"steps": 3}, repeat=1
         ),
     )
     with pytest.raises(ValueError, match="differ in settings"):
@@ -324,12 +361,24 @@ def test_a_run_resumes_only_on_the_machine_code_and_profile_that_began_it(
         "hostname": "vm",
         "threads": {"intra_op": 2},
     }
+    smoke = PROFILES["smoke"]
+    test = smoke.model_copy(update={"name": "test"})  # the same content
     out = tmp_path / "run-1.jsonl"
-    records.append(out, _timed("native-torch", "train", [0.001], platform=host))
-    _check_resumable(out, "test", {**host, "matmul_peak_flops": 1e11})
-    with pytest.raises(ValueError, match="profile 'test', not 'default'"):
-        _check_resumable(out, "default", host)
+    timed = _timed("native-torch", "train", [0.001], platform=host)
+    records.append(out, dataclasses.replace(timed, profile_digest=smoke.digest()))
+    _check_resumable(out, test, {**host, "matmul_peak_flops": 1e11})
+    with pytest.raises(ValueError, match="other settings than profile 'default'"):
+        _check_resumable(out, PROFILES["default"], host)
+    edited = smoke.model_copy(update={"seed": 99})
+    with pytest.raises(ValueError, match="other settings than profile 'smoke'"):
+        _check_resumable(out, edited, host)
     with pytest.raises(ValueError, match="git_revision 'abc', this machine has 'x'"):
-        _check_resumable(out, "test", {**host, "git_revision": "x"})
+        _check_resumable(out, test, {**host, "git_revision": "x"})
     with pytest.raises(ValueError, match="threads"):
-        _check_resumable(out, "test", {**host, "threads": {"intra_op": 1}})
+        _check_resumable(out, test, {**host, "threads": {"intra_op": 1}})
+    # Records before schema 4 name their profile only.
+    old = tmp_path / "run-2.jsonl"
+    records.append(old, timed)
+    _check_resumable(old, test, host)
+    with pytest.raises(ValueError, match="profile 'test', not 'default'"):
+        _check_resumable(old, PROFILES["default"], host)

@@ -7,6 +7,7 @@ interpreter is ``$HARNESS_PYTHON_<FRAMEWORK>`` when that is set (for example
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from dataclasses import dataclass
@@ -54,18 +55,44 @@ def parse_list(
 ) -> list[str]:
     """Split a comma-separated selection and check every item against ``known``.
 
-    ``None`` or ``all`` selects everything.
-    """
+    ``None`` or ``all`` selects everything.  Raises ValueError, in one sentence
+    quoting at most 80 characters of the input, for an unknown name, an empty
+    selection or a name given twice."""
     if text is None or text == "all":
         return list(known)
     items = [t.strip() for t in text.split(",") if t.strip()]
     unknown = [t for t in items if t not in known]
     if unknown or not items:
+        shown = ", ".join(unknown) or repr(text)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        raise ValueError(f"unknown {what} {shown}; known {what}s: {', '.join(known)}")
+    twice = sorted({t for t in items if items.count(t) > 1})
+    if twice:
         raise ValueError(
-            f"unknown {what} {', '.join(unknown) or repr(text)}; "
-            f"known {what}s: {', '.join(known)}"
+            f"{what} {', '.join(twice)} given twice; name each {what} once"
         )
     return items
+
+
+def integer(text: str) -> int:
+    """An argparse ``type``: an integer, or a one-line error quoting at most
+    80 characters of the text."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not an integer: {text[:80]!r}" + ("..." if len(text) > 80 else "")
+        ) from None
+
+
+def number(text: str) -> float:
+    """An argparse ``type``: a number, as ``integer``."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a number: {text[:80]!r}" + ("..." if len(text) > 80 else "")
+        ) from None
 
 
 def interpreter(framework: str) -> str:

@@ -1,0 +1,543 @@
+"""``harness run`` against a hostile world: full disks, Ctrl-C, bad results
+folders, crashing and babbling workers, edited profiles.  Each test feeds one
+kind of bad input and checks that it ends in one sentence (or a correct
+result), that no record is lost, and the exit status.
+
+No framework is needed: the gate and the matmul peak are stubbed, and workers
+are small shell scripts standing in for a path's interpreter
+(``HARNESS_PYTHON_TORCH``), as in ``tests/test_launch.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import harness.run
+from harness import records
+from harness.__main__ import main
+from harness.profiles import PROFILES
+from harness.run import run
+from workers.launch import PROJECT_ROOT
+
+READY = '{"status": "ready", "platform": {}}'
+SMOKE = PROFILES["smoke"]
+
+
+def _gate(verdict: str) -> Any:
+    def verify(models: list[str], paths: list[str], *a: Any, **k: Any) -> Any:
+        return {m: dict.fromkeys(paths, verdict) for m in models}
+
+    return verify
+
+
+@pytest.fixture
+def no_gate(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """Every path held back by the gate (no worker starts), no matmul peak."""
+    monkeypatch.setattr(harness.run, "verify", _gate("fail"))
+    monkeypatch.setattr(harness.run, "measure_matmul_peak", lambda: {"flops_per_s": 1})
+    return monkeypatch
+
+
+def _one_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err
+
+
+ARGS = ["run", "--profile", "smoke", "--models", "ffn", "--paths", "native-torch"]
+
+
+# --- the results folder ------------------------------------------------------
+
+
+def test_results_that_is_a_file_is_one_sentence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_gate: Any
+) -> None:
+    a_file = tmp_path / "results"
+    a_file.write_text("not a folder")
+    assert main([*ARGS, "--results", str(a_file)]) == 2
+    assert _one_error(capsys) == f"error: --results {a_file} is a file; give a folder\n"
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "file/inside",  # below a file
+        "/proc/no-such-process/results",  # a folder that cannot be made
+        "/proc/self",  # a folder no file can be written in
+    ],
+)
+def test_results_that_cannot_be_written_is_one_sentence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_gate: Any, where: str
+) -> None:
+    (tmp_path / "file").write_text("")
+    results = tmp_path / where if not where.startswith("/") else Path(where)
+    assert main([*ARGS, "--results", str(results)]) == 2
+    err = _one_error(capsys)
+    assert err.startswith(f"error: --results {results}: cannot write there (")
+    assert err.count("\n") == 1
+
+
+# --- a full disk ---------------------------------------------------------------
+
+
+def _record(repeat: int = 0) -> records.Record:
+    return records.Record(
+        run_id="r",
+        profile="smoke",
+        model="ffn",
+        path="native-torch",
+        framework="torch",
+        api="native",
+        phase="train",
+        status="ok",
+        batch_size=8,
+        equivalence="pass",
+        repeat=repeat,
+        values={"step_s": [0.001]},
+    )
+
+
+def test_a_full_disk_is_an_error_naming_the_file() -> None:
+    # /dev/full is a real device whose every write fails with ENOSPC.
+    with pytest.raises(records.RecordsWriteError, match="/dev/full") as caught:
+        records.append(Path("/dev/full"), _record())
+    assert "No space left on device" in str(caught.value)
+
+
+def test_a_short_write_is_undone_and_reported(tmp_path: Path) -> None:
+    """A file size limit (RLIMIT_FSIZE) makes the kernel store only part of the
+    line and return a short count: exactly what a filling disk does."""
+    out = tmp_path / "run-1.jsonl"
+    records.append(out, _record(0))
+    before = out.read_bytes()
+    script = (
+        "import resource, sys\n"
+        "from pathlib import Path\n"
+        "from harness import records\n"
+        "from tests.test_hostile_run import _record\n"
+        f"out = Path({str(out)!r})\n"
+        "limit = out.stat().st_size + 100  # room for 100 bytes of the next line\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))\n"
+        "try:\n"
+        "    records.append(out, _record(1))\n"
+        "except records.RecordsWriteError as exc:\n"
+        "    print(exc)\n"
+        "    sys.exit(3)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr
+    assert f"could not write a record to {out}" in done.stdout
+    assert "100 of" in done.stdout  # the short write, seen and undone
+    assert out.read_bytes() == before  # no torn line left behind
+    assert [r.repeat for r in records.read(out)] == [0]
+
+
+def test_a_full_disk_mid_run_stops_cleanly_and_says_how_to_resume(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_gate: Any
+) -> None:
+    real_append = records.append
+    calls = []
+
+    def append_until_full(path: Path, record: records.Record) -> None:
+        calls.append(record)
+        if len(calls) == 2:
+            raise records.RecordsWriteError(f"could not write a record to {path}")
+        real_append(path, record)
+
+    no_gate.setattr(records, "append", append_until_full)
+    results = tmp_path / "results"
+    args = [*ARGS, "--results", str(results), "--phases", "train,infer"]
+    assert main(args) == 1
+    err = _one_error(capsys)
+    (out,) = results.glob("run-*.jsonl")
+    assert f"error: could not write a record to {out}" in err
+    assert (
+        f"1 records kept in {out}; finish the run with: python -m harness run " in err
+    )
+    assert f"--resume {out} --profile smoke --models ffn --paths native-torch" in err
+    # The record printed as measured before the failure is in the file; the
+    # one that failed was never printed as measured.
+    assert len(records.read(out)) == 1
+    assert "r1 ffn native-torch infer b8: NOT-TIMED" not in err
+    # Resuming (disk space back) finishes the run without redoing the first.
+    no_gate.setattr(records, "append", real_append)
+    assert main([*args, "--resume", str(out)]) == 1  # held back by the gate
+    assert "resuming" in capsys.readouterr().err
+    assert [(r.phase, r.status) for r in records.read(out)] == [
+        ("train", "not-timed"),
+        ("infer", "not-timed"),
+    ]
+
+
+# --- Ctrl-C ------------------------------------------------------------------------
+
+
+def test_ctrl_c_keeps_the_records_and_exits_130(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_gate: Any
+) -> None:
+    real_held_back = harness.run._Context.held_back
+    calls = []
+
+    def interrupted_on_the_second(self: Any, *args: Any) -> records.Record:
+        calls.append(args)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_held_back(self, *args)
+
+    no_gate.setattr(harness.run._Context, "held_back", interrupted_on_the_second)
+    results = tmp_path / "results"
+    assert main([*ARGS, "--results", str(results), "--phases", "train,infer"]) == 130
+    err = _one_error(capsys)
+    (out,) = results.glob("run-*.jsonl")
+    assert err.endswith(
+        f"interrupted\n1 records kept in {out}; finish the run with: python -m "
+        f"harness run --resume {out} --profile smoke --models ffn --paths "
+        f"native-torch --phases train,infer --results {results}\n"
+    )
+
+
+def test_ctrl_c_before_anything_was_measured(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_gate: Any
+) -> None:
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    no_gate.setattr(harness.run, "verify", interrupted)
+    assert main([*ARGS, "--results", str(tmp_path)]) == 130
+    err = _one_error(capsys)
+    assert err == "interrupted\nno cell was measured yet; start the run again\n"
+
+
+_SIGINT_RUN = """
+import sys
+import harness.run
+from harness.__main__ import main
+
+def verify(models, paths, *args, **kwargs):
+    return {m: dict.fromkeys(paths, "pass") for m in models}
+
+harness.run.verify = verify
+harness.run.measure_matmul_peak = lambda: {"flops_per_s": 1}
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _fake_python(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "python"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script)
+
+
+def test_a_real_sigint_to_the_process_group_ends_in_one_line(tmp_path: Path) -> None:
+    """Ctrl-C in a terminal signals the whole process group, workers included."""
+    answer = '{"status": "ok", "result": {"first_step_s": 0.1, "step_s": [0.01]}}'
+    fake = _fake_python(
+        tmp_path,
+        f"echo '{READY}'\nread line\necho '{answer}'\nread line\nexec sleep 60",
+    )
+    results = tmp_path / "results"
+    env = {**os.environ, "HARNESS_PYTHON_TORCH": fake, "PYTHONPATH": str(PROJECT_ROOT)}
+    command = [sys.executable, "-c", _SIGINT_RUN, *ARGS, "--phases", "train,infer"]
+    proc = subprocess.Popen(
+        [*command, "--results", str(results)],
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a process group of its own, as in a terminal
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # until the first cell's record is in
+        found = list(results.glob("run-*.jsonl"))
+        if found and found[0].read_text().count("\n") == 1:
+            break
+        time.sleep(0.1)
+    time.sleep(0.5)  # the second cell is under way, its worker asleep
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    (out,) = found
+    assert f"1 records kept in {out}; finish the run with" in err
+    assert [(r.phase, r.status) for r in records.read(out)] == [("train", "ok")]
+
+
+# --- workers that crash or babble ------------------------------------------------
+
+
+def test_a_crashed_worker_is_replaced_for_the_next_cell(
+    tmp_path: Path, no_gate: Any
+) -> None:
+    """With one worker per path (``fresh_worker_per_cell = false``), a crash
+    must not turn the path's remaining cells into copies of the crash."""
+    starts = tmp_path / "starts"
+    answer = '{"status": "ok", "result": {"first_step_s": 0.1, "step_s": [0.01]}}'
+    # The first worker crashes on its first request; later ones answer.
+    body = (
+        f"echo start >> {starts}\necho '{READY}'\nread line\n"
+        f'if [ "$(wc -l < {starts})" -eq 1 ]; then exit 3; fi\n'
+        f"echo '{answer}'\nwhile read line; do echo '{answer}'; done"
+    )
+    no_gate.setenv("HARNESS_PYTHON_TORCH", _fake_python(tmp_path, body))
+    no_gate.setattr(harness.run, "verify", _gate("pass"))
+    shared = SMOKE.model_copy(update={"fresh_worker_per_cell": False})
+    out = run(
+        shared,
+        models=["ffn", "lenet"],
+        paths=["native-torch"],
+        phases=["train"],
+        results_dir=tmp_path,
+    )
+    statuses = [r.status for r in records.read(out)]
+    assert statuses == ["crashed", "ok"]
+    assert starts.read_text().count("start") == 2
+
+
+def test_a_worker_that_writes_half_a_line_and_hangs_times_out_and_the_run_goes_on(
+    tmp_path: Path, no_gate: Any
+) -> None:
+    body = f"echo '{READY}'\nread line\nprintf '{{\"status\": \"o'\nexec sleep 60"
+    no_gate.setenv("HARNESS_PYTHON_TORCH", _fake_python(tmp_path, body))
+    no_gate.setattr(harness.run, "verify", _gate("pass"))
+    quick = SMOKE.model_copy(update={"timeout_s": 1.0, "fresh_worker_per_cell": False})
+    start = time.monotonic()
+    out = run(
+        quick,
+        models=["ffn", "lenet"],
+        paths=["native-torch"],
+        phases=["train"],
+        results_dir=tmp_path,
+    )
+    assert time.monotonic() - start < 30
+    assert [r.status for r in records.read(out)] == ["timeout", "timeout"]
+    counts, line = records.outcome(records.read(out))
+    assert counts == {"timeout": 2}
+    assert line == "2 cell repeats: 2 timeout"
+
+
+def test_a_diverged_answer_is_recorded_as_diverged(
+    tmp_path: Path, no_gate: Any
+) -> None:
+    answer = (
+        '{"status": "ok", "result": {"first_step_s": 0.1, "step_s": [0.01], '
+        '"nonfinite": "loss nan after the last timed run"}}'
+    )
+    body = f"echo '{READY}'\nwhile read line; do echo '{answer}'; done"
+    no_gate.setenv("HARNESS_PYTHON_TORCH", _fake_python(tmp_path, body))
+    no_gate.setattr(harness.run, "verify", _gate("pass"))
+    out = run(
+        SMOKE,
+        models=["ffn"],
+        paths=["native-torch"],
+        phases=["train"],
+        results_dir=tmp_path,
+    )
+    (record,) = records.read(out)
+    assert record.status == "diverged"
+    assert record.error == "not finite: loss nan after the last timed run"
+    assert record.summary == {}  # no time is shown for it
+    assert record.values["step_s"] == [0.01]  # the raw measurement is kept
+
+
+# --- exit status ----------------------------------------------------------------
+
+
+def test_exit_status_is_zero_only_when_every_cell_repeat_is_ok(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_gate: Any
+) -> None:
+    answer = '{"status": "ok", "result": {"first_step_s": 0.1, "step_s": [0.01]}}'
+    body = f"echo '{READY}'\nwhile read line; do echo '{answer}'; done"
+    no_gate.setenv("HARNESS_PYTHON_TORCH", _fake_python(tmp_path, body))
+    no_gate.setattr(harness.run, "verify", _gate("pass"))
+    args = [*ARGS, "--phases", "train", "--results", str(tmp_path)]
+    assert main(args) == 0
+    assert capsys.readouterr().out.endswith("1 cell repeats: 1 ok\n")
+    no_gate.setattr(harness.run, "verify", _gate("fail"))
+    assert main([*ARGS, "--phases", "train", "--results", str(tmp_path / "b")]) == 1
+    assert capsys.readouterr().out.endswith("1 cell repeats: 1 not-timed\n")
+
+
+def test_outcome_counts_final_records_and_unverified_ones(tmp_path: Path) -> None:
+    out = tmp_path / "run-1.jsonl"
+    records.append(out, _record(0))
+    records.append(out, dataclasses.replace(_record(1), status="crashed"))
+    records.append(out, _record(1))  # the crashed repeat, redone by --resume
+    records.append(out, dataclasses.replace(_record(2), status="diverged"))
+    counts, line = records.outcome(records.read(out))
+    assert counts == {"ok": 2, "diverged": 1}
+    assert line == "3 cell repeats: 1 diverged, 2 ok, 2 of the ok ones unverified"
+
+
+# --- resume ------------------------------------------------------------------------
+
+
+def test_resume_compares_profiles_by_content_not_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_gate: Any
+) -> None:
+    smoke = (PROJECT_ROOT / "harness" / "blueprints" / "smoke.toml").read_text()
+    renamed = tmp_path / "my-smoke.toml"
+    renamed.write_text(smoke)
+    edited = tmp_path / "smoke.toml"  # the shipped name, other content
+    edited.write_text(smoke.replace("train_steps = 2", "train_steps = 3"))
+    results = tmp_path / "results"
+    base = [*ARGS[3:], "--results", str(results)]
+    assert main(["run", "--profile", "smoke", "--phases", "train", *base]) == 1
+    (out,) = results.glob("run-*.jsonl")
+    capsys.readouterr()
+    both = ["--phases", "train,infer", "--resume", str(out)]
+    assert main(["run", "--profile", str(edited), *base, *both]) == 2
+    err = _one_error(capsys)
+    assert f"error: --resume: {out} was measured with other settings than" in err
+    assert main(["run", "--profile", str(renamed), *base, *both]) == 1
+    assert [r.phase for r in records.read(out)] == ["train", "infer"]
+
+
+def test_resume_refuses_a_file_it_cannot_append_to(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_gate: Any
+) -> None:
+    folder = tmp_path / "run-x.jsonl"
+    folder.mkdir()
+    assert main([*ARGS, "--resume", str(folder), "--results", str(tmp_path)]) == 2
+    assert _one_error(capsys) == f"error: --resume: no records file {folder}\n"
+    if os.geteuid() != 0:  # root may append to a read-only file
+        locked = tmp_path / "run-locked.jsonl"
+        records.append(locked, _record())
+        locked.chmod(0o444)
+        assert main([*ARGS, "--resume", str(locked), "--results", str(tmp_path)]) == 2
+        assert "cannot append to" in _one_error(capsys)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("--models", "ffn,ffn", "model ffn given twice; name each model once"),
+        ("--paths", "native-torch,native-torch", "path native-torch given twice"),
+        ("--phases", "train,infer,train", "phase train given twice"),
+        ("--models", "x" * 5_000_000, "unknown model xxxxxxxx"),
+        ("--paths", ",,,", "unknown path ',,,'"),
+        ("--phases", "train,\x00\xff", "unknown phase \x00\xff"),
+    ],
+)
+def test_bad_selections_are_one_short_sentence(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    no_gate: Any,
+    case: tuple[str, str, str],
+) -> None:
+    option, value, says = case
+    args = ["run", "--profile", "smoke", option, value, "--results", str(tmp_path)]
+    assert main(args) == 2
+    err = _one_error(capsys)
+    assert says in err
+    assert err.count("\n") == 1
+    assert len(err) < 400
+    assert not list(tmp_path.glob("run-*.jsonl"))
+
+
+def test_report_check_fails_unless_every_cell_repeat_is_ok(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run-1.jsonl"
+    records.append(out, _record(0))
+    assert main(["report", str(out), "--check"]) == 0
+    assert (
+        capsys.readouterr().err == "1 cell repeats: 1 ok, 1 of the ok ones unverified\n"
+    )
+    records.append(out, dataclasses.replace(_record(1), status="timeout"))
+    assert main(["report", str(out), "--check"]) == 1
+    assert capsys.readouterr().err.endswith(
+        "2 cell repeats: 1 ok, 1 timeout, 1 of the ok ones unverified\n"
+    )
+
+
+# --- every number on a command line has bounds -------------------------------------
+
+NINES = "9" * 5000
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--seed", "-1"], "--seed must be from 0 to 4294967295, got -1"),
+        (["--seed", "99999999999999999999"], "--seed must be from 0 to 4294967295"),
+        (["--seed", NINES], "argument --seed: not an integer: '999"),
+        (["--batch-size", "0"], "--batch-size must be from 1 to 4096, got 0"),
+        (["--batch-size", "1000000000"], "--batch-size must be from 1 to 4096"),
+        (["--steps", "1000000"], "--steps must be from 0 to 1000"),
+        (["--epochs", "-1"], "--epochs must be from 0 to 100"),
+        (["--seq-len", "0"], "--seq-len must be from 1 to 10000"),
+        (["--input-scale", "nan"], "--input-scale must be from 0 to 1000000, got nan"),
+        (["--input-scale", "1e300"], "--input-scale must be from 0 to 1000000"),
+        (["--timeout", "inf"], "--timeout must be from 1 to 86400, got inf"),
+        (["--timeout", "0"], "--timeout must be from 1 to 86400, got 0.0"),
+        (["--timeout", "soon"], "argument --timeout: not a number: 'soon'"),
+        (["--models", "ffn,ffn"], "model ffn given twice"),
+    ],
+)
+def test_equivalence_numbers_are_bounded(
+    capsys: pytest.CaptureFixture[str], argv: list[str], says: str
+) -> None:
+    from equivalence.__main__ import main as equivalence_main
+
+    try:
+        code = equivalence_main(argv)
+    except SystemExit as exit_:  # argparse's own errors
+        code = exit_.code
+    assert code == 2
+    err = _one_error(capsys)
+    assert says in err
+    assert len(err.splitlines()[-1]) < 200
+
+
+@pytest.mark.parametrize("runs", ["0", "1001", "1e9", NINES])
+def test_floors_runs_are_bounded(capsys: pytest.CaptureFixture[str], runs: str) -> None:
+    try:
+        code = main(["floors", "--runs", runs])
+    except SystemExit as exit_:
+        code = exit_.code
+    assert code == 2
+    err = _one_error(capsys)
+    assert "--runs" in err
+    assert len(err.splitlines()[-1]) < 200
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b'{"schema_version": 99}\n', "line 1 has schema_version 99, newer than"),
+        (b"\xff\xfe\x00binary", "is not a records file: it is not UTF-8 text"),
+    ],
+)
+def test_resume_refuses_what_it_cannot_read_in_one_sentence(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    no_gate: Any,
+    content: bytes,
+    says: str,
+) -> None:
+    bad = tmp_path / "run-bad.jsonl"
+    bad.write_bytes(content)
+    assert main([*ARGS, "--resume", str(bad), "--results", str(tmp_path)]) == 2
+    err = _one_error(capsys)
+    assert err.startswith(f"error: {bad} ")
+    assert says in err
+    assert bad.read_bytes() == content  # left as it was
