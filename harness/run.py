@@ -302,10 +302,11 @@ def _run(
 
 
 def _gone(worker: Worker) -> bool:
-    """Whether ``worker`` crashed or was killed at a timeout, and so must be
-    replaced before the next cell.  A worker whose framework cannot be
-    imported stays as it is: a new one would fail the same way."""
-    return worker.failure is not None and worker.failure.status != "unavailable"
+    """Whether ``worker`` started, then crashed or was killed at a timeout,
+    and so must be replaced before the next cell.  A worker that never
+    started (its framework missing, a hang at start-up) stays failed for this
+    path and repeat: a new one would fail the same way, after another wait."""
+    return worker.failure is not None and worker.started
 
 
 def _check_resumable(out: Path, profile: Profile, host: dict[str, Any]) -> None:

@@ -312,6 +312,27 @@ def test_a_crashed_worker_is_replaced_for_the_next_cell(
     assert starts.read_text().count("start") == 2
 
 
+def test_a_worker_that_cannot_start_is_not_started_again_for_each_cell(
+    tmp_path: Path, no_gate: Any
+) -> None:
+    """A start-up failure repeats itself (a missing module, a hang before
+    ready): the path's other cells of the repeat share it, at no new wait."""
+    starts = tmp_path / "starts"
+    body = f"echo start >> {starts}\necho 'no module named torch' >&2\nexit 3"
+    no_gate.setenv("HARNESS_PYTHON_TORCH", _fake_python(tmp_path, body))
+    no_gate.setattr(harness.run, "verify", _gate("pass"))
+    shared = SMOKE.model_copy(update={"fresh_worker_per_cell": False})
+    out = run(
+        shared,
+        models=["ffn", "lenet"],
+        paths=["native-torch"],
+        phases=["train"],
+        results_dir=tmp_path,
+    )
+    assert [r.status for r in records.read(out)] == ["crashed", "crashed"]
+    assert starts.read_text().count("start") == 1
+
+
 def test_a_worker_that_writes_half_a_line_and_hangs_times_out_and_the_run_goes_on(
     tmp_path: Path, no_gate: Any
 ) -> None:

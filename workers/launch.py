@@ -169,6 +169,7 @@ class Worker:
         self.python = interpreter(self.path.framework)
         self.platform: dict[str, Any] = {}
         self.failure: Reply | None = None
+        self.started = False  # it said it was ready
         self._lines: _Lines | None = None
         # Lives as long as the worker; closed in close().
         self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
@@ -206,6 +207,7 @@ class Worker:
         hello = self._receive(time.monotonic() + start_timeout, start_timeout)
         if isinstance(hello, dict) and hello.get("status") == "ready":
             self.platform = hello.get("platform", {})
+            self.started = True
             return
         self.failure = (
             hello
