@@ -25,10 +25,13 @@ both the ``models`` list and ``[models.vgg16]`` tables.
 from __future__ import annotations
 
 import difflib
+import errno
 import functools
 import hashlib
 import json
+import os
 import re
+import stat
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -445,11 +448,29 @@ def parse_blueprint(name: str, text: str, label: str | None = None) -> Profile:
     return _check(name, doc, label)
 
 
+MAX_BLUEPRINT_BYTES = 16 * 2**20  # a blueprint is a few lines; this is plenty
+
+
+def _read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file ``path``; OSError, with a reason, for a
+    folder, a pipe or a device (which could block or never end) and for a
+    file over ``limit`` bytes."""
+    # O_NONBLOCK: opening a named pipe must not wait for a writer.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        raw = f.read(limit + 1)
+    if len(raw) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit // 2**20} MiB")
+    return raw
+
+
 def load_blueprint(path: str | Path) -> Profile:
     """The profile in the TOML file ``path``, named after the file's stem."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = _read_regular(path, MAX_BLUEPRINT_BYTES)
     except FileNotFoundError:
         raise ValueError(
             f"no blueprint file {str(path)!r}; give the path of an existing .toml "

@@ -562,3 +562,22 @@ def test_resume_refuses_what_it_cannot_read_in_one_sentence(
     assert err.startswith(f"error: {bad} ")
     assert says in err
     assert bad.read_bytes() == content  # left as it was
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder", "huge"])
+def test_a_blueprint_that_is_no_regular_file_is_one_sentence_not_a_hang(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    blueprint = tmp_path / f"{kind}.toml"
+    if kind == "fifo":
+        os.mkfifo(blueprint)  # reading it would wait for a writer forever
+    elif kind == "device":
+        blueprint.symlink_to("/dev/zero")  # reading it would never end
+    elif kind == "folder":
+        blueprint.mkdir()
+    else:
+        blueprint.write_bytes(b"#" * (17 * 2**20))
+    assert main(["run", "--profile", str(blueprint)]) == 2
+    err = _one_error(capsys)
+    assert err.startswith(f"error: cannot read blueprint '{blueprint}': ")
+    assert err.count("\n") == 1
