@@ -125,11 +125,22 @@ def _command(args: argparse.Namespace) -> int:
     """The chosen command; its exit status."""
     if args.command == "run":
         profile = get_profile(args.profile)
+        # An option given empty is an empty selection (refused), not the default.
         models = parse_list(
-            args.models or ",".join(profile.models), [*MODELS, *VARIANTS], "model"
+            ",".join(profile.models) if args.models is None else args.models,
+            [*MODELS, *VARIANTS],
+            "model",
         )
-        paths = parse_list(args.paths or ",".join(profile.paths), list(PATHS), "path")
-        phases = parse_list(args.phases or ",".join(profile.phases), PHASES, "phase")
+        paths = parse_list(
+            ",".join(profile.paths) if args.paths is None else args.paths,
+            list(PATHS),
+            "path",
+        )
+        phases = parse_list(
+            ",".join(profile.phases) if args.phases is None else args.phases,
+            PHASES,
+            "phase",
+        )
         return _run(args, profile, models, paths, phases)
     if args.command == "floors":
         from harness.floors import floors, native_frameworks, render
@@ -242,6 +253,9 @@ def _report(args: argparse.Namespace) -> int:
     records_path = args.records or latest_run(args.results)
     if args.plots:
         from harness.plots import write_plots
+
+        if args.plots.exists() and not args.plots.is_dir():
+            raise ValueError(f"--plots {args.plots} is a file; give a folder")
 
         recs = load(records_path)
         try:

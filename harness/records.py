@@ -209,6 +209,9 @@ def scan(path: Path) -> Scan:
             data = json.loads(line)
         except json.JSONDecodeError:
             continue
+        except (ValueError, RecursionError):  # a 5000-digit number, deep nesting
+            skipped.append(number)
+            continue
         record = _record(path, number, data)
         if record is None:
             skipped.append(number)

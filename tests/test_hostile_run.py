@@ -455,6 +455,7 @@ def test_resume_refuses_a_file_it_cannot_append_to(
         ("--phases", "train,infer,train", "phase train given twice"),
         ("--models", "x" * 5_000_000, "unknown model xxxxxxxx"),
         ("--paths", ",,,", "unknown path ',,,'"),
+        ("--models", "", "unknown model ''"),  # not the profile's whole list
         ("--phases", "train,\x00\xff", "unknown phase \x00\xff"),
     ],
 )
@@ -581,3 +582,14 @@ def test_a_blueprint_that_is_no_regular_file_is_one_sentence_not_a_hang(
     err = _one_error(capsys)
     assert err.startswith(f"error: cannot read blueprint '{blueprint}': ")
     assert err.count("\n") == 1
+
+
+def test_plots_into_a_file_is_one_sentence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run-1.jsonl"
+    records.append(out, _record())
+    a_file = tmp_path / "plots"
+    a_file.write_text("")
+    assert main(["report", str(out), "--plots", str(a_file)]) == 2
+    assert _one_error(capsys) == f"error: --plots {a_file} is a file; give a folder\n"

@@ -121,6 +121,8 @@ def test_a_newer_version_is_refused_even_with_fields_this_code_does_not_know(
 
 
 NOT_RECORDS = [
+    "[" * 100_000,  # nested beyond the JSON reader's recursion limit
+    _line(batch_size=0).replace('"batch_size": 0', '"batch_size": ' + "9" * 5000),
     "[1, 2]",  # not an object
     '"a string"',
     "null",
