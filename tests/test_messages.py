@@ -46,6 +46,7 @@ def test_every_task_has_a_request_type() -> None:
         "infer",
         "floor",
         "selfcheck",
+        "paired",
     }
 
 

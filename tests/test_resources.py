@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from workers.launch import thread_environment
-from workers.resources import Sampler
+from workers.resources import Sampler, contended
 
 pytest.importorskip("psutil")
 
@@ -101,3 +101,27 @@ def test_without_nvml_there_is_no_gpu_figure(monkeypatch: pytest.MonkeyPatch) ->
         time.sleep(0.1)
     assert "peak_gpu_mb" not in sampler.result()
     assert sampler.result()["peak_rss_mb"] > 0
+
+
+def test_another_busy_process_marks_the_machine_contended() -> None:
+    """The worker sleeps; a process outside the run spins a core: the
+    sampler counts that core as the machine's other work."""
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 3: pass\n"
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3)"])
+    other = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        time.sleep(0.3)
+        with Sampler(worker.pid, interval_s=0.05) as sampler:
+            time.sleep(1.0)
+        result = sampler.result()
+    finally:
+        other.kill()
+        worker.kill()
+        other.wait()
+        worker.wait()
+    assert result["others_cpu"] > 0.5  # about one core
+    assert result["cpu_util"] < 0.1  # the sleeping worker's own use is apart
+    assert contended(result)
+    assert not contended({"others_cpu": 0.01, "steal_frac": 0.0})
+    assert contended({"others_cpu": 0.0, "steal_frac": 0.2})
+    assert not contended({})

@@ -1,11 +1,13 @@
 """Starting workers and talking to them, from the framework-free orchestrator.
 
-A ``Worker`` is one child process serving one path (``workers.serve``).  It
-takes typed requests and gives typed replies (``workers.messages``).  Nothing
-a worker does can take the orchestrator down: a worker that cannot import its
-framework, crashes, or runs past its timeout turns into a ``Reply`` with
-status ``unavailable``, ``crashed`` or ``timeout`` and a readable reason, and
-the caller moves on to the next cell.
+A ``Worker`` is one child process serving one path (``workers.serve``), or
+two paths of one framework (a ``partner``, for ``workers.messages.Paired``),
+optionally pinned to given CPUs.  It takes typed requests and gives typed
+replies (``workers.messages``).  Nothing a worker does can take the
+orchestrator down: a worker that cannot import its framework, crashes, or
+runs past its timeout turns into a ``Reply`` with status ``unavailable``,
+``crashed`` or ``timeout`` and a readable reason, and the caller moves on to
+the next cell.
 
 Every timeout is a hard limit.  The pipes are used through their file
 descriptors, non-blocking, so no read or write waits past a deadline: a worker
@@ -26,6 +28,7 @@ import selectors
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,12 +165,35 @@ class Worker:
         start_timeout: float = 300.0,
         env: dict[str, str] | None = None,
         deterministic: bool = False,
+        *,
+        partner: str | None = None,
+        cpus: tuple[int, ...] | None = None,
     ) -> None:
         """``deterministic``: the worker turns on its framework's deterministic
-        algorithms (``workers.numerics``), as the equivalence checks want."""
+        algorithms (``workers.numerics``), as the equivalence checks want.
+
+        ``partner``: a second path of the same framework the worker serves
+        beside ``path_id`` (``workers.messages.Paired`` alternates the two);
+        every other request goes to ``path_id``.  ``platform`` describes
+        ``path_id``, ``partner_platform`` the partner.
+
+        ``cpus``: the CPUs the worker is pinned to (set in the child before
+        its interpreter starts, so every thread it makes inherits it).  Either
+        way the worker reports the CPUs it may run on as
+        ``platform["cpu_affinity"]``."""
         self.path = get_path(path_id)
+        self.partner = None if partner is None else get_path(partner)
+        if self.partner is not None and (
+            self.partner.framework != self.path.framework or partner == path_id
+        ):
+            raise ValueError(
+                f"a worker's partner must be another path of its framework "
+                f"({self.path.framework}), not {partner}"
+            )
+        self.cpus = _check_cpus(cpus)
         self.python = interpreter(self.path.framework)
         self.platform: dict[str, Any] = {}
+        self.partner_platform: dict[str, Any] = {}
         self.failure: Reply | None = None
         self.started = False  # it said it was ready
         self._lines: _Lines | None = None
@@ -186,6 +212,7 @@ class Worker:
                     "-m",
                     "workers.serve",
                     path_id,
+                    *(["--partner", partner] if partner is not None else []),
                     *(["--deterministic"] if deterministic else []),
                 ],
                 stdin=subprocess.PIPE,
@@ -193,11 +220,18 @@ class Worker:
                 stderr=self._stderr,
                 env=child_env,
                 cwd=PROJECT_ROOT,
+                # The child only makes one system call before exec, taking no
+                # lock another thread of this process could hold.
+                preexec_fn=None if self.cpus is None else _pin(self.cpus),  # noqa: PLW1509
             )
-        except OSError as exc:
+        except (OSError, subprocess.SubprocessError) as exc:
+            # SubprocessError: the pinning failed in the child (CPUs offline
+            # or outside this process' cgroup).
             self._proc = None
+            pinned = "" if self.cpus is None else f" pinned to CPUs {self.cpus}"
             self.failure = Reply(
-                "unavailable", error=f"cannot start {self.python} for {path_id}: {exc}"
+                "unavailable",
+                error=f"cannot start {self.python} for {path_id}{pinned}: {exc}",
             )
             return
         assert self._proc.stdin is not None
@@ -207,6 +241,7 @@ class Worker:
         hello = self._receive(time.monotonic() + start_timeout, start_timeout)
         if isinstance(hello, dict) and hello.get("status") == "ready":
             self.platform = hello.get("platform", {})
+            self.partner_platform = hello.get("partner_platform", {})
             self.started = True
             return
         self.failure = (
@@ -355,6 +390,32 @@ class Worker:
             self._proc.stdout.close()
         self._proc = None
         self._stderr.close()
+
+
+def _check_cpus(cpus: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """``cpus`` as a sorted tuple, or ValueError in one sentence when it
+    cannot be an affinity on this machine."""
+    if cpus is None:
+        return None
+    if not hasattr(os, "sched_setaffinity"):
+        raise ValueError("pinning a worker to CPUs needs os.sched_setaffinity (Linux)")
+    if not cpus or any(
+        not isinstance(c, int) or isinstance(c, bool) or c < 0 for c in cpus
+    ):
+        raise ValueError(
+            f"cpus must be a non-empty tuple of CPU numbers, got {cpus!r:.80}"
+        )
+    return tuple(sorted(set(cpus)))
+
+
+def _pin(cpus: tuple[int, ...]) -> Callable[[], None]:
+    """What the child runs before exec: pin itself (and so every thread it
+    will start) to ``cpus``."""
+
+    def pin() -> None:
+        os.sched_setaffinity(0, cpus)
+
+    return pin
 
 
 def thread_environment(threads: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,8 @@ name.
 The words for counts: ``steps`` optimizer steps make one timed *run*; a worker
 process times ``runs`` runs after ``warmup_runs`` untimed ones.  *Repeats*
 are fresh worker processes, chosen by the orchestrator (``harness.run``);
-no request carries them.
+no request carries them.  A *block* (``Paired``) is one timed region of one
+side of a Keras/native pair served by one process.
 
 Standard library only: the MXNet worker (NumPy 1.23, no Keras) imports it.
 """
@@ -198,6 +199,56 @@ class Selfcheck(Request):
     pairs: int
 
 
+@dataclass(frozen=True, kw_only=True)
+class PairedAnswer(Answer):
+    """Both sides of a ``Paired`` request; block ``i`` of ``keras_s`` and of
+    ``native_s`` were measured back to back, in the order ``keras_first[i]``
+    says.  The non-finite checks and final losses are taken after all timing,
+    per side, as ``TrainAnswer.final_loss``/``nonfinite`` (train) and
+    ``InferAnswer.nonfinite`` (infer) are."""
+
+    keras_first_s: float  # the Keras side's first step (train) or round (infer), alone
+    native_first_s: float
+    keras_s: list[float]  # per block: seconds per training step or per mini-batch
+    native_s: list[float]  # same length
+    keras_first: list[bool]  # per block: whether the Keras block ran first
+    keras_nonfinite: str | None = None
+    native_nonfinite: str | None = None
+    keras_final_loss: float | None = None  # train only
+    native_final_loss: float | None = None  # train only
+
+
+@dataclass(frozen=True, kw_only=True)
+class Paired(Request):
+    """Keras and native blocks of one model and phase, alternated in one
+    process (``workers.timing.time_paired``): served by a worker started with
+    a partner path (``python -m workers.serve KERAS_PATH --partner
+    NATIVE_PATH``, or the other way round), one Keras and one native path of
+    the same framework.
+
+    A *block* is one timed region of one side: ``steps`` optimizer steps
+    (train) or ``steps`` rounds over the resident batches (infer).  After
+    each side's first step or round alone and ``warmup_runs`` untimed blocks
+    of each, blocks are added side by side, which side goes first drawn from
+    ``seed`` for every block, until ``window_s`` seconds of blocks (both
+    sides') have passed and each side has at least ``min_blocks`` blocks, or
+    ``max_blocks`` blocks.  ``slowdown``
+    above 1 stretches every timed native block by that factor (a busy wait
+    inside its region), so a comparison can be checked against a known
+    change."""
+
+    TASK = "paired"
+    ANSWER = PairedAnswer
+    phase: str  # "train" or "infer"
+    steps: int
+    window_s: float
+    min_blocks: int = 5
+    max_blocks: int = 200
+    warmup_runs: int = 1
+    seed: int = 0
+    slowdown: float = 1.0
+
+
 REQUESTS: dict[str, type[Request]] = {
     r.TASK: r
     for r in (
@@ -209,6 +260,7 @@ REQUESTS: dict[str, type[Request]] = {
         Infer,
         Floor,
         Selfcheck,
+        Paired,
     )
 }
 

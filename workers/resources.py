@@ -9,6 +9,14 @@ sampler, so a peak shorter than the interval can be missed; the number is a
 lower bound.  Needs ``psutil`` (the ``harness`` extra); without it the
 sampler records nothing and says so.
 
+Contention: the CPU time every other process of the machine took meanwhile,
+from the system-wide counters (busy time of all CPUs, less this worker's and
+the orchestrator's own CPU time), as ``others_cpu`` in cores, and the time
+the hypervisor stole from this machine's CPUs as ``steal_frac`` (a share of
+all CPUs' time; Linux only).  Two reads of ``/proc/stat`` per request, and
+short-lived processes count too.  ``CONTENDED_CORES`` and ``CONTENDED_STEAL``
+are where a measurement counts as taken on a busy machine.
+
 GPU memory, where the worker uses an NVIDIA GPU: the device memory NVML
 reports for the worker's process id (``nvidia-ml-py``, the ``harness``
 extra), summed over the GPUs and sampled with the rest, as ``peak_gpu_mb``:
@@ -20,10 +28,26 @@ a container with its own PID namespace it may not find the worker.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from types import TracebackType
 from typing import Any
+
+# A request measured while other processes took this many cores on average,
+# or while this share of CPU time was stolen, was measured on a busy machine.
+# A quiet 2-core machine here shows 0.01-0.05 cores of background work.
+CONTENDED_CORES = 0.15
+CONTENDED_STEAL = 0.05
+
+
+def contended(resources: dict[str, Any]) -> bool:
+    """Whether a request's resources say the machine was busy meanwhile."""
+    others = resources.get("others_cpu")
+    steal = resources.get("steal_frac")
+    return (isinstance(others, float) and others > CONTENDED_CORES) or (
+        isinstance(steal, float) and steal > CONTENDED_STEAL
+    )
 
 
 class Sampler:
@@ -37,6 +61,8 @@ class Sampler:
         self._error: str | None = None
         self._process: Any = None
         self._start_cpu = 0.0
+        self._psutil: Any = None
+        self._start_machine = (0.0, 0.0, 0.0, 0.0)
         self._start_wall = 0.0
         self._result: dict[str, Any] = {}
         self._gpu = _GpuMemory(pid)
@@ -48,6 +74,8 @@ class Sampler:
 
             self._process = psutil.Process(self.pid)
             self._start_cpu = self._cpu()
+            self._psutil = psutil
+            self._start_machine = self._machine()
         except Exception as exc:  # no psutil, or the process is already gone
             self._error = f"{type(exc).__name__}: {exc}"
             return self
@@ -75,12 +103,19 @@ class Sampler:
             self._sample()
         except Exception:  # the worker exited (crash): keep what was sampled
             cpu = float("nan")
+        busy, steal, own, total = (
+            end - start
+            for end, start in zip(self._machine(), self._start_machine, strict=True)
+        )
         self._result = {
             "cpu_util": cpu / wall if wall > 0 else float("nan"),
             "peak_rss_mb": self._peak_rss / 2**20,
             "wall_s": wall,
             "interval_s": self.interval_s,
         }
+        if wall > 0 and total > 0 and not math.isnan(cpu):
+            self._result["others_cpu"] = max(0.0, (busy - cpu - own) / wall)
+            self._result["steal_frac"] = steal / total
         if self._gpu.available:
             self._result["peak_gpu_mb"] = self._peak_gpu / 2**20
         self._gpu.close()
@@ -88,9 +123,21 @@ class Sampler:
     def result(self) -> dict[str, Any]:
         return dict(self._result)
 
+    def _machine(self) -> tuple[float, float, float, float]:
+        """CPU seconds of the whole machine: busy (all but idle and iowait),
+        stolen, this orchestrator's own, and all."""
+        t = self._psutil.cpu_times()
+        total = float(sum(t))
+        idle = float(t.idle + getattr(t, "iowait", 0.0))
+        steal = float(getattr(t, "steal", 0.0))
+        me = self._psutil.Process().cpu_times()
+        return total - idle - steal, steal, float(me.user + me.system), total
+
     def _cpu(self) -> float:
-        times = self._process.cpu_times()
-        return float(times.user + times.system)
+        """The worker's CPU seconds, its finished child processes' included."""
+        t = self._process.cpu_times()
+        children = getattr(t, "children_user", 0.0) + getattr(t, "children_system", 0.0)
+        return float(t.user + t.system + children)
 
     def _sample(self) -> None:
         self._peak_rss = max(self._peak_rss, int(self._process.memory_info().rss))

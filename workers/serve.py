@@ -1,14 +1,21 @@
 """A worker: one path in one process, serving requests from the orchestrator.
 
-Run as ``python -m workers.serve PATH_ID [--deterministic]`` under the
-interpreter of the path's framework (``workers.launch`` starts it).  The
-protocol is JSON Lines: one request per line on stdin (``workers.messages``),
-one reply per line on the original stdout.  Anything the frameworks print
-goes to stderr instead, so it can never corrupt the protocol.  Arrays travel
-as ``.npz`` files (``allow_pickle=False``) whose paths the messages name.
+Run as ``python -m workers.serve PATH_ID [--partner PATH_ID]
+[--deterministic]`` under the interpreter of the path's framework
+(``workers.launch`` starts it).  With ``--partner`` one process serves two
+paths of one framework, a Keras path and its native path, so that a
+``Paired`` request can alternate timed blocks of both
+(``workers.timing.time_paired``); every other request goes to the first
+path.  The protocol is JSON Lines: one request per line on stdin
+(``workers.messages``), one reply per line on the original stdout.  Anything
+the frameworks print goes to stderr instead, so it can never corrupt the
+protocol.  Arrays travel as ``.npz`` files (``allow_pickle=False``) whose
+paths the messages name.
 
-The first line a worker writes is ``{"status": "ready", "platform": {...}}``,
-or ``{"status": "unavailable", "error": ...}`` if its framework cannot be
+The first line a worker writes is ``{"status": "ready", "platform": {...}}``
+(with ``"partner_platform": {...}`` for a partner; both hold
+``cpu_affinity``, the CPUs the process may run on), or
+``{"status": "unavailable", "error": ...}`` if its framework cannot be
 imported.  Each request then gets ``{"status": "ok", "result": <answer>}`` or
 ``{"status": "error", "error": ..., "traceback": ...}``.
 
@@ -29,13 +36,14 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
 from workers import messages as m
-from workers import numerics, runs, timing
+from workers import numerics, protocol, runs, timing
 from workers.paths import PathInfo, get_path
 from workers.protocol import NativeOnly, Runner
 from zoo.arrays import digest, load_npz, save_npz
@@ -93,15 +101,50 @@ def _native(runner: Runner, task: str) -> NativeOnly:
     return runner
 
 
+@dataclass(frozen=True)
+class Served:
+    """A path and its runner, as one worker serves it."""
+
+    path: PathInfo
+    runner: Runner
+
+
+def _keras_and_native(
+    primary: Served, partner: Served | None, task: str
+) -> tuple[Runner, Runner]:
+    """The Keras runner and the native runner of a paired worker."""
+    if partner is None:
+        raise ValueError(
+            f"task {task!r} needs a worker started with a partner path "
+            f"(python -m workers.serve {primary.path.id} --partner PATH_ID)"
+        )
+    by_api = {s.path.api: s.runner for s in (primary, partner)}
+    if set(by_api) != {"keras", "native"}:
+        raise ValueError(
+            f"task {task!r} needs a Keras path and a native path, not "
+            f"{primary.path.id} and {partner.path.id}"
+        )
+    return by_api["keras"], by_api["native"]
+
+
 class Tasks:
     """One method per request type: the runner's closures, run and answered.
 
     The closures the timing tasks call (``runner.trainer``,
     ``runner.predictor``) are the very ones the equivalence checks exercise
-    through ``evaluate`` and ``session`` on the same runner class."""
+    through ``evaluate`` and ``session`` on the same runner class.
+    ``partner``: the second path a paired worker serves (``paired`` only)."""
 
-    def __init__(self, runner: Runner, spec: ModelSpec, weights: Weights) -> None:
+    def __init__(
+        self,
+        runner: Runner,
+        spec: ModelSpec,
+        weights: Weights,
+        primary: Served | None = None,
+        partner: Served | None = None,
+    ) -> None:
         self.runner, self.spec, self.weights = runner, spec, weights
+        self.primary, self.partner = primary, partner
 
     def evaluate(self, request: m.Evaluate, data: Data) -> m.Answer:
         i = request.batch_index
@@ -177,14 +220,77 @@ class Tasks:
             request.pairs,
         )
 
+    def paired(self, request: m.Paired, data: Data) -> m.Answer:
+        assert self.primary is not None
+        keras, native = _keras_and_native(self.primary, self.partner, request.TASK)
+        spec, weights, xs = self.spec, self.weights, data["x"]
+        keras_run: protocol.Trainer | protocol.Predictor
+        native_run: protocol.Trainer | protocol.Predictor
+        if request.phase == "train":
+            ys = data["y"]
+            keras_run = keras.trainer(spec, weights, xs, ys)
+            native_run = native.trainer(spec, weights, xs, ys)
+        elif request.phase == "infer":
+            keras_run = keras.predictor(spec, weights, xs)
+            native_run = native.predictor(spec, weights, xs)
+        else:
+            raise ValueError(
+                f"unknown phase {request.phase!r}; known phases: train, infer"
+            )
+        answer = timing.time_paired(
+            keras_run,
+            native_run,
+            request.phase,
+            steps=request.steps,
+            batches_per_round=len(xs),
+            window_s=request.window_s,
+            min_blocks=request.min_blocks,
+            max_blocks=request.max_blocks,
+            warmup_runs=request.warmup_runs,
+            seed=request.seed,
+            slowdown=request.slowdown,
+        )
+        # After all timing, never inside it: did either side diverge?
+        if isinstance(keras_run, protocol.Trainer):
+            assert isinstance(native_run, protocol.Trainer)
+            k, n = keras_run.finish(), native_run.finish()
+            return dataclasses.replace(
+                answer,
+                keras_final_loss=k.final_loss,
+                native_final_loss=n.final_loss,
+                keras_nonfinite=k.nonfinite,
+                native_nonfinite=n.nonfinite,
+            )
+        assert isinstance(native_run, protocol.Predictor)
+        return dataclasses.replace(
+            answer,
+            keras_nonfinite=keras_run.nonfinite(),
+            native_nonfinite=native_run.nonfinite(),
+        )
 
-def handle(runner: Runner, request: m.Request, path: PathInfo) -> m.Answer:
-    """Run one request on ``runner``; its typed answer."""
+
+def handle(
+    runner: Runner,
+    request: m.Request,
+    path: PathInfo,
+    partner: Served | None = None,
+) -> m.Answer:
+    """Run one request on ``runner`` (the worker's path, ``path``); its typed
+    answer.  ``partner``: the second path of a paired worker, which only
+    ``Paired`` requests use."""
+    if isinstance(request, m.Paired):
+        primary = Served(path, runner)
+        _keras_and_native(primary, partner, request.TASK)  # refused before loading
+        if request.fault:
+            raise ValueError(
+                "a paired request times both paths on the same weights and takes "
+                "no fault"
+            )
     spec, weights = _model(request, path)
     data = load_npz(request.data)
     verify("data", request.data, data, request.data_digest)
     task: Callable[[Any, Data], m.Answer] = getattr(
-        Tasks(runner, spec, weights), request.TASK
+        Tasks(runner, spec, weights, Served(path, runner), partner), request.TASK
     )
     return task(request, data)
 
@@ -194,31 +300,91 @@ def _send(channel: IO[str], message: dict[str, Any]) -> None:
     channel.flush()
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) not in (1, 2) or argv[1:] not in ([], ["--deterministic"]):
-        print(
-            "usage: python -m workers.serve PATH_ID [--deterministic]", file=sys.stderr
+USAGE = "usage: python -m workers.serve PATH_ID [--partner PATH_ID] [--deterministic]"
+
+
+def _arguments(argv: list[str]) -> tuple[str, str | None, bool] | None:
+    """``(path_id, partner_id, deterministic)`` from the command line, or
+    ``None`` when it does not follow ``USAGE``."""
+    if not argv or argv[0].startswith("-"):
+        return None
+    path_id, rest = argv[0], argv[1:]
+    partner, deterministic = None, False
+    while rest:
+        if rest[0] == "--deterministic" and not deterministic:
+            deterministic, rest = True, rest[1:]
+        elif rest[0] == "--partner" and partner is None and len(rest) > 1:
+            partner, rest = rest[1], rest[2:]
+        else:
+            return None
+    return path_id, partner, deterministic
+
+
+def load_runners(
+    path: PathInfo, partner: PathInfo | None
+) -> tuple[Runner, Runner | None]:
+    """The runners of a worker's path and of its partner (``None``: none).
+    The Keras runner is loaded first: it refuses to start once anything has
+    imported Keras before it could choose the backend."""
+    if partner is None:
+        return load_runner(path), None
+    if partner.framework != path.framework or partner.id == path.id:
+        raise ValueError(
+            f"a worker's partner must be another path of its framework "
+            f"({path.framework}), not {partner.id}"
         )
+    if partner.api == "keras":
+        partner_runner = load_runner(partner)
+        return load_runner(path), partner_runner
+    runner = load_runner(path)
+    return runner, load_runner(partner)
+
+
+def cpu_affinity() -> list[int]:
+    """The CPUs this process may run on, sorted (all of them where the
+    platform cannot say)."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def main(argv: list[str]) -> int:
+    arguments = _arguments(argv)
+    if arguments is None:
+        print(USAGE, file=sys.stderr)
         return 2
-    path_id, deterministic = argv[0], argv[1:] == ["--deterministic"]
+    path_id, partner_id, deterministic = arguments
     # Keep the real stdout for the protocol; send fd 1 (library prints) to stderr.
     channel = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     try:
         path = get_path(path_id)
+        partner_path = None if partner_id is None else get_path(partner_id)
         pinned = numerics.pin_environment(path.framework, deterministic)
-        runner = load_runner(path)
+        runner, partner_runner = load_runners(path, partner_path)
         pinned.update(numerics.pin_framework(path.framework, deterministic))
-        platform = {**runner.describe(), "numerics": pinned}
+        affinity = cpu_affinity()
+        platform = {**runner.describe(), "numerics": pinned, "cpu_affinity": affinity}
+        hello: dict[str, Any] = {"status": "ready", "platform": platform}
+        partner = None
+        if partner_path is not None and partner_runner is not None:
+            partner = Served(partner_path, partner_runner)
+            hello["partner_platform"] = {
+                **partner_runner.describe(),
+                "numerics": pinned,
+                "cpu_affinity": affinity,
+            }
     except Exception as exc:  # any import or start-up failure ends this worker
         _send(
             channel, {"status": "unavailable", "error": f"{type(exc).__name__}: {exc}"}
         )
         return 1
-    _send(channel, {"status": "ready", "platform": platform})
+    _send(channel, hello)
     for line in sys.stdin:
         try:
-            answer = handle(runner, m.decode_request(json.loads(line)), path)
+            answer = handle(
+                runner, m.decode_request(json.loads(line)), path, partner=partner
+            )
         except Exception as exc:
             _send(
                 channel,

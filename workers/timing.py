@@ -9,6 +9,9 @@ Counts: a *run* is ``steps`` training steps timed as one region; one process
 times ``runs`` of them after ``warmup_runs`` untimed ones.  Fresh processes
 (*repeats*) are the orchestrator's business.
 
+``time_paired`` alternates blocks of a Keras path and its native path in one
+process, which goes first drawn at random for every block.
+
 Framework-free except the self-check's reference timers, which import their
 framework lazily.
 """
@@ -17,10 +20,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 import time
 from collections.abc import Callable, Sequence
 
-from workers.messages import InferAnswer, SelfcheckAnswer, TrainAnswer
+from workers.messages import (
+    InferAnswer,
+    PairedAnswer,
+    SelfcheckAnswer,
+    TrainAnswer,
+)
 
 
 def time_training(
@@ -209,4 +218,161 @@ def time_against_reference(
         reference_s=reference,
         reference_timer=TIMERS[framework],
         timer_overhead_s=timer_overhead_s(),
+    )
+
+
+# --- paired blocks: a Keras path and its native path in one process -------------
+
+
+PHASES = ("train", "infer")
+
+
+def _check_paired(
+    phase: str,
+    *,
+    steps: int,
+    batches_per_round: int,
+    window_s: float,
+    min_blocks: int,
+    max_blocks: int,
+    warmup_runs: int,
+    slowdown: float,
+) -> None:
+    """ValueError in one sentence for settings ``time_paired`` cannot honour."""
+    if phase not in PHASES:
+        raise ValueError(f"unknown phase {phase!r}; known phases: {', '.join(PHASES)}")
+    if steps < 1 or batches_per_round < 1:
+        raise ValueError(
+            f"a block needs at least one step and one batch, got steps={steps} "
+            f"and batches_per_round={batches_per_round}"
+        )
+    if not 1 <= min_blocks <= max_blocks:
+        raise ValueError(
+            f"blocks must satisfy 1 <= min_blocks <= max_blocks, got "
+            f"min_blocks={min_blocks} and max_blocks={max_blocks}"
+        )
+    if warmup_runs < 0 or not window_s >= 0:
+        raise ValueError(
+            f"warmup_runs and window_s must not be negative, got {warmup_runs} "
+            f"and {window_s}"
+        )
+    if not (math.isfinite(slowdown) and slowdown >= 1.0):
+        raise ValueError(f"slowdown must be a finite factor >= 1, got {slowdown}")
+
+
+def _order(rng: random.Random) -> tuple[str, str]:
+    """Which side goes first, drawn at random."""
+    return ("keras", "native") if rng.random() < 0.5 else ("native", "keras")
+
+
+def _timed(block: Callable[[], object], stretch: float = 1.0) -> float:
+    """Seconds ``block`` takes (it finishes its work before returning), and
+    with ``stretch`` above 1 that many times as long: a busy wait after the
+    work, inside the same timed region."""
+    start = time.perf_counter()
+    block()
+    if stretch > 1.0:
+        until = start + stretch * (time.perf_counter() - start)
+        while time.perf_counter() < until:
+            pass
+    return time.perf_counter() - start
+
+
+def time_paired(
+    keras_run: Callable[..., object],
+    native_run: Callable[..., object],
+    phase: str,
+    *,
+    steps: int,
+    batches_per_round: int,
+    window_s: float,
+    min_blocks: int,
+    max_blocks: int,
+    warmup_runs: int,
+    seed: int,
+    slowdown: float = 1.0,
+) -> PairedAnswer:
+    """Keras and native blocks of one model and phase, alternated in one
+    process (``workers.messages.Paired``).
+
+    ``keras_run``/``native_run``: the runners' ``Trainer`` (``run(n)``:
+    ``n`` steps, finished on return) for ``phase`` ``train``, their
+    ``Predictor`` (``run()``: one round over ``batches_per_round`` resident
+    batches, finished on return) for ``infer``.  A block is ``run(steps)``,
+    or ``steps`` calls of ``run()``; its time is reported per step, or per
+    mini-batch (block seconds / (``steps`` * ``batches_per_round``)).
+
+    First each side's first step (``run(1)``) or first round alone, timed, in
+    an order drawn at random; then ``warmup_runs`` untimed blocks of each;
+    then blocks of both sides, which goes first drawn anew for every block
+    (``random.Random(seed)``, so a seed gives the same orders), until at least
+    ``min_blocks`` blocks of each side are done and the blocks have taken
+    ``window_s`` seconds together, or ``max_blocks`` are done.  ``slowdown``
+    above 1 stretches every timed native block (not the first step) by that
+    factor with a busy wait inside its timed region."""
+    _check_paired(
+        phase,
+        steps=steps,
+        batches_per_round=batches_per_round,
+        window_s=window_s,
+        min_blocks=min_blocks,
+        max_blocks=max_blocks,
+        warmup_runs=warmup_runs,
+        slowdown=slowdown,
+    )
+    rng = random.Random(seed)
+    if phase == "train":
+
+        def block_of(run: Callable[..., object]) -> Callable[[], object]:
+            return lambda: run(steps)
+
+        def first_of(run: Callable[..., object]) -> Callable[[], object]:
+            return lambda: run(1)
+
+        per_block = steps
+    else:
+
+        def block_of(run: Callable[..., object]) -> Callable[[], object]:
+            def rounds() -> None:
+                for _ in range(steps):
+                    run()
+
+            return rounds
+
+        def first_of(run: Callable[..., object]) -> Callable[[], object]:
+            return run
+
+        per_block = steps * batches_per_round
+
+    runs = {"keras": keras_run, "native": native_run}
+    first: dict[str, float] = {}
+    for side in _order(rng):
+        first[side] = _timed(first_of(runs[side]))
+    blocks = {side: block_of(run) for side, run in runs.items()}
+    for _ in range(warmup_runs):
+        for side in _order(rng):
+            blocks[side]()
+    keras_block, native_block = blocks["keras"], blocks["native"]
+    keras_s: list[float] = []
+    native_s: list[float] = []
+    order: list[bool] = []
+    total = 0.0
+    while len(order) < max_blocks and (len(order) < min_blocks or total < window_s):
+        keras_first = _order(rng)[0] == "keras"
+        if keras_first:
+            k = _timed(keras_block)
+            n = _timed(native_block, slowdown)
+        else:
+            n = _timed(native_block, slowdown)
+            k = _timed(keras_block)
+        keras_s.append(k / per_block)
+        native_s.append(n / per_block)
+        order.append(keras_first)
+        total += k + n
+    return PairedAnswer(
+        keras_first_s=first["keras"],
+        native_first_s=first["native"],
+        keras_s=keras_s,
+        native_s=native_s,
+        keras_first=order,
     )

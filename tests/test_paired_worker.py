@@ -1,0 +1,373 @@
+"""Paired measurement: one worker holds a Keras path and its native path and
+alternates timed blocks of both (``workers.timing.time_paired``,
+``workers.messages.Paired``, ``Worker(..., partner=...)``).
+
+The timing loop is checked with fake closures of known cost; the workers
+with fake interpreters and, per framework that imports here, with one real
+paired worker on ffn and tiny data.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import stat
+import statistics
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import cast
+
+import pytest
+
+from workers import messages as m
+from workers.launch import Worker
+from workers.paths import get_path
+from workers.protocol import Runner
+from workers.serve import _arguments, handle
+from workers.timing import time_paired
+from zoo.arrays import save_npz
+from zoo.data import make_batches
+from zoo.specs import get_spec
+from zoo.weights import make_weights
+
+
+def _busy(seconds: float) -> None:
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
+
+
+class FakeTrainer:
+    """``run(n)``: ``n`` steps of ``step_s`` each (a busy wait), logged."""
+
+    def __init__(self, name: str, log: list[tuple[str, int]], step_s: float) -> None:
+        self.name, self.log, self.step_s = name, log, step_s
+
+    def __call__(self, n: int) -> None:
+        self.log.append((self.name, n))
+        _busy(n * self.step_s)
+
+
+class FakePredictor:
+    """``run()``: one round of ``round_s`` (a busy wait), logged."""
+
+    def __init__(self, name: str, log: list[str], round_s: float) -> None:
+        self.name, self.log, self.round_s = name, log, round_s
+
+    def __call__(self) -> None:
+        self.log.append(self.name)
+        _busy(self.round_s)
+
+
+def _train(
+    step_s: float = 0.0, **settings: float
+) -> tuple[m.PairedAnswer, list[tuple[str, int]]]:
+    log: list[tuple[str, int]] = []
+    options = {
+        "steps": 2,
+        "batches_per_round": 1,
+        "window_s": 0.0,
+        "min_blocks": 3,
+        "max_blocks": 200,
+        "warmup_runs": 1,
+        "seed": 0,
+        "slowdown": 1.0,
+        **settings,
+    }
+    answer = time_paired(
+        FakeTrainer("keras", log, step_s),
+        FakeTrainer("native", log, step_s),
+        "train",
+        steps=int(options["steps"]),
+        batches_per_round=int(options["batches_per_round"]),
+        window_s=options["window_s"],
+        min_blocks=int(options["min_blocks"]),
+        max_blocks=int(options["max_blocks"]),
+        warmup_runs=int(options["warmup_runs"]),
+        seed=int(options["seed"]),
+        slowdown=options["slowdown"],
+    )
+    return answer, log
+
+
+# --- the timing loop ---------------------------------------------------------------
+
+
+def test_first_steps_warmup_then_blocks_in_the_order_reported() -> None:
+    answer, log = _train(steps=2, min_blocks=5, warmup_runs=2)
+    # each side's first step alone, then two untimed blocks of each
+    assert sorted(log[:2]) == [("keras", 1), ("native", 1)]
+    assert sorted(log[2:6]) == [("keras", 2)] * 2 + [("native", 2)] * 2
+    timed = log[6:]
+    assert len(timed) == 2 * 5
+    assert all(n == 2 for _, n in timed)
+    for i, keras_first in enumerate(answer.keras_first):
+        pair = [name for name, _ in timed[2 * i : 2 * i + 2]]
+        assert pair == (["keras", "native"] if keras_first else ["native", "keras"])
+    assert len(answer.keras_s) == len(answer.native_s) == 5
+    assert answer.keras_first_s >= 0
+    assert answer.native_first_s >= 0
+
+
+def test_block_counts_obey_min_max_and_window() -> None:
+    assert len(_train(window_s=0.0, min_blocks=3)[0].keras_s) == 3
+    assert len(_train(window_s=60.0, min_blocks=2, max_blocks=4)[0].keras_s) == 4
+    steps, window = 1, 0.02
+    answer, _ = _train(step_s=0.001, steps=steps, window_s=window, min_blocks=1)
+    totals = [
+        (k + n) * steps for k, n in zip(answer.keras_s, answer.native_s, strict=True)
+    ]
+    # blocks were added until the window was reached, and not one more
+    assert sum(totals) >= window > sum(totals[:-1])
+    assert 3 <= len(totals) <= 12
+
+
+def test_both_orders_occur_and_a_seed_gives_the_same_orders() -> None:
+    settings = {"min_blocks": 200, "max_blocks": 200}
+    orders = _train(seed=7, **settings)[0].keras_first
+    assert 60 < sum(orders) < 140  # both orders, about evenly
+    assert _train(seed=7, **settings)[0].keras_first == orders
+    assert _train(seed=8, **settings)[0].keras_first != orders
+
+
+@pytest.mark.parametrize(
+    ("slowdown", "low", "high"), [(1.10, 1.05, 1.2), (1.0, 0.9, 1.05)]
+)
+def test_a_slowdown_stretches_the_native_blocks(
+    slowdown: float, low: float, high: float
+) -> None:
+    answer, _ = _train(
+        step_s=0.002, steps=1, min_blocks=25, max_blocks=25, slowdown=slowdown
+    )
+    ratio = statistics.median(answer.native_s) / statistics.median(answer.keras_s)
+    assert low < ratio < high
+
+
+def test_inference_is_timed_per_mini_batch() -> None:
+    log: list[str] = []
+    round_s, steps, batches = 0.004, 3, 4
+    answer = time_paired(
+        FakePredictor("keras", log, round_s),
+        FakePredictor("native", log, round_s),
+        "infer",
+        steps=steps,
+        batches_per_round=batches,
+        window_s=0.0,
+        min_blocks=3,
+        max_blocks=3,
+        warmup_runs=1,
+        seed=0,
+    )
+    # one first round each, one warm-up block of `steps` rounds each, 3 blocks
+    assert log.count("keras") == log.count("native") == 1 + steps + 3 * steps
+    assert answer.keras_first_s >= round_s  # a whole round, not per batch
+    per_batch = round_s / batches
+    for t in answer.keras_s + answer.native_s:
+        assert per_batch <= t < 1.5 * per_batch
+
+
+@pytest.mark.parametrize(
+    ("settings", "words"),
+    [
+        ({"phase": "predict"}, "unknown phase"),
+        ({"steps": 0}, "at least one step"),
+        ({"min_blocks": 5, "max_blocks": 2}, "min_blocks <= max_blocks"),
+        ({"slowdown": 0.5}, "slowdown"),
+        ({"warmup_runs": -1}, "must not be negative"),
+    ],
+)
+def test_settings_it_cannot_honour_are_refused(
+    settings: dict[str, float | str], words: str
+) -> None:
+    options: dict[str, float | str] = {
+        "phase": "train",
+        "steps": 1,
+        "min_blocks": 1,
+        "max_blocks": 2,
+        "slowdown": 1.0,
+        "warmup_runs": 0,
+        **settings,
+    }
+    log: list[tuple[str, int]] = []
+    with pytest.raises(ValueError, match=words):
+        time_paired(
+            FakeTrainer("keras", log, 0.0),
+            FakeTrainer("native", log, 0.0),
+            str(options["phase"]),
+            steps=int(options["steps"]),
+            batches_per_round=1,
+            window_s=0.0,
+            min_blocks=int(options["min_blocks"]),
+            max_blocks=int(options["max_blocks"]),
+            warmup_runs=int(options["warmup_runs"]),
+            seed=0,
+            slowdown=float(options["slowdown"]),
+        )
+    assert log == []
+
+
+# --- the worker, without a framework ---------------------------------------------
+
+
+def test_a_paired_request_survives_the_wire() -> None:
+    request = m.Paired(
+        model="ffn", weights="w", data="d", phase="infer", steps=2, window_s=0.5
+    )
+    assert m.decode_request(m.encode(request)) == request
+    answer = m.PairedAnswer(
+        keras_first_s=1.0,
+        native_first_s=0.5,
+        keras_s=[0.25],
+        native_s=[0.125],
+        keras_first=[True],
+        keras_final_loss=2.5,
+    )
+    assert m.decode_answer(request, m.encode(answer)) == answer
+
+
+def test_the_command_line_takes_a_partner() -> None:
+    assert _arguments(["keras-torch"]) == ("keras-torch", None, False)
+    assert _arguments(["keras-torch", "--partner", "native-torch"]) == (
+        "keras-torch",
+        "native-torch",
+        False,
+    )
+    assert _arguments(
+        ["keras-torch", "--deterministic", "--partner", "native-torch"]
+    ) == ("keras-torch", "native-torch", True)
+    for bad in ([], ["--partner", "x"], ["keras-torch", "--partner"], ["a", "b"]):
+        assert _arguments(bad) is None
+
+
+def test_a_paired_request_needs_a_partner() -> None:
+    request = m.Paired(
+        model="ffn", weights="w", data="d", phase="train", steps=1, window_s=0
+    )
+    runner = cast(Runner, object())
+    with pytest.raises(ValueError, match="needs a worker started with a partner") as e:
+        handle(runner, request, get_path("keras-torch"))
+    assert str(e.value).count(". ") == 0
+
+
+def test_a_partner_of_another_framework_is_refused() -> None:
+    with pytest.raises(ValueError, match="another path of its framework") as e:
+        Worker("keras-torch", partner="native-jax")
+    assert str(e.value).count(". ") == 0
+    with pytest.raises(ValueError, match="another path"):
+        Worker("keras-torch", partner="keras-torch")
+
+
+def _fake_python(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "python"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux only")
+def test_cpus_pin_the_worker_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The fake worker says which CPUs it may run on, and with what arguments.
+    hello = (
+        'echo "{\\"status\\": \\"ready\\", \\"platform\\": {\\"cpus\\": '
+        '\\"$(grep Cpus_allowed_list /proc/$$/status | cut -f2)\\", '
+        '\\"argv\\": \\"$*\\"}}"; cat > /dev/null'
+    )
+    monkeypatch.setenv("HARNESS_PYTHON_TORCH", _fake_python(tmp_path, hello))
+    with Worker("keras-torch", partner="native-torch", cpus=(0,)) as worker:
+        assert worker.failure is None, worker.failure
+        assert worker.platform["cpus"] == "0"
+        assert worker.platform["argv"].endswith("keras-torch --partner native-torch")
+    with Worker("native-torch", cpus=(10**6,)) as worker:  # no such CPU
+        assert worker.failure is not None
+        assert worker.failure.status == "unavailable"
+    with pytest.raises(ValueError, match="non-empty"):
+        Worker("native-torch", cpus=())
+
+
+# --- real paired workers -----------------------------------------------------------
+
+PAIRS = {
+    # the native path first for one of them: the Keras runner still loads first
+    "jax": ("keras-jax", "native-jax"),
+    "tensorflow": ("native-tensorflow", "keras-tensorflow"),
+    "torch": ("keras-torch", "native-torch"),
+}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("paired")
+    spec = get_spec("ffn")
+    x, y = make_batches(spec, 1, 8, 3)
+    save_npz(root / "weights.npz", make_weights(spec, 0))
+    save_npz(root / "data.npz", {"x": x, "y": y})
+    return {"weights": str(root / "weights.npz"), "data": str(root / "data.npz")}
+
+
+@pytest.fixture(scope="module", params=list(PAIRS))
+def paired(request: pytest.FixtureRequest) -> Iterator[tuple[str, Worker]]:
+    framework = request.param
+    for module in (framework, "keras"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed")
+    primary, partner = PAIRS[framework]
+    # torch's worker is pinned to one CPU; the others run where they may
+    cpus = (0,) if framework == "torch" else None
+    with Worker(primary, start_timeout=120, partner=partner, cpus=cpus) as worker:
+        if worker.failure is not None and worker.failure.status == "unavailable":
+            pytest.skip(f"{framework} does not start here: {worker.failure.error}")
+        assert worker.failure is None, worker.failure
+        yield framework, worker
+
+
+def test_a_paired_worker_describes_both_paths_and_its_cpus(
+    paired: tuple[str, Worker],
+) -> None:
+    framework, worker = paired
+    assert worker.partner_platform
+    expected = [0] if framework == "torch" else sorted(os.sched_getaffinity(0))
+    assert worker.platform["cpu_affinity"] == expected
+    assert worker.partner_platform["cpu_affinity"] == expected
+    keras_side = (
+        worker.platform if worker.path.api == "keras" else worker.partner_platform
+    )
+    assert keras_side["keras_backend"] == framework
+
+
+@pytest.mark.parametrize("phase", ["train", "infer"])
+def test_a_paired_request_times_both_sides(
+    paired: tuple[str, Worker], files: dict[str, str], phase: str
+) -> None:
+    _, worker = paired
+    request = m.Paired(
+        model="ffn",
+        weights=files["weights"],
+        data=files["data"],
+        phase=phase,
+        steps=2,
+        window_s=0.05,
+        min_blocks=3,
+    )
+    reply = worker.call(request, timeout=120)
+    assert reply.ok, (reply.error, reply.traceback)
+    answer = reply.answer
+    assert isinstance(answer, m.PairedAnswer)
+    assert len(answer.keras_s) == len(answer.native_s) == len(answer.keras_first)
+    assert len(answer.keras_s) >= 3
+    assert all(t > 0 for t in [*answer.keras_s, *answer.native_s])
+    assert answer.keras_first_s > 0
+    assert answer.native_first_s > 0
+    assert answer.keras_nonfinite is None
+    assert answer.native_nonfinite is None
+    if phase == "train":
+        assert answer.keras_final_loss is not None
+        assert answer.native_final_loss is not None
+        assert math.isfinite(answer.keras_final_loss)
+        assert math.isfinite(answer.native_final_loss)
+    else:
+        assert answer.keras_final_loss is None
+        assert answer.native_final_loss is None
