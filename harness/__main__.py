@@ -42,6 +42,14 @@ def _parser() -> argparse.ArgumentParser:
         help="time paths without a passing equivalence verdict too (their "
         "records and report rows are marked unverified)",
     )
+    run_p.add_argument(
+        "--inject-slowdown",
+        action="append",
+        default=[],
+        metavar="PATH:FACTOR",
+        help="make a native path's paired blocks slower by FACTOR (e.g. "
+        "native-torch:1.05), to check that report --compare catches a known change",
+    )
     floors_p = commands.add_parser(
         "floors", help="time each native path against its framework's idiomatic step"
     )
@@ -190,6 +198,7 @@ def _run(
             results_dir=args.results,
             allow_unverified=args.allow_unverified,
             resume=args.resume,
+            slowdown=_slowdowns(args.inject_slowdown),
         )
     except RunStoppedError as stop:
         print(f"{'' if stop.exit_code == 130 else 'error: '}{stop}", file=sys.stderr)
@@ -199,6 +208,24 @@ def _run(
     print(f"records written to {out}")
     print(line)
     return 0 if set(counts) <= {"ok"} else 1
+
+
+def _slowdowns(given: list[str]) -> dict[str, float]:
+    """``--inject-slowdown native-torch:1.05`` -> ``{"native-torch": 1.05}``."""
+    out = {}
+    for item in given:
+        path, _, factor = item.partition(":")
+        try:
+            value = float(factor)
+        except ValueError:
+            value = float("nan")
+        if path not in PATHS or PATHS[path].api != "native" or not 1 <= value <= 10:
+            raise ValueError(
+                f"--inject-slowdown wants NATIVE_PATH:FACTOR with a factor from 1 "
+                f"to 10, got {item[:80]!r}"
+            )
+        out[path] = value
+    return out
 
 
 def _resume_hint(args: argparse.Namespace, out: Path) -> str:

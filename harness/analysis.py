@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from harness import stats
+from harness import paired, stats
+from harness.pairing import standings
 from harness.records import Record, final, pooling_conflict
 from workers.paths import PATHS
 
@@ -205,6 +206,7 @@ def _cell_row(cell: Cell) -> dict[str, Any]:
     row["check"] = (
         "above peak: missing sync?" if peak is not None and peak > 1.0 else None
     )
+    row["busy"] = "contended" if any(_busy(r) for r in cell.records) else None
     row["equivalence"] = cell.equivalence
     row["mark"] = "unverified" if cell.unverified else None
     return row
@@ -219,7 +221,13 @@ def overhead_rows(recs: Iterable[Record]) -> list[dict[str, Any]]:
     """Per model, framework, phase and batch size: Keras and native medians and
     their ratio with a bootstrap 95% CI; None where either side has no time.
     Frameworks without a Keras backend have no row."""
+    recs = list(recs)
     by_key = cells(recs)
+    paired = {
+        (c.model, c.framework, c.phase, c.batch_size): found
+        for c, standing in standings(recs).items()
+        if (found := standing.estimate()) is not None
+    }
     keys = sorted(
         {
             (
@@ -241,9 +249,16 @@ def overhead_rows(recs: Iterable[Record]) -> list[dict[str, Any]]:
         ks = keras.summary if keras else None
         ns = native.summary if native else None
         ratio = low = high = None
-        if keras and native and ks and ns and ns.median > 0:
+        found = paired.get((model, framework, phase, batch))
+        if found is not None:
+            ratio, low, high = found.ratio, found.low, found.high
+        elif keras and native and ks and ns and ns.median > 0:
             ratio = ks.median / ns.median
             low, high = stats.ratio_ci(keras.samples, native.samples)
+        records_of = [
+            *(keras.records if keras else ()),
+            *(native.records if native else ()),
+        ]
         rows.append(
             {
                 "model": model,
@@ -255,6 +270,18 @@ def overhead_rows(recs: Iterable[Record]) -> list[dict[str, Any]]:
                 "overhead": _round(ratio, 3),
                 "overhead_ci_low": _round(low, 3),
                 "overhead_ci_high": _round(high, 3),
+                "half_width": (
+                    f"{(high - low) / 2 / ratio:.1%}"
+                    if ratio and low is not None and high is not None
+                    else None
+                ),
+                "pairs": (
+                    f"{found.processes}x{found.blocks // max(found.processes, 1)}"
+                    if found is not None
+                    else "unpaired"
+                ),
+                "stopped": _stopped(records_of) if found is not None else None,
+                "busy": ("contended" if any(_busy(r) for r in records_of) else None),
                 "keras_equivalence": keras.equivalence if keras else None,
                 "native_equivalence": native.equivalence if native else None,
                 "mark": (
@@ -265,6 +292,18 @@ def overhead_rows(recs: Iterable[Record]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _busy(record: Record) -> bool:
+    """Measured while other processes took CPU time (``workers.resources``)."""
+    return record.status == "ok" and record.summary.get("contended") is True
+
+
+def _stopped(recs: list[Record]) -> str | None:
+    """Why a pair cell's adaptive repeats ended, from its last record that
+    says (``harness.pairing``)."""
+    reasons = [r.summary.get("stopped") for r in recs if r.summary.get("stopped")]
+    return str(reasons[-1]) if reasons else "unfinished"
 
 
 def compare_rows(old: Iterable[Record], new: Iterable[Record]) -> list[dict[str, Any]]:
@@ -302,6 +341,72 @@ def compare_rows(old: Iterable[Record], new: Iterable[Record]) -> list[dict[str,
             "size); compare runs of the same models, paths and batch sizes"
         )
     return rows
+
+
+PAIRED_ALPHA = 0.01  # a paired ratio's change is flagged below this p-value
+# Below this many processes a side, the bootstrap p-value misses the variation
+# between processes and is far too small (harness.paired.compare): no verdict.
+PAIRED_MIN_PROCESSES = 3
+
+
+def compare_pair_rows(
+    old: Iterable[Record], new: Iterable[Record]
+) -> list[dict[str, Any]]:
+    """Per Keras/native pair measured in both record lists: old and new
+    overhead ratio, the change of the ratio with its 95% CI, and the p-value
+    of a hierarchical bootstrap (``harness.paired.compare``)."""
+    old_pairs, new_pairs = standings(list(old)), standings(list(new))
+    rows = []
+    for cell, new_standing in new_pairs.items():
+        old_standing = old_pairs.get(cell)
+        if old_standing is None:
+            continue
+        before, after = old_standing.estimate(), new_standing.estimate()
+        if before is None or after is None:
+            continue
+        c = paired.compare(old_standing.processes, new_standing.processes)
+        verdict = "same"
+        if min(before.processes, after.processes) < PAIRED_MIN_PROCESSES:
+            verdict = "too few processes"
+        elif c.p < PAIRED_ALPHA:
+            verdict = "higher" if c.change > 0 else "lower"
+        rows.append(
+            {
+                "model": cell.model,
+                "framework": cell.framework,
+                "phase": cell.phase,
+                "batch_size": cell.batch_size,
+                "old_overhead": round(before.ratio, 3),
+                "new_overhead": round(after.ratio, 3),
+                "change_pct": round(c.change * 100, 1),
+                "change_ci_low_pct": round(c.low * 100, 1),
+                "change_ci_high_pct": round(c.high * 100, 1),
+                "p_value": float(f"{c.p:.3g}"),
+                "verdict": verdict,
+            }
+        )
+    return rows
+
+
+def busy_cells(recs: Iterable[Record]) -> int:
+    """How many cells have a repeat measured while the machine was busy."""
+    return sum(1 for c in cells(recs).values() if any(_busy(r) for r in c.records))
+
+
+def run_to_run(runs: list[list[Record]]) -> float | None:
+    """The median run-to-run variation of the paired overhead ratios over
+    ``runs`` of one machine, in time order (``harness.paired.run_to_run``)."""
+    ratios = []
+    for recs in runs:
+        found = {}
+        for cell, standing in standings(recs).items():
+            estimate = standing.estimate()
+            if estimate is not None:
+                found[
+                    f"{cell.model} {cell.framework} {cell.phase} {cell.batch_size}"
+                ] = estimate.ratio
+        ratios.append(found)
+    return paired.run_to_run(ratios)
 
 
 def throughput(

@@ -169,6 +169,38 @@ class Settings(_Schema):
     latency: bool = Field(
         False, description="also sample per-batch inference latencies"
     )
+    pair_window_s: float = Field(
+        1.0,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="paired cells: seconds of alternating Keras and native "
+        "blocks per process (at least pair_min_blocks blocks)",
+    )
+    pair_min_blocks: int = Field(
+        5, ge=1, le=1000, description="paired cells: fewest blocks per process"
+    )
+    ratio_target: float = Field(
+        0.05,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description="paired cells: more processes until the overhead ratio's 95% "
+        "CI half-width is at most this share of the ratio ...",
+    )
+    cell_budget_s: float = Field(
+        60.0,
+        gt=0,
+        le=86_400,
+        allow_inf_nan=False,
+        description="... or the cell's processes have taken this many seconds",
+    )
+    max_repeats: int = Field(
+        10,
+        ge=1,
+        le=1000,
+        description="... or this many processes measured it (repeats is the least)",
+    )
 
 
 def _replacements_schema(_source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
@@ -223,6 +255,20 @@ class Profile(_Schema):
         allow_inf_nan=False,
         description="seconds for one cell, worker start-up excluded",
     )
+    paired: bool = Field(
+        True,
+        description="time Keras on a backend and the native path of that "
+        "framework in one worker, alternating blocks (the overhead ratio comes "
+        "from the pairs); false: every path in its own workers",
+    )
+    pin_cpus: (
+        Annotated[
+            tuple[Annotated[int, Field(ge=0, le=4095)], ...],
+            Field(min_length=1, max_length=4096),
+            _DistinctList(),
+        ]
+        | None
+    ) = Field(None, description="pin every worker to these CPU numbers; unset: none")
     threads: Annotated[
         dict[ThreadPool, ThreadCount],
         AfterValidator(lambda given: AUTO_THREADS | given),

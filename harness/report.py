@@ -30,8 +30,17 @@ from typing import Any
 from tabulate import tabulate
 
 from harness import stats
-from harness.analysis import cell_rows, compare_rows, overhead_rows
+from harness.analysis import (
+    PAIRED_ALPHA,
+    busy_cells,
+    cell_rows,
+    compare_pair_rows,
+    compare_rows,
+    overhead_rows,
+    run_to_run,
+)
 from harness.records import Record, scan
+from workers.resources import CONTENDED_CORES, CONTENDED_STEAL
 
 FORMATS = ("table", "markdown", "csv", "json")
 
@@ -145,15 +154,49 @@ def render_report(records_path: Path, recs: list[Record], fmt: str, table: str) 
                     fmt,
                 ),
                 _section(
-                    "Keras over native (overhead = keras_ms / native_ms, "
-                    "bootstrap 95% CI)",
+                    "Keras over native (overhead: paired cells, the Hodges-Lehmann "
+                    "estimate of the block pairs' Keras/native ratio with a "
+                    "bootstrap 95% CI over processes and blocks; unpaired ones, "
+                    "keras_ms / native_ms)",
                     render(overhead_rows(recs), fmt),
                     fmt,
                 ),
+                "\n".join(_machine_notes(records_path, recs)),
             ]
         )
     rows = cell_rows(recs) if table == "cells" else overhead_rows(recs)
     return render(rows, fmt)
+
+
+def _machine_notes(records_path: Path, recs: list[Record]) -> list[str]:
+    """Whether the machine was busy, and how much the ratios of earlier runs
+    of the same machine in the same folder moved from run to run."""
+    notes = []
+    busy = busy_cells(recs)
+    if busy:
+        notes.append(
+            f"BUSY MACHINE: {busy} cells were measured while other processes took "
+            f"more than {CONTENDED_CORES} cores (or the hypervisor stole more than "
+            f"{CONTENDED_STEAL:.0%}); their times and ratios are suspect (column "
+            "busy), measure again on a quiet machine or pin the workers "
+            "(pin_cpus in the blueprint)"
+        )
+    host = next((r.platform.get("hostname") for r in recs), None)
+    runs = []
+    for path in sorted(records_path.parent.glob("run-*.jsonl")):
+        try:
+            found = scan(path).records
+        except ValueError:
+            continue
+        if found and found[0].platform.get("hostname") == host:
+            runs.append(found)
+    variation = run_to_run(runs)
+    if variation is not None:
+        notes.append(
+            f"machine {host}: median run-to-run variation of the paired overhead "
+            f"ratios over {len(runs)} runs in {records_path.parent}: {variation:.1%}"
+        )
+    return notes
 
 
 def _compare_notes(rows: list[dict[str, Any]]) -> list[str]:
@@ -180,18 +223,33 @@ def compare_report(old_path: Path, new_path: Path, fmt: str) -> str:
     two files without a common timed cell."""
     old, new = load(old_path), load(new_path)
     rows = compare_rows(old, new)
+    pairs = compare_pair_rows(old, new)
     if fmt in ("csv", "json"):
-        return render(rows, fmt)
+        return render(pairs or rows, fmt)
     notes = _compare_notes(rows)
+    if pairs:
+        flagged = sum(1 for r in pairs if r["verdict"] in ("higher", "lower"))
+        notes.append(
+            f"paired ratios: {flagged} of {len(pairs)} changed at p < "
+            f"{PAIRED_ALPHA} (hierarchical bootstrap over processes and blocks)"
+        )
     bullet = "- " if fmt == "markdown" else ""
-    return "\n\n".join(
-        [
-            f"old: {old_path}\nnew: {new_path}",
+    sections = [f"old: {old_path}\nnew: {new_path}"]
+    if pairs:
+        sections.append(
             _section(
-                "change per cell (ms per step or mini-batch; change = new / old - 1)",
-                render(rows, fmt),
+                "change of the paired Keras/native overhead ratios (change = new "
+                "/ old - 1, 95% CI, p-value)",
+                render(pairs, fmt),
                 fmt,
-            ),
-            "\n".join(bullet + n for n in notes),
-        ]
-    )
+            )
+        )
+    sections += [
+        _section(
+            "change per cell (ms per step or mini-batch; change = new / old - 1)",
+            render(rows, fmt),
+            fmt,
+        ),
+        "\n".join(bullet + n for n in notes),
+    ]
+    return "\n\n".join(sections)

@@ -39,20 +39,22 @@ import statistics
 import sys
 import tempfile
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import records
+from harness import pairing, records
 from harness.flops import step_flops
 from harness.gate import checked_batches, checked_weights, verify
 from harness.peak import measure_matmul_peak
 from harness.profiles import Profile, Settings
 from workers.launch import Worker, thread_environment
-from workers.messages import Infer, Train, encode
+from workers.messages import Infer, Paired, PairedAnswer, Train, encode
 from workers.paths import get_path
+from workers.resources import contended
 from zoo.specs import get_spec
 
 WEIGHTS_SEED = 0
@@ -60,7 +62,15 @@ DATA_SEED = 1  # the floors benchmark's; runs take the profile's seed
 
 
 LATENCY_SAMPLES = 10
-RESOURCE_KEYS = ("cpu_util", "peak_rss_mb", "peak_gpu_mb")  # workers.resources
+# workers.resources: the worker's own use, and the machine's other work
+RESOURCE_KEYS = (
+    "cpu_util",
+    "peak_rss_mb",
+    "peak_gpu_mb",
+    "wall_s",
+    "others_cpu",
+    "steal_frac",
+)
 
 
 def summarize(
@@ -82,8 +92,14 @@ def summarize(
             / values["batches_per_round"],
         }
         summary |= {k: v for k, v in values.items() if k.startswith("latency_p")}
-    summary |= {k: v for k, v in resources.items() if k in RESOURCE_KEYS}
-    return summary
+    return summary | resource_summary(resources)
+
+
+def resource_summary(resources: dict[str, Any]) -> dict[str, Any]:
+    """The worker's resource use and whether the machine was busy meanwhile
+    (``workers.resources.contended``)."""
+    found = {k: v for k, v in resources.items() if k in RESOURCE_KEYS}
+    return found | {"contended": contended(resources)}
 
 
 def _request(
@@ -202,8 +218,13 @@ def run(
     results_dir: Path,
     allow_unverified: bool = False,
     resume: Path | None = None,
+    slowdown: dict[str, float] | None = None,
 ) -> Path:
     """Measure every cell ``repeats`` times; returns the records file.
+
+    ``slowdown``: native path -> factor, a deliberate slowdown of that path's
+    paired blocks (``--inject-slowdown``), to check that ``report --compare``
+    sees a known change.
 
     Raises :class:`RunStoppedError` on Ctrl-C or when a record cannot be written."""
     _writable_folder(results_dir)
@@ -219,6 +240,7 @@ def run(
             phases=phases,
             results_dir=results_dir,
             allow_unverified=allow_unverified,
+            slowdown=slowdown or {},
         )
     except KeyboardInterrupt:
         raise RunStoppedError("interrupted", out, 130) from None
@@ -237,6 +259,7 @@ def _run(
     phases: list[str],
     results_dir: Path,
     allow_unverified: bool,
+    slowdown: dict[str, float],
 ) -> Path:
     host = records.host_platform()
     threads = thread_environment(profile.threads)
@@ -254,51 +277,156 @@ def _run(
     host["matmul_peak"] = measure_matmul_peak()
     host["matmul_peak_flops"] = host["matmul_peak"]["flops_per_s"]
     cells = plan(profile, models, paths, phases)
+    timeable = {
+        (c.model, c.path)
+        for c in cells
+        if allow_unverified or verdicts[c.model][c.path] in ("pass", "unavailable")
+    }
+    pairs, singles = _split(cells, pairing.paired_frameworks(profile, paths), timeable)
+    standing = pairing.standings(records.read(out)) if done else {}
     repeats = max(profile.settings(m).repeats for m in models)
-    todo = [
-        (r, c)
-        for r in range(repeats)
-        for c in _rotated(cells, paths, r)
-        if r < profile.settings(c.model).repeats and (c, r) not in done
-    ]
     if done:
         print(
             f"resuming {out}: {sum(done.values())} cell repeats done", file=sys.stderr
         )
     print(
-        f"run {run_id}: {len(cells)} cells x up to {repeats} repeats "
-        f"({len(todo)} to measure), profile {profile.name}, records in {out}",
+        f"run {run_id}: {len(cells)} cells ({len(pairs)} Keras/native pairs) x "
+        f"{repeats} repeats or more, profile {profile.name}, records in {out}",
         file=sys.stderr,
     )
-    context = _Context(profile, run_id, out, results_dir / "cache", host, threads)
-    start = time.perf_counter()
-    worker: Worker | None = None  # the one process alive: this path, this repeat
-    serving: tuple[str, int] | None = None
+    context = _Context(
+        profile, run_id, out, results_dir / "cache", host, threads, dict(slowdown)
+    )
+    workers = _Workers(profile, threads["env"])
+    progress = _Progress()
     try:
-        for i, (repeat, cell) in enumerate(todo, start=1):
-            label = f"{_progress(i, len(todo), start)} r{repeat + 1} {_name(cell)}"
-            verdict = verdicts[cell.model][cell.path]
-            if not (allow_unverified or verdict in ("pass", "unavailable")):
-                record = context.held_back(cell, repeat, verdict)
+        rounds = max(
+            max(profile.settings(m).repeats, profile.settings(m).max_repeats)
+            for m in models
+        )
+        for repeat in range(rounds):
+            units: list[Cell | pairing.PairCell] = [
+                c
+                for c in _rotated(singles, paths, repeat)
+                if repeat < profile.settings(c.model).repeats
+                and (c, repeat) not in done
+            ]
+            units += [
+                pc
+                for pc in pairs
+                if repeat not in standing.setdefault(pc, pairing.Standing()).repeats
+                and _wanted(standing[pc], repeat, profile, pc.model)
+            ]
+            if not units and repeat >= repeats:
+                break
+            progress.add(len(units))
+            for unit in units:
+                label = f"{progress.next()} r{repeat + 1} "
+                if isinstance(unit, pairing.PairCell):
+                    label += unit.name()
+                    print(f"{label} ...", file=sys.stderr, flush=True)
+                    worker = workers.get(unit.keras, repeat, partner=unit.native)
+                    line = context.measure_pair(
+                        worker, unit, repeat, verdicts, standing[unit]
+                    )
+                    print(f"{label}: {line}", file=sys.stderr, flush=True)
+                    continue
+                label += _name(unit)
+                verdict = verdicts[unit.model][unit.path]
+                if (unit.model, unit.path) not in timeable:
+                    record = context.held_back(unit, repeat, verdict)
+                    print(f"{label}: {_describe(record)}", file=sys.stderr, flush=True)
+                    continue
+                print(f"{label} ...", file=sys.stderr, flush=True)
+                worker = workers.get(unit.path, repeat)
+                record = context.measure(worker, unit, repeat, verdict)
                 print(f"{label}: {_describe(record)}", file=sys.stderr, flush=True)
-                continue
-            print(f"{label} ...", file=sys.stderr, flush=True)
-            key = (cell.path, repeat)
-            if (
-                worker is None
-                or key != serving
-                or profile.fresh_worker_per_cell
-                or _gone(worker)
-            ):
-                if worker is not None:
-                    worker.close(kill=True)  # before the next one measures
-                worker, serving = Worker(cell.path, env=threads["env"]), key
-            record = context.measure(worker, cell, repeat, verdict)
-            print(f"{label}: {_describe(record)}", file=sys.stderr, flush=True)
     finally:
-        if worker is not None:
-            worker.close(kill=True)
+        workers.close()
     return out
+
+
+def _split(
+    cells: list[Cell], frameworks: list[str], timeable: set[tuple[str, str]]
+) -> tuple[list[pairing.PairCell], list[Cell]]:
+    """The pair cells (both sides timeable, framework paired) and the cells
+    measured on their own (everything else, held-back ones included)."""
+    pairs: dict[pairing.PairCell, None] = {}
+    singles = []
+    for c in cells:
+        framework = get_path(c.path).framework
+        pc = pairing.PairCell(c.model, framework, c.phase, c.batch_size)
+        if (
+            framework in frameworks
+            and {
+                (c.model, pc.keras),
+                (c.model, pc.native),
+            }
+            <= timeable
+        ):
+            pairs[pc] = None
+        else:
+            singles.append(c)
+    return list(pairs), singles
+
+
+def _wanted(
+    standing: pairing.Standing, repeat: int, profile: Profile, model: str
+) -> bool:
+    """Whether a pair cell gets a process in round ``repeat``: always within
+    its ``repeats``, after that while ``pairing.stop_reason`` finds none."""
+    if repeat < profile.settings(model).repeats:
+        return True
+    return (
+        pairing.stop_reason(standing, len(standing.repeats), profile, model)[0] is None
+    )
+
+
+@dataclass
+class _Workers:
+    """The one worker process alive: a path's (or a Keras/native pair's) for
+    one repeat, replaced for the next path, repeat or cell as the profile
+    says, and after a crash."""
+
+    profile: Profile
+    env: dict[str, str]
+    worker: Worker | None = None
+    serving: tuple[str, int] | None = None
+
+    def get(self, path: str, repeat: int, partner: str | None = None) -> Worker:
+        key = (f"{path}+{partner}", repeat)
+        if (
+            self.worker is None
+            or key != self.serving
+            or self.profile.fresh_worker_per_cell
+            or _gone(self.worker)
+        ):
+            self.close()  # before the next one measures
+            self.worker = Worker(
+                path, env=self.env, partner=partner, cpus=self.profile.pin_cpus
+            )
+            self.serving = key
+        return self.worker
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close(kill=True)
+            self.worker = None
+
+
+class _Progress:
+    """``[i/total 40% ####------ 3m10s elapsed, ~4m left]``; the total grows
+    when adaptive rounds add processes."""
+
+    def __init__(self) -> None:
+        self.total, self.i, self.start = 0, 0, time.perf_counter()
+
+    def add(self, units: int) -> None:
+        self.total += units
+
+    def next(self) -> str:
+        self.i += 1
+        return _progress(self.i, self.total, self.start)
 
 
 def _gone(worker: Worker) -> bool:
@@ -358,6 +486,7 @@ class _Context:
     cache: Path
     host: dict[str, Any]
     threads: dict[str, Any]
+    slowdown: dict[str, float] = field(default_factory=dict)
     checked: dict[tuple[Any, ...], tuple[Path, str]] = field(default_factory=dict)
 
     def _record(self, cell: Cell, repeat: int, **fields: Any) -> records.Record:
@@ -431,6 +560,114 @@ class _Context:
             platform={**self.host, **worker.platform},
             error=error,
         )
+
+    def measure_pair(
+        self,
+        worker: Worker,
+        cell: pairing.PairCell,
+        repeat: int,
+        verdicts: dict[str, dict[str, str]],
+        standing: pairing.Standing,
+    ) -> str:
+        """One process' paired blocks of ``cell``: two records, one per path,
+        and ``standing`` brought up to date; returns the progress line."""
+        spec = get_spec(cell.model)
+        settings = self.profile.settings(cell.model)
+        count = (
+            settings.train_steps if cell.phase == "train" else settings.infer_batches
+        )
+        weights = self._checked(checked_weights, spec, WEIGHTS_SEED)
+        data = self._checked(
+            checked_batches, spec, self.profile.seed, cell.batch_size, count
+        )
+        train = cell.phase == "train"
+        request = Paired(
+            model=cell.model,
+            weights=str(weights[0]),
+            weights_digest=weights[1],
+            data=str(data[0]),
+            data_digest=data[1],
+            phase=cell.phase,
+            steps=settings.train_steps if train else 1,
+            window_s=settings.pair_window_s,
+            min_blocks=settings.pair_min_blocks,
+            warmup_runs=max(
+                1, settings.warmup_runs if train else settings.warmup_rounds
+            ),
+            seed=zlib.crc32(f"{self.profile.seed} {repeat} {cell.name()}".encode()),
+            slowdown=self.slowdown.get(cell.native, 1.0),
+        )
+        reply = worker.call(request, self.profile.timeout_s)
+        answer = reply.answer if isinstance(reply.answer, PairedAnswer) else None
+        settings_used = {
+            k: v
+            for k, v in encode(request).items()
+            if k not in ("weights", "data", "task")
+        }
+        shared = resource_summary(reply.resources)
+        values = pairing.sides(answer, cell) if answer else {}
+        statuses = {}
+        for api in ("keras", "native"):
+            status, error = reply.status, reply.error
+            nonfinite = getattr(answer, f"{api}_nonfinite", None)
+            if answer and nonfinite:
+                status, error = "diverged", f"not finite: {nonfinite}"
+            statuses[api] = (status, error)
+        both_ok = all(status == "ok" for status, _ in statuses.values())
+        reason, found = None, None
+        if both_ok and answer:
+            standing.add(repeat, answer.keras_s, answer.native_s)
+            standing.spent_s += float(reply.resources.get("wall_s", 0.0))
+            reason, found = pairing.stop_reason(
+                standing, len(standing.repeats), self.profile, cell.model
+            )
+        ratio = {}
+        if found is not None:
+            ratio = {
+                "ratio": found.ratio,
+                "ratio_low": found.low,
+                "ratio_high": found.high,
+                "ratio_half_width": found.half_width,
+                "ratio_processes": found.processes,
+                "stopped": reason,
+            }
+        flops = step_flops(spec, cell.phase, cell.batch_size)
+        for api, path in (("keras", cell.keras), ("native", cell.native)):
+            status, error = statuses[api]
+            summary = {}
+            if status == "ok":
+                side = pairing.summary(cell.phase, values[api])
+                summary = {"flops": flops, **side, **shared, **ratio}
+            platform = worker.platform if api == "keras" else worker.partner_platform
+            self._record(
+                Cell(cell.model, path, cell.phase, cell.batch_size),
+                repeat,
+                status=status,
+                equivalence=verdicts[cell.model][path],
+                verified=verdicts[cell.model][path] == "pass",
+                values=values.get(api, {}),
+                summary=summary,
+                settings=settings_used,
+                platform={**self.host, **platform},
+                error=error,
+            )
+        if not both_ok:
+            keras_status, keras_error = statuses["keras"]
+            native_status, native_error = statuses["native"]
+            return (
+                f"{keras_status.upper()}/{native_status.upper()}: "
+                f"{keras_error or native_error}"
+            )
+        line = f"{len(answer.keras_s) if answer else 0} block pairs"
+        if found is not None:
+            line += (
+                f", overhead {found.ratio:.3f} (95% CI {found.low:.3f}-"
+                f"{found.high:.3f}, +-{found.half_width:.1%} over "
+                f"{found.processes} processes)"
+            )
+        if shared["contended"]:
+            line += f", MACHINE BUSY ({shared.get('others_cpu', 0):.2f} cores taken)"
+        return line + (f"; stopped: {reason}" if reason else "")
 
     def _checked(
         self, check: Callable[..., tuple[Path, str]], *args: Any

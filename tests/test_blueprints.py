@@ -27,7 +27,14 @@ BEFORE = {
     "smoke": Profile(
         name="smoke",
         settings=Settings(
-            train_steps=2, repeats=1, infer_batches=2, window_s=0.5, warmup_rounds=1
+            train_steps=2,
+            repeats=1,
+            infer_batches=2,
+            window_s=0.5,
+            warmup_rounds=1,
+            pair_window_s=0.3,
+            pair_min_blocks=3,
+            max_repeats=1,
         ),
         per_model={"vgg16": {"batch_size": 8}, "lstm": {"batch_size": 32}},
         fresh_worker_per_cell=False,
@@ -35,7 +42,15 @@ BEFORE = {
     "default": Profile(
         name="default",
         settings=Settings(
-            train_steps=3, repeats=3, infer_batches=4, window_s=0.3, warmup_rounds=1
+            train_steps=3,
+            repeats=3,
+            infer_batches=4,
+            window_s=0.3,
+            warmup_rounds=1,
+            pair_window_s=1.0,
+            ratio_target=0.05,
+            cell_budget_s=40.0,
+            max_repeats=8,
         ),
         per_model={
             "ffn": {
@@ -53,7 +68,14 @@ BEFORE = {
                 "warmup_runs": 1,
                 "latency": True,
             },
-            "vgg16": {"batch_size": 16, "train_steps": 2, "infer_batches": 1},
+            "vgg16": {
+                "batch_size": 16,
+                "train_steps": 2,
+                "infer_batches": 1,
+                "repeats": 2,
+                "max_repeats": 2,
+                "pair_min_blocks": 3,
+            },
             "lstm": {"batch_size": 64, "train_steps": 2, "infer_batches": 2},
         },
         fresh_worker_per_cell=False,
@@ -159,7 +181,8 @@ def test_unknown_key() -> None:
         "default.toml: settings.train_step is not a known key (did you mean "
         "train_steps?); known keys: train_steps, repeats, infer_batches, "
         "window_s, warmup_rounds, warmup_runs, batch_size, infer_batch_sizes, "
-        "latency"
+        "latency, pair_window_s, pair_min_blocks, ratio_target, cell_budget_s, "
+        "max_repeats"
     )
 
 
@@ -175,7 +198,8 @@ def test_setting_outside_its_table() -> None:
     assert message == (
         "default.toml: repeats is not a known key (settings belong in the "
         "[settings] table); known keys: description, models, paths, phases, "
-        "seed, data, fresh_worker_per_cell, timeout_s, threads, settings, per_model"
+        "seed, data, fresh_worker_per_cell, timeout_s, paired, pin_cpus, threads, "
+        "settings, per_model"
     )
 
 
@@ -331,7 +355,8 @@ def test_a_100_deep_table_is_refused() -> None:
     assert _error(MINIMAL + f"[per_model.vgg16.{keys}]\n") == (
         "default.toml: per_model.vgg16.k0 is not a known key; known keys: "
         "train_steps, repeats, infer_batches, window_s, warmup_rounds, "
-        "warmup_runs, batch_size, infer_batch_sizes, latency"
+        "warmup_runs, batch_size, infer_batch_sizes, latency, pair_window_s, "
+        "pair_min_blocks, ratio_target, cell_budget_s, max_repeats"
     )
 
 
