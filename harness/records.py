@@ -349,13 +349,21 @@ POOLED_KEYS = (
 )
 
 
+# Settings that differ between the processes of one cell by design: the seed
+# of a paired process' block order (``workers.messages.Paired.seed``).
+PER_PROCESS_SETTINGS = ("seed",)
+
+
 def environment(record: Record) -> dict[str, Any]:
     """The parts of a record's environment that ``POOLED_KEYS`` names, and its
     settings (steps, window...), as ``platform.<key>`` / ``settings``."""
     found = {
         f"platform.{k}": record.platform[k] for k in POOLED_KEYS if k in record.platform
     }
-    return found | {"settings": record.settings}
+    settings = {
+        k: v for k, v in record.settings.items() if k not in PER_PROCESS_SETTINGS
+    }
+    return found | {"settings": settings}
 
 
 def pooling_conflict(recs: Iterable[Record]) -> str | None:
