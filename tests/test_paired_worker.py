@@ -10,10 +10,13 @@ paired worker on ffn and tiny data.
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import os
 import stat
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +25,7 @@ from typing import cast
 import pytest
 
 from workers import messages as m
-from workers.launch import Worker
+from workers.launch import Worker, _pinned
 from workers.paths import get_path
 from workers.protocol import Runner
 from workers.serve import _arguments, handle
@@ -267,23 +270,28 @@ def _fake_python(tmp_path: Path, body: str) -> str:
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux only")
-def test_cpus_pin_the_worker_before_it_starts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The fake worker says which CPUs it may run on, and with what arguments.
-    hello = (
-        'echo "{\\"status\\": \\"ready\\", \\"platform\\": {\\"cpus\\": '
-        '\\"$(grep Cpus_allowed_list /proc/$$/status | cut -f2)\\", '
-        '\\"argv\\": \\"$*\\"}}"; cat > /dev/null'
+def test_cpus_pin_the_worker_before_it_starts() -> None:
+    """The interpreter is started on a small program that pins its process and
+    execs the real command line: what that command sees is the pinning."""
+    show = "import os; print(sorted(os.sched_getaffinity(0)))"
+    done = subprocess.run(
+        [sys.executable, *_pinned((0,)), "-c", show],
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    monkeypatch.setenv("HARNESS_PYTHON_TORCH", _fake_python(tmp_path, hello))
-    with Worker("keras-torch", partner="native-torch", cpus=(0,)) as worker:
-        assert worker.failure is None, worker.failure
-        assert worker.platform["cpus"] == "0"
-        assert worker.platform["argv"].endswith("keras-torch --partner native-torch")
-    with Worker("native-torch", cpus=(10**6,)) as worker:  # no such CPU
-        assert worker.failure is not None
-        assert worker.failure.status == "unavailable"
+    assert done.stdout.strip() == "[0]"
+    failed = subprocess.run(
+        [sys.executable, *_pinned((10**6,)), "-c", show],  # no such CPU
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert failed.returncode == 1
+    message = json.loads(failed.stdout)
+    assert message["status"] == "unavailable"  # what a worker says at start-up
+    assert "cannot pin the worker to CPUs 1000000" in message["error"]
+    assert _pinned(None) == []
     with pytest.raises(ValueError, match="non-empty"):
         Worker("native-torch", cpus=())
 

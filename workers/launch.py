@@ -28,7 +28,6 @@ import selectors
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -209,6 +208,7 @@ class Worker:
             self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
                 [
                     self.python,
+                    *_pinned(self.cpus),
                     "-m",
                     "workers.serve",
                     path_id,
@@ -220,9 +220,6 @@ class Worker:
                 stderr=self._stderr,
                 env=child_env,
                 cwd=PROJECT_ROOT,
-                # The child only makes one system call before exec, taking no
-                # lock another thread of this process could hold.
-                preexec_fn=None if self.cpus is None else _pin(self.cpus),  # noqa: PLW1509
             )
         except (OSError, subprocess.SubprocessError) as exc:
             # SubprocessError: the pinning failed in the child (CPUs offline
@@ -408,14 +405,27 @@ def _check_cpus(cpus: tuple[int, ...] | None) -> tuple[int, ...] | None:
     return tuple(sorted(set(cpus)))
 
 
-def _pin(cpus: tuple[int, ...]) -> Callable[[], None]:
-    """What the child runs before exec: pin itself (and so every thread it
-    will start) to ``cpus``."""
+# Pins its own process to the CPUs in argv[1], then execs the interpreter on
+# the rest of argv, so every thread the worker starts inherits the pinning.
+# A small program in the child instead of a preexec_fn: forking a parent that
+# has threads (a test process with JAX loaded) with a preexec_fn is unsafe.
+_PIN_AND_EXEC = (
+    "import json, os, sys\n"
+    "try:\n"
+    "    os.sched_setaffinity(0, [int(c) for c in sys.argv[1].split(',')])\n"
+    "except (OSError, ValueError) as exc:\n"
+    "    print(json.dumps({'status': 'unavailable', 'error': "
+    "f'cannot pin the worker to CPUs {sys.argv[1]}: {exc}'}), flush=True)\n"
+    "    sys.exit(1)\n"
+    "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])\n"
+)
 
-    def pin() -> None:
-        os.sched_setaffinity(0, cpus)
 
-    return pin
+def _pinned(cpus: tuple[int, ...] | None) -> list[str]:
+    """The interpreter arguments that pin the worker to ``cpus`` first."""
+    if cpus is None:
+        return []
+    return ["-c", _PIN_AND_EXEC, ",".join(str(c) for c in cpus)]
 
 
 def thread_environment(threads: dict[str, Any]) -> dict[str, Any]:

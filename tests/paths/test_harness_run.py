@@ -39,7 +39,14 @@ def test_smoke_run_records_every_cell_behind_the_gate(tmp_path: Path) -> None:
             assert (r.equivalence, r.verified) == ("pass", True), r.path
     by_path = {(r.path, r.phase): r for r in recs}
     train = by_path["native-torch", "train"]
-    assert len(train.values["step_s"]) == 1  # one timed run per process
+    # Keras and native torch shared one process: its paired blocks, at least
+    # the smoke profile's pair_min_blocks, one sample each.
+    assert train.values["partner"] == "keras-torch"
+    assert len(train.values["step_s"]) >= 3
+    assert len(by_path["keras-torch", "train"].values["step_s"]) == len(
+        train.values["step_s"]
+    )
+    assert by_path["native-mxnet", "train"].values.get("partner") is None
     assert train.repeat == 0
     assert train.summary["flops"] > 0
     assert train.summary["cpu_util"] > 0
