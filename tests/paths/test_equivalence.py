@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -236,3 +237,27 @@ def test_workers_pin_their_numerics_and_report_them(checker: Checker) -> None:
             assert pinned["op_determinism"] is True
         elif framework == "jax":
             assert pinned["jax_default_matmul_precision"] == "highest"
+
+
+def test_the_known_mxnet_allowance_lets_nothing_else_through() -> None:
+    from types import SimpleNamespace as Fake
+
+    def report(quantity: str, error: float, a: str, b: str, model: str = "lstm") -> Any:
+        failure = Fake(quantity=quantity, error=error)
+        return Fake(
+            case=Fake(model=model),
+            outcomes={"x": Fake(ok=True)},
+            pairs=[Fake(a=a, b=b, failures=[failure])],
+            trajectory_pairs=[],
+        )
+
+    known = report("grad:logits/bias", 7.7e-4, "keras-jax", "native-mxnet")
+    assert _only_the_known_mxnet_bias_gradient(known)
+    for wrong in [
+        report("grad:logits/kernel", 7.7e-4, "keras-jax", "native-mxnet"),
+        report("grad:logits/bias", 2e-3, "keras-jax", "native-mxnet"),
+        report("grad:logits/bias", 7.7e-4, "keras-jax", "native-torch"),
+        report("grad:logits/bias", 7.7e-4, "native-mxnet", "native-mxnet-hybrid"),
+        report("grad:logits/bias", 7.7e-4, "keras-jax", "native-mxnet", "ffn"),
+    ]:
+        assert not _only_the_known_mxnet_bias_gradient(wrong)
