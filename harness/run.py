@@ -12,7 +12,11 @@ sweep the profile's ``infer_batch_sizes``.  Every cell is measured
 one new worker per path, which measures all of that path's cells and is ended
 before the next path's worker starts (one worker alive at a time), and the
 order of the paths rotates from one repeat to the next, so slow drift
-on a shared machine (thermal, other jobs) is spread over all paths alike.  In
+on a shared machine (thermal, other jobs) is spread over all paths alike.
+Keras on a backend and the native path of that framework share one worker
+per repeat instead and alternate timed blocks (``harness.pairing``); their
+cells get more repeats, one round at a time, until the overhead ratio is
+known to ``ratio_target``.  In
 each process the first step (compilation, tracing, allocation) and the
 warm-up are timed apart from the steady state.  Thread settings are set
 explicitly for every worker (``workers.launch.thread_environment``) and
