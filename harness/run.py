@@ -38,6 +38,7 @@ crashed or timed out is replaced before the next cell.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import sys
@@ -102,7 +103,13 @@ def summarize(
 def resource_summary(resources: dict[str, Any]) -> dict[str, Any]:
     """The worker's resource use and whether the machine was busy meanwhile
     (``workers.resources.contended``)."""
-    found = {k: v for k, v in resources.items() if k in RESOURCE_KEYS}
+    # A value that is not finite (a worker gone before its CPU time was read)
+    # is left out: the records reader refuses times that are not numbers.
+    found = {
+        k: v
+        for k, v in resources.items()
+        if k in RESOURCE_KEYS and isinstance(v, int | float) and math.isfinite(v)
+    }
     return found | {"contended": contended(resources)}
 
 

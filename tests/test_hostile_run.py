@@ -593,3 +593,12 @@ def test_plots_into_a_file_is_one_sentence(
     a_file.write_text("")
     assert main(["report", str(out), "--plots", str(a_file)]) == 2
     assert _one_error(capsys) == f"error: --plots {a_file} is a file; give a folder\n"
+
+
+def test_resources_that_are_not_numbers_never_cost_a_record() -> None:
+    from harness.run import resource_summary
+
+    summary = resource_summary(
+        {"cpu_util": float("nan"), "peak_rss_mb": 12.0, "others_cpu": float("nan")}
+    )
+    assert summary == {"peak_rss_mb": 12.0, "contended": False}
