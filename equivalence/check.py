@@ -1,11 +1,18 @@
-"""Run every path on the same canonical weights and batches, then compare all pairs.
+"""Run every path on the same canonical weights and batches, judge each against
+a float64 reference, and compare all pairs as a diagnostic.
 
 A case is one forward and backward pass on the first mini-batch and, when
 ``steps`` is set, a training trajectory of that many optimizer steps on the
-same mini-batches.  A path that disagrees with the majority (or fails) is then
-localized against an agreeing path: the first layer where the two part ways
-(``equivalence.localize``).  ``accuracy`` trains on real digits and compares
-the test accuracy every path reaches.
+same mini-batches.  Every path's every quantity is judged against a float64
+run of the same case, allowing a multiple of the error a correct float32
+computation makes (``equivalence.reference``); so a verdict never depends on
+which other paths were chosen.  A path that fails is localized against the
+float64 reference: the first layer where the two part ways
+(``equivalence.localize``).  The pairwise table (every pair of paths, fixed
+tolerances, ``equivalence.compare``) is kept for reading, not for verdicts.
+With ``repeat``, each path evaluates the case twice in its process and the
+report says whether the bits were identical.  ``accuracy`` trains on real
+digits and compares the test accuracy every path reaches.
 
 Framework-free: the paths run in workers (``workers.launch``), one process per
 path kept open across models and cases, so Hypothesis can draw many cases
@@ -24,12 +31,22 @@ from pathlib import Path
 import numpy as np
 
 from equivalence.compare import (
+    TOLERANCES,
     PairResult,
     compare,
     compare_trajectory,
-    path_verdicts,
+    quantity_error,
 )
 from equivalence.localize import Localization, localize
+from equivalence.reference import (
+    BASELINE,
+    REFERENCE,
+    REFERENCE_ENV,
+    REFERENCE_PATH,
+    judge,
+    needed_multiple,
+    per_step,
+)
 from workers.launch import Reply, Worker
 from workers.messages import (
     Accuracy,
@@ -39,11 +56,14 @@ from workers.messages import (
     Evaluate,
     Trajectory,
 )
+from workers.paths import OPTIONAL_FRAMEWORKS, PATHS
 from zoo.arrays import load_npz, save_npz
 from zoo.data import make_batches
 from zoo.digits import digit_epochs
 from zoo.specs import get_spec
 from zoo.weights import weights_file
+
+Results = dict[str, dict[str, np.ndarray]]  # arrays per path
 
 
 @dataclass(frozen=True)
@@ -81,23 +101,52 @@ class Case:
         return text
 
 
+def missing_framework(path: str, reply: Reply) -> bool:
+    """Whether ``reply`` says that ``path``'s framework is not installed here
+    (its interpreter cannot start, or cannot import the framework), and the
+    framework is one that may be missing (``OPTIONAL_FRAMEWORKS``: MXNet,
+    which cannot install everywhere).  Any other failure to start, a crash in
+    the project's own code included, is an error, never a pass."""
+    framework = PATHS[path].framework
+    error = reply.error or ""
+    return (
+        reply.status == "unavailable"
+        and framework in OPTIONAL_FRAMEWORKS
+        and (
+            error.startswith("cannot start")
+            or error == f"ModuleNotFoundError: No module named '{framework}'"
+        )
+    )
+
+
 @dataclass
 class ModelReport:
+    """One case: every path's outcome and its judgement against float64
+    (``judgements``, evaluate and trajectory together; ``multiples``: the
+    multiple of the float32 baseline's error each path needed), the pairwise
+    diagnostic, verdicts, localizations and, with ``repeat``, how far a
+    second evaluation in the same process landed from the first (0.0:
+    identical bits)."""
+
     case: Case
     outcomes: dict[str, Reply] = field(default_factory=dict)
     pairs: list[PairResult] = field(default_factory=list)
     trajectory_pairs: list[PairResult] = field(default_factory=list)
+    judgements: dict[str, PairResult] = field(default_factory=dict)
+    multiples: dict[str, float] = field(default_factory=dict)
+    repeat_errors: dict[str, float] = field(default_factory=dict)
     verdicts: dict[str, str] = field(default_factory=dict)
     localizations: dict[str, Localization] = field(default_factory=dict)
+    reference_error: str | None = None
 
     @property
     def ok(self) -> bool:
-        """No pair disagrees and no path failed to produce its arrays."""
-        errored = any(
-            o.status not in ("ok", "unavailable") for o in self.outcomes.values()
+        """The reference ran, every path passed its judgement, and no path
+        failed to produce its arrays (one whose optional framework is not
+        installed here excepted)."""
+        return self.reference_error is None and all(
+            v in ("pass", "unavailable") for v in self.verdicts.values()
         )
-        pairs = [*self.pairs, *self.trajectory_pairs]
-        return not errored and all(p.ok for p in pairs)
 
 
 @dataclass
@@ -115,27 +164,65 @@ class AccuracyReport:
         return max(finals) - min(finals) if finals else 0.0
 
 
-def _merged(pairs: list[PairResult], more: list[PairResult]) -> list[PairResult]:
-    by_pair = {(p.a, p.b): p for p in more}
-    return [
-        PairResult(p.model, p.a, p.b, p.entries + by_pair[(p.a, p.b)].entries)
-        if (p.a, p.b) in by_pair
-        else p
-        for p in pairs
-    ]
+def _merged(result: PairResult, more: PairResult | None) -> PairResult:
+    if more is None:
+        return result
+    return dataclasses.replace(result, entries=result.entries + more.entries)
+
+
+def _repeat_error(first: dict[str, np.ndarray], second: dict[str, np.ndarray]) -> float:
+    """0.0 when two evaluations gave identical bits, else their largest
+    normwise relative difference."""
+    if first.keys() == second.keys() and all(
+        np.array_equal(first[k], second[k]) for k in first
+    ):
+        return 0.0
+    keys = set(first) | set(second)
+    return max(quantity_error(first, second, k) for k in keys)
+
+
+def _contradiction(
+    activations: dict[str, np.ndarray], evaluated: dict[str, np.ndarray]
+) -> str | None:
+    """A sentence when a path's tapped forward pass (op by op) and its
+    evaluated one (as it trains and infers, compiled where it compiles)
+    disagree on the logits: then the layer-by-layer walk cannot see the
+    difference, which lies in code only the evaluated pass runs."""
+    error = quantity_error(activations, evaluated, "logits")
+    if "logits" not in activations or error <= TOLERANCES["logits"]:
+        return None
+    return (
+        f"its tapped forward pass and its evaluated one disagree on the logits "
+        f"(error {error:.1e}): the difference is in code only the evaluated pass "
+        "runs (a compiled graph), which the layer-by-layer walk cannot see"
+    )
 
 
 class Checker:
     """Workers for ``paths``, kept open; ``check(case)`` runs and compares them."""
 
     def __init__(
-        self, paths: list[str], cache_dir: Path | None = None, timeout: float = 900.0
+        self,
+        paths: list[str],
+        cache_dir: Path | None = None,
+        timeout: float = 900.0,
+        *,
+        repeat: bool = False,
     ) -> None:
+        """``repeat``: evaluate every case twice in each path's process and
+        report whether the bits were identical."""
         self._tmp = tempfile.TemporaryDirectory(prefix="equivalence-")
         self.work = Path(self._tmp.name)
         self.cache_dir = cache_dir or self.work
         self.timeout = timeout
+        self.repeat = repeat
         self.workers = {p: Worker(p, deterministic=True) for p in paths}
+        # The float64 reference and the float32 baseline it is set against
+        # (``equivalence.reference``): two more workers, never given a fault.
+        self.references = {
+            REFERENCE: Worker(REFERENCE_PATH, env=REFERENCE_ENV, deterministic=True),
+            BASELINE: Worker(REFERENCE_PATH, deterministic=True),
+        }
 
     def __enter__(self) -> Checker:
         return self
@@ -144,7 +231,7 @@ class Checker:
         self.close()
 
     def close(self) -> None:
-        for w in self.workers.values():
+        for w in [*self.workers.values(), *self.references.values()]:
             w.close()
         self._tmp.cleanup()
 
@@ -154,9 +241,8 @@ class Checker:
         """One request to ``path``'s worker, its reply and the arrays it wrote
         (into a file of this checker's, whatever ``out`` the request names)."""
         out = self.work / f"{path}-{request.TASK}.npz"
-        reply = self.workers[path].call(
-            dataclasses.replace(request, out=str(out)), self.timeout
-        )
+        worker = self.workers[path] if path in self.workers else self.references[path]
+        reply = worker.call(dataclasses.replace(request, out=str(out)), self.timeout)
         written = isinstance(reply.answer, ArraysAnswer) and out.exists()
         return reply, load_npz(out) if written else None
 
@@ -165,7 +251,7 @@ class Checker:
         report: ModelReport,
         request: Evaluate | Trajectory,
         faults: dict[str, str],
-    ) -> dict[str, dict[str, np.ndarray]]:
+    ) -> Results:
         results = {}
         for path in self.workers:
             if path in report.outcomes and not report.outcomes[path].ok:
@@ -178,9 +264,26 @@ class Checker:
                 results[path] = arrays
         return results
 
+    def _reference(
+        self, report: ModelReport, request: Evaluate | Trajectory | Activations
+    ) -> Results:
+        """The float64 reference's and the float32 baseline's arrays for
+        ``request``; on a failure, ``report.reference_error`` says why."""
+        arrays = {}
+        for name in self.references:
+            reply, result = self._call(name, request)
+            if result is None:
+                report.reference_error = (
+                    f"the {name} reference ({REFERENCE_PATH}) failed: {reply.error}"
+                )
+                return {}
+            arrays[name] = result
+        return arrays
+
     def check(self, case: Case, faults: dict[str, str] | None = None) -> ModelReport:
         """Run ``case`` on every path (``faults`` maps a path to a deliberate
-        fault, ``native.faults``, to prove the checks catch it)."""
+        fault, ``native.faults``, to prove the checks catch it) and on the
+        float64 reference, and judge every path against it."""
         faults = faults or {}
         spec = get_spec(case.model)
         weights = weights_file(spec, case.seed, self.cache_dir)
@@ -192,14 +295,21 @@ class Checker:
         )
         data = self.work / "batches.npz"
         save_npz(data, {"x": x * np.float32(case.input_scale), "y": y})
+        report = ModelReport(case)
         evaluate = Evaluate(
             model=case.model, weights=str(weights), data=str(data), out=""
         )
-        report = ModelReport(case)
         evaluated = self._run_all(report, evaluate, faults)
+        if self.repeat:
+            again = self._run_all(report, evaluate, faults)
+            report.repeat_errors = {
+                p: _repeat_error(evaluated[p], again[p]) for p in again
+            }
         for a, b in itertools.combinations(evaluated, 2):
             report.pairs.append(compare(case.model, a, evaluated[a], b, evaluated[b]))
-        trajectories: dict[str, dict[str, np.ndarray]] = {}
+        reference = self._reference(report, evaluate)
+        trajectories: Results = {}
+        trajectory_reference: Results = {}
         if case.steps:
             trajectory = Trajectory(
                 model=case.model, weights=str(weights), data=str(data), out=""
@@ -211,35 +321,81 @@ class Checker:
                         case.model, a, trajectories[a], b, trajectories[b]
                     )
                 )
-        ran = [p for p in self.workers if p in evaluated]
-        report.verdicts = path_verdicts(
-            ran, _merged(report.pairs, report.trajectory_pairs)
+            if reference:
+                trajectory_reference = self._reference(report, trajectory)
+        if report.reference_error is None:
+            self._judge(
+                report, evaluated, reference, trajectories, trajectory_reference
+            )
+        self._verdicts(report, evaluated)
+        self._localize(
+            report,
+            Activations(model=case.model, weights=str(weights), data=str(data), out=""),
+            faults,
+            (evaluated, reference),
+            (trajectories, trajectory_reference),
         )
-        for path, outcome in report.outcomes.items():
-            if outcome.status == "unavailable":
-                report.verdicts[path] = "unavailable"
-            elif not outcome.ok:
-                report.verdicts[path] = "error"
-        activations = Activations(
-            model=case.model, weights=str(weights), data=str(data), out=""
-        )
-        self._localize(report, activations, faults, evaluated, trajectories)
         return report
+
+    @staticmethod
+    def _judge(
+        report: ModelReport,
+        evaluated: Results,
+        reference: Results,
+        trajectories: Results,
+        trajectory_reference: Results,
+    ) -> None:
+        model = report.case.model
+        for path, arrays in evaluated.items():
+            float64, float32 = reference[REFERENCE], reference[BASELINE]
+            result = judge(model, path, arrays, float64, float32)
+            if path in trajectories and trajectory_reference:
+                result = _merged(
+                    result,
+                    judge(
+                        model,
+                        path,
+                        per_step(trajectories[path]),
+                        per_step(trajectory_reference[REFERENCE]),
+                        per_step(trajectory_reference[BASELINE]),
+                    ),
+                )
+            report.judgements[path] = result
+            report.multiples[path] = needed_multiple(result)
+
+    @staticmethod
+    def _verdicts(report: ModelReport, evaluated: Results) -> None:
+        """``pass``/``fail`` from the judgement; ``error`` for a path that
+        failed to run (or to start, unless its optional framework is not
+        installed here: ``unavailable``), and for every path when the
+        reference failed."""
+        for path, outcome in report.outcomes.items():
+            judged = report.judgements.get(path)
+            if missing_framework(path, outcome):
+                report.verdicts[path] = "unavailable"
+            elif not outcome.ok or judged is None:
+                report.verdicts[path] = "error"
+            else:
+                report.verdicts[path] = "pass" if judged.ok else "fail"
 
     def _localize(
         self,
         report: ModelReport,
         request: Activations,
         faults: dict[str, str],
-        evaluated: dict[str, dict[str, np.ndarray]],
-        trajectories: dict[str, dict[str, np.ndarray]],
+        evaluated: tuple[Results, Results],
+        trajectories: tuple[Results, Results],
     ) -> None:
-        """Localize every failing path against the first passing one (or, with
-        no passing path, against the first other path that produced arrays)."""
+        """Localize every failing path against the float64 reference, each
+        layer allowed what ``equivalence.reference`` allows, from the float32
+        baseline's error at that layer."""
         failing = [p for p, v in report.verdicts.items() if v in ("fail", "error")]
-        if not failing:
+        (paths, reference), (paths_trajectory, reference_trajectory) = (
+            evaluated,
+            trajectories,
+        )
+        if not failing or report.reference_error is not None:
             return
-        passing = [p for p, v in report.verdicts.items() if v == "pass"]
         spec = get_spec(report.case.model)
         taps: dict[str, tuple[dict[str, np.ndarray], str | None]] = {}
 
@@ -254,25 +410,27 @@ class Checker:
             return taps[path]
 
         for path in failing:
-            candidates = passing or [p for p in evaluated if p != path]
-            if not candidates:
-                continue
-            reference = candidates[0]
-            (mine, error), (theirs, _) = activations(path), activations(reference)
-            trajectory = None
-            if report.case.steps:
+            if report.verdicts[path] == "error" and path not in paths:
+                continue  # it never ran; its failure says why
+            (mine, error) = activations(path)
+            theirs, base = activations(REFERENCE)[0], activations(BASELINE)[0]
+            trajectory = baseline_trajectory = None
+            if report.case.steps and reference_trajectory:
                 trajectory = (
-                    trajectories.get(path, {}),
-                    trajectories.get(reference, {}),
+                    per_step(paths_trajectory.get(path, {})),
+                    per_step(reference_trajectory[REFERENCE]),
                 )
+                baseline_trajectory = per_step(reference_trajectory[BASELINE])
             report.localizations[path] = localize(
                 spec,
                 path,
-                reference,
+                REFERENCE,
                 activations=(mine, theirs),
-                evaluated=(evaluated.get(path, {}), evaluated[reference]),
+                evaluated=(paths.get(path, {}), reference[REFERENCE]),
                 trajectory=trajectory,
+                baseline=(base, reference[BASELINE], baseline_trajectory),
                 error=error,
+                contradiction=_contradiction(mine, paths.get(path, {})),
             )
 
     def accuracy(self, model: str, epochs: int, seed: int = 0) -> AccuracyReport:

@@ -1,4 +1,6 @@
-"""Pairwise comparison of two paths' outputs against one tolerance table.
+"""Pairwise comparison of two paths' outputs against one tolerance table: the
+diagnostic table of ``python -m equivalence`` and the localization of two
+float32 paths (verdicts come from ``equivalence.reference``).
 
 The error measure is the normwise relative error in float64 of float32 results,
 ``||a - b||_2 / max(||a||_2, ||b||_2)``, so it does not depend on the size of
@@ -163,21 +165,3 @@ def compare_trajectory(
             for name in sorted(names)
         ]
     return PairResult(model, a, b, tuple(entries))
-
-
-def path_verdicts(paths: list[str], pairs: list[PairResult]) -> dict[str, str]:
-    """``pass`` for a path that agrees with a strict majority of the others,
-    ``fail`` otherwise, ``unchecked`` when it had nothing to be compared with.
-
-    One broken path among several then fails alone, while two paths that
-    disagree with nobody to arbitrate both fail.
-    """
-    verdicts = {}
-    for path in paths:
-        mine = [p for p in pairs if path in (p.a, p.b)]
-        if not mine:
-            verdicts[path] = "unchecked"
-            continue
-        agreeing = sum(p.ok for p in mine)
-        verdicts[path] = "pass" if 2 * agreeing > len(mine) else "fail"
-    return verdicts

@@ -19,7 +19,7 @@ the report shows how the difference grows.  Framework-free.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +30,7 @@ from equivalence.compare import (
     quantity_error,
     step_tolerance,
 )
+from equivalence.reference import allowed
 from native.faults import Location
 from zoo.specs import ModelSpec
 
@@ -59,6 +60,8 @@ class Localization:
     first: Location | None
     step: int | None = None  # the training step of an ``update`` divergence
     error: str | None = None  # why the path's forward pass stopped, if it did
+    # set when the path's tapped and evaluated forward passes disagree
+    contradiction: str | None = None
 
 
 def _layer_error(a: Arrays, b: Arrays, keys: list[str]) -> float:
@@ -73,47 +76,102 @@ def _keys(spec: ModelSpec, layer: str, prefix: str) -> list[str]:
     return [prefix + p.name for p in spec.params if p.layer == layer]
 
 
+def _steps(trajectory: Arrays) -> int:
+    """How many training steps a trajectory holds (``step<t>/...`` keys, or
+    a ``loss`` vector)."""
+    steps = {int(k.split("/")[0].removeprefix("step")) for k in trajectory if "/" in k}
+    return max(steps, default=len(trajectory.get("loss", ())))
+
+
+Limit = Callable[[str, list[str], float], float]
+
+
+def fixed_limit(stage: str, keys: list[str], tolerance: float) -> float:
+    """Two float32 paths: the fixed tolerance of ``equivalence.compare``."""
+    return tolerance
+
+
 def layer_errors(
     spec: ModelSpec,
     activations: tuple[Arrays, Arrays],
     evaluated: tuple[Arrays, Arrays],
     trajectory: tuple[Arrays, Arrays] | None = None,
+    limit: Limit = fixed_limit,
 ) -> tuple[list[LayerError], int | None]:
     """Every layer's error in walking order, and the first differing training
-    step whose parameters were compared (``None`` if none differs)."""
+    step whose parameters were compared (``None`` if none differs).
+
+    ``limit(stage, keys, tolerance)`` gives the error allowed for a layer
+    whose arrays are ``keys`` (``fixed_limit``: the fixed tolerance; the
+    checker passes one from the float32 baseline's error instead)."""
     (act_a, act_b), (ev_a, ev_b) = activations, evaluated
     tol = TOLERANCES["logits"]
     errors = [
-        LayerError("forward", name, quantity_error(act_a, act_b, name), tol)
+        LayerError(
+            "forward",
+            name,
+            quantity_error(act_a, act_b, name),
+            limit("forward", [name], tol),
+        )
         for name in spec.tapped_layers()
     ]
-    errors.append(LayerError("loss", "loss", quantity_error(ev_a, ev_b, "loss"), tol))
+    errors.append(
+        LayerError(
+            "loss",
+            "loss",
+            quantity_error(ev_a, ev_b, "loss"),
+            limit("loss", ["loss"], tol),
+        )
+    )
     for layer in reversed(_param_layers(spec)):
         keys = _keys(spec, layer, GRAD_PREFIX)
         errors.append(
             LayerError(
-                "backward", layer, _layer_error(ev_a, ev_b, keys), TOLERANCES["grad"]
+                "backward",
+                layer,
+                _layer_error(ev_a, ev_b, keys),
+                limit("backward", keys, TOLERANCES["grad"]),
             )
         )
     step = None
     if trajectory is not None:
         traj_a, traj_b = trajectory
-        steps = max(len(traj_a.get("loss", ())), len(traj_b.get("loss", ())))
+        steps = max(_steps(traj_a), _steps(traj_b))
         for t in range(1, steps + 1):
-            per_layer = [
-                LayerError(
-                    "update",
-                    layer,
-                    _layer_error(traj_a, traj_b, _keys(spec, layer, f"step{t}/")),
-                    step_tolerance(spec.name, t),
+            per_layer = []
+            for layer in _param_layers(spec):
+                keys = _keys(spec, layer, f"step{t}/")
+                per_layer.append(
+                    LayerError(
+                        "update",
+                        layer,
+                        _layer_error(traj_a, traj_b, keys),
+                        limit("update", keys, step_tolerance(spec.name, t)),
+                    )
                 )
-                for layer in _param_layers(spec)
-            ]
             if not all(e.ok for e in per_layer) or t == steps:
                 errors += per_layer
                 step = t if not all(e.ok for e in per_layer) else None
                 break
     return errors, step
+
+
+def baseline_limit(
+    reference: tuple[Arrays, Arrays, Arrays | None],
+    baseline: tuple[Arrays, Arrays, Arrays | None],
+) -> Limit:
+    """Each layer allowed ``equivalence.reference.allowed`` of the float32
+    baseline's error against the float64 reference at that layer (both as
+    ``(activations, evaluated, trajectory)``)."""
+    stages = {"forward": 0, "loss": 1, "backward": 1, "update": 2}
+
+    def limit(stage: str, keys: list[str], tolerance: float) -> float:
+        ref, base = reference[stages[stage]], baseline[stages[stage]]
+        if ref is None or base is None:
+            return tolerance
+        return allowed(_layer_error(base, ref, keys))
+
+    return limit
 
 
 def localize(
@@ -124,11 +182,21 @@ def localize(
     activations: tuple[Arrays, Arrays],
     evaluated: tuple[Arrays, Arrays],
     trajectory: tuple[Arrays, Arrays] | None = None,
+    baseline: tuple[Arrays, Arrays, Arrays | None] | None = None,
     error: str | None = None,
+    contradiction: str | None = None,
 ) -> Localization:
     """Where ``path`` first differs from ``reference`` (each pair of arrays is
-    ``(path's, reference's)``)."""
-    errors, step = layer_errors(spec, activations, evaluated, trajectory)
+    ``(path's, reference's)``).  ``baseline``: the float32 baseline's
+    activations, evaluation and trajectory when ``reference`` is the float64
+    one, so that every layer is allowed what the judgement allows."""
+    limit: Limit = fixed_limit
+    if baseline is not None:
+        limit = baseline_limit(
+            (activations[1], evaluated[1], trajectory[1] if trajectory else None),
+            baseline,
+        )
+    errors, step = layer_errors(spec, activations, evaluated, trajectory, limit)
     first = next((e for e in errors if not e.ok), None)
     location = Location(first.stage, first.layer) if first else None
     return Localization(
@@ -138,4 +206,5 @@ def localize(
         location,
         step if location and location.stage == "update" else None,
         error,
+        contradiction,
     )

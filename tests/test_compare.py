@@ -9,7 +9,6 @@ from equivalence.compare import (
     TOLERANCES,
     compare,
     compare_trajectory,
-    path_verdicts,
     relative_error,
     step_tolerance,
 )
@@ -66,25 +65,6 @@ def test_a_missing_quantity_fails() -> None:
     a = _arrays(0)
     b = {k: v for k, v in a.items() if k != "loss"}
     assert [e.quantity for e in compare("m", "p", a, "q", b).failures] == ["loss"]
-
-
-def test_majority_verdicts_blame_the_odd_path_out() -> None:
-    good, bad = _arrays(0), _arrays(1)
-    outputs = {"a": good, "b": good, "c": good, "d": bad}
-    pairs = [
-        compare("m", x, outputs[x], y, outputs[y])
-        for i, x in enumerate(outputs)
-        for y in list(outputs)[i + 1 :]
-    ]
-    assert path_verdicts(list(outputs), pairs) == {
-        "a": "pass",
-        "b": "pass",
-        "c": "pass",
-        "d": "fail",
-    }
-    two = [compare("m", "a", good, "d", bad)]
-    assert path_verdicts(["a", "d"], two) == {"a": "fail", "d": "fail"}
-    assert path_verdicts(["a"], []) == {"a": "unchecked"}
 
 
 def _trajectory(seed: int, steps: int = 3) -> dict[str, np.ndarray]:

