@@ -17,7 +17,6 @@ MXNet's engine is asynchronous: ``sync`` waits with ``mx.nd.waitall()``.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -118,8 +117,10 @@ def _sgd(state: TrainState, params: Params, grads: Params) -> None:
 
 def _adam(state: TrainState, params: Params, grads: Params) -> None:
     w = state.workload
-    t = state.step + 1
-    alpha = w.learning_rate * math.sqrt(1 - w.beta_2**t) / (1 - w.beta_1**t)
+    # As Keras computes it: the powers of beta in float32 (0.999 is 0.99900001
+    # there, which moves sqrt(1 - beta_2**t) by 6e-6).
+    t, b1, b2 = np.float32(state.step + 1), np.float32(w.beta_1), np.float32(w.beta_2)
+    alpha = float(np.float32(w.learning_rate) * np.sqrt(1 - b2**t) / (1 - b1**t))
     eps = w.epsilon
     for name, p in params.items():
         g, m, v = grads[name], state.m[name], state.v[name]

@@ -24,7 +24,6 @@ against (``equivalence.reference``).  Nothing else differs.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -122,8 +121,10 @@ def _sgd(state: TrainState, grads: Params) -> None:
 @torch.no_grad()
 def _adam(state: TrainState, grads: Params) -> None:
     w = state.workload
-    t = state.step + 1
-    alpha = w.learning_rate * math.sqrt(1 - w.beta_2**t) / (1 - w.beta_1**t)
+    # As Keras computes it: the powers of beta in the parameters' dtype (in
+    # float32, 0.999 is 0.99900001, which moves sqrt(1 - beta_2**t) by 6e-6).
+    t = torch.tensor(state.step + 1, dtype=DTYPE)
+    alpha = (w.learning_rate * (1 - w.beta_2**t).sqrt() / (1 - w.beta_1**t)).item()
     eps = w.epsilon
     for name, p in state.params.items():
         g, m, v = grads[name], state.m[name], state.v[name]
