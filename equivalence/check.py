@@ -40,6 +40,7 @@ from equivalence.compare import (
 from equivalence.localize import Localization, localize
 from equivalence.reference import (
     BASELINE,
+    BASELINE_ENV,
     REFERENCE,
     REFERENCE_ENV,
     REFERENCE_PATH,
@@ -124,9 +125,9 @@ class ModelReport:
     """One case: every path's outcome and its judgement against float64
     (``judgements``, evaluate and trajectory together; ``multiples``: the
     multiple of the float32 baseline's error each path needed), the pairwise
-    diagnostic, verdicts, localizations and, with ``repeat``, how far a
-    second evaluation in the same process landed from the first (0.0:
-    identical bits)."""
+    diagnostic, verdicts, localizations, each path's arrays and, with
+    ``repeat``, how far a second evaluation in the same process landed from
+    the first (0.0: identical bits)."""
 
     case: Case
     outcomes: dict[str, Reply] = field(default_factory=dict)
@@ -138,6 +139,9 @@ class ModelReport:
     verdicts: dict[str, str] = field(default_factory=dict)
     localizations: dict[str, Localization] = field(default_factory=dict)
     reference_error: str | None = None
+    # what each path computed: its Evaluate and Trajectory arrays
+    evaluated: Results = field(default_factory=dict, repr=False)
+    trajectories: Results = field(default_factory=dict, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -221,7 +225,7 @@ class Checker:
         # (``equivalence.reference``): two more workers, never given a fault.
         self.references = {
             REFERENCE: Worker(REFERENCE_PATH, env=REFERENCE_ENV, deterministic=True),
-            BASELINE: Worker(REFERENCE_PATH, deterministic=True),
+            BASELINE: Worker(REFERENCE_PATH, env=BASELINE_ENV, deterministic=True),
         }
 
     def __enter__(self) -> Checker:
@@ -323,6 +327,7 @@ class Checker:
                 )
             if reference:
                 trajectory_reference = self._reference(report, trajectory)
+        report.evaluated, report.trajectories = evaluated, trajectories
         if report.reference_error is None:
             self._judge(
                 report, evaluated, reference, trajectories, trajectory_reference

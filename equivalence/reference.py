@@ -39,6 +39,7 @@ REFERENCE = "float64"  # the native PyTorch model in float64
 BASELINE = "float32"  # the same model in float32, fault-free
 REFERENCE_PATH = "native-torch"
 REFERENCE_ENV = {"HARNESS_NATIVE_DTYPE": "float64"}
+BASELINE_ENV = {"HARNESS_NATIVE_DTYPE": "float32"}
 
 # Measured over 48 cases (4 models x 3 seeds x batch 1, 4, 16 and 64,
 # trajectories included; README, "Equivalence"): the largest ratio of a correct

@@ -15,13 +15,25 @@ change the answer:
   (``zoo/``, ``native/``, ``workers/`` with the path registry, the worker loop
   and its numeric settings, ``equivalence/``, and this gate): any edit
   invalidates every verdict, which errs on the safe side;
-- the tolerance tables;
+- the tolerance tables and the float64 judgement's rule;
 - the versions of the libraries in the path's environment, read with
-  ``importlib.metadata`` by that environment's interpreter.
+  ``importlib.metadata`` by that environment's interpreter;
+- the deliberate faults a test injected.
 
 A cached verdict whose key still matches is reused; otherwise every path of
-the model is checked again (a verdict is a majority vote, so one path alone
-cannot be checked).  A cache file of the wrong shape is set aside and rebuilt.
+the model is checked again (each against the float64 reference, so the
+others' verdicts come at little extra cost).  A cache file of the wrong shape
+is set aside and rebuilt.
+
+The checks run each path's own check tasks (Evaluate, Trajectory), but the
+timing runs the closures ``workers.serve`` builds for it (the ``Trainer`` and
+``Predictor``; Keras' ``fit`` and ``predict``).  So a path the checks pass is
+then asked for what those very closures compute on the gate's batches
+(``workers.messages.TimedOutputs``): the parameters after its trainer's
+``GATE_STEPS`` steps must match its own checked trajectory after as many
+steps, and its predictor's logits its own checked logits of the same
+mini-batch (``timed_disagreement``); a path whose timed closures disagree
+fails, with the reason logged and cached beside the verdict.
 
 The timing then uses exactly what was checked: ``checked_weights`` and
 ``checked_batches`` give the files and their content digests, the run sends
@@ -33,19 +45,29 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from equivalence.check import Case, Checker
-from equivalence.compare import TOLERANCES, TRAJECTORY_TOLERANCE
+from equivalence.check import Case, Checker, ModelReport
+from equivalence.compare import (
+    TOLERANCES,
+    TRAJECTORY_TOLERANCE,
+    relative_error,
+    step_tolerance,
+    tolerance,
+)
+from equivalence.reference import FLOOR, MULTIPLE, REFERENCE_PATH
 from workers.launch import PROJECT_ROOT
+from workers.messages import ArraysAnswer, TimedOutputs
 from workers.paths import PATHS, get_path, interpreter
 from zoo.arrays import digest, load_npz, save_npz
 from zoo.data import batches_file, make_batches
@@ -56,6 +78,9 @@ GATE_STEPS = 2
 GATE_BATCH = 4
 CACHE_NAME = "verdicts.json"
 CACHE_SCHEMA_VERSION = 1
+# What the gate checks beyond the paths' agreement: the timed closures
+# against the same path's checked results (part of every verdict's key).
+TIMED_CHECK = ("trainer parameters", "predictor logits")
 _SOURCES = ("zoo", "native", "workers", "equivalence", "harness/gate.py")
 _DISTRIBUTIONS = (
     "numpy",
@@ -108,7 +133,14 @@ def verdict_key(
     weights_sha: str,
     sources: str,
     versions: dict[str, str | None],
+    *,
+    faults: Mapping[str, str] | None = None,
+    reference_versions: dict[str, str | None] | None = None,
 ) -> str:
+    """The cache key of one verdict; ``faults``: the deliberate faults the
+    check injected, by path (a verdict depends on every path's);
+    ``reference_versions``: the library versions of the float64 reference's
+    environment (``equivalence.reference``), which judged the path."""
     document = {
         "model": model,
         "spec": repr(get_spec(model)),
@@ -116,8 +148,10 @@ def verdict_key(
         "weights": weights_sha,
         "sources": sources,
         "tolerances": [TOLERANCES, TRAJECTORY_TOLERANCE],
-        "check": [GATE_STEPS, GATE_BATCH],
+        "check": [GATE_STEPS, GATE_BATCH, list(TIMED_CHECK)],
         "versions": versions,
+        "faults": dict(faults or {}),
+        "reference": [REFERENCE_PATH, MULTIPLE, FLOOR, reference_versions],
     }
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
 
@@ -128,6 +162,7 @@ class _Entry(BaseModel):
     path: str
     verdict: str
     created: str
+    reason: str | None = None  # why the timed closures failed it
 
 
 class _Cache(BaseModel):
@@ -151,7 +186,9 @@ def _load(cache: Path, log: Callable[[str], None]) -> dict[str, dict[str, str]]:
     try:
         document = _Cache.model_validate_json(text)
         if document.schema_version == CACHE_SCHEMA_VERSION:
-            return {k: e.model_dump() for k, e in document.verdicts.items()}
+            return {
+                k: e.model_dump(exclude_none=True) for k, e in document.verdicts.items()
+            }
         problem = f"version {document.schema_version}, not {CACHE_SCHEMA_VERSION}"
     except ValidationError as exc:
         problem = _first_problem(exc)
@@ -221,6 +258,109 @@ def _checked(path: Path, expected: dict[str, Any]) -> str:
     return want
 
 
+# --- the timed closures against the checked results -----------------------------
+
+PARAM_PREFIX = "param:"  # a trained parameter in a TimedOutputs file
+
+
+def timed_disagreement(
+    model: str,
+    steps: int,
+    timed: Mapping[str, np.ndarray],
+    trajectory: Mapping[str, np.ndarray],
+    evaluated: Mapping[str, np.ndarray],
+    *,
+    batch_index: int = 0,
+) -> str | None:
+    """``None`` when a path's timed closures computed what its checks computed,
+    else one sentence naming the closure, the quantity and the error.
+
+    The timed trainer's parameters after ``steps`` steps (``timed``,
+    ``param:<name>``) are held against the checked trajectory's after as many
+    (``step<steps>/<name>``) within ``step_tolerance``, the worst parameter
+    named; the timed predictor's logits of mini-batch ``batch_index``
+    (``timed["logits"][batch_index]``) against the checked logits of that
+    mini-batch (``Evaluate``) within the logits tolerance.  A quantity one
+    side lacks counts as an infinite error."""
+    problems = []
+    prefix = f"step{steps}/"
+    names = sorted(
+        {k.removeprefix(prefix) for k in trajectory if k.startswith(prefix)}
+        | {k.removeprefix(PARAM_PREFIX) for k in timed if k.startswith(PARAM_PREFIX)}
+    )
+    errors = {
+        name: _error(timed.get(PARAM_PREFIX + name), trajectory.get(prefix + name))
+        for name in names
+    }
+    step_tol = step_tolerance(model, steps)
+    if not errors:
+        problems.append(f"the timed trainer left no parameters after {steps} steps")
+    else:
+        worst = max(errors, key=lambda name: errors[name])
+        if errors[worst] > step_tol:
+            problems.append(
+                f"the timed trainer's parameter {worst} after {steps} steps differs "
+                f"from the path's checked trajectory by {errors[worst]:.2e} "
+                f"(tolerance {step_tol:.0e})"
+            )
+    logits = timed.get("logits")
+    if logits is not None and len(logits) > batch_index:
+        logits = logits[batch_index]
+    else:
+        logits = None
+    error = _error(logits, evaluated.get("logits"))
+    logits_tol = tolerance("logits")
+    if error > logits_tol:
+        problems.append(
+            f"the timed predictor's logits of mini-batch {batch_index} differ from "
+            f"the path's checked logits by {error:.2e} (tolerance {logits_tol:.0e})"
+        )
+    return "; ".join(problems) or None
+
+
+def _error(a: np.ndarray | None, b: np.ndarray | None) -> float:
+    return math.inf if a is None or b is None else relative_error(a, b)
+
+
+def _timed_verdict(
+    checker: Checker,
+    report: ModelReport,
+    path: str,
+    weights: Path,
+    fault: str | None,
+) -> tuple[str, str | None]:
+    """The verdict of a path the checks passed, once its timed closures are
+    held against what the check saw it compute (``report``'s arrays) on the
+    check's batches: ``pass``, else ``fail`` or ``error`` with the reason."""
+    case = report.case
+    spec = get_spec(case.model)
+    data = checker.work / f"gate-{case.model}-batches.npz"
+    x, y = make_batches(spec, case.seed, case.batch_size, max(case.steps, 1))
+    save_npz(data, {"x": x, "y": y})
+    out = checker.work / f"{path}-timed.npz"
+    out.unlink(missing_ok=True)
+    timed = TimedOutputs(
+        model=case.model,
+        weights=str(weights),
+        data=str(data),
+        fault=fault,
+        out=str(out),
+        steps=case.steps,
+    )
+    reply = checker.workers[path].call(timed, checker.timeout)
+    if not (isinstance(reply.answer, ArraysAnswer) and out.exists()):
+        why = reply.error or reply.status
+        return "error", f"its timed trainer and predictor did not run: {why}"
+    reason = timed_disagreement(
+        case.model,
+        case.steps,
+        load_npz(out),
+        report.trajectories.get(path, {}),
+        report.evaluated.get(path, {}),
+    )
+    return ("fail", reason) if reason else ("pass", None)
+
+
 def verify(
     models: list[str],
     paths: list[str],
@@ -229,9 +369,17 @@ def verify(
     weights_seed: int = 0,
     timeout: float = 900.0,
     log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+    faults: Mapping[str, str] | None = None,
+    checker: Checker | None = None,
 ) -> dict[str, dict[str, str]]:
     """The verdict of every (model, path) in ``paths``: cached where still
-    valid, else checked now against every known path."""
+    valid, else checked now against every known path, and a passing path's
+    timed closures then against its own checked results.
+
+    For tests: ``faults`` injects deliberate faults (``native.faults``) by
+    path; ``checker``, an open ``Checker`` to check with (left open; by
+    default the gate starts one for every known path and closes it)."""
+    faults = dict(faults or {})
     cache_file = results_dir / CACHE_NAME
     entries = _load(cache_file, log)
     sources = sources_digest()
@@ -239,12 +387,15 @@ def verify(
         python: library_versions(python)
         for python in {interpreter(p.framework) for p in PATHS.values()}
     }
+    reference_framework = get_path(REFERENCE_PATH).framework
     weights_dir = results_dir / "cache"
     verdicts: dict[str, dict[str, str]] = {}
-    checker: Checker | None = None
+    own = checker is None
     try:
         for model in models:
-            _, weights_sha = checked_weights(get_spec(model), weights_seed, weights_dir)
+            weights, weights_sha = checked_weights(
+                get_spec(model), weights_seed, weights_dir
+            )
             keys = {
                 p: verdict_key(
                     model,
@@ -252,34 +403,50 @@ def verify(
                     weights_sha,
                     sources,
                     versions[interpreter(get_path(p).framework)],
+                    faults=faults,
+                    reference_versions=versions[interpreter(reference_framework)],
                 )
                 for p in PATHS
             }
             if all(keys[p] in entries for p in paths):
                 verdicts[model] = {p: entries[keys[p]]["verdict"] for p in paths}
                 log(f"equivalence {model}: cached verdicts still valid")
+                for p in paths:
+                    if "reason" in entries[keys[p]]:
+                        log(f"equivalence {model}: {p}: {entries[keys[p]]['reason']}")
                 continue
             log(f"equivalence {model}: checking every path ({GATE_STEPS} steps) ...")
             start = time.perf_counter()
             if checker is None:
                 checker = Checker(list(PATHS), cache_dir=weights_dir, timeout=timeout)
             case = Case(model, weights_seed, GATE_BATCH, steps=GATE_STEPS)
-            report = checker.check(case)
-            for p, verdict in report.verdicts.items():
+            report = checker.check(case, faults=faults)
+            for p, checked in report.verdicts.items():
+                verdict, reason = checked, None
+                if checked == "pass":
+                    verdict, reason = _timed_verdict(
+                        checker, report, p, weights, faults.get(p)
+                    )
+                if reason is not None:
+                    log(f"equivalence {model}: {p} {verdict}: {reason}")
                 entries[keys[p]] = {
                     "model": model,
                     "path": p,
                     "verdict": verdict,
                     "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    **({} if reason is None else {"reason": reason}),
                 }
             _save(cache_file, entries)
-            verdicts[model] = {p: report.verdicts.get(p, "unchecked") for p in paths}
+            verdicts[model] = {
+                p: entries[keys[p]]["verdict"] if p in report.verdicts else "unchecked"
+                for p in paths
+            }
             log(
                 f"equivalence {model}: "
                 + ", ".join(f"{p} {v}" for p, v in verdicts[model].items())
                 + f" ({time.perf_counter() - start:.0f} s)"
             )
     finally:
-        if checker is not None:
+        if own and checker is not None:
             checker.close()
     return verdicts

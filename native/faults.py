@@ -198,3 +198,99 @@ def inject(
     if not fault.applies(spec):
         raise ValueError(f"fault {name!r} does not apply to model {spec.name!r}")
     return fault.inject(spec, weights)
+
+
+# --- faults in the timed closures alone ----------------------------------------
+#
+# A timed fault enters only the closure the harness times (``Runner.trainer``
+# or ``Runner.predictor``, built by ``workers.serve``); the checks' own tasks
+# (Evaluate, Activations, Trajectory) run the correct model, so the
+# equivalence checks pass it and only the gate's comparison of the timed
+# closures with the checked results (``harness.gate``) can catch it.  They are
+# kept apart from ``FAULTS``, which the fault suite iterates.
+
+
+@dataclass(frozen=True)
+class TimedFault:
+    """``inject(spec, weights, xs)``: the spec, weights and resident inputs
+    the faulty ``closure`` (``trainer`` or ``predictor``) is built from."""
+
+    name: str
+    description: str
+    closure: str
+    inject: Callable[
+        [ModelSpec, Mapping[str, np.ndarray], np.ndarray],
+        tuple[ModelSpec, Weights, np.ndarray],
+    ]
+
+
+def bfloat16_rounded(a: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the nearest bfloat16 (ties to even) and back
+    to float32: what a cast to bfloat16 and back keeps.  Other dtypes (integer
+    labels or token ids) are returned as they are."""
+    if np.asarray(a).dtype != np.float32:
+        return a
+    bits = np.ascontiguousarray(a, np.float32).view(np.uint32)
+    odd = (bits >> np.uint32(16)) & np.uint32(1)
+    kept = (bits + np.uint32(0x7FFF) + odd) & np.uint32(0xFFFF0000)
+    return kept.view(np.float32)
+
+
+def _inference_in_bfloat16(
+    spec: ModelSpec, weights: Mapping[str, np.ndarray], xs: np.ndarray
+) -> tuple[ModelSpec, Weights, np.ndarray]:
+    rounded = {name: bfloat16_rounded(a) for name, a in weights.items()}
+    return spec, rounded, bfloat16_rounded(xs)
+
+
+LEARNING_RATE_ERROR = 1.01  # the factor ``timed-train-lr`` puts on the rate
+
+
+def _learning_rate_off(
+    spec: ModelSpec, weights: Mapping[str, np.ndarray], xs: np.ndarray
+) -> tuple[ModelSpec, Weights, np.ndarray]:
+    rate = spec.workload.learning_rate * LEARNING_RATE_ERROR
+    workload = dataclasses.replace(spec.workload, learning_rate=rate)
+    return dataclasses.replace(spec, workload=workload), dict(weights), xs
+
+
+TIMED_FAULTS: dict[str, TimedFault] = {
+    f.name: f
+    for f in (
+        TimedFault(
+            "timed-infer-bfloat16",
+            "the timed inference casts its inputs and weights to bfloat16 and back",
+            "predictor",
+            _inference_in_bfloat16,
+        ),
+        TimedFault(
+            "timed-train-lr",
+            "the timed training steps use a learning rate 1% too high",
+            "trainer",
+            _learning_rate_off,
+        ),
+    )
+}
+
+
+def inject_timed(
+    spec: ModelSpec,
+    weights: Mapping[str, np.ndarray],
+    xs: np.ndarray,
+    name: str | None,
+    closure: str,
+) -> tuple[ModelSpec, Mapping[str, np.ndarray], np.ndarray]:
+    """What ``closure`` (``trainer`` or ``predictor``) is built from when the
+    path has the timed fault ``name``: changed only where the fault lives in
+    that closure, else ``spec``, ``weights`` and ``xs`` as they are."""
+    if name is None:
+        return spec, weights, xs
+    if name not in TIMED_FAULTS:
+        raise ValueError(
+            f"unknown timed fault {name!r}; known timed faults: "
+            f"{', '.join(TIMED_FAULTS)}"
+        )
+    fault = TIMED_FAULTS[name]
+    if fault.closure != closure:
+        return spec, weights, xs
+    return fault.inject(spec, weights, xs)

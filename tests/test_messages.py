@@ -22,6 +22,7 @@ def _requests() -> st.SearchStrategy[m.Request]:
         st.builds(m.Evaluate, **files, out=TEXT, batch_index=count),
         st.builds(m.Activations, **files, out=TEXT),
         st.builds(m.Trajectory, **files, out=TEXT),
+        st.builds(m.TimedOutputs, **files, out=TEXT, steps=count),
         st.builds(m.Accuracy, **files),
         st.builds(m.Train, **files, steps=count, runs=count, warmup_runs=count),
         st.builds(
@@ -41,6 +42,7 @@ def test_every_task_has_a_request_type() -> None:
         "evaluate",
         "activations",
         "trajectory",
+        "timed_outputs",
         "accuracy",
         "train",
         "infer",

@@ -93,6 +93,23 @@ class Trajectory(Request):
 
 
 @dataclass(frozen=True, kw_only=True)
+class TimedOutputs(Request):
+    """What the closures the timing tasks time compute, for the gate to hold
+    against what the checks computed (``harness.gate``).  The ``Trainer`` that
+    ``train`` times runs ``steps`` steps over the first mini-batches
+    (``run(steps)``); the ``Predictor`` that ``infer`` times, built from the
+    untrained weights, runs one round over every mini-batch.  Written to
+    ``out``: ``param:<name>`` (the trained parameters, canonical layout) and
+    ``logits`` (``(batches, batch, classes)``, the round's outputs per
+    mini-batch)."""
+
+    TASK = "timed_outputs"
+    ANSWER = ArraysAnswer
+    out: str
+    steps: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class AccuracyAnswer(Answer):
     accuracy: list[float]  # test accuracy after every epoch
 
@@ -255,6 +272,7 @@ REQUESTS: dict[str, type[Request]] = {
         Evaluate,
         Activations,
         Trajectory,
+        TimedOutputs,
         Accuracy,
         Train,
         Infer,

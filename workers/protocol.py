@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -37,10 +37,15 @@ class TrainCheck:
     ``final_loss``: the mean cross-entropy of the last mini-batch trained, at
     the parameters after the last run, or ``None`` when it is not finite.
     ``nonfinite``: ``None`` when the loss and every parameter are finite, else
-    one sentence saying which are not."""
+    one sentence saying which are not.  ``params``: those parameters by
+    canonical name, in canonical layout, so the gate can compare what the
+    timed closure trained with what the checks trained (``TimedOutputs``)."""
 
     final_loss: float | None
     nonfinite: str | None
+    params: Mapping[str, np.ndarray] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
 
 class Trainer:
@@ -88,9 +93,13 @@ class Predictor:
     def nonfinite(self) -> str | None:
         """``None`` when the latest round's outputs are all finite, else a
         sentence saying how many of how many values are NaN or inf."""
+        return check_outputs(self.outputs())
+
+    def outputs(self) -> list[np.ndarray]:
+        """The latest round's outputs as NumPy arrays (read back after timing)."""
         if self._outputs is None:
             raise RuntimeError("no round has run yet")
-        return check_outputs(self._to_numpy(self._outputs))
+        return [np.asarray(a) for a in self._to_numpy(self._outputs)]
 
 
 def check_training(loss: float, params: Mapping[str, np.ndarray]) -> TrainCheck:
@@ -112,6 +121,7 @@ def check_training(loss: float, params: Mapping[str, np.ndarray]) -> TrainCheck:
     return TrainCheck(
         final_loss=loss if math.isfinite(loss) else None,
         nonfinite="; ".join(parts) or None,
+        params=dict(params),
     )
 
 

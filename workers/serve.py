@@ -78,21 +78,26 @@ def verify(what: str, file: str, arrays: Data, expected: str | None) -> None:
         )
 
 
-def _model(request: m.Request, path: PathInfo) -> tuple[ModelSpec, Weights]:
+def _model(request: m.Request, path: PathInfo) -> tuple[ModelSpec, Weights, str | None]:
     """The spec and weights a request runs with (the file's arrays checked
     against the request's digest as loaded), its deliberate fault (if it
-    names one, for native paths only) applied."""
+    names one, for native paths only) applied, and the name of a timed fault
+    (``native.faults.TIMED_FAULTS``), which only the timed closures take
+    (``Tasks``), so it is not applied here."""
     spec = get_spec(request.model)
     weights = load_npz(Path(request.weights))
     verify("weights", request.weights, weights, request.weights_digest)
     check_weights(spec, weights)
-    if request.fault:
-        if path.api != "native":
-            raise ValueError(f"faults are injected into native paths, not {path.id}")
-        from native import faults
+    if not request.fault:
+        return spec, weights, None
+    if path.api != "native":
+        raise ValueError(f"faults are injected into native paths, not {path.id}")
+    from native import faults
 
-        spec, weights = faults.inject(spec, weights, request.fault)
-    return spec, weights
+    if request.fault in faults.TIMED_FAULTS:
+        return spec, weights, request.fault
+    spec, weights = faults.inject(spec, weights, request.fault)
+    return spec, weights, None
 
 
 def _native(runner: Runner, task: str) -> NativeOnly:
@@ -130,10 +135,13 @@ def _keras_and_native(
 class Tasks:
     """One method per request type: the runner's closures, run and answered.
 
-    The closures the timing tasks call (``runner.trainer``,
-    ``runner.predictor``) are the very ones the equivalence checks exercise
-    through ``evaluate`` and ``session`` on the same runner class.
-    ``partner``: the second path a paired worker serves (``paired`` only)."""
+    The timing tasks build their closures with ``_trainer`` and
+    ``_predictor`` (``runner.trainer``, ``runner.predictor``), and so does
+    ``timed_outputs``, whose results the gate compares with what the
+    equivalence checks computed through ``evaluate`` and ``session``: the
+    closure timed is the closure checked.  ``partner``: the second path a
+    paired worker serves (``paired`` only).  ``timed_fault``: a deliberate
+    fault of the timed closures alone (``native.faults.TIMED_FAULTS``)."""
 
     def __init__(
         self,
@@ -142,9 +150,36 @@ class Tasks:
         weights: Weights,
         primary: Served | None = None,
         partner: Served | None = None,
+        *,
+        timed_fault: str | None = None,
     ) -> None:
         self.runner, self.spec, self.weights = runner, spec, weights
         self.primary, self.partner = primary, partner
+        self.timed_fault = timed_fault
+
+    def _built_from(
+        self, closure: str, xs: np.ndarray
+    ) -> tuple[ModelSpec, Weights, np.ndarray]:
+        """What ``closure`` is built from: the request's model and data, with
+        a timed fault of that closure applied (none: as they are)."""
+        if self.timed_fault is None:
+            return self.spec, self.weights, xs
+        from native import faults
+
+        spec, weights, xs = faults.inject_timed(
+            self.spec, self.weights, xs, self.timed_fault, closure
+        )
+        return spec, dict(weights), xs
+
+    def _trainer(self, xs: np.ndarray, ys: np.ndarray) -> protocol.Trainer:
+        """The training closure every timing task times."""
+        spec, weights, xs = self._built_from("trainer", xs)
+        return self.runner.trainer(spec, weights, xs, ys)
+
+    def _predictor(self, xs: np.ndarray) -> protocol.Predictor:
+        """The inference closure every timing task times."""
+        spec, weights, xs = self._built_from("predictor", xs)
+        return self.runner.predictor(spec, weights, xs)
 
     def evaluate(self, request: m.Evaluate, data: Data) -> m.Answer:
         i = request.batch_index
@@ -166,6 +201,18 @@ class Tasks:
         save_npz(request.out, runs.trajectory(session, data["x"], data["y"]))
         return m.ArraysAnswer(arrays=request.out)
 
+    def timed_outputs(self, request: m.TimedOutputs, data: Data) -> m.Answer:
+        xs, ys = data["x"], data["y"]
+        train = self._trainer(xs, ys)
+        train(request.steps)
+        trained = train.finish()
+        predict = self._predictor(xs)
+        predict()
+        arrays = {f"param:{name}": a for name, a in trained.params.items()}
+        arrays["logits"] = per_batch(predict.outputs(), xs.shape[:2])
+        save_npz(request.out, arrays)
+        return m.ArraysAnswer(arrays=request.out)
+
     def accuracy(self, request: m.Accuracy, data: Data) -> m.Answer:
         session = self.runner.session(self.spec, self.weights)
         curve = runs.accuracy(
@@ -174,7 +221,7 @@ class Tasks:
         return m.AccuracyAnswer(accuracy=curve)
 
     def train(self, request: m.Train, data: Data) -> m.Answer:
-        run = self.runner.trainer(self.spec, self.weights, data["x"], data["y"])
+        run = self._trainer(data["x"], data["y"])
         answer = timing.time_training(
             run, request.steps, request.runs, request.warmup_runs
         )
@@ -185,13 +232,13 @@ class Tasks:
         )
 
     def infer(self, request: m.Infer, data: Data) -> m.Answer:
-        run_round = self.runner.predictor(self.spec, self.weights, data["x"])
+        run_round = self._predictor(data["x"])
         answer = timing.time_inference(
             run_round, len(data["x"]), request.window_s, request.warmup_rounds
         )
         if request.latency_samples:
             # One mini-batch per call, each finished before the next starts.
-            run_one = self.runner.predictor(self.spec, self.weights, data["x"][:1])
+            run_one = self._predictor(data["x"][:1])
             answer = timing.with_latency(answer, run_one, request.latency_samples)
         # After all timing: the outputs of the last timed round, checked.
         return dataclasses.replace(answer, nonfinite=run_round.nonfinite())
@@ -201,7 +248,7 @@ class Tasks:
         xs, ys = data["x"], data["y"]
         path, idiomatic = timing.time_training_interleaved(
             [
-                self.runner.trainer(self.spec, self.weights, xs, ys),
+                self._trainer(xs, ys),
                 native.idiomatic_trainer(self.spec, self.weights, xs, ys),
             ],
             request.steps,
@@ -213,7 +260,7 @@ class Tasks:
         native = _native(self.runner, request.TASK)
         xs, ys = data["x"], data["y"]
         return timing.time_against_reference(
-            self.runner.trainer(self.spec, self.weights, xs, ys),
+            self._trainer(xs, ys),
             native.direct_trainer(self.spec, self.weights, xs, ys),
             self.runner.framework,
             request.steps,
@@ -286,13 +333,27 @@ def handle(
                 "a paired request times both paths on the same weights and takes "
                 "no fault"
             )
-    spec, weights = _model(request, path)
+    spec, weights, timed_fault = _model(request, path)
     data = load_npz(request.data)
     verify("data", request.data, data, request.data_digest)
-    task: Callable[[Any, Data], m.Answer] = getattr(
-        Tasks(runner, spec, weights, Served(path, runner), partner), request.TASK
-    )
+    served = Served(path, runner)
+    tasks = Tasks(runner, spec, weights, served, partner, timed_fault=timed_fault)
+    task: Callable[[Any, Data], m.Answer] = getattr(tasks, request.TASK)
     return task(request, data)
+
+
+def per_batch(outputs: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+    """A predictor's outputs (one array per mini-batch, or one for all of
+    them, as Keras' ``predict`` gives) as ``(batches, batch, classes)``, for
+    ``shape`` ``(batches, batch)`` of the inputs it ran on."""
+    stacked = np.concatenate([np.asarray(o) for o in outputs], axis=0)
+    batches, batch = shape
+    if stacked.shape[0] != batches * batch:
+        raise ValueError(
+            f"the predictor gave {stacked.shape[0]} outputs for {batches} "
+            f"mini-batches of {batch}"
+        )
+    return stacked.reshape(batches, batch, *stacked.shape[1:])
 
 
 def _send(channel: IO[str], message: dict[str, Any]) -> None:

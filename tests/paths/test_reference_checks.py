@@ -1,0 +1,70 @@
+"""What the float64 judgement changes for a user, seen through real workers:
+a path that cannot start fails the check, blame does not depend on which
+paths were chosen, the LSTM is checked at a short length too, and every path
+says whether it repeats its own bits."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from equivalence.check import Case, Checker
+from native.faults import FAULTS
+from workers.launch import PROJECT_ROOT
+from zoo.specs import get_spec
+
+pytestmark = pytest.mark.paths
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "equivalence", *args],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_a_native_path_that_crashes_at_start_up_fails_the_check() -> None:
+    # An environment that makes native PyTorch's own code raise at import, as
+    # a source fault would (the float64 reference sets its own dtype).
+    result = _cli(
+        "--models", "ffn", "--paths", "native-jax,native-torch",
+        "--steps", "0", "--epochs", "0", "--batch-size", "2",
+        env={"HARNESS_NATIVE_DTYPE": "bfloat16"},
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "all paths agree" not in result.stdout
+    assert "FAILED native-torch" in result.stdout
+    rows = [line.split() for line in result.stdout.splitlines()]
+    assert ["native-torch", *["-"] * 7, "error"] in rows, result.stdout
+
+
+def test_blame_does_not_depend_on_the_paths_chosen() -> None:
+    # Two paths, one faulty: pairwise, each disagrees with the only other one
+    # and both would fail; against float64 only the faulty one does, and it
+    # is localized against float64 at the fault's own layer.
+    with Checker(["keras-jax", "native-jax"]) as checker:
+        report = checker.check(Case("lenet", 0, 4), {"native-jax": "missing-bias"})
+    assert report.verdicts == {"keras-jax": "pass", "native-jax": "fail"}
+    localization = report.localizations["native-jax"]
+    assert localization.reference == "float64"
+    assert localization.first == FAULTS["missing-bias"].target(get_spec("lenet"))
+
+
+def test_the_lstm_is_checked_short_and_long_and_repeats_its_bits() -> None:
+    result = _cli(
+        "--models", "lstm", "--paths", "native-torch,native-jax",
+        "--steps", "0", "--epochs", "0", "--batch-size", "2",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "== model='lstm', seed=0, batch_size=2 ==" in result.stdout
+    assert "== model='lstm', seed=0, batch_size=2, seq_len=12 ==" in result.stdout
+    assert result.stdout.count("identical") >= 4
+    assert "all paths agree" in result.stdout

@@ -1,0 +1,76 @@
+"""The gate checks what the harness times: every path's ``Trainer`` and
+``Predictor`` (Keras' ``fit`` and ``predict``) against its own checked
+trajectory and logits, on ffn, through the session's workers.
+
+A timed fault (``native.faults.TIMED_FAULTS``) lives in one timed closure
+only, so the equivalence checks pass the path (the gate asks for the timed
+outputs of passing paths alone) and only this comparison can fail it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from equivalence.check import Checker
+from harness.gate import verify
+from tests.paths.conftest import require
+
+pytestmark = pytest.mark.paths
+
+
+def _gate(
+    checker: Checker, results: Path, faults: dict[str, str] | None = None
+) -> tuple[dict[str, str], list[str]]:
+    lines: list[str] = []
+    verdicts = verify(
+        ["ffn"],
+        list(checker.workers),
+        results,
+        log=lines.append,
+        faults=faults,
+        checker=checker,
+    )
+    return verdicts["ffn"], lines
+
+
+def test_every_paths_timed_closures_compute_what_was_checked(
+    checker: Checker, tmp_path: Path
+) -> None:
+    verdicts, lines = _gate(checker, tmp_path)
+    assert verdicts == dict.fromkeys(checker.workers, "pass"), lines
+
+
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [
+        (
+            "timed-infer-bfloat16",
+            "the timed predictor's logits of mini-batch 0 differ from the path's "
+            "checked logits by ",
+        ),
+        (
+            "timed-train-lr",
+            "the timed trainer's parameter logits/bias after 2 steps differs from "
+            "the path's checked trajectory by ",
+        ),
+    ],
+    ids=["bfloat16-predictor", "learning-rate-trainer"],
+)
+def test_a_fault_in_a_timed_closure_alone_fails_its_path_at_the_gate(
+    checker: Checker, tmp_path: Path, fault: str, reason: str
+) -> None:
+    require(checker, "native-torch")
+    faults = {"native-torch": fault}
+    verdicts, lines = _gate(checker, tmp_path, faults)
+    assert verdicts["native-torch"] == "fail", lines
+    assert {v for p, v in verdicts.items() if p != "native-torch"} == {"pass"}
+    said = [line for line in lines if "native-torch fail: " in line]
+    assert len(said) == 1, lines
+    assert said[0].startswith(f"equivalence ffn: native-torch fail: {reason}")
+    # The reason is cached with the verdict and said again when reused.
+    again, lines = _gate(checker, tmp_path, faults)
+    assert again == verdicts
+    assert lines[0] == "equivalence ffn: cached verdicts still valid"
+    assert lines[1].startswith(f"equivalence ffn: native-torch: {reason}")
