@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from equivalence.check import _contradiction
 from equivalence.localize import localize
 from native.faults import Location
 from zoo.specs import MODELS
@@ -104,3 +105,46 @@ def test_an_update_difference_names_the_step_and_layer() -> None:
     )
     assert loc.first == Location("update", "conv2")
     assert loc.step == 2
+
+
+def test_against_float64_each_layer_is_allowed_the_baseline_error() -> None:
+    # The float32 baseline is 1e-3 off at conv1 (a badly conditioned layer):
+    # a path as far off there passes it, one 100x farther is blamed on it.
+    reference, evaluated = _case()
+    baseline = _copy(reference)
+    baseline["conv1"] = reference["conv1"] * np.float32(1 + 1e-3)
+    near, far = _copy(reference), _copy(reference)
+    near["conv1"] = reference["conv1"] * np.float32(1 - 1e-3)
+    far["conv1"] = reference["conv1"] * np.float32(1 + 1e-1)
+    against = {
+        "evaluated": (evaluated, evaluated),
+        "baseline": (baseline, evaluated, None),
+    }
+    ok = localize(SPEC, "p", "float64", activations=(near, reference), **against)
+    assert ok.first is None, ok.errors
+    bad = localize(SPEC, "p", "float64", activations=(far, reference), **against)
+    assert bad.first == Location("forward", "conv1")
+    # With the fixed pairwise tolerance (1e-5), even the near one is blamed.
+    fixed = localize(
+        SPEC, "p", "q", activations=(near, reference), evaluated=(evaluated, evaluated)
+    )
+    assert fixed.first == Location("forward", "conv1")
+
+
+def test_a_contradiction_is_carried_to_the_localization() -> None:
+    activations, _ = _case()
+    same = {"logits": activations["logits"]}
+    other = {"logits": activations["logits"] * np.float32(1.01)}
+    assert _contradiction(activations, same) is None
+    sentence = _contradiction(activations, other)
+    assert sentence is not None
+    assert "only the evaluated pass runs" in sentence
+    loc = localize(
+        SPEC,
+        "p",
+        "float64",
+        activations=(activations, activations),
+        evaluated=({"loss": np.ones(1)}, {"loss": np.ones(1)}),
+        contradiction=sentence,
+    )
+    assert loc.contradiction == sentence
