@@ -9,7 +9,8 @@ gave identical bits, and its verdict; every quantity beyond its allowance;
 for every failing path, where it parts ways with the float64 reference
 (forward, loss, backward or update, and the layer, with each layer's error);
 then, as a diagnostic, the pairwise table of the float32 paths.  The LSTM is
-checked at a short length (``SHORT_SEQ_LEN``) as well as the workload's: at
+checked at a short length (``equivalence.check.SHORT_SEQ_LEN``) as well as the
+workload's: at
 250 steps its first time steps are forgotten, so a fault there shows only in
 a short sequence.  Then, for the models that train on MNIST, the test accuracy
 every path reaches on real handwritten digits after each of ``--epochs``
@@ -38,6 +39,8 @@ from equivalence.check import (
     Checker,
     ModelReport,
     missing_framework,
+    seq_lens,
+    worst_verdict,
 )
 from equivalence.compare import (
     GRAD_PREFIX,
@@ -54,9 +57,6 @@ from workers.paths import PATHS, integer, number, parse_list
 from zoo.specs import MODELS, VARIANTS, get_spec
 
 VERDICT_SCHEMA_VERSION = 3
-# The LSTM's second case: short enough that its first time step still moves
-# the logits (at 250, skipping step 1 moves them by 1.6e-7).
-SHORT_SEQ_LEN = 12
 # Training steps compared by default: two for VGG16, whose trajectories part
 # chaotically after that (see TRAJECTORY_TOLERANCE) and whose parameters take
 # 60 MB a step per path.
@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
             steps = (
                 DEFAULT_STEPS.get(model, STEPS) if args.steps is None else args.steps
             )
-            for seq_len in _seq_lens(model, args.seq_len):
+            for seq_len in seq_lens(model, args.seq_len):
                 start = time.perf_counter()
                 case = Case(
                     model, args.seed, args.batch_size, seq_len, args.input_scale, steps
@@ -363,14 +363,6 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print("\nall paths agree" if not bad else f"\ndisagreement in: {', '.join(bad)}")
     return 1 if bad else 0
-
-
-def _seq_lens(model: str, given: int | None) -> list[int | None]:
-    """The LSTM at the length asked for, or else at the workload's and at
-    ``SHORT_SEQ_LEN``; other models have none."""
-    if get_spec(model).name != "lstm":
-        return [None]
-    return [given] if given is not None else [None, SHORT_SEQ_LEN]
 
 
 def _fault_suite(paths: list[str], timeout: float) -> int:
@@ -422,16 +414,15 @@ def _print_numerics(checker: Checker) -> None:
 
 
 def _combined_verdicts(reports: list[ModelReport]) -> dict[str, dict[str, str]]:
-    """Per model and path, the worst verdict over the model's cases (the
-    LSTM has two): a path passes a model only when it passed every case."""
-    order = ["pass", "unavailable", "unchecked", "fail", "error"]
-    combined: dict[str, dict[str, str]] = {}
+    """Per model and path, the worst verdict over the model's cases."""
+    combined: dict[str, dict[str, list[str]]] = {}
     for r in reports:
-        verdicts = combined.setdefault(r.case.model, {})
         for path, verdict in r.verdicts.items():
-            known = verdicts.get(path, "pass")
-            verdicts[path] = max(known, verdict, key=order.index)
-    return combined
+            combined.setdefault(r.case.model, {}).setdefault(path, []).append(verdict)
+    return {
+        model: {p: worst_verdict(v) for p, v in paths.items()}
+        for model, paths in combined.items()
+    }
 
 
 def _write_verdicts(

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,6 +66,27 @@ from zoo.specs import get_spec
 from zoo.weights import weights_file
 
 Results = dict[str, dict[str, np.ndarray]]  # arrays per path
+
+
+# The LSTM's second case: short enough that its first time step still moves
+# the logits (at the workload's 250, skipping step 1 moves them by 1.6e-7).
+SHORT_SEQ_LEN = 12
+VERDICT_ORDER = ("pass", "unavailable", "unchecked", "fail", "error")
+
+
+def seq_lens(model: str, given: int | None = None) -> list[int | None]:
+    """The sequence lengths to check ``model`` at: ``given``, or else for the
+    LSTM the workload's (``None``) and ``SHORT_SEQ_LEN``; other models have
+    none."""
+    if get_spec(model).name != "lstm":
+        return [None]
+    return [given] if given is not None else [None, SHORT_SEQ_LEN]
+
+
+def worst_verdict(verdicts: Iterable[str]) -> str:
+    """The worst of several cases' verdicts for one path (a path passes a
+    model only when it passed every case)."""
+    return max(verdicts, key=VERDICT_ORDER.index, default="unchecked")
 
 
 @dataclass(frozen=True)
