@@ -1,4 +1,5 @@
-"""Sessions: ``nox -s tests``, ``nox -s bench``, ``nox -s floors``, ``nox -s lint``.
+"""Sessions: ``nox -s tests``, ``nox -s explore``, ``nox -s bench``, ``nox -s floors``,
+``nox -s lint``.
 
 Every session builds its own virtual environment with pip from the project's
 own metadata, so a fresh machine needs nothing but ``pip install nox``.
@@ -6,11 +7,13 @@ MXNet 1.9.1 needs NumPy < 1.24 and so gets an environment of its own,
 ``.nox/mxnet-env``, built here too; its workers are started with that
 environment's interpreter (``HARNESS_PYTHON_MXNET``).  Where MXNet cannot be
 installed, the MXNet paths are skipped with the reason and the rest runs.
-``nox -s bench -- smoke`` picks a profile (default: ``default``).
+``nox -s bench -- smoke`` picks a profile (default: ``default``);
+``nox -s explore -- 300`` a budget in seconds (default: 600).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -23,6 +26,7 @@ nox.options.sessions = ["lint", "tests"]
 RESULTS = "results"
 MXNET_ENV = Path(".nox") / "mxnet-env"
 MXNET_PINS = ("mxnet==1.9.1", "numpy==1.23.5")
+EXPLORE_BUDGET_S = "600"
 
 
 def _mxnet_env(session: nox.Session, *extras: str) -> None:
@@ -55,12 +59,18 @@ def _mxnet_env(session: nox.Session, *extras: str) -> None:
     session.env["HARNESS_PYTHON_MXNET"] = str(python.absolute())
 
 
+def _test_env(session: nox.Session) -> None:
+    """What the tests need: the project with every framework, and MXNet's
+    environment with the test tools."""
+    session.install("-e", ".[frameworks,harness,test]")
+    _mxnet_env(session, "[test]")
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """The whole test suite (framework-free, native, all paths), then the
     in-process native tests again inside the MXNet environment."""
-    session.install("-e", ".[frameworks,harness,test]")
-    _mxnet_env(session, "[test]")
+    _test_env(session)
     session.run("pytest", *session.posargs)
     mxnet_python = session.env["HARNESS_PYTHON_MXNET"]
     if Path(mxnet_python).exists():
@@ -73,6 +83,28 @@ def tests(session: nox.Session) -> None:
             "no:cacheprovider",
             external=True,
         )
+
+
+@nox.session
+def explore(session: nox.Session) -> None:
+    """The equivalence tests' Hypothesis draws, at random for a time budget
+    (first argument or ``HYPOTHESIS_EXPLORE_BUDGET_S``, seconds) instead of
+    CI's fixed few, with every test's examples and time printed.  A failure is
+    kept in ``tests/hypothesis-db`` and replayed by every later run; further
+    arguments go to pytest."""
+    budget, *pytest_args = session.posargs or [
+        os.environ.get("HYPOTHESIS_EXPLORE_BUDGET_S", EXPLORE_BUDGET_S)
+    ]
+    if not budget.replace(".", "", 1).isdigit() or float(budget) <= 0:
+        session.error(f"the budget must be a positive number of seconds: {budget!r}")
+    _test_env(session)
+    session.run(
+        "pytest",
+        "tests/paths/test_equivalence.py",
+        "--hypothesis-show-statistics",
+        *pytest_args,
+        env={"HYPOTHESIS_EXPLORE_BUDGET_S": budget},
+    )
 
 
 @nox.session

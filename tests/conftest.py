@@ -1,8 +1,41 @@
-"""Shared test settings: one Hypothesis profile for CI and local runs alike."""
+"""Shared test settings: two Hypothesis profiles, ``ci`` and ``explore``.
+
+``ci`` (the default, ``nox -s tests`` and CI) is derandomized: every run draws
+the same few examples, so a run is reproducible, but it never meets a case
+outside them.  ``explore`` (``nox -s explore``) draws fresh random examples
+for a wall-clock budget and keeps what fails in an example database committed
+with the project (``tests/hypothesis-db``), so a found failure is replayed on
+every later explore run until it is made an explicit ``@example``.
+
+Hypothesis has no time limit of its own, so the budget is enforced here.  It
+is switched on by ``HYPOTHESIS_EXPLORE_BUDGET_S`` (seconds of drawing, the
+workers' start not counted), which also selects the ``explore`` profile;
+then only the Hypothesis tests are run, each strategy-driven test takes its
+``max_examples`` from the profile (``draws``), and each Hypothesis test gets
+an equal share of what is left of the budget when it starts.  Once its share
+is spent, every further draw is rejected before it runs anything, which ends
+the test as passing within a few seconds, with the examples it did run.  A
+failure ends the rejections: its shrinking and final replay run in full.
+"""
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, settings
+import functools
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, event, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+EXAMPLE_DATABASE = Path(__file__).parent / "hypothesis-db"
+EXPLORE_BUDGET_S = float(os.environ.get("HYPOTHESIS_EXPLORE_BUDGET_S") or 0)
+# More than any budget can run (a path check takes seconds): the budget, not
+# this number, ends an explore run.
+EXPLORE_MAX_EXAMPLES = 10_000
 
 # Derandomized, no deadline (frameworks compile on first use), no example
 # database: a run is reproducible and a failure prints its replayable case.
@@ -14,4 +47,126 @@ settings.register_profile(
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-settings.load_profile("ci")
+# Random draws, found failures kept; rejected draws are the budget's doing,
+# not a strategy's, so the health check on filtering does not apply.
+settings.register_profile(
+    "explore",
+    derandomize=False,
+    deadline=None,
+    database=DirectoryBasedExampleDatabase(EXAMPLE_DATABASE),
+    max_examples=EXPLORE_MAX_EXAMPLES,
+    print_blob=True,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.filter_too_much,
+    ],
+)
+settings.load_profile("explore" if EXPLORE_BUDGET_S > 0 else "ci")
+
+
+def draws(in_ci: int) -> int:
+    """``max_examples`` for a strategy-driven test: its own few in CI, where
+    they bound the suite's time; the explore profile's, which only the budget
+    reaches, when exploring (a test's own setting overrides any profile)."""
+    return EXPLORE_MAX_EXAMPLES if EXPLORE_BUDGET_S > 0 else in_ci
+
+
+class _Budget:
+    """What is left of the explore budget, shared out among the Hypothesis
+    tests still to run, so that a slow first test cannot starve the rest and a
+    quick one leaves its time to those after it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.left_s = seconds
+        self.tests_left = 0
+        self.used_s: dict[str, float] = {}
+
+    def share_s(self) -> float:
+        return self.left_s / max(self.tests_left, 1)
+
+    def spent(self, test: str, seconds: float) -> None:
+        self.used_s[test] = seconds
+        self.left_s = max(self.left_s - seconds, 0.0)
+        self.tests_left -= 1
+
+
+_BUDGET = _Budget(EXPLORE_BUDGET_S)
+
+
+def _is_hypothesis_test(item: pytest.Item) -> bool:
+    return bool(getattr(getattr(item, "obj", None), "is_hypothesis_test", False))
+
+
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """When exploring, run only the Hypothesis tests: nothing else draws."""
+    if EXPLORE_BUDGET_S <= 0:
+        return
+    kept = [item for item in items if _is_hypothesis_test(item)]
+    dropped = [item for item in items if not _is_hypothesis_test(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = kept
+    _BUDGET.tests_left = len(kept)
+
+
+def _within(
+    test: Callable[..., Any], deadline: float, protected: int
+) -> Callable[..., Any]:
+    """``test``, rejecting each draw made after ``deadline``, except the first
+    ``protected`` calls (the explicit examples, then Hypothesis' replay of the
+    last failure saved in the database, which comes before any new draw) and
+    everything after a failure (shrinking it and replaying it)."""
+    calls = 0
+    failed = False
+
+    @functools.wraps(test)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls, failed
+        calls += 1
+        if not failed and calls > protected and time.monotonic() > deadline:
+            event("not run: explore budget spent")
+            assume(False)
+        try:
+            return test(*args, **kwargs)
+        except Exception:
+            failed = True
+            raise
+
+    return run
+
+
+@pytest.fixture(autouse=True)
+def _explore_budget(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Give a Hypothesis test its share of the explore budget.  The wrapper
+    goes on ``.hypothesis.inner_test``, Hypothesis' own hook for running the
+    test body differently; through ``functools.wraps`` Hypothesis still files
+    the test's failures under its own key (its body and signature)."""
+    given = request.function
+    if EXPLORE_BUDGET_S <= 0 or not getattr(given, "is_hypothesis_test", False):
+        yield
+        return
+    start = time.monotonic()
+    body = given.hypothesis.inner_test
+    explicit = len(getattr(given, "hypothesis_explicit_examples", ()))
+    given.hypothesis.inner_test = _within(body, start + _BUDGET.share_s(), explicit + 1)
+    try:
+        yield
+    finally:
+        given.hypothesis.inner_test = body
+        _BUDGET.spent(request.node.nodeid, time.monotonic() - start)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The budget against the time each test took (the examples each ran are
+    in Hypothesis' statistics, ``--hypothesis-show-statistics``)."""
+    if EXPLORE_BUDGET_S <= 0:
+        return
+    terminalreporter.section("explore budget")
+    for test, seconds in _BUDGET.used_s.items():
+        terminalreporter.write_line(f"{seconds:7.1f} s  {test}")
+    used = sum(_BUDGET.used_s.values())
+    terminalreporter.write_line(f"{used:7.1f} s of {_BUDGET.seconds:.0f} s budgeted")

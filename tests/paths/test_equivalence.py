@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from equivalence.__main__ import ACCURACY_SPREAD, DEFAULT_STEPS
 from equivalence.check import Case, Checker, ModelReport
 from equivalence.sensitivity import FAULT_CASES, check_fault
+from tests.conftest import draws
 from tests.paths.conftest import UNAVAILABLE, require
 from workers.launch import PROJECT_ROOT
 from workers.paths import OPTIONAL_FRAMEWORKS, PATHS
@@ -43,40 +43,8 @@ def _explain(report: ModelReport) -> str:
     return "\n".join(lines)
 
 
-# A known disagreement, issue 14: MXNet 1.9.1's log_softmax on CPU is about
-# 3.5e-6 off, which the 2-class LSTM's nearly cancelling bias gradients turn
-# into relative errors of up to 7.7e-4 against every other path (the logits
-# bias, and through the backward pass the LSTM's bias), also in the steps of a
-# trajectory.  Until the checker judges paths against a float64 reference,
-# the LSTM test lets through disagreements between an MXNet path and a
-# non-MXNet path below ten times the gradient tolerance, and nothing else: a
-# larger error, a failed path or a disagreement between two other paths still
-# fails it.
-KNOWN_MXNET_LSTM_BOUND = 1e-3
-
-
-def _only_the_known_mxnet_lstm_deviation(report: ModelReport) -> bool:
-    failures = [
-        (pair, e)
-        for pair in [*report.pairs, *report.trajectory_pairs]
-        for e in pair.failures
-    ]
-    return (
-        report.case.model == "lstm"
-        and all(o.ok for o in report.outcomes.values())
-        and bool(failures)
-        and all(
-            e.error < KNOWN_MXNET_LSTM_BOUND
-            and ("mxnet" in pair.a) != ("mxnet" in pair.b)
-            for pair, e in failures
-        )
-    )
-
-
 def _assert_all_agree(checker: Checker, case: Case) -> None:
     report = checker.check(case)
-    if _only_the_known_mxnet_lstm_deviation(report):
-        return
     assert report.ok, _explain(report)
     assert set(report.verdicts.values()) == {"pass"}, _explain(report)
     if case.steps:
@@ -88,7 +56,7 @@ def _assert_all_agree(checker: Checker, case: Case) -> None:
 scales = st.sampled_from([1.0, 0.0625, 0.25, 4.0, 16.0])
 
 
-@settings(max_examples=8)
+@settings(max_examples=draws(8))
 @given(seed=seeds, batch=st.integers(1, 64), scale=scales, steps=st.integers(0, 4))
 def test_ffn_paths_agree(
     checker: Checker, seed: int, batch: int, scale: float, steps: int
@@ -96,7 +64,7 @@ def test_ffn_paths_agree(
     _assert_all_agree(checker, Case("ffn", seed, batch, None, scale, steps))
 
 
-@settings(max_examples=5)
+@settings(max_examples=draws(5))
 @given(seed=seeds, batch=st.integers(1, 32), scale=scales, steps=st.integers(0, 3))
 def test_lenet_paths_agree(
     checker: Checker, seed: int, batch: int, scale: float, steps: int
@@ -104,7 +72,13 @@ def test_lenet_paths_agree(
     _assert_all_agree(checker, Case("lenet", seed, batch, None, scale, steps))
 
 
-@settings(max_examples=5)
+# Issue 14: at the workload's own length (``seq_len=None``: 250) and batch 4,
+# the gate's case, MXNet's cross-entropy (then log_softmax, 3.5e-6 off) put
+# the LSTM's bias gradients 7.7e-4 away from every other path; CI's fixed
+# draws (lengths up to 40) never met it.  12: a short sequence, trained.
+@settings(max_examples=draws(5))
+@example(seed=15, batch=4, seq_len=None, scale=1.0, steps=0)
+@example(seed=3, batch=16, seq_len=12, scale=1.0, steps=2)
 @given(
     seed=seeds,
     batch=st.integers(1, 16),
@@ -113,12 +87,17 @@ def test_lenet_paths_agree(
     steps=st.integers(0, 3),
 )
 def test_lstm_paths_agree(  # noqa: PLR0917 (one argument per drawn value)
-    checker: Checker, seed: int, batch: int, seq_len: int, scale: float, steps: int
+    checker: Checker,
+    seed: int,
+    batch: int,
+    seq_len: int | None,
+    scale: float,
+    steps: int,
 ) -> None:
     _assert_all_agree(checker, Case("lstm", seed, batch, seq_len, scale, steps))
 
 
-@settings(max_examples=2)
+@settings(max_examples=draws(2))
 @given(seed=seeds, batch=st.integers(1, 4), steps=st.integers(0, 1))
 def test_vgg16_paths_agree(checker: Checker, seed: int, batch: int, steps: int) -> None:
     _assert_all_agree(checker, Case("vgg16", seed, batch, steps=steps))
@@ -241,26 +220,3 @@ def test_workers_pin_their_numerics_and_report_them(checker: Checker) -> None:
             assert pinned["op_determinism"] is True
         elif framework == "jax":
             assert pinned["jax_default_matmul_precision"] == "highest"
-
-
-def test_the_known_mxnet_allowance_lets_nothing_else_through() -> None:
-    from types import SimpleNamespace as Fake
-
-    def report(quantity: str, error: float, a: str, b: str, model: str = "lstm") -> Any:
-        failure = Fake(quantity=quantity, error=error)
-        return Fake(
-            case=Fake(model=model),
-            outcomes={"x": Fake(ok=True)},
-            pairs=[Fake(a=a, b=b, failures=[failure])],
-            trajectory_pairs=[],
-        )
-
-    known = report("grad:logits/bias", 7.7e-4, "keras-jax", "native-mxnet")
-    assert _only_the_known_mxnet_lstm_deviation(known)
-    for wrong in [
-        report("grad:logits/bias", 2e-3, "keras-jax", "native-mxnet"),
-        report("grad:logits/bias", 7.7e-4, "keras-jax", "native-torch"),
-        report("grad:logits/bias", 7.7e-4, "native-mxnet", "native-mxnet-hybrid"),
-        report("grad:logits/bias", 7.7e-4, "keras-jax", "native-mxnet", "ffn"),
-    ]:
-        assert not _only_the_known_mxnet_lstm_deviation(wrong)
