@@ -103,7 +103,7 @@ def _print_judgements(report: ModelReport) -> None:
                 _worst(result, lambda q: q.startswith(GRAD_PREFIX)),
                 _worst(result, lambda q: q.startswith("step1/")),
                 _worst(result, lambda q: q.startswith("step")),
-                f"{report.multiples[path]:.1f}",
+                f"{report.multiples[path]:.3g}",
             ]
         row.append(
             "-"
@@ -119,7 +119,11 @@ def _print_judgements(report: ModelReport) -> None:
         f"of (float32 {REFERENCE_PATH}'s error + {FLOOR:.0e}) needed, passing up "
         f"to {MULTIPLE:g}; repeat: a second evaluation in the same process"
     )
-    print(tabulate(rows, headers=[*headers, "m", "repeat", "verdict"]))
+    print(
+        tabulate(
+            rows, headers=[*headers, "m", "repeat", "verdict"], disable_numparse=True
+        )
+    )
 
 
 def _print_report(report: ModelReport) -> None:

@@ -77,7 +77,7 @@ def judge(
     (VGG16, two steps: a correct path needed m = 1 on one seed and 1168 on
     another), and the measured spread of correct paths bounds it instead."""
     entries = []
-    for quantity in sorted(set(arrays) | set(reference)):
+    for quantity in sorted(set(arrays) | set(reference), key=_walking_order):
         error = quantity_error(arrays, reference, quantity)
         base = quantity_error(baseline, reference, quantity)
         # a quantity the reference or the baseline lacks allows nothing
@@ -87,6 +87,16 @@ def judge(
             limit = max(limit, step_tolerance(model, step))
         entries.append(Entry(quantity, error, limit))
     return PairResult(model, path, REFERENCE, tuple(entries))
+
+
+def _walking_order(quantity: str) -> tuple[int, int, str]:
+    """Logits, loss, gradients, then each training step's quantities in step
+    order: the order a reader follows a difference in."""
+    step = _step(quantity)
+    if step is not None:
+        return (3, step, quantity)
+    kind = {"logits": 0, "loss": 1}.get(quantity, 2)
+    return (kind, 0, quantity)
 
 
 def _step(quantity: str) -> int | None:

@@ -150,7 +150,7 @@ def test_every_path_reaches_the_same_accuracy_on_real_digits(
     assert min(c[-1] for c in report.curves.values()) > 0.2, report.curves
 
 
-def test_equivalence_cli_names_the_pair_and_parameter() -> None:
+def test_equivalence_cli_names_the_path_and_quantity() -> None:
     result = subprocess.run(
         [
             sys.executable,
@@ -176,11 +176,9 @@ def test_equivalence_cli_names_the_pair_and_parameter() -> None:
         check=False,
     )
     assert result.returncode == 1, result.stdout + result.stderr
-    assert (
-        "DISAGREE lenet: keras-torch vs native-torch on gradient of fc1/kernel"
-        in result.stdout
-    )
-    assert "LOCALIZED native-torch against keras-torch" in result.stdout
+    assert "DISAGREE lenet: native-torch against float64 on logits" in result.stdout
+    assert "DISAGREE lenet: keras-torch" not in result.stdout
+    assert "LOCALIZED native-torch against float64" in result.stdout
     assert "first difference in forward at layer fc1" in result.stdout
     assert "replay: python -m equivalence --models lenet" in result.stdout
 
