@@ -169,10 +169,7 @@ def baseline_limit(
         ref, base = reference[stages[stage]], baseline[stages[stage]]
         if ref is None or base is None:
             return tolerance
-        limit = allowed(_layer_error(base, ref, keys))
-        # after a training step, at least the trajectory tolerance, as the
-        # judgement allows (``equivalence.reference.judge``)
-        return max(limit, tolerance) if stage == "update" else limit
+        return allowed(_layer_error(base, ref, keys))
 
     return limit
 

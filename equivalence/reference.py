@@ -33,7 +33,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from equivalence.compare import Entry, PairResult, quantity_error, step_tolerance
+from equivalence.compare import Entry, PairResult, quantity_error
 
 REFERENCE = "float64"  # the native PyTorch model in float64
 BASELINE = "float32"  # the same model in float32, fault-free
@@ -69,23 +69,13 @@ def judge(
     """``path``'s every quantity against float64, each with its own allowance.
 
     A quantity the reference has and the path lacks (or the path has and the
-    reference lacks) counts as an infinite error.  The loss and parameters
-    after training step ``t`` (``step<t>/...``) are allowed at least the
-    trajectory tolerance of ``equivalence.compare.step_tolerance``: Adam turns
-    the rounding of nearly-zero gradient entries into full-size steps of
-    either sign, so the baseline's own error after a step is a matter of luck
-    (VGG16, two steps: a correct path needed m = 1 on one seed and 1168 on
-    another), and the measured spread of correct paths bounds it instead."""
+    reference lacks) counts as an infinite error."""
     entries = []
     for quantity in sorted(set(arrays) | set(reference), key=_walking_order):
         error = quantity_error(arrays, reference, quantity)
         base = quantity_error(baseline, reference, quantity)
         # a quantity the reference or the baseline lacks allows nothing
-        limit = allowed(base) if base < math.inf else 0.0
-        step = _step(quantity)
-        if step is not None and limit > 0:
-            limit = max(limit, step_tolerance(model, step))
-        entries.append(Entry(quantity, error, limit))
+        entries.append(Entry(quantity, error, allowed(base) if base < math.inf else 0))
     return PairResult(model, path, REFERENCE, tuple(entries))
 
 

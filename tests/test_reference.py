@@ -122,15 +122,3 @@ def test_only_a_missing_optional_framework_is_excused(
 ) -> None:
     assert missing_framework(path, Reply("unavailable", error=error)) is excused
     assert not missing_framework(path, Reply("crashed", error=error))
-
-
-def test_after_a_training_step_at_least_the_trajectory_tolerance_is_allowed() -> None:
-    # An exact baseline would allow 1e-6; after step 2 of an LSTM trajectory
-    # the measured tolerance of correct paths (2e-4) is allowed, and no more.
-    reference = {"step2/w": np.ones(4), "grad:w": np.ones(4)}
-    baseline = {k: np.ones(4) for k in reference}
-    off = {k: np.ones(4) * (1 + 1e-4) for k in reference}
-    result = judge("lstm", "p", off, reference, baseline)
-    assert {e.quantity for e in result.failures} == {"grad:w"}
-    far = {"step2/w": np.ones(4) * (1 + 1e-3), "grad:w": np.ones(4)}
-    assert not judge("lstm", "p", far, reference, baseline).ok
