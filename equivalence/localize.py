@@ -30,7 +30,7 @@ from equivalence.compare import (
     quantity_error,
     step_tolerance,
 )
-from equivalence.reference import allowed
+from equivalence.reference import allowed, trajectory_floor
 from native.faults import Location
 from zoo.specs import ModelSpec
 
@@ -157,19 +157,25 @@ def layer_errors(
 
 
 def baseline_limit(
+    spec: ModelSpec,
     reference: tuple[Arrays, Arrays, Arrays | None],
     baseline: tuple[Arrays, Arrays, Arrays | None],
 ) -> Limit:
     """Each layer allowed ``equivalence.reference.allowed`` of the float32
     baseline's error against the float64 reference at that layer (both as
-    ``(activations, evaluated, trajectory)``)."""
+    ``(activations, evaluated, trajectory)``), after a training step at least
+    ``equivalence.reference.trajectory_floor``, as the judgement allows."""
     stages = {"forward": 0, "loss": 1, "backward": 1, "update": 2}
 
     def limit(stage: str, keys: list[str], tolerance: float) -> float:
         ref, base = reference[stages[stage]], baseline[stages[stage]]
         if ref is None or base is None:
             return tolerance
-        return allowed(_layer_error(base, ref, keys))
+        allowance = allowed(_layer_error(base, ref, keys))
+        if stage == "update":
+            step = int(keys[0].split("/")[0].removeprefix("step"))
+            allowance = max(allowance, trajectory_floor(spec.name, step))
+        return allowance
 
     return limit
 
@@ -193,6 +199,7 @@ def localize(
     limit: Limit = fixed_limit
     if baseline is not None:
         limit = baseline_limit(
+            spec,
             (activations[1], evaluated[1], trajectory[1] if trajectory else None),
             baseline,
         )

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from equivalence.check import missing_framework
+from equivalence.compare import step_tolerance
 from equivalence.reference import (
     FLOOR,
     MULTIPLE,
@@ -17,6 +18,7 @@ from equivalence.reference import (
     judge,
     needed_multiple,
     per_step,
+    trajectory_floor,
 )
 from workers.launch import Reply
 
@@ -122,3 +124,17 @@ def test_only_a_missing_optional_framework_is_excused(
 ) -> None:
     assert missing_framework(path, Reply("unavailable", error=error)) is excused
     assert not missing_framework(path, Reply("crashed", error=error))
+
+
+@pytest.mark.parametrize(("model", "floored"), [("vgg16", True), ("lstm", False)])
+def test_only_a_chaotic_trajectory_gets_its_measured_floor(
+    model: str, floored: bool
+) -> None:
+    # An exact baseline allows 1e-6; after step 2 of VGG16 (chaotic under
+    # Adam) the measured trajectory tolerance is allowed, of the LSTM not.
+    reference = {"step2/w": np.ones(4), "grad:w": np.ones(4)}
+    baseline = {k: np.ones(4) for k in reference}
+    off = {k: np.ones(4) * (1 + 1e-4) for k in reference}
+    failing = {e.quantity for e in judge(model, "p", off, reference, baseline).failures}
+    assert failing == ({"grad:w"} if floored else {"grad:w", "step2/w"})
+    assert trajectory_floor(model, 2) == (step_tolerance(model, 2) if floored else 0)
