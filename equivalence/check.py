@@ -437,8 +437,9 @@ class Checker:
             return taps[path]
 
         for path in failing:
-            if report.verdicts[path] == "error" and path not in paths:
-                continue  # it never ran; its failure says why
+            outcome = report.outcomes.get(path)
+            if outcome is None or outcome.status == "unavailable":
+                continue  # it never started; its failure says why
             (mine, error) = activations(path)
             theirs, base = activations(REFERENCE)[0], activations(BASELINE)[0]
             trajectory = baseline_trajectory = None
