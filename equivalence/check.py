@@ -42,9 +42,12 @@ from equivalence.localize import Localization, localize
 from equivalence.reference import (
     BASELINE,
     BASELINE_ENV,
+    CROSS_CHECK,
+    CROSS_CHECK_PATH,
     REFERENCE,
     REFERENCE_ENV,
     REFERENCE_PATH,
+    cross_check,
     judge,
     needed_multiple,
     per_step,
@@ -247,6 +250,9 @@ class Checker:
         # (``equivalence.reference``): two more workers, never given a fault.
         self.references = {
             REFERENCE: Worker(REFERENCE_PATH, env=REFERENCE_ENV, deterministic=True),
+            CROSS_CHECK: Worker(
+                CROSS_CHECK_PATH, env=REFERENCE_ENV, deterministic=True
+            ),
             BASELINE: Worker(REFERENCE_PATH, env=BASELINE_ENV, deterministic=True),
         }
 
@@ -293,18 +299,24 @@ class Checker:
     def _reference(
         self, report: ModelReport, request: Evaluate | Trajectory | Activations
     ) -> Results:
-        """The float64 reference's and the float32 baseline's arrays for
-        ``request``; on a failure, ``report.reference_error`` says why."""
+        """The float64 reference's, the float64 cross-check's and the float32
+        baseline's arrays for ``request``; when one fails, or the two float64
+        runs disagree (``equivalence.reference.cross_check``),
+        ``report.reference_error`` says why and nothing is returned."""
         arrays = {}
         for name in self.references:
             reply, result = self._call(name, request)
             if result is None:
-                report.reference_error = (
-                    f"the {name} reference ({REFERENCE_PATH}) failed: {reply.error}"
-                )
+                report.reference_error = f"the {name} run failed: {reply.error}"
                 return {}
             arrays[name] = result
-        return arrays
+        converted = per_step if isinstance(request, Trajectory) else dict
+        report.reference_error = cross_check(
+            converted(arrays[REFERENCE]),
+            converted(arrays[CROSS_CHECK]),
+            converted(arrays[BASELINE]),
+        )
+        return arrays if report.reference_error is None else {}
 
     def check(self, case: Case, faults: dict[str, str] | None = None) -> ModelReport:
         """Run ``case`` on every path (``faults`` maps a path to a deliberate

@@ -22,6 +22,12 @@ A path's "m" (``needed_multiple``) is the multiple it needed: its largest
 ``MULTIPLE``.
 
 ``MULTIPLE`` comes from measurements (README, "Why MULTIPLE = 10").
+
+A reference written with the same model code as one of the paths would share
+that path's bugs.  So a second float64 run, the native JAX model with JAX's
+64-bit mode (``CROSS_CHECK``: other code, other framework), is held against
+the reference on every quantity: they must agree within ``CROSS_CHECK_SHARE``
+of each quantity's allowance, or no path is judged (``cross_check``).
 Framework-free.
 """
 
@@ -43,9 +49,14 @@ from zoo.specs import get_spec
 
 REFERENCE = "float64"  # the native PyTorch model in float64
 BASELINE = "float32"  # the same model in float32, fault-free
+CROSS_CHECK = "float64-jax"  # the native JAX model in float64
 REFERENCE_PATH = "native-torch"
+CROSS_CHECK_PATH = "native-jax"
 REFERENCE_ENV = {"HARNESS_NATIVE_DTYPE": "float64"}
 BASELINE_ENV = {"HARNESS_NATIVE_DTYPE": "float32"}
+# The two float64 runs must agree within this share of what a path is
+# allowed: the reference's own doubt stays negligible against the judgement.
+CROSS_CHECK_SHARE = 0.01
 
 # Measured over 42 cases (README, "Why MULTIPLE = 10"): a correct path needed
 # at most 3.41; MXNet's old log_softmax (3.5e-6 off) needs 19.1 on the LSTM at
@@ -118,6 +129,28 @@ def trajectory_floor(model: str, step: int) -> float:
     measured spread of correct paths (``step_tolerance``) bounds it instead."""
     growth = TRAJECTORY_TOLERANCE[get_spec(model).module][1]
     return step_tolerance(model, step) if growth > 1 else 0.0
+
+
+def cross_check(
+    reference: Mapping[str, np.ndarray],
+    second: Mapping[str, np.ndarray],
+    baseline: Mapping[str, np.ndarray],
+) -> str | None:
+    """One sentence when the two float64 runs disagree on a quantity by more
+    than ``CROSS_CHECK_SHARE`` of its allowance (or one lacks it), else
+    ``None``."""
+    for quantity in sorted(set(reference) | set(second), key=_walking_order):
+        error = quantity_error(second, reference, quantity)
+        limit = CROSS_CHECK_SHARE * allowed(
+            quantity_error(baseline, reference, quantity)
+        )
+        if not error <= limit:
+            return (
+                f"the float64 runs of {REFERENCE_PATH} and {CROSS_CHECK_PATH} "
+                f"disagree on {quantity} by {error:.1e} (allowed {limit:.1e}): one "
+                "of the two models is wrong, so no path can be judged"
+            )
+    return None
 
 
 def per_step(trajectory: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -15,6 +15,7 @@ from equivalence.reference import (
     FLOOR,
     MULTIPLE,
     allowed,
+    cross_check,
     judge,
     needed_multiple,
     per_step,
@@ -138,3 +139,18 @@ def test_only_a_chaotic_trajectory_gets_its_measured_floor(
     failing = {e.quantity for e in judge(model, "p", off, reference, baseline).failures}
     assert failing == ({"grad:w"} if floored else {"grad:w", "step2/w"})
     assert trajectory_floor(model, 2) == (step_tolerance(model, 2) if floored else 0)
+
+
+def test_the_two_float64_runs_must_agree_closely() -> None:
+    reference, baseline = _case()
+    # Another float64 computation: rounding at float64's level agrees.
+    second = {k: np.asarray(v) * (1 + 1e-15) for k, v in reference.items()}
+    assert cross_check(reference, second, baseline) is None
+    # A second model off by what a path would be allowed (and more than 1% of
+    # it) stops the judgement, naming the quantity.
+    wrong = {**second, "grad:fc/kernel": reference["grad:fc/kernel"] * (1 + 1e-6)}
+    sentence = cross_check(reference, wrong, baseline)
+    assert sentence is not None
+    assert "disagree on grad:fc/kernel" in sentence
+    missing = {k: v for k, v in second.items() if k != "loss"}
+    assert cross_check(reference, missing, baseline) is not None

@@ -15,6 +15,11 @@ The optimizers follow Keras 3's update formulas exactly (see
 ``native/torch/common.py``): plain SGD, and Adam with the bias correction
 folded into the step size and epsilon outside the square root (inside when
 the workload's ``epsilon_inside_sqrt`` says so).
+
+``HARNESS_NATIVE_DTYPE=float64`` in a worker's environment turns on JAX's
+64-bit mode and makes every parameter and input float64: the second float64
+run the equivalence checker holds its reference against
+(``equivalence.reference``).
 """
 
 from __future__ import annotations
@@ -34,10 +39,15 @@ from zoo.specs import Workload
 
 LAYOUT = "keras"
 Params = dict[str, jax.Array]
+if os.environ.get("HARNESS_NATIVE_DTYPE") == "float64":
+    jax.config.update("jax_enable_x64", True)
+DTYPE = {"float32": jnp.float32, "float64": jnp.float64}[
+    os.environ.get("HARNESS_NATIVE_DTYPE", "float32")
+]
 
 
 def init(arrays: Mapping[str, np.ndarray]) -> Params:
-    return {name: jnp.asarray(a, dtype=jnp.float32) for name, a in arrays.items()}
+    return {name: jnp.asarray(a, dtype=DTYPE) for name, a in arrays.items()}
 
 
 def arrays(params: Params) -> Params:
@@ -45,7 +55,7 @@ def arrays(params: Params) -> Params:
 
 
 def to_input(x: np.ndarray) -> jax.Array:
-    return jnp.asarray(x, dtype=jnp.float32)  # already (N, H, W, C) or (N, T, F)
+    return jnp.asarray(x, dtype=DTYPE)  # already (N, H, W, C) or (N, T, F)
 
 
 def to_labels(y: np.ndarray) -> jax.Array:
@@ -128,7 +138,7 @@ def _sgd(state: TrainState, grads: Params) -> TrainState:
 
 def _adam(state: TrainState, grads: Params) -> TrainState:
     w = state.workload
-    t = (state.step + 1).astype(jnp.float32)
+    t = (state.step + 1).astype(DTYPE)
     alpha = w.learning_rate * jnp.sqrt(1 - w.beta_2**t) / (1 - w.beta_1**t)
     m = {k: m + (grads[k] - m) * (1 - w.beta_1) for k, m in state.m.items()}
     v = {k: v + (grads[k] ** 2 - v) * (1 - w.beta_2) for k, v in state.v.items()}
@@ -166,6 +176,7 @@ def describe() -> dict[str, Any]:
         "framework": "jax",
         "framework_version": jax.__version__,
         "device": str(jax.devices()[0]),
+        "dtype": jnp.dtype(DTYPE).name,
         "jax_default_matmul_precision": str(jax.config.jax_default_matmul_precision),
         "xla_flags": os.environ.get("XLA_FLAGS"),
         "cpu_count": os.cpu_count(),
