@@ -49,8 +49,8 @@ BEFORE = {
             warmup_rounds=1,
             pair_window_s=1.0,
             ratio_target=0.05,
-            cell_budget_s=40.0,
-            max_repeats=8,
+            cell_budget_s=30.0,
+            max_repeats=5,
         ),
         per_model={
             "ffn": {

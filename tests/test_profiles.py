@@ -34,8 +34,8 @@ def test_settings_are_hashable_immutable_values() -> None:
         latency=True,
         pair_window_s=1.0,
         ratio_target=0.05,
-        cell_budget_s=40.0,
-        max_repeats=8,
+        cell_budget_s=30.0,
+        max_repeats=5,
     )
     assert ffn == again
     assert {ffn: "ffn"}[again] == "ffn"
