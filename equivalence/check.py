@@ -61,7 +61,7 @@ from workers.messages import (
     Evaluate,
     Trajectory,
 )
-from workers.paths import OPTIONAL_FRAMEWORKS, PATHS
+from workers.paths import OPTIONAL_FRAMEWORKS, get_path
 from zoo.arrays import load_npz, save_npz
 from zoo.data import make_batches
 from zoo.digits import digit_epochs
@@ -133,7 +133,7 @@ def missing_framework(path: str, reply: Reply) -> bool:
     framework is one that may be missing (``OPTIONAL_FRAMEWORKS``: MXNet,
     which cannot install everywhere).  Any other failure to start, a crash in
     the project's own code included, is an error, never a pass."""
-    framework = PATHS[path].framework
+    framework = get_path(path).framework
     error = reply.error or ""
     return (
         reply.status == "unavailable"

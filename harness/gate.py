@@ -380,6 +380,9 @@ def verify(
     path; ``checker``, an open ``Checker`` to check with (left open; by
     default the gate starts one for every known path and closes it)."""
     faults = dict(faults or {})
+    # Every path of the benchmark, and any level path asked for
+    # (``workers.paths.LEVEL_PATHS``, which only ``harness explain`` times).
+    known = [*PATHS, *(p for p in paths if p not in PATHS)]
     cache_file = results_dir / CACHE_NAME
     entries = _load(cache_file, log)
     sources = sources_digest()
@@ -406,7 +409,7 @@ def verify(
                     faults=faults,
                     reference_versions=versions[interpreter(reference_framework)],
                 )
-                for p in PATHS
+                for p in known
             }
             if all(keys[p] in entries for p in paths):
                 verdicts[model] = {p: entries[keys[p]]["verdict"] for p in paths}
@@ -418,7 +421,7 @@ def verify(
             log(f"equivalence {model}: checking every path ({GATE_STEPS} steps) ...")
             start = time.perf_counter()
             if checker is None:
-                checker = Checker(list(PATHS), cache_dir=weights_dir, timeout=timeout)
+                checker = Checker(known, cache_dir=weights_dir, timeout=timeout)
             # The workload's length first (the timed closures run it), then
             # for the LSTM a short one too (``equivalence.check.seq_lens``).
             reports = [

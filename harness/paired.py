@@ -129,7 +129,7 @@ def estimate(
     logs = [log_ratios(p) for p in processes if len(p)]
     if not logs:
         return None
-    center, boot = _replicates(logs, resamples, np.random.default_rng(seed))
+    center, boot = replicates(logs, resamples, np.random.default_rng(seed))
     ratio = math.exp(center)
     lo, hi = np.exp(_interval(boot, level))
     return RatioEstimate(
@@ -139,6 +139,45 @@ def estimate(
         half_width=float((hi - lo) / 2 / ratio),
         processes=len(logs),
         blocks=sum(len(x) for x in logs),
+    )
+
+
+@dataclass(frozen=True)
+class Location:
+    """A location (seconds, or a difference of seconds) with an interval."""
+
+    value: float  # HL of every block's value, pooled
+    low: float
+    high: float
+    processes: int
+    blocks: int
+
+
+def location(
+    processes: Sequence[Sequence[float]],
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+    level: float = 0.95,
+) -> Location | None:
+    """``estimate`` for one value per block instead of a pair: the HL
+    estimate of every block's value pooled (a time, or the difference of two
+    sides' times in one block) and its hierarchical-bootstrap interval,
+    widened for few processes alike.  None when there is no block; raises
+    ValueError for a value that is not finite."""
+    _check(resamples, level)
+    values = [np.asarray(p, dtype=float) for p in processes if len(p)]
+    if not values:
+        return None
+    if not all(np.all(np.isfinite(v)) for v in values):
+        raise ValueError("a block value is not a finite number")
+    center, boot = replicates(values, resamples, np.random.default_rng(seed))
+    lo, hi = _interval(boot, level)
+    return Location(
+        value=center,
+        low=lo,
+        high=hi,
+        processes=len(values),
+        blocks=sum(v.size for v in values),
     )
 
 
@@ -187,8 +226,8 @@ def compare(
     if not old_logs or not new_logs:
         raise ValueError("both sides need at least one block")
     rng = np.random.default_rng(seed)
-    old_center, old_boot = _replicates(old_logs, resamples, rng)
-    new_center, new_boot = _replicates(new_logs, resamples, rng)
+    old_center, old_boot = replicates(old_logs, resamples, rng)
+    new_center, new_boot = replicates(new_logs, resamples, rng)
     d, boot = new_center - old_center, new_boot - old_boot
     lo, hi = _interval(boot, level)
     p = 2 * min(np.mean(boot <= 0), np.mean(boot >= 0))
@@ -233,7 +272,7 @@ def _interval(samples: np.ndarray, level: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def _replicates(
+def replicates(
     logs: list[np.ndarray], resamples: int, rng: np.random.Generator
 ) -> tuple[float, np.ndarray]:
     """The HL estimate of the pooled ``logs`` (one array of log ratios per

@@ -13,12 +13,21 @@ only when the records hold data for it:
   bootstrap 95% CI error bars, on a log scale (models differ by orders of
   magnitude).
 
+:func:`explain_bars` draws one more kind, on demand and from numbers the
+caller computed: ``explain-<model>-<framework>.png``, a stacked bar per phase
+of where one Keras step's time goes (native work, extra kernels, layers and
+optimizer, fit loop, input conversion) against the measured Keras step.
+
 The numbers come from :mod:`harness.analysis`; this module only lays them out
 and draws.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +172,203 @@ def write_plots(records: list[Record], out_dir: Path) -> list[Path]:
         _train_step(plt, by_key, out_dir),
     ]
     return [p for p in written if p is not None]
+
+
+# Where one Keras step goes, bottom to top, each part with a fixed colour.
+EXPLAIN_PARTS: dict[str, str] = {
+    "native": "#4c72b0",
+    "extra kernels": "#dd8452",
+    "layers and optimizer": "#55a868",
+    "fit loop": "#c44e52",
+    "input conversion": "#8172b3",
+}
+_PHASE_ORDER = ("train", "infer")
+
+
+def _number(value: Any, what: str) -> float:
+    """``value`` as a float; ValueError unless it is a finite real number."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+    ):
+        raise ValueError(f"{what} is not a finite number: {value!r}")
+    return float(value)
+
+
+def _estimate(entry: Any, what: str) -> Interval:
+    """A ``{"us", "low", "high"}`` entry as (value, low, high) in microseconds;
+    ``low`` and ``high`` default to the value when absent."""
+    if not isinstance(entry, Mapping) or "us" not in entry:
+        raise ValueError(f"{what} must be a mapping with a 'us' number: {entry!r}")
+    value = _number(entry["us"], f"{what} 'us'")
+    low = _number(entry.get("low", value), f"{what} 'low'")
+    high = _number(entry.get("high", value), f"{what} 'high'")
+    return value, low, high
+
+
+@dataclass(frozen=True)
+class _ExplainBar:
+    """One checked bar of :func:`explain_bars`: a phase of one path."""
+
+    phase: str
+    batch: int
+    parts: dict[str, Interval]  # in EXPLAIN_PARTS order, missing ones left out
+    total: Interval | None
+
+
+def _explain_bar(cell: Mapping[str, Any]) -> tuple[str, str, _ExplainBar]:
+    """(model, framework, bar) of one cell; ValueError for a malformed cell."""
+    try:
+        model, framework = str(cell["model"]), str(cell["framework"])
+        phase, raw_parts = str(cell["phase"]), cell["parts"]
+        batch = _number(cell["batch"], "batch")
+    except KeyError as missing:
+        raise ValueError(f"an explain cell lacks {missing}: {cell!r}") from None
+    if batch < 1 or not batch.is_integer():
+        raise ValueError(f"batch of {model} on {framework} is not a whole number >= 1")
+    if not isinstance(raw_parts, Mapping):
+        raise ValueError(f"'parts' of {model} on {framework} is not a mapping")
+    unknown = set(raw_parts) - set(EXPLAIN_PARTS)
+    if unknown:
+        raise ValueError(f"unknown parts {sorted(unknown)}; known: {[*EXPLAIN_PARTS]}")
+    where = f"{model} on {framework} ({phase})"
+    parts = {
+        name: _estimate(raw_parts[name], f"part {name!r} of {where}")
+        for name in EXPLAIN_PARTS
+        if name in raw_parts
+    }
+    total = cell.get("total")
+    checked = None if total is None else _estimate(total, f"total of {where}")
+    return model, framework, _ExplainBar(phase, int(batch), parts, checked)
+
+
+def _draw_explain(plt: Any, title: str, bars: list[_ExplainBar], path: Path) -> Path:
+    """Stacked bars (positive parts up from 0, negative ones hatched down from
+    0) with the measured total as a black tick and its CI; saves to ``path``."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    fig, ax = plt.subplots(figsize=(5.5 + 1.3 * len(bars), 5))
+    drawn: set[str] = set()
+    netted = False  # some bar has a negative part
+    for x, bar in enumerate(bars):
+        up, down = 0.0, 0.0
+        for name, (value, _, _) in bar.parts.items():
+            drawn.add(name)
+            if value >= 0:
+                ax.bar(x, value, 0.6, bottom=up, color=EXPLAIN_PARTS[name])
+                up += value
+            else:
+                ax.bar(
+                    x,
+                    value,
+                    0.6,
+                    bottom=down,
+                    color=EXPLAIN_PARTS[name],
+                    alpha=0.6,
+                    hatch="//",
+                    edgecolor="black",
+                )
+                down += value
+        if down < 0:
+            netted = True
+            ax.plot(x, up + down, marker="D", color="white", markeredgecolor="black")
+        if bar.total is not None:
+            value, low, high = bar.total
+            ax.hlines(value, x - 0.4, x + 0.4, color="black", linewidth=2.5)
+            ax.errorbar(
+                x,
+                value,
+                yerr=[[max(value - low, 0.0)], [max(high - value, 0.0)]],
+                fmt="none",
+                ecolor="black",
+                capsize=4,
+            )
+    handles: list[Any] = [
+        Patch(color=colour, label=name)
+        for name, colour in EXPLAIN_PARTS.items()
+        if name in drawn
+    ][::-1]  # top of the stack first, as the bars read
+    if any(bar.total is not None for bar in bars):
+        handles.append(
+            Line2D([], [], color="black", lw=2.5, label="measured Keras step (95% CI)")
+        )
+    if netted:
+        ax.axhline(0.0, color="black", linewidth=0.8)
+        handles += [
+            Patch(
+                facecolor="white",
+                edgecolor="black",
+                hatch="//",
+                label="negative part (down from 0)",
+            ),
+            Line2D(
+                [],
+                [],
+                ls="",
+                marker="D",
+                color="white",
+                markeredgecolor="black",
+                label="sum of parts, net",
+            ),
+        ]
+    ax.set_xticks(
+        range(len(bars)),
+        [b.phase if b.phase != "infer" else "infer\n(per mini-batch)" for b in bars],
+    )
+    ax.set_xlim(-0.75, len(bars) - 0.25)
+    ax.set_ylabel("µs per step (per mini-batch for infer)")
+    ax.set_title(title, fontsize="medium")
+    ax.legend(
+        handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1)
+    )
+    return _save(plt, fig, path)
+
+
+def explain_bars(cells: Sequence[Mapping[str, Any]], out_dir: Path) -> list[Path]:
+    """Where one Keras step goes, one figure per (model, framework):
+    ``explain-<model>-<framework>.png`` in ``out_dir`` (created if needed).
+
+    One stacked bar per phase present (train, then infer, then any other),
+    its parts bottom to top in :data:`EXPLAIN_PARTS` order ("native", "extra
+    kernels", "layers and optimizer", "fit loop", "input conversion"), in
+    microseconds per step (per mini-batch for infer); a missing part is left
+    out.  A negative part (e.g. a fit loop that made Keras *faster*) cannot be
+    stacked: it is drawn hatched, going down from 0, and a white diamond marks
+    the net sum of that bar's parts.  The measured total Keras
+    step is a black tick with its 95% CI, to show how close the parts sum to
+    it.  Each cell is ``{"model", "framework", "phase", "batch", "parts":
+    {name: {"us", "low", "high"}}, "total": {"us", "low", "high"}}``
+    (``total`` optional; ``low``/``high`` default to ``us``).
+
+    Returns the written paths; an empty ``cells`` writes nothing.  Every cell
+    is checked before anything is drawn: ValueError for a missing key, an
+    unknown part, a value that is not a finite number or two cells of one
+    model, framework and phase.  ImportError without matplotlib.
+    """
+    groups: dict[tuple[str, str], list[_ExplainBar]] = {}
+    for cell in cells:
+        model, framework, bar = _explain_bar(cell)
+        bars = groups.setdefault((model, framework), [])
+        if any(b.phase == bar.phase for b in bars):
+            raise ValueError(f"two cells for {model} on {framework}, {bar.phase}")
+        bars.append(bar)
+    if not groups:
+        return []
+    plt = _pyplot()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for (model, framework), bars in groups.items():
+        bars.sort(key=_phase_rank)
+        batches = ", ".join(str(b) for b in dict.fromkeys(b.batch for b in bars))
+        title = f"{model} on {framework}: where a Keras step goes (batch {batches})"
+        path = out_dir / f"explain-{model}-{framework}.png"
+        written.append(_draw_explain(plt, title, bars, path))
+    return written
+
+
+def _phase_rank(bar: _ExplainBar) -> tuple[int, str]:
+    """Train first, infer second, any other phase after them by name."""
+    known = bar.phase in _PHASE_ORDER
+    return (_PHASE_ORDER.index(bar.phase) if known else len(_PHASE_ORDER), bar.phase)

@@ -231,15 +231,18 @@ def test_a_paired_request_survives_the_wire() -> None:
 
 
 def test_the_command_line_takes_a_partner() -> None:
-    assert _arguments(["keras-torch"]) == ("keras-torch", None, False)
+    assert _arguments(["keras-torch"]) == ("keras-torch", [], False)
     assert _arguments(["keras-torch", "--partner", "native-torch"]) == (
         "keras-torch",
-        "native-torch",
+        ["native-torch"],
         False,
     )
     assert _arguments(
         ["keras-torch", "--deterministic", "--partner", "native-torch"]
-    ) == ("keras-torch", "native-torch", True)
+    ) == ("keras-torch", ["native-torch"], True)
+    assert _arguments(
+        ["keras-torch", "--partner", "keras-torch-step", "--partner", "native-torch"]
+    ) == ("keras-torch", ["keras-torch-step", "native-torch"], False)
     for bad in ([], ["--partner", "x"], ["keras-torch", "--partner"], ["a", "b"]):
         assert _arguments(bad) is None
 
@@ -249,7 +252,7 @@ def test_a_paired_request_needs_a_partner() -> None:
         model="ffn", weights="w", data="d", phase="train", steps=1, window_s=0
     )
     runner = cast(Runner, object())
-    with pytest.raises(ValueError, match="needs a worker started with a partner") as e:
+    with pytest.raises(ValueError, match="started with one partner") as e:
         handle(runner, request, get_path("keras-torch"))
     assert str(e.value).count(". ") == 0
 

@@ -5,7 +5,9 @@ a worker runs them: the ``workers.protocol.Runner`` of Keras.
 the models themselves are built by ``zoo.keras_models``.
 Training is timed through ``Model.fit`` and inference through
 ``Model.predict``, the APIs users use; gradients for the equivalence checks
-come from each backend's own autodiff around the same Keras model.
+come from each backend's own autodiff around the same Keras model.  A level
+path (``workers.paths.LEVEL_PATHS``) has the same checks and times the
+closures of its level instead (``workers.keras_levels``).
 """
 
 from __future__ import annotations
@@ -19,18 +21,24 @@ from typing import Any
 import numpy as np
 
 from native import load_framework
+from workers import keras_levels
 from workers.protocol import Predictor, TrainCheck, Trainer, check_training
 from zoo.specs import ModelSpec
 
 
 class KerasRunner:
-    def __init__(self, backend: str) -> None:
-        if "keras" in sys.modules:
+    """``level``: which closures ``trainer`` and ``predictor`` build
+    (``workers.paths.LEVELS``); several runners of one backend may share a
+    process (``harness explain`` times every level in one)."""
+
+    def __init__(self, backend: str, level: str = "fit") -> None:
+        if "keras" in sys.modules and os.environ.get("KERAS_BACKEND") != backend:
             raise RuntimeError("Keras was imported before its backend was chosen")
         os.environ["KERAS_BACKEND"] = backend
         self.keras = importlib.import_module("keras")
         self.models = importlib.import_module("zoo.keras_models")
         self.backend = self.framework = backend
+        self.level = level
         if self.keras.backend.backend() != backend:
             raise RuntimeError(f"Keras chose {self.keras.backend.backend()!r}")
 
@@ -94,6 +102,17 @@ class KerasRunner:
         ``run.finish()``: the loss of the last batch trained and the
         parameters, checked for NaN and inf."""
         model = self._compiled(spec, weights, xs[0])
+
+        def check(steps: int) -> TrainCheck:
+            i = max(steps, 1) - 1
+            return check_training(
+                self._loss(model, xs[i], ys[i]), self._params(model, spec)
+            )
+
+        if self.level != "fit":
+            return keras_levels.trainer(
+                self.keras, self.level, model, xs, ys, check=check
+            )
         batch = xs.shape[1]
         x_all = xs.reshape(-1, *xs.shape[2:])
         y_all = ys.reshape(-1)
@@ -112,12 +131,6 @@ class KerasRunner:
             )
             # Reading a weight back waits for every update of the last step.
             self.keras.ops.convert_to_numpy(probe.value)
-
-        def check(steps: int) -> TrainCheck:
-            i = max(steps, 1) - 1
-            return check_training(
-                self._loss(model, xs[i], ys[i]), self._params(model, spec)
-            )
 
         return Trainer(run, check)
 
@@ -144,6 +157,8 @@ class KerasRunner:
         so the work is finished when it returns); ``run.nonfinite()``: whether
         the last call's outputs hold NaN or inf."""
         model = self._model(spec, weights, xs[0])
+        if self.level != "fit":
+            return keras_levels.predictor(self.keras, self.level, model, xs)
         batch = xs.shape[1]
         x_all = xs.reshape(-1, *xs.shape[2:])
 
@@ -177,6 +192,7 @@ class KerasRunner:
         info: dict[str, Any] = {
             "keras_version": self.keras.__version__,
             "keras_backend": self.backend,
+            "keras_level": self.level,
         }
         # The backend's own settings, described once by its native package.
         info.update(load_framework(self.backend).describe())

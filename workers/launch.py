@@ -28,6 +28,7 @@ import selectors
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -165,7 +166,7 @@ class Worker:
         env: dict[str, str] | None = None,
         deterministic: bool = False,
         *,
-        partner: str | None = None,
+        partner: str | Sequence[str] | None = None,
         cpus: tuple[int, ...] | None = None,
     ) -> None:
         """``deterministic``: the worker turns on its framework's deterministic
@@ -174,25 +175,29 @@ class Worker:
         ``partner``: a second path of the same framework the worker serves
         beside ``path_id`` (``workers.messages.Paired`` alternates the two);
         every other request goes to ``path_id``.  ``platform`` describes
-        ``path_id``, ``partner_platform`` the partner.
+        ``path_id``, ``partner_platform`` the partner.  Several partners (a
+        list; ``workers.messages.Levels`` interleaves them all):
+        ``partner_platforms`` describes each, ``partner`` is the first.
 
         ``cpus``: the CPUs the worker is pinned to (set in the child before
         its interpreter starts, so every thread it makes inherits it).  Either
         way the worker reports the CPUs it may run on as
         ``platform["cpu_affinity"]``."""
         self.path = get_path(path_id)
-        self.partner = None if partner is None else get_path(partner)
-        if self.partner is not None and (
-            self.partner.framework != self.path.framework or partner == path_id
-        ):
-            raise ValueError(
-                f"a worker's partner must be another path of its framework "
-                f"({self.path.framework}), not {partner}"
-            )
+        names = [partner] if isinstance(partner, str) else list(partner or [])
+        self.partners = [get_path(name) for name in names]
+        self.partner = self.partners[0] if self.partners else None
+        for name, info in zip(names, self.partners, strict=True):
+            if info.framework != self.path.framework or name == path_id:
+                raise ValueError(
+                    f"a worker's partner must be another path of its framework "
+                    f"({self.path.framework}), not {name}"
+                )
         self.cpus = _check_cpus(cpus)
         self.python = interpreter(self.path.framework)
         self.platform: dict[str, Any] = {}
         self.partner_platform: dict[str, Any] = {}
+        self.partner_platforms: list[dict[str, Any]] = []
         self.failure: Reply | None = None
         self.started = False  # it said it was ready
         self._lines: _Lines | None = None
@@ -212,7 +217,7 @@ class Worker:
                     "-m",
                     "workers.serve",
                     path_id,
-                    *(["--partner", partner] if partner is not None else []),
+                    *(arg for name in names for arg in ("--partner", name)),
                     *(["--deterministic"] if deterministic else []),
                 ],
                 stdin=subprocess.PIPE,
@@ -239,6 +244,7 @@ class Worker:
         if isinstance(hello, dict) and hello.get("status") == "ready":
             self.platform = hello.get("platform", {})
             self.partner_platform = hello.get("partner_platform", {})
+            self.partner_platforms = hello.get("partner_platforms", [])
             self.started = True
             return
         self.failure = (

@@ -266,6 +266,80 @@ class Paired(Request):
     slowdown: float = 1.0
 
 
+@dataclass(frozen=True, kw_only=True)
+class LevelsAnswer(Answer):
+    """Every side of a ``Levels`` request, in the worker's order of paths
+    (``paths``): ``blocks_s[i][k]`` is block ``i`` of path ``k`` (seconds per
+    step or per mini-batch); the sides of a block ran one after another, in
+    the order ``orders[i]`` (indices into ``paths``).  ``nonfinite[k]`` and
+    ``final_loss[k]`` (train only) are checked after all timing."""
+
+    paths: list[str]
+    first_s: list[float]  # each path's first step (train) or round (infer), alone
+    blocks_s: list[list[float]]
+    orders: list[list[int]]
+    nonfinite: list[str | None]
+    final_loss: list[float | None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Levels(Request):
+    """The ``Paired`` protocol for every path a worker serves (started as
+    ``python -m workers.serve PATH --partner P2 --partner P3 ...``, all of one
+    framework): the levels ``harness explain`` takes apart.  A block of every
+    path, in an order drawn from ``seed`` anew for every block, until
+    ``window_s`` and ``min_blocks``, or ``max_blocks``."""
+
+    TASK = "levels"
+    ANSWER = LevelsAnswer
+    phase: str
+    steps: int
+    window_s: float
+    min_blocks: int = 5
+    max_blocks: int = 200
+    warmup_runs: int = 1
+    seed: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfileAnswer(Answer):
+    """Blocks of several served paths under their framework's own profiler
+    (``workers.profiling``), in ``rounds``: a block of every path per
+    round, in an order drawn anew each round, so that two paths' kernel
+    times pair up as their timings do.  Per round and path (``[r][k]``,
+    ``k`` indexing ``paths``), per step (train) or mini-batch (infer): the
+    wall time with the profiler running (``wall_s``) and the time inside
+    operator kernels (``kernel_s``).  Per path, over all rounds: every
+    operator with its kernel time and calls per step (``op_*[k]``, most
+    time first)."""
+
+    paths: list[str]
+    profiler: str  # which profiler, and what it counts as kernel time
+    wall_s: list[list[float]]
+    kernel_s: list[list[float]]
+    op_names: list[list[str]]
+    op_s: list[list[float]]
+    op_calls: list[list[float]]
+    notes: list[str | None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Profile(Request):
+    """``rounds`` rounds of one block (as ``Levels``: ``steps`` steps or
+    rounds over the batches) of every served path in ``targets``, each block
+    profiled on its own, after each path's first step and ``warmup_runs``
+    untimed blocks."""
+
+    TASK = "profile"
+    ANSWER = ProfileAnswer
+    targets: list[str]
+    phase: str
+    steps: int
+    rounds: int = 3
+    warmup_runs: int = 1
+    seed: int = 0
+
+
 REQUESTS: dict[str, type[Request]] = {
     r.TASK: r
     for r in (
@@ -279,6 +353,8 @@ REQUESTS: dict[str, type[Request]] = {
         Floor,
         Selfcheck,
         Paired,
+        Levels,
+        Profile,
     )
 }
 

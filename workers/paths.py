@@ -19,6 +19,8 @@ class PathInfo:
     framework: str  # also names the environment its worker runs in
     api: str  # "keras" (Keras 3 on this backend) or "native" (low-level operators)
     native: str = ""  # the native.load_framework id, when not the framework's
+    # A Keras path's level (``LEVELS``): what its timed closures hand Keras.
+    level: str = "fit"
 
     @property
     def native_framework(self) -> str:
@@ -38,6 +40,24 @@ PATHS: dict[str, PathInfo] = {
         PathInfo("native-mxnet-hybrid", "mxnet", "native", "mxnet-hybrid"),
     )
 }
+# The levels of ``python -m harness explain``: one Keras model on one backend,
+# its timed closures handing Keras ever less of the work, down to the native
+# path.  ``fit`` is every ``keras-*`` path of ``PATHS``.
+LEVELS = {
+    "fit": "fit / predict on NumPy arrays",
+    "resident": "fit / predict on tensors already in the backend",
+    "step": "Keras' own train_step / predict_step in a plain loop, no fit",
+}
+# The level paths: Keras paths like any other (checked by the gate, then
+# timed), which only ``harness explain`` runs.
+LEVEL_PATHS: dict[str, PathInfo] = {
+    p.id: p
+    for p in (
+        PathInfo(f"keras-{framework}-{level}", framework, "keras", level=level)
+        for framework in ("jax", "tensorflow", "torch")
+        for level in ("resident", "step")
+    )
+}
 PHASES = ("train", "infer")
 # Frameworks that live in an environment of their own and may not install on
 # every machine; a path of theirs that cannot start is skipped, not failed.
@@ -45,9 +65,21 @@ OPTIONAL_FRAMEWORKS = ("mxnet",)
 
 
 def get_path(path_id: str) -> PathInfo:
-    if path_id not in PATHS:
+    """The path ``path_id`` names, of ``PATHS`` or ``LEVEL_PATHS``."""
+    found = PATHS.get(path_id) or LEVEL_PATHS.get(path_id)
+    if found is None:
         raise ValueError(f"unknown path {path_id!r}; known paths: {', '.join(PATHS)}")
-    return PATHS[path_id]
+    return found
+
+
+def levels_of(framework: str) -> list[str]:
+    """The paths ``harness explain`` times for ``framework``, top level
+    first: Keras ``fit``, ``resident``, ``step``, then the native path."""
+    return [
+        f"keras-{framework}",
+        *(p.id for p in LEVEL_PATHS.values() if p.framework == framework),
+        f"native-{framework}",
+    ]
 
 
 def parse_list(

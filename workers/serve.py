@@ -1,19 +1,22 @@
 """A worker: one path in one process, serving requests from the orchestrator.
 
-Run as ``python -m workers.serve PATH_ID [--partner PATH_ID]
+Run as ``python -m workers.serve PATH_ID [--partner PATH_ID]...
 [--deterministic]`` under the interpreter of the path's framework
 (``workers.launch`` starts it).  With ``--partner`` one process serves two
 paths of one framework, a Keras path and its native path, so that a
 ``Paired`` request can alternate timed blocks of both
-(``workers.timing.time_paired``); every other request goes to the first
-path.  The protocol is JSON Lines: one request per line on stdin
+(``workers.timing.time_paired``); with several partners, a ``Levels``
+request interleaves blocks of all of them and a ``Profile`` request profiles
+the one it names (``harness explain``).  Every other request goes to the
+first path.  The protocol is JSON Lines: one request per line on stdin
 (``workers.messages``), one reply per line on the original stdout.  Anything
 the frameworks print goes to stderr instead, so it can never corrupt the
 protocol.  Arrays travel as ``.npz`` files (``allow_pickle=False``) whose
 paths the messages name.
 
 The first line a worker writes is ``{"status": "ready", "platform": {...}}``
-(with ``"partner_platform": {...}`` for a partner; both hold
+(with ``"partner_platform": {...}`` for the first partner and
+``"partner_platforms": [...]`` for each of several; all hold
 ``cpu_affinity``, the CPUs the process may run on), or
 ``{"status": "unavailable", "error": ...}`` if its framework cannot be
 imported.  Each request then gets ``{"status": "ok", "result": <answer>}`` or
@@ -31,8 +34,10 @@ This module must run on NumPy 1.23 and without Keras (the MXNet environment).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
+import random
 import sys
 import traceback
 from collections.abc import Callable
@@ -59,7 +64,7 @@ def load_runner(path: PathInfo) -> Runner:
     if path.api == "keras":
         from workers.keras_runner import KerasRunner
 
-        return KerasRunner(path.framework)
+        return KerasRunner(path.framework, path.level)
     from workers.native_runner import NativeRunner
 
     return NativeRunner(path.native_framework)
@@ -115,14 +120,15 @@ class Served:
 
 
 def _keras_and_native(
-    primary: Served, partner: Served | None, task: str
+    primary: Served, partners: list[Served], task: str
 ) -> tuple[Runner, Runner]:
     """The Keras runner and the native runner of a paired worker."""
-    if partner is None:
+    if len(partners) != 1:
         raise ValueError(
-            f"task {task!r} needs a worker started with a partner path "
+            f"task {task!r} needs a worker started with one partner path "
             f"(python -m workers.serve {primary.path.id} --partner PATH_ID)"
         )
+    partner = partners[0]
     by_api = {s.path.api: s.runner for s in (primary, partner)}
     if set(by_api) != {"keras", "native"}:
         raise ValueError(
@@ -139,9 +145,10 @@ class Tasks:
     ``_predictor`` (``runner.trainer``, ``runner.predictor``), and so does
     ``timed_outputs``, whose results the gate compares with what the
     equivalence checks computed through ``evaluate`` and ``session``: the
-    closure timed is the closure checked.  ``partner``: the second path a
-    paired worker serves (``paired`` only).  ``timed_fault``: a deliberate
-    fault of the timed closures alone (``native.faults.TIMED_FAULTS``)."""
+    closure timed is the closure checked.  ``partners``: the other paths a
+    worker serves (``paired``: one; ``levels``, ``profile``: any).
+    ``timed_fault``: a deliberate fault of the timed closures alone
+    (``native.faults.TIMED_FAULTS``)."""
 
     def __init__(
         self,
@@ -149,12 +156,12 @@ class Tasks:
         spec: ModelSpec,
         weights: Weights,
         primary: Served | None = None,
-        partner: Served | None = None,
+        partners: list[Served] | None = None,
         *,
         timed_fault: str | None = None,
     ) -> None:
         self.runner, self.spec, self.weights = runner, spec, weights
-        self.primary, self.partner = primary, partner
+        self.primary, self.partners = primary, list(partners or [])
         self.timed_fault = timed_fault
 
     def _built_from(
@@ -269,7 +276,7 @@ class Tasks:
 
     def paired(self, request: m.Paired, data: Data) -> m.Answer:
         assert self.primary is not None
-        keras, native = _keras_and_native(self.primary, self.partner, request.TASK)
+        keras, native = _keras_and_native(self.primary, self.partners, request.TASK)
         spec, weights, xs = self.spec, self.weights, data["x"]
         keras_run: protocol.Trainer | protocol.Predictor
         native_run: protocol.Trainer | protocol.Predictor
@@ -315,29 +322,157 @@ class Tasks:
             native_nonfinite=native_run.nonfinite(),
         )
 
+    def _served(self) -> list[Served]:
+        assert self.primary is not None
+        return [self.primary, *self.partners]
+
+    def _closure(
+        self, runner: Runner, phase: str, data: Data
+    ) -> protocol.Trainer | protocol.Predictor:
+        """``runner``'s timed closure of ``phase`` on the request's model."""
+        if phase == "train":
+            return runner.trainer(self.spec, self.weights, data["x"], data["y"])
+        if phase == "infer":
+            return runner.predictor(self.spec, self.weights, data["x"])
+        raise ValueError(f"unknown phase {phase!r}; known phases: train, infer")
+
+    def levels(self, request: m.Levels, data: Data) -> m.Answer:
+        served = self._served()
+        runs = [self._closure(s.runner, request.phase, data) for s in served]
+        measured = timing.time_interleaved(
+            runs,
+            request.phase,
+            steps=request.steps,
+            batches_per_round=len(data["x"]),
+            window_s=request.window_s,
+            min_blocks=request.min_blocks,
+            max_blocks=request.max_blocks,
+            warmup_runs=request.warmup_runs,
+            seed=request.seed,
+        )
+        # After all timing, never inside it: did any side diverge?
+        nonfinite: list[str | None] = []
+        final_loss: list[float | None] = []
+        for run in runs:
+            if isinstance(run, protocol.Trainer):
+                check = run.finish()
+                nonfinite.append(check.nonfinite)
+                final_loss.append(check.final_loss)
+            else:
+                nonfinite.append(run.nonfinite())
+                final_loss.append(None)
+        return m.LevelsAnswer(
+            paths=[s.path.id for s in served],
+            first_s=measured.first_s,
+            blocks_s=measured.blocks_s,
+            orders=measured.orders,
+            nonfinite=nonfinite,
+            final_loss=final_loss,
+        )
+
+    def profile(self, request: m.Profile, data: Data) -> m.Answer:
+        from workers import profiling
+
+        by_id = {s.path.id: s for s in self._served()}
+        unknown = [t for t in request.targets if t not in by_id]
+        if unknown or not request.targets or request.rounds < 1:
+            raise ValueError(
+                f"a profile request names served paths ({', '.join(by_id)}) and at "
+                f"least one round, not {request.targets!r:.80} and {request.rounds}"
+            )
+        blocks, per_block = [], 0
+        for target in request.targets:
+            run = self._closure(by_id[target].runner, request.phase, data)
+            first, block, per_block = _blocks(run, request.steps, len(data["x"]))
+            first()
+            for _ in range(request.warmup_runs):
+                block()
+            blocks.append(block)
+        framework = by_id[request.targets[0]].runner.framework
+        rng = random.Random(request.seed)
+        found: list[list[profiling.Profiled | None]] = []
+        for _ in range(request.rounds):
+            row: list[profiling.Profiled | None] = [None] * len(blocks)
+            for k in rng.sample(range(len(blocks)), len(blocks)):
+                row[k] = profiling.profile(framework, blocks[k], 1)
+            found.append(row)
+        return _profile_answer(request, found, per_block)
+
+
+def _blocks(
+    run: protocol.Trainer | protocol.Predictor, steps: int, batches: int
+) -> tuple[Callable[[], object], Callable[[], object], int]:
+    """A timed closure's first step (or round), one block (``steps`` steps,
+    or ``steps`` rounds over ``batches`` mini-batches), and how many steps or
+    mini-batches a block holds (as ``workers.timing.time_interleaved``)."""
+    if isinstance(run, protocol.Trainer):
+        return functools.partial(run, 1), functools.partial(run, steps), steps
+
+    def rounds() -> None:
+        for _ in range(steps):
+            run()
+
+    return run, rounds, steps * batches
+
+
+def _profile_answer(
+    request: m.Profile, found: list[list[Any]], per_block: int
+) -> m.ProfileAnswer:
+    """The answer of ``Tasks.profile`` from its ``Profiled`` results
+    (``found[round][path]``), per step or mini-batch of a block."""
+    rounds = len(found)
+    ops: list[tuple[list[str], list[float], list[float]]] = []
+    for k in range(len(request.targets)):
+        seconds: dict[str, float] = {}
+        calls: dict[str, float] = {}
+        for row in found:
+            for op in row[k].ops:
+                seconds[op.name] = seconds.get(op.name, 0.0) + op.seconds
+                calls[op.name] = calls.get(op.name, 0.0) + op.calls
+        names = sorted(seconds, key=lambda n: -seconds[n])
+        units = per_block * rounds
+        ops.append(
+            (
+                names,
+                [seconds[n] / units for n in names],
+                [calls[n] / units for n in names],
+            )
+        )
+    return m.ProfileAnswer(
+        paths=list(request.targets),
+        profiler=found[0][0].profiler,
+        wall_s=[[r.wall_s / per_block for r in row] for row in found],
+        kernel_s=[[r.kernel_s / per_block for r in row] for row in found],
+        op_names=[o[0] for o in ops],
+        op_s=[o[1] for o in ops],
+        op_calls=[o[2] for o in ops],
+        notes=[found[0][k].note for k in range(len(request.targets))],
+    )
+
 
 def handle(
     runner: Runner,
     request: m.Request,
     path: PathInfo,
-    partner: Served | None = None,
+    partners: list[Served] | None = None,
 ) -> m.Answer:
     """Run one request on ``runner`` (the worker's path, ``path``); its typed
-    answer.  ``partner``: the second path of a paired worker, which only
-    ``Paired`` requests use."""
+    answer.  ``partners``: the other paths the worker serves, which only
+    ``Paired``, ``Levels`` and ``Profile`` requests use."""
+    partners = list(partners or [])
     if isinstance(request, m.Paired):
         primary = Served(path, runner)
-        _keras_and_native(primary, partner, request.TASK)  # refused before loading
-        if request.fault:
-            raise ValueError(
-                "a paired request times both paths on the same weights and takes "
-                "no fault"
-            )
+        _keras_and_native(primary, partners, request.TASK)  # refused before loading
+    if isinstance(request, m.Paired | m.Levels | m.Profile) and request.fault:
+        raise ValueError(
+            f"a {request.TASK} request times paths on the weights the gate "
+            f"checked and takes no fault"
+        )
     spec, weights, timed_fault = _model(request, path)
     data = load_npz(request.data)
     verify("data", request.data, data, request.data_digest)
     served = Served(path, runner)
-    tasks = Tasks(runner, spec, weights, served, partner, timed_fault=timed_fault)
+    tasks = Tasks(runner, spec, weights, served, partners, timed_fault=timed_fault)
     task: Callable[[Any, Data], m.Answer] = getattr(tasks, request.TASK)
     return task(request, data)
 
@@ -361,44 +496,46 @@ def _send(channel: IO[str], message: dict[str, Any]) -> None:
     channel.flush()
 
 
-USAGE = "usage: python -m workers.serve PATH_ID [--partner PATH_ID] [--deterministic]"
+USAGE = (
+    "usage: python -m workers.serve PATH_ID [--partner PATH_ID]... [--deterministic]"
+)
 
 
-def _arguments(argv: list[str]) -> tuple[str, str | None, bool] | None:
-    """``(path_id, partner_id, deterministic)`` from the command line, or
+def _arguments(argv: list[str]) -> tuple[str, list[str], bool] | None:
+    """``(path_id, partner_ids, deterministic)`` from the command line, or
     ``None`` when it does not follow ``USAGE``."""
     if not argv or argv[0].startswith("-"):
         return None
     path_id, rest = argv[0], argv[1:]
-    partner, deterministic = None, False
+    partners: list[str] = []
+    deterministic = False
     while rest:
         if rest[0] == "--deterministic" and not deterministic:
             deterministic, rest = True, rest[1:]
-        elif rest[0] == "--partner" and partner is None and len(rest) > 1:
-            partner, rest = rest[1], rest[2:]
+        elif rest[0] == "--partner" and len(rest) > 1:
+            partners.append(rest[1])
+            rest = rest[2:]
         else:
             return None
-    return path_id, partner, deterministic
+    return path_id, partners, deterministic
 
 
-def load_runners(
-    path: PathInfo, partner: PathInfo | None
-) -> tuple[Runner, Runner | None]:
-    """The runners of a worker's path and of its partner (``None``: none).
-    The Keras runner is loaded first: it refuses to start once anything has
-    imported Keras before it could choose the backend."""
-    if partner is None:
-        return load_runner(path), None
-    if partner.framework != path.framework or partner.id == path.id:
-        raise ValueError(
-            f"a worker's partner must be another path of its framework "
-            f"({path.framework}), not {partner.id}"
-        )
-    if partner.api == "keras":
-        partner_runner = load_runner(partner)
-        return load_runner(path), partner_runner
-    runner = load_runner(path)
-    return runner, load_runner(partner)
+def load_runners(path: PathInfo, partners: list[PathInfo]) -> list[Runner]:
+    """The runners of a worker's path and of its partners, in that order.
+    Keras runners are loaded first: Keras refuses to start once anything has
+    imported it before it could choose the backend."""
+    ids = [path.id, *(p.id for p in partners)]
+    for partner in partners:
+        if partner.framework != path.framework or ids.count(partner.id) > 1:
+            raise ValueError(
+                f"a worker's partner must be another path of its framework "
+                f"({path.framework}), not {partner.id}"
+            )
+    served = [path, *partners]
+    runners: dict[str, Runner] = {}
+    for info in sorted(served, key=lambda p: p.api != "keras"):
+        runners[info.id] = load_runner(info)
+    return [runners[info.id] for info in served]
 
 
 def cpu_affinity() -> list[int]:
@@ -414,27 +551,30 @@ def main(argv: list[str]) -> int:
     if arguments is None:
         print(USAGE, file=sys.stderr)
         return 2
-    path_id, partner_id, deterministic = arguments
+    path_id, partner_ids, deterministic = arguments
     # Keep the real stdout for the protocol; send fd 1 (library prints) to stderr.
     channel = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     try:
         path = get_path(path_id)
-        partner_path = None if partner_id is None else get_path(partner_id)
+        partner_paths = [get_path(p) for p in partner_ids]
         pinned = numerics.pin_environment(path.framework, deterministic)
-        runner, partner_runner = load_runners(path, partner_path)
+        runner, *partner_runners = load_runners(path, partner_paths)
         pinned.update(numerics.pin_framework(path.framework, deterministic))
         affinity = cpu_affinity()
-        platform = {**runner.describe(), "numerics": pinned, "cpu_affinity": affinity}
-        hello: dict[str, Any] = {"status": "ready", "platform": platform}
-        partner = None
-        if partner_path is not None and partner_runner is not None:
-            partner = Served(partner_path, partner_runner)
-            hello["partner_platform"] = {
-                **partner_runner.describe(),
-                "numerics": pinned,
-                "cpu_affinity": affinity,
-            }
+
+        def platform_of(served: Runner) -> dict[str, Any]:
+            return {**served.describe(), "numerics": pinned, "cpu_affinity": affinity}
+
+        hello: dict[str, Any] = {"status": "ready", "platform": platform_of(runner)}
+        partners = [
+            Served(info, r)
+            for info, r in zip(partner_paths, partner_runners, strict=True)
+        ]
+        if partners:
+            hello["partner_platform"] = platform_of(partners[0].runner)
+        if len(partners) > 1:
+            hello["partner_platforms"] = [platform_of(p.runner) for p in partners]
     except Exception as exc:  # any import or start-up failure ends this worker
         _send(
             channel, {"status": "unavailable", "error": f"{type(exc).__name__}: {exc}"}
@@ -444,7 +584,7 @@ def main(argv: list[str]) -> int:
     for line in sys.stdin:
         try:
             answer = handle(
-                runner, m.decode_request(json.loads(line)), path, partner=partner
+                runner, m.decode_request(json.loads(line)), path, partners=partners
             )
         except Exception as exc:
             _send(

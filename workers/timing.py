@@ -260,9 +260,13 @@ def _check_paired(
         raise ValueError(f"slowdown must be a finite factor >= 1, got {slowdown}")
 
 
-def _order(rng: random.Random) -> tuple[str, str]:
-    """Which side goes first, drawn at random."""
-    return ("keras", "native") if rng.random() < 0.5 else ("native", "keras")
+def _order(rng: random.Random, sides: int) -> list[int]:
+    """The order the sides of one block go in, drawn at random."""
+    if sides == 2:  # one draw, as the paired protocol has always drawn it
+        return [0, 1] if rng.random() < 0.5 else [1, 0]
+    order = list(range(sides))
+    rng.shuffle(order)
+    return order
 
 
 def _timed(block: Callable[[], object], stretch: float = 1.0) -> float:
@@ -276,6 +280,100 @@ def _timed(block: Callable[[], object], stretch: float = 1.0) -> float:
         while time.perf_counter() < until:
             pass
     return time.perf_counter() - start
+
+
+@dataclasses.dataclass(frozen=True)
+class Interleaved:
+    """What ``time_interleaved`` measured, per side in the order given:
+    ``first_s`` the first step or round alone; ``blocks_s[i][k]`` block
+    ``i`` of side ``k`` (per step or per mini-batch); ``orders[i]`` the
+    order the sides of block ``i`` ran in."""
+
+    first_s: list[float]
+    blocks_s: list[list[float]]
+    orders: list[list[int]]
+
+
+def time_interleaved(
+    runs: Sequence[Callable[..., object]],
+    phase: str,
+    *,
+    steps: int,
+    batches_per_round: int,
+    window_s: float,
+    min_blocks: int,
+    max_blocks: int,
+    warmup_runs: int,
+    seed: int,
+    stretch: Sequence[float] | None = None,
+) -> Interleaved:
+    """Blocks of several closures of one model and phase, interleaved in one
+    process: the protocol of ``time_paired`` for any number of sides (the
+    levels of ``harness explain``).  A block of every side, in an order
+    drawn anew each time, then the next, until at least ``min_blocks`` of
+    every side are done and they have taken ``window_s`` seconds together,
+    or ``max_blocks`` are done.  ``stretch[k]`` above 1 stretches side
+    ``k``'s timed blocks (not its first step) by that factor."""
+    factors = list(stretch or [1.0] * len(runs))
+    if len(runs) < 2 or len(factors) != len(runs):
+        raise ValueError(
+            f"interleaving needs two or more sides and one stretch per side, got "
+            f"{len(runs)} sides and {len(factors)} stretches"
+        )
+    for factor in factors:
+        _check_paired(
+            phase,
+            steps=steps,
+            batches_per_round=batches_per_round,
+            window_s=window_s,
+            min_blocks=min_blocks,
+            max_blocks=max_blocks,
+            warmup_runs=warmup_runs,
+            slowdown=factor,
+        )
+    rng = random.Random(seed)
+    if phase == "train":
+
+        def block_of(run: Callable[..., object]) -> Callable[[], object]:
+            return lambda: run(steps)
+
+        def first_of(run: Callable[..., object]) -> Callable[[], object]:
+            return lambda: run(1)
+
+        per_block = steps
+    else:
+
+        def block_of(run: Callable[..., object]) -> Callable[[], object]:
+            def rounds() -> None:
+                for _ in range(steps):
+                    run()
+
+            return rounds
+
+        def first_of(run: Callable[..., object]) -> Callable[[], object]:
+            return run
+
+        per_block = steps * batches_per_round
+
+    first = [0.0] * len(runs)
+    for k in _order(rng, len(runs)):
+        first[k] = _timed(first_of(runs[k]))
+    blocks = [block_of(run) for run in runs]
+    for _ in range(warmup_runs):
+        for k in _order(rng, len(runs)):
+            blocks[k]()
+    times: list[list[float]] = []
+    orders: list[list[int]] = []
+    total = 0.0
+    while len(times) < max_blocks and (len(times) < min_blocks or total < window_s):
+        order = _order(rng, len(runs))
+        row = [0.0] * len(runs)
+        for k in order:
+            row[k] = _timed(blocks[k], factors[k])
+        total += sum(row)
+        times.append([t / per_block for t in row])
+        orders.append(order)
+    return Interleaved(first_s=first, blocks_s=times, orders=orders)
 
 
 def time_paired(
@@ -310,7 +408,8 @@ def time_paired(
     ``window_s`` seconds together, or ``max_blocks`` are done.  ``slowdown``
     above 1 stretches every timed native block (not the first step) by that
     factor with a busy wait inside its timed region."""
-    _check_paired(
+    measured = time_interleaved(
+        [keras_run, native_run],
         phase,
         steps=steps,
         batches_per_round=batches_per_round,
@@ -318,61 +417,13 @@ def time_paired(
         min_blocks=min_blocks,
         max_blocks=max_blocks,
         warmup_runs=warmup_runs,
-        slowdown=slowdown,
+        seed=seed,
+        stretch=[1.0, slowdown],
     )
-    rng = random.Random(seed)
-    if phase == "train":
-
-        def block_of(run: Callable[..., object]) -> Callable[[], object]:
-            return lambda: run(steps)
-
-        def first_of(run: Callable[..., object]) -> Callable[[], object]:
-            return lambda: run(1)
-
-        per_block = steps
-    else:
-
-        def block_of(run: Callable[..., object]) -> Callable[[], object]:
-            def rounds() -> None:
-                for _ in range(steps):
-                    run()
-
-            return rounds
-
-        def first_of(run: Callable[..., object]) -> Callable[[], object]:
-            return run
-
-        per_block = steps * batches_per_round
-
-    runs = {"keras": keras_run, "native": native_run}
-    first: dict[str, float] = {}
-    for side in _order(rng):
-        first[side] = _timed(first_of(runs[side]))
-    blocks = {side: block_of(run) for side, run in runs.items()}
-    for _ in range(warmup_runs):
-        for side in _order(rng):
-            blocks[side]()
-    keras_block, native_block = blocks["keras"], blocks["native"]
-    keras_s: list[float] = []
-    native_s: list[float] = []
-    order: list[bool] = []
-    total = 0.0
-    while len(order) < max_blocks and (len(order) < min_blocks or total < window_s):
-        keras_first = _order(rng)[0] == "keras"
-        if keras_first:
-            k = _timed(keras_block)
-            n = _timed(native_block, slowdown)
-        else:
-            n = _timed(native_block, slowdown)
-            k = _timed(keras_block)
-        keras_s.append(k / per_block)
-        native_s.append(n / per_block)
-        order.append(keras_first)
-        total += k + n
     return PairedAnswer(
-        keras_first_s=first["keras"],
-        native_first_s=first["native"],
-        keras_s=keras_s,
-        native_s=native_s,
-        keras_first=order,
+        keras_first_s=measured.first_s[0],
+        native_first_s=measured.first_s[1],
+        keras_s=[row[0] for row in measured.blocks_s],
+        native_s=[row[1] for row in measured.blocks_s],
+        keras_first=[order[0] == 0 for order in measured.orders],
     )
