@@ -337,6 +337,17 @@ def _batch(text: str) -> int:
     return value
 
 
+def _explained(results: Path) -> None:
+    """The newest ``harness explain`` run's section, when there is one."""
+    from harness.explain import latest
+
+    run = latest(results)
+    if run is not None:
+        print()
+        print((run / "explain.md").read_text())
+        print(f"(from {run}; its plots: {run}/explain-*.png)")
+
+
 def _report(args: argparse.Namespace) -> int:
     """The ``report`` command: tables, a comparison of two runs, or plots.
 
@@ -381,6 +392,8 @@ def _report(args: argparse.Namespace) -> int:
         print("\n".join(str(p) for p in [markdown, *written]))
     else:
         print(report(records_path, args.format, args.table))
+        if args.format in ("table", "markdown"):
+            _explained(args.results)
     if args.check:
         counts, line = outcome(load(records_path))
         print(line, file=sys.stderr)

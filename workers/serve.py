@@ -87,20 +87,20 @@ def _model(request: m.Request, path: PathInfo) -> tuple[ModelSpec, Weights, str 
     """The spec and weights a request runs with (the file's arrays checked
     against the request's digest as loaded), its deliberate fault (if it
     names one, for native paths only) applied, and the name of a timed fault
-    (``native.faults.TIMED_FAULTS``), which only the timed closures take
-    (``Tasks``), so it is not applied here."""
+    (``native.faults.TIMED_FAULTS``, for any path), which only the timed
+    closures take (``Tasks``), so it is not applied here."""
     spec = get_spec(request.model)
     weights = load_npz(Path(request.weights))
     verify("weights", request.weights, weights, request.weights_digest)
     check_weights(spec, weights)
     if not request.fault:
         return spec, weights, None
-    if path.api != "native":
-        raise ValueError(f"faults are injected into native paths, not {path.id}")
     from native import faults
 
-    if request.fault in faults.TIMED_FAULTS:
+    if request.fault in faults.TIMED_FAULTS:  # any path's timed closures
         return spec, weights, request.fault
+    if path.api != "native":
+        raise ValueError(f"faults are injected into native paths, not {path.id}")
     spec, weights = faults.inject(spec, weights, request.fault)
     return spec, weights, None
 
