@@ -46,6 +46,7 @@ from typing import Any, TypeVar
 
 from harness import paired, sweep
 
+LEVELS = ("fit", "resident", "step", "native")  # a Keras backend's cell
 PARTS = (
     "native",
     "extra kernels",
@@ -249,10 +250,15 @@ def cells(lines: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     measured: dict[tuple[str, str, str], dict[int, list[list[list[float]]]]] = {}
     meta: dict[tuple[str, str, str], dict[str, Any]] = {}
     profiled: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+    batch_of: dict[tuple[str, str, str], int] = {}
+    busy: dict[tuple[str, str, str], list[bool]] = {}
     for line in lines:
         if line.get("kind") not in ("levels", "profile"):
             continue
         key = (line["model"], line["framework"], line["phase"])
+        busy.setdefault(key, []).append(
+            bool(line.get("resources", {}).get("contended"))
+        )
         if line["kind"] == "levels":
             answer = line["answer"]
             measured.setdefault(key, {}).setdefault(line["batch"], []).append(
@@ -261,10 +267,17 @@ def cells(lines: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             meta[key] = {"paths": answer["paths"], "batch": line["main_batch"]}
         elif line["kind"] == "profile":
             profiled[key] = line["answer"]
+            batch_of[key] = line["main_batch"]
     found = []
-    for key, by_batch in measured.items():
-        paths, batch = meta[key]["paths"], meta[key]["batch"]
+    for key in {**measured, **profiled}:
+        by_batch = measured.get(key, {})
+        answer = profiled.get(key)
         model, framework, phase = key
+        if key in meta:
+            paths, batch = meta[key]["paths"], meta[key]["batch"]
+        else:  # profiled only (MXNet)
+            assert answer is not None
+            paths, batch = list(answer["paths"]), batch_of[key]
         cell: dict[str, Any] = {
             "model": model,
             "framework": framework,
@@ -272,11 +285,11 @@ def cells(lines: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "batch": batch,
             "paths": paths,
         }
-        answer = profiled.get(key)
         extra = None if answer is None else extra_kernels(answer)
         if batch in by_batch:
             cell.update(parts(by_batch[batch], extra))
         cell["sweep"] = sweep_fits(by_batch, paths)
         cell["profile"] = profiles(answer)
+        cell["requests"], cell["contended"] = len(busy[key]), sum(busy[key])
         found.append(cell)
     return found

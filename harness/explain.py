@@ -32,14 +32,15 @@ from typing import Any
 from harness import decompose, records
 from harness.gate import checked_batches, checked_weights, verify
 from harness.profiles import Profile
-from harness.run import WEIGHTS_SEED
+from harness.run import WEIGHTS_SEED, resource_summary
 from workers.launch import Worker, thread_environment
 from workers.messages import Levels, LevelsAnswer, ProfileAnswer, encode
 from workers.messages import Profile as ProfileRequest
 from workers.paths import levels_of
 from zoo.specs import get_spec
 
-FRAMEWORKS = ("jax", "tensorflow", "torch")  # those Keras runs on
+# Keras runs on the first three; MXNet's native paths are only profiled.
+FRAMEWORKS = ("jax", "tensorflow", "torch", "mxnet")
 PROCESSES = 3  # worker processes per cell, each timing every batch size
 PROFILE_ROUNDS = 3  # profiled blocks of every level, in alternation
 Log = Callable[[str], None]
@@ -88,6 +89,8 @@ def explain(
                 failing = [
                     f"{p} {verdicts[p]}" for p in levels if verdicts[p] != "pass"
                 ]
+                if all(verdicts[p] == "unavailable" for p in levels):
+                    failing = [f"{framework} is not installed here"]
                 if failing and not allow_unverified:
                     why = f"not measured: {', '.join(failing)} in the equivalence gate"
                     log(f"explain {model} {framework}: {why}")
@@ -111,7 +114,9 @@ def explain(
                     log=log,
                 )
                 cell.unverified = bool(failing)
-                cell.measure(phases, batch_sizes, processes)
+                if len(levels) == len(decompose.LEVELS):
+                    cell.measure(phases, batch_sizes, processes)
+                cell.profile_levels(phases)
     render(out)
     return out
 
@@ -190,8 +195,10 @@ class _Cell:
     def measure(
         self, phases: list[str], batch_sizes: list[int] | None, processes: int
     ) -> None:
+        """Every batch size of the sweep and phase in ``processes`` fresh
+        worker processes, all levels interleaved."""
         sizes = sorted(set(batch_sizes or sweep_sizes(self.batch)) | {self.batch})
-        total = processes * len(phases) * len(sizes) + len(phases)
+        total = processes * len(phases) * len(sizes)
         done, start = 0, time.monotonic()
         for repeat in range(processes):
             with self._worker() as worker:
@@ -219,8 +226,14 @@ class _Cell:
                         self._progress(
                             done, total, start, f"{phase} b{batch} process {repeat + 1}"
                         )
+
+    def profile_levels(self, phases: list[str]) -> None:
+        """Every level profiled at the cell's batch size, in alternation, in
+        one more process."""
+        start = time.monotonic()
         with self._worker() as worker:
-            for phase in phases if self._started(worker, phases[0]) else []:
+            started = self._started(worker, phases[0])
+            for i, phase in enumerate(phases if started else []):
                 profiled = ProfileRequest(
                     **self._files(phase, self.batch),
                     targets=self.levels,
@@ -230,8 +243,7 @@ class _Cell:
                     seed=zlib.crc32(f"{self.model} {phase} profile".encode()),
                 )
                 self._call(worker, profiled, phase, self.batch)
-                done += 1
-                self._progress(done, total, start, f"{phase} profiled")
+                self._progress(i + 1, len(phases), start, f"{phase} profiled")
 
     def _call(
         self,
@@ -244,6 +256,7 @@ class _Cell:
         reply = worker.call(request, self.profile.timeout_s)
         kind = request.TASK
         if isinstance(reply.answer, LevelsAnswer | ProfileAnswer):
+            more["resources"] = resource_summary(reply.resources)
             self.write(
                 self._line(kind, phase, batch, answer=encode(reply.answer), **more)
             )
@@ -319,11 +332,18 @@ def markdown(
         unit = "µs per step" if cell["phase"] == "train" else "µs per mini-batch"
         title = f"{cell['model']} {cell['phase']} on {cell['framework']}"
         out += [f"### {title} (batch {cell['batch']})", ""]
+        if cell.get("contended"):
+            out += [
+                f"**BUSY MACHINE**: other processes took CPU time during "
+                f"{cell['contended']} of the {cell['requests']} requests "
+                "measured here; these figures may not hold on a quiet machine.",
+                "",
+            ]
         if "parts" in cell:
             out += _parts_table(cell, unit)
-        if cell["sweep"]:
+        if cell.get("sweep"):
             out += _sweep_table(cell)
-        if cell["profile"]:
+        if cell.get("profile"):
             out += _profile_table(cell)
     for line in skipped or []:
         where = " ".join(
@@ -344,7 +364,8 @@ def _parts_table(cell: dict[str, Any], unit: str) -> list[str]:
         if part is None:
             continue
         rows.append(f"| {name} | {_ci(part)} | {part['us'] / total:.0%} |")
-    rows.append(f"| **Keras step (fit on NumPy)** | {_ci(cell['total'])} | 100% |")
+    keras = "fit" if cell["phase"] == "train" else "predict"
+    rows.append(f"| **Keras ({keras} on NumPy)** | {_ci(cell['total'])} | 100% |")
     ratio = cell["ratio"]
     return [
         *rows,

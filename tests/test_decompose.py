@@ -173,6 +173,7 @@ def _lines() -> list[dict[str, Any]]:
                     "kind": "levels",
                     "batch": batch,
                     "answer": {"paths": PATHS, "blocks_s": process},
+                    "resources": {"contended": batch == 8},
                 }
             )
     lines.append(
@@ -223,6 +224,7 @@ def test_a_run_renders_json_markdown_and_a_plot(tmp_path: Path) -> None:
     assert "fixed cost Keras adds falls below 10%" in text
     assert "Operators keras only: where" in text
     assert "- not measured: ffn torch train 32: x" in text
+    assert "**BUSY MACHINE**: other processes took CPU time during 3 of the 7" in text
     assert (tmp_path / "explain-ffn-torch.png").stat().st_size > 0
     assert explain.latest(results) == tmp_path
 
@@ -308,3 +310,29 @@ def test_interleaving_needs_two_sides_and_a_stretch_each(
             seed=0,
             stretch=stretch,
         )
+
+
+def test_a_framework_keras_does_not_run_on_is_profiled_only() -> None:
+    answer = _profile_answer(5e-4, 5e-4)
+    answer = {
+        key: (value[2:] if isinstance(value, list) else value)
+        for key, value in answer.items()
+    }
+    answer["paths"] = ["native-mxnet", "native-mxnet-hybrid"]
+    answer["kernel_s"] = [row[2:] for row in _profile_answer(5e-4, 5e-4)["kernel_s"]]
+    answer["wall_s"] = [row[2:] for row in _profile_answer(5e-4, 5e-4)["wall_s"]]
+    line = {
+        "kind": "profile",
+        "model": "ffn",
+        "framework": "mxnet",
+        "phase": "train",
+        "batch": 32,
+        "main_batch": 32,
+        "answer": answer,
+    }
+    (cell,) = decompose.cells([line])
+    assert "parts" not in cell
+    assert cell["sweep"] == {}
+    assert set(cell["profile"]) == {"native-mxnet", "native-mxnet-hybrid", "profiler"}
+    text = explain.markdown([cell])
+    assert "| native-mxnet | 50% |" in text

@@ -74,9 +74,14 @@ def get_path(path_id: str) -> PathInfo:
 
 def levels_of(framework: str) -> list[str]:
     """The paths ``harness explain`` times for ``framework``, top level
-    first: Keras ``fit``, ``resident``, ``step``, then the native path."""
+    first: Keras ``fit``, ``resident``, ``step``, then the native path; for a
+    framework Keras does not run on (MXNet), its native paths, which
+    ``harness explain`` only profiles."""
+    keras = f"keras-{framework}"
+    if keras not in PATHS:
+        return [p.id for p in PATHS.values() if p.framework == framework]
     return [
-        f"keras-{framework}",
+        keras,
         *(p.id for p in LEVEL_PATHS.values() if p.framework == framework),
         f"native-{framework}",
     ]

@@ -12,7 +12,7 @@ the wall clock went to Python, dispatch and the framework's own bookkeeping.
 What counts as kernel time differs by framework, because each profiler sees
 different events:
 
-* **torch** (``torch.profiler``, CPU activity): the self CPU time of every
+* **torch** (``torch.autograd.profiler``, without Kineto): the self CPU time of every
   operator event (``aten::mm``, ``aten::relu`` ...), reported in microseconds.
   Self time leaves out the operators an operator calls (``aten::matmul``
   calling ``aten::mm``), so nothing is counted twice; ``record_function``
@@ -159,10 +159,13 @@ def _result(
 
 
 def _profile_torch(block: Callable[[], object], blocks: int) -> Profiled:
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as torch_profile
+    from torch.autograd import profiler
 
-    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+    # The autograd profiler without Kineto: torch.profiler (Kineto) took
+    # 8 GB more with every session profiling Keras' LSTM at batch 64, so a
+    # few sessions in one worker ran this 24 GB machine out of memory; this
+    # one stays at the first session's peak (8.8 GB there).
+    with profiler.profile(use_cpu=True, use_kineto=False) as prof:
         wall_s = _timed(block, blocks)
     seconds: dict[str, float] = {}
     calls: dict[str, int] = {}
@@ -175,7 +178,7 @@ def _profile_torch(block: Callable[[], object], blocks: int) -> Profiled:
         wall_s,
         seconds,
         calls,
-        "torch.profiler (self CPU time of operator events)",
+        "torch.autograd.profiler (self CPU time of operator events)",
         [],
     )
 

@@ -114,7 +114,7 @@ def test_one_worker_times_and_profiles_every_level(tmp_path: Path) -> None:
     answer = reply.answer
     assert isinstance(answer, ProfileAnswer), reply.error
     assert answer.paths == paths
-    assert "torch.profiler" in answer.profiler
+    assert answer.profiler.startswith("torch.autograd.profiler")
     for r in range(2):
         for k in range(4):
             assert 0 < answer.kernel_s[r][k] <= answer.wall_s[r][k]
@@ -166,7 +166,7 @@ def test_explain_writes_its_tables_and_plot(tmp_path: Path) -> None:
 
 def test_explain_refuses_bad_options_in_one_line(tmp_path: Path) -> None:
     for bad, said in (
-        (["--frameworks", "mxnet"], "unknown framework mxnet"),
+        (["--frameworks", "cntk"], "unknown framework cntk"),
         (["--batch-sizes", "4,x"], "--batch-sizes takes integers"),
         (["--batch-sizes", "4,4"], "names a batch size twice"),
         (["--processes", "0"], "--processes must be"),
