@@ -25,6 +25,12 @@ or per mini-batch for inference):
   operators Keras runs that native code does not, or runs slower;
 - ``native`` = the native path's time.
 
+A profiler costs time of its own, per operator.  Where it slowed the step
+or the native level by more than ``DISTORTED`` (Keras' LSTM on PyTorch:
+5x, its backward runs hundreds of small operators per step), their kernel
+times do not describe the timed steps: extra kernels are then not taken out
+of ``layers and optimizer``, and the report says why.
+
 Estimated separately, the parts need not add up to the measured Keras step
 exactly (the HL of a sum is not the sum of HLs): ``closure`` says by how
 much they miss it, as a share of the step.
@@ -63,6 +69,9 @@ DIFFERENCES = {
 }
 SHARE = 0.1  # the break-even batch: Keras' added fixed cost below this share
 TOP = 5  # operators listed per path
+# A level the profiler slows by more than this is not taken apart by kernel
+# time: its profiled kernels no longer describe its timed steps.
+DISTORTED = 1.5
 US = 1e6
 _V = TypeVar("_V")
 
@@ -243,6 +252,25 @@ def _only(answer: Mapping[str, Any], side: int, other: int) -> list[list[Any]]:
     ]
 
 
+def _slowdowns(
+    shown: dict[str, Any], paths: list[str], processes: list[list[list[float]]]
+) -> list[str]:
+    """Record in ``shown`` how much the profiler slowed each level
+    (``profiler_slowdown``: profiled wall time over the level's timed HL);
+    the step and native levels slowed by more than ``DISTORTED``, whose
+    kernel times then say little about the timed steps."""
+    distorted = []
+    for k, path in enumerate(paths):
+        if path not in shown:
+            continue
+        timed = paired.hodges_lehmann([row[k] for ps in processes for row in ps])
+        slowdown = shown[path]["wall_us"] / (timed * US)
+        shown[path]["profiler_slowdown"] = slowdown
+        if k >= 2 and slowdown > DISTORTED:
+            distorted.append(f"{path} {slowdown:.1f}x")
+    return distorted
+
+
 def cells(lines: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Every cell of an explain run from its JSON lines (``harness.explain``):
     ``levels`` lines (one per process, phase and batch size) and ``profile``
@@ -285,11 +313,15 @@ def cells(lines: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "batch": batch,
             "paths": paths,
         }
+        cell["profile"] = profiles(answer)
         extra = None if answer is None else extra_kernels(answer)
         if batch in by_batch:
+            distorted = _slowdowns(cell["profile"], paths, by_batch[batch])
+            if distorted:
+                cell["profile"]["distorted"] = distorted
+                extra = None  # no kernel figure to take out of the step
             cell.update(parts(by_batch[batch], extra))
         cell["sweep"] = sweep_fits(by_batch, paths)
-        cell["profile"] = profiles(answer)
         cell["requests"], cell["contended"] = len(busy[key]), sum(busy[key])
         found.append(cell)
     return found

@@ -412,8 +412,9 @@ def _sweep_table(cell: dict[str, Any]) -> list[str]:
 def _profile_table(cell: dict[str, Any]) -> list[str]:
     p = cell["profile"]
     rows = [
-        "| level | kernel share | kernel µs | top operators (µs, calls per step) |",
-        "| --- | ---: | ---: | --- |",
+        "| level | kernel share | kernel µs | profiler slowdown "
+        "| top operators (µs, calls per step) |",
+        "| --- | ---: | ---: | ---: | --- |",
     ]
     for path in cell["paths"]:
         if path not in p:
@@ -423,8 +424,22 @@ def _profile_table(cell: dict[str, Any]) -> list[str]:
             "n/a" if entry["kernel_share"] is None else f"{entry['kernel_share']:.0%}"
         )
         top = "; ".join(f"{n} {_us(us)} ({calls:g})" for n, us, calls in entry["top"])
-        rows.append(f"| {path} | {share} | {_us(entry['kernel_us'])} | {top} |")
-    out = [*rows, "", f"Profiler: {p['profiler']}."]
+        slowdown = entry.get("profiler_slowdown")
+        slower = "n/a" if slowdown is None else f"{slowdown:.2f}x"
+        kernel = _us(entry["kernel_us"])
+        rows.append(f"| {path} | {share} | {kernel} | {slower} | {top} |")
+    out = [
+        *rows,
+        "",
+        f"Profiler: {p['profiler']}; slowdown: the profiled wall time over the "
+        "level's timed time.",
+    ]
+    if p.get("distorted"):
+        out.append(
+            f"The profiler slowed {', '.join(p['distorted'])}: their kernel times "
+            "do not describe the timed steps, so extra kernels are left inside "
+            "layers and optimizer."
+        )
     sided = p.get("one_sided")
     if sided:
         for side, ops in sided.items():

@@ -144,7 +144,7 @@ def _profile_answer(
     return {
         "paths": PATHS,
         "profiler": "test profiler",
-        "wall_s": [[2 * k for k in row] for row in kernels],
+        "wall_s": [list(LEVELS) for _ in kernels],  # as timed: no slowdown
         "kernel_s": kernels,
         "op_names": [
             ["mm", "add", "where"],
@@ -177,7 +177,12 @@ def _lines() -> list[dict[str, Any]]:
                 }
             )
     lines.append(
-        {**base, "kind": "profile", "batch": 32, "answer": _profile_answer(6e-4, 5e-4)}
+        {
+            **base,
+            "kind": "profile",
+            "batch": 32,
+            "answer": _profile_answer(6e-4, 2.5e-4),
+        }
     )
     lines.append({**base, "kind": "failure", "batch": 32, "task": "levels", "why": "x"})
     return lines
@@ -197,7 +202,7 @@ def test_cells_from_a_runs_lines_hold_parts_sweep_and_profile() -> None:
     assert all(f["per_sample_us"] > 0 for f in fits.values())
     profile = cell["profile"]
     assert profile["keras-torch"]["kernel_share"] == pytest.approx(
-        0.5 / 1.1 * 1.1, rel=0.01
+        1.1 * 6e-4 / LEVELS[0]
     )
     assert profile["one_sided"] == {
         "keras only": [["where", pytest.approx(10.0)]],
@@ -312,6 +317,22 @@ def test_interleaving_needs_two_sides_and_a_stretch_each(
         )
 
 
+def test_a_profile_the_profiler_slowed_is_not_taken_apart() -> None:
+    # Deliberately wrong input to the kernel split: a step level whose
+    # profiled wall time is three times its timed time.
+    lines = _lines()
+    profile = lines[-2]["answer"]
+    for row in profile["wall_s"]:
+        row[2] = 4 * LEVELS[2]
+    (cell,) = decompose.cells(lines)
+    assert "extra kernels" not in cell["parts"]
+    assert cell["profile"]["distorted"][0].startswith("keras-torch-step ")
+    assert cell["profile"]["keras-torch-step"]["profiler_slowdown"] > 2.5
+    assert cell["profile"]["keras-torch"]["profiler_slowdown"] < 1.5
+    text = explain.markdown([cell])
+    assert "The profiler slowed keras-torch-step " in text
+
+
 def test_a_framework_keras_does_not_run_on_is_profiled_only() -> None:
     answer = _profile_answer(5e-4, 5e-4)
     answer = {
@@ -320,7 +341,7 @@ def test_a_framework_keras_does_not_run_on_is_profiled_only() -> None:
     }
     answer["paths"] = ["native-mxnet", "native-mxnet-hybrid"]
     answer["kernel_s"] = [row[2:] for row in _profile_answer(5e-4, 5e-4)["kernel_s"]]
-    answer["wall_s"] = [row[2:] for row in _profile_answer(5e-4, 5e-4)["wall_s"]]
+    answer["wall_s"] = [[2 * k for k in row] for row in answer["kernel_s"]]
     line = {
         "kind": "profile",
         "model": "ffn",

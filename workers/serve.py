@@ -7,7 +7,7 @@ paths of one framework, a Keras path and its native path, so that a
 ``Paired`` request can alternate timed blocks of both
 (``workers.timing.time_paired``); with several partners, a ``Levels``
 request interleaves blocks of all of them and a ``Profile`` request profiles
-the one it names (``harness explain``).  Every other request goes to the
+those it names, in alternation (``harness explain``).  Every other request goes to the
 first path.  The protocol is JSON Lines: one request per line on stdin
 (``workers.messages``), one reply per line on the original stdout.  Anything
 the frameworks print goes to stderr instead, so it can never corrupt the
