@@ -188,25 +188,26 @@ def sweep_fits(
         )
         for k, path in enumerate(paths)
     }
-    keras, native = fits[paths[0]], fits[paths[-1]]
-    breakeven = sweep.breakeven_batch(keras, native, SHARE)
-    return {
-        "fits": {
-            path: {
-                "fixed_us": f.fixed_s * US,
-                "fixed_low": f.fixed_low * US,
-                "fixed_high": f.fixed_high * US,
-                "per_sample_us": f.per_sample_s * US,
-                "per_sample_low": f.per_sample_low * US,
-                "per_sample_high": f.per_sample_high * US,
-                "worst_residual": f.worst_residual,
-            }
-            for path, f in fits.items()
-        },
-        "batches": sorted(by_batch),
-        "breakeven_batch": breakeven,
-        "breakeven_extrapolated": breakeven is not None and breakeven > max(by_batch),
+    found: dict[str, Any] = {"batches": sorted(by_batch)}
+    if len(paths) == len(LEVELS):  # a Keras level against native
+        breakeven = sweep.breakeven_batch(fits[paths[0]], fits[paths[-1]], SHARE)
+        found["breakeven_batch"] = breakeven
+        found["breakeven_extrapolated"] = breakeven is not None and breakeven > max(
+            by_batch
+        )
+    found["fits"] = {
+        path: {
+            "fixed_us": f.fixed_s * US,
+            "fixed_low": f.fixed_low * US,
+            "fixed_high": f.fixed_high * US,
+            "per_sample_us": f.per_sample_s * US,
+            "per_sample_low": f.per_sample_low * US,
+            "per_sample_high": f.per_sample_high * US,
+            "worst_residual": f.worst_residual,
+        }
+        for path, f in fits.items()
     }
+    return found
 
 
 def profiles(answer: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -266,7 +267,7 @@ def _slowdowns(
         timed = paired.hodges_lehmann([row[k] for ps in processes for row in ps])
         slowdown = shown[path]["wall_us"] / (timed * US)
         shown[path]["profiler_slowdown"] = slowdown
-        if k >= 2 and slowdown > DISTORTED:
+        if len(paths) == len(LEVELS) and k >= 2 and slowdown > DISTORTED:
             distorted.append(f"{path} {slowdown:.1f}x")
     return distorted
 
@@ -320,7 +321,8 @@ def cells(lines: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             if distorted:
                 cell["profile"]["distorted"] = distorted
                 extra = None  # no kernel figure to take out of the step
-            cell.update(parts(by_batch[batch], extra))
+            if len(paths) == len(LEVELS):
+                cell.update(parts(by_batch[batch], extra))
         cell["sweep"] = sweep_fits(by_batch, paths)
         cell["requests"], cell["contended"] = len(busy[key]), sum(busy[key])
         found.append(cell)

@@ -1,7 +1,8 @@
 """``python -m harness explain``: where Keras' cost goes, measured.
 
-For every model, framework (one with Keras: JAX, TensorFlow, PyTorch) and
-phase, one worker process per repeat serves the four levels of
+For every model, framework (JAX, TensorFlow, PyTorch; MXNet, which Keras
+does not run on, has its native paths swept and profiled only) and phase,
+one worker process per repeat serves the four levels of
 ``workers.paths.levels_of`` at once (Keras ``fit`` on NumPy, on
 ``resident`` tensors, Keras' own ``step`` in a plain loop, the ``native``
 path) and times their blocks interleaved (``workers.messages.Levels``) at
@@ -114,8 +115,7 @@ def explain(
                     log=log,
                 )
                 cell.unverified = bool(failing)
-                if len(levels) == len(decompose.LEVELS):
-                    cell.measure(phases, batch_sizes, processes)
+                cell.measure(phases, batch_sizes, processes)
                 cell.profile_levels(phases)
     render(out)
     return out
@@ -394,6 +394,8 @@ def _sweep_table(cell: dict[str, Any]) -> list[str]:
         rows.append(
             f"| {path} | {_ci(fixed)} | {per} {per_ci} | {f['worst_residual']:.0%} |"
         )
+    if "breakeven_batch" not in s:  # no Keras level (MXNet)
+        return [*rows, ""]
     b = s["breakeven_batch"]
     when = (
         "never (Keras' per-sample cost does not outgrow its added fixed cost)"

@@ -354,6 +354,24 @@ def test_a_framework_keras_does_not_run_on_is_profiled_only() -> None:
     (cell,) = decompose.cells([line])
     assert "parts" not in cell
     assert cell["sweep"] == {}
+    # Swept too: each path's line, no break-even (no Keras level).
+    swept = [
+        {
+            **line,
+            "kind": "levels",
+            "batch": batch,
+            "answer": {
+                "paths": answer["paths"],
+                "blocks_s": [[2e-4 + 1e-6 * batch, 1e-4 + 1e-6 * batch]] * 3,
+            },
+        }
+        for batch in (8, 32)
+    ]
+    (cell,) = decompose.cells([*swept, line])
+    assert "parts" not in cell
+    assert set(cell["sweep"]["fits"]) == {"native-mxnet", "native-mxnet-hybrid"}
+    assert "breakeven_batch" not in cell["sweep"]
+    assert "| native-mxnet-hybrid |" in explain.markdown([cell])
     assert set(cell["profile"]) == {"native-mxnet", "native-mxnet-hybrid", "profiler"}
     text = explain.markdown([cell])
     assert "| native-mxnet | 50% |" in text

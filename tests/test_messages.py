@@ -49,6 +49,8 @@ def test_every_task_has_a_request_type() -> None:
         "floor",
         "selfcheck",
         "paired",
+        "levels",
+        "profile",
     }
 
 

@@ -161,7 +161,9 @@ def test_explain_writes_its_tables_and_plot(tmp_path: Path) -> None:
     assert cell["sweep"]["batches"] == [8, 128]
     assert "### ffn train on torch" in done.stdout
     assert (run / "explain-ffn-torch.png").stat().st_size > 0
-    assert "[1/5] explain ffn torch train" in done.stderr  # progress
+    # Progress: the timed requests, then the profiled ones.
+    assert "[1/4] explain ffn torch train b" in done.stderr
+    assert "[1/1] explain ffn torch train profiled" in done.stderr
 
 
 def test_explain_refuses_bad_options_in_one_line(tmp_path: Path) -> None:
