@@ -150,13 +150,12 @@ def test_explain_writes_its_tables_and_plot(tmp_path: Path) -> None:
     cells = json.loads((run / "explain.json").read_text())["cells"]
     (cell,) = cells
     assert cell["paths"] == levels_of("torch")
-    assert set(cell["parts"]) == {
-        "native",
-        "extra kernels",
-        "layers and optimizer",
-        "fit loop",
-        "input conversion",
-    }
+    timed = {"native", "layers and optimizer", "fit loop", "input conversion"}
+    # Extra kernels are split out unless the profiler slowed the step or
+    # native level by more than 1.5x (a busy machine can), which it says.
+    profiled = {"extra kernels"} if "distorted" not in cell["profile"] else set()
+    assert set(cell["parts"]) == timed | profiled, cell["profile"].get("distorted")
+    assert {"keras-torch", "native-torch", "one_sided"} <= set(cell["profile"])
     assert cell["processes"] == 2
     assert cell["sweep"]["batches"] == [8, 128]
     assert "### ffn train on torch" in done.stdout
