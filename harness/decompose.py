@@ -281,6 +281,7 @@ def cells(lines: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     profiled: dict[tuple[str, str, str], Mapping[str, Any]] = {}
     batch_of: dict[tuple[str, str, str], int] = {}
     busy: dict[tuple[str, str, str], list[bool]] = {}
+    unverified: set[tuple[str, str, str]] = set()
     for line in lines:
         if line.get("kind") not in ("levels", "profile"):
             continue
@@ -288,6 +289,8 @@ def cells(lines: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         busy.setdefault(key, []).append(
             bool(line.get("resources", {}).get("contended"))
         )
+        if line.get("unverified"):
+            unverified.add(key)
         if line["kind"] == "levels":
             answer = line["answer"]
             measured.setdefault(key, {}).setdefault(line["batch"], []).append(
@@ -325,5 +328,6 @@ def cells(lines: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 cell.update(parts(by_batch[batch], extra))
         cell["sweep"] = sweep_fits(by_batch, paths)
         cell["requests"], cell["contended"] = len(busy[key]), sum(busy[key])
+        cell["unverified"] = key in unverified
         found.append(cell)
     return found

@@ -255,16 +255,15 @@ class _Cell:
     ) -> None:
         reply = worker.call(request, self.profile.timeout_s)
         kind = request.TASK
-        if isinstance(reply.answer, LevelsAnswer | ProfileAnswer):
+        answer = reply.answer
+        # A level that left NaN or inf behind diverged: its times are no
+        # timing of the checked computation, so they are not analysed.
+        bad = [n for n in getattr(answer, "nonfinite", []) if n]
+        if isinstance(answer, LevelsAnswer | ProfileAnswer) and not bad:
             more["resources"] = resource_summary(reply.resources)
-            self.write(
-                self._line(kind, phase, batch, answer=encode(reply.answer), **more)
-            )
-            bad = [n for n in getattr(reply.answer, "nonfinite", []) if n]
-            if bad:
-                self.log(f"explain {self.model} {self.framework} {phase}: {bad[0]}")
+            self.write(self._line(kind, phase, batch, answer=encode(answer), **more))
             return
-        why = reply.error or reply.status
+        why = f"diverged: {bad[0]}" if bad else (reply.error or reply.status)
         self.log(
             f"explain {self.model} {self.framework} {phase} b{batch} {kind}: {why}"
         )
@@ -332,6 +331,12 @@ def markdown(
         unit = "µs per step" if cell["phase"] == "train" else "µs per mini-batch"
         title = f"{cell['model']} {cell['phase']} on {cell['framework']}"
         out += [f"### {title} (batch {cell['batch']})", ""]
+        if cell.get("unverified"):
+            out += [
+                "**UNVERIFIED**: measured with --allow-unverified; not every "
+                "level passed the equivalence gate.",
+                "",
+            ]
         if cell.get("contended"):
             out += [
                 f"**BUSY MACHINE**: other processes took CPU time during "

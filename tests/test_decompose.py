@@ -174,6 +174,7 @@ def _lines() -> list[dict[str, Any]]:
                     "batch": batch,
                     "answer": {"paths": PATHS, "blocks_s": process},
                     "resources": {"contended": batch == 8},
+                    "unverified": batch == 8,
                 }
             )
     lines.append(
@@ -229,6 +230,7 @@ def test_a_run_renders_json_markdown_and_a_plot(tmp_path: Path) -> None:
     assert "fixed cost Keras adds falls below 10%" in text
     assert "Operators keras only: where" in text
     assert "- not measured: ffn torch train 32: x" in text
+    assert "**UNVERIFIED**: measured with --allow-unverified" in text
     assert "**BUSY MACHINE**: other processes took CPU time during 3 of the 7" in text
     assert (tmp_path / "explain-ffn-torch.png").stat().st_size > 0
     assert explain.latest(results) == tmp_path
@@ -375,3 +377,54 @@ def test_a_framework_keras_does_not_run_on_is_profiled_only() -> None:
     assert set(cell["profile"]) == {"native-mxnet", "native-mxnet-hybrid", "profiler"}
     text = explain.markdown([cell])
     assert "| native-mxnet | 50% |" in text
+
+
+class _FakeWorker:
+    """Answers every request with ``answer``."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+
+    def call(self, request: Any, timeout: float) -> Any:
+        from workers.launch import Reply
+
+        return Reply("ok", answer=self.answer, resources={"others_cpu": 0.0})
+
+
+def test_a_level_that_diverged_is_recorded_as_a_failure_not_a_timing(
+    tmp_path: Path,
+) -> None:
+    from harness.profiles import get_profile
+    from workers.messages import Levels, LevelsAnswer
+
+    lines: list[dict[str, Any]] = []
+    cell = explain._Cell(
+        get_profile("smoke"),
+        model="ffn",
+        framework="torch",
+        levels=PATHS,
+        cache=tmp_path,
+        env={},
+        write=lines.append,
+        log=lambda line: None,
+    )
+    request = Levels(
+        model="ffn", weights="w", data="d", phase="train", steps=1, window_s=0
+    )
+
+    def answer(nonfinite: list[str | None]) -> LevelsAnswer:
+        return LevelsAnswer(
+            paths=PATHS,
+            first_s=[1.0] * 4,
+            blocks_s=[list(LEVELS)],
+            orders=[[0, 1, 2, 3]],
+            nonfinite=nonfinite,
+            final_loss=[1.0] * 4,
+        )
+
+    cell._call(_FakeWorker(answer([None] * 4)), request, "train", 32)
+    diverged = [None, None, "loss nan after the last timed run", None]
+    cell._call(_FakeWorker(answer(diverged)), request, "train", 32)
+    assert [line["kind"] for line in lines] == ["levels", "failure"]
+    assert lines[1]["why"] == "diverged: loss nan after the last timed run"
+    assert lines[0]["resources"]["contended"] is False

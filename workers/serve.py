@@ -388,7 +388,8 @@ class Tasks:
             for _ in range(request.warmup_runs):
                 block()
             blocks.append(block)
-        framework = by_id[request.targets[0]].runner.framework
+        # The environment's framework (MXNet's hybrid path is "mxnet" too).
+        framework = by_id[request.targets[0]].path.framework
         rng = random.Random(request.seed)
         found: list[list[profiling.Profiled | None]] = []
         for _ in range(request.rounds):
