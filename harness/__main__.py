@@ -338,14 +338,16 @@ def _batch(text: str) -> int:
 
 
 def _explained(results: Path) -> None:
-    """The newest ``harness explain`` run's section, when there is one."""
-    from harness.explain import latest
+    """The ``harness explain`` section: each cell from the newest run that
+    measured it, when there is one."""
+    from harness.explain import markdown, newest_cells
 
-    run = latest(results)
-    if run is not None:
+    found = newest_cells(results)
+    if found:
         print()
-        print((run / "explain.md").read_text())
-        print(f"(from {run}; its plots: {run}/explain-*.png)")
+        print(markdown([cell for _, cell in found]))
+        runs = sorted({str(run) for run, _ in found})
+        print(f"(from {', '.join(runs)}; plots: explain-*.png there)")
 
 
 def _report(args: argparse.Namespace) -> int:

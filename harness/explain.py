@@ -311,6 +311,24 @@ def latest(results_dir: Path) -> Path | None:
     return runs[-1].parent if runs else None
 
 
+def newest_cells(results_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """Every (model, framework, phase) any explain run under ``results_dir``
+    analysed, from the newest run that has it, with that run's folder; an
+    analysis that cannot be read is passed over."""
+    found: dict[tuple[str, str, str], tuple[Path, dict[str, Any]]] = {}
+    for analysis in sorted(results_dir.glob("explain-*/explain.json")):
+        try:
+            cells = json.loads(analysis.read_text())["cells"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        for cell in cells:
+            key = (cell["model"], cell["framework"], cell["phase"])
+            found[key] = (analysis.parent, cell)
+    return [
+        found[k] for k in sorted(found, key=lambda k: (k[0], k[1], k[2] != "train"))
+    ]
+
+
 # --- Markdown -------------------------------------------------------------------
 
 

@@ -234,6 +234,20 @@ def test_a_run_renders_json_markdown_and_a_plot(tmp_path: Path) -> None:
     assert "**BUSY MACHINE**: other processes took CPU time during 3 of the 7" in text
     assert (tmp_path / "explain-ffn-torch.png").stat().st_size > 0
     assert explain.latest(results) == tmp_path
+    # A second run of another model: the report shows both, each the newest.
+    newer = results / "explain-20261123-020000"
+    newer.mkdir()
+    other = [
+        {**line, "model": "lenet"} if "model" in line else line for line in _lines()
+    ]
+    (newer / "explain.jsonl").write_text("\n".join(json.dumps(x) for x in other))
+    explain.render(newer)
+    (results / "explain-20261123-030000").mkdir()  # no analysis: passed over
+    shown = explain.newest_cells(results)
+    assert [(run.name, c["model"]) for run, c in shown] == [
+        ("explain-20261123-010203", "ffn"),
+        ("explain-20261123-020000", "lenet"),
+    ]
 
 
 def test_sweep_sizes_hold_the_batch_and_smaller_ones() -> None:
