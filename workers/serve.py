@@ -34,7 +34,6 @@ This module must run on NumPy 1.23 and without Keras (the MXNet environment).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
 import random
@@ -277,20 +276,9 @@ class Tasks:
     def paired(self, request: m.Paired, data: Data) -> m.Answer:
         assert self.primary is not None
         keras, native = _keras_and_native(self.primary, self.partners, request.TASK)
-        spec, weights, xs = self.spec, self.weights, data["x"]
-        keras_run: protocol.Trainer | protocol.Predictor
-        native_run: protocol.Trainer | protocol.Predictor
-        if request.phase == "train":
-            ys = data["y"]
-            keras_run = keras.trainer(spec, weights, xs, ys)
-            native_run = native.trainer(spec, weights, xs, ys)
-        elif request.phase == "infer":
-            keras_run = keras.predictor(spec, weights, xs)
-            native_run = native.predictor(spec, weights, xs)
-        else:
-            raise ValueError(
-                f"unknown phase {request.phase!r}; known phases: train, infer"
-            )
+        xs = data["x"]
+        keras_run = self._closure(keras, request.phase, data)
+        native_run = self._closure(native, request.phase, data)
         answer = timing.time_paired(
             keras_run,
             native_run,
@@ -383,7 +371,9 @@ class Tasks:
         blocks, per_block = [], 0
         for target in request.targets:
             run = self._closure(by_id[target].runner, request.phase, data)
-            first, block, per_block = _blocks(run, request.steps, len(data["x"]))
+            first, block, per_block = timing.blocks_of(
+                run, request.phase, request.steps, len(data["x"])
+            )
             first()
             for _ in range(request.warmup_runs):
                 block()
@@ -398,22 +388,6 @@ class Tasks:
                 row[k] = profiling.profile(framework, blocks[k], 1)
             found.append(row)
         return _profile_answer(request, found, per_block)
-
-
-def _blocks(
-    run: protocol.Trainer | protocol.Predictor, steps: int, batches: int
-) -> tuple[Callable[[], object], Callable[[], object], int]:
-    """A timed closure's first step (or round), one block (``steps`` steps,
-    or ``steps`` rounds over ``batches`` mini-batches), and how many steps or
-    mini-batches a block holds (as ``workers.timing.time_interleaved``)."""
-    if isinstance(run, protocol.Trainer):
-        return functools.partial(run, 1), functools.partial(run, steps), steps
-
-    def rounds() -> None:
-        for _ in range(steps):
-            run()
-
-    return run, rounds, steps * batches
 
 
 def _profile_answer(

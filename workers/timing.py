@@ -19,6 +19,7 @@ framework lazily.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import random
 import time
@@ -282,6 +283,22 @@ def _timed(block: Callable[[], object], stretch: float = 1.0) -> float:
     return time.perf_counter() - start
 
 
+def blocks_of(
+    run: Callable[..., object], phase: str, steps: int, batches_per_round: int
+) -> tuple[Callable[[], object], Callable[[], object], int]:
+    """A timed closure's first step (``run(1)``) or first round (``run()``),
+    one block (``run(steps)``, or ``steps`` rounds), and how many steps or
+    mini-batches a block holds."""
+    if phase == "train":
+        return functools.partial(run, 1), functools.partial(run, steps), steps
+
+    def rounds() -> None:
+        for _ in range(steps):
+            run()
+
+    return run, rounds, steps * batches_per_round
+
+
 @dataclasses.dataclass(frozen=True)
 class Interleaved:
     """What ``time_interleaved`` measured, per side in the order given:
@@ -332,33 +349,13 @@ def time_interleaved(
             slowdown=factor,
         )
     rng = random.Random(seed)
-    if phase == "train":
-
-        def block_of(run: Callable[..., object]) -> Callable[[], object]:
-            return lambda: run(steps)
-
-        def first_of(run: Callable[..., object]) -> Callable[[], object]:
-            return lambda: run(1)
-
-        per_block = steps
-    else:
-
-        def block_of(run: Callable[..., object]) -> Callable[[], object]:
-            def rounds() -> None:
-                for _ in range(steps):
-                    run()
-
-            return rounds
-
-        def first_of(run: Callable[..., object]) -> Callable[[], object]:
-            return run
-
-        per_block = steps * batches_per_round
+    made = [blocks_of(run, phase, steps, batches_per_round) for run in runs]
+    per_block = made[0][2]
 
     first = [0.0] * len(runs)
     for k in _order(rng, len(runs)):
-        first[k] = _timed(first_of(runs[k]))
-    blocks = [block_of(run) for run in runs]
+        first[k] = _timed(made[k][0])
+    blocks = [block for _, block, _ in made]
     for _ in range(warmup_runs):
         for k in _order(rng, len(runs)):
             blocks[k]()
