@@ -1,0 +1,432 @@
+"""The operators the four models are made of, as cases a benchmark can run.
+
+Framework-free (NumPy 1.23-safe): the MXNet worker reads it too.  An
+``Operator`` says what its operands and results are for given integer
+``dims`` (their shapes, canonical layout: images ``(N, H, W, C)``,
+convolution kernels ``(kh, kw, in, out)``, dense kernels ``(in, out)``,
+LSTM gates in Keras' ``i, f, c, o`` order), which operands the backward pass
+differentiates, how much work one call does, and which keyword attributes
+(a convolution's padding, a pool's window, Adam's step) its implementations
+take.  A ``Case`` is one operator at one set of dims, labelled where it comes
+from (``square-2048``, ``vgg16-block3_conv1``).
+
+Every implementation module (``zoo.keras_operators`` through ``keras.ops``;
+``native.<framework>.operators`` through the framework's own operators)
+offers one function per operator, named as the operator, called as
+``fn(*operands, **attributes)`` with the operands in the order ``inputs``
+lists them, already in the module's ``LAYOUT`` (``nhwc``, canonical, or
+``nchw``: see ``Operand``), returning the results
+in the order ``outputs`` lists them (one tensor, or a tuple of several).
+
+The backward pass of a call differentiates the scalar ``sum_k <result_k,
+cotangent_k>`` with respect to the ``wrt`` operands; a timed backward call is
+the forward pass and that gradient together.
+
+``make_operands`` builds a case's operands from a seed and a value scale
+with NumPy, so the orchestrator's float64 reference and every worker compute
+on the same float32 numbers; ``timed_cases`` lists the cases a benchmark
+profile times: square GEMMs, element-wise sweeps, and the models' own shapes
+at a chosen batch size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from zoo.specs import MODELS, ModelSpec
+
+Dims = dict[str, int]
+Shape = tuple[int, ...]
+
+# Adam's constants: Keras' defaults, as every hand-written optimizer here.
+ADAM = {"learning_rate": 0.001, "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7}
+ROLES = ("plain", "image", "conv_kernel", "dense_kernel", "labels")
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One operand or result: its name, canonical shape and role.  In an
+    ``nchw`` module, ``image`` operands are ``(N, C, H, W)``, ``conv_kernel``
+    ones ``(out, in, kh, kw)`` and ``dense_kernel`` ones ``(out, in)``
+    (``native.layout``'s ``oihw`` family); ``plain`` operands keep their
+    shape everywhere; ``labels`` are integer class indices (never
+    differentiated)."""
+
+    name: str
+    shape: Shape
+    role: str = "plain"
+
+
+@dataclass(frozen=True)
+class Operator:
+    """One operator: its dims (names of the integers that size a case), and
+    for given dims its operands, results, attributes and work."""
+
+    name: str
+    dims: tuple[str, ...]
+    summary: str
+    inputs: Callable[[Dims], tuple[Operand, ...]]
+    outputs: Callable[[Dims], tuple[Operand, ...]]
+    wrt: tuple[str, ...]  # operands the backward pass differentiates; () = none
+    flops: Callable[[Dims], float]  # one forward call's floating-point operations
+    attributes: Callable[[Dims], dict[str, int | str]] = lambda d: {}
+    # Whether FLOPs measure its work (compute-bound at large sizes); for the
+    # rest (element-wise, pooling, the loss, Adam) memory traffic does, and
+    # the report gives elements per second instead of a share of the peak.
+    compute_bound: bool = False
+
+    def elements(self, dims: Dims) -> int:
+        """Elements of every float operand and result: the memory one call
+        touches at least once, in float32 words."""
+        operands = (*self.inputs(dims), *self.outputs(dims))
+        return sum(math.prod(o.shape) for o in operands if o.role != "labels")
+
+    @property
+    def has_backward(self) -> bool:
+        return bool(self.wrt)
+
+    def call_flops(self, dims: Dims, direction: str) -> float:
+        """FLOPs of one timed call: the forward pass, or forward and backward
+        (``backward``: about three times the forward for the products, as a
+        gradient costs two more of them)."""
+        if direction not in DIRECTIONS:
+            raise ValueError(
+                f"unknown direction {direction!r}; known: {', '.join(DIRECTIONS)}"
+            )
+        forward = self.flops(dims)
+        return forward if direction == "forward" else 3.0 * forward
+
+
+DIRECTIONS = ("forward", "backward")
+
+
+def _conv_side(side: int, kernel: int, same: int) -> int:
+    return side if same else side - kernel + 1
+
+
+def _conv_out(d: Dims) -> Shape:
+    return (
+        d["n"],
+        _conv_side(d["h"], d["k"], d["same"]),
+        _conv_side(d["w"], d["k"], d["same"]),
+        d["f"],
+    )
+
+
+def _pool_out(d: Dims) -> Shape:
+    return (d["n"], d["h"] // d["size"], d["w"] // d["size"], d["c"])
+
+
+def _pool(name: str, summary: str) -> Operator:
+    return Operator(
+        name,
+        ("n", "h", "w", "c", "size"),
+        summary,
+        lambda d: (Operand("x", (d["n"], d["h"], d["w"], d["c"]), "image"),),
+        lambda d: (Operand("y", _pool_out(d), "image"),),
+        ("x",),
+        lambda d: float(math.prod(_pool_out(d)) * d["size"] ** 2),
+        lambda d: {"size": d["size"]},
+    )
+
+
+def _elementwise(name: str, summary: str, flops_per_element: int) -> Operator:
+    return Operator(
+        name,
+        ("rows", "cols"),
+        summary,
+        lambda d: (Operand("x", (d["rows"], d["cols"])),),
+        lambda d: (Operand("y", (d["rows"], d["cols"])),),
+        ("x",),
+        lambda d: float(flops_per_element * d["rows"] * d["cols"]),
+    )
+
+
+def _lstm_inputs(d: Dims) -> tuple[Operand, ...]:
+    n, i, u = d["n"], d["i"], d["u"]
+    return (
+        Operand("x", (n, i)),
+        Operand("h", (n, u)),
+        Operand("c", (n, u)),
+        Operand("kernel", (i, 4 * u)),
+        Operand("recurrent_kernel", (u, 4 * u)),
+        Operand("bias", (4 * u,)),
+    )
+
+
+def _adam_operands(d: Dims) -> tuple[Operand, ...]:
+    return tuple(Operand(name, (d["elements"],)) for name in ("p", "g", "m", "v"))
+
+
+OPERATORS: dict[str, Operator] = {
+    op.name: op
+    for op in (
+        Operator(
+            "matmul",
+            ("m", "k", "n"),
+            "x @ w, (m, k) @ (k, n): the GEMM",
+            lambda d: (Operand("x", (d["m"], d["k"])), Operand("w", (d["k"], d["n"]))),
+            lambda d: (Operand("y", (d["m"], d["n"])),),
+            ("x", "w"),
+            lambda d: 2.0 * d["m"] * d["k"] * d["n"],
+            compute_bound=True,
+        ),
+        Operator(
+            "dense",
+            ("m", "k", "n"),
+            "x @ w + b: a dense layer without its activation",
+            lambda d: (
+                Operand("x", (d["m"], d["k"])),
+                Operand("w", (d["k"], d["n"]), "dense_kernel"),
+                Operand("b", (d["n"],)),
+            ),
+            lambda d: (Operand("y", (d["m"], d["n"])),),
+            ("x", "w", "b"),
+            lambda d: 2.0 * d["m"] * d["k"] * d["n"] + d["m"] * d["n"],
+            compute_bound=True,
+        ),
+        Operator(
+            "conv2d",
+            ("n", "h", "w", "c", "f", "k", "same"),
+            "stride-1 k x k convolution plus bias, padding same or valid",
+            lambda d: (
+                Operand("x", (d["n"], d["h"], d["w"], d["c"]), "image"),
+                Operand("w", (d["k"], d["k"], d["c"], d["f"]), "conv_kernel"),
+                Operand("b", (d["f"],)),
+            ),
+            lambda d: (Operand("y", _conv_out(d), "image"),),
+            ("x", "w", "b"),
+            lambda d: float(math.prod(_conv_out(d)) * (2 * d["k"] ** 2 * d["c"] + 1)),
+            lambda d: {"padding": "same" if d["same"] else "valid"},
+            compute_bound=True,
+        ),
+        _pool("avg_pool", "size x size average pooling, stride size, no padding"),
+        _pool("max_pool", "size x size max pooling, stride size, no padding"),
+        _elementwise("relu", "max(x, 0)", 1),
+        _elementwise("sigmoid", "1 / (1 + exp(-x))", 4),
+        _elementwise("tanh", "tanh(x)", 4),
+        Operator(
+            "lstm_cell",
+            ("n", "i", "u"),
+            "one LSTM step: gates i, f, c, o from x @ kernel + h @ recurrent + bias",
+            _lstm_inputs,
+            lambda d: (
+                Operand("h_new", (d["n"], d["u"])),
+                Operand("c_new", (d["n"], d["u"])),
+            ),
+            ("x", "h", "c", "kernel", "recurrent_kernel", "bias"),
+            lambda d: (
+                2.0 * d["n"] * (d["i"] + d["u"]) * 4 * d["u"] + 12.0 * d["n"] * d["u"]
+            ),
+            compute_bound=True,
+        ),
+        Operator(
+            "softmax_cross_entropy",
+            ("n", "classes"),
+            "mean over the batch of -log softmax(logits)[label]",
+            lambda d: (
+                Operand("logits", (d["n"], d["classes"])),
+                Operand("labels", (d["n"],), "labels"),
+            ),
+            lambda d: (Operand("loss", ()),),
+            ("logits",),
+            lambda d: 5.0 * d["n"] * d["classes"],
+        ),
+        Operator(
+            "adam",
+            ("elements", "step"),
+            "one Adam update of a parameter (Keras' formula and defaults)",
+            _adam_operands,
+            lambda d: tuple(
+                Operand(name, (d["elements"],)) for name in ("p_new", "m_new", "v_new")
+            ),
+            (),
+            lambda d: 12.0 * d["elements"],
+            lambda d: {"step": d["step"]},
+        ),
+    )
+}
+
+
+def get_operator(name: str) -> Operator:
+    """The operator called ``name``, or a ValueError listing the known ones."""
+    if name not in OPERATORS:
+        raise ValueError(
+            f"unknown operator {name!r}; known operators: {', '.join(OPERATORS)}"
+        )
+    return OPERATORS[name]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One operator at one set of dims (values in ``Operator.dims`` order)."""
+
+    op: str
+    dims: tuple[int, ...]
+    label: str
+
+    @property
+    def operator(self) -> Operator:
+        return get_operator(self.op)
+
+    @property
+    def named(self) -> Dims:
+        """The dims by name; a ValueError when they do not fit the operator."""
+        operator = self.operator
+        if len(self.dims) != len(operator.dims):
+            raise ValueError(
+                f"{self.op} takes dims {', '.join(operator.dims)}, not {self.dims}"
+            )
+        named = dict(zip(operator.dims, self.dims, strict=True))
+        check_dims(self.op, named)
+        return named
+
+    @property
+    def id(self) -> str:
+        return f"{self.op}/{self.label}"
+
+
+def check_dims(op: str, d: Dims) -> None:
+    """A ValueError in one sentence when ``d`` cannot size ``op``."""
+    if any(v < 0 for v in d.values()) or any(d[k] < 1 for k in d if k not in ("same",)):
+        raise ValueError(f"{op} needs positive dims, not {d}")
+    if op == "conv2d" and (d["same"] not in (0, 1) or min(_conv_out(d)[1:3]) < 1):
+        raise ValueError(f"conv2d: a {d['k']}x{d['k']} kernel does not fit {d}")
+    if op in ("avg_pool", "max_pool") and min(d["h"], d["w"]) < d["size"]:
+        raise ValueError(f"{op}: a {d['size']}x{d['size']} window does not fit {d}")
+
+
+# --- operands ---------------------------------------------------------------------
+
+
+def make_operands(
+    case: Case, seed: int, scale: float = 1.0
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """``(operands, cotangents)`` of a case, float32 (labels int32), from
+    ``seed``: standard normal values times ``scale``; Adam's second moment
+    ``v`` is non-negative (``scale**2`` times a chi-square) and its first
+    ``m`` a tenth of the gradient's size; labels uniform over the classes.
+    One standard normal cotangent per result (empty when the operator has no
+    backward pass)."""
+    operator, d = case.operator, case.named
+    rng = np.random.default_rng(seed)
+    operands: dict[str, np.ndarray] = {}
+    for o in operator.inputs(d):
+        if o.role == "labels":
+            operands[o.name] = rng.integers(0, d["classes"], o.shape).astype(np.int32)
+            continue
+        values = rng.standard_normal(o.shape) * scale
+        if operator.name == "adam" and o.name == "v":
+            values = values * values
+        elif operator.name == "adam" and o.name == "m":
+            values = values / 10
+        operands[o.name] = np.asarray(values, dtype=np.float32)
+    cotangents = (
+        {
+            o.name: np.asarray(rng.standard_normal(o.shape), dtype=np.float32)
+            for o in operator.outputs(d)
+        }
+        if operator.has_backward
+        else {}
+    )
+    return operands, cotangents
+
+
+# --- the cases a profile times ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What a benchmark profile times: square GEMM sides, element counts
+    (element-wise operators and Adam), batch sizes for the LSTM cell and the
+    loss, and the batch at which the models' own shapes run."""
+
+    gemm: tuple[int, ...] = (64, 128, 256, 512, 1024, 2048, 4096)
+    elements: tuple[int, ...] = (2**6, 2**10, 2**14, 2**18, 2**22)
+    batches: tuple[int, ...] = (1, 16, 256)
+    model_batch: int = 32
+    models: tuple[str, ...] = ("ffn", "lenet", "vgg16", "lstm")
+
+
+def _rows_cols(elements: int) -> tuple[int, int]:
+    cols = min(elements, 1024)
+    return max(1, elements // cols), cols
+
+
+def _model_cases(spec: ModelSpec, batch: int) -> Iterator[Case]:
+    """The model's layers as operator cases at ``batch``: its dense layers,
+    convolutions and pools at their own shapes, its LSTM's cell, its loss."""
+    shape: Shape = spec.input_shape
+    for layer in spec.layers:
+        label = f"{spec.name}-{layer.name}"
+        if layer.kind == "dense":
+            (features,) = shape
+            yield Case("dense", (batch, features, layer.size), label)
+            shape = (layer.size,)
+        elif layer.kind == "conv2d":
+            h, w, c = shape
+            same = int(layer.padding == "same")
+            yield Case(
+                "conv2d", (batch, h, w, c, layer.size, layer.kernel, same), label
+            )
+            shape = (
+                _conv_side(h, layer.kernel, same),
+                _conv_side(w, layer.kernel, same),
+                layer.size,
+            )
+        elif layer.kind in ("avg_pool", "max_pool"):
+            h, w, c = shape
+            yield Case(layer.kind, (batch, h, w, c, layer.size), label)
+            shape = (h // layer.size, w // layer.size, c)
+        elif layer.kind == "flatten":
+            shape = (math.prod(shape),)
+        elif layer.kind == "lstm":
+            _, features = shape
+            yield Case("lstm_cell", (batch, features, layer.size), label)
+            shape = (layer.size,)
+    yield Case("softmax_cross_entropy", (batch, spec.classes), f"{spec.name}-loss")
+
+
+def _adam_sizes(models: tuple[str, ...]) -> list[int]:
+    """The models' parameter sizes, the largest of each factor-of-4 band (so
+    a few sizes cover six decades)."""
+    sizes = {math.prod(p.shape) for name in models for p in MODELS[name].params}
+    bands: dict[int, int] = {}
+    for size in sizes:
+        band = int(math.log(size, 4))
+        bands[band] = max(bands.get(band, 0), size)
+    return sorted(bands.values())
+
+
+def timed_cases(sweep: Sweep, ops: tuple[str, ...] | None = None) -> list[Case]:
+    """Every case of ``sweep`` (only ``ops``' when given), deduplicated by
+    operator and dims (the first label wins), in operator order."""
+    found: list[Case] = [Case("matmul", (n, n, n), f"square-{n}") for n in sweep.gemm]
+    for op in ("relu", "sigmoid", "tanh"):
+        found += [Case(op, _rows_cols(e), f"elements-{e}") for e in sweep.elements]
+    for name in sweep.models:
+        found += list(_model_cases(MODELS[name], sweep.model_batch))
+    lstm = MODELS["lstm"]
+    features, units = lstm.input_shape[1], lstm.layers[0].size
+    found += [
+        Case("lstm_cell", (b, features, units), f"batch-{b}") for b in sweep.batches
+    ]
+    found += [
+        Case("softmax_cross_entropy", (b, 10), f"batch-{b}") for b in sweep.batches
+    ]
+    found += [
+        Case("adam", (size, 10), f"elements-{size}")
+        for size in _adam_sizes(sweep.models)
+    ]
+    seen: set[tuple[str, tuple[int, ...]]] = set()
+    unique = []
+    for case in found:
+        if (case.op, case.dims) not in seen and (ops is None or case.op in ops):
+            seen.add((case.op, case.dims))
+            unique.append(case)
+    order = list(OPERATORS)
+    return sorted(unique, key=lambda c: order.index(c.op))
