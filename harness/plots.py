@@ -372,3 +372,70 @@ def _phase_rank(bar: _ExplainBar) -> tuple[int, str]:
     """Train first, infer second, any other phase after them by name."""
     known = bar.phase in _PHASE_ORDER
     return (_PHASE_ORDER.index(bar.phase) if known else len(_PHASE_ORDER), bar.phase)
+
+
+# --- operators (``harness ops``) -----------------------------------------------
+
+_BACKEND_COLOURS = {
+    "jax": "#4c72b0",
+    "tensorflow": "#dd8452",
+    "torch": "#55a868",
+    "mxnet": "#8172b3",
+}
+
+
+def op_curves(rows: Sequence[Mapping[str, Any]], out_dir: Path) -> list[Path]:
+    """``ops-<operator>.png`` per operator: time per call against work per
+    call (FLOPs, or elements for memory-bound operators), log-log, one line
+    per path (keras.ops solid, the native operator dashed, a colour per
+    backend) with 95% intervals, one panel per direction.  Where a line is
+    flat the fixed per-call cost dominates; where it climbs with slope 1 the
+    work does.  ``rows``: ``harness.op_report`` rows; only timed ones drawn."""
+    plt = _pyplot()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    timed = [r for r in rows if r["status"] == "ok"]
+    written = []
+    for op in sorted({r["op"] for r in timed}):
+        mine = [r for r in timed if r["op"] == op]
+        directions = [
+            d for d in ("forward", "backward") if any(r["direction"] == d for r in mine)
+        ]
+        fig, axes = plt.subplots(
+            1, len(directions), figsize=(6 * len(directions), 4.5), squeeze=False
+        )
+        for ax, direction in zip(axes[0], directions, strict=True):
+            for path in sorted({r["path"] for r in mine}):
+                points = sorted(
+                    (r["work"], r["call_s"], r["low_s"], r["high_s"])
+                    for r in mine
+                    if r["path"] == path and r["direction"] == direction
+                )
+                if not points:
+                    continue
+                x = [p[0] for p in points]
+                y = [p[1] * 1e6 for p in points]
+                err = [
+                    [max(0.0, (p[1] - p[2]) * 1e6) for p in points],
+                    [max(0.0, (p[3] - p[1]) * 1e6) for p in points],
+                ]
+                keras = path.startswith("keras-")
+                ax.errorbar(
+                    x,
+                    y,
+                    yerr=err,
+                    marker="o" if keras else "s",
+                    markersize=3,
+                    linestyle="-" if keras else "--",
+                    color=_BACKEND_COLOURS.get(path.split("-")[1], "#333333"),
+                    label=path,
+                    capsize=2,
+                )
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            unit = "FLOPs" if mine[0]["compute_bound"] else "elements"
+            ax.set_xlabel(f"{unit} per call")
+            ax.set_ylabel("µs per call (95% CI)")
+            ax.set_title(f"{op}, {direction}")
+            ax.legend(fontsize=7)
+        written.append(_save(plt, fig, out_dir / f"ops-{op}.png"))
+    return written

@@ -15,7 +15,7 @@ FINITE = st.floats(allow_nan=False, allow_infinity=False)
 TEXT = st.text(max_size=20)
 
 
-def _requests() -> st.SearchStrategy[m.Request]:
+def _requests() -> st.SearchStrategy[m.Task]:
     files = {"model": TEXT, "weights": TEXT, "data": TEXT, "fault": st.none() | TEXT}
     count = st.integers(0, 10**6)
     return st.one_of(
@@ -34,6 +34,34 @@ def _requests() -> st.SearchStrategy[m.Request]:
         ),
         st.builds(m.Floor, **files, steps=count, runs=count),
         st.builds(m.Selfcheck, **files, steps=count, pairs=count),
+        st.builds(
+            m.OpCheck,
+            op=TEXT,
+            dims=st.lists(count, max_size=7),
+            operands=TEXT,
+            fault=st.none() | TEXT,
+            path=TEXT,
+            out=TEXT,
+        ),
+        st.builds(
+            m.OpPrepare,
+            op=TEXT,
+            dims=st.lists(count, max_size=7),
+            operands=TEXT,
+            paths=st.lists(TEXT, max_size=3),
+            direction=TEXT,
+            out=TEXT,
+        ),
+        st.builds(
+            m.OpTime,
+            token=TEXT,
+            window_s=FINITE,
+            block_s=FINITE,
+            min_blocks=count,
+            max_blocks=count,
+            warmup_blocks=count,
+            seed=count,
+        ),
     )
 
 
@@ -51,11 +79,14 @@ def test_every_task_has_a_request_type() -> None:
         "paired",
         "levels",
         "profile",
+        "op_check",
+        "op_prepare",
+        "op_time",
     }
 
 
 @given(_requests())
-def test_a_request_survives_the_wire(request: m.Request) -> None:
+def test_a_request_survives_the_wire(request: m.Task) -> None:
     line = json.dumps(m.encode(request))
     assert m.decode_request(json.loads(line)) == request
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workers.messages import Answer, Request, decode_answer, encode
+from workers.messages import Answer, Task, decode_answer, encode
 from workers.paths import get_path, interpreter
 from workers.resources import Sampler
 
@@ -260,7 +260,7 @@ class Worker:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def call(self, request: Request, timeout: float) -> Reply:
+    def call(self, request: Task, timeout: float) -> Reply:
         """Send one request; its reply, or a failure reply: never raises, and
         returns within ``timeout`` seconds (``EXIT_WAIT`` more at most, for a
         worker that closed its output).  After a failure the worker is gone

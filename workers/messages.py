@@ -27,8 +27,16 @@ from typing import Any, ClassVar
 
 
 @dataclass(frozen=True, kw_only=True)
-class Request:
-    """What every task needs: the model, the canonical weights file, the
+class Task:
+    """Base of every request: its task name on the wire and its answer type."""
+
+    TASK: ClassVar[str]
+    ANSWER: ClassVar[type[Answer]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request(Task):
+    """What every model task needs: the model, the canonical weights file, the
     batches file (``x``/``y`` arrays of mini-batches), and a deliberate fault
     to inject (``native.faults``; native paths only).
 
@@ -36,9 +44,6 @@ class Request:
     (``zoo.arrays.digest``) of the arrays the gate verified; the worker
     refuses to run on files that hold anything else (the weights are checked
     as loaded, before any fault is injected)."""
-
-    TASK: ClassVar[str]
-    ANSWER: ClassVar[type[Answer]]
 
     model: str
     weights: str
@@ -340,7 +345,96 @@ class Profile(Request):
     seed: int = 0
 
 
-REQUESTS: dict[str, type[Request]] = {
+# --- operator tasks (``harness ops``) ------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpRequest(Task):
+    """One case of one operator (``zoo.operators``): its name, its dims in the
+    operator's order, the ``.npz`` file of its operands and cotangents
+    (``operand:<name>``, ``cotangent:<name>``, canonical layout), and a
+    deliberate fault of the operator paths (``workers.operators.FAULTS``)."""
+
+    op: str
+    dims: list[int]
+    operands: str
+    fault: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpCheck(OpRequest):
+    """One served path's results of the case, and its gradients when the
+    operator has a backward pass, written to ``out`` as ``result:<name>``
+    and ``grad:<operand>`` (canonical layout)."""
+
+    TASK = "op_check"
+    ANSWER = ArraysAnswer
+    path: str
+    out: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpPreparedAnswer(Answer):
+    """``first_s``: each path's first call alone (tracing, compiling,
+    allocating); ``token`` names the closures kept for ``OpTime``."""
+
+    arrays: str
+    paths: list[str]
+    first_s: list[float]
+    token: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpPrepare(OpRequest):
+    """The timed closures of the case in ``direction`` (``forward``, or
+    ``backward``: forward and gradients in one call) for every path in
+    ``paths`` (all served by this worker): each built, called once, and its
+    results written to ``out`` as ``<path>/result:<name>`` and
+    ``<path>/grad:<operand>`` (canonical layout), so the orchestrator checks
+    what the very closures compute before ``OpTime`` times them.  The worker
+    keeps only the closures of its latest ``OpPrepare``."""
+
+    TASK = "op_prepare"
+    ANSWER = OpPreparedAnswer
+    paths: list[str]
+    direction: str
+    out: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpTimeAnswer(Answer):
+    """``blocks_s[i][k]``: block ``i`` of path ``k`` (``paths``), seconds per
+    call; the sides of a block ran in the order ``orders[i]``;
+    ``calls_per_block`` calls each, after the sync of the last one."""
+
+    paths: list[str]
+    calls_per_block: int
+    blocks_s: list[list[float]]
+    orders: list[list[int]]
+    nonfinite: list[str | None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpTime(Task):
+    """Time the closures the worker's latest ``OpPrepare`` built (``token``),
+    interleaved as ``Levels`` times paths: ``warmup_blocks`` untimed blocks
+    of each, then blocks of every path in an order drawn from ``seed`` anew
+    for every block, until ``window_s`` and ``min_blocks``, or ``max_blocks``.
+    A block is as many calls as make about ``block_s`` seconds on the slowest
+    path (at least one), each call waited for (``sync``)."""
+
+    TASK = "op_time"
+    ANSWER = OpTimeAnswer
+    token: str
+    window_s: float
+    block_s: float = 0.01
+    min_blocks: int = 5
+    max_blocks: int = 200
+    warmup_blocks: int = 1
+    seed: int = 0
+
+
+REQUESTS: dict[str, type[Task]] = {
     r.TASK: r
     for r in (
         Evaluate,
@@ -355,6 +449,9 @@ REQUESTS: dict[str, type[Request]] = {
         Paired,
         Levels,
         Profile,
+        OpCheck,
+        OpPrepare,
+        OpTime,
     )
 }
 
@@ -362,16 +459,16 @@ REQUESTS: dict[str, type[Request]] = {
 # --- the wire --------------------------------------------------------------------
 
 
-def encode(message: Request | Answer) -> dict[str, Any]:
+def encode(message: Task | Answer) -> dict[str, Any]:
     """A message as a JSON-ready dict: a request with its ``task``; fields
     that are ``None`` left out."""
     fields = {k: v for k, v in dataclasses.asdict(message).items() if v is not None}
-    if isinstance(message, Request):
+    if isinstance(message, Task):
         return {"task": message.TASK, **fields}
     return fields
 
 
-def decode_request(document: Any) -> Request:
+def decode_request(document: Any) -> Task:
     """The request a JSON object describes; ValueError in one sentence for
     anything else."""
     if not isinstance(document, dict) or document.get("task") not in REQUESTS:
@@ -381,18 +478,18 @@ def decode_request(document: Any) -> Request:
     return _build(REQUESTS[document["task"]], fields)
 
 
-def decode_answer(request: Request, document: Any) -> Answer:
+def decode_answer(request: Task, document: Any) -> Answer:
     """The answer to ``request`` that a JSON object describes."""
     return _build(request.ANSWER, document)
 
 
-_Message = typing.TypeVar("_Message", Request, Answer)
+_Message = typing.TypeVar("_Message", Task, Answer)
 
 
 def _build(cls: type[_Message], document: Any) -> _Message:
     """``cls`` from a dict of its fields, nested answers included; unknown,
     missing or wrongly typed fields are a ValueError naming the field."""
-    name = cls.TASK if issubclass(cls, Request) else cls.__name__
+    name = cls.TASK if issubclass(cls, Task) else cls.__name__
     if not isinstance(document, dict):
         raise ValueError(f"{name}: expected a JSON object, got {document!r:.80}")
     known = {f.name: f for f in dataclasses.fields(cls)}

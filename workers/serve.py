@@ -427,14 +427,20 @@ def _profile_answer(
 
 def handle(
     runner: Runner,
-    request: m.Request,
+    request: m.Task,
     path: PathInfo,
     partners: list[Served] | None = None,
 ) -> m.Answer:
     """Run one request on ``runner`` (the worker's path, ``path``); its typed
     answer.  ``partners``: the other paths the worker serves, which only
-    ``Paired``, ``Levels`` and ``Profile`` requests use."""
+    ``Paired``, ``Levels`` and ``Profile`` requests use, and operator
+    requests (``workers.operators``), which name the served path they run."""
     partners = list(partners or [])
+    if isinstance(request, m.OpRequest | m.OpTime):
+        from workers import operators
+
+        return operators.handle(request, [path, *(s.path for s in partners)])
+    assert isinstance(request, m.Request)
     if isinstance(request, m.Paired):
         primary = Served(path, runner)
         _keras_and_native(primary, partners, request.TASK)  # refused before loading
