@@ -49,10 +49,17 @@ from harness.peak import measure_matmul_peak
 from harness.run import resource_summary
 from workers.launch import Reply, Worker, thread_environment
 from workers.messages import OpPrepare, OpPreparedAnswer, OpTime, OpTimeAnswer
-from workers.operators import FAULTS, OPERATOR_PATHS
-from workers.paths import get_path
+from workers.paths import OPERATOR_PATHS, get_path
 from zoo.arrays import load_npz
-from zoo.operators import DIRECTIONS, OPERATORS, Case, Sweep, make_operands, timed_cases
+from zoo.operators import (
+    DIRECTIONS,
+    FAULTS,
+    OPERATORS,
+    Case,
+    Sweep,
+    make_operands,
+    timed_cases,
+)
 
 FRAMEWORKS = ("jax", "tensorflow", "torch", "mxnet")
 SEED = 0  # the operands of every timed case
@@ -141,7 +148,7 @@ def ops(
     log: Log = lambda line: print(line, file=sys.stderr),
 ) -> Path:
     """Search, check and time every case; the run's folder.  ``fault``
-    (``workers.operators.FAULTS``) is injected into the native paths, to see
+    (``zoo.operators.FAULTS``) is injected into the native paths, to see
     the checks catch it."""
     if fault is not None and fault not in FAULTS:
         raise ValueError(

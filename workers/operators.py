@@ -18,8 +18,9 @@ operator calls.
   or forward and backward), waited for (``sync``); a block is as many calls
   as fill about ``block_s`` on the slowest path.
 
-``FAULTS``: deliberate operator faults that the checks must catch, injected
-into the native paths a request names (a Keras path is never faulted).  Imports
+``zoo.operators.FAULTS``: deliberate operator faults that the checks must
+catch, injected here into the native paths a request names (a Keras path is
+never faulted).  Imports
 frameworks lazily; NumPy 1.23-safe (the MXNet worker serves it too).
 """
 
@@ -39,22 +40,9 @@ import numpy as np
 
 from workers import messages as m
 from workers import timing
-from workers.paths import PATHS, PathInfo
+from workers.paths import OPERATOR_PATHS, PathInfo
 from zoo.arrays import load_npz, save_npz
-from zoo.operators import DIRECTIONS, Case, Operand
-
-# The paths operators run on: Keras on each backend and each framework's own
-# operators (MXNet's hybridized path compiles whole models; an operator call
-# is the same imperative kernel).
-OPERATOR_PATHS = tuple(p for p in PATHS if p != "native-mxnet-hybrid")
-FAULTS = {
-    "gemm-transposed": "matmul and dense get w transposed: x @ w.T, the right "
-    "shape for a square w and wrong numbers",
-    "conv-padding": "conv2d pads 'valid' where 'same' is asked and 'same' where "
-    "'valid' is",
-    "inputs-bfloat16": "every float operand rounded to bfloat16 before the "
-    "operator runs",
-}
+from zoo.operators import DIRECTIONS, FAULTS, Case, Operand
 
 
 def modules(path: PathInfo) -> tuple[ModuleType, ModuleType]:
@@ -232,9 +220,8 @@ def _case(
     operands = {
         o.name: stored[f"operand:{o.name}"] for o in case.operator.inputs(case.named)
     }
-    # reshaped: a 0-d cotangent (a loss') comes back from .npz as (1,)
     cotangents = {
-        o.name: stored[f"cotangent:{o.name}"].reshape(o.shape)
+        o.name: stored[f"cotangent:{o.name}"]
         for o in case.operator.outputs(case.named)
         if f"cotangent:{o.name}" in stored
     }

@@ -40,6 +40,10 @@ PATHS: dict[str, PathInfo] = {
         PathInfo("native-mxnet-hybrid", "mxnet", "native", "mxnet-hybrid"),
     )
 }
+# The paths ``python -m harness ops`` runs operators on: Keras on each
+# backend and each framework's own operators (MXNet's hybridized path compiles
+# whole models; an operator call there is the same imperative kernel).
+OPERATOR_PATHS = tuple(p for p in PATHS if p != "native-mxnet-hybrid")
 # The levels of ``python -m harness explain``: one Keras model on one backend,
 # its timed closures handing Keras ever less of the work, down to the native
 # path.  ``fit`` is every ``keras-*`` path of ``PATHS``.

@@ -37,7 +37,7 @@ def save_npz(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> 
                 info.compress_type = zipfile.ZIP_STORED
                 with zf.open(info, "w", force_zip64=True) as member:
                     np.lib.format.write_array(
-                        member, np.ascontiguousarray(arrays[name]), allow_pickle=False
+                        member, np.asarray(arrays[name], order="C"), allow_pickle=False
                     )
         Path(tmp).replace(dest)
     except BaseException:

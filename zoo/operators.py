@@ -44,6 +44,16 @@ Shape = tuple[int, ...]
 
 # Adam's constants: Keras' defaults, as every hand-written optimizer here.
 ADAM = {"learning_rate": 0.001, "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7}
+# Deliberate operator faults, which the checks must catch (applied by
+# ``workers.operators`` to the native paths only).
+FAULTS = {
+    "gemm-transposed": "matmul and dense get w transposed: x @ w.T, the right "
+    "shape for a square w and wrong numbers",
+    "conv-padding": "conv2d pads 'valid' where 'same' is asked and 'same' where "
+    "'valid' is",
+    "inputs-bfloat16": "every float operand rounded to bfloat16 before the "
+    "operator runs",
+}
 ROLES = ("plain", "image", "conv_kernel", "dense_kernel", "labels")
 
 

@@ -1,0 +1,161 @@
+"""The analysis of an ``ops`` run, from records made up here: per-call times
+with intervals, keras.ops against native block by block, the share of the
+peak (and a time that beats the peak flagged), a busy machine and a failed
+search said out loud."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness import op_report, records
+from zoo.operators import Case
+
+PEAK = 100e9  # FLOP/s
+
+
+def _run(folder: Path, verdicts: list[dict]) -> Path:
+    out = folder / "ops-20260101-000000"
+    out.mkdir()
+    lines = [
+        {
+            "kind": "run",
+            "profile": {"name": "test"},
+            "fault": None,
+            "host": {"cpu_model": "test"},
+            "matmul_peak": {"flops_per_s": PEAK},
+        },
+        *({"kind": "gate", **v} for v in verdicts),
+    ]
+    (out / "gate.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return out
+
+
+def _record(
+    out: Path,
+    case: Case,
+    path: str,
+    blocks: list[float],
+    *,
+    direction: str = "forward",
+    repeat: int = 0,
+    status: str = "ok",
+    contended: bool = False,
+) -> None:
+    records.append(
+        out / "records.jsonl",
+        records.Record(
+            run_id=out.name,
+            profile="ops-test",
+            model=case.op,
+            path=path,
+            framework=path.split("-")[1],
+            api=path.split("-", maxsplit=1)[0],
+            phase=direction,
+            status=status,
+            batch_size=case.dims[0],
+            equivalence="pass",
+            verified=status == "ok",
+            repeat=repeat,
+            values={"block_s": blocks} if status == "ok" else {},
+            summary={"contended": contended} if status == "ok" else {},
+            settings={"case": case.label, "dims": case.named},
+            error=None if status == "ok" else "held back",
+        ),
+    )
+
+
+def _blocks(seconds: float, n: int = 12, seed: int = 0) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return list(seconds * (1 + 0.01 * rng.standard_normal(n)))
+
+
+GEMM = Case("matmul", (512, 512, 512), "square-512")
+RELU = Case("relu", (1, 64), "elements-64")
+
+
+def test_a_slower_keras_side_is_measured_and_listed(tmp_path: Path) -> None:
+    out = _run(tmp_path, [])
+    for repeat in range(2):
+        _record(out, RELU, "keras-torch", _blocks(15e-6, seed=repeat), repeat=repeat)
+        _record(
+            out, RELU, "native-torch", _blocks(10e-6, seed=9 + repeat), repeat=repeat
+        )
+    analysis = op_report.analyse(out)
+    (overhead,) = analysis["overheads"]
+    assert overhead["ratio"] == pytest.approx(1.5, rel=0.02)
+    assert overhead["extra_s"] == pytest.approx(5e-6, rel=0.05)
+    assert overhead["ratio_low"] > op_report.SLOWER
+    text = op_report.markdown(analysis)
+    assert "relu elements-64 forward on torch: 1.5" in text
+
+
+def test_equal_sides_are_not_called_slower(tmp_path: Path) -> None:
+    out = _run(tmp_path, [])
+    _record(out, RELU, "keras-torch", _blocks(10e-6, seed=1))
+    _record(out, RELU, "native-torch", _blocks(10e-6, seed=2))
+    analysis = op_report.analyse(out)
+    assert (
+        analysis["overheads"][0]["ratio_low"]
+        < 1.0
+        < analysis["overheads"][0]["ratio_high"]
+    )
+    assert "None: no ratio's interval" in op_report.markdown(analysis)
+
+
+def test_share_of_peak_and_a_time_that_beats_the_peak(tmp_path: Path) -> None:
+    out = _run(tmp_path, [])
+    flops = 2 * 512**3
+    _record(out, GEMM, "native-torch", _blocks(flops / (0.8 * PEAK)))
+    # a call "faster" than the machine's dense rate: a timed region without
+    # its sync looks like this, and must be flagged, not reported as a win
+    _record(out, GEMM, "native-jax", _blocks(flops / (3 * PEAK)))
+    rows = {r["path"]: r for r in op_report.analyse(out)["rows"]}
+    assert rows["native-torch"]["share_of_peak"] == pytest.approx(0.8, rel=0.02)
+    assert not rows["native-torch"]["above_peak"]
+    assert rows["native-jax"]["above_peak"]
+    assert "ABOVE PEAK" in op_report.markdown(op_report.analyse(out))
+
+
+def test_a_busy_machine_and_a_failed_search_are_said(tmp_path: Path) -> None:
+    verdict = {
+        "op": "matmul",
+        "path": "native-torch",
+        "ok": False,
+        "examples": 7,
+        "counterexample": "matmul(m=1, k=2, n=2), seed 0, scale 1",
+        "why": "result:y: error 0.5 > allowed 1e-06",
+    }
+    out = _run(tmp_path, [verdict])
+    _record(out, GEMM, "native-torch", [], status="not-timed")
+    _record(out, RELU, "native-jax", _blocks(5e-6), contended=True)
+    analysis = op_report.analyse(out)
+    text = op_report.markdown(analysis)
+    assert "BUSY MACHINE" in text
+    assert "matmul on native-torch disagrees** (not timed)" in text
+    assert "matmul(m=1, k=2, n=2)" in text
+    row = next(r for r in analysis["rows"] if r["path"] == "native-torch")
+    assert row["status"] == "not-timed"
+    assert row["call_s"] is None
+
+
+def test_render_writes_the_tables_and_a_plot_per_operator(tmp_path: Path) -> None:
+    out = _run(tmp_path, [])
+    for case in (GEMM, Case("matmul", (64, 64, 64), "square-64")):
+        for direction in ("forward", "backward"):
+            _record(out, case, "keras-jax", _blocks(1e-4), direction=direction)
+            _record(out, case, "native-jax", _blocks(9e-5), direction=direction)
+    op_report.render(out)
+    assert (out / "ops.md").read_text().startswith("## Operators")
+    assert json.loads((out / "ops.json").read_text())["rows"]
+    assert (out / "ops-matmul.png").stat().st_size > 1000
+    assert op_report.latest(tmp_path) == out
+
+
+def test_a_folder_without_a_run_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "gate.jsonl").write_text("")
+    with pytest.raises(ValueError, match="holds no ops run"):
+        op_report.analyse(tmp_path)
