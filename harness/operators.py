@@ -50,6 +50,7 @@ from harness.run import resource_summary
 from workers.launch import Reply, Worker, thread_environment
 from workers.messages import OpPrepare, OpPreparedAnswer, OpTime, OpTimeAnswer
 from workers.paths import OPERATOR_PATHS, get_path
+from workers.resources import contended
 from zoo.arrays import load_npz
 from zoo.operators import (
     DIRECTIONS,
@@ -184,6 +185,28 @@ def ops(
     return out
 
 
+class _Trailing:
+    """Whether the machine was busy around a timing request, judged over the
+    trailing ``seconds`` of requests (this one included): the CPU counters
+    tick every 10 ms, so another process' share over one short request (an
+    operator's timing can take 50 ms) is mostly rounding."""
+
+    def __init__(self, seconds: float = 1.0) -> None:
+        self.seconds = seconds
+        self._recent: list[tuple[float, float]] = []  # (others' CPU s, wall s)
+
+    def add(self, resources: dict[str, Any]) -> bool:
+        others, wall = resources.get("others_cpu"), resources.get("wall_s")
+        if not isinstance(others, float) or not isinstance(wall, float):
+            return bool(resource_summary(resources)["contended"])
+        self._recent.append((others * wall, wall))
+        while sum(w for _, w in self._recent[1:]) >= self.seconds:
+            self._recent.pop(0)
+        taken = sum(o for o, _ in self._recent)
+        spent = sum(w for _, w in self._recent)
+        return contended({"others_cpu": taken / spent if spent else 0.0})
+
+
 class _Run:
     """One ``ops`` run: its files, its float64 references, its verdicts."""
 
@@ -202,6 +225,7 @@ class _Run:
         self.verdicts: dict[tuple[str, str], Verdict] = {}
         self.references: dict[tuple[str, tuple[int, ...]], Any] = {}
         self.host = records.host_platform()
+        self.busy = _Trailing()
         self.start = time.monotonic()
         self.units = profile.processes * len(cases)
         self.done = 0
@@ -365,6 +389,7 @@ class _Run:
             return
         answer = reply.answer
         shared = resource_summary(reply.resources)
+        shared["contended"] = self.busy.add(reply.resources)
         for k, path in enumerate(answer.paths):
             blocks = [row[k] for row in answer.blocks_s]
             status = "ok" if answer.nonfinite[k] is None else "diverged"

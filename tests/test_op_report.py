@@ -159,3 +159,18 @@ def test_a_folder_without_a_run_is_refused(tmp_path: Path) -> None:
     (tmp_path / "gate.jsonl").write_text("")
     with pytest.raises(ValueError, match="holds no ops run"):
         op_report.analyse(tmp_path)
+
+
+def test_busy_is_judged_over_the_trailing_second_not_one_short_request() -> None:
+    from harness.operators import _Trailing
+
+    trailing = _Trailing(seconds=1.0)
+    # one 50 ms request whose counters ticked once for another process: noise
+    assert trailing.add({"others_cpu": 0.0, "wall_s": 0.05}) is False
+    for _ in range(20):
+        trailing.add({"others_cpu": 0.0, "wall_s": 0.05})
+    assert trailing.add({"others_cpu": 0.4, "wall_s": 0.05}) is False
+    # another process taking half a core for a whole second: busy
+    for _ in range(20):
+        busy = trailing.add({"others_cpu": 0.5, "wall_s": 0.05})
+    assert busy is True
