@@ -1,5 +1,5 @@
-"""Sessions: ``nox -s tests``, ``nox -s explore``, ``nox -s bench``, ``nox -s floors``,
-``nox -s lint``.
+"""Sessions: ``nox -s tests``, ``nox -s explore``, ``nox -s bench``, ``nox -s ops``,
+``nox -s floors``, ``nox -s lint``.
 
 Every session builds its own virtual environment with pip from the project's
 own metadata, so a fresh machine needs nothing but ``pip install nox``.
@@ -139,6 +139,20 @@ def bench(session: nox.Session) -> None:
         "--plots",
         f"{RESULTS}/report",
         "--check",
+    )
+
+
+@nox.session
+def ops(session: nox.Session) -> None:
+    """Operator benchmarks (``python -m harness ops``): every operator of the
+    models through keras.ops and through each framework's own operators,
+    each searched against float64 first; ``nox -s ops -- smoke`` picks a
+    profile (smoke, default, large).  Fails when an operator disagreed."""
+    profile = session.posargs[0] if session.posargs else "default"
+    session.install("-e", ".[frameworks,harness]")
+    _mxnet_env(session)
+    session.run(
+        "python", "-m", "harness", "ops", "--profile", profile, "--results", RESULTS
     )
 
 

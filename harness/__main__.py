@@ -411,6 +411,18 @@ def _explained(results: Path) -> None:
         print(f"(from {', '.join(runs)}; plots: explain-*.png there)")
 
 
+def _operators(results: Path) -> None:
+    """The ``harness ops`` section: the newest ops run's headline figures,
+    when there is one."""
+    from harness.op_report import analyse, latest, markdown
+
+    found = latest(results)
+    if found is not None:
+        print()
+        print(markdown(analyse(found), every_operator=False))
+        print(f"(every operator's table and plots: {found}/ops.md, ops-*.png)")
+
+
 def _report(args: argparse.Namespace) -> int:
     """The ``report`` command: tables, a comparison of two runs, or plots.
 
@@ -457,6 +469,7 @@ def _report(args: argparse.Namespace) -> int:
         print(report(records_path, args.format, args.table))
         if args.format in ("table", "markdown"):
             _explained(args.results)
+            _operators(args.results)
     if args.check:
         counts, line = outcome(load(records_path))
         print(line, file=sys.stderr)

@@ -48,7 +48,14 @@ from harness import records
 from harness.peak import measure_matmul_peak
 from harness.run import resource_summary
 from workers.launch import Reply, Worker, thread_environment
-from workers.messages import OpPrepare, OpPreparedAnswer, OpTime, OpTimeAnswer
+from workers.messages import (
+    OpPeak,
+    OpPeakAnswer,
+    OpPrepare,
+    OpPreparedAnswer,
+    OpTime,
+    OpTimeAnswer,
+)
 from workers.paths import OPERATOR_PATHS, get_path
 from workers.resources import contended
 from zoo.arrays import load_npz
@@ -84,6 +91,7 @@ class OpsProfile:
     max_blocks: int = 200
     warmup_blocks: int = 1
     timeout_s: float = 600.0
+    peak_size: int = 4096  # the square GEMM each framework's peak is taken at
 
 
 OPS_PROFILES = {
@@ -102,6 +110,7 @@ OPS_PROFILES = {
             examples=3,
             window_s=0.02,
             min_blocks=3,
+            peak_size=1024,
         ),
         # square GEMMs to 2048 (4096 is in `large`), the models at batch 32
         OpsProfile("default", Sweep(gemm=(64, 128, 256, 512, 1024, 2048))),
@@ -164,6 +173,9 @@ def ops(
     peak = measure_matmul_peak()
     log(f"matmul peak (NumPy's BLAS, float32): {peak['flops_per_s'] / 1e9:.1f} GFLOP/s")
     run = _Run(profile, out, cases, peak, threads_env, fault, log)
+    run.units = (
+        profile.processes * len(frameworks) * sum(len(directions(c)) for c in cases)
+    )
     run.line(
         {
             "kind": "run",
@@ -227,7 +239,7 @@ class _Run:
         self.host = records.host_platform()
         self.busy = _Trailing()
         self.start = time.monotonic()
-        self.units = profile.processes * len(cases)
+        self.units = 0  # cases times directions times frameworks times processes
         self.done = 0
 
     def line(self, line: dict[str, Any]) -> None:
@@ -256,12 +268,34 @@ class _Run:
             if not worker.partner_platforms and worker.partner_platform:
                 platforms.append(worker.partner_platform)
             self.platforms = dict(zip(paths, platforms, strict=False))
+            self._peak(worker, paths[-1], repeat)
             if repeat == 0:
                 self._search(worker, framework, paths)
             for case in self.cases:
                 for direction in directions(case):
                     self._measure(worker, case, direction, paths, repeat)
-                self.done += 1 if framework == FRAMEWORKS[-1] else 0
+                    self.done += 1
+
+    def _peak(self, worker: Worker, path: str, repeat: int) -> None:
+        """The framework's own GEMM rate, every call's result read back: with
+        NumPy's, the ceiling every operator is measured against
+        (``harness.op_report``)."""
+        reply = self._call(worker, OpPeak(path=path, size=self.profile.peak_size))
+        if not isinstance(reply.answer, OpPeakAnswer):
+            self.log(f"ops peak {path}: {reply.status}: {reply.error}")
+            return
+        rates = reply.answer.flops_per_s
+        self.line(
+            {
+                "kind": "peak",
+                "path": path,
+                "repeat": repeat,
+                "size": self.profile.peak_size,
+                "flops_per_s": rates,
+                **resource_summary(reply.resources),
+            }
+        )
+        self.log(f"ops peak {path}: {max(rates) / 1e9:.1f} GFLOP/s")
 
     def _search(self, worker: Worker, framework: str, paths: list[str]) -> None:
         operators = sorted({c.op for c in self.cases}, key=list(OPERATORS).index)
@@ -417,7 +451,7 @@ class _Run:
             )
         busy = " BUSY MACHINE" if shared["contended"] else ""
         self.log(
-            f"ops {case.id} {direction} {', '.join(answer.paths)}: "
+            f"{self._progress()} ops {case.id} {direction} {', '.join(answer.paths)}: "
             + ", ".join(
                 f"{sorted(row)[len(row) // 2] * 1e6:.1f} us"
                 for row in zip(*answer.blocks_s, strict=True)
@@ -425,7 +459,14 @@ class _Run:
             + busy
         )
 
-    def _call(self, worker: Worker, request: OpPrepare | OpTime) -> Reply:
+    def _progress(self) -> str:
+        """``[done/total, minutes left]``, the rate so far extrapolated."""
+        elapsed = time.monotonic() - self.start
+        done = self.done + 1
+        left = elapsed / done * max(0, self.units - done) / 60
+        return f"[{done}/{self.units}, ~{left:.0f} min left]"
+
+    def _call(self, worker: Worker, request: OpPrepare | OpTime | OpPeak) -> Reply:
         return worker.call(request, self.profile.timeout_s)
 
     def _failed(

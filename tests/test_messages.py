@@ -62,6 +62,7 @@ def _requests() -> st.SearchStrategy[m.Task]:
             warmup_blocks=count,
             seed=count,
         ),
+        st.builds(m.OpPeak, path=TEXT, size=count, seconds=FINITE, repeats=count),
     )
 
 
@@ -82,6 +83,7 @@ def test_every_task_has_a_request_type() -> None:
         "op_check",
         "op_prepare",
         "op_time",
+        "op_peak",
     }
 
 

@@ -434,6 +434,30 @@ class OpTime(Task):
     seed: int = 0
 
 
+@dataclass(frozen=True, kw_only=True)
+class OpPeakAnswer(Answer):
+    """FLOP/s of every timed repeat of ``OpPeak``."""
+
+    path: str
+    flops_per_s: list[float]
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpPeak(Task):
+    """The served ``path``'s own square GEMM of side ``size``, its result
+    read back to the host after every call (a wait no framework can skip),
+    called back to back for at least ``seconds`` in each of ``repeats``
+    repeats after one untimed call: the dense rate this framework reaches
+    here, against which ``harness ops`` measures every operator."""
+
+    TASK = "op_peak"
+    ANSWER = OpPeakAnswer
+    path: str
+    size: int = 4096
+    seconds: float = 0.5
+    repeats: int = 3
+
+
 REQUESTS: dict[str, type[Task]] = {
     r.TASK: r
     for r in (
@@ -452,6 +476,7 @@ REQUESTS: dict[str, type[Task]] = {
         OpCheck,
         OpPrepare,
         OpTime,
+        OpPeak,
     )
 }
 

@@ -328,6 +328,29 @@ def time_prepared(request: m.OpTime) -> m.OpTimeAnswer:
     )
 
 
+def peak(request: m.OpPeak, served: dict[str, PathInfo]) -> m.OpPeakAnswer:
+    """``OpPeak``: the path's square GEMM, each call's result read back."""
+    n = request.size
+    case = Case("matmul", (n, n, n), f"square-{n}")
+    rng = np.random.default_rng(0)
+    operands = {
+        name: rng.standard_normal((n, n), dtype=np.float32) for name in ("x", "w")
+    }
+    closure = build(_served(served, request.path), case, "forward", operands, {})
+    closure.arrays(closure.call())  # untimed: allocation, thread pools
+    rates = []
+    for _ in range(request.repeats):
+        calls, start = 0, time.perf_counter()
+        while True:
+            closure.arrays(closure.call())  # the copy to the host waits for it
+            calls += 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= request.seconds:
+                break
+        rates.append(case.operator.flops(case.named) * calls / elapsed)
+    return m.OpPeakAnswer(path=request.path, flops_per_s=rates)
+
+
 def _nonfinite(arrays: dict[str, np.ndarray]) -> str | None:
     bad = [k for k, a in arrays.items() if not np.isfinite(a).all()]
     return f"non-finite values in {', '.join(bad)}" if bad else None
@@ -351,4 +374,6 @@ def handle(request: m.Task, served: Sequence[PathInfo]) -> m.Answer:
         return prepare(request, by_id)
     if isinstance(request, m.OpTime):
         return time_prepared(request)
+    if isinstance(request, m.OpPeak):
+        return peak(request, by_id)
     raise ValueError(f"{request.TASK} is not an operator task")

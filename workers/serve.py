@@ -436,7 +436,7 @@ def handle(
     ``Paired``, ``Levels`` and ``Profile`` requests use, and operator
     requests (``workers.operators``), which name the served path they run."""
     partners = list(partners or [])
-    if isinstance(request, m.OpRequest | m.OpTime):
+    if isinstance(request, m.OpRequest | m.OpTime | m.OpPeak):
         from workers import operators
 
         return operators.handle(request, [path, *(s.path for s in partners)])

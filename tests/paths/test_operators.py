@@ -150,6 +150,10 @@ def test_the_command_times_what_agreed_and_writes_its_report(tmp_path: Path) -> 
     assert "Per-call overhead of keras.ops" in done.stdout
     (folder,) = tmp_path.glob("ops-*")
     assert (folder / "ops-matmul.png").exists()
+    lines = [json.loads(x) for x in (folder / "gate.jsonl").read_text().splitlines()]
+    (peak,) = [x for x in lines if x["kind"] == "peak"]
+    assert peak["path"] == "native-torch"
+    assert min(peak["flops_per_s"]) > 0
 
 
 def test_a_faulty_operator_is_not_timed(tmp_path: Path) -> None:
