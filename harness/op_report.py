@@ -178,7 +178,9 @@ def _row(
         high_s=location.high,
         rate=rate,
         share_of_peak=share,
-        above_peak=share is not None and share > ABOVE_PEAK,
+        above_peak=share is not None
+        and share > ABOVE_PEAK
+        and not operator.nominal_flops,
         contended=any(r.summary.get("contended") for r in found if r.status == "ok"),
         processes=location.processes,
         blocks=location.blocks,
@@ -287,7 +289,9 @@ def markdown(analysis: dict[str, Any], *, every_operator: bool = True) -> str:
         + ").  Times are µs per call with 95% intervals; (%) is the share of "
         "that peak for compute-bound operators; ABOVE PEAK marks a share above "
         f"{ABOVE_PEAK:.0%}, which only a timed call that did not wait for its "
-        "work can reach.",
+        "work can reach.  A convolution's FLOPs are the direct algorithm's: "
+        "Winograd-style kernels (oneDNN's for 3x3) do fewer multiplications, "
+        "so its share can exceed 100% and is not flagged.",
     ]
     if analysis.get("fault"):
         lines += [

@@ -194,3 +194,15 @@ def test_a_framework_gemm_faster_than_numpy_sets_the_peak(tmp_path: Path) -> Non
     assert row["share_of_peak"] == pytest.approx(0.8, rel=0.02)
     assert not row["above_peak"]
     assert "native-tensorflow's own GEMM" in op_report.markdown(analysis)
+
+
+def test_a_convolution_beyond_the_peak_is_not_flagged(tmp_path: Path) -> None:
+    # Winograd's 3x3 convolutions do fewer multiplications than the direct
+    # algorithm the FLOPs count: a share above 1 is no missing wait there
+    out = _run(tmp_path, [])
+    conv = Case("conv2d", (32, 8, 8, 128, 256, 3, 1), "vgg16-block3_conv1")
+    flops = conv.operator.call_flops(conv.named, "forward")
+    _record(out, conv, "native-mxnet", _blocks(flops / (2.2 * PEAK)))
+    (row,) = op_report.analyse(out)["rows"]
+    assert row["share_of_peak"] == pytest.approx(2.2, rel=0.02)
+    assert not row["above_peak"]
