@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -376,7 +377,7 @@ def _ops(args: argparse.Namespace) -> int:
             threads=dict(profile.threads),
             fault=args.fault,
         )
-        analysis = render(out)
+        analysis = json.loads((out / "ops.json").read_text())  # ops() rendered it
         print((out / "ops.md").read_text())
         print(f"written to {out}")
     agreed = all(v["ok"] for v in analysis["verdicts"]) and not any(
