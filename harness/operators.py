@@ -237,6 +237,7 @@ class _Run:
         self.verdicts: dict[tuple[str, str], Verdict] = {}
         self.references: dict[tuple[str, tuple[int, ...]], Any] = {}
         self.host = records.host_platform()
+        self.platforms: dict[str, dict[str, Any]] = {}  # the current worker's
         self.busy = _Trailing()
         self.start = time.monotonic()
         self.units = 0  # cases times directions times frameworks times processes
@@ -263,6 +264,7 @@ class _Run:
                                 "unavailable",
                                 error=worker.failure.error,
                             )
+                        self.done += 1
                 return
             platforms = [worker.platform, *worker.partner_platforms]
             if not worker.partner_platforms and worker.partner_platform:
@@ -519,7 +521,7 @@ class _Run:
                 },
                 platform={
                     **self.host,
-                    **getattr(self, "platforms", {}).get(path, {}),
+                    **self.platforms.get(path, {}),
                     "matmul_peak_flops": self.peak["flops_per_s"],
                     "threads": {k: v for k, v in self.threads.items() if k != "env"},
                 },

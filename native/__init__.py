@@ -10,6 +10,10 @@ Every framework package (``native.jax``, ``native.tensorflow``,
 - ``ops.py``: the building blocks with the same signatures everywhere
   (``dense(h, params, spec, name)``, ``conv2d(h, params, spec, name)``,
   ``max_pool(h, size)``, ``avg_pool(h, size)``, ``flatten(h)``, ``relu(h)``);
+- ``operators.py``: every operator of ``zoo.operators`` through the
+  framework's own operators, with the conversions, autodiff and wait the
+  operator benchmarks use (``python -m harness ops``; the same surface in
+  every framework, and ``zoo.keras_operators`` through ``keras.ops``);
 - ``ffn.py``, ``lenet.py``, ``vgg16.py``, ``lstm.py``: one forward pass each,
   ``apply(params, x, spec=SPEC, tap=no_tap)`` (``native.protocol.ModelModule``);
 - ``idiomatic.py`` where the framework has an idiomatic fast training step for
@@ -49,7 +53,7 @@ IDIOMATIC = ("jax", "tensorflow", "torch")
 MODEL_FILES = ("ffn.py", "lenet.py", "vgg16.py", "lstm.py")
 # The files of every framework package; ``idiomatic.py`` and MXNet's
 # ``hybrid.py`` come on top, as described above.
-FILES = ("__init__.py", "common.py", "ops.py", *MODEL_FILES)
+FILES = ("__init__.py", "common.py", "ops.py", "operators.py", *MODEL_FILES)
 # The optimizers every common.py writes out (``Workload.optimizer``).
 OPTIMIZERS = ("sgd", "adam")
 
