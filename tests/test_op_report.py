@@ -222,3 +222,19 @@ def test_a_convolution_beyond_the_peak_is_not_flagged(tmp_path: Path) -> None:
     (row,) = op_report.analyse(out)["rows"]
     assert row["share_of_peak"] == pytest.approx(2.2, rel=0.02)
     assert not row["above_peak"]
+
+
+def test_harness_report_shows_the_newest_ops_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.__main__ import _operators
+
+    out = _run(tmp_path, [])
+    _record(out, RELU, "keras-jax", _blocks(2e-5))
+    _record(out, RELU, "native-jax", _blocks(1e-5))
+    op_report.render(out)
+    _operators(tmp_path)
+    shown = capsys.readouterr().out
+    assert "## Operators (ops-20260101-000000" in shown
+    assert "Per-call overhead of keras.ops" in shown
+    assert "### relu:" not in shown  # every operator's table stays in ops.md
