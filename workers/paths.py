@@ -41,8 +41,8 @@ PATHS: dict[str, PathInfo] = {
     )
 }
 # The paths ``python -m harness ops`` runs operators on: Keras on each
-# backend and each framework's own operators (MXNet's hybridized path compiles
-# whole models; an operator call there is the same imperative kernel).
+# backend and each framework's own operators (MXNet's hybridized path is a
+# compiled whole block; one operator is not one, so it is not among them).
 OPERATOR_PATHS = tuple(p for p in PATHS if p != "native-mxnet-hybrid")
 # The levels of ``python -m harness explain``: one Keras model on one backend,
 # its timed closures handing Keras ever less of the work, down to the native
