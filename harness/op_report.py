@@ -298,9 +298,9 @@ def markdown(analysis: dict[str, Any], *, every_operator: bool = True) -> str:
         + ").  Times are µs per call with 95% intervals; (%) is the share of "
         "that peak for compute-bound operators; ABOVE PEAK marks a share above "
         f"{ABOVE_PEAK:.0%}, which only a timed call that did not wait for its "
-        "work can reach.  A convolution's FLOPs are the direct algorithm's: "
-        "Winograd-style kernels (oneDNN's for 3x3) do fewer multiplications, "
-        "so its share can exceed 100% and is not flagged.",
+        "work can reach.  A convolution's FLOPs are the direct algorithm's, "
+        "and algorithms such as Winograd's do fewer multiplications, so its "
+        "share can exceed 100% and is not flagged.",
     ]
     if analysis.get("fault"):
         lines += [
