@@ -113,6 +113,33 @@ def param_to_canonical(a: np.ndarray, p: Param, family: str) -> np.ndarray:
     return a if family == "keras" else _FROM_OIHW[p.kind](a, p)
 
 
+# Operator operands (``zoo.operators.Operand.role``) in the ``oihw`` family:
+# images (N, H, W, C) -> (N, C, H, W), conv kernels (kh, kw, in, out) ->
+# (out, in, kh, kw), dense kernels (in, out) -> (out, in); any other role
+# keeps its canonical shape.
+_ROLE_TO_OIHW: dict[str, tuple[int, ...]] = {
+    "image": (0, 3, 1, 2),
+    "conv_kernel": (3, 2, 0, 1),
+    "dense_kernel": (1, 0),
+}
+
+
+def operand_to_native(a: np.ndarray, role: str, family: str) -> np.ndarray:
+    """One canonical operator operand of ``role`` -> ``family`` layout."""
+    _check_family(family)
+    axes = _ROLE_TO_OIHW.get(role) if family == "oihw" else None
+    return a if axes is None else np.ascontiguousarray(a.transpose(axes))
+
+
+def operand_to_canonical(a: np.ndarray, role: str, family: str) -> np.ndarray:
+    """``operand_to_native``'s inverse (results and gradients back)."""
+    _check_family(family)
+    axes = _ROLE_TO_OIHW.get(role) if family == "oihw" else None
+    if axes is None:
+        return a
+    return np.ascontiguousarray(a.transpose(np.argsort(axes)))
+
+
 def to_canonical(
     spec: ModelSpec, native: Mapping[str, np.ndarray], family: str
 ) -> dict[str, np.ndarray]:

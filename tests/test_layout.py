@@ -85,3 +85,39 @@ def test_bad_names_give_one_clear_sentence() -> None:
     spec = MODELS["ffn"]
     with pytest.raises(ValueError, match="unknown layout family 'nhwc'"):
         layout.to_native(spec, make_weights(spec, 0), "nhwc")
+
+
+# --- operator operands -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("role", "shape", "native_shape"),
+    [
+        ("image", (2, 5, 7, 3), (2, 3, 5, 7)),
+        ("conv_kernel", (3, 5, 4, 6), (6, 4, 3, 5)),
+        ("dense_kernel", (4, 9), (9, 4)),
+        ("plain", (4, 9), (4, 9)),
+    ],
+)
+@given(seed=st.integers(0, 2**16))
+def test_operands_round_trip_and_land_where_oihw_wants_them(
+    role: str, shape: tuple[int, ...], native_shape: tuple[int, ...], seed: int
+) -> None:
+    a = np.random.default_rng(seed).standard_normal(shape)
+    native = layout.operand_to_native(a, role, "oihw")
+    assert native.shape == native_shape
+    np.testing.assert_array_equal(layout.operand_to_canonical(native, role, "oihw"), a)
+    assert layout.operand_to_native(a, role, "keras") is a
+    if role == "image":  # pixel (n, h, w, c) is native[n, c, h, w]
+        np.testing.assert_array_equal(native[1, 2, 4, 6], a[1, 4, 6, 2])
+    if role == "conv_kernel":  # tap (i, j, in, out) is native[out, in, i, j]
+        np.testing.assert_array_equal(native[5, 3, 2, 4], a[2, 4, 3, 5])
+
+
+def test_an_operand_in_the_wrong_layout_is_told_apart() -> None:
+    a = np.arange(2 * 3 * 3 * 2, dtype=float).reshape(2, 3, 3, 2)
+    wrong = a.transpose(0, 3, 2, 1)  # N, C, W, H: the right shape, wrong order
+    assert wrong.shape == layout.operand_to_native(a, "image", "oihw").shape
+    assert not np.array_equal(wrong, layout.operand_to_native(a, "image", "oihw"))
+    with pytest.raises(ValueError, match="unknown layout family"):
+        layout.operand_to_native(a, "image", "nchw")

@@ -38,11 +38,12 @@ from typing import Any
 
 import numpy as np
 
+from native.layout import operand_to_canonical, operand_to_native
 from workers import messages as m
 from workers import timing
 from workers.paths import OPERATOR_PATHS, PathInfo
 from zoo.arrays import load_npz, save_npz
-from zoo.operators import DIRECTIONS, FAULTS, Case, Operand
+from zoo.operators import DIRECTIONS, FAULTS, Case
 
 
 def modules(path: PathInfo) -> tuple[ModuleType, ModuleType]:
@@ -59,29 +60,7 @@ def modules(path: PathInfo) -> tuple[ModuleType, ModuleType]:
     return support, support
 
 
-# --- layouts and faults ------------------------------------------------------------
-
-_TO_NCHW = {"image": (0, 3, 1, 2), "conv_kernel": (3, 2, 0, 1), "dense_kernel": (1, 0)}
-_FROM_NCHW = {
-    "image": (0, 2, 3, 1),
-    "conv_kernel": (2, 3, 1, 0),
-    "dense_kernel": (1, 0),
-}
-
-
-def to_layout(operand: Operand, a: np.ndarray, layout: str) -> np.ndarray:
-    """A canonical array in ``layout`` (``nchw``: images ``(N, C, H, W)``,
-    conv kernels ``(out, in, kh, kw)``, dense kernels ``(out, in)``)."""
-    if layout == "nchw" and operand.role in _TO_NCHW:
-        return np.ascontiguousarray(a.transpose(_TO_NCHW[operand.role]))
-    return a
-
-
-def from_layout(operand: Operand, a: np.ndarray, layout: str) -> np.ndarray:
-    """``to_layout``'s inverse."""
-    if layout == "nchw" and operand.role in _FROM_NCHW:
-        return np.ascontiguousarray(a.transpose(_FROM_NCHW[operand.role]))
-    return a
+# --- faults ----------------------------------------------------------------------
 
 
 def _bfloat16(a: np.ndarray) -> np.ndarray:
@@ -156,7 +135,8 @@ def build(
     layout = implementation.LAYOUT
     inputs, outputs = operator.inputs(dims), operator.outputs(dims)
     tensors = [
-        support.to_tensor(to_layout(o, operands[o.name], layout)) for o in inputs
+        support.to_tensor(operand_to_native(operands[o.name], o.role, layout))
+        for o in inputs
     ]
     fn = functools.partial(getattr(implementation, operator.name), **attributes)
     # the operands the call differentiates (none: a forward call)
@@ -176,7 +156,7 @@ def build(
             tensors,
             wrt,
             [
-                support.to_tensor(to_layout(o, cotangents[o.name], layout))
+                support.to_tensor(operand_to_native(cotangents[o.name], o.role, layout))
                 for o in outputs
             ],
         )
@@ -192,15 +172,15 @@ def build(
         results, grads = done
         # reshaped: MXNet has no 0-d arrays and returns the loss as (1,)
         found = {
-            f"result:{o.name}": from_layout(o, support.to_numpy(t), layout).reshape(
-                o.shape
-            )
+            f"result:{o.name}": operand_to_canonical(
+                support.to_numpy(t), o.role, layout
+            ).reshape(o.shape)
             for o, t in zip(outputs, results, strict=True)
         }
         found.update(
             {
-                f"grad:{inputs[i].name}": from_layout(
-                    inputs[i], support.to_numpy(g), layout
+                f"grad:{inputs[i].name}": operand_to_canonical(
+                    support.to_numpy(g), inputs[i].role, layout
                 )
                 for i, g in zip(differentiated, grads, strict=True)
             }

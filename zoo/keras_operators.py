@@ -37,7 +37,7 @@ from keras import ops
 
 from zoo.operators import ADAM
 
-LAYOUT = "nhwc"
+LAYOUT = "keras"  # native.layout's family: channels-last, canonical
 
 Tensor = Any  # the backend's own tensor type
 

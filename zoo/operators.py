@@ -14,8 +14,9 @@ Every implementation module (``zoo.keras_operators`` through ``keras.ops``;
 ``native.<framework>.operators`` through the framework's own operators)
 offers one function per operator, named as the operator, called as
 ``fn(*operands, **attributes)`` with the operands in the order ``inputs``
-lists them, already in the module's ``LAYOUT`` (``nhwc``, canonical, or
-``nchw``: see ``Operand``), returning the results
+lists them, already in the module's ``LAYOUT``, a layout family of
+``native.layout`` (``keras``, canonical, or ``oihw``: see ``Operand``),
+returning the results
 in the order ``outputs`` lists them (one tensor, or a tuple of several).
 
 The backward pass of a call differentiates the scalar ``sum_k <result_k,
@@ -60,7 +61,7 @@ ROLES = ("plain", "image", "conv_kernel", "dense_kernel", "labels")
 @dataclass(frozen=True)
 class Operand:
     """One operand or result: its name, canonical shape and role.  In an
-    ``nchw`` module, ``image`` operands are ``(N, C, H, W)``, ``conv_kernel``
+    ``oihw`` module, ``image`` operands are ``(N, C, H, W)``, ``conv_kernel``
     ones ``(out, in, kh, kw)`` and ``dense_kernel`` ones ``(out, in)``
     (``native.layout``'s ``oihw`` family); ``plain`` operands keep their
     shape everywhere; ``labels`` are integer class indices (never

@@ -1,7 +1,7 @@
 """The operators of ``zoo.operators`` from JAX's own ``jax.lax`` primitives.
 
 One function per operator, called as ``zoo.operators`` says: operands in
-``Operator.inputs`` order, in Keras' layouts (``LAYOUT = "nhwc"``: images
+``Operator.inputs`` order, in Keras' layouts (``LAYOUT = "keras"``: images
 ``(N, H, W, C)``, conv kernels ``HWIO``, dense kernels ``(in, out)``), results
 in ``Operator.outputs`` order.  Products follow ``jax_default_matmul_precision``,
 which the worker pins to ``"highest"`` (no silent bfloat16 or TF32 passes).
@@ -27,7 +27,7 @@ from jax import lax
 
 from zoo.operators import ADAM
 
-LAYOUT = "nhwc"
+LAYOUT = "keras"
 _NHWC = ("NHWC", "HWIO", "NHWC")
 _MATMUL = (((1,), (0,)), ((), ()))  # contract x's columns with w's rows
 

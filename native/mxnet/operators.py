@@ -11,7 +11,8 @@ those two are written out with its product and element-wise operators, as
 ``cross_entropy`` (written out too: MXNet 1.9.1's oneDNN ``log_softmax`` is
 3.5e-6 off).
 
-Layout ``nchw``: images ``(N, C, H, W)``, conv kernels ``(out, in, kh, kw)``,
+Layout ``oihw`` (``native.layout``'s family): images ``(N, C, H, W)``,
+conv kernels ``(out, in, kh, kw)``,
 dense kernels ``(out, in)`` as ``FullyConnected`` wants them; LSTM kernels
 keep their canonical ``(in, 4u)`` and ``(u, 4u)``.  MXNet's ``nd`` arrays
 have no 0-d shape: a scalar (the loss, its cotangent) is ``(1,)``.
@@ -52,7 +53,7 @@ __all__ = [
     "to_tensor",
 ]
 
-LAYOUT = "nchw"
+LAYOUT = "oihw"
 
 
 def to_tensor(a: np.ndarray) -> nd.NDArray:

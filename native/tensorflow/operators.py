@@ -2,7 +2,7 @@
 ``tf.nn`` operators.
 
 One function per operator, called as ``zoo.operators`` says: operands in
-``Operator.inputs`` order, in Keras' layouts (``LAYOUT = "nhwc"``: images
+``Operator.inputs`` order, in Keras' layouts (``LAYOUT = "keras"``: images
 ``(N, H, W, C)``, conv kernels ``(kh, kw, in, out)``, dense kernels
 ``(in, out)``), results in ``Operator.outputs`` order.  Where TensorFlow has
 no single operator (the LSTM cell, Adam) the function writes it out from
@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from zoo.operators import ADAM
 
-LAYOUT = "nhwc"
+LAYOUT = "keras"
 
 
 def to_tensor(a: np.ndarray) -> tf.Tensor:

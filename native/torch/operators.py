@@ -9,7 +9,8 @@ and ``F.cross_entropy``.  PyTorch has no LSTM-cell operator over Keras'
 layouts and no Keras Adam, so those two are written out with its product and
 element-wise operators, as ``native/torch/lstm.py`` and ``common.py`` do.
 
-Layout ``nchw``: images ``(N, C, H, W)``, conv kernels ``(out, in, kh, kw)``,
+Layout ``oihw`` (``native.layout``'s family): images ``(N, C, H, W)``,
+conv kernels ``(out, in, kh, kw)``,
 dense kernels ``(out, in)`` as ``F.linear`` wants them; LSTM kernels keep
 their canonical ``(in, 4u)`` and ``(u, 4u)``.
 
@@ -49,7 +50,7 @@ __all__ = [
     "to_tensor",
 ]
 
-LAYOUT = "nchw"
+LAYOUT = "oihw"
 
 
 def to_tensor(a: np.ndarray) -> torch.Tensor:
