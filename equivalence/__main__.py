@@ -53,7 +53,7 @@ from equivalence.localize import Localization
 from equivalence.reference import FLOOR, MULTIPLE, REFERENCE_PATH
 from equivalence.sensitivity import run_suite
 from native.faults import FAULTS
-from workers.paths import PATHS, integer, number, parse_list
+from workers.paths import MODE_PATHS, PATHS, get_path, integer, number, parse_list
 from zoo.specs import MODELS, VARIANTS, get_spec
 
 VERDICT_SCHEMA_VERSION = 3
@@ -69,7 +69,7 @@ ACCURACY_SPREAD = 0.01
 
 def _parse_faults(items: list[str], paths: list[str]) -> dict[str, str]:
     faults = {}
-    native = [p for p in paths if PATHS[p].api == "native"]
+    native = [p for p in paths if get_path(p).api == "native"]
     for item in items:
         path, _, fault = item.partition(":")
         if path not in native or fault not in FAULTS:
@@ -264,7 +264,11 @@ def _parser() -> argparse.ArgumentParser:
         default=",".join(MODELS),
         help="comma-separated model ids (default: the four models)",
     )
-    parser.add_argument("--paths", default="all", help="comma-separated path ids")
+    parser.add_argument(
+        "--paths",
+        help="comma-separated path ids, modes included (keras-torch@compile); "
+        "default: every path in its default mode; all: every mode too",
+    )
     parser.add_argument("--seed", type=integer, default=0)
     parser.add_argument("--batch-size", type=integer, default=16)
     parser.add_argument(
@@ -311,7 +315,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         models = parse_list(args.models, [*MODELS, *VARIANTS], "model")
-        paths = parse_list(args.paths, list(PATHS), "path")
+        # Each framework's default mode unless asked: "all" adds every mode.
+        paths = parse_list(
+            ",".join(PATHS) if args.paths is None else args.paths,
+            [*PATHS, *MODE_PATHS],
+            "path",
+        )
         faults = _parse_faults(args.fault, paths)
         for option, (low, high) in BOUNDS.items():
             value = getattr(args, option.removeprefix("--").replace("-", "_"))
@@ -373,7 +382,7 @@ def _fault_suite(paths: list[str], timeout: float) -> int:
     """Every fault into every native path; a native path that cannot start
     fails the suite, unless its optional framework is not installed here
     (then it is named as skipped)."""
-    native = [p for p in paths if PATHS[p].api == "native"]
+    native = [p for p in paths if get_path(p).api == "native"]
     with Checker(paths, timeout=timeout) as checker:
         available, broken = [], []
         for p in native:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from harness.profiles import PROFILES, Profile, get_profile
-from workers.paths import PATHS, PHASES, integer, parse_list
+from workers.paths import MODE_PATHS, PATHS, PHASES, integer, parse_list
 from zoo.specs import MODELS, VARIANTS
 
 
@@ -204,7 +204,7 @@ def _command(args: argparse.Namespace) -> int:
         )
         paths = parse_list(
             ",".join(profile.paths) if args.paths is None else args.paths,
-            list(PATHS),
+            [*PATHS, *MODE_PATHS],
             "path",
         )
         phases = parse_list(

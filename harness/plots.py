@@ -12,6 +12,10 @@ only when the records hold data for it:
 - ``train_step.png``: median training step time per path per model, with
   bootstrap 95% CI error bars, on a log scale (models differ by orders of
   magnitude).
+- ``modes-<model>.png``: where the run timed execution modes
+  (``harness.mode_report``), per phase the steady-state time of every mode
+  of every API and framework (log scale, 95% CI) beside its first step, the
+  best mode of each marked with a star.
 
 :func:`explain_bars` draws one more kind, on demand and from numbers the
 caller computed: ``explain-<model>-<framework>.png``, a stacked bar per phase
@@ -153,6 +157,54 @@ def _train_step(plt: Any, by_key: dict[CellKey, Cell], out: Path) -> Path | None
     return _save(plt, fig, out / "train_step.png")
 
 
+def _modes(plt: Any, recs: list[Record], out: Path) -> list[Path]:
+    from harness import mode_report
+
+    if not mode_report.has_modes(recs):
+        return []
+    written = []
+    for model, modes in mode_report.timings(recs).items():
+        marks = mode_report.ranks(modes)
+        order = sorted(modes)
+        labels = [f"{api}-{framework} {mode}" for api, framework, mode in order]
+        fig, axes = plt.subplots(
+            2, 2, figsize=(11, 1.2 + 0.32 * len(order) * 2), squeeze=False
+        )
+        for row, phase in enumerate(mode_report.PHASES):
+            steady, first = axes[row]
+            for i, key in enumerate(order):
+                t = modes[key].get(phase)
+                if t is None:
+                    continue
+                best = marks.get((*key, phase)) == "best"
+                colour = "#c44e52" if best else "#4c72b0"
+                steady.barh(
+                    i,
+                    t.median * 1e3,
+                    xerr=[[(t.median - t.low) * 1e3], [(t.high - t.median) * 1e3]],
+                    color=colour,
+                    capsize=2,
+                )
+                if t.first is not None:
+                    first.barh(i, t.first, color=colour)
+            names = [
+                label + (" *" if marks.get((*key, phase)) == "best" else "")
+                for label, key in zip(labels, order, strict=True)
+            ]
+            unit = "step" if phase == "train" else "mini-batch"
+            for ax, title in (
+                (steady, f"{phase}: ms per {unit} (median, 95% CI)"),
+                (first, f"{phase}: first {unit} alone, s (compile)"),
+            ):
+                ax.set_yticks(range(len(order)), names, fontsize="small")
+                ax.invert_yaxis()
+                ax.set_xscale("log")
+                ax.set_title(title, fontsize="medium")
+        fig.suptitle(f"{model}: execution modes (* fastest verified mode)")
+        written.append(_save(plt, fig, out / f"modes-{model}.png"))
+    return written
+
+
 def _save(plt: Any, fig: Any, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -171,7 +223,7 @@ def write_plots(records: list[Record], out_dir: Path) -> list[Path]:
         _throughput(plt, by_key, out_dir),
         _train_step(plt, by_key, out_dir),
     ]
-    return [p for p in written if p is not None]
+    return [p for p in written if p is not None] + _modes(plt, records, out_dir)
 
 
 # Where one Keras step goes, bottom to top, each part with a fixed colour.

@@ -53,11 +53,11 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, ErrorDetails, PydanticCustomError, core_schema
 
-from workers.paths import PATHS, PHASES
+from workers.paths import MODE_PATHS, PATHS, PHASES
 from zoo.specs import MODELS, VARIANTS
 
 # The shipped blueprints, in the order the CLI lists them.
-SHIPPED = ("smoke", "default", "paper")
+SHIPPED = ("smoke", "default", "modes", "paper")
 _ALL_MODELS = (*MODELS, *VARIANTS)
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     PhaseName = str
 else:  # Literal types built from the registries
     ModelName = Literal[_ALL_MODELS]
-    PathName = Literal[tuple(PATHS)]
+    PathName = Literal[(*PATHS, *MODE_PATHS)]
     PhaseName = Literal[PHASES]
     ThreadPool = Literal["intra_op", "inter_op"]
 DataSource = Literal["synthetic"]
@@ -237,7 +237,12 @@ class Profile(_Schema):
     )
     paths: Annotated[
         tuple[PathName, ...], Field(min_length=1), _DistinctList(tuple(PATHS))
-    ] = Field(tuple(PATHS), description="ids of workers.paths.PATHS")
+    ] = Field(
+        tuple(PATHS),
+        description="ids of workers.paths.PATHS (each framework's default "
+        'execution mode; "all": these) or MODE_PATHS (another mode, e.g. '
+        "keras-torch@compile)",
+    )
     phases: Annotated[
         tuple[PhaseName, ...], Field(min_length=1), _DistinctList(PHASES)
     ] = Field(PHASES, description="train, infer or both")

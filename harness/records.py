@@ -254,6 +254,7 @@ class _Values(_Measured):
 class _Summary(_Measured):
     median_step_s: Seconds | None = None
     first_step_s: Seconds | None = None
+    first_round_s: Seconds | None = None
     median_batch_s: Seconds | None = None
     batches_per_s: Positive | None = None
     flops: Seconds | None = None

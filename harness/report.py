@@ -29,7 +29,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from harness import stats
+from harness import mode_report, stats
 from harness.analysis import (
     PAIRED_ALPHA,
     busy_cells,
@@ -161,11 +161,30 @@ def render_report(records_path: Path, recs: list[Record], fmt: str, table: str) 
                     render(overhead_rows(recs), fmt),
                     fmt,
                 ),
+                *_modes_section(recs, fmt),
                 "\n".join(_machine_notes(records_path, recs)),
             ]
         )
     rows = cell_rows(recs) if table == "cells" else overhead_rows(recs)
     return render(rows, fmt)
+
+
+def _modes_section(recs: list[Record], fmt: str) -> list[str]:
+    """The execution modes table (``harness.mode_report``), where the run
+    timed modes other than the defaults."""
+    if not mode_report.has_modes(recs):
+        return []
+    return [
+        _section(
+            "execution modes (ms per step / mini-batch: median and bootstrap 95% "
+            "CI over fresh processes; first: the first step or round alone, "
+            "compiling from an empty cache, median and largest over the "
+            "processes; BEST: the fastest verified mode of its API and "
+            "framework, TIE: its CI overlaps the best's)",
+            render(mode_report.rows(recs), fmt),
+            fmt,
+        )
+    ]
 
 
 def _machine_notes(records_path: Path, recs: list[Record]) -> list[str]:

@@ -92,6 +92,7 @@ def summarize(
         }
     else:
         summary |= {
+            "first_round_s": values["first_round_s"],
             "batches_per_s": values["batches_per_s"],
             "median_batch_s": statistics.median(values["round_s"])
             / values["batches_per_round"],
@@ -368,7 +369,8 @@ def _split(
         framework = get_path(c.path).framework
         pc = pairing.PairCell(c.model, framework, c.phase, c.batch_size)
         if (
-            framework in frameworks
+            c.path in (pc.keras, pc.native)  # not another mode of either
+            and framework in frameworks
             and {
                 (c.model, pc.keras),
                 (c.model, pc.native),

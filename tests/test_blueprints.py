@@ -19,7 +19,7 @@ from harness.profiles import (
     get_profile,
     parse_blueprint,
 )
-from workers.paths import PATHS, PHASES
+from workers.paths import MODE_PATHS, PATHS, PHASES
 from zoo.specs import MODELS
 
 # The profiles as the shipped files must give them, value for value.
@@ -111,7 +111,7 @@ def test_every_shipped_file_is_listed() -> None:
     assert list(PROFILES) == list(SHIPPED)
 
 
-@pytest.mark.parametrize("name", SHIPPED)
+@pytest.mark.parametrize("name", BEFORE)
 def test_shipped_blueprint_keeps_the_python_values(name: str) -> None:
     loaded = PROFILES[name]
     assert loaded.model_copy(update={"description": ""}) == BEFORE[name]
@@ -415,7 +415,7 @@ def test_empty_list() -> None:
 def test_unknown_path_and_phase() -> None:
     assert _error('paths = ["native-torch", "native-cobol"]\n' + MINIMAL) == (
         'default.toml: paths must be "all" or a non-empty list of distinct names '
-        "from " + ", ".join(PATHS) + ', got "native-cobol"'
+        "from " + ", ".join([*PATHS, *MODE_PATHS]) + ', got "native-cobol"'
     )
     assert _error('phases = ["train", "train"]\n' + MINIMAL) == (
         'default.toml: phases must be "all" or a non-empty list of distinct names '
@@ -449,7 +449,7 @@ def test_missing_file(tmp_path: Path) -> None:
         get_profile(str(path))
     assert str(caught.value) == (
         f"no blueprint file {str(path)!r}; give the path of an existing .toml "
-        "file or a shipped profile (smoke, default, paper)"
+        "file or a shipped profile (smoke, default, modes, paper)"
     )
 
 
@@ -568,3 +568,16 @@ def test_any_blueprint_is_a_profile_or_one_sentence(text: str) -> None:
         for model in profile.models:
             settings = profile.settings(model)
             assert 1 <= settings.repeats <= 1000
+
+
+def test_the_modes_blueprint_times_every_mode_of_every_path_unpaired() -> None:
+    modes = PROFILES["modes"]
+    assert set(modes.paths) == {*PATHS, *MODE_PATHS}
+    assert not modes.paired  # modes of one framework are compared unpaired
+    assert modes.models == tuple(MODELS)
+    assert modes.phases == PHASES
+
+
+def test_a_blueprint_refuses_an_unknown_mode() -> None:
+    with pytest.raises(ValueError, match=r"paths\[0\]|paths must be"):
+        parse_blueprint("x", 'paths = ["keras-torch@xla"]\n' + MINIMAL)

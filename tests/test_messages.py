@@ -107,7 +107,11 @@ TRAIN = m.TrainAnswer(first_step_s=0.5, step_s=[0.25, 0.125])
         (
             m.Infer(model="ffn", weights="w", data="d", window_s=1.0, warmup_rounds=1),
             m.InferAnswer(
-                warmup_s=0.1, round_s=[0.2], batches_per_round=2, batches_per_s=10.0
+                first_round_s=0.3,
+                warmup_s=0.1,
+                round_s=[0.2],
+                batches_per_round=2,
+                batches_per_s=10.0,
             ),
         ),
     ],

@@ -22,12 +22,17 @@ def test_training_times_first_step_apart_then_runs() -> None:
     assert result.first_step_s >= 0
 
 
-def test_inference_warms_up_then_runs_at_least_one_round() -> None:
+def test_inference_times_the_first_round_warms_up_then_runs_at_least_one() -> None:
     calls: list[None] = []
-    result = time_inference(
-        lambda: calls.append(None), batches_per_round=5, window_s=0.0, warmup_rounds=2
-    )
-    assert len(calls) == 3  # two warm-up rounds, one timed round
+
+    def run() -> None:
+        calls.append(None)
+        if len(calls) == 1:  # the first round compiles
+            time.sleep(0.05)
+
+    result = time_inference(run, batches_per_round=5, window_s=0.0, warmup_rounds=2)
+    assert len(calls) == 4  # the first round, two warm-up rounds, one timed round
+    assert result.first_round_s >= 0.05 > result.warmup_s
     assert len(result.round_s) == 1
     assert result.batches_per_s > 0
     assert result.latency_s is None  # not asked for
@@ -54,7 +59,11 @@ def test_training_warmup_runs_are_run_but_not_timed() -> None:
 def test_latency_percentiles_are_nearest_rank_values() -> None:
     delays = iter([0.0] + [0.001 * k for k in range(1, 101)])  # warm-up, then 1..100 ms
     answer = InferAnswer(
-        warmup_s=0.0, round_s=[1.0], batches_per_round=1, batches_per_s=1.0
+        first_round_s=0.0,
+        warmup_s=0.0,
+        round_s=[1.0],
+        batches_per_round=1,
+        batches_per_s=1.0,
     )
     result = with_latency(answer, lambda: time.sleep(next(delays)), samples=100)
     assert result.latency_s is not None

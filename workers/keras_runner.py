@@ -8,6 +8,16 @@ Training is timed through ``Model.fit`` and inference through
 come from each backend's own autodiff around the same Keras model.  A level
 path (``workers.paths.LEVEL_PATHS``) has the same checks and times the
 closures of its level instead (``workers.keras_levels``).
+
+A path's execution mode (``workers.paths.MODES``) is what ``Model.compile``
+is told (``COMPILE``): the default modes leave Keras' own default,
+``jit_compile="auto"``; ``@xla`` and ``@compile`` ask for
+``jit_compile=True`` (XLA on TensorFlow, ``torch.compile`` on PyTorch);
+``@spe`` on JAX runs several steps per jitted call.  ``fit``, ``predict``,
+``train_on_batch`` and ``predict_on_batch`` all run in it, so the trajectory,
+logits, localization and timed closures of a mode are checked in that mode;
+the one-batch gradients of ``evaluate`` come from the backend's autodiff
+around the model's call, in no compiled mode.
 """
 
 from __future__ import annotations
@@ -22,16 +32,26 @@ import numpy as np
 
 from native import load_framework
 from workers import keras_levels
+from workers.paths import STEPS_PER_EXECUTION, default_mode
 from workers.protocol import Predictor, TrainCheck, Trainer, check_training
 from zoo.specs import ModelSpec
+
+# ``Model.compile`` keyword arguments of each mode that is not a backend's
+# default (``workers.paths.MODES``; the defaults leave Keras' own).
+COMPILE: dict[str, dict[str, Any]] = {
+    "spe": {"steps_per_execution": STEPS_PER_EXECUTION},
+    "xla": {"jit_compile": True},
+    "compile": {"jit_compile": True},
+}
 
 
 class KerasRunner:
     """``level``: which closures ``trainer`` and ``predictor`` build
     (``workers.paths.LEVELS``); several runners of one backend may share a
-    process (``harness explain`` times every level in one)."""
+    process (``harness explain`` times every level in one).  ``mode``: the
+    execution mode (``workers.paths.MODES``; empty: the backend's default)."""
 
-    def __init__(self, backend: str, level: str = "fit") -> None:
+    def __init__(self, backend: str, level: str = "fit", mode: str = "") -> None:
         if "keras" in sys.modules and os.environ.get("KERAS_BACKEND") != backend:
             raise RuntimeError("Keras was imported before its backend was chosen")
         os.environ["KERAS_BACKEND"] = backend
@@ -39,6 +59,10 @@ class KerasRunner:
         self.models = importlib.import_module("zoo.keras_models")
         self.backend = self.framework = backend
         self.level = level
+        self.mode = mode or default_mode("keras", backend)
+        if self.mode != default_mode("keras", backend) and self.mode not in COMPILE:
+            raise ValueError(f"unknown Keras mode {mode!r}")
+        self.compile_args = COMPILE.get(self.mode, {})
         if self.keras.backend.backend() != backend:
             raise RuntimeError(f"Keras chose {self.keras.backend.backend()!r}")
 
@@ -88,7 +112,7 @@ class KerasRunner:
                 w.learning_rate, beta_1=w.beta_1, beta_2=w.beta_2, epsilon=w.epsilon
             )
         )
-        model.compile(optimizer=optimizer, loss=self._loss_fn())
+        model.compile(optimizer=optimizer, loss=self._loss_fn(), **self.compile_args)
         return model
 
     def trainer(
@@ -182,6 +206,8 @@ class KerasRunner:
         probe = self.keras.Model(
             model.inputs, [model.get_layer(n).output for n in names]
         )
+        if "jit_compile" in self.compile_args:  # the layers as the mode runs them
+            probe.jit_compile = self.compile_args["jit_compile"]
         outputs = probe.predict_on_batch(x)
         return {n: np.asarray(a) for n, a in zip(names, outputs, strict=True)}, None
 
@@ -193,10 +219,21 @@ class KerasRunner:
             "keras_version": self.keras.__version__,
             "keras_backend": self.backend,
             "keras_level": self.level,
+            "keras_mode": self.mode,
+            "keras_jit_compile": self._resolved_jit_compile(),
         }
         # The backend's own settings, described once by its native package.
         info.update(load_framework(self.backend).describe())
         return info
+
+    def _resolved_jit_compile(self) -> bool:
+        """What this mode's ``jit_compile`` resolves to on this machine (Keras'
+        ``"auto"`` depends on the backend and the devices), read from a
+        one-layer model compiled as the path's models are."""
+        keras = self.keras
+        tiny = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+        tiny.compile(optimizer="sgd", loss="mse", **self.compile_args)
+        return bool(tiny.jit_compile)
 
 
 class Session:

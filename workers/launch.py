@@ -208,6 +208,11 @@ class Worker:
             p for p in (str(PROJECT_ROOT), child_env.get("PYTHONPATH", "")) if p
         )
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        # A compile cache of the worker's own, empty, removed in close():
+        # torch.compile's first step is then a cold compile in every process
+        # (``workers.numerics.pin_compiler``), as JAX's and XLA's are.
+        self._compile_cache = tempfile.TemporaryDirectory(prefix="harness-compile-")
+        child_env["TORCHINDUCTOR_CACHE_DIR"] = self._compile_cache.name
         child_env.pop("KERAS_BACKEND", None)
         try:
             self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
@@ -379,6 +384,7 @@ class Worker:
         here, eight times per repeat."""
         if self._proc is None:
             self._stderr.close()
+            self._compile_cache.cleanup()
             return
         if kill:
             self._kill()
@@ -393,6 +399,7 @@ class Worker:
             self._proc.stdout.close()
         self._proc = None
         self._stderr.close()
+        self._compile_cache.cleanup()
 
 
 def _check_cpus(cpus: tuple[int, ...] | None) -> tuple[int, ...] | None:

@@ -162,7 +162,8 @@ class InferAnswer(Answer):
     finite, else one sentence saying how many of how many are NaN or inf
     (checked after the timing)."""
 
-    warmup_s: float
+    first_round_s: float  # the first round alone: compilation, tracing, allocation
+    warmup_s: float  # the warm-up rounds after it
     round_s: list[float]  # seconds per round over every resident batch
     batches_per_round: int
     batches_per_s: float

@@ -29,9 +29,14 @@ Batch = tuple[Tensor, Tensor]
 
 
 class NativeRunner:
-    def __init__(self, framework: str) -> None:
-        self.framework = framework
-        self.fw = load_framework(framework)
+    """``mode``: an execution mode of the framework other than its default
+    (``native.load_framework``), or None for the default.  The activation
+    tap runs op by op in every mode, so localization compares layers as
+    the framework computes them one at a time."""
+
+    def __init__(self, framework: str, mode: str | None = None) -> None:
+        self.framework, self.mode = framework, mode
+        self.fw = load_framework(framework, mode)
 
     def init(self, spec: ModelSpec, weights: Mapping[str, np.ndarray]) -> Params:
         """Canonical weights -> this framework's parameters, on its device."""
@@ -208,7 +213,7 @@ class NativeRunner:
         return Predictor(run, to_numpy)
 
     def session(self, spec: ModelSpec, weights: Mapping[str, np.ndarray]) -> Session:
-        return Session(self.framework, spec, weights)
+        return Session(self.framework, spec, weights, self.mode)
 
     def describe(self) -> dict[str, Any]:
         return self.fw.describe()
@@ -220,9 +225,13 @@ class Session:
     (``workers.protocol.Session``)."""
 
     def __init__(
-        self, framework: str, spec: ModelSpec, weights: Mapping[str, np.ndarray]
+        self,
+        framework: str,
+        spec: ModelSpec,
+        weights: Mapping[str, np.ndarray],
+        mode: str | None = None,
     ) -> None:
-        self.runner = NativeRunner(framework)
+        self.runner = NativeRunner(framework, mode)
         self.fw = self.runner.fw
         self.spec = spec
         self.apply = load_apply(framework, spec)

@@ -92,6 +92,31 @@ def _pin_torch(deterministic: bool) -> dict[str, Any]:
     }
 
 
+# Compiled graphs ``torch.compile`` keeps per function before it silently
+# runs that function eagerly from then on (PyTorch's default is 8): a worker
+# that serves every model and batch size of a path compiles Keras' one step
+# function once per model, and each must stay compiled.
+TORCH_RECOMPILE_LIMIT = 64
+
+
+def pin_compiler(framework: str, modes: set[str]) -> dict[str, Any]:
+    """Settings of the compilers the worker's paths run (``modes``: their
+    execution modes, ``workers.paths.MODES``), after the framework's import.
+
+    Every worker also starts with a compile cache of its own, empty
+    (``workers.launch``), so a first step's time is a cold compile in every
+    process, not a cache hit of an earlier one."""
+    if framework != "torch" or "compile" not in modes:
+        return {}
+    import torch._dynamo
+
+    torch._dynamo.config.recompile_limit = TORCH_RECOMPILE_LIMIT
+    return {
+        "torch_recompile_limit": torch._dynamo.config.recompile_limit,
+        "inductor_cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
+    }
+
+
 def _pin_mxnet(deterministic: bool) -> dict[str, Any]:
     # MXNet 1.9.1 has no TF32 mode; determinism is set through the environment.
     return {}

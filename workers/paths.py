@@ -1,4 +1,12 @@
-"""The registry of paths: which framework runs each, and with which interpreter.
+"""The registry of paths: which framework runs each, in which execution mode,
+and with which interpreter.
+
+A path id names an API and a framework (``keras-torch``, ``native-jax``) and,
+after ``@``, an execution mode other than the framework's default
+(``keras-torch@compile``, ``native-tensorflow@xla``): ``PATHS`` are the
+default modes the benchmark has always timed, ``MODE_PATHS`` every other
+mode (``MODES``), each a path of its own that the gate checks before it is
+timed.
 
 Framework-free.  Each framework may live in its own environment: its
 interpreter is ``$HARNESS_PYTHON_<FRAMEWORK>`` when that is set (for example
@@ -21,24 +29,91 @@ class PathInfo:
     native: str = ""  # the native.load_framework id, when not the framework's
     # A Keras path's level (``LEVELS``): what its timed closures hand Keras.
     level: str = "fit"
+    # The execution mode (``MODES``); ``mode_path`` says whether the id names it.
+    mode: str = ""
 
     @property
     def native_framework(self) -> str:
         return self.native or self.framework
 
+    @property
+    def base(self) -> str:
+        """The id without its mode: the path of the same API and framework
+        in the default mode (``keras-torch`` for ``keras-torch@compile``)."""
+        return self.id.split("@", maxsplit=1)[0]
+
+    @property
+    def mode_path(self) -> bool:
+        """Whether this is a mode other than the default (``@`` in its id)."""
+        return "@" in self.id
+
+
+# Execution modes by API and framework, the default first: the mode of the
+# path without "@" (Keras' own default, jit_compile="auto", which resolves
+# to these on a machine without a GPU; the records hold what it resolved to,
+# ``platform.keras_jit_compile``).  MXNet's two modes are two paths of old,
+# ``native-mxnet`` and ``native-mxnet-hybrid``.
+MODES: dict[tuple[str, str], dict[str, str]] = {
+    ("keras", "jax"): {
+        "jit": "fit's jax.jit step, one step per call (steps_per_execution 1)",
+        "spe": "steps_per_execution 8: one jitted call runs 8 steps",
+    },
+    ("keras", "tensorflow"): {
+        "graph": "tf.function graph (jit_compile=False)",
+        "xla": "tf.function compiled by XLA (jit_compile=True)",
+    },
+    ("keras", "torch"): {
+        "eager": "eager PyTorch (jit_compile=False)",
+        "compile": "torch.compile with inductor (jit_compile=True)",
+    },
+    ("native", "jax"): {
+        "jit": "one jax.jit of the whole step",
+        "layerjit": "one jax.jit per layer, the step in Python around them",
+    },
+    ("native", "tensorflow"): {
+        "graph": "tf.function graphs",
+        "eager": "eager TensorFlow, no tf.function",
+        "xla": "tf.function compiled by XLA (jit_compile=True)",
+    },
+    ("native", "torch"): {
+        "eager": "eager PyTorch",
+        "compile": "torch.compile with inductor of the forward pass and loss",
+    },
+    ("native", "mxnet"): {
+        "imperative": "imperative NDArray operators",
+        "hybrid": "a hybridized HybridBlock: one cached symbolic graph",
+    },
+}
+STEPS_PER_EXECUTION = 8  # Keras on JAX, mode "spe"
+
+
+def default_mode(api: str, framework: str) -> str:
+    return next(iter(MODES[api, framework]))
+
 
 PATHS: dict[str, PathInfo] = {
     p.id: p
     for p in (
-        PathInfo("keras-jax", "jax", "keras"),
-        PathInfo("keras-tensorflow", "tensorflow", "keras"),
-        PathInfo("keras-torch", "torch", "keras"),
-        PathInfo("native-jax", "jax", "native"),
-        PathInfo("native-tensorflow", "tensorflow", "native"),
-        PathInfo("native-torch", "torch", "native"),
-        PathInfo("native-mxnet", "mxnet", "native"),
-        PathInfo("native-mxnet-hybrid", "mxnet", "native", "mxnet-hybrid"),
+        PathInfo("keras-jax", "jax", "keras", mode="jit"),
+        PathInfo("keras-tensorflow", "tensorflow", "keras", mode="graph"),
+        PathInfo("keras-torch", "torch", "keras", mode="eager"),
+        PathInfo("native-jax", "jax", "native", mode="jit"),
+        PathInfo("native-tensorflow", "tensorflow", "native", mode="graph"),
+        PathInfo("native-torch", "torch", "native", mode="eager"),
+        PathInfo("native-mxnet", "mxnet", "native", mode="imperative"),
+        PathInfo(
+            "native-mxnet-hybrid", "mxnet", "native", "mxnet-hybrid", mode="hybrid"
+        ),
     )
+}
+# Every other mode of a path (MXNet's are both in ``PATHS``).
+MODE_PATHS: dict[str, PathInfo] = {
+    f"{api}-{framework}@{mode}": PathInfo(
+        f"{api}-{framework}@{mode}", framework, api, mode=mode
+    )
+    for (api, framework), modes in MODES.items()
+    if framework != "mxnet"
+    for mode in list(modes)[1:]
 }
 # The paths ``python -m harness ops`` runs operators on: Keras on each
 # backend and each framework's own operators (MXNet's hybridized path is a
@@ -57,7 +132,13 @@ LEVELS = {
 LEVEL_PATHS: dict[str, PathInfo] = {
     p.id: p
     for p in (
-        PathInfo(f"keras-{framework}-{level}", framework, "keras", level=level)
+        PathInfo(
+            f"keras-{framework}-{level}",
+            framework,
+            "keras",
+            level=level,
+            mode=default_mode("keras", framework),
+        )
         for framework in ("jax", "tensorflow", "torch")
         for level in ("resident", "step")
     )
@@ -69,11 +150,20 @@ OPTIONAL_FRAMEWORKS = ("mxnet",)
 
 
 def get_path(path_id: str) -> PathInfo:
-    """The path ``path_id`` names, of ``PATHS`` or ``LEVEL_PATHS``."""
-    found = PATHS.get(path_id) or LEVEL_PATHS.get(path_id)
+    """The path ``path_id`` names, of ``PATHS``, ``MODE_PATHS`` or
+    ``LEVEL_PATHS``."""
+    found = PATHS.get(path_id) or MODE_PATHS.get(path_id) or LEVEL_PATHS.get(path_id)
     if found is None:
-        raise ValueError(f"unknown path {path_id!r}; known paths: {', '.join(PATHS)}")
+        raise ValueError(
+            f"unknown path {path_id[:80]!r}; known paths: "
+            + ", ".join([*PATHS, *MODE_PATHS])
+        )
     return found
+
+
+def mode_label(path: PathInfo) -> str:
+    """``"<base> <mode>"``: how reports name a path and its mode."""
+    return f"{path.base} {path.mode}"
 
 
 def levels_of(framework: str) -> list[str]:

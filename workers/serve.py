@@ -63,10 +63,12 @@ def load_runner(path: PathInfo) -> Runner:
     if path.api == "keras":
         from workers.keras_runner import KerasRunner
 
-        return KerasRunner(path.framework, path.level)
+        return KerasRunner(path.framework, path.level, path.mode)
     from workers.native_runner import NativeRunner
 
-    return NativeRunner(path.native_framework)
+    # A mode path's framework runs in its mode (``native.load_framework``);
+    # a default path as its ``common`` module always has.
+    return NativeRunner(path.native_framework, path.mode if path.mode_path else None)
 
 
 def verify(what: str, file: str, arrays: Data, expected: str | None) -> None:
@@ -542,20 +544,30 @@ def main(argv: list[str]) -> int:
         pinned = numerics.pin_environment(path.framework, deterministic)
         runner, *partner_runners = load_runners(path, partner_paths)
         pinned.update(numerics.pin_framework(path.framework, deterministic))
+        modes = {p.mode for p in (path, *partner_paths)}
+        pinned.update(numerics.pin_compiler(path.framework, modes))
         affinity = cpu_affinity()
 
-        def platform_of(served: Runner) -> dict[str, Any]:
-            return {**served.describe(), "numerics": pinned, "cpu_affinity": affinity}
+        def platform_of(served: Served) -> dict[str, Any]:
+            return {
+                **served.runner.describe(),
+                "mode": served.path.mode,
+                "numerics": pinned,
+                "cpu_affinity": affinity,
+            }
 
-        hello: dict[str, Any] = {"status": "ready", "platform": platform_of(runner)}
+        hello: dict[str, Any] = {
+            "status": "ready",
+            "platform": platform_of(Served(path, runner)),
+        }
         partners = [
             Served(info, r)
             for info, r in zip(partner_paths, partner_runners, strict=True)
         ]
         if partners:
-            hello["partner_platform"] = platform_of(partners[0].runner)
+            hello["partner_platform"] = platform_of(partners[0])
         if len(partners) > 1:
-            hello["partner_platforms"] = [platform_of(p.runner) for p in partners]
+            hello["partner_platforms"] = [platform_of(p) for p in partners]
     except Exception as exc:  # any import or start-up failure ends this worker
         _send(
             channel, {"status": "unavailable", "error": f"{type(exc).__name__}: {exc}"}

@@ -78,7 +78,11 @@ def time_inference(
     run: Callable[[], None], batches_per_round: int, window_s: float, warmup_rounds: int
 ) -> InferAnswer:
     """Rounds over the resident batches until ``window_s`` has passed (at least
-    one round), after ``warmup_rounds`` untimed rounds."""
+    one round), after the first round alone (compiling, tracing, allocating:
+    ``first_round_s``) and ``warmup_rounds`` untimed rounds."""
+    start = time.perf_counter()
+    run()
+    first = time.perf_counter() - start
     start = time.perf_counter()
     for _ in range(warmup_rounds):
         run()
@@ -93,6 +97,7 @@ def time_inference(
             break
     elapsed = time.perf_counter() - window_start
     return InferAnswer(
+        first_round_s=first,
         warmup_s=warmup,
         round_s=rounds,
         batches_per_round=batches_per_round,
