@@ -361,6 +361,27 @@ def _timed_verdict(
     return ("fail", reason) if reason else ("pass", None)
 
 
+def _where(reports: list[ModelReport], path: str) -> str | None:
+    """Where a failing path first parts from the float64 reference
+    (``equivalence.localize``), in one sentence; ``None`` when no check
+    localized it."""
+    for report in reports:
+        found = report.localizations.get(path)
+        if found is None or found.first is None:
+            continue
+        worst = next(
+            e
+            for e in found.errors
+            if (e.stage, e.layer) == (found.first.stage, found.first.layer)
+        )
+        return (
+            f"first parts from float64 at {worst.stage} {worst.layer} (error "
+            f"{worst.error:.2e}, allowed {worst.tolerance:.2e}; case "
+            f"{report.case.model} batch {report.case.batch_size})"
+        )
+    return None
+
+
 def verify(
     models: list[str],
     paths: list[str],
@@ -434,7 +455,7 @@ def verify(
             report = reports[0]
             for p in report.verdicts:
                 checked = worst_verdict(r.verdicts.get(p, "error") for r in reports)
-                verdict, reason = checked, None
+                verdict, reason = checked, _where(reports, p)
                 if checked == "pass":
                     verdict, reason = _timed_verdict(
                         checker, report, p, weights, faults.get(p)

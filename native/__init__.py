@@ -16,27 +16,37 @@ Every framework package (``native.jax``, ``native.tensorflow``,
   every framework, and ``zoo.keras_operators`` through ``keras.ops``);
 - ``ffn.py``, ``lenet.py``, ``vgg16.py``, ``lstm.py``: one forward pass each,
   ``apply(params, x, spec=SPEC, tap=no_tap)`` (``native.protocol.ModelModule``);
+- ``modes.py``: the framework's execution modes (``MODES``, default first):
+  ``framework(mode)`` gives the surface whose ``loss_and_grads``,
+  ``inference`` and ``train_step`` run in that mode (PyTorch eager or
+  ``torch.compile``; TensorFlow ``tf.function`` graphs, eager or XLA; JAX one
+  ``jax.jit`` per step or one per layer; MXNet imperative or hybridized), with
+  everything else ``common``'s; the default mode is ``common`` itself;
 - ``idiomatic.py`` where the framework has an idiomatic fast training step for
   ``python -m harness floors`` (``IDIOMATIC``).
 
 MXNet has one extra file, ``hybrid.py``: its compiled mode (a hybridized
-``HybridBlock``) is a path of its own, ``native-mxnet-hybrid``, and meets
-``Framework`` too.  MXNet has no ``idiomatic.py``: its idiomatic fast mode
-*is* hybridization (the Gluon way to run a model as one cached graph), and
-that is already a path of its own measured beside ``native-mxnet``, so the
-floors benchmark would only time it again.
+``HybridBlock``, mode ``hybrid``) is also a path of its own,
+``native-mxnet-hybrid``, and meets ``Framework`` too.  MXNet has no
+``idiomatic.py``: its idiomatic fast mode *is* hybridization (the Gluon way
+to run a model as one cached graph), and that is already a path of its own
+measured beside ``native-mxnet``, so the floors benchmark would only time it
+again.
 
 What is the same for every framework (canonical <-> framework layouts, the
 parameter export, the activation tap, evaluation) lives once in
 ``workers/native_runner.py``.
 
-Importing this package imports no framework; ``load_framework`` does, lazily.
+Importing this package imports no framework (``MODES``, ``modes_of`` and
+``default_mode`` neither); ``load_framework`` does, lazily.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import types
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
@@ -45,38 +55,96 @@ if TYPE_CHECKING:
 
 FRAMEWORKS = ("jax", "tensorflow", "torch", "mxnet", "mxnet-hybrid")
 # A framework id names its package (before any "-") and the module in it that
-# meets native.protocol.Framework: "mxnet-hybrid" is native/mxnet/hybrid.py.
+# meets native.protocol.Framework: "mxnet-hybrid" is native/mxnet/hybrid.py,
+# MXNet's mode "hybrid", the one mode that id runs in.
 _MODULES = {"mxnet-hybrid": "native.mxnet.hybrid"}
+_FIXED_MODE = {"mxnet-hybrid": "hybrid"}
+# Each package's execution modes, default first (the one its common.py runs);
+# native/<package>/modes.py builds them, describes each and checks this list.
+MODES = {
+    "jax": ("jit", "layerjit"),
+    "tensorflow": ("graph", "eager", "xla"),
+    "torch": ("eager", "compile"),
+    "mxnet": ("imperative", "hybrid"),
+}
 # Frameworks with an idiomatic fast training step (``idiomatic.py``) for
 # ``python -m harness floors``.
 IDIOMATIC = ("jax", "tensorflow", "torch")
 MODEL_FILES = ("ffn.py", "lenet.py", "vgg16.py", "lstm.py")
 # The files of every framework package; ``idiomatic.py`` and MXNet's
 # ``hybrid.py`` come on top, as described above.
-FILES = ("__init__.py", "common.py", "ops.py", "operators.py", *MODEL_FILES)
+FILES = (
+    "__init__.py",
+    "common.py",
+    "modes.py",
+    "ops.py",
+    "operators.py",
+    *MODEL_FILES,
+)
 # The optimizers every common.py writes out (``Workload.optimizer``).
 OPTIMIZERS = ("sgd", "adam")
 
 
-def load_framework(framework: str) -> Framework:
-    """Import ``native.<framework>.common`` (this imports the framework itself)."""
+def modes_of(framework: str) -> tuple[str, ...]:
+    """The modes ``load_framework(framework, mode)`` takes, default first."""
     if framework not in FRAMEWORKS:
         raise ValueError(
             f"unknown native framework {framework!r}; known: {', '.join(FRAMEWORKS)}"
         )
-    module = _MODULES.get(framework, f"native.{framework}.common")
-    return cast("Framework", importlib.import_module(module))
+    fixed = _FIXED_MODE.get(framework)
+    return (fixed,) if fixed else MODES[framework]
+
+
+def default_mode(framework: str) -> str:
+    """The mode ``load_framework(framework)`` runs in."""
+    return modes_of(framework)[0]
+
+
+def load_framework(framework: str, mode: str | None = None) -> Framework:
+    """The surface of ``framework`` in execution ``mode``: for ``None`` (the
+    default mode) ``native.<framework>.common`` itself, or
+    ``native.mxnet.hybrid`` for ``mxnet-hybrid``; otherwise what
+    ``native.<package>.modes.framework(mode)`` builds.  This imports the
+    framework itself."""
+    modes = modes_of(framework)
+    if mode is None:
+        module = _MODULES.get(framework, f"native.{framework}.common")
+        return cast("Framework", importlib.import_module(module))
+    if mode not in modes:
+        raise ValueError(
+            f"native framework {framework!r} has no mode {mode!r}; "
+            f"known: {', '.join(modes)}"
+        )
+    package = framework.split("-", maxsplit=1)[0]
+    modes_module: Any = importlib.import_module(f"native.{package}.modes")
+    return cast("Framework", modes_module.framework(mode))
+
+
+def in_mode(base: Framework, mode: str, **replaced: Callable[..., Any]) -> Framework:
+    """``base``'s surface with the functions in ``replaced`` swapped in and
+    ``describe()`` naming ``mode``: what every ``modes.py`` hands out for a mode
+    other than its default.  Exactly the members of ``Framework``, so nothing
+    else of ``base`` leaks into a mode that does not run it."""
+    from native.protocol import Framework as Surface
+
+    names = ["LAYOUT", *(m for m in vars(Surface) if not m.startswith("_"))]
+    members = {name: replaced.get(name, getattr(base, name)) for name in names}
+
+    def describe() -> dict[str, Any]:
+        return {**base.describe(), "mode": mode}
+
+    return cast("Framework", types.SimpleNamespace(**{**members, "describe": describe}))
 
 
 def load_apply(framework: str, spec: ModelSpec) -> Apply:
     """The forward pass of ``spec`` in ``framework``, as ``apply(params, x,
     tap=no_tap)`` with the spec bound.
 
-    The same object for the same forward pass: JAX and TensorFlow cache their
-    compiled functions per ``apply`` object, so a new one per call would
-    compile again every time.  Specs that differ only in their workload share
-    one (the workload does not shape the pass); a variant (``vgg-rysia``) or a
-    spec changed by a deliberate fault gets its own.
+    The same object for the same forward pass: JAX, TensorFlow and the modes
+    that compile cache their compiled functions per ``apply`` object, so a new
+    one per call would compile again every time.  Specs that differ only in
+    their workload share one (the workload does not shape the pass); a variant
+    (``vgg-rysia``) or a spec changed by a deliberate fault gets its own.
     """
     load_framework(framework)
     package = framework.split("-", maxsplit=1)[0]

@@ -15,9 +15,11 @@ from workers.paths import MODE_PATHS, MODES, PATHS, default_mode, get_path
 def test_every_mode_is_a_path_of_its_own_beside_the_default() -> None:
     for path in PATHS.values():
         assert path.mode in MODES[path.api, path.framework]
-        assert not path.mode_path and path.base == path.id
+        assert not path.mode_path
+        assert path.base == path.id
     for path_id, path in MODE_PATHS.items():
-        assert path.mode_path and path_id == f"{path.base}@{path.mode}"
+        assert path.mode_path
+        assert path_id == f"{path.base}@{path.mode}"
         assert path.base in PATHS
         assert path.mode != default_mode(path.api, path.framework)
     # every mode of every API and framework is timed by exactly one path

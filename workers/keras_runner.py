@@ -113,6 +113,13 @@ class KerasRunner:
             )
         )
         model.compile(optimizer=optimizer, loss=self._loss_fn(), **self.compile_args)
+        if self.compile_args.get("jit_compile") and not model.jit_compile:
+            # Keras falls back to no compilation with a warning; a mode path
+            # must not be timed as something it is not.
+            raise ValueError(
+                f"Keras refused jit_compile=True for {spec.name} on {self.backend} "
+                f"(mode {self.mode!r}), so this mode cannot run it"
+            )
         return model
 
     def trainer(

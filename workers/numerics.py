@@ -25,6 +25,15 @@ import os
 from typing import Any
 
 
+def deterministic_for(framework: str, modes: set[str], asked: bool) -> bool:
+    """Whether a worker of ``framework`` serving paths in ``modes`` turns its
+    deterministic algorithms on when ``asked``: not for XLA on TensorFlow,
+    where op determinism makes Keras refuse ``jit_compile=True`` (it falls
+    back to a plain graph) and the gate would check another mode than the
+    one timed."""
+    return asked and not (framework == "tensorflow" and "xla" in modes)
+
+
 def pin_environment(framework: str, deterministic: bool) -> dict[str, Any]:
     """Variables that must be set before the framework is imported."""
     settings: dict[str, Any] = {"deterministic": deterministic}

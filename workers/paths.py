@@ -20,6 +20,8 @@ import os
 import sys
 from dataclasses import dataclass
 
+from native import MODES as NATIVE_MODES
+
 
 @dataclass(frozen=True)
 class PathInfo:
@@ -49,46 +51,29 @@ class PathInfo:
 
 
 # Execution modes by API and framework, the default first: the mode of the
-# path without "@" (Keras' own default, jit_compile="auto", which resolves
-# to these on a machine without a GPU; the records hold what it resolved to,
-# ``platform.keras_jit_compile``).  MXNet's two modes are two paths of old,
+# path without "@".  The native ones are ``native.MODES`` (each framework's
+# ``native/<fw>/modes.py`` says what it compiles); Keras' are what
+# ``Model.compile`` is told (``workers.keras_runner.COMPILE``): the defaults
+# leave Keras' own jit_compile="auto", which resolves to them on a machine
+# without a GPU (the records hold what it resolved to,
+# ``platform.keras_jit_compile``); "xla" and "compile" are jit_compile=True
+# (XLA; torch.compile with inductor); "spe" runs ``STEPS_PER_EXECUTION``
+# steps per jitted call.  MXNet's two modes are two paths of old,
 # ``native-mxnet`` and ``native-mxnet-hybrid``.
-MODES: dict[tuple[str, str], dict[str, str]] = {
-    ("keras", "jax"): {
-        "jit": "fit's jax.jit step, one step per call (steps_per_execution 1)",
-        "spe": "steps_per_execution 8: one jitted call runs 8 steps",
-    },
-    ("keras", "tensorflow"): {
-        "graph": "tf.function graph (jit_compile=False)",
-        "xla": "tf.function compiled by XLA (jit_compile=True)",
-    },
-    ("keras", "torch"): {
-        "eager": "eager PyTorch (jit_compile=False)",
-        "compile": "torch.compile with inductor (jit_compile=True)",
-    },
-    ("native", "jax"): {
-        "jit": "one jax.jit of the whole step",
-        "layerjit": "one jax.jit per layer, the step in Python around them",
-    },
-    ("native", "tensorflow"): {
-        "graph": "tf.function graphs",
-        "eager": "eager TensorFlow, no tf.function",
-        "xla": "tf.function compiled by XLA (jit_compile=True)",
-    },
-    ("native", "torch"): {
-        "eager": "eager PyTorch",
-        "compile": "torch.compile with inductor of the forward pass and loss",
-    },
-    ("native", "mxnet"): {
-        "imperative": "imperative NDArray operators",
-        "hybrid": "a hybridized HybridBlock: one cached symbolic graph",
-    },
+KERAS_MODES = {
+    "jax": ("jit", "spe"),
+    "tensorflow": ("graph", "xla"),
+    "torch": ("eager", "compile"),
+}
+MODES: dict[tuple[str, str], tuple[str, ...]] = {
+    **{("keras", f): modes for f, modes in KERAS_MODES.items()},
+    **{("native", f): modes for f, modes in NATIVE_MODES.items()},
 }
 STEPS_PER_EXECUTION = 8  # Keras on JAX, mode "spe"
 
 
 def default_mode(api: str, framework: str) -> str:
-    return next(iter(MODES[api, framework]))
+    return MODES[api, framework][0]
 
 
 PATHS: dict[str, PathInfo] = {
@@ -113,7 +98,7 @@ MODE_PATHS: dict[str, PathInfo] = {
     )
     for (api, framework), modes in MODES.items()
     if framework != "mxnet"
-    for mode in list(modes)[1:]
+    for mode in modes[1:]
 }
 # The paths ``python -m harness ops`` runs operators on: Keras on each
 # backend and each framework's own operators (MXNet's hybridized path is a

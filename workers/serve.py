@@ -541,10 +541,11 @@ def main(argv: list[str]) -> int:
     try:
         path = get_path(path_id)
         partner_paths = [get_path(p) for p in partner_ids]
+        modes = {p.mode for p in (path, *partner_paths)}
+        deterministic = numerics.deterministic_for(path.framework, modes, deterministic)
         pinned = numerics.pin_environment(path.framework, deterministic)
         runner, *partner_runners = load_runners(path, partner_paths)
         pinned.update(numerics.pin_framework(path.framework, deterministic))
-        modes = {p.mode for p in (path, *partner_paths)}
         pinned.update(numerics.pin_compiler(path.framework, modes))
         affinity = cpu_affinity()
 

@@ -68,20 +68,23 @@ def cross_entropy(logits: jax.Array, y: jax.Array) -> jax.Array:
     return -jnp.take_along_axis(log_probs, y[:, None], axis=1).mean()
 
 
-def _objective(apply: Apply) -> Callable[..., Any]:
+def objective(
+    apply: Apply, loss: Callable[..., Any] = cross_entropy
+) -> Callable[..., Any]:
     """``(params, x, y) -> (loss, logits)``: the loss first, as
-    ``jax.grad(has_aux=True)`` wants."""
+    ``jax.grad(has_aux=True)`` wants (``loss``: the cross-entropy, or a
+    compiled one in ``native.jax.modes``)."""
 
-    def objective(params: Params, x: jax.Array, y: jax.Array) -> Any:
+    def value(params: Params, x: jax.Array, y: jax.Array) -> Any:
         logits = apply(params, x)
-        return cross_entropy(logits, y), logits
+        return loss(logits, y), logits
 
-    return objective
+    return value
 
 
 @functools.cache
 def _jitted_grads(apply: Apply) -> Any:
-    return jax.jit(jax.value_and_grad(_objective(apply), has_aux=True))
+    return jax.jit(jax.value_and_grad(objective(apply), has_aux=True))
 
 
 @functools.cache
@@ -149,13 +152,17 @@ def _adam(state: TrainState, grads: Params) -> TrainState:
     return TrainState(params, m, v, state.step + 1, w)
 
 
+def update(state: TrainState, grads: Params) -> TrainState:
+    """One optimizer step with Keras' formulas: the new state."""
+    return (_sgd if state.workload.optimizer == "sgd" else _adam)(state, grads)
+
+
 @functools.cache
 def _jitted_step(apply: Apply) -> Any:
-    loss_grad = jax.grad(_objective(apply), has_aux=True)
+    loss_grad = jax.grad(objective(apply), has_aux=True)
 
     def step(state: TrainState, x: jax.Array, y: jax.Array) -> TrainState:
         grads, _ = loss_grad(state.params, x, y)
-        update = _sgd if state.workload.optimizer == "sgd" else _adam
         return update(state, grads)
 
     return jax.jit(step, donate_argnums=0)

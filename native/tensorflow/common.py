@@ -10,6 +10,9 @@ inference functions run as ``tf.function`` graphs (without XLA: that is the
 idiomatic variant the floors benchmark compares against), traced on their
 first call, which the harness times apart as the first step.  They are cached
 per ``apply`` object (``native.load_apply`` hands out one per forward pass).
+The same functions run in the other execution modes of
+``native.tensorflow.modes`` (``eager``: called as they are; ``xla``: graphs
+compiled by XLA), named by ``mode`` below; this module runs ``graph``.
 
 The optimizers follow Keras 3's update formulas exactly (see
 ``native/torch/common.py``): plain SGD, and Adam with the bias correction
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,31 +64,42 @@ def cross_entropy(logits: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
 def _taped(
     apply: Apply, params: Params, x: tf.Tensor, y: tf.Tensor
 ) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
-    """``loss_and_grads`` as plain operations, for the graphs below to trace."""
+    """``loss_and_grads`` as plain operations, for every mode below to run
+    (traced into a graph, or called as they are)."""
     with tf.GradientTape() as tape:
         logits = apply(params, x)
         loss = cross_entropy(logits, y)
     return logits, loss, tape.gradient(loss, params)
 
 
-@functools.cache
-def _graph_grads(apply: Apply) -> Any:
-    return tf.function(functools.partial(_taped, apply))
+def _for_mode(function: Callable[..., Any], mode: str) -> Callable[..., Any]:
+    """``function`` as ``mode`` runs it: itself (``eager``), a ``tf.function``
+    graph (``graph``) or one compiled by XLA (``xla``)."""
+    if mode == "eager":
+        return function
+    return tf.function(function, jit_compile=mode == "xla")  # type: ignore[no-any-return]
 
 
 @functools.cache
-def _graph_apply(apply: Apply) -> Any:
-    return tf.function(apply)
+def grads_function(apply: Apply, mode: str) -> Callable[..., Any]:
+    """``(params, x, y) -> (logits, loss, grads)`` in ``mode``."""
+    return _for_mode(functools.partial(_taped, apply), mode)
+
+
+@functools.cache
+def apply_function(apply: Apply, mode: str) -> Callable[..., Any]:
+    """``(params, x) -> logits`` in ``mode``."""
+    return _for_mode(apply, mode)
 
 
 def loss_and_grads(
     apply: Apply, params: Params, x: tf.Tensor, y: tf.Tensor
 ) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
-    return _graph_grads(apply)(params, x, y)  # type: ignore[no-any-return]
+    return grads_function(apply, "graph")(params, x, y)  # type: ignore[no-any-return]
 
 
 def inference(apply: Apply, params: Params, x: tf.Tensor) -> tf.Tensor:
-    return _graph_apply(apply)(params, x)
+    return apply_function(apply, "graph")(params, x)
 
 
 def to_numpy(t: tf.Tensor) -> np.ndarray:
@@ -132,13 +146,13 @@ def _adam(state: TrainState, grads: dict[str, tf.Tensor]) -> None:
 
 
 @functools.cache
-def graph_step(apply: Apply, workload: Workload, jit_compile: bool = False) -> Any:
-    """The train step as a graph (``jit_compile``: compiled by XLA)."""
+def step_function(apply: Apply, workload: Workload, mode: str) -> Callable[..., Any]:
+    """``(params, m, v, step, x, y) -> None``, the train step in ``mode``,
+    updating the state's variables."""
     update = _sgd if workload.optimizer == "sgd" else _adam
 
-    # The graph takes the variables themselves (TensorFlow traces dicts of
+    # A graph takes the variables themselves (TensorFlow traces dicts of
     # variables, not arbitrary objects) and rebuilds the state view inside.
-    @tf.function(jit_compile=jit_compile)
     def step(  # noqa: PLR0917 (a graph's positional signature)
         params: Params,
         m: Params,
@@ -151,15 +165,22 @@ def graph_step(apply: Apply, workload: Workload, jit_compile: bool = False) -> A
         update(TrainState(params, m, v, count, workload), grads)
         count.assign_add(1)
 
-    return step
+    return _for_mode(step, mode)
+
+
+def run_step(
+    apply: Apply, state: TrainState, x: tf.Tensor, y: tf.Tensor, mode: str
+) -> TrainState:
+    """``train_step`` in ``mode``."""
+    step = step_function(apply, state.workload, mode)
+    step(state.params, state.m, state.v, state.step, x, y)
+    return state
 
 
 def train_step(
     apply: Apply, state: TrainState, x: tf.Tensor, y: tf.Tensor
 ) -> TrainState:
-    step = graph_step(apply, state.workload)
-    step(state.params, state.m, state.v, state.step, x, y)
-    return state
+    return run_step(apply, state, x, y, "graph")
 
 
 def sync(value: Any) -> None:

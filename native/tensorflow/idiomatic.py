@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from native import load_apply
-from native.tensorflow.common import graph_step, init, make_train_state
+from native.tensorflow.common import init, make_train_state, step_function
 from zoo.specs import ModelSpec
 
 
@@ -23,7 +23,7 @@ def make_step(
     layout) onwards, returning the state to wait on."""
     apply = load_apply("tensorflow", spec)
     state = make_train_state(init(arrays), spec.workload)
-    compiled = graph_step(apply, spec.workload, jit_compile=True)
+    compiled = step_function(apply, spec.workload, "xla")
 
     def step(x: tf.Tensor, y: tf.Tensor) -> Any:
         compiled(state.params, state.m, state.v, state.step, x, y)

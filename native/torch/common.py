@@ -134,12 +134,18 @@ def _adam(state: TrainState, grads: Params) -> None:
         p.sub_(m * alpha / root)
 
 
+def update(state: TrainState, grads: Params) -> None:
+    """One optimizer step on the state's parameters in place, with Keras'
+    formulas (eager in every mode: ``native.torch.modes``)."""
+    (_sgd if state.workload.optimizer == "sgd" else _adam)(state, grads)
+    state.step += 1
+
+
 def train_step(
     apply: Apply, state: TrainState, x: torch.Tensor, y: torch.Tensor
 ) -> TrainState:
     _, _, grads = loss_and_grads(apply, state.params, x, y)
-    (_sgd if state.workload.optimizer == "sgd" else _adam)(state, grads)
-    state.step += 1
+    update(state, grads)
     return state
 
 

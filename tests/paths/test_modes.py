@@ -1,0 +1,99 @@
+"""Execution modes through real workers: every mode path passes the gate like
+any path (its own outputs judged against float64, its timed closures against
+what its checks saw), a mode that computes something else fails it with the
+layer where it parts from float64, and ``harness run`` times modes and
+reports them side by side."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from equivalence.check import Checker
+from harness import records
+from harness.gate import verify
+from harness.profiles import PROFILES
+from harness.report import report
+from harness.run import run
+from workers.paths import MODE_PATHS, get_path
+
+pytestmark = pytest.mark.paths
+
+MODE_IDS = list(MODE_PATHS)
+
+
+@pytest.fixture(scope="module")
+def mode_checker() -> Iterator[Checker]:
+    with Checker(MODE_IDS) as c:
+        for path, worker in c.workers.items():
+            assert worker.failure is None, f"{path}: {worker.failure}"
+        yield c
+
+
+def _gate(
+    checker: Checker, results: Path, faults: dict[str, str] | None = None
+) -> tuple[dict[str, str], list[str]]:
+    lines: list[str] = []
+    verdicts = verify(
+        ["ffn"], MODE_IDS, results, log=lines.append, faults=faults, checker=checker
+    )
+    return verdicts["ffn"], lines
+
+
+def test_every_mode_passes_the_gate_in_its_mode(
+    mode_checker: Checker, tmp_path: Path
+) -> None:
+    verdicts, lines = _gate(mode_checker, tmp_path)
+    assert verdicts == dict.fromkeys(MODE_IDS, "pass"), lines
+    for path, worker in mode_checker.workers.items():
+        assert worker.platform["mode"] == get_path(path).mode
+    platform = mode_checker.workers["keras-tensorflow@xla"].platform
+    # op determinism would make Keras refuse XLA: the gate checks XLA
+    assert platform["keras_jit_compile"] is True
+    assert platform["numerics"]["op_determinism"] is False
+    torch_compiled = mode_checker.workers["keras-torch@compile"].platform
+    assert torch_compiled["keras_jit_compile"] is True
+    assert torch_compiled["numerics"]["torch_recompile_limit"] >= 64
+    assert mode_checker.workers["native-torch@compile"].platform["mode"] == "compile"
+
+
+def test_a_mode_that_computes_something_else_fails_with_its_layer(
+    mode_checker: Checker, tmp_path: Path
+) -> None:
+    faults = {
+        "native-torch@compile": "missing-bias",  # in the compiled forward pass
+        "keras-torch@compile": "timed-infer-bfloat16",  # its timed predictor only
+    }
+    verdicts, lines = _gate(mode_checker, tmp_path, faults)
+    assert verdicts["native-torch@compile"] == "fail", lines
+    assert verdicts["keras-torch@compile"] == "fail", lines
+    assert verdicts["native-jax@layerjit"] == "pass", lines
+    said = "\n".join(lines)
+    assert "native-torch@compile fail: first parts from float64 at forward" in said
+    assert "keras-torch@compile fail: the timed predictor's logits" in said
+
+
+def test_a_run_times_modes_unpaired_and_reports_them(tmp_path: Path) -> None:
+    paths = ["native-tensorflow", "native-tensorflow@eager", "native-jax@layerjit"]
+    out = run(
+        PROFILES["smoke"].model_copy(update={"paired": False}),
+        models=["ffn"],
+        paths=paths,
+        phases=["train", "infer"],
+        results_dir=tmp_path,
+    )
+    recs = records.read(out)
+    assert {(r.path, r.phase) for r in recs} == {
+        (p, ph) for p in paths for ph in ("train", "infer")
+    }
+    for r in recs:
+        assert (r.status, r.verified) == ("ok", True), (r.path, r.error)
+        assert r.platform["mode"] == get_path(r.path).mode
+        first = "first_step_s" if r.phase == "train" else "first_round_s"
+        assert r.summary[first] > 0
+    text = report(out, "table", "cells")
+    assert "execution modes" in text
+    assert "layerjit" in text
+    assert "eager" in text
