@@ -362,9 +362,14 @@ def _timed_verdict(
 
 
 def _where(reports: list[ModelReport], path: str) -> str | None:
-    """Where a failing path first parts from the float64 reference
-    (``equivalence.localize``), in one sentence; ``None`` when no check
-    localized it."""
+    """Why a path failed, in one sentence: the error that stopped one of its
+    checks, or where it first parts from the float64 reference
+    (``equivalence.localize``); ``None`` when no check says."""
+    for report in reports:
+        outcome = report.outcomes.get(path)
+        if outcome is not None and not outcome.ok and outcome.error:
+            first_line = outcome.error.strip().splitlines()[0][:200]
+            return f"a check stopped with {first_line}"
     for report in reports:
         found = report.localizations.get(path)
         if found is None or found.first is None:

@@ -119,9 +119,16 @@ def pin_compiler(framework: str, modes: set[str]) -> dict[str, Any]:
         return {}
     import torch._dynamo
 
-    torch._dynamo.config.recompile_limit = TORCH_RECOMPILE_LIMIT
+    config = torch._dynamo.config
+    config.recompile_limit = TORCH_RECOMPILE_LIMIT
+    # Static shapes, as a process of one model and batch size compiles them.
+    # By default the second compile of a function at new shapes makes them
+    # symbolic, and Keras' LeNet on PyTorch then failed to compile after
+    # ffn in the same process ("cannot determine truth value of Relational").
+    config.automatic_dynamic_shapes = False
     return {
-        "torch_recompile_limit": torch._dynamo.config.recompile_limit,
+        "torch_recompile_limit": config.recompile_limit,
+        "torch_automatic_dynamic_shapes": config.automatic_dynamic_shapes,
         "inductor_cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
     }
 

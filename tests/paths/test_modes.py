@@ -97,3 +97,24 @@ def test_a_run_times_modes_unpaired_and_reports_them(tmp_path: Path) -> None:
     assert "execution modes" in text
     assert "layerjit" in text
     assert "eager" in text
+
+
+def test_one_compiling_worker_checks_one_model_after_another(tmp_path: Path) -> None:
+    # With PyTorch's automatic dynamic shapes, Keras' LeNet failed to compile
+    # in a process that had compiled ffn ("cannot determine truth value of
+    # Relational"); the worker pins static shapes (workers.numerics).
+    lines: list[str] = []
+    with Checker(["keras-torch@compile"]) as checker:
+        verdicts = verify(
+            ["ffn", "lenet"],
+            ["keras-torch@compile"],
+            tmp_path,
+            log=lines.append,
+            checker=checker,
+        )
+        pinned = checker.workers["keras-torch@compile"].platform["numerics"]
+    assert pinned["torch_automatic_dynamic_shapes"] is False
+    assert verdicts == {
+        "ffn": {"keras-torch@compile": "pass"},
+        "lenet": {"keras-torch@compile": "pass"},
+    }, lines
