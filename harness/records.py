@@ -353,6 +353,9 @@ POOLED_KEYS = (
 # Settings that differ between the processes of one cell by design: the seed
 # of a paired process' block order (``workers.messages.Paired.seed``).
 PER_PROCESS_SETTINGS = ("seed",)
+# Numeric settings that name something of one process: the empty compile
+# cache every worker starts with (``workers.numerics.pin_compiler``).
+PER_PROCESS_NUMERICS = ("inductor_cache_dir",)
 
 
 def environment(record: Record) -> dict[str, Any]:
@@ -361,6 +364,11 @@ def environment(record: Record) -> dict[str, Any]:
     found = {
         f"platform.{k}": record.platform[k] for k in POOLED_KEYS if k in record.platform
     }
+    numerics = found.get("platform.numerics")
+    if isinstance(numerics, dict):
+        found["platform.numerics"] = {
+            k: v for k, v in numerics.items() if k not in PER_PROCESS_NUMERICS
+        }
     settings = {
         k: v for k, v in record.settings.items() if k not in PER_PROCESS_SETTINGS
     }

@@ -238,6 +238,19 @@ def test_records_from_different_environments_are_not_pooled(
     )
     assert records.pooling_conflict(records.read(same)) is None
     assert cell_rows(records.read(same))[0]["n"] == 3
+    # every worker's own empty compile cache is no difference; another
+    # numeric setting is
+    caches = [
+        _timed(
+            "native-torch",
+            "train",
+            [0.001],
+            platform={**env, "numerics": {"inductor_cache_dir": f"/tmp/c{i}", **more}},
+        )
+        for i, more in enumerate([{}, {}, {"torch_automatic_dynamic_shapes": True}])
+    ]
+    assert records.pooling_conflict(caches[:2]) is None
+    assert "torch_automatic_dynamic_shapes" in (records.pooling_conflict(caches) or "")
 
     for key, value in [
         ("git_revision", "def"),

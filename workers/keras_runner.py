@@ -113,6 +113,19 @@ class KerasRunner:
             )
         )
         model.compile(optimizer=optimizer, loss=self._loss_fn(), **self.compile_args)
+        self._check_mode(model, spec)
+        return model
+
+    def _in_mode(self, model: Any, spec: ModelSpec) -> Any:
+        """``model`` (built, not compiled for training) set to run ``predict``
+        and ``predict_on_batch`` in this path's mode; in a default mode it is
+        left as it is, with Keras' own defaults."""
+        if self.compile_args:
+            model.compile(**self.compile_args)
+            self._check_mode(model, spec)
+        return model
+
+    def _check_mode(self, model: Any, spec: ModelSpec) -> None:
         if self.compile_args.get("jit_compile") and not model.jit_compile:
             # Keras falls back to no compilation with a warning; a mode path
             # must not be timed as something it is not.
@@ -120,7 +133,6 @@ class KerasRunner:
                 f"Keras refused jit_compile=True for {spec.name} on {self.backend} "
                 f"(mode {self.mode!r}), so this mode cannot run it"
             )
-        return model
 
     def trainer(
         self,
@@ -187,7 +199,7 @@ class KerasRunner:
         """``run()``: one ``predict`` over all resident batches (returns NumPy,
         so the work is finished when it returns); ``run.nonfinite()``: whether
         the last call's outputs hold NaN or inf."""
-        model = self._model(spec, weights, xs[0])
+        model = self._in_mode(self._model(spec, weights, xs[0]), spec)
         if self.level != "fit":
             return keras_levels.predictor(self.keras, self.level, model, xs)
         batch = xs.shape[1]
@@ -213,8 +225,7 @@ class KerasRunner:
         probe = self.keras.Model(
             model.inputs, [model.get_layer(n).output for n in names]
         )
-        if "jit_compile" in self.compile_args:  # the layers as the mode runs them
-            probe.jit_compile = self.compile_args["jit_compile"]
+        self._in_mode(probe, spec)  # the layers as the mode runs them
         outputs = probe.predict_on_batch(x)
         return {n: np.asarray(a) for n, a in zip(names, outputs, strict=True)}, None
 
