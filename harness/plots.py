@@ -199,6 +199,7 @@ def _modes(plt: Any, recs: list[Record], out: Path) -> list[Path]:
                 ax.set_yticks(range(len(order)), names, fontsize="small")
                 ax.invert_yaxis()
                 ax.set_xscale("log")
+                ax.tick_params(axis="x", which="minor", labelbottom=False)
                 ax.set_title(title, fontsize="medium")
         fig.suptitle(f"{model}: execution modes (* fastest verified mode)")
         written.append(_save(plt, fig, out / f"modes-{model}.png"))
