@@ -146,11 +146,6 @@ def get_path(path_id: str) -> PathInfo:
     return found
 
 
-def mode_label(path: PathInfo) -> str:
-    """``"<base> <mode>"``: how reports name a path and its mode."""
-    return f"{path.base} {path.mode}"
-
-
 def levels_of(framework: str) -> list[str]:
     """The paths ``harness explain`` times for ``framework``, top level
     first: Keras ``fit``, ``resident``, ``step``, then the native path; for a
