@@ -249,9 +249,11 @@ def _fake_python(tmp_path: Path, body: str) -> str:
 def test_a_real_sigint_to_the_process_group_ends_in_one_line(tmp_path: Path) -> None:
     """Ctrl-C in a terminal signals the whole process group, workers included."""
     answer = '{"status": "ok", "result": {"first_step_s": 0.1, "step_s": [0.01]}}'
+    asked = tmp_path / "asked"  # the worker has the second cell's request
     fake = _fake_python(
         tmp_path,
-        f"echo '{READY}'\nread line\necho '{answer}'\nread line\nexec sleep 60",
+        f"echo '{READY}'\nread line\necho '{answer}'\nread line\n"
+        f"touch {asked}\nexec sleep 60",
     )
     results = tmp_path / "results"
     env = {**os.environ, "HARNESS_PYTHON_TORCH": fake, "PYTHONPATH": str(PROJECT_ROOT)}
@@ -266,12 +268,10 @@ def test_a_real_sigint_to_the_process_group_ends_in_one_line(tmp_path: Path) -> 
         start_new_session=True,  # a process group of its own, as in a terminal
     )
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # until the first cell's record is in
-        found = list(results.glob("run-*.jsonl"))
-        if found and found[0].read_text().count("\n") == 1:
-            break
-        time.sleep(0.1)
-    time.sleep(0.5)  # the second cell is under way, its worker asleep
+    while time.monotonic() < deadline and not asked.exists():
+        time.sleep(0.1)  # until the second cell is under way, its worker asleep
+    time.sleep(0.2)  # the worker's shell has become sleep
+    found = list(results.glob("run-*.jsonl"))
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
