@@ -226,8 +226,13 @@ def test_ctrl_c_before_anything_was_measured(
 
 
 _SIGINT_RUN = """
+import signal
 import sys
 import harness.run
+
+# Ctrl-C as in a terminal: a test run started in the background of a shell
+# inherits SIGINT ignored, which Python (and so its workers) would keep.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from harness.__main__ import main
 
 def verify(models, paths, *args, **kwargs):
