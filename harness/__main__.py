@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from harness.profiles import PROFILES, Profile, get_profile
 from workers.paths import MODE_PATHS, PATHS, PHASES, integer, parse_list
@@ -51,6 +52,8 @@ def _parser() -> argparse.ArgumentParser:
         help="make a native path's paired blocks slower by FACTOR (e.g. "
         "native-torch:1.05), to check that report --compare catches a known change",
     )
+    _cluster_arguments(run_p)
+    _unit_parsers(commands)
     floors_p = commands.add_parser(
         "floors", help="time each native path against its framework's idiomatic step"
     )
@@ -148,7 +151,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     rep_p.add_argument(
         "--table",
-        choices=("overhead", "cells"),
+        choices=("overhead", "cells", "machines"),
         default="overhead",
         help="which table csv and json print",
     )
@@ -158,6 +161,14 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         metavar=("OLD", "NEW"),
         help="test every cell timed in both records files for a change",
+    )
+    rep_p.add_argument(
+        "--machines",
+        nargs="+",
+        type=Path,
+        metavar="RESULTS",
+        help="records files or results folders (each one's newest run) of at "
+        "least two machines, shown side by side",
     )
     rep_p.add_argument(
         "--plots",
@@ -173,6 +184,95 @@ def _parser() -> argparse.ArgumentParser:
         "failed, diverged or were not timed is printed)",
     )
     return parser
+
+
+def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """``run``'s choice of executor."""
+    parser.add_argument(
+        "--executor",
+        choices=("local", "slurm"),
+        default="local",
+        help="local (default): here, one unit after another; slurm: a job "
+        "array through submitit, one exclusive node per unit",
+    )
+    parser.add_argument(
+        "--partition", default=None, help="--executor slurm: the Slurm partition"
+    )
+    parser.add_argument(
+        "--max-parallel",
+        type=integer,
+        default=None,
+        help="--executor slurm: at most this many units at once (default 4)",
+    )
+
+
+def _unit_parsers(commands: Any) -> None:
+    """``plan``, ``run-cell`` and ``gate``: a run taken apart into units."""
+    plan_p = commands.add_parser(
+        "plan", help="write the numbered units of a run (what run-cell runs)"
+    )
+    _selection_arguments(plan_p)
+    plan_p.add_argument("--out", type=Path, required=True, help="the plan (JSON)")
+    plan_p.add_argument(
+        "--allow-unverified",
+        action="store_true",
+        help="its units time paths without a passing verdict too",
+    )
+    plan_p.add_argument(
+        "--list", action="store_true", help="print every unit, one a line"
+    )
+    cell_p = commands.add_parser(
+        "run-cell",
+        help="run one unit of a plan in a fresh worker and append its records",
+    )
+    cell_p.add_argument("plan", type=Path, help="a plan written by harness plan")
+    cell_p.add_argument("index", type=integer, help="the unit's number")
+    cell_p.add_argument("--results", type=Path, default=Path("results"))
+    gate_p = commands.add_parser(
+        "gate", help="the equivalence gate alone: check (or reuse) every verdict"
+    )
+    _selection_arguments(gate_p)
+
+
+def _selection_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--profile",
+        default="default",
+        help=f"one of {list(PROFILES)}, or a blueprint .toml file",
+    )
+    parser.add_argument("--models", default=None, help="default: the profile's")
+    parser.add_argument("--paths", default=None, help="default: the profile's")
+    parser.add_argument("--phases", default=None, help="default: the profile's")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=Path("results"),
+        help="the results folder (default: ./results)",
+    )
+
+
+def _selection(
+    args: argparse.Namespace,
+) -> tuple[Profile, list[str], list[str], list[str]]:
+    """The profile and the models, paths and phases the options select."""
+    profile = get_profile(args.profile)
+    # An option given empty is an empty selection (refused), not the default.
+    models = parse_list(
+        ",".join(profile.models) if args.models is None else args.models,
+        [*MODELS, *VARIANTS],
+        "model",
+    )
+    paths = parse_list(
+        ",".join(profile.paths) if args.paths is None else args.paths,
+        [*PATHS, *MODE_PATHS],
+        "path",
+    )
+    phases = parse_list(
+        ",".join(profile.phases) if args.phases is None else args.phases,
+        PHASES,
+        "phase",
+    )
+    return profile, models, paths, phases
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,53 +294,54 @@ def main(argv: list[str] | None = None) -> int:
 
 def _command(args: argparse.Namespace) -> int:
     """The chosen command; its exit status."""
-    if args.command == "run":
-        profile = get_profile(args.profile)
-        # An option given empty is an empty selection (refused), not the default.
-        models = parse_list(
-            ",".join(profile.models) if args.models is None else args.models,
-            [*MODELS, *VARIANTS],
-            "model",
-        )
-        paths = parse_list(
-            ",".join(profile.paths) if args.paths is None else args.paths,
-            [*PATHS, *MODE_PATHS],
-            "path",
-        )
-        phases = parse_list(
-            ",".join(profile.phases) if args.phases is None else args.phases,
-            PHASES,
-            "phase",
-        )
-        return _run(args, profile, models, paths, phases)
-    if args.command == "floors":
-        from harness.floors import floors, native_frameworks, render
+    commands = {
+        "run": lambda: _run(args, *_selection(args)),
+        "plan": lambda: _units(args),
+        "run-cell": lambda: _units(args),
+        "gate": lambda: _units(args),
+        "floors": lambda: _floors(args),
+        "explain": lambda: _explain(args),
+        "ops": lambda: _ops(args),
+        "selfcheck": lambda: _selfcheck(args),
+    }
+    return commands.get(args.command, lambda: _report(args))()
 
-        if not 1 <= args.runs <= 1000:
-            raise ValueError("--runs must be an integer from 1 to 1000")
-        out, rows = floors(
-            get_profile(args.profile),
-            models=parse_list(args.models, [*MODELS, *VARIANTS], "model"),
-            frameworks=parse_list(args.frameworks, native_frameworks(), "framework"),
-            results_dir=args.results,
-            runs=args.runs,
-        )
-        print(render(rows))
-        print(f"records written to {out}")
-        return 0
-    if args.command == "explain":
-        return _explain(args)
-    if args.command == "ops":
-        return _ops(args)
-    if args.command == "selfcheck":
-        from tabulate import tabulate
 
-        from harness.selfcheck import selfcheck
+def _units(args: argparse.Namespace) -> int:
+    """``plan``, ``run-cell`` and ``gate`` (``harness.units_cli``)."""
+    from harness.units_cli import gate, plan, run_cell
 
-        rows = selfcheck(args.results)
-        print(tabulate(rows, headers="keys"))
-        return 0 if rows and all(r["verdict"] == "ok" for r in rows) else 1
-    return _report(args)
+    if args.command == "run-cell":
+        return run_cell(args.plan, args.index, args.results)
+    command = {"plan": plan, "gate": gate}[args.command]
+    return command(args, *_selection(args))
+
+
+def _floors(args: argparse.Namespace) -> int:
+    from harness.floors import floors, native_frameworks, render
+
+    if not 1 <= args.runs <= 1000:
+        raise ValueError("--runs must be an integer from 1 to 1000")
+    out, rows = floors(
+        get_profile(args.profile),
+        models=parse_list(args.models, [*MODELS, *VARIANTS], "model"),
+        frameworks=parse_list(args.frameworks, native_frameworks(), "framework"),
+        results_dir=args.results,
+        runs=args.runs,
+    )
+    print(render(rows))
+    print(f"records written to {out}")
+    return 0
+
+
+def _selfcheck(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
+    from harness.selfcheck import selfcheck
+
+    rows = selfcheck(args.results)
+    print(tabulate(rows, headers="keys"))
+    return 0 if rows and all(r["verdict"] == "ok" for r in rows) else 1
 
 
 def _run(
@@ -256,6 +357,17 @@ def _run(
     from harness.records import outcome, read
     from harness.run import RunStoppedError, run
 
+    executor = None
+    if args.executor == "slurm":
+        from harness.slurm import Slurm
+
+        if not args.partition:
+            raise ValueError("--executor slurm needs --partition NAME")
+        if args.max_parallel is not None and not 1 <= args.max_parallel <= 10_000:
+            raise ValueError("--max-parallel must be an integer from 1 to 10000")
+        executor = Slurm(args.partition, max_parallel=args.max_parallel or 4)
+    elif args.partition is not None or args.max_parallel is not None:
+        raise ValueError("--partition and --max-parallel go with --executor slurm")
     try:
         out = run(
             profile,
@@ -266,6 +378,7 @@ def _run(
             allow_unverified=args.allow_unverified,
             resume=args.resume,
             slowdown=_slowdowns(args.inject_slowdown),
+            executor=executor,
         )
     except RunStoppedError as stop:
         print(f"{'' if stop.exit_code == 130 else 'error: '}{stop}", file=sys.stderr)
@@ -430,7 +543,8 @@ def _operators(results: Path) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    """The ``report`` command: tables, a comparison of two runs, or plots.
+    """The ``report`` command: tables, a comparison of two runs or of several
+    machines, or plots.
 
     Raises ValueError or FileNotFoundError for anything the user can fix."""
     from harness.records import outcome
@@ -438,10 +552,20 @@ def _report(args: argparse.Namespace) -> int:
         compare_report,
         latest_run,
         load,
+        machines_report,
+        plots_by_machine,
         render_report,
         report,
     )
 
+    if args.machines:
+        if args.records or args.compare or args.plots or args.check:
+            raise ValueError(
+                "--machines takes its result sets alone; drop the records file, "
+                "--compare, --plots and --check"
+            )
+        print(machines_report(args.machines, args.format, args.table))
+        return 0
     if args.compare:
         if args.records or args.plots or args.check:
             raise ValueError(
@@ -453,14 +577,12 @@ def _report(args: argparse.Namespace) -> int:
         return 0
     records_path = args.records or latest_run(args.results)
     if args.plots:
-        from harness.plots import write_plots
-
         if args.plots.exists() and not args.plots.is_dir():
             raise ValueError(f"--plots {args.plots} is a file; give a folder")
 
         recs = load(records_path)
         try:
-            written = write_plots(recs, args.plots)
+            written = plots_by_machine(recs, args.plots)
         except ImportError:
             raise ValueError(
                 "plots need matplotlib, which is not installed; install the "

@@ -5,9 +5,12 @@ record of the cell, one record per fresh-process repeat: seconds per training
 step (each entry of ``values["step_s"]``, one per process under the current
 protocol) or seconds per inference mini-batch (the record's median over its
 time window), so both phases read the same way.  Records are pooled only when
-their environments agree (machine, code revision, library versions, thread and
+their environments agree (machine: its name, CPU, cores, memory and
+accelerator, not its hostname; code revision, library versions, thread and
 numeric settings, requested settings: ``harness.records.POOLED_KEYS``); records
-that differ are refused with the first difference.
+that differ are refused with the first difference.  Records of several
+machines are grouped by machine first (``harness.machines.group``) and shown
+side by side (:func:`machine_cell_rows`, :func:`machine_overhead_rows`).
 
 Every number the report prints and the plots draw is computed here, from typed
 records (:class:`harness.records.Record`): the cell rows (median, spread — IQR,
@@ -25,12 +28,13 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from harness import paired, stats
+from harness.machines import NAME_VARIABLE
 from harness.pairing import standings
 from harness.records import Record, final, pooling_conflict
 from workers.paths import PATHS
@@ -153,10 +157,16 @@ def cells(recs: Iterable[Record]) -> dict[CellKey, Cell]:
         conflict = pooling_conflict(group)
         if conflict:
             model, path, phase, batch = key
+            # One name for two machines: the fix is a name, not another report.
+            hint = (
+                f"; give different machines different {NAME_VARIABLE} names"
+                if conflict.startswith("platform.machine.")
+                else ""
+            )
             raise ValueError(
                 f"refusing to pool the records of {model} {path} {phase} b{batch}: "
                 f"their environments differ in {conflict}; report the runs "
-                "separately (or compare them with --compare)"
+                f"separately (or compare them with --compare){hint}"
             )
     return {k: Cell(*k, records=tuple(v)) for k, v in grouped.items()}
 
@@ -385,6 +395,86 @@ def compare_pair_rows(
                 "verdict": verdict,
             }
         )
+    return rows
+
+
+def machine_cell_rows(
+    groups: Mapping[str, Sequence[Record]],
+) -> list[dict[str, Any]]:
+    """One row per cell any machine timed, in first-seen order: per machine
+    (``groups``: records by machine name, the first the reference) the median
+    in ms with its bootstrap 95% CI, and each further machine's median over
+    the first's (``B/A``); None where a machine has no time for the cell."""
+    per = {name: cells(recs) for name, recs in groups.items()}
+    names = list(per)
+    rows = []
+    for key in dict.fromkeys(k for found in per.values() for k in found):
+        model, path, phase, batch = key
+        row: dict[str, Any] = {
+            "model": model,
+            "path": path,
+            "phase": phase,
+            "batch_size": batch,
+        }
+        reference = _summary(per[names[0]].get(key))
+        for name in names:
+            s = _summary(per[name].get(key))
+            row[f"{name}_ms"] = _ms(s.median if s else None)
+            row[f"{name}_ci_low_ms"] = _ms(s.ci_low if s else None)
+            row[f"{name}_ci_high_ms"] = _ms(s.ci_high if s else None)
+            if name != names[0]:
+                row[f"{name}/{names[0]}"] = (
+                    round(s.median / reference.median, 3)
+                    if s and reference and reference.median > 0
+                    else None
+                )
+        found = [(n, c) for n in names if (c := per[n].get(key)) is not None]
+        row["status"] = (
+            "; ".join(f"{n}: {c.status}" for n, c in found if c.status != "ok") or None
+        )
+        row["mark"] = "unverified" if any(c.unverified for _, c in found) else None
+        rows.append(row)
+    return rows
+
+
+def _summary(cell: Cell | None) -> stats.Summary | None:
+    return cell.summary if cell else None
+
+
+def machine_overhead_rows(
+    groups: Mapping[str, Sequence[Record]],
+) -> list[dict[str, Any]]:
+    """Per model, framework, phase and batch size any machine has a Keras/native
+    ratio for: each machine's ratio with its 95% CI (the :func:`overhead_rows`
+    of its records alone); None where it has none."""
+    per = {
+        name: {
+            (r["model"], r["framework"], r["phase"], r["batch_size"]): r
+            for r in overhead_rows(recs)
+        }
+        for name, recs in groups.items()
+    }
+    keys = sorted(
+        {k for found in per.values() for k in found},
+        key=lambda k: (k[0], k[2], k[1], k[3]),
+    )
+    rows = []
+    for model, framework, phase, batch in keys:
+        row: dict[str, Any] = {
+            "model": model,
+            "framework": framework,
+            "phase": phase,
+            "batch_size": batch,
+        }
+        marked = False
+        for name, found in per.items():
+            r = found.get((model, framework, phase, batch), {})
+            for column in ("overhead", "overhead_ci_low", "overhead_ci_high"):
+                row[f"{name}_{column}"] = r.get(column)
+            marked = marked or r.get("mark") == "unverified"
+        row["mark"] = "unverified" if marked else None
+        if any(row[f"{name}_overhead"] is not None for name in per):
+            rows.append(row)
     return rows
 
 

@@ -119,7 +119,11 @@ def library_versions(python: str) -> dict[str, str | None]:
     )
     try:
         done = subprocess.run(
-            [python, "-c", script], capture_output=True, text=True, check=True
+            [python, "-c", script],
+            capture_output=True,
+            text=True,
+            check=True,
+            stdin=subprocess.DEVNULL,
         )
         versions: dict[str, str | None] = json.loads(done.stdout)
     except (OSError, subprocess.CalledProcessError, ValueError) as exc:
@@ -387,6 +391,66 @@ def _where(reports: list[ModelReport], path: str) -> str | None:
     return None
 
 
+def _key_inputs(
+    paths: list[str],
+) -> tuple[list[str], str, dict[str, dict[str, str | None]]]:
+    """Every path a verdict depends on, the sources digest and the library
+    versions of every environment, by interpreter."""
+    known = [*PATHS, *(p for p in paths if p not in PATHS)]
+    versions = {
+        python: library_versions(python)
+        for python in {interpreter(p.framework) for p in PATHS.values()}
+    }
+    return known, sources_digest(), versions
+
+
+def _model_keys(
+    model: str,
+    known: list[str],
+    weights_sha: str,
+    inputs: tuple[str, dict[str, dict[str, str | None]]],
+    faults: Mapping[str, str],
+) -> dict[str, str]:
+    sources, versions = inputs
+    reference = versions[interpreter(get_path(REFERENCE_PATH).framework)]
+    return {
+        p: verdict_key(
+            model,
+            p,
+            weights_sha,
+            sources,
+            versions[interpreter(get_path(p).framework)],
+            faults=faults,
+            reference_versions=reference,
+        )
+        for p in known
+    }
+
+
+def verdict_keys(
+    models: list[str], paths: list[str], results_dir: Path, *, weights_seed: int = 0
+) -> dict[str, dict[str, str]]:
+    """The key each (model, path) verdict has in this environment (this code,
+    these libraries, the canonical weights), without checking anything:
+    what a plan records and ``run-cell`` computes again where it runs."""
+    known, sources, versions = _key_inputs(paths)
+    out = {}
+    for model in models:
+        _, weights_sha = checked_weights(
+            get_spec(model), weights_seed, results_dir / "cache"
+        )
+        keys = _model_keys(model, known, weights_sha, (sources, versions), {})
+        out[model] = {p: keys[p] for p in paths}
+    return out
+
+
+def cached_verdict(results_dir: Path, key: str) -> tuple[str, str | None] | None:
+    """The verdict cached under ``key`` in ``results_dir`` and its reason;
+    None when there is none."""
+    entry = _load(results_dir / CACHE_NAME, lambda line: None).get(key)
+    return None if entry is None else (entry["verdict"], entry.get("reason"))
+
+
 def verify(
     models: list[str],
     paths: list[str],
@@ -397,6 +461,7 @@ def verify(
     log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
     faults: Mapping[str, str] | None = None,
     checker: Checker | None = None,
+    keys_out: dict[str, dict[str, str]] | None = None,
 ) -> dict[str, dict[str, str]]:
     """The verdict of every (model, path) in ``paths``: cached where still
     valid, else checked now against every known path, and a passing path's
@@ -404,19 +469,15 @@ def verify(
 
     For tests: ``faults`` injects deliberate faults (``native.faults``) by
     path; ``checker``, an open ``Checker`` to check with (left open; by
-    default the gate starts one for every known path and closes it)."""
+    default the gate starts one for every known path and closes it).
+    ``keys_out`` is filled with every verdict's cache key, by model and path
+    (what ``harness.cells`` plans with)."""
     faults = dict(faults or {})
     # Every path of the benchmark, and any level path asked for
     # (``workers.paths.LEVEL_PATHS``, which only ``harness explain`` times).
-    known = [*PATHS, *(p for p in paths if p not in PATHS)]
+    known, sources, versions = _key_inputs(paths)
     cache_file = results_dir / CACHE_NAME
     entries = _load(cache_file, log)
-    sources = sources_digest()
-    versions = {
-        python: library_versions(python)
-        for python in {interpreter(p.framework) for p in PATHS.values()}
-    }
-    reference_framework = get_path(REFERENCE_PATH).framework
     weights_dir = results_dir / "cache"
     verdicts: dict[str, dict[str, str]] = {}
     own = checker is None
@@ -425,18 +486,9 @@ def verify(
             weights, weights_sha = checked_weights(
                 get_spec(model), weights_seed, weights_dir
             )
-            keys = {
-                p: verdict_key(
-                    model,
-                    p,
-                    weights_sha,
-                    sources,
-                    versions[interpreter(get_path(p).framework)],
-                    faults=faults,
-                    reference_versions=versions[interpreter(reference_framework)],
-                )
-                for p in known
-            }
+            keys = _model_keys(model, known, weights_sha, (sources, versions), faults)
+            if keys_out is not None:
+                keys_out[model] = {p: keys[p] for p in paths}
             if all(keys[p] in entries for p in paths):
                 verdicts[model] = {p: entries[keys[p]]["verdict"] for p in paths}
                 log(f"equivalence {model}: cached verdicts still valid")

@@ -41,6 +41,7 @@ class PairCell:
     framework: str
     phase: str
     batch_size: int
+    threads: int | None = None  # a thread sweep's count; None: the profile's
 
     @property
     def keras(self) -> str:
@@ -51,8 +52,10 @@ class PairCell:
         return f"native-{self.framework}"
 
     def name(self) -> str:
+        threads = "" if self.threads is None else f" t{self.threads}"
         return (
             f"{self.model} {self.keras}|{self.native} {self.phase} b{self.batch_size}"
+            f"{threads}"
         )
 
 
@@ -89,7 +92,14 @@ def standings(recs: list[records.Record]) -> dict[PairCell, Standing]:
     by_process: dict[tuple[PairCell, int], dict[str, records.Record]] = {}
     for r in records.final(recs):
         if r.status == "ok" and isinstance(r.values.get("partner"), str):
-            cell = PairCell(r.model, r.framework, r.phase, r.batch_size)
+            threads = r.settings.get("threads")
+            cell = PairCell(
+                r.model,
+                r.framework,
+                r.phase,
+                r.batch_size,
+                threads if isinstance(threads, int) else None,
+            )
             by_process.setdefault((cell, r.repeat), {})[r.api] = r
     out: dict[PairCell, Standing] = {}
     for (cell, repeat), both in sorted(by_process.items(), key=lambda item: item[0][1]):

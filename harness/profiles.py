@@ -282,6 +282,20 @@ class Profile(_Schema):
         description="framework thread pools, intra_op and inter_op; auto: "
         "workers.launch.thread_environment decides",
     )
+    thread_counts: (
+        Literal["sweep"]
+        | Annotated[
+            tuple[Annotated[int, Field(ge=1, le=4096)], ...],
+            Field(min_length=1, max_length=64),
+            _DistinctList(),
+        ]
+        | None
+    ) = Field(
+        None,
+        description="a thread axis: every cell once per count, its worker "
+        "pinned to that many CPUs with that many intra-op threads; "
+        '"sweep": 1, 2, 4, ... and all cores; unset: [threads] only',
+    )
     base: Settings = Field(
         alias="settings", description="[settings]: every model's settings"
     )
@@ -301,6 +315,8 @@ class Profile(_Schema):
         content = self.model_dump(
             mode="json", exclude={"name", "description", "base", "per_model"}
         )
+        if content["thread_counts"] is None:  # as digests were before the axis
+            del content["thread_counts"]
         content["settings"] = {
             model: self.settings(model).model_dump(mode="json")
             for model in ["*", *self.per_model]  # "*": no model's replacements

@@ -15,7 +15,12 @@ Schema history:
 - 4: ``profile_digest`` (the SHA-256 of the profile's resolved settings, so
   ``--resume`` compares profiles by content, not by name); status
   ``diverged`` for a cell whose run produced NaN or inf (loss, parameters or
-  outputs; ``error`` says which), which is never ``ok``.
+  outputs; ``error`` says which), which is never ``ok``.  Later, still
+  version 4 because the key is optional: ``platform["machine"]``
+  (:func:`harness.machines.identity`: the machine's name, from
+  ``HARNESS_MACHINE`` or the short hostname, its CPU model, cores, memory and
+  accelerator).  Records are pooled on it instead of the hostname; a record
+  without it goes by its hostname's name.
 
 :func:`read` returns typed :class:`Record` objects: records of versions 1 to
 ``SCHEMA_VERSION`` are read (the fields an older version lacks take the
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import platform
@@ -44,6 +50,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from harness import machines
 
 SCHEMA_VERSION = 4
 
@@ -89,22 +97,27 @@ def append(path: Path, record: Record) -> None:
     limit) or fails is undone (the file is cut back to its length before) and
     raises :class:`RecordsWriteError` naming the file, so no record is ever
     reported as measured and then silently missing.  Ctrl-C cannot tear a line
-    either: SIGINT waits until the line is written or undone."""
+    either: SIGINT waits until the line is written or undone.  Processes that
+    append to one file at once (cluster tasks) take turns (``fcntl.lockf``)."""
     line = json.dumps(asdict(record), sort_keys=True) + "\n"
     with _signals_held():
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            if _ends_torn(path):
-                line = "\n" + line  # a crash left half a line: never glue onto it
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         except OSError as exc:
             raise RecordsWriteError(
                 f"cannot write records to {path}: {exc.strerror or exc}"
             ) from None
         try:
+            # Several writers may share one file (``harness run-cell`` tasks
+            # of a cluster on one shared folder): a POSIX lock, which NFS
+            # honours, makes each line whole and the torn-line check true.
+            fcntl.lockf(fd, fcntl.LOCK_EX)
+            if _ends_torn(path):
+                line = "\n" + line  # a crash left half a line: never glue onto it
             _write_whole(fd, path, line.encode())
         finally:
-            os.close(fd)
+            os.close(fd)  # releases the lock
 
 
 def _write_whole(fd: int, path: Path, data: bytes) -> None:
@@ -334,8 +347,10 @@ def outcome(recs: Iterable[Record]) -> tuple[Counter[str], str]:
 # What must agree between records before their samples are pooled into one
 # cell: the machine, the code, the libraries, the numeric and thread settings
 # and what was asked for.  Measured quantities (the matmul peak) may differ.
+# The machine is compared by what it is (``machines.POOLED``), not by its
+# hostname, so that the nodes of one machine type named alike pool.
 POOLED_KEYS = (
-    "hostname",
+    "machine",
     "cpu_model",
     "cpu_count",
     "os",
@@ -360,9 +375,16 @@ PER_PROCESS_NUMERICS = ("inductor_cache_dir",)
 
 def environment(record: Record) -> dict[str, Any]:
     """The parts of a record's environment that ``POOLED_KEYS`` names, and its
-    settings (steps, window...), as ``platform.<key>`` / ``settings``."""
+    settings (steps, window...), as ``platform.<key>`` / ``settings``; the
+    machine as ``platform.machine.<key>`` for each of ``machines.POOLED``
+    (records without an identity: the name of their hostname)."""
     found = {
-        f"platform.{k}": record.platform[k] for k in POOLED_KEYS if k in record.platform
+        f"platform.machine.{k}": v for k, v in machines.pooled(record.platform).items()
+    }
+    found |= {
+        f"platform.{k}": record.platform[k]
+        for k in POOLED_KEYS
+        if k in record.platform and k != "machine"
     }
     numerics = found.get("platform.numerics")
     if isinstance(numerics, dict):
@@ -392,13 +414,16 @@ def pooling_conflict(recs: Iterable[Record]) -> str | None:
 
 
 def host_platform() -> dict[str, Any]:
-    """What the orchestrator can tell about the machine, without any framework."""
+    """What the orchestrator can tell about the machine, without any framework.
+
+    Raises ValueError for a ``HARNESS_MACHINE`` that is no machine name."""
     return {
+        "machine": machines.identity(),
         "python": platform.python_version(),
         "orchestrator_python": sys.executable,
         "hostname": socket.gethostname(),
         "os": platform.platform(),
-        "cpu_model": _cpu_model(),
+        "cpu_model": machines.cpu_model(),
         "cpu_count": os.cpu_count(),
         "git_revision": _git_revision(),
         "thread_env": {
@@ -406,16 +431,6 @@ def host_platform() -> dict[str, Any]:
             for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
         },
     }
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _git_revision() -> str:

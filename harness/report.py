@@ -16,6 +16,14 @@ passing equivalence verdict is marked ``unverified`` in every row it enters.
 
 ``--compare OLD NEW`` tests every cell present in both files for a change
 (see :mod:`harness.stats` for the test and its limits).
+
+Samples are pooled only within one machine (:mod:`harness.machines`).  A
+records file that holds several machines (a cluster run on different node
+types) gets each machine's tables under a heading naming it, then the
+machines side by side; ``--machines A B ...`` shows the result sets of
+several machines side by side: what each machine is, every cell's median per
+machine with its ratio to the first machine's, and the Keras/native overhead
+ratios per machine.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,11 +43,15 @@ from harness.analysis import (
     PAIRED_ALPHA,
     busy_cells,
     cell_rows,
+    cells,
     compare_pair_rows,
     compare_rows,
+    machine_cell_rows,
+    machine_overhead_rows,
     overhead_rows,
     run_to_run,
 )
+from harness.machines import describe, group, name_of
 from harness.records import Record, scan
 from workers.resources import CONTENDED_CORES, CONTENDED_STEAL
 
@@ -108,9 +121,10 @@ def _drop_empty_columns(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: r[k] for k in keep} for r in rows]
 
 
-def render(rows: list[dict[str, Any]], fmt: str) -> str:
+def render(rows: list[dict[str, Any]], fmt: str, missing: str = "—") -> str:
     """Rows as JSON, CSV (every column, machine-readable), or a plain-text or
-    GitHub Markdown table (CIs joined, empty columns dropped)."""
+    GitHub Markdown table (CIs joined, empty columns dropped, an empty cell
+    shown as ``missing``)."""
     if fmt == "json":
         return json.dumps(rows, indent=2)
     if fmt == "csv":
@@ -123,7 +137,7 @@ def render(rows: list[dict[str, Any]], fmt: str) -> str:
     table: str = tabulate(
         shown,
         headers="keys",
-        missingval="—",
+        missingval=missing,
         floatfmt="g",
         tablefmt="github" if fmt == "markdown" else "simple",
     )
@@ -136,37 +150,71 @@ def _section(title: str, body: str, fmt: str) -> str:
 
 def report(records_path: Path, fmt: str, table: str) -> str:
     """The report of one records file: both tables for ``table`` and
-    ``markdown``, else the ``table`` named (``cells`` or ``overhead``)."""
+    ``markdown``, else the ``table`` named (``cells``, ``overhead`` or
+    ``machines``)."""
     return render_report(records_path, load(records_path), fmt, table)
 
 
 def render_report(records_path: Path, recs: list[Record], fmt: str, table: str) -> str:
-    """:func:`report` of records already loaded from ``records_path``."""
-    if fmt in ("table", "markdown"):
-        return "\n\n".join(
+    """:func:`report` of records already loaded from ``records_path``; the
+    records of several machines get each machine's tables apart, then side by
+    side (csv and json: the ``table`` named, with a ``machine`` column)."""
+    groups = group(recs)
+    if fmt not in ("table", "markdown"):
+        if table == "machines":
+            return render([describe(name, mine) for name, mine in groups.items()], fmt)
+        rows_of = cell_rows if table == "cells" else overhead_rows
+        if len(groups) == 1:
+            return render(rows_of(recs), fmt)
+        return render(
             [
-                f"records: {records_path}",
-                _section(
-                    "cells (time: ms per training step or per inference "
-                    "mini-batch; median, IQR and bootstrap 95% CI of the median "
-                    "over every timed repeat)",
-                    render(cell_rows(recs), fmt),
-                    fmt,
-                ),
-                _section(
-                    "Keras over native (overhead: paired cells, the Hodges-Lehmann "
-                    "estimate of the block pairs' Keras/native ratio with a "
-                    "bootstrap 95% CI over processes and blocks; unpaired ones, "
-                    "keras_ms / native_ms)",
-                    render(overhead_rows(recs), fmt),
-                    fmt,
-                ),
-                *_modes_section(recs, fmt),
-                "\n".join(_machine_notes(records_path, recs)),
-            ]
+                {"machine": name, **row}
+                for name, mine in groups.items()
+                for row in rows_of(mine)
+            ],
+            fmt,
         )
-    rows = cell_rows(recs) if table == "cells" else overhead_rows(recs)
-    return render(rows, fmt)
+    if len(groups) == 1:
+        return "\n\n".join(
+            [f"records: {records_path}", *_tables(records_path, recs, fmt)]
+        )
+    sections = [
+        f"records: {records_path} ({len(groups)} machines: "
+        f"{', '.join(groups)}; each one's tables apart, then side by side)"
+    ]
+    for name, mine in groups.items():
+        sections.append(_heading(f"machine {name}", fmt))
+        sections += [s for s in _tables(records_path, mine, fmt) if s]
+    return "\n\n".join(sections + _side_by_side(groups, fmt))
+
+
+def _heading(title: str, fmt: str) -> str:
+    """A heading above a machine's sections, one level above theirs."""
+    return f"# {title}" if fmt == "markdown" else f"{title}\n{'=' * len(title)}"
+
+
+def _tables(records_path: Path, recs: list[Record], fmt: str) -> list[str]:
+    """The sections of one machine's report: its cells, its Keras/native
+    ratios, its execution modes where timed, and the notes about it."""
+    return [
+        _section(
+            "cells (time: ms per training step or per inference "
+            "mini-batch; median, IQR and bootstrap 95% CI of the median "
+            "over every timed repeat)",
+            render(cell_rows(recs), fmt),
+            fmt,
+        ),
+        _section(
+            "Keras over native (overhead: paired cells, the Hodges-Lehmann "
+            "estimate of the block pairs' Keras/native ratio with a "
+            "bootstrap 95% CI over processes and blocks; unpaired ones, "
+            "keras_ms / native_ms)",
+            render(overhead_rows(recs), fmt),
+            fmt,
+        ),
+        *_modes_section(recs, fmt),
+        "\n".join(_machine_notes(records_path, recs)),
+    ]
 
 
 def _modes_section(recs: list[Record], fmt: str) -> list[str]:
@@ -187,35 +235,143 @@ def _modes_section(recs: list[Record], fmt: str) -> list[str]:
     ]
 
 
+def plots_by_machine(recs: list[Record], out_dir: Path) -> list[Path]:
+    """:func:`harness.plots.write_plots` of the records into ``out_dir``, or,
+    for the records of several machines, each machine's into
+    ``out_dir/machine-<name>``; raises ImportError without matplotlib."""
+    from harness.plots import write_plots
+
+    groups = group(recs)
+    if len(groups) == 1:
+        return write_plots(recs, out_dir)
+    return [
+        path
+        for name, mine in groups.items()
+        for path in write_plots(mine, out_dir / f"machine-{_safe(name)}")
+    ]
+
+
+def _safe(name: str) -> str:
+    """``name`` fit for a folder name (a hand-edited record may hold any)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:64]
+
+
 def _machine_notes(records_path: Path, recs: list[Record]) -> list[str]:
-    """Whether the machine was busy, and how much the ratios of earlier runs
-    of the same machine in the same folder moved from run to run."""
-    notes = []
-    busy = busy_cells(recs)
-    if busy:
-        notes.append(
-            f"BUSY MACHINE: {busy} cells were measured while other processes took "
-            f"more than {CONTENDED_CORES} cores (or the hypervisor stole more than "
-            f"{CONTENDED_STEAL:.0%}); their times and ratios are suspect (column "
-            "busy), measure again on a quiet machine or pin the workers "
-            "(pin_cpus in the blueprint)"
-        )
-    host = next((r.platform.get("hostname") for r in recs), None)
+    """Whether the machine of ``recs`` was busy, and how much the ratios of
+    the runs of the same machine in the same folder moved from run to run."""
+    notes = _busy_note(recs)
+    name = name_of(recs[0])
     runs = []
     for path in sorted(records_path.parent.glob("run-*.jsonl")):
         try:
-            found = scan(path).records
+            found = [r for r in scan(path).records if name_of(r) == name]
         except ValueError:
             continue
-        if found and found[0].platform.get("hostname") == host:
+        if found:
             runs.append(found)
     variation = run_to_run(runs)
     if variation is not None:
         notes.append(
-            f"machine {host}: median run-to-run variation of the paired overhead "
+            f"machine {name}: median run-to-run variation of the paired overhead "
             f"ratios over {len(runs)} runs in {records_path.parent}: {variation:.1%}"
         )
     return notes
+
+
+def _busy_note(recs: list[Record], name: str | None = None) -> list[str]:
+    """A warning when cells of ``recs`` were measured on a busy machine."""
+    busy = busy_cells(recs)
+    if not busy:
+        return []
+    return [
+        f"BUSY MACHINE{f' {name}' if name else ''}: {busy} cells were measured "
+        f"while other processes took more than {CONTENDED_CORES} cores (or the "
+        f"hypervisor stole more than {CONTENDED_STEAL:.0%}); their times and "
+        "ratios are suspect (column busy), measure again on a quiet machine or "
+        "pin the workers (pin_cpus in the blueprint)"
+    ]
+
+
+def _side_by_side(groups: dict[str, list[Record]], fmt: str) -> list[str]:
+    """What each machine is, every cell's time per machine with the ratio to
+    the first machine, and the Keras/native ratios per machine; ``-`` where a
+    machine has no time."""
+    first = next(iter(groups))
+    return [
+        _section(
+            "machines (cores: the logical CPUs the harness could use; frameworks: "
+            "the versions their records name)",
+            render([describe(name, mine) for name, mine in groups.items()], fmt, "-"),
+            fmt,
+        ),
+        _section(
+            "cells side by side (ms per training step or per inference "
+            "mini-batch: median and bootstrap 95% CI of the median per machine; "
+            f"NAME/{first}: that median over {first}'s)",
+            render(machine_cell_rows(groups), fmt, "-"),
+            fmt,
+        ),
+        _section(
+            "Keras over native side by side (each machine's overhead ratio and "
+            "its 95% CI, from its own records as in its Keras over native table)",
+            render(machine_overhead_rows(groups), fmt, "-"),
+            fmt,
+        ),
+    ]
+
+
+def machines_report(sources: list[Path], fmt: str, table: str) -> str:
+    """Several machines side by side, from records files or results folders
+    (each folder's newest ``run-*.jsonl``); csv and json print the ``table``
+    named (``cells``, ``overhead`` or ``machines``) side by side.
+
+    Raises ValueError for a missing file or folder, a folder without runs,
+    records of fewer than two machines, and records of one machine name whose
+    environments differ (``harness.analysis.cells``)."""
+    paths = [_run_file(source) for source in sources]
+    groups = group(r for path in paths for r in load(path))
+    for mine in groups.values():
+        # First: two machines that claim one name are found out here, before
+        # they could pass for one machine.
+        cells(mine)
+    if len(groups) < 2:
+        raise ValueError(
+            f"--machines found one machine ({next(iter(groups))}) in "
+            f"{', '.join(str(p) for p in paths)}; give result sets of at least two "
+            "machines"
+        )
+    if fmt not in ("table", "markdown"):
+        if table == "machines":
+            return render([describe(name, mine) for name, mine in groups.items()], fmt)
+        side_by_side = machine_cell_rows if table == "cells" else machine_overhead_rows
+        return render(side_by_side(groups), fmt)
+    notes = [n for name, mine in groups.items() for n in _busy_note(mine, name)]
+    return "\n\n".join(
+        [
+            "records: " + ", ".join(str(p) for p in paths),
+            *_side_by_side(groups, fmt),
+            *(["\n".join(notes)] if notes else []),
+        ]
+    )
+
+
+def _run_file(source: Path) -> Path:
+    """``source`` when it is a file, its newest ``run-*.jsonl`` when it is a
+    folder; raises ValueError when it is neither or the folder has no run."""
+    if source.is_dir():
+        runs = sorted(source.glob("run-*.jsonl"))
+        if not runs:
+            raise ValueError(
+                f"--machines: {source} holds no run-*.jsonl; give a results folder "
+                "that 'python -m harness run' wrote into, or a records file"
+            )
+        return runs[-1]
+    if not source.is_file():
+        raise ValueError(
+            f"--machines: {source} does not exist; give a records file "
+            "(run-*.jsonl) or a results folder"
+        )
+    return source
 
 
 def _compare_notes(rows: list[dict[str, Any]]) -> list[str]:

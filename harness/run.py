@@ -38,22 +38,39 @@ crashed or timed out is replaced before the next cell.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import statistics
 import sys
 import tempfile
 import time
-import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from harness import pairing, records
+from harness import machines, pairing, records
+from harness.cells import (
+    Cell,
+    Plan,
+    Unit,
+    cell_of,
+    extension,
+    new_plan,
+    plan_file,
+    read_plan,
+    write_plan,
+)
 from harness.flops import step_flops
-from harness.gate import checked_batches, checked_weights, verify
+from harness.gate import (
+    cached_verdict,
+    checked_batches,
+    checked_weights,
+    verdict_keys,
+    verify,
+)
 from harness.peak import measure_matmul_peak
 from harness.profiles import Profile, Settings
 from workers.launch import Worker, thread_environment
@@ -146,31 +163,6 @@ def _request(
     )
 
 
-@dataclass(frozen=True)
-class Cell:
-    model: str
-    path: str
-    phase: str
-    batch_size: int
-
-
-def plan(
-    profile: Profile, models: list[str], paths: list[str], phases: list[str]
-) -> list[Cell]:
-    """Every cell, grouped by model and phase; inference sweeps batch sizes."""
-    cells = []
-    for model in models:
-        spec = get_spec(model)
-        settings = profile.settings(model)
-        batch = settings.batch_size or spec.workload.batch_size
-        for phase in phases:
-            sizes = (
-                settings.infer_batch_sizes or (batch,) if phase == "infer" else (batch,)
-            )
-            cells += [Cell(model, p, phase, b) for b in sizes for p in paths]
-    return cells
-
-
 class RunStoppedError(Exception):
     """The run ended before its last cell (Ctrl-C, or a record that could not
     be written); ``out`` holds every record written before."""
@@ -214,7 +206,7 @@ def _open(
             f"--resume: cannot append to {resume} ({exc.strerror or exc})"
         ) from None
     done: Counter[tuple[Cell, int]] = Counter(
-        (Cell(r.model, r.path, r.phase, r.batch_size), r.repeat)
+        (cell_of(r), r.repeat)
         for r in records.read(resume)
         if r.status in ("ok", "not-timed")
     )
@@ -231,12 +223,15 @@ def run(
     allow_unverified: bool = False,
     resume: Path | None = None,
     slowdown: dict[str, float] | None = None,
+    executor: Executor | None = None,
 ) -> Path:
     """Measure every cell ``repeats`` times; returns the records file.
 
     ``slowdown``: native path -> factor, a deliberate slowdown of that path's
     paired blocks (``--inject-slowdown``), to check that ``report --compare``
-    sees a known change.
+    sees a known change.  ``executor``: what runs the plan's units (default:
+    :class:`Local`, here, one after the other; ``harness.slurm``: a job
+    array).
 
     Raises :class:`RunStoppedError` on Ctrl-C or when a record cannot be written."""
     _writable_folder(results_dir)
@@ -253,11 +248,32 @@ def run(
             results_dir=results_dir,
             allow_unverified=allow_unverified,
             slowdown=slowdown or {},
+            executor=executor or Local(),
         )
     except KeyboardInterrupt:
         raise RunStoppedError("interrupted", out, 130) from None
     except records.RecordsWriteError as exc:
         raise RunStoppedError(str(exc), out, 1) from None
+
+
+class Executor(Protocol):
+    """Runs some units of a plan whose file is written; returns when every
+    one of them has its records in the plan's records file (or has failed
+    for good)."""
+
+    def execute(self, plan: Plan, units: list[Unit], context: RunContext) -> None: ...
+
+
+@dataclass
+class RunContext:
+    """What the executors of one run share."""
+
+    plan_path: Path
+    results_dir: Path
+    out: Path
+    verdicts: dict[str, dict[str, str]]
+    standing: dict[pairing.PairCell, pairing.Standing]
+    progress: _Progress
 
 
 def _run(
@@ -272,142 +288,189 @@ def _run(
     results_dir: Path,
     allow_unverified: bool,
     slowdown: dict[str, float],
+    executor: Executor,
 ) -> Path:
-    host = records.host_platform()
-    threads = thread_environment(profile.threads)
-    host["threads"] = threads
     if done:
+        host = records.host_platform()
+        host["threads"] = thread_environment(profile.threads)
         _check_resumable(out, profile, host)
+    keys: dict[str, dict[str, str]] = {}
     verdicts = verify(
         models,
         paths,
         results_dir,
         weights_seed=WEIGHTS_SEED,
         timeout=profile.timeout_s,
+        keys_out=keys,
     )
-    print("measuring this machine's float32 matmul peak ...", file=sys.stderr)
-    host["matmul_peak"] = measure_matmul_peak()
-    host["matmul_peak_flops"] = host["matmul_peak"]["flops_per_s"]
-    cells = plan(profile, models, paths, phases)
-    timeable = {
-        (c.model, c.path)
-        for c in cells
-        if allow_unverified or verdicts[c.model][c.path] in ("pass", "unavailable")
-    }
-    pairs, singles = _split(cells, pairing.paired_frameworks(profile, paths), timeable)
-    standing = pairing.standings(records.read(out)) if done else {}
-    repeats = max(profile.settings(m).repeats for m in models)
+    plan = new_plan(
+        run_id,
+        profile,
+        models=models,
+        paths=paths,
+        phases=phases,
+        keys=keys,
+        allow_unverified=allow_unverified,
+        slowdown=slowdown,
+    )
+    plan_path = plan_file(results_dir, run_id)
+    write_plan(plan, plan_path)
     if done:
         print(
             f"resuming {out}: {sum(done.values())} cell repeats done", file=sys.stderr
         )
+    pairs = sum(1 for u in plan.units if u.paired)
     print(
-        f"run {run_id}: {len(cells)} cells ({len(pairs)} Keras/native pairs) x "
-        f"{repeats} repeats or more, profile {profile.name}, records in {out}",
+        f"run {run_id}: {len(plan.units)} units ({pairs} of them Keras/native pairs, "
+        f"more rounds of pairs as their ratios need), profile {profile.name}, "
+        f"plan {plan_path}, records in {out}",
         file=sys.stderr,
     )
-    context = _Context(
-        profile, run_id, out, results_dir / "cache", host, threads, dict(slowdown)
+    context = RunContext(
+        plan_path,
+        results_dir,
+        out,
+        verdicts,
+        pairing.standings(records.read(out)) if done else {},
+        _Progress(),
     )
-    workers = _Workers(profile, threads["env"])
-    progress = _Progress()
-    try:
-        rounds = max(
-            max(profile.settings(m).repeats, profile.settings(m).max_repeats)
-            for m in models
-        )
-        for repeat in range(rounds):
-            units: list[Cell | pairing.PairCell] = [
-                c
-                for c in _rotated(singles, paths, repeat)
-                if repeat < profile.settings(c.model).repeats
-                and (c, repeat) not in done
-            ]
-            units += [
-                pc
-                for pc in pairs
-                if repeat not in standing.setdefault(pc, pairing.Standing()).repeats
-                and _wanted(standing[pc], repeat, profile, pc.model)
-            ]
-            if not units and repeat >= repeats:
-                break
-            progress.add(len(units))
-            for unit in units:
-                label = f"{progress.next()} r{repeat + 1} "
-                if isinstance(unit, pairing.PairCell):
-                    label += unit.name()
-                    print(f"{label} ...", file=sys.stderr, flush=True)
-                    worker = workers.get(unit.keras, repeat, partner=unit.native)
-                    line = context.measure_pair(
-                        worker, unit, repeat, verdicts, standing[unit]
-                    )
-                    print(f"{label}: {line}", file=sys.stderr, flush=True)
-                    continue
-                label += _name(unit)
-                verdict = verdicts[unit.model][unit.path]
-                if (unit.model, unit.path) not in timeable:
-                    record = context.held_back(unit, repeat, verdict)
-                    print(f"{label}: {_describe(record)}", file=sys.stderr, flush=True)
-                    continue
-                print(f"{label} ...", file=sys.stderr, flush=True)
-                worker = workers.get(unit.path, repeat)
-                record = context.measure(worker, unit, repeat, verdict)
-                print(f"{label}: {_describe(record)}", file=sys.stderr, flush=True)
-    finally:
-        workers.close()
+    todo = [u for u in plan.units if not _done(u, done)]
+    executor.execute(plan, todo, context)
+    while True:
+        extra = extension(plan, records.read(out), keys)
+        if not extra:
+            break
+        plan = plan.model_copy(update={"units": (*plan.units, *extra)})
+        write_plan(plan, plan_path)
+        executor.execute(plan, [u for u in extra if not _done(u, done)], context)
     return out
 
 
-def _split(
-    cells: list[Cell], frameworks: list[str], timeable: set[tuple[str, str]]
-) -> tuple[list[pairing.PairCell], list[Cell]]:
-    """The pair cells (both sides timeable, framework paired) and the cells
-    measured on their own (everything else, held-back ones included)."""
-    pairs: dict[pairing.PairCell, None] = {}
-    singles = []
-    for c in cells:
-        framework = get_path(c.path).framework
-        pc = pairing.PairCell(c.model, framework, c.phase, c.batch_size)
-        if (
-            c.path in (pc.keras, pc.native)  # not another mode of either
-            and framework in frameworks
-            and {
-                (c.model, pc.keras),
-                (c.model, pc.native),
-            }
-            <= timeable
-        ):
-            pairs[pc] = None
+def _done(unit: Unit, done: Counter[tuple[Cell, int]]) -> bool:
+    """Whether every cell of ``unit`` already has its record (``--resume``)."""
+    return all((cell, unit.repeat) in done for cell in unit.cells())
+
+
+@dataclass
+class Local:
+    """Runs units here, one after the other, one worker alive at a time; a
+    worker serves consecutive units of one path (or pair), repeat and thread
+    count unless the profile wants a fresh one per cell."""
+
+    def execute(self, plan: Plan, units: list[Unit], context: RunContext) -> None:
+        if not units:
+            return
+        measuring = Measuring.of(plan, context.results_dir, context.out)
+        workers = _Workers(measuring.profile)
+        context.progress.add(len(units))
+        try:
+            for unit in units:
+                measuring.unit(
+                    unit,
+                    workers,
+                    context.verdicts[unit.model],
+                    context.standing,
+                    label=f"{context.progress.next()} r{unit.repeat + 1} ",
+                )
+        finally:
+            workers.close()
+
+
+def run_cell(plan_path: Path, index: int, results_dir: Path) -> list[records.Record]:
+    """Run unit ``index`` of the plan in ``plan_path`` in a fresh worker and
+    append its records to ``<results_dir>/run-<run id>.jsonl``; returns
+    them.  What a Slurm array task or a Kubernetes pod runs.
+
+    The unit's paths are timed only when ``<results_dir>/verdicts.json``
+    holds a passing verdict under the keys the plan names *and* those keys
+    are what this environment computes (``cells`` module docstring)."""
+    plan = read_plan(plan_path)
+    if not 0 <= index < len(plan.units):
+        raise ValueError(
+            f"{plan_path} has units 0 to {len(plan.units) - 1}, not {index}"
+        )
+    unit = plan.units[index]
+    _writable_folder(results_dir)
+    out = results_dir / f"run-{plan.run_id}.jsonl"
+    measuring = Measuring.of(plan, results_dir, out)
+    verdicts = _unit_verdicts(unit, results_dir)
+    standing = pairing.standings(records.read(out)) if out.is_file() else {}
+    workers = _Workers(measuring.profile)
+    try:
+        measuring.unit(unit, workers, verdicts, standing, label=f"[{index}] ")
+    except KeyboardInterrupt:
+        raise RunStoppedError("interrupted", out, 130) from None
+    except records.RecordsWriteError as exc:
+        raise RunStoppedError(str(exc), out, 1) from None
+    finally:
+        workers.close()
+    mine = {(cell, unit.repeat) for cell in unit.cells()}
+    written = [r for r in records.read(out) if (cell_of(r), r.repeat) in mine]
+    return written[-len(mine) :]
+
+
+def _unit_verdicts(unit: Unit, results_dir: Path) -> dict[str, str]:
+    """The verdict of each of ``unit``'s paths: the cached one under the
+    plan's key, ``stale`` when this environment computes another key (code
+    or libraries differ from what the gate checked), ``unchecked`` when the
+    gate has not judged it."""
+    here = verdict_keys(
+        [unit.model], list(unit.paths), results_dir, weights_seed=WEIGHTS_SEED
+    )[unit.model]
+    out = {}
+    for path in unit.paths:
+        key = unit.verdict_keys.get(path)
+        found = cached_verdict(results_dir, key) if key else None
+        if key is not None and here[path] != key:
+            out[path] = "stale"
         else:
-            singles.append(c)
-    return list(pairs), singles
+            out[path] = "unchecked" if found is None else found[0]
+    return out
 
 
-def _wanted(
-    standing: pairing.Standing, repeat: int, profile: Profile, model: str
-) -> bool:
-    """Whether a pair cell gets a process in round ``repeat``: always within
-    its ``repeats``, after that while ``pairing.stop_reason`` finds none."""
-    if repeat < profile.settings(model).repeats:
-        return True
-    return (
-        pairing.stop_reason(standing, len(standing.repeats), profile, model)[0] is None
-    )
+def _check_resumable(out: Path, profile: Profile, host: dict[str, Any]) -> None:
+    """Raises ValueError when this machine, code or profile differs from the
+    one that wrote ``out``: the report would refuse to pool the two halves.
+    Profiles are compared by content (``Profile.digest``), so a renamed copy
+    of a blueprint resumes and an edited one does not; records older than
+    schema 4 carry only the profile's name."""
+    earlier = next(r for r in records.read(out) if r.status in ("ok", "not-timed"))
+    if earlier.profile_digest is None and earlier.profile != profile.name:
+        raise ValueError(
+            f"--resume: {out} was measured with profile {earlier.profile!r}, "
+            f"not {profile.name!r}; resume it with --profile {earlier.profile}"
+        )
+    if earlier.profile_digest not in (None, profile.digest()):
+        raise ValueError(
+            f"--resume: {out} was measured with other settings than profile "
+            f"{profile.name!r} holds now (it used profile {earlier.profile!r}); "
+            "resume it with the very blueprint it was started with"
+        )
+    before = earlier.platform
+    for key in records.POOLED_KEYS:
+        mine, theirs = host.get(key), before.get(key)
+        if key == "machine":  # another node of the same machine may resume
+            mine, theirs = machines.pooled(host), machines.pooled(before)
+        if key in host and key in before and mine != theirs:
+            raise ValueError(
+                f"--resume: {out} was measured with {key} {theirs!r}, this "
+                f"machine has {mine!r}; its samples cannot be pooled with "
+                "new ones, so start a new run instead"
+            )
 
 
 @dataclass
 class _Workers:
     """The one worker process alive: a path's (or a Keras/native pair's) for
-    one repeat, replaced for the next path, repeat or cell as the profile
-    says, and after a crash."""
+    one repeat and thread count, replaced for the next path, repeat or cell as
+    the profile says, and after a crash."""
 
     profile: Profile
-    env: dict[str, str]
     worker: Worker | None = None
-    serving: tuple[str, int] | None = None
+    serving: tuple[Any, ...] | None = None
 
-    def get(self, path: str, repeat: int, partner: str | None = None) -> Worker:
-        key = (f"{path}+{partner}", repeat)
+    def get(self, unit: Unit, path: str, partner: str | None = None) -> Worker:
+        key = (path, partner, unit.repeat, unit.threads)
         if (
             self.worker is None
             or key != self.serving
@@ -415,8 +478,12 @@ class _Workers:
             or _gone(self.worker)
         ):
             self.close()  # before the next one measures
+            threads = _threads(self.profile, unit.threads)
             self.worker = Worker(
-                path, env=self.env, partner=partner, cpus=self.profile.pin_cpus
+                path,
+                env=threads["env"],
+                partner=partner,
+                cpus=_cpus(self.profile, unit.threads),
             )
             self.serving = key
         return self.worker
@@ -425,6 +492,31 @@ class _Workers:
         if self.worker is not None:
             self.worker.close(kill=True)
             self.worker = None
+
+
+def _threads(profile: Profile, count: int | None) -> dict[str, Any]:
+    """The thread settings of a unit: the profile's, or on a thread sweep
+    ``count`` intra-op threads and one inter-op thread."""
+    if count is None:
+        return thread_environment(profile.threads)
+    return thread_environment({"intra_op": count, "inter_op": 1})
+
+
+def _cpus(profile: Profile, count: int | None) -> tuple[int, ...] | None:
+    """The CPUs a unit's worker is pinned to: the profile's, or on a thread
+    sweep the first ``count`` this process may use (so a count is a number of
+    cores, not only of threads).
+
+    Raises ValueError when this machine has fewer than ``count`` CPUs."""
+    if count is None:
+        return profile.pin_cpus
+    usable = sorted(os.sched_getaffinity(0))
+    if count > len(usable):
+        raise ValueError(
+            f"thread count {count} needs {count} CPUs; this process may use "
+            f"{len(usable)}"
+        )
+    return tuple(usable[:count])
 
 
 class _Progress:
@@ -450,62 +542,96 @@ def _gone(worker: Worker) -> bool:
     return worker.failure is not None and worker.started
 
 
-def _check_resumable(out: Path, profile: Profile, host: dict[str, Any]) -> None:
-    """Raises ValueError when this machine, code or profile differs from the
-    one that wrote ``out``: the report would refuse to pool the two halves.
-    Profiles are compared by content (``Profile.digest``), so a renamed copy
-    of a blueprint resumes and an edited one does not; records older than
-    schema 4 carry only the profile's name."""
-    earlier = next(r for r in records.read(out) if r.status in ("ok", "not-timed"))
-    if earlier.profile_digest is None and earlier.profile != profile.name:
-        raise ValueError(
-            f"--resume: {out} was measured with profile {earlier.profile!r}, "
-            f"not {profile.name!r}; resume it with --profile {earlier.profile}"
-        )
-    if earlier.profile_digest not in (None, profile.digest()):
-        raise ValueError(
-            f"--resume: {out} was measured with other settings than profile "
-            f"{profile.name!r} holds now (it used profile {earlier.profile!r}); "
-            "resume it with the very blueprint it was started with"
-        )
-    before = earlier.platform
-    for key in records.POOLED_KEYS:
-        if key in host and key in before and host[key] != before[key]:
-            raise ValueError(
-                f"--resume: {out} was measured with {key} {before[key]!r}, this "
-                f"machine has {host[key]!r}; its samples cannot be pooled with "
-                "new ones, so start a new run instead"
-            )
-
-
-def _rotated(cells: list[Cell], paths: list[str], repeat: int) -> list[Cell]:
-    """``cells`` with the path order rotated by ``repeat`` places, grouped by
-    path so that one worker per path serves a repeat's cells in a row."""
-    order = paths[repeat % len(paths) :] + paths[: repeat % len(paths)]
-    return sorted(cells, key=lambda c: order.index(c.path))
-
-
-def _name(cell: Cell) -> str:
-    return f"{cell.model} {cell.path} {cell.phase} b{cell.batch_size}"
+def matmul_peak(results_dir: Path, run_id: str) -> dict[str, Any]:
+    """This machine's float32 matmul peak for run ``run_id``: measured once
+    per run and machine (kept in ``<results>/cache``), so the units of a run
+    that another process or node runs share the figure of their machine."""
+    host = records.host_platform()["hostname"]
+    kept = results_dir / "cache" / f"peak-{run_id}-{host}.json"
+    try:
+        found: dict[str, Any] = json.loads(kept.read_text())
+        if isinstance(found.get("flops_per_s"), float):
+            return found
+    except (OSError, ValueError):
+        pass
+    print("measuring this machine's float32 matmul peak ...", file=sys.stderr)
+    peak = dict(measure_matmul_peak())
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    tmp = kept.with_name(f".{kept.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(peak))
+    tmp.replace(kept)
+    return peak
 
 
 @dataclass
-class _Context:
-    """What every record of one run shares, and how a cell repeat is measured."""
+class Measuring:
+    """What every record of one run shares, and how a unit is measured."""
 
+    plan: Plan
     profile: Profile
-    run_id: str
     out: Path
     cache: Path
     host: dict[str, Any]
-    threads: dict[str, Any]
-    slowdown: dict[str, float] = field(default_factory=dict)
     checked: dict[tuple[Any, ...], tuple[Path, str]] = field(default_factory=dict)
 
-    def _record(self, cell: Cell, repeat: int, **fields: Any) -> records.Record:
+    @classmethod
+    def of(cls, plan: Plan, results_dir: Path, out: Path) -> Measuring:
+        host = records.host_platform()
+        host["matmul_peak"] = matmul_peak(results_dir, plan.run_id)
+        host["matmul_peak_flops"] = host["matmul_peak"]["flops_per_s"]
+        return cls(plan, plan.get_profile(), out, results_dir / "cache", host)
+
+    def unit(
+        self,
+        unit: Unit,
+        workers: _Workers,
+        verdicts: dict[str, str],
+        standing: dict[pairing.PairCell, pairing.Standing],
+        label: str,
+    ) -> None:
+        """Measure ``unit`` (or write why it is not timed), printing a
+        progress line per process."""
+        timeable = {
+            p: self.plan.allow_unverified or verdicts[p] in ("pass", "unavailable")
+            for p in unit.paths
+        }
+        if unit.paired and all(timeable.values()):
+            name = label + unit.name()
+            print(f"{name} ...", file=sys.stderr, flush=True)
+            keras, native = unit.paths
+            worker = workers.get(unit, keras, partner=native)
+            pair = standing.setdefault(unit.pair_cell(), pairing.Standing())
+            line = self.measure_pair(worker, unit, verdicts, pair)
+            print(f"{name}: {line}", file=sys.stderr, flush=True)
+            return
+        for cell in unit.cells():
+            name = label + cell.name()
+            verdict = verdicts[cell.path]
+            if not timeable[cell.path]:
+                record = self.held_back(cell, unit.repeat, verdict)
+                print(f"{name}: {_describe(record)}", file=sys.stderr, flush=True)
+                continue
+            print(f"{name} ...", file=sys.stderr, flush=True)
+            worker = workers.get(unit, cell.path)
+            record = self.measure(worker, cell, unit.repeat, verdict)
+            print(f"{name}: {_describe(record)}", file=sys.stderr, flush=True)
+
+    def _record(
+        self,
+        cell: Cell,
+        repeat: int,
+        platform: dict[str, Any],
+        settings: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> records.Record:
+        """Append the record of ``cell``'s ``repeat``: the machine's platform,
+        the unit's thread settings, then ``platform`` (the worker's)."""
         path = get_path(cell.path)
+        threads = _threads(self.profile, cell.threads)
+        if cell.threads is not None:  # a thread sweep: the count is the cell's
+            settings = {**(settings or {}), "threads": cell.threads}
         record = records.Record(
-            run_id=self.run_id,
+            run_id=self.plan.run_id,
             profile=self.profile.name,
             profile_digest=self.profile.digest(),
             model=cell.model,
@@ -515,6 +641,8 @@ class _Context:
             phase=cell.phase,
             batch_size=cell.batch_size,
             repeat=repeat,
+            platform={**self.host, "threads": threads, **platform},
+            settings=settings or {},
             **fields,
         )
         records.append(self.out, record)
@@ -527,11 +655,8 @@ class _Context:
             status="not-timed",
             equivalence=verdict,
             verified=False,
-            platform=self.host,
-            error=(
-                f"equivalence verdict {verdict!r}: not timed; pass "
-                "--allow-unverified to time it anyway"
-            ),
+            platform={},
+            error=_held_back_because(verdict),
         )
 
     def measure(
@@ -570,20 +695,20 @@ class _Context:
                 for k, v in encode(request).items()
                 if k not in ("weights", "data", "task")
             },
-            platform={**self.host, **worker.platform},
+            platform=worker.platform,
             error=error,
         )
 
     def measure_pair(
         self,
         worker: Worker,
-        cell: pairing.PairCell,
-        repeat: int,
-        verdicts: dict[str, dict[str, str]],
+        unit: Unit,
+        verdicts: dict[str, str],
         standing: pairing.Standing,
     ) -> str:
-        """One process' paired blocks of ``cell``: two records, one per path,
+        """One process' paired blocks of ``unit``: two records, one per path,
         and ``standing`` brought up to date; returns the progress line."""
+        cell, repeat = unit.pair_cell(), unit.repeat
         spec = get_spec(cell.model)
         settings = self.profile.settings(cell.model)
         count = (
@@ -607,8 +732,8 @@ class _Context:
             warmup_runs=max(
                 1, settings.warmup_runs if train else settings.warmup_rounds
             ),
-            seed=zlib.crc32(f"{self.profile.seed} {repeat} {cell.name()}".encode()),
-            slowdown=self.slowdown.get(cell.native, 1.0),
+            seed=unit.seed,
+            slowdown=self.plan.slowdown.get(cell.native, 1.0),
         )
         reply = worker.call(request, self.profile.timeout_s)
         answer = reply.answer if isinstance(reply.answer, PairedAnswer) else None
@@ -653,15 +778,15 @@ class _Context:
                 summary = {"flops": flops, **side, **shared, **ratio}
             platform = worker.platform if api == "keras" else worker.partner_platform
             self._record(
-                Cell(cell.model, path, cell.phase, cell.batch_size),
+                Cell(cell.model, path, cell.phase, cell.batch_size, cell.threads),
                 repeat,
                 status=status,
-                equivalence=verdicts[cell.model][path],
-                verified=verdicts[cell.model][path] == "pass",
+                equivalence=verdicts[path],
+                verified=verdicts[path] == "pass",
                 values=values.get(api, {}),
                 summary=summary,
                 settings=settings_used,
-                platform={**self.host, **platform},
+                platform=platform,
                 error=error,
             )
         if not both_ok:
@@ -691,6 +816,25 @@ class _Context:
         if key not in self.checked:
             self.checked[key] = check(*args, self.cache)
         return self.checked[key]
+
+
+def _held_back_because(verdict: str) -> str:
+    """Why a cell with ``verdict`` was not timed, and what to do about it."""
+    if verdict == "stale":
+        return (
+            "equivalence verdict 'stale': the code or libraries here are not "
+            "those the gate checked (the verdict key differs); not timed"
+        )
+    if verdict == "unchecked":
+        return (
+            "equivalence verdict 'unchecked': the gate has no verdict under this "
+            "cell's key in the results folder; run 'python -m harness gate' "
+            "first; not timed"
+        )
+    return (
+        f"equivalence verdict {verdict!r}: not timed; pass --allow-unverified "
+        "to time it anyway"
+    )
 
 
 def _progress(i: int, total: int, start: float) -> str:

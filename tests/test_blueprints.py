@@ -199,6 +199,7 @@ def test_setting_outside_its_table() -> None:
         "default.toml: repeats is not a known key (settings belong in the "
         "[settings] table); known keys: description, models, paths, phases, "
         "seed, data, fresh_worker_per_cell, timeout_s, paired, pin_cpus, threads, "
+        "thread_counts, "
         "settings, per_model"
     )
 

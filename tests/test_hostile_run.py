@@ -192,7 +192,7 @@ def test_a_full_disk_mid_run_stops_cleanly_and_says_how_to_resume(
 def test_ctrl_c_keeps_the_records_and_exits_130(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], no_gate: Any
 ) -> None:
-    real_held_back = harness.run._Context.held_back
+    real_held_back = harness.run.Measuring.held_back
     calls = []
 
     def interrupted_on_the_second(self: Any, *args: Any) -> records.Record:
@@ -201,7 +201,7 @@ def test_ctrl_c_keeps_the_records_and_exits_130(
             raise KeyboardInterrupt
         return real_held_back(self, *args)
 
-    no_gate.setattr(harness.run._Context, "held_back", interrupted_on_the_second)
+    no_gate.setattr(harness.run.Measuring, "held_back", interrupted_on_the_second)
     results = tmp_path / "results"
     assert main([*ARGS, "--results", str(results), "--phases", "train,infer"]) == 130
     err = _one_error(capsys)

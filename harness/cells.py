@@ -1,0 +1,355 @@
+"""The numbered cells of a run: what ``harness plan`` writes, what
+``harness run-cell`` runs one of, and what ``harness run`` loops over.
+
+A *unit* is the work of one worker process: one cell (model, path, phase,
+batch size and, on a thread sweep, thread count) for one repeat, or one
+Keras/native pair cell (``harness.pairing``) for one repeat.  Every unit
+carries what it needs to run anywhere the project is installed:
+
+- its number in the plan (``index``, what a Slurm array task or a Kubernetes
+  Indexed Job pod is given);
+- ``seed``, a stable hash of the profile's seed, the repeat and the cell's
+  name (CRC-32: the same on every machine and Python, unlike ``hash``), which
+  orders a pair process' blocks;
+- ``verdict_keys``: the gate's cache key of each of its paths
+  (``harness.gate.verdict_key``).  ``run-cell`` times a path only when the
+  results folder's ``verdicts.json`` holds a passing verdict under that key
+  *and* the key computed again where the unit runs is the same one: a node
+  whose code or libraries differ from what the gate checked times nothing.
+
+The plan is a JSON file (:class:`Plan`, checked by pydantic when read) with
+the whole profile in it, so a node needs the plan and the project, not the
+blueprint file.  It is deterministic: the same profile, selection and code
+give the same units, which is how ``--resume`` and a cluster run line up with
+a local one.  The plan holds each cell's planned ``repeats``; the adaptive
+rounds of pair cells (more processes until the overhead ratio is known,
+``pairing.stop_reason``) are appended as they are needed, by whichever
+executor runs the plan (:func:`extension`).
+
+Framework-free.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness import pairing, records
+from harness.profiles import Profile
+from workers.paths import PHASES, get_path
+from zoo.specs import get_spec
+
+PLAN_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Cell:
+    """What the report pools: a model on a path, in a phase, at a batch size
+    (and, on a thread sweep, a thread count), over its repeats."""
+
+    model: str
+    path: str
+    phase: str
+    batch_size: int
+    threads: int | None = None
+
+    def name(self) -> str:
+        threads = "" if self.threads is None else f" t{self.threads}"
+        return f"{self.model} {self.path} {self.phase} b{self.batch_size}{threads}"
+
+
+def cell_of(record: records.Record) -> Cell:
+    """The cell ``record`` measured."""
+    threads = record.settings.get("threads")
+    return Cell(
+        record.model,
+        record.path,
+        record.phase,
+        record.batch_size,
+        threads if isinstance(threads, int) else None,
+    )
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class Unit(_Frozen):
+    """One worker process' work: a cell, or a pair cell, for one repeat."""
+
+    index: int = Field(ge=0)
+    model: str
+    paths: tuple[str, ...] = Field(min_length=1, max_length=2)  # (keras, native)
+    phase: Literal[PHASES]  # type: ignore[valid-type]
+    batch_size: int = Field(ge=1)
+    threads: int | None = Field(None, ge=1)  # None: the profile's [threads]
+    repeat: int = Field(ge=0)
+    seed: int = Field(ge=0)
+    verdict_keys: dict[str, str | None]
+
+    @property
+    def paired(self) -> bool:
+        return len(self.paths) == 2
+
+    def cells(self) -> list[Cell]:
+        return [
+            Cell(self.model, p, self.phase, self.batch_size, self.threads)
+            for p in self.paths
+        ]
+
+    def pair_cell(self) -> pairing.PairCell:
+        return pairing.PairCell(
+            self.model,
+            get_path(self.paths[0]).framework,
+            self.phase,
+            self.batch_size,
+            self.threads,
+        )
+
+    def name(self) -> str:
+        """``ffn keras-torch|native-torch train b128`` (`` t1`` on a sweep)."""
+        threads = "" if self.threads is None else f" t{self.threads}"
+        return (
+            f"{self.model} {'|'.join(self.paths)} {self.phase} b{self.batch_size}"
+            f"{threads}"
+        )
+
+
+class Plan(_Frozen):
+    """A run's numbered units and everything a unit needs to run."""
+
+    schema_version: Literal[1] = 1  # PLAN_SCHEMA_VERSION
+    run_id: str
+    profile: dict[str, Any]  # Profile.model_dump(by_alias=True, mode="json")
+    profile_digest: str
+    models: tuple[str, ...]
+    paths: tuple[str, ...]
+    phases: tuple[str, ...]
+    allow_unverified: bool = False
+    slowdown: dict[str, float] = Field(default_factory=dict)
+    units: tuple[Unit, ...]
+
+    def get_profile(self) -> Profile:
+        return Profile.model_validate(self.profile, strict=False)
+
+
+def unit_seed(profile_seed: int, repeat: int, name: str) -> int:
+    """The stable seed of one unit (what orders a pair process' blocks)."""
+    return zlib.crc32(f"{profile_seed} {repeat} {name}".encode())
+
+
+def thread_counts(profile: Profile, cores: int | None = None) -> list[int | None]:
+    """The thread axis: ``[None]`` (the profile's ``[threads]``) unless the
+    profile sweeps; ``"sweep"`` is 1, 2, 4, ... and every core."""
+    if profile.thread_counts is None:
+        return [None]
+    if profile.thread_counts != "sweep":
+        return list(profile.thread_counts)
+    cores = cores or len(os.sched_getaffinity(0))
+    counts = []
+    n = 1
+    while n < cores:
+        counts.append(n)
+        n *= 2
+    return [*counts, cores]
+
+
+def _cells(
+    profile: Profile, models: Sequence[str], paths: Sequence[str], phases: Sequence[str]
+) -> list[tuple[str, str, int]]:
+    """(model, phase, batch size) in run order; inference sweeps batch sizes."""
+    out = []
+    for model in models:
+        settings = profile.settings(model)
+        batch = settings.batch_size or get_spec(model).workload.batch_size
+        for phase in phases:
+            sizes = settings.infer_batch_sizes or (batch,)
+            if phase == "train":
+                sizes = (batch,)
+            out += [(model, phase, b) for b in sizes]
+    return out
+
+
+def make_units(
+    profile: Profile,
+    models: Sequence[str],
+    paths: Sequence[str],
+    phases: Sequence[str],
+    keys: dict[str, dict[str, str]],
+) -> list[Unit]:
+    """The planned units: round by round (repeat 0 of everything, then 1...),
+    in each the cells measured alone with the path order rotated by the
+    repeat (so drift on a shared machine spreads over all paths), then the
+    pair cells.  ``keys``: the gate's verdict keys by model and path."""
+    frameworks = pairing.paired_frameworks(profile, list(paths))
+    paired = {p for f in frameworks for p in (f"keras-{f}", f"native-{f}")}
+    units: list[Unit] = []
+    for repeat in range(max(profile.settings(m).repeats for m in models)):
+        shift = repeat % len(paths)
+        order = [*paths[shift:], *paths[:shift]]
+        singles, pairs = [], []
+        for threads in thread_counts(profile):
+            for model, phase, batch in _cells(profile, models, paths, phases):
+                if repeat >= profile.settings(model).repeats:
+                    continue
+                for path in paths:
+                    cell = (model, phase, batch, threads)
+                    if path not in paired:
+                        singles.append((order.index(path), (path,), cell))
+                    elif path.startswith("keras-"):
+                        native = "native-" + path.removeprefix("keras-")
+                        pairs.append((0, (path, native), cell))
+        singles.sort(key=lambda s: s[0])  # stable: grouped by path, in order
+        for _, unit_paths, cell in singles + pairs:
+            units.append(
+                _unit(
+                    len(units), profile.seed, unit_paths, cell, repeat=repeat, keys=keys
+                )
+            )
+    return units
+
+
+def _unit(
+    index: int,
+    profile_seed: int,
+    paths: tuple[str, ...],
+    cell: tuple[str, str, int, int | None],
+    *,
+    repeat: int,
+    keys: dict[str, dict[str, str]],
+) -> Unit:
+    """Unit ``index``: ``cell`` (model, phase, batch size, threads) on
+    ``paths`` for ``repeat``, seeded and keyed."""
+    model, phase, batch, threads = cell
+    found = keys.get(model, {})
+    draft = Unit(
+        index=index,
+        model=model,
+        paths=paths,
+        phase=phase,
+        batch_size=batch,
+        threads=threads,
+        repeat=repeat,
+        seed=0,
+        verdict_keys={p: found.get(p) for p in paths},
+    )
+    return draft.model_copy(
+        update={"seed": unit_seed(profile_seed, repeat, draft.name())}
+    )
+
+
+def extension(
+    plan: Plan, recs: Iterable[records.Record], keys: dict[str, dict[str, str]]
+) -> list[Unit]:
+    """The next round of every pair cell that wants one more process
+    (``pairing.stop_reason`` finds no reason to stop yet, and ``max_repeats``
+    allows one), numbered after the plan's last unit."""
+    profile = plan.get_profile()
+    standing = pairing.standings(list(recs))
+    last: dict[pairing.PairCell, Unit] = {}
+    for unit in plan.units:
+        if unit.paired:
+            cell = unit.pair_cell()
+            if cell not in last or unit.repeat > last[cell].repeat:
+                last[cell] = unit
+    out: list[Unit] = []
+    for cell, unit in last.items():
+        settings = profile.settings(cell.model)
+        have = standing.get(cell, pairing.Standing())
+        repeat = unit.repeat + 1
+        if repeat >= settings.max_repeats:
+            continue
+        if pairing.stop_reason(have, len(have.repeats), profile, cell.model)[0]:
+            continue
+        index = len(plan.units) + len(out)
+        where = (unit.model, unit.phase, unit.batch_size, unit.threads)
+        out.append(
+            _unit(index, profile.seed, unit.paths, where, repeat=repeat, keys=keys)
+        )
+    return out
+
+
+def new_plan(
+    run_id: str,
+    profile: Profile,
+    *,
+    models: Sequence[str],
+    paths: Sequence[str],
+    phases: Sequence[str],
+    keys: dict[str, dict[str, str]],
+    allow_unverified: bool = False,
+    slowdown: dict[str, float] | None = None,
+) -> Plan:
+    return Plan(
+        run_id=run_id,
+        profile=profile.model_dump(by_alias=True, mode="json", warnings=False),
+        profile_digest=profile.digest(),
+        models=tuple(models),
+        paths=tuple(paths),
+        phases=tuple(phases),
+        allow_unverified=allow_unverified,
+        slowdown=dict(slowdown or {}),
+        units=tuple(make_units(profile, models, paths, phases, keys)),
+    )
+
+
+def write_plan(plan: Plan, out: Path) -> None:
+    """Write ``plan`` whole or not at all (a temporary file, then a rename)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(plan.model_dump_json(indent=1) + "\n")
+    tmp.replace(out)
+
+
+def read_plan(path: Path) -> Plan:
+    """The plan in ``path``; ValueError, in one sentence, for anything else."""
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"no plan file {path}; write one with 'python -m harness plan'"
+        ) from None
+    except OSError as exc:
+        raise ValueError(f"cannot read plan {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        raise ValueError(
+            f"{path} is not a plan: it is not JSON; write one with "
+            "'python -m harness plan'"
+        ) from None
+    if isinstance(data, dict) and data.get("schema_version") != PLAN_SCHEMA_VERSION:
+        raise ValueError(
+            f"{path} is a plan of schema version {data.get('schema_version')!r}; "
+            f"this code reads version {PLAN_SCHEMA_VERSION}"
+        )
+    try:
+        plan = Plan.model_validate_json(text)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"])
+        raise ValueError(
+            f"{path} is not a plan this code reads ({where}: {error['msg']})"
+        ) from None
+    try:
+        profile = plan.get_profile()
+    except ValidationError:
+        raise ValueError(f"{path} holds a profile this code does not accept") from None
+    if profile.digest() != plan.profile_digest:
+        raise ValueError(
+            f"{path}: its profile no longer has the digest it was planned with "
+            "(edited by hand?); plan the run again"
+        )
+    return plan
+
+
+def plan_file(results_dir: Path, run_id: str) -> Path:
+    """Where ``harness run`` keeps a run's plan, beside its records."""
+    return results_dir / f"run-{run_id}.cells.json"
