@@ -1,5 +1,5 @@
 """Sessions: ``nox -s tests``, ``nox -s explore``, ``nox -s bench``, ``nox -s ops``,
-``nox -s floors``, ``nox -s lint``.
+``nox -s floors``, ``nox -s cluster``, ``nox -s lint``.
 
 Every session builds its own virtual environment with pip from the project's
 own metadata, so a fresh machine needs nothing but ``pip install nox``.
@@ -176,3 +176,42 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
     session.run("lint-imports")
+
+
+@nox.session
+def cluster(session: nox.Session) -> None:
+    """The Slurm executor against a real Slurm: installs Debian's slurm-wlm,
+    slurmdbd, MariaDB and munge (apt-get, as root), starts a single-node
+    cluster on this machine (``cluster/slurm-up.sh``), times the smoke
+    profile locally and then through ``harness run --executor slurm``, and
+    fails unless both runs hold the same cells with the same outcomes
+    (``cluster/same_cells.py``).  Slurm is left running
+    (``bash cluster/slurm-down.sh`` stops it)."""
+    session.install("-e", ".[frameworks,harness]")
+    _mxnet_env(session)
+    session.run("bash", "cluster/slurm-up.sh", external=True)
+    results = f"{RESULTS}/cluster"
+    run = ("python", "-m", "harness", "run", "--profile", "smoke", "--results", results)
+    # The local run first (its gate's verdicts are cached in the folder and
+    # reused by the Slurm run: the gate runs once per environment).
+    session.run(*run, success_codes=[0, 1])
+    session.run(
+        *run,
+        "--executor",
+        "slurm",
+        "--partition",
+        "bench",
+        "--max-parallel",
+        "1",
+        success_codes=[0, 1],
+    )
+    session.run(
+        "sacct",
+        "--starttime",
+        "now-2hours",
+        "-X",
+        "-o",
+        "JobID%12,JobName%26,State,ExitCode,Elapsed,NodeList",
+        external=True,
+    )
+    session.run("python", "cluster/same_cells.py", results)

@@ -353,3 +353,34 @@ def read_plan(path: Path) -> Plan:
 def plan_file(results_dir: Path, run_id: str) -> Path:
     """Where ``harness run`` keeps a run's plan, beside its records."""
     return results_dir / f"run-{run_id}.cells.json"
+
+
+def _identity(record: records.Record) -> tuple[Any, ...]:
+    """What two runs of one plan must agree on for a cell repeat: which cell
+    and repeat, its outcome and verdict, and what was asked of the worker."""
+    return (
+        cell_of(record).name(),
+        record.repeat,
+        record.status,
+        record.equivalence,
+        record.verified,
+        json.dumps(record.settings, sort_keys=True),
+    )
+
+
+def same_cells(a: Iterable[records.Record], b: Iterable[records.Record]) -> list[str]:
+    """How two runs' records differ in their cells (not in their times):
+    one line per cell repeat that only one of them has, or that they
+    settled differently; empty when they ran the same cells alike."""
+    left = {_identity(r)[:2]: _identity(r) for r in records.final(a)}
+    right = {_identity(r)[:2]: _identity(r) for r in records.final(b)}
+    lines = []
+    for key in sorted(left.keys() | right.keys()):
+        name = f"{key[0]} repeat {key[1] + 1}"
+        if key not in right:
+            lines.append(f"{name}: only in the first")
+        elif key not in left:
+            lines.append(f"{name}: only in the second")
+        elif left[key] != right[key]:
+            lines.append(f"{name}: {left[key][2:]} vs {right[key][2:]}")
+    return lines

@@ -57,7 +57,7 @@ from workers.paths import MODE_PATHS, PATHS, PHASES
 from zoo.specs import MODELS, VARIANTS
 
 # The shipped blueprints, in the order the CLI lists them.
-SHIPPED = ("smoke", "default", "modes", "paper")
+SHIPPED = ("smoke", "default", "modes", "threads", "paper")
 _ALL_MODELS = (*MODELS, *VARIANTS)
 
 if TYPE_CHECKING:

@@ -328,7 +328,9 @@ def final(recs: Iterable[Record]) -> list[Record]:
         if r.schema_version < 3:  # the version that added repeat
             last[(i,)] = r
         else:
-            last[(r.run_id, r.model, r.path, r.phase, r.batch_size, r.repeat)] = r
+            threads = r.settings.get("threads")  # a thread sweep's count
+            key = (r.run_id, r.model, r.path, r.phase, r.batch_size, r.repeat)
+            last[(*key, threads if isinstance(threads, int) else None)] = r
     return list(last.values())
 
 

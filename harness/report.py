@@ -53,6 +53,12 @@ from harness.analysis import (
 )
 from harness.machines import describe, group, name_of
 from harness.records import Record, scan
+from harness.thread_report import (
+    counts,
+    main_records,
+    overhead_by_count,
+    scaling_rows,
+)
 from workers.resources import CONTENDED_CORES, CONTENDED_STEAL
 
 FORMATS = ("table", "markdown", "csv", "json")
@@ -163,7 +169,11 @@ def render_report(records_path: Path, recs: list[Record], fmt: str, table: str) 
     if fmt not in ("table", "markdown"):
         if table == "machines":
             return render([describe(name, mine) for name, mine in groups.items()], fmt)
-        rows_of = cell_rows if table == "cells" else overhead_rows
+
+        def rows_of(mine: list[Record]) -> list[dict[str, Any]]:
+            pick = cell_rows if table == "cells" else overhead_rows
+            return pick(main_records(mine))
+
         if len(groups) == 1:
             return render(rows_of(recs), fmt)
         return render(
@@ -195,7 +205,10 @@ def _heading(title: str, fmt: str) -> str:
 
 def _tables(records_path: Path, recs: list[Record], fmt: str) -> list[str]:
     """The sections of one machine's report: its cells, its Keras/native
-    ratios, its execution modes where timed, and the notes about it."""
+    ratios, its execution modes where timed, its thread sweep where there
+    is one, and the notes about it."""
+    sweep = _threads_section(recs, fmt)
+    recs = main_records(recs)
     return [
         _section(
             "cells (time: ms per training step or per inference "
@@ -213,7 +226,33 @@ def _tables(records_path: Path, recs: list[Record], fmt: str) -> list[str]:
             fmt,
         ),
         *_modes_section(recs, fmt),
+        *sweep,
         "\n".join(_machine_notes(records_path, recs)),
+    ]
+
+
+def _threads_section(recs: list[Record], fmt: str) -> list[str]:
+    """A thread sweep's cells and ratios at every count (``thread_report``);
+    nothing for a run without one."""
+    found = counts(recs)
+    if not found:
+        return []
+    return [
+        _section(
+            f"scaling with cores (thread counts {', '.join(map(str, found))}; the "
+            "tables above are at "
+            f"{found[-1]}): ms per step or mini-batch, median [95% CI], at each "
+            "count t<n> (n pinned CPUs, n intra-op threads); speedup: the "
+            f"smallest count's median over the largest's; efficiency: speedup "
+            f"/ {found[-1] // found[0]}",
+            render(scaling_rows(recs), fmt),
+            fmt,
+        ),
+        _section(
+            "Keras over native at each thread count (paired overhead ratio [95% CI])",
+            render(overhead_by_count(recs), fmt),
+            fmt,
+        ),
     ]
 
 
@@ -243,11 +282,11 @@ def plots_by_machine(recs: list[Record], out_dir: Path) -> list[Path]:
 
     groups = group(recs)
     if len(groups) == 1:
-        return write_plots(recs, out_dir)
+        return write_plots(main_records(recs), out_dir)
     return [
         path
         for name, mine in groups.items()
-        for path in write_plots(mine, out_dir / f"machine-{_safe(name)}")
+        for path in write_plots(main_records(mine), out_dir / f"machine-{_safe(name)}")
     ]
 
 
@@ -329,7 +368,8 @@ def machines_report(sources: list[Path], fmt: str, table: str) -> str:
     records of fewer than two machines, and records of one machine name whose
     environments differ (``harness.analysis.cells``)."""
     paths = [_run_file(source) for source in sources]
-    groups = group(r for path in paths for r in load(path))
+    everything = group(r for path in paths for r in load(path))
+    groups = {name: main_records(mine) for name, mine in everything.items()}
     for mine in groups.values():
         # First: two machines that claim one name are found out here, before
         # they could pass for one machine.

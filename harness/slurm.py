@@ -90,7 +90,8 @@ class Slurm:
                         tries[unit.index] += 1
                     pending = []
                 time.sleep(POLL_S)
-                self._refresh(running)
+                if self.cluster == "slurm":
+                    self._refresh(running)
                 for job in [j for j in running if j.done()]:
                     unit = running.pop(job)
                     if self._ended(job, unit, tries[unit.index], plan, context):
@@ -142,7 +143,8 @@ class Slurm:
 
     @staticmethod
     def _refresh(running: dict[Any, Unit]) -> None:
-        """One ``sacct`` call for every job (submitit's watcher is shared)."""
+        """One ``sacct`` call for every job (submitit's watcher is shared;
+        left to itself it asks less and less often, up to every 10 min)."""
         for job in running:
             watcher = getattr(job, "watcher", None)
             if watcher is not None and hasattr(watcher, "update"):

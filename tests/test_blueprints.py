@@ -450,7 +450,7 @@ def test_missing_file(tmp_path: Path) -> None:
         get_profile(str(path))
     assert str(caught.value) == (
         f"no blueprint file {str(path)!r}; give the path of an existing .toml "
-        "file or a shipped profile (smoke, default, modes, paper)"
+        "file or a shipped profile (smoke, default, modes, threads, paper)"
     )
 
 
