@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,6 +80,7 @@ class Slurm:
             slurm_additional_parameters={"exclusive": True},
         )
         tries = dict.fromkeys((u.index for u in units), 0)
+        submitted = len(self.jobs)
         pending: list[Unit] = list(units)
         running: dict[Any, Unit] = {}
         bar = tqdm(total=len(units), unit="unit", desc="slurm", file=sys.stderr)
@@ -103,7 +105,7 @@ class Slurm:
             bar.close()
             for job in running:  # Ctrl-C: leave nothing queued behind
                 job.cancel(check=False)
-        print(tabulate(self.jobs[-len(units) :], headers="keys"), file=sys.stderr)
+        self._print(submitted)
 
     def _submit(
         self, executor: Any, units: list[Unit], context: RunContext
@@ -141,11 +143,25 @@ class Slurm:
         )
         return dict(zip(jobs, units, strict=True))
 
+    def _print(self, first: int) -> None:
+        """The table of this array's tasks, with the states Slurm holds for
+        them now (a task is booked when its result appears, often before
+        ``sacct`` has seen it end)."""
+        booked = self.jobs[first:]
+        if self.cluster == "slurm" and booked:
+            self._refresh(entry["_job"] for entry in booked)
+        rows = [
+            {k: v for k, v in entry.items() if k != "_job"}
+            | {"state": entry["_job"].state}
+            for entry in booked
+        ]
+        print(tabulate(rows, headers="keys"), file=sys.stderr)
+
     @staticmethod
-    def _refresh(running: dict[Any, Unit]) -> None:
+    def _refresh(jobs: Iterable[Any]) -> None:
         """One ``sacct`` call for every job (submitit's watcher is shared;
         left to itself it asks less and less often, up to every 10 min)."""
-        for job in running:
+        for job in jobs:
             watcher = getattr(job, "watcher", None)
             if watcher is not None and hasattr(watcher, "update"):
                 watcher.update()
@@ -177,6 +193,7 @@ class Slurm:
                 "state": state,
                 "attempt": tries,
                 "then": "resubmitted" if again else "",
+                "_job": job,
             }
         )
         if again:

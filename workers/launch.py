@@ -441,14 +441,22 @@ def _pinned(cpus: tuple[int, ...] | None) -> list[str]:
     return ["-c", _PIN_AND_EXEC, ",".join(str(c) for c in cpus)]
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity (what a Slurm task, a
+    container's cpuset or ``taskset`` leaves it), not the machine's count."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def thread_environment(threads: dict[str, Any]) -> dict[str, Any]:
     """``{"intra_op": n|"auto", "inter_op": m|"auto"}`` -> the counts
-    (``auto``: this machine's cores for intra-op, 1 for inter-op) and the
-    environment variables a worker is started with, which the frameworks read
-    at start-up and ``workers.numerics`` applies to PyTorch."""
+    (``auto``: the CPUs this process may use for intra-op, 1 for inter-op)
+    and the environment variables a worker is started with, which the
+    frameworks read at start-up and ``workers.numerics`` applies to PyTorch."""
     intra = threads.get("intra_op", "auto")
     inter = threads.get("inter_op", "auto")
-    intra = os.cpu_count() or 1 if intra == "auto" else int(intra)
+    intra = usable_cpus() if intra == "auto" else int(intra)
     inter = 1 if inter == "auto" else int(inter)
     env = {
         "OMP_NUM_THREADS": str(intra),
