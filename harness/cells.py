@@ -249,8 +249,9 @@ def extension(
     plan: Plan, recs: Iterable[records.Record], keys: dict[str, dict[str, str]]
 ) -> list[Unit]:
     """The next round of every pair cell that wants one more process
-    (``pairing.stop_reason`` finds no reason to stop yet, and ``max_repeats``
-    allows one), numbered after the plan's last unit."""
+    (``pairing.stop_reason`` finds no reason to stop yet, ``max_repeats``
+    allows one and some process of it gave a ratio), numbered after the
+    plan's last unit."""
     profile = plan.get_profile()
     standing = pairing.standings(list(recs))
     last: dict[pairing.PairCell, Unit] = {}
@@ -264,7 +265,9 @@ def extension(
         settings = profile.settings(cell.model)
         have = standing.get(cell, pairing.Standing())
         repeat = unit.repeat + 1
-        if repeat >= settings.max_repeats:
+        # No process gave a ratio (the gate held a side back, or every one
+        # failed): more processes would not narrow anything.
+        if repeat >= settings.max_repeats or not have.repeats:
             continue
         if pairing.stop_reason(have, len(have.repeats), profile, cell.model)[0]:
             continue

@@ -337,7 +337,7 @@ def _run(
     todo = [u for u in plan.units if not _done(u, done)]
     executor.execute(plan, todo, context)
     while True:
-        extra = extension(plan, records.read(out), keys)
+        extra = extension(plan, records.read(out) if out.is_file() else [], keys)
         if not extra:
             break
         plan = plan.model_copy(update={"units": (*plan.units, *extra)})

@@ -380,3 +380,33 @@ def test_a_task_that_keeps_failing_is_recorded_as_an_error(
     assert "infrastructure, 1 attempts" in (record.error or "")
     counts, _ = records.outcome([record])
     assert counts == {"error": 1}
+
+
+def test_a_pair_the_gate_held_back_gets_no_adaptive_rounds(tmp_path: Path) -> None:
+    """Its side that passed is timed alone in the planned repeats; no ratio
+    can come of more rounds."""
+    from harness.cells import extension
+
+    profile = _profile(repeats=1, max_repeats=5)
+    plan = new_plan(
+        "7",
+        profile,
+        models=["ffn"],
+        paths=["keras-torch", "native-torch"],
+        phases=["train"],
+        keys={},
+    )
+    (unit,) = plan.units
+    held = records.Record(
+        run_id="7",
+        profile="smoke",
+        model="ffn",
+        path="keras-torch",
+        framework="torch",
+        api="keras",
+        phase="train",
+        status="not-timed",
+        batch_size=unit.batch_size,
+        equivalence="fail",
+    )
+    assert extension(plan, [held], {}) == []
