@@ -341,6 +341,12 @@ def read_plan(path: Path) -> Plan:
         raise ValueError(
             f"{path} is not a plan this code reads ({where}: {error['msg']})"
         ) from None
+    misplaced = next((i for i, u in enumerate(plan.units) if u.index != i), None)
+    if misplaced is not None:
+        raise ValueError(
+            f"{path}: unit {misplaced} is numbered {plan.units[misplaced].index}; "
+            "units are numbered 0, 1, 2... in order (plan the run again)"
+        )
     try:
         profile = plan.get_profile()
     except ValidationError:

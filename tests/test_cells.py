@@ -163,6 +163,7 @@ def test_a_plan_survives_its_file(tmp_path: Path) -> None:
         ('{"schema_version": 9}', "is a plan of schema version 9"),
         ('{"schema_version": 1, "units": 3}', "is not a plan this code reads"),
         ("edited", "no longer has the digest it was planned with"),
+        ("renumbered", "unit 0 is numbered 5"),
     ],
 )
 def test_a_bad_plan_is_one_sentence(
@@ -180,6 +181,18 @@ def test_a_bad_plan_is_one_sentence(
         )
         document = json.loads(plan.model_dump_json())
         document["profile"]["settings"]["train_steps"] = 999
+        file.write_text(json.dumps(document))
+    elif content == "renumbered":
+        plan = new_plan(
+            "7",
+            _profile(),
+            models=["ffn"],
+            paths=["native-torch"],
+            phases=["train"],
+            keys={},
+        )
+        document = json.loads(plan.model_dump_json())
+        document["units"][0]["index"] = 5
         file.write_text(json.dumps(document))
     elif content is not None:
         file.write_text(content)
