@@ -17,20 +17,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness")
     commands = parser.add_subparsers(dest="command", required=True)
     run_p = commands.add_parser("run", help="time every model on every path")
-    run_p.add_argument(
-        "--profile",
-        default="default",
-        help=f"one of {list(PROFILES)}, or a blueprint .toml file",
-    )
-    run_p.add_argument("--models", default=None, help="default: the profile's")
-    run_p.add_argument("--paths", default=None, help="default: the profile's")
-    run_p.add_argument("--phases", default=None, help="default: the profile's")
-    run_p.add_argument(
-        "--results",
-        type=Path,
-        default=Path("results"),
-        help="folder for records (default: ./results)",
-    )
+    _selection_arguments(run_p)
     run_p.add_argument(
         "--resume",
         type=Path,

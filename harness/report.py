@@ -241,7 +241,7 @@ def _threads_section(recs: list[Record], fmt: str) -> list[str]:
         _section(
             f"scaling with cores (thread counts {', '.join(map(str, found))}; the "
             "tables above are at "
-            f"{found[-1]}): ms per step or mini-batch, median [95% CI], at each "
+            f"{found[-1]}): ms per step or mini-batch, median and 95% CI, at each "
             "count t<n> (n pinned CPUs, n intra-op threads); speedup: the "
             f"smallest count's median over the largest's; efficiency: speedup "
             f"/ {found[-1] // found[0]}",

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from harness.analysis import cells, overhead_rows
+from harness.analysis import machine_cell_rows, overhead_rows
 from harness.records import Record
 
 
@@ -46,43 +46,20 @@ def main_records(recs: list[Record]) -> list[Record]:
     return at_count(recs, found[-1]) if found else recs
 
 
-def _ms(seconds: float) -> float:
-    return round(seconds * 1e3, 4)
-
-
 def scaling_rows(recs: list[Record]) -> list[dict[str, Any]]:
-    """Per cell: ms at each count (median [95% CI]), the speed-up of the
-    largest count over the smallest and its efficiency."""
+    """Per cell: ms at each count (median and 95% CI, as counts side by side
+    like machines, ``analysis.machine_cell_rows``), and the speed-up of the
+    largest count over the smallest with its efficiency (speed-up / the
+    counts' ratio)."""
     found = counts(recs)
-    by_count = {c: cells(at_count(recs, c)) for c in found}
-    keys = list(dict.fromkeys(k for c in found for k in by_count[c]))
-    rows = []
-    for key in keys:
-        model, path, phase, batch = key
-        row: dict[str, Any] = {
-            "model": model,
-            "path": path,
-            "phase": phase,
-            "batch_size": batch,
-        }
-        medians = {}
-        for c in found:
-            cell = by_count[c].get(key)
-            summary = cell.summary if cell else None
-            if summary is None:
-                row[f"t{c}_ms"] = None
-                continue
-            medians[c] = summary.median
-            row[f"t{c}_ms"] = (
-                f"{_ms(summary.median):g} [{_ms(summary.ci_low):g}, "
-                f"{_ms(summary.ci_high):g}]"
-            )
-        low, high = found[0], found[-1]
-        if low in medians and high in medians and high != low:
-            speedup = medians[low] / medians[high]
-            row["speedup"] = round(speedup, 2)
-            row["efficiency"] = round(speedup * low / high, 2)
-        rows.append(row)
+    rows = machine_cell_rows({f"t{c}": at_count(recs, c) for c in found})
+    low, high = found[0], found[-1]
+    for row in rows:
+        ratio = row.pop(f"t{high}/t{low}", None) if high != low else None
+        for c in found[1:-1]:
+            row.pop(f"t{c}/t{low}", None)
+        row["speedup"] = round(1 / ratio, 2) if ratio else None
+        row["efficiency"] = round(low / ratio / high, 2) if ratio else None
     return rows
 
 

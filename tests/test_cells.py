@@ -170,7 +170,7 @@ def test_a_bad_plan_is_one_sentence(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, error: str
 ) -> None:
     file = tmp_path / "cells.json"
-    if content == "edited":  # a setting changed by hand after planning
+    if content in ("edited", "renumbered"):
         plan = new_plan(
             "7",
             _profile(),
@@ -180,19 +180,10 @@ def test_a_bad_plan_is_one_sentence(
             keys={},
         )
         document = json.loads(plan.model_dump_json())
-        document["profile"]["settings"]["train_steps"] = 999
-        file.write_text(json.dumps(document))
-    elif content == "renumbered":
-        plan = new_plan(
-            "7",
-            _profile(),
-            models=["ffn"],
-            paths=["native-torch"],
-            phases=["train"],
-            keys={},
-        )
-        document = json.loads(plan.model_dump_json())
-        document["units"][0]["index"] = 5
+        if content == "edited":  # a setting changed by hand after planning
+            document["profile"]["settings"]["train_steps"] = 999
+        else:
+            document["units"][0]["index"] = 5
         file.write_text(json.dumps(document))
     elif content is not None:
         file.write_text(content)

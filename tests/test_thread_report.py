@@ -78,8 +78,8 @@ def test_counts_are_never_pooled_and_the_tables_read_all_cores() -> None:
 def test_scaling_rows_give_each_count_and_the_speedup() -> None:
     rows = {r["path"]: r for r in scaling_rows(_sweep())}
     native = rows["native-torch"]
-    assert native["t1_ms"].startswith("4 [")
-    assert native["t2_ms"].startswith("2 [")
+    assert (native["t1_ms"], native["t2_ms"]) == (4.0, 2.0)
+    assert native["t1_ci_low_ms"] <= 4.0 <= native["t1_ci_high_ms"]
     assert native["speedup"] == 2.0
     assert native["efficiency"] == 1.0
     assert rows["keras-torch"]["speedup"] == 1.6
