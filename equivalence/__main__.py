@@ -50,13 +50,13 @@ from equivalence.compare import (
     step_tolerance,
 )
 from equivalence.localize import Localization
-from equivalence.reference import FLOOR, MULTIPLE, REFERENCE_PATH
+from equivalence.reference import FLOOR, IMPLEMENTATIONS, MULTIPLE
 from equivalence.sensitivity import run_suite
 from native.faults import FAULTS
 from workers.paths import MODE_PATHS, PATHS, get_path, integer, number, parse_list
 from zoo.specs import MODELS, VARIANTS, get_spec
 
-VERDICT_SCHEMA_VERSION = 3
+VERDICT_SCHEMA_VERSION = 4  # 4: the float64 vote (reference, odd one out)
 # Training steps compared by default: two for VGG16, whose trajectories part
 # chaotically after that (see TRAJECTORY_TOLERANCE) and whose parameters take
 # 60 MB a step per path.
@@ -114,11 +114,19 @@ def _print_judgements(report: ModelReport) -> None:
         )
         rows.append([*row, verdict])
     headers = ["path", "logits", "loss", "gradients", "step 1", "trajectory"]
-    print(f"error against float64 ({REFERENCE_PATH} in float64); m: the multiple")
-    print(
-        f"of (float32 {REFERENCE_PATH}'s error + {FLOOR:.0e}) needed, passing up "
-        f"to {MULTIPLE:g}; repeat: a second evaluation in the same process"
-    )
+    vote = report.vote
+    if vote is not None and vote.reference is not None:
+        print(
+            f"error against float64 ({vote.reference}'s float64 run, with which "
+            f"{', '.join(i for i in vote.agreeing if i != vote.reference) or 'none'}"
+            " agree)"
+        )
+        print(
+            f"m: the multiple of (the largest float32 error of "
+            f"{', '.join(vote.agreeing)}, a path's own left out, + {FLOOR:.0e}) "
+            f"needed, passing up to {MULTIPLE:g}; repeat: a second evaluation in "
+            "the same process"
+        )
     print(
         tabulate(
             rows, headers=[*headers, "m", "repeat", "verdict"], disable_numparse=True
@@ -130,6 +138,10 @@ def _print_report(report: ModelReport) -> None:
     print(f"\n== {report.case.describe()} ==")
     if report.reference_error:
         print(f"ERROR: {report.reference_error}")
+    elif report.vote is not None and report.vote.sentence:
+        print(f"ODD ONE OUT: {report.vote.sentence}")
+        if report.odd_localization is not None:
+            _print_localization(report.odd_localization)
     _print_judgements(report)
     for path, outcome in report.outcomes.items():
         if report.verdicts.get(path) == "unavailable":
@@ -334,8 +346,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(
-        f"verdicts: error against float64 at most {MULTIPLE:g} x (float32 "
-        f"{REFERENCE_PATH}'s error + {FLOOR:.0e}) (see equivalence/reference.py)"
+        f"verdicts: error against float64 at most {MULTIPLE:g} x (the largest "
+        f"float32 error of {', '.join(IMPLEMENTATIONS)} + {FLOOR:.0e}); three "
+        "float64 runs vote on the reference (see equivalence/reference.py)"
     )
     print(
         f"pairwise diagnostic: tolerances {TOLERANCES}; trajectory after step t: "
@@ -450,11 +463,17 @@ def _write_verdicts(
         "seed": args.seed,
         "batch_size": args.batch_size,
         "faults": faults,
-        "rule": {"multiple": MULTIPLE, "floor": FLOOR, "reference": REFERENCE_PATH},
+        "rule": {
+            "multiple": MULTIPLE,
+            "floor": FLOOR,
+            "implementations": list(IMPLEMENTATIONS),
+        },
         "tolerances": TOLERANCES,
         "cases": [
             {
                 "case": r.case.describe(),
+                "reference": r.vote.reference if r.vote else None,
+                "odd_one_out": r.vote.odd if r.vote else None,
                 "verdicts": r.verdicts,
                 "multiples": r.multiples,
                 "localizations": {

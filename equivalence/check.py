@@ -38,19 +38,16 @@ from equivalence.compare import (
     compare_trajectory,
     quantity_error,
 )
-from equivalence.localize import Localization, localize
+from equivalence.localize import Localization, Triple, localize
 from equivalence.reference import (
-    BASELINE,
-    BASELINE_ENV,
-    CROSS_CHECK,
-    CROSS_CHECK_PATH,
-    REFERENCE,
-    REFERENCE_ENV,
-    REFERENCE_PATH,
-    cross_check,
+    CROSS_CHECK_SHARE,
+    IMPLEMENTATIONS,
+    Vote,
     judge,
     needed_multiple,
+    own_implementation,
     per_step,
+    vote,
 )
 from workers.launch import Reply, Worker
 from workers.messages import (
@@ -65,7 +62,7 @@ from workers.paths import OPTIONAL_FRAMEWORKS, get_path
 from zoo.arrays import load_npz, save_npz
 from zoo.data import make_batches
 from zoo.digits import digit_epochs
-from zoo.specs import get_spec
+from zoo.specs import ModelSpec, get_spec
 from zoo.weights import weights_file
 
 Results = dict[str, dict[str, np.ndarray]]  # arrays per path
@@ -163,7 +160,12 @@ class ModelReport:
     repeat_errors: dict[str, float] = field(default_factory=dict)
     verdicts: dict[str, str] = field(default_factory=dict)
     localizations: dict[str, Localization] = field(default_factory=dict)
+    # the float64 runs' vote: which one judges, and an odd one out
+    vote: Vote | None = None
+    # set when no two float64 runs agree: why no path was judged
     reference_error: str | None = None
+    # where the odd one out's float64 run parts from the reference's
+    odd_localization: Localization | None = None
     # what each path computed: its Evaluate and Trajectory arrays
     evaluated: Results = field(default_factory=dict, repr=False)
     trajectories: Results = field(default_factory=dict, repr=False)
@@ -227,6 +229,123 @@ def _contradiction(
     )
 
 
+def _run_name(implementation: str, dtype: str) -> str:
+    """The name of a reference run's worker: ``native-jax.float64``."""
+    return f"{implementation}.{dtype}"
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One reference run's arrays: its evaluation, and its trajectory split
+    per step (``None`` for a case without training steps)."""
+
+    evaluated: dict[str, np.ndarray]
+    trajectory: dict[str, np.ndarray] | None
+
+    @property
+    def merged(self) -> dict[str, np.ndarray]:
+        return {**self.evaluated, **(self.trajectory or {})}
+
+
+def _vote(model: str, runs: dict[str, _Run], failures: dict[str, str]) -> Vote:
+    """``equivalence.reference.vote`` over the implementations whose float64
+    and float32 runs both gave arrays; the others count as failed."""
+    pairs, failed = {}, {}
+    for impl in IMPLEMENTATIONS:
+        names = [_run_name(impl, dtype) for dtype in ("float64", "float32")]
+        if all(n in runs for n in names):
+            pairs[impl] = (runs[names[0]].merged, runs[names[1]].merged)
+        else:
+            failed[impl] = "; ".join(
+                f"{n}: {failures[n]}" for n in names if n in failures
+            )
+    return vote(model, pairs, failed)
+
+
+class _Judged:
+    """What the vote chose: the float64 run that judges, and the float32
+    baselines (of the implementations that agree with it) that set the
+    allowances."""
+
+    def __init__(self, decided: Vote, runs: dict[str, _Run]) -> None:
+        if decided.reference is None:
+            raise ValueError("no reference was chosen")
+        self.label = f"{decided.reference} float64"
+        self.reference_name = _run_name(decided.reference, "float64")
+        self.reference = runs[self.reference_name]
+        self.baselines = {
+            impl: runs[_run_name(impl, "float32")] for impl in decided.agreeing
+        }
+
+    @property
+    def baselines_merged(self) -> dict[str, dict[str, np.ndarray]]:
+        return {impl: run.merged for impl, run in self.baselines.items()}
+
+
+class _Taps:
+    """Each worker's tapped forward pass (``Activations``), asked for once,
+    with the fault its evaluation had."""
+
+    def __init__(
+        self,
+        checker: Checker,
+        request: Activations,
+        faults: dict[str, str],
+        source_faults: dict[str, str],
+    ) -> None:
+        self.checker, self.request = checker, request
+        self.faults, self.source_faults = faults, source_faults
+        self.taken: dict[str, tuple[dict[str, np.ndarray], str | None]] = {}
+
+    def get(self, name: str) -> tuple[dict[str, np.ndarray], str | None]:
+        """The activations of a path or reference run (by ``_run_name``) and
+        the error that stopped its forward pass, if one did."""
+        if name not in self.taken:
+            if name in self.checker.workers:
+                fault = self.faults.get(name)
+            else:
+                fault = self.source_faults.get(name.rsplit(".", maxsplit=1)[0])
+            reply, arrays = self.checker._call(
+                name, dataclasses.replace(self.request, fault=fault)
+            )
+            answer = reply.answer
+            error = answer.error if isinstance(answer, ArraysAnswer) else None
+            self.taken[name] = (arrays or {}, error or reply.error)
+        return self.taken[name]
+
+
+def _triple(run: _Run, activations: dict[str, np.ndarray]) -> Triple:
+    return (activations, run.evaluated, run.trajectory)
+
+
+def _localize_odd(
+    spec: ModelSpec, decided: Vote, judged: _Judged, runs: dict[str, _Run], taps: _Taps
+) -> Localization:
+    """Where the odd one out's float64 run first parts from the reference's,
+    each layer held to ``CROSS_CHECK_SHARE`` of what a path is allowed."""
+    odd = str(decided.odd)
+    name = _run_name(odd, "float64")
+    mine, error = taps.get(name)
+    bases = [
+        _triple(run, taps.get(_run_name(impl, "float32"))[0])
+        for impl, run in judged.baselines.items()
+    ]
+    trajectory = None
+    if runs[name].trajectory is not None and judged.reference.trajectory is not None:
+        trajectory = (runs[name].trajectory or {}, judged.reference.trajectory)
+    return localize(
+        spec,
+        f"{odd} float64",
+        judged.label,
+        activations=(mine, taps.get(judged.reference_name)[0]),
+        evaluated=(runs[name].evaluated, judged.reference.evaluated),
+        trajectory=trajectory,
+        baselines=bases,
+        share=CROSS_CHECK_SHARE,
+        error=error,
+    )
+
+
 class Checker:
     """Workers for ``paths``, kept open; ``check(case)`` runs and compares them."""
 
@@ -246,14 +365,15 @@ class Checker:
         self.timeout = timeout
         self.repeat = repeat
         self.workers = {p: Worker(p, deterministic=True) for p in paths}
-        # The float64 reference and the float32 baseline it is set against
-        # (``equivalence.reference``): two more workers, never given a fault.
+        # Each reference implementation in float64 and in float32 (its
+        # baseline; ``equivalence.reference``): six more workers, never given
+        # a deliberate fault (a source fault excepted: ``check``).
         self.references = {
-            REFERENCE: Worker(REFERENCE_PATH, env=REFERENCE_ENV, deterministic=True),
-            CROSS_CHECK: Worker(
-                CROSS_CHECK_PATH, env=REFERENCE_ENV, deterministic=True
-            ),
-            BASELINE: Worker(REFERENCE_PATH, env=BASELINE_ENV, deterministic=True),
+            _run_name(impl, dtype): Worker(
+                impl, env={"HARNESS_NATIVE_DTYPE": dtype}, deterministic=True
+            )
+            for impl in IMPLEMENTATIONS
+            for dtype in ("float64", "float32")
         }
 
     def __enter__(self) -> Checker:
@@ -270,8 +390,9 @@ class Checker:
     def _call(
         self, path: str, request: Evaluate | Activations | Trajectory
     ) -> tuple[Reply, dict[str, np.ndarray] | None]:
-        """One request to ``path``'s worker, its reply and the arrays it wrote
-        (into a file of this checker's, whatever ``out`` the request names)."""
+        """One request to ``path``'s worker (or a reference run's, by
+        ``_run_name``), its reply and the arrays it wrote (into a file of
+        this checker's, whatever ``out`` the request names)."""
         out = self.work / f"{path}-{request.TASK}.npz"
         worker = self.workers[path] if path in self.workers else self.references[path]
         reply = worker.call(dataclasses.replace(request, out=str(out)), self.timeout)
@@ -296,33 +417,46 @@ class Checker:
                 results[path] = arrays
         return results
 
-    def _reference(
-        self, report: ModelReport, request: Evaluate | Trajectory | Activations
-    ) -> Results:
-        """The float64 reference's, the float64 cross-check's and the float32
-        baseline's arrays for ``request``; when one fails, or the two float64
-        runs disagree (``equivalence.reference.cross_check``),
-        ``report.reference_error`` says why and nothing is returned."""
-        arrays = {}
+    def _run_references(
+        self,
+        requests: list[Evaluate | Trajectory],
+        source_faults: dict[str, str],
+    ) -> tuple[dict[str, _Run], dict[str, str]]:
+        """Every reference run's arrays for ``requests`` (a trajectory's split
+        per step), and why a run failed, by ``_run_name``."""
+        runs: dict[str, _Run] = {}
+        failures: dict[str, str] = {}
         for name in self.references:
-            reply, result = self._call(name, request)
-            if result is None:
-                report.reference_error = f"the {name} run failed: {reply.error}"
-                return {}
-            arrays[name] = result
-        converted = per_step if isinstance(request, Trajectory) else dict
-        report.reference_error = cross_check(
-            converted(arrays[REFERENCE]),
-            converted(arrays[CROSS_CHECK]),
-            converted(arrays[BASELINE]),
-        )
-        return arrays if report.reference_error is None else {}
+            impl = name.rsplit(".", maxsplit=1)[0]
+            parts = []
+            for request in requests:
+                reply, arrays = self._call(
+                    name, dataclasses.replace(request, fault=source_faults.get(impl))
+                )
+                if arrays is None:
+                    failures[name] = f"{reply.error or reply.status}"
+                    break
+                parts.append(
+                    per_step(arrays) if isinstance(request, Trajectory) else arrays
+                )
+            else:
+                runs[name] = _Run(parts[0], parts[1] if len(parts) > 1 else None)
+        return runs, failures
 
-    def check(self, case: Case, faults: dict[str, str] | None = None) -> ModelReport:
-        """Run ``case`` on every path (``faults`` maps a path to a deliberate
-        fault, ``native.faults``, to prove the checks catch it) and on the
-        float64 reference, and judge every path against it."""
-        faults = faults or {}
+    def check(
+        self,
+        case: Case,
+        faults: dict[str, str] | None = None,
+        source_faults: dict[str, str] | None = None,
+    ) -> ModelReport:
+        """Run ``case`` on every path and on the reference implementations,
+        let the float64 runs vote on the reference, and judge every path
+        against it.  ``faults`` maps a path to a deliberate fault
+        (``native.faults``) to prove the checks catch it; ``source_faults``
+        maps a reference implementation to one that enters its code, as an
+        edit would: its path and its float64 and float32 runs all get it."""
+        source_faults = source_faults or {}
+        faults = {**(faults or {}), **source_faults}
         spec = get_spec(case.model)
         weights = weights_file(spec, case.seed, self.cache_dir)
         shape = spec.input_shape
@@ -345,13 +479,13 @@ class Checker:
             }
         for a, b in itertools.combinations(evaluated, 2):
             report.pairs.append(compare(case.model, a, evaluated[a], b, evaluated[b]))
-        reference = self._reference(report, evaluate)
+        requests: list[Evaluate | Trajectory] = [evaluate]
         trajectories: Results = {}
-        trajectory_reference: Results = {}
         if case.steps:
             trajectory = Trajectory(
                 model=case.model, weights=str(weights), data=str(data), out=""
             )
+            requests.append(trajectory)
             trajectories = self._run_all(report, trajectory, faults)
             for a, b in itertools.combinations(trajectories, 2):
                 report.trajectory_pairs.append(
@@ -359,55 +493,47 @@ class Checker:
                         case.model, a, trajectories[a], b, trajectories[b]
                     )
                 )
-            if reference:
-                trajectory_reference = self._reference(report, trajectory)
         report.evaluated, report.trajectories = evaluated, trajectories
-        if report.reference_error is None:
-            self._judge(
-                report, evaluated, reference, trajectories, trajectory_reference
-            )
-        self._verdicts(report, evaluated)
-        self._localize(
-            report,
-            Activations(model=case.model, weights=str(weights), data=str(data), out=""),
-            faults,
-            (evaluated, reference),
-            (trajectories, trajectory_reference),
+        runs, failures = self._run_references(requests, source_faults)
+        report.vote = _vote(case.model, runs, failures)
+        report.reference_error = (
+            report.vote.sentence if report.vote.reference is None else None
         )
+        activations = Activations(
+            model=case.model, weights=str(weights), data=str(data), out=""
+        )
+        taps = _Taps(self, activations, faults, source_faults)
+        if report.vote.reference is not None:
+            judged = _Judged(report.vote, runs)
+            self._judge(report, judged)
+            odd = report.vote.odd
+            if odd is not None and _run_name(odd, "float64") in runs:
+                report.odd_localization = _localize_odd(
+                    spec, report.vote, judged, runs, taps
+                )
+            self._verdicts(report)
+            self._localize(report, judged, taps)
+        else:
+            self._verdicts(report)
         return report
 
     @staticmethod
-    def _judge(
-        report: ModelReport,
-        evaluated: Results,
-        reference: Results,
-        trajectories: Results,
-        trajectory_reference: Results,
-    ) -> None:
+    def _judge(report: ModelReport, judged: _Judged) -> None:
         model = report.case.model
-        for path, arrays in evaluated.items():
-            float64, float32 = reference[REFERENCE], reference[BASELINE]
-            result = judge(model, path, arrays, float64, float32)
-            if path in trajectories and trajectory_reference:
-                result = _merged(
-                    result,
-                    judge(
-                        model,
-                        path,
-                        per_step(trajectories[path]),
-                        per_step(trajectory_reference[REFERENCE]),
-                        per_step(trajectory_reference[BASELINE]),
-                    ),
-                )
+        for path, arrays in report.evaluated.items():
+            mine = {**arrays, **per_step(report.trajectories.get(path, {}))}
+            result = judge(
+                model, path, mine, judged.reference.merged, judged.baselines_merged
+            )
             report.judgements[path] = result
             report.multiples[path] = needed_multiple(result)
 
     @staticmethod
-    def _verdicts(report: ModelReport, evaluated: Results) -> None:
+    def _verdicts(report: ModelReport) -> None:
         """``pass``/``fail`` from the judgement; ``error`` for a path that
         failed to run (or to start, unless its optional framework is not
-        installed here: ``unavailable``), and for every path when the
-        reference failed."""
+        installed here: ``unavailable``), and for every path when no two
+        float64 runs agreed."""
         for path, outcome in report.outcomes.items():
             judged = report.judgements.get(path)
             if missing_framework(path, outcome):
@@ -417,60 +543,37 @@ class Checker:
             else:
                 report.verdicts[path] = "pass" if judged.ok else "fail"
 
-    def _localize(
-        self,
-        report: ModelReport,
-        request: Activations,
-        faults: dict[str, str],
-        evaluated: tuple[Results, Results],
-        trajectories: tuple[Results, Results],
-    ) -> None:
+    def _localize(self, report: ModelReport, judged: _Judged, taps: _Taps) -> None:
         """Localize every failing path against the float64 reference, each
-        layer allowed what ``equivalence.reference`` allows, from the float32
-        baseline's error at that layer."""
-        failing = [p for p, v in report.verdicts.items() if v in ("fail", "error")]
-        (paths, reference), (paths_trajectory, reference_trajectory) = (
-            evaluated,
-            trajectories,
-        )
-        if not failing or report.reference_error is not None:
-            return
+        layer allowed what ``equivalence.reference`` allows it, from the
+        float32 baselines' error at that layer (its own implementation's
+        left out)."""
         spec = get_spec(report.case.model)
-        taps: dict[str, tuple[dict[str, np.ndarray], str | None]] = {}
-
-        def activations(path: str) -> tuple[dict[str, np.ndarray], str | None]:
-            if path not in taps:
-                reply, arrays = self._call(
-                    path, dataclasses.replace(request, fault=faults.get(path))
-                )
-                answer = reply.answer
-                error = answer.error if isinstance(answer, ArraysAnswer) else None
-                taps[path] = (arrays or {}, error or reply.error)
-            return taps[path]
-
+        failing = [p for p, v in report.verdicts.items() if v in ("fail", "error")]
         for path in failing:
             outcome = report.outcomes.get(path)
             if outcome is None or outcome.status == "unavailable":
                 continue  # it never started; its failure says why
-            (mine, error) = activations(path)
-            theirs, base = activations(REFERENCE)[0], activations(BASELINE)[0]
-            trajectory = baseline_trajectory = None
-            if report.case.steps and reference_trajectory:
-                trajectory = (
-                    per_step(paths_trajectory.get(path, {})),
-                    per_step(reference_trajectory[REFERENCE]),
-                )
-                baseline_trajectory = per_step(reference_trajectory[BASELINE])
+            mine, error = taps.get(path)
+            own = own_implementation(path)
+            bases = [
+                _triple(judged.baselines[impl], taps.get(f"{impl}.float32")[0])
+                for impl in judged.baselines
+                if impl != own
+            ]
+            steps = per_step(report.trajectories.get(path, {}))
             report.localizations[path] = localize(
                 spec,
                 path,
-                REFERENCE,
-                activations=(mine, theirs),
-                evaluated=(paths.get(path, {}), reference[REFERENCE]),
-                trajectory=trajectory,
-                baseline=(base, reference[BASELINE], baseline_trajectory),
+                judged.label,
+                activations=(mine, taps.get(judged.reference_name)[0]),
+                evaluated=(report.evaluated.get(path, {}), judged.reference.evaluated),
+                trajectory=(steps, judged.reference.trajectory)
+                if report.case.steps and judged.reference.trajectory is not None
+                else None,
+                baselines=bases,
                 error=error,
-                contradiction=_contradiction(mine, paths.get(path, {})),
+                contradiction=_contradiction(mine, report.evaluated.get(path, {})),
             )
 
     def accuracy(self, model: str, epochs: int, seed: int = 0) -> AccuracyReport:

@@ -30,7 +30,7 @@ from equivalence.compare import (
     quantity_error,
     step_tolerance,
 )
-from equivalence.reference import allowed, trajectory_floor
+from equivalence.reference import limit as judged_limit
 from native.faults import Location
 from zoo.specs import ModelSpec
 
@@ -156,28 +156,30 @@ def layer_errors(
     return errors, step
 
 
+Triple = tuple[Arrays, Arrays, Arrays | None]  # activations, evaluated, trajectory
+
+
 def baseline_limit(
     spec: ModelSpec,
-    reference: tuple[Arrays, Arrays, Arrays | None],
-    baseline: tuple[Arrays, Arrays, Arrays | None],
+    reference: Triple,
+    baselines: list[Triple],
+    share: float = 1.0,
 ) -> Limit:
-    """Each layer allowed ``equivalence.reference.allowed`` of the float32
-    baseline's error against the float64 reference at that layer (both as
-    ``(activations, evaluated, trajectory)``), after a training step at least
-    ``equivalence.reference.trajectory_floor``, as the judgement allows."""
+    """Each layer allowed ``share`` of what ``equivalence.reference.limit``
+    allows from the float32 baselines' largest error against the float64
+    reference at that layer (each given as ``(activations, evaluated,
+    trajectory)``), as the judgement allows it."""
     stages = {"forward": 0, "loss": 1, "backward": 1, "update": 2}
 
-    def limit(stage: str, keys: list[str], tolerance: float) -> float:
-        ref, base = reference[stages[stage]], baseline[stages[stage]]
-        if ref is None or base is None:
-            return tolerance
-        allowance = allowed(_layer_error(base, ref, keys))
-        if stage == "update":
-            step = int(keys[0].split("/")[0].removeprefix("step"))
-            allowance = max(allowance, trajectory_floor(spec.name, step))
-        return allowance
+    def layer_limit(stage: str, keys: list[str], tolerance: float) -> float:
+        ref = reference[stages[stage]]
+        bases = [b[stages[stage]] for b in baselines]
+        if ref is None or not bases or any(b is None for b in bases):
+            return share * tolerance
+        base = max(_layer_error(b, ref, keys) for b in bases if b is not None)
+        return share * max(judged_limit(spec.name, key, base) for key in keys)
 
-    return limit
+    return layer_limit
 
 
 def localize(
@@ -188,22 +190,25 @@ def localize(
     activations: tuple[Arrays, Arrays],
     evaluated: tuple[Arrays, Arrays],
     trajectory: tuple[Arrays, Arrays] | None = None,
-    baseline: tuple[Arrays, Arrays, Arrays | None] | None = None,
+    baselines: list[Triple] | None = None,
+    share: float = 1.0,
     error: str | None = None,
     contradiction: str | None = None,
 ) -> Localization:
     """Where ``path`` first differs from ``reference`` (each pair of arrays is
-    ``(path's, reference's)``).  ``baseline``: the float32 baseline's
-    activations, evaluation and trajectory when ``reference`` is the float64
-    one, so that every layer is allowed what the judgement allows."""
-    limit: Limit = fixed_limit
-    if baseline is not None:
-        limit = baseline_limit(
+    ``(path's, reference's)``).  ``baselines``: the float32 baselines'
+    activations, evaluations and trajectories when ``reference`` is a float64
+    run, so that every layer is allowed what the judgement allows (``share``
+    of it: two float64 runs are held to ``CROSS_CHECK_SHARE``)."""
+    layer_limit: Limit = fixed_limit
+    if baselines is not None:
+        layer_limit = baseline_limit(
             spec,
             (activations[1], evaluated[1], trajectory[1] if trajectory else None),
-            baseline,
+            baselines,
+            share,
         )
-    errors, step = layer_errors(spec, activations, evaluated, trajectory, limit)
+    errors, step = layer_errors(spec, activations, evaluated, trajectory, layer_limit)
     first = next((e for e in errors if not e.ok), None)
     location = Location(first.stage, first.layer) if first else None
     return Localization(

@@ -65,7 +65,7 @@ from equivalence.compare import (
     step_tolerance,
     tolerance,
 )
-from equivalence.reference import FLOOR, MULTIPLE, REFERENCE_PATH
+from equivalence.reference import CROSS_CHECK_SHARE, FLOOR, IMPLEMENTATIONS, MULTIPLE
 from workers.launch import PROJECT_ROOT
 from workers.messages import ArraysAnswer, TimedOutputs
 from workers.paths import PATHS, get_path, interpreter
@@ -139,12 +139,14 @@ def verdict_key(
     versions: dict[str, str | None],
     *,
     faults: Mapping[str, str] | None = None,
-    reference_versions: dict[str, str | None] | None = None,
+    reference_versions: Mapping[str, dict[str, str | None]] | None = None,
 ) -> str:
     """The cache key of one verdict; ``faults``: the deliberate faults the
     check injected, by path (a verdict depends on every path's);
-    ``reference_versions``: the library versions of the float64 reference's
-    environment (``equivalence.reference``), which judged the path."""
+    ``reference_versions``: the library versions of each reference
+    implementation's environment (``equivalence.reference``), by
+    implementation: they vote on the float64 run that judges the path and
+    set its allowances."""
     document = {
         "model": model,
         "spec": repr(get_spec(model)),
@@ -155,7 +157,13 @@ def verdict_key(
         "check": [GATE_STEPS, GATE_BATCH, list(TIMED_CHECK)],
         "versions": versions,
         "faults": dict(faults or {}),
-        "reference": [REFERENCE_PATH, MULTIPLE, FLOOR, reference_versions],
+        "reference": [
+            list(IMPLEMENTATIONS),
+            MULTIPLE,
+            FLOOR,
+            CROSS_CHECK_SHARE,
+            dict(reference_versions or {}),
+        ],
     }
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
 
@@ -366,9 +374,13 @@ def _timed_verdict(
 
 
 def _where(reports: list[ModelReport], path: str) -> str | None:
-    """Why a path failed, in one sentence: the error that stopped one of its
-    checks, or where it first parts from the float64 reference
-    (``equivalence.localize``); ``None`` when no check says."""
+    """Why a path failed, in one sentence: that no two float64 runs agreed,
+    the error that stopped one of its checks, or where it first parts from
+    the float64 reference (``equivalence.localize``); ``None`` when no check
+    says."""
+    for report in reports:
+        if report.reference_error is not None:
+            return report.reference_error
     for report in reports:
         outcome = report.outcomes.get(path)
         if outcome is not None and not outcome.ok and outcome.error:
@@ -389,6 +401,13 @@ def _where(reports: list[ModelReport], path: str) -> str | None:
             f"{report.case.model} batch {report.case.batch_size})"
         )
     return None
+
+
+def _vote_sentences(reports: list[ModelReport]) -> list[str]:
+    """What the float64 runs' votes said beyond "all agree" (an odd one out,
+    or no agreement), each once."""
+    said = (r.vote.sentence for r in reports if r.vote is not None)
+    return [s for s in dict.fromkeys(said) if s is not None]
 
 
 def _key_inputs(
@@ -412,7 +431,10 @@ def _model_keys(
     faults: Mapping[str, str],
 ) -> dict[str, str]:
     sources, versions = inputs
-    reference = versions[interpreter(get_path(REFERENCE_PATH).framework)]
+    reference = {
+        impl: versions[interpreter(get_path(impl).framework)]
+        for impl in IMPLEMENTATIONS
+    }
     return {
         p: verdict_key(
             model,
@@ -510,6 +532,8 @@ def verify(
                 for n in seq_lens(model)
             ]
             report = reports[0]
+            for sentence in _vote_sentences(reports):
+                log(f"equivalence {model}: {sentence}")
             for p in report.verdicts:
                 checked = worst_verdict(r.verdicts.get(p, "error") for r in reports)
                 verdict, reason = checked, _where(reports, p)

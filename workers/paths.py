@@ -10,7 +10,10 @@ timed.
 
 Framework-free.  Each framework may live in its own environment: its
 interpreter is ``$HARNESS_PYTHON_<FRAMEWORK>`` when that is set (for example
-``HARNESS_PYTHON_MXNET=.nox/mxnet-env/bin/python``), else this process' own.
+``HARNESS_PYTHON_MXNET=.nox/mxnet-env/bin/python``), else the environment nox
+builds for it in this checkout when there is one (``NOX_ENVIRONMENTS``: so
+``python -m equivalence`` run from ``.nox/bench`` finds MXNet as ``nox -s
+bench`` does), else this process' own.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import argparse
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from native import MODES as NATIVE_MODES
 
@@ -206,6 +210,20 @@ def number(text: str) -> float:
         ) from None
 
 
+# The environments noxfile.py builds for frameworks that cannot share the main
+# one, relative to the checkout.
+NOX_ENVIRONMENTS = {"mxnet": Path(".nox") / "mxnet-env"}
+_CHECKOUT = Path(__file__).resolve().parents[1]
+
+
 def interpreter(framework: str) -> str:
     """The Python executable of the environment that holds ``framework``."""
-    return os.environ.get(f"HARNESS_PYTHON_{framework.upper()}") or sys.executable
+    configured = os.environ.get(f"HARNESS_PYTHON_{framework.upper()}")
+    if configured:
+        return configured
+    if framework in NOX_ENVIRONMENTS:
+        # absolute, not resolved: the venv's python is a symlink to the base one
+        built = _CHECKOUT / NOX_ENVIRONMENTS[framework] / "bin" / "python"
+        if built.exists():
+            return str(built)
+    return sys.executable

@@ -19,6 +19,10 @@ The optimizers follow Keras 3's update formulas exactly (see
 folded into the step size and epsilon outside the square root (inside when
 the workload's ``epsilon_inside_sqrt`` says so), all as variable updates
 inside the graph.
+
+``HARNESS_NATIVE_DTYPE=float64`` in a worker's environment makes every
+parameter and input float64: the third float64 run the equivalence checker
+votes with (``equivalence.reference``).  Nothing else differs.
 """
 
 from __future__ import annotations
@@ -37,10 +41,13 @@ from zoo.specs import Workload
 
 LAYOUT = "keras"
 Params = dict[str, tf.Variable]
+DTYPE = {"float32": tf.float32, "float64": tf.float64}[
+    os.environ.get("HARNESS_NATIVE_DTYPE", "float32")
+]
 
 
 def init(arrays: Mapping[str, np.ndarray]) -> Params:
-    return {name: tf.Variable(a, dtype=tf.float32) for name, a in arrays.items()}
+    return {name: tf.Variable(a, dtype=DTYPE) for name, a in arrays.items()}
 
 
 def arrays(params: Params) -> Params:
@@ -48,7 +55,7 @@ def arrays(params: Params) -> Params:
 
 
 def to_input(x: np.ndarray) -> tf.Tensor:
-    return tf.constant(x, dtype=tf.float32)  # already (N, H, W, C) or (N, T, F)
+    return tf.constant(x, dtype=DTYPE)  # already (N, H, W, C) or (N, T, F)
 
 
 def to_labels(y: np.ndarray) -> tf.Tensor:
@@ -134,7 +141,8 @@ def _sgd(state: TrainState, grads: dict[str, tf.Tensor]) -> None:
 
 def _adam(state: TrainState, grads: dict[str, tf.Tensor]) -> None:
     w = state.workload
-    t = tf.cast(state.step + 1, tf.float32)
+    # As Keras computes it: the powers of beta in the parameters' dtype.
+    t = tf.cast(state.step + 1, DTYPE)
     alpha = w.learning_rate * tf.sqrt(1 - w.beta_2**t) / (1 - w.beta_1**t)
     eps = w.epsilon
     for name, p in state.params.items():
@@ -198,6 +206,7 @@ def describe() -> dict[str, Any]:
         "framework": "tensorflow",
         "framework_version": tf.__version__,
         "device": "gpu" if tf.config.list_physical_devices("GPU") else "cpu",
+        "dtype": DTYPE.name,
         "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
         "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
         "tf32_execution": tf.config.experimental.tensor_float_32_execution_enabled(),
