@@ -67,15 +67,17 @@ STEPS = 10
 ACCURACY_SPREAD = 0.01
 
 
-def _parse_faults(items: list[str], paths: list[str]) -> dict[str, str]:
+def _parse_faults(
+    items: list[str], allowed: list[str], option: str = "--fault"
+) -> dict[str, str]:
+    """``PATH:FAULT`` items, each PATH one of ``allowed``."""
     faults = {}
-    native = [p for p in paths if get_path(p).api == "native"]
     for item in items:
         path, _, fault = item.partition(":")
-        if path not in native or fault not in FAULTS:
+        if path not in allowed or fault not in FAULTS:
             raise ValueError(
-                f"--fault wants PATH:FAULT with PATH one of {', '.join(native)} and "
-                f"FAULT one of {', '.join(FAULTS)}; got {item!r}"
+                f"{option} wants PATH:FAULT with PATH one of {', '.join(allowed)} "
+                f"and FAULT one of {', '.join(FAULTS)}; got {item!r}"
             )
         faults[path] = fault
     return faults
@@ -308,6 +310,15 @@ def _parser() -> argparse.ArgumentParser:
         help=f"inject a deliberate fault into one native path ({', '.join(FAULTS)})",
     )
     parser.add_argument(
+        "--source-fault",
+        action="append",
+        default=[],
+        metavar="IMPLEMENTATION:FAULT",
+        help="inject a fault into one reference implementation's code, as an "
+        f"edit would ({', '.join(IMPLEMENTATIONS)}): into its path and its "
+        "float64 and float32 reference runs",
+    )
+    parser.add_argument(
         "--fault-suite",
         action="store_true",
         help="instead: inject every deliberate fault into every native path "
@@ -333,7 +344,11 @@ def main(argv: list[str] | None = None) -> int:
             [*PATHS, *MODE_PATHS],
             "path",
         )
-        faults = _parse_faults(args.fault, paths)
+        native = [p for p in paths if get_path(p).api == "native"]
+        faults = _parse_faults(args.fault, native)
+        source_faults = _parse_faults(
+            args.source_fault, list(IMPLEMENTATIONS), "--source-fault"
+        )
         for option, (low, high) in BOUNDS.items():
             value = getattr(args, option.removeprefix("--").replace("-", "_"))
             if value is not None and not low <= value <= high:
@@ -368,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
                 case = Case(
                     model, args.seed, args.batch_size, seq_len, args.input_scale, steps
                 )
-                report = checker.check(case, faults)
+                report = checker.check(case, faults, source_faults)
                 _print_report(report)
                 print(f"({time.perf_counter() - start:.1f} s)")
                 reports.append(report)
@@ -379,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
                     _print_accuracy(accuracy)
                     accuracies.append(accuracy)
     if args.out:
-        _write_verdicts(args.out, reports, args, faults)
+        _write_verdicts(args.out, reports, args, {**faults, **source_faults})
     bad = [r.case.model for r in reports if not r.ok]
     bad += [
         f"{a.model} accuracy"

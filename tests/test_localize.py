@@ -118,12 +118,17 @@ def test_against_float64_each_layer_is_allowed_the_baseline_error() -> None:
     far["conv1"] = reference["conv1"] * np.float32(1 + 1e-1)
     against = {
         "evaluated": (evaluated, evaluated),
-        "baseline": (baseline, evaluated, None),
+        "baselines": [(baseline, evaluated, None)],
     }
     ok = localize(SPEC, "p", "float64", activations=(near, reference), **against)
     assert ok.first is None, ok.errors
     bad = localize(SPEC, "p", "float64", activations=(far, reference), **against)
     assert bad.first == Location("forward", "conv1")
+    # Two float64 runs are held to a share of it: there the near one parts.
+    odd = localize(
+        SPEC, "p", "float64", activations=(near, reference), share=0.01, **against
+    )
+    assert odd.first == Location("forward", "conv1")
     # With the fixed pairwise tolerance (1e-5), even the near one is blamed.
     fixed = localize(
         SPEC, "p", "q", activations=(near, reference), evaluated=(evaluated, evaluated)

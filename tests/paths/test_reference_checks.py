@@ -54,7 +54,7 @@ def test_blame_does_not_depend_on_the_paths_chosen() -> None:
         report = checker.check(Case("lenet", 0, 4), {"native-jax": "missing-bias"})
     assert report.verdicts == {"keras-jax": "pass", "native-jax": "fail"}
     localization = report.localizations["native-jax"]
-    assert localization.reference == "float64"
+    assert localization.reference == "native-torch float64"
     assert localization.first == FAULTS["missing-bias"].target(get_spec("lenet"))
 
 
@@ -68,3 +68,34 @@ def test_the_lstm_is_checked_short_and_long_and_repeats_its_bits() -> None:
     assert "== model='lstm', seed=0, batch_size=2, seq_len=12 ==" in result.stdout
     assert result.stdout.count("identical") >= 4
     assert "all paths agree" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("implementation", "fault", "steps"),
+    [("native-torch", "missing-bias", 0), ("native-jax", "adam-eps-inside-sqrt", 1)],
+)
+def test_a_fault_in_a_reference_implementation_is_named_and_the_rest_judged(
+    implementation: str, fault: str, steps: int
+) -> None:
+    # A fault in the code one float64 reference runs, as an edit would put it
+    # there: in its path and in its float64 and float32 runs.  The other two
+    # float64 runs outvote it; it is named and localized, and every path is
+    # still judged against the majority.
+    paths = ["keras-jax", "native-torch", "native-jax"]
+    with Checker(paths) as checker:
+        report = checker.check(
+            Case("lenet", 0, 4, steps=steps), source_faults={implementation: fault}
+        )
+    target = FAULTS[fault].target(get_spec("lenet"))
+    assert report.reference_error is None
+    assert report.vote is not None
+    assert report.vote.odd == implementation
+    assert report.vote.reference not in (None, implementation)
+    assert report.vote.sentence is not None
+    assert f"{implementation}'s model code is wrong" in report.vote.sentence
+    assert report.odd_localization is not None
+    assert report.odd_localization.first == target
+    assert report.verdicts == {
+        p: "fail" if p == implementation else "pass" for p in paths
+    }
+    assert report.localizations[implementation].first == target
