@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -432,18 +433,37 @@ def _fault_suite(paths: list[str], timeout: float) -> int:
             str(r.located),
             str(r.expected),
             "yes" if r.localized else "NO",
+            _multiple(r.needed),
+            _multiple(r.others_needed),
         ]
         for r in results
     ]
-    headers = ["fault", "path", "model", "caught", "localized at", "expected", "right"]
+    headers = [
+        "fault",
+        "path",
+        "model",
+        "caught",
+        "localized at",
+        "expected",
+        "right",
+        "m",
+        "others' m",
+    ]
     print(tabulate(rows, headers=headers))
     caught = sum(r.caught for r in results)
     localized = sum(r.caught and r.localized for r in results)
     print(
         f"\ncaught {caught}/{len(results)}, caught and localized to the right "
-        f"layer {localized}/{len(results)}"
+        f"layer {localized}/{len(results)}; m: the multiple the faulty path "
+        f"needed, others' m: the largest any other path needed (passing up to "
+        f"{MULTIPLE:g})"
     )
     return 0 if results and localized == len(results) and not broken else 1
+
+
+def _multiple(m: float) -> str:
+    """An "m" for a table: "-" for a path that was not judged (it stopped)."""
+    return "-" if math.isnan(m) else f"{m:.3g}"
 
 
 def _print_numerics(checker: Checker) -> None:

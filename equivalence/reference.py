@@ -67,8 +67,6 @@ Arrays = Mapping[str, np.ndarray]
 REFERENCE = "float64"  # how reports name the judge
 # The float64 implementations, in order of preference as the reference.
 IMPLEMENTATIONS = ("native-torch", "native-jax", "native-tensorflow")
-REFERENCE_ENV = {"HARNESS_NATIVE_DTYPE": "float64"}
-BASELINE_ENV = {"HARNESS_NATIVE_DTYPE": "float32"}
 # Two float64 runs must agree within this share of what a path is allowed:
 # the reference's own doubt stays negligible against the judgement.
 CROSS_CHECK_SHARE = 0.01

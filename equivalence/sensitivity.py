@@ -11,6 +11,7 @@ its stage needs (an optimizer fault shows only after a step).  A fault is
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from equivalence.check import Case, Checker
@@ -36,6 +37,10 @@ class FaultResult:
     caught: bool
     expected: Location
     located: Location | None
+    # the margins: the multiple the faulty path needed (it is caught above
+    # ``MULTIPLE``), and the largest any other path needed (below it)
+    needed: float = math.nan
+    others_needed: float = math.nan
 
     @property
     def localized(self) -> bool:
@@ -57,6 +62,8 @@ def check_fault(checker: Checker, fault: str, path: str) -> FaultResult:
         caught,
         FAULTS[fault].target(get_spec(case.model)),
         localization.first if localization else None,
+        report.multiples.get(path, math.nan),
+        max((m for p, m in report.multiples.items() if p != path), default=math.nan),
     )
 
 

@@ -12,16 +12,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from equivalence.check import Case, ModelReport
+from equivalence.reference import Vote
 from harness.gate import (
     CACHE_NAME,
     CACHE_SCHEMA_VERSION,
     _load,
+    _vote_sentences,
+    _where,
     checked_batches,
     checked_weights,
     library_versions,
     sources_digest,
     verdict_key,
 )
+from workers.launch import Reply
 from zoo.arrays import digest, load_npz, save_npz
 from zoo.data import make_batches
 from zoo.specs import get_spec
@@ -40,6 +45,27 @@ def _key(**changes: object) -> str:
     return verdict_key(**args)  # type: ignore[arg-type]
 
 
+def test_a_path_left_unjudged_says_why() -> None:
+    # No two float64 runs agreed: every path is an error, and the reason
+    # the gate logs and caches is the vote's sentence, never nothing.
+    sentence = "no two float64 runs of native-torch, ... agree"
+    report = ModelReport(
+        Case("lenet"),
+        outcomes={"keras-jax": Reply("ok")},
+        verdicts={"keras-jax": "error"},
+        vote=Vote(None, (), sentence=sentence),
+        reference_error=sentence,
+    )
+    assert _where([report], "keras-jax") == sentence
+    assert _vote_sentences([report, report]) == [sentence]
+    # an odd one out is logged too; a vote where all agree says nothing
+    odd = Vote("native-jax", ("native-jax", "native-tensorflow"), "native-torch", "x")
+    agreed = Vote("native-torch", ("native-torch", "native-jax"))
+    reports = [ModelReport(Case("lenet"), vote=v) for v in (odd, agreed)]
+    assert _vote_sentences(reports) == ["x"]
+    assert _where(reports, "keras-jax") is None
+
+
 def test_the_key_depends_on_model_path_weights_sources_and_versions() -> None:
     base = _key()
     assert _key() == base
@@ -48,6 +74,12 @@ def test_the_key_depends_on_model_path_weights_sources_and_versions() -> None:
     assert _key(weights_sha="other") != base
     assert _key(sources="edited") != base
     assert _key(versions={"torch": "2.14.0"}) != base
+    # every reference implementation's environment is part of it
+    jax = {"native-jax": {"jax": "0.10.2"}}
+    assert _key(reference_versions=jax) != base
+    assert _key(reference_versions={"native-jax": {"jax": "0.10.3"}}) != _key(
+        reference_versions=jax
+    )
 
 
 def test_editing_a_model_source_or_the_path_registry_changes_the_digest(

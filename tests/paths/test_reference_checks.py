@@ -75,17 +75,15 @@ def test_the_lstm_is_checked_short_and_long_and_repeats_its_bits() -> None:
     [("native-torch", "missing-bias", 0), ("native-jax", "adam-eps-inside-sqrt", 1)],
 )
 def test_a_fault_in_a_reference_implementation_is_named_and_the_rest_judged(
-    implementation: str, fault: str, steps: int
+    checker: Checker, implementation: str, fault: str, steps: int
 ) -> None:
     # A fault in the code one float64 reference runs, as an edit would put it
     # there: in its path and in its float64 and float32 runs.  The other two
     # float64 runs outvote it; it is named and localized, and every path is
     # still judged against the majority.
-    paths = ["keras-jax", "native-torch", "native-jax"]
-    with Checker(paths) as checker:
-        report = checker.check(
-            Case("lenet", 0, 4, steps=steps), source_faults={implementation: fault}
-        )
+    report = checker.check(
+        Case("lenet", 0, 4, steps=steps), source_faults={implementation: fault}
+    )
     target = FAULTS[fault].target(get_spec("lenet"))
     assert report.reference_error is None
     assert report.vote is not None
@@ -96,6 +94,6 @@ def test_a_fault_in_a_reference_implementation_is_named_and_the_rest_judged(
     assert report.odd_localization is not None
     assert report.odd_localization.first == target
     assert report.verdicts == {
-        p: "fail" if p == implementation else "pass" for p in paths
+        p: "fail" if p == implementation else "pass" for p in checker.workers
     }
     assert report.localizations[implementation].first == target
