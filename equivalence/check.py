@@ -292,14 +292,18 @@ class _Taps:
         request: Activations,
         faults: dict[str, str],
         source_faults: dict[str, str],
+        aliases: dict[str, str],
     ) -> None:
+        """``aliases``: a reference run whose path stands in for it."""
         self.checker, self.request = checker, request
         self.faults, self.source_faults = faults, source_faults
+        self.aliases = aliases
         self.taken: dict[str, tuple[dict[str, np.ndarray], str | None]] = {}
 
     def get(self, name: str) -> tuple[dict[str, np.ndarray], str | None]:
         """The activations of a path or reference run (by ``_run_name``) and
         the error that stopped its forward pass, if one did."""
+        name = self.aliases.get(name, name)
         if name not in self.taken:
             if name in self.checker.workers:
                 fault = self.faults.get(name)
@@ -312,6 +316,32 @@ class _Taps:
             error = answer.error if isinstance(answer, ArraysAnswer) else None
             self.taken[name] = (arrays or {}, error or reply.error)
         return self.taken[name]
+
+
+def _reference_worker(implementation: str, dtype: str) -> Worker:
+    """A worker running ``implementation`` in ``dtype``."""
+    return Worker(
+        implementation, env={"HARNESS_NATIVE_DTYPE": dtype}, deterministic=True
+    )
+
+
+def _reuse(
+    report: ModelReport, faults: dict[str, str], source_faults: dict[str, str]
+) -> dict[str, _Run]:
+    """The float32 baselines a path already computed, by ``_run_name``: an
+    implementation's own path in its default mode, given no fault but the
+    one in its code, runs the very code and settings its float32 worker
+    would, so its arrays are that run's."""
+    steps = bool(report.case.steps)
+    reused = {}
+    for impl in IMPLEMENTATIONS:
+        if faults.get(impl) != source_faults.get(impl):
+            continue
+        if impl not in report.evaluated or (steps and impl not in report.trajectories):
+            continue
+        trajectory = per_step(report.trajectories[impl]) if steps else None
+        reused[_run_name(impl, "float32")] = _Run(report.evaluated[impl], trajectory)
+    return reused
 
 
 def _triple(run: _Run, activations: dict[str, np.ndarray]) -> Triple:
@@ -366,14 +396,13 @@ class Checker:
         self.repeat = repeat
         self.workers = {p: Worker(p, deterministic=True) for p in paths}
         # Each reference implementation in float64 and in float32 (its
-        # baseline; ``equivalence.reference``): six more workers, never given
-        # a deliberate fault (a source fault excepted: ``check``).
+        # baseline; ``equivalence.reference``), never given a deliberate
+        # fault (a source fault excepted: ``check``).  The float64 workers
+        # start now; a float32 one only when its implementation's own path
+        # did not run the case as it would (``_reuse``).
         self.references = {
-            _run_name(impl, dtype): Worker(
-                impl, env={"HARNESS_NATIVE_DTYPE": dtype}, deterministic=True
-            )
+            _run_name(impl, "float64"): _reference_worker(impl, "float64")
             for impl in IMPLEMENTATIONS
-            for dtype in ("float64", "float32")
         }
 
     def __enter__(self) -> Checker:
@@ -394,6 +423,8 @@ class Checker:
         ``_run_name``), its reply and the arrays it wrote (into a file of
         this checker's, whatever ``out`` the request names)."""
         out = self.work / f"{path}-{request.TASK}.npz"
+        if path not in self.workers and path not in self.references:
+            self.references[path] = _reference_worker(*path.rsplit(".", maxsplit=1))
         worker = self.workers[path] if path in self.workers else self.references[path]
         reply = worker.call(dataclasses.replace(request, out=str(out)), self.timeout)
         written = isinstance(reply.answer, ArraysAnswer) and out.exists()
@@ -421,12 +452,17 @@ class Checker:
         self,
         requests: list[Evaluate | Trajectory],
         source_faults: dict[str, str],
+        reused: dict[str, _Run],
     ) -> tuple[dict[str, _Run], dict[str, str]]:
         """Every reference run's arrays for ``requests`` (a trajectory's split
-        per step), and why a run failed, by ``_run_name``."""
-        runs: dict[str, _Run] = {}
+        per step), and why a run failed, by ``_run_name``; ``reused``: runs
+        a path already made (``_reuse``)."""
+        runs: dict[str, _Run] = dict(reused)
         failures: dict[str, str] = {}
-        for name in self.references:
+        names = [
+            _run_name(i, d) for i in IMPLEMENTATIONS for d in ("float64", "float32")
+        ]
+        for name in (n for n in names if n not in reused):
             impl = name.rsplit(".", maxsplit=1)[0]
             parts = []
             for request in requests:
@@ -494,7 +530,8 @@ class Checker:
                     )
                 )
         report.evaluated, report.trajectories = evaluated, trajectories
-        runs, failures = self._run_references(requests, source_faults)
+        reused = _reuse(report, faults, source_faults)
+        runs, failures = self._run_references(requests, source_faults, reused)
         report.vote = _vote(case.model, runs, failures)
         report.reference_error = (
             report.vote.sentence if report.vote.reference is None else None
@@ -502,7 +539,8 @@ class Checker:
         activations = Activations(
             model=case.model, weights=str(weights), data=str(data), out=""
         )
-        taps = _Taps(self, activations, faults, source_faults)
+        aliases = {name: name.rsplit(".", maxsplit=1)[0] for name in reused}
+        taps = _Taps(self, activations, faults, source_faults, aliases)
         if report.vote.reference is not None:
             judged = _Judged(report.vote, runs)
             self._judge(report, judged)

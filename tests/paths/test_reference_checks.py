@@ -9,12 +9,15 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from equivalence.check import Case, Checker
 from native.faults import FAULTS
 from workers.launch import PROJECT_ROOT
+from workers.messages import Evaluate
 from zoo.specs import get_spec
+from zoo.weights import weights_file
 
 pytestmark = pytest.mark.paths
 
@@ -97,3 +100,25 @@ def test_a_fault_in_a_reference_implementation_is_named_and_the_rest_judged(
         p: "fail" if p == implementation else "pass" for p in checker.workers
     }
     assert report.localizations[implementation].first == target
+
+
+def test_a_path_stands_in_for_its_float32_baseline_bit_for_bit() -> None:
+    # The checker reuses an implementation's own path as its float32
+    # baseline (``equivalence.check._reuse``): sound only because a worker of
+    # its own, as the baseline would have, computes the very same bits.
+    with Checker(["native-jax", "native-tensorflow", "native-torch"]) as checker:
+        report = checker.check(Case("lenet", 0, 4, steps=1))
+        for impl in report.evaluated:
+            reply, own = checker._call(
+                f"{impl}.float32",
+                Evaluate(
+                    model="lenet",
+                    weights=str(weights_file(get_spec("lenet"), 0, checker.work)),
+                    data=str(checker.work / "batches.npz"),
+                    out="",
+                ),
+            )
+            assert own is not None, reply.error
+            assert own.keys() == report.evaluated[impl].keys()
+            for key, value in own.items():
+                assert np.array_equal(value, report.evaluated[impl][key]), (impl, key)
