@@ -541,18 +541,17 @@ class Checker:
         )
         aliases = {name: name.rsplit(".", maxsplit=1)[0] for name in reused}
         taps = _Taps(self, activations, faults, source_faults, aliases)
-        if report.vote.reference is not None:
-            judged = _Judged(report.vote, runs)
+        judged = _Judged(report.vote, runs) if report.vote.reference else None
+        if judged is not None:
             self._judge(report, judged)
+        self._verdicts(report)
+        if judged is not None:
+            self._localize(report, judged, taps)
             odd = report.vote.odd
             if odd is not None and _run_name(odd, "float64") in runs:
                 report.odd_localization = _localize_odd(
                     spec, report.vote, judged, runs, taps
                 )
-            self._verdicts(report)
-            self._localize(report, judged, taps)
-        else:
-            self._verdicts(report)
         return report
 
     @staticmethod

@@ -221,8 +221,9 @@ def vote(
 ) -> Vote:
     """Which float64 run to judge with.  ``runs``: ``(float64 run, float32
     baseline)`` by implementation; ``failures``: why an implementation has
-    none.  The reference is the implementation agreeing with the most others
-    (ties in ``IMPLEMENTATIONS`` order), if it agrees with at least one; an
+    none (its float64 or float32 run failed).  The reference is the
+    implementation agreeing with the most others (ties in
+    ``IMPLEMENTATIONS`` order), if it agrees with at least one; an
     implementation that agrees with no other, or failed, is the odd one out
     when it is the only one outside the agreement."""
     failures = dict(failures or {})
@@ -256,17 +257,18 @@ def vote(
         return Vote(best, agreeing)
     odd = outside[0]
     if odd in failures:
-        reason = f"its float64 run failed ({failures[odd]})"
+        verdict = f"{odd} cannot vote: its reference runs failed ({failures[odd]})"
     else:
-        reason = f"its float64 run disagrees with {others}, which agree, " + str(
-            why.get((best, odd), why.get((odd, best)))
+        where = why.get((best, odd), why.get((odd, best)))
+        verdict = (
+            f"{odd}'s model code is wrong: its float64 run disagrees with "
+            f"{others}, which agree, {where}"
         )
     return Vote(
         best,
         agreeing,
         odd,
-        f"{odd}'s model code is wrong: {reason}; every path is judged against "
-        f"{best}'s float64 run",
+        f"{verdict}; every path is judged against {best}'s float64 run",
     )
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from workers import launch
+from workers import launch, paths
 from workers.launch import Worker
 from workers.messages import Evaluate, Train, TrainAnswer
 
@@ -308,3 +308,21 @@ def test_a_worker_that_stops_reading_its_requests_times_out(
         assert time.monotonic() - began < 1 + MARGIN
         assert reply.status == "timeout"
         assert _gone(pid)
+
+
+def test_mxnet_is_found_in_the_environment_nox_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `python -m equivalence` run by hand from .nox/bench finds MXNet where
+    # `nox -s bench` built it, without HARNESS_PYTHON_MXNET; the variable
+    # still wins, and without either a path runs this interpreter.
+    monkeypatch.setattr(paths, "_CHECKOUT", tmp_path)
+    monkeypatch.delenv("HARNESS_PYTHON_MXNET", raising=False)
+    assert paths.interpreter("mxnet") == paths.sys.executable
+    built = tmp_path / ".nox" / "mxnet-env" / "bin" / "python"
+    built.parent.mkdir(parents=True)
+    built.touch()
+    assert paths.interpreter("mxnet") == str(built)
+    assert paths.interpreter("torch") == paths.sys.executable
+    monkeypatch.setenv("HARNESS_PYTHON_MXNET", "/elsewhere/python")
+    assert paths.interpreter("mxnet") == "/elsewhere/python"

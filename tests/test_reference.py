@@ -225,7 +225,7 @@ def test_a_float64_run_that_failed_is_the_odd_one_out() -> None:
     result = vote("m", runs, {"native-jax": "crashed"})
     assert (result.reference, result.odd) == ("native-torch", "native-jax")
     assert result.sentence is not None
-    assert "failed (crashed)" in result.sentence
+    assert "runs failed (crashed)" in result.sentence
 
 
 def test_nothing_is_judged_when_no_two_float64_runs_agree() -> None:
