@@ -119,10 +119,10 @@ def _print_judgements(report: ModelReport) -> None:
     headers = ["path", "logits", "loss", "gradients", "step 1", "trajectory"]
     vote = report.vote
     if vote is not None and vote.reference is not None:
+        others = [i for i in vote.agreeing if i != vote.reference]
         print(
             f"error against float64 ({vote.reference}'s float64 run, with which "
-            f"{', '.join(i for i in vote.agreeing if i != vote.reference) or 'none'}"
-            " agree)"
+            f"{' and '.join(others)} {'agrees' if len(others) == 1 else 'agree'})"
         )
         print(
             f"m: the multiple of (the largest float32 error of "

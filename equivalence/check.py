@@ -3,11 +3,13 @@ a float64 reference, and compare all pairs as a diagnostic.
 
 A case is one forward and backward pass on the first mini-batch and, when
 ``steps`` is set, a training trajectory of that many optimizer steps on the
-same mini-batches.  Every path's every quantity is judged against a float64
-run of the same case, allowing a multiple of the error a correct float32
-computation makes (``equivalence.reference``); so a verdict never depends on
-which other paths were chosen.  A path that fails is localized against the
-float64 reference: the first layer where the two part ways
+same mini-batches.  Three reference implementations run it in float64 and in
+float32; the float64 runs vote on the reference and name an odd one out,
+and every path's every quantity is judged against the reference, allowing a
+multiple of the largest error the float32 runs make
+(``equivalence.reference``); so a verdict never depends on which other paths
+were chosen.  A path that fails, and an odd one out, is localized against
+the reference: the first layer where the two part ways
 (``equivalence.localize``).  The pairwise table (every pair of paths, fixed
 tolerances, ``equivalence.compare``) is kept for reading, not for verdicts.
 With ``repeat``, each path evaluates the case twice in its process and the
