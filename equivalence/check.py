@@ -388,9 +388,13 @@ class Checker:
         timeout: float = 900.0,
         *,
         repeat: bool = False,
+        references_from: Checker | None = None,
     ) -> None:
         """``repeat``: evaluate every case twice in each path's process and
-        report whether the bits were identical."""
+        report whether the bits were identical.  ``references_from``: an open
+        checker whose reference workers this one uses too (and leaves to it
+        to close), so that two checkers in one process do not hold two sets
+        of framework processes."""
         self._tmp = tempfile.TemporaryDirectory(prefix="equivalence-")
         self.work = Path(self._tmp.name)
         self.cache_dir = cache_dir or self.work
@@ -402,10 +406,15 @@ class Checker:
         # fault (a source fault excepted: ``check``).  The float64 workers
         # start now; a float32 one only when its implementation's own path
         # did not run the case as it would (``_reuse``).
-        self.references = {
-            _run_name(impl, "float64"): _reference_worker(impl, "float64")
-            for impl in IMPLEMENTATIONS
-        }
+        self._owns_references = references_from is None
+        self.references: dict[str, Worker]
+        if references_from is not None:
+            self.references = references_from.references
+        else:
+            self.references = {
+                _run_name(impl, "float64"): _reference_worker(impl, "float64")
+                for impl in IMPLEMENTATIONS
+            }
 
     def __enter__(self) -> Checker:
         return self
@@ -414,7 +423,8 @@ class Checker:
         self.close()
 
     def close(self) -> None:
-        for w in [*self.workers.values(), *self.references.values()]:
+        own = self.references.values() if self._owns_references else ()
+        for w in [*self.workers.values(), *own]:
             w.close()
         self._tmp.cleanup()
 

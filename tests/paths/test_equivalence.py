@@ -178,7 +178,7 @@ def test_equivalence_cli_names_the_path_and_quantity() -> None:
     assert result.returncode == 1, result.stdout + result.stderr
     assert "DISAGREE lenet: native-torch against float64 on logits" in result.stdout
     assert "DISAGREE lenet: keras-torch" not in result.stdout
-    assert "LOCALIZED native-torch against float64" in result.stdout
+    assert "LOCALIZED native-torch against native-torch float64" in result.stdout
     assert "first difference in forward at layer fc1" in result.stdout
     assert "replay: python -m equivalence --models lenet" in result.stdout
 

@@ -34,8 +34,8 @@ def test_every_keras_backend_has_every_level() -> None:
 
 
 @pytest.fixture(scope="module")
-def level_checker() -> Checker:
-    with Checker(LEVEL_IDS) as c:
+def level_checker(checker: Checker) -> Checker:
+    with Checker(LEVEL_IDS, references_from=checker) as c:
         yield c
 
 

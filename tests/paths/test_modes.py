@@ -25,8 +25,8 @@ MODE_IDS = list(MODE_PATHS)
 
 
 @pytest.fixture(scope="module")
-def mode_checker() -> Iterator[Checker]:
-    with Checker(MODE_IDS) as c:
+def mode_checker(checker: Checker) -> Iterator[Checker]:
+    with Checker(MODE_IDS, references_from=checker) as c:
         for path, worker in c.workers.items():
             assert worker.failure is None, f"{path}: {worker.failure}"
         yield c
@@ -99,20 +99,22 @@ def test_a_run_times_modes_unpaired_and_reports_them(tmp_path: Path) -> None:
     assert "eager" in text
 
 
-def test_one_compiling_worker_checks_one_model_after_another(tmp_path: Path) -> None:
+def test_one_compiling_worker_checks_one_model_after_another(
+    checker: Checker, tmp_path: Path
+) -> None:
     # With PyTorch's automatic dynamic shapes, Keras' LeNet failed to compile
     # in a process that had compiled ffn ("cannot determine truth value of
     # Relational"); the worker pins static shapes (workers.numerics).
     lines: list[str] = []
-    with Checker(["keras-torch@compile"]) as checker:
+    with Checker(["keras-torch@compile"], references_from=checker) as compiling:
         verdicts = verify(
             ["ffn", "lenet"],
             ["keras-torch@compile"],
             tmp_path,
             log=lines.append,
-            checker=checker,
+            checker=compiling,
         )
-        pinned = checker.workers["keras-torch@compile"].platform["numerics"]
+        pinned = compiling.workers["keras-torch@compile"].platform["numerics"]
     assert pinned["torch_automatic_dynamic_shapes"] is False
     assert verdicts == {
         "ffn": {"keras-torch@compile": "pass"},

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from equivalence.check import Case, Checker
+from equivalence.reference import IMPLEMENTATIONS
 from native.faults import FAULTS
 from workers.launch import PROJECT_ROOT
 from workers.messages import Evaluate
@@ -49,12 +50,12 @@ def test_a_native_path_that_crashes_at_start_up_fails_the_check() -> None:
     assert ["native-torch", *["-"] * 7, "error"] in rows, result.stdout
 
 
-def test_blame_does_not_depend_on_the_paths_chosen() -> None:
+def test_blame_does_not_depend_on_the_paths_chosen(checker: Checker) -> None:
     # Two paths, one faulty: pairwise, each disagrees with the only other one
     # and both would fail; against float64 only the faulty one does, and it
     # is localized against float64 at the fault's own layer.
-    with Checker(["keras-jax", "native-jax"]) as checker:
-        report = checker.check(Case("lenet", 0, 4), {"native-jax": "missing-bias"})
+    with Checker(["keras-jax", "native-jax"], references_from=checker) as two:
+        report = two.check(Case("lenet", 0, 4), {"native-jax": "missing-bias"})
     assert report.verdicts == {"keras-jax": "pass", "native-jax": "fail"}
     localization = report.localizations["native-jax"]
     assert localization.reference == "native-torch float64"
@@ -102,23 +103,22 @@ def test_a_fault_in_a_reference_implementation_is_named_and_the_rest_judged(
     assert report.localizations[implementation].first == target
 
 
-def test_a_path_stands_in_for_its_float32_baseline_bit_for_bit() -> None:
+def test_a_path_stands_in_for_its_float32_baseline_bit_for_bit(
+    checker: Checker,
+) -> None:
     # The checker reuses an implementation's own path as its float32
     # baseline (``equivalence.check._reuse``): sound only because a worker of
     # its own, as the baseline would have, computes the very same bits.
-    with Checker(["native-jax", "native-tensorflow", "native-torch"]) as checker:
-        report = checker.check(Case("lenet", 0, 4, steps=1))
-        for impl in report.evaluated:
-            reply, own = checker._call(
-                f"{impl}.float32",
-                Evaluate(
-                    model="lenet",
-                    weights=str(weights_file(get_spec("lenet"), 0, checker.work)),
-                    data=str(checker.work / "batches.npz"),
-                    out="",
-                ),
-            )
-            assert own is not None, reply.error
-            assert own.keys() == report.evaluated[impl].keys()
-            for key, value in own.items():
-                assert np.array_equal(value, report.evaluated[impl][key]), (impl, key)
+    report = checker.check(Case("lenet", 0, 4, steps=1))
+    request = Evaluate(
+        model="lenet",
+        weights=str(weights_file(get_spec("lenet"), 0, checker.work)),
+        data=str(checker.work / "batches.npz"),
+        out="",
+    )
+    for impl in IMPLEMENTATIONS:
+        reply, own = checker._call(f"{impl}.float32", request)
+        assert own is not None, reply.error
+        assert own.keys() == report.evaluated[impl].keys()
+        for key, value in own.items():
+            assert np.array_equal(value, report.evaluated[impl][key]), (impl, key)
