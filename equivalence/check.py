@@ -404,12 +404,18 @@ class Checker:
         # Each reference implementation in float64 and in float32 (its
         # baseline; ``equivalence.reference``), never given a deliberate
         # fault (a source fault excepted: ``check``).  The float64 workers
-        # start now; a float32 one only when its implementation's own path
-        # did not run the case as it would (``_reuse``).
+        # start now; a float32 run is its implementation's own path's
+        # (``_reuse``, ``_worker``) unless that path is not open here.
         self._owns_references = references_from is None
         self.references: dict[str, Worker]
+        # Paths whose workers may serve a float32 baseline (``_worker``).
+        self._baseline_paths = dict(self.workers)
         if references_from is not None:
             self.references = references_from.references
+            self._baseline_paths = {
+                **references_from._baseline_paths,
+                **self._baseline_paths,
+            }
         else:
             self.references = {
                 _run_name(impl, "float64"): _reference_worker(impl, "float64")
@@ -435,12 +441,27 @@ class Checker:
         ``_run_name``), its reply and the arrays it wrote (into a file of
         this checker's, whatever ``out`` the request names)."""
         out = self.work / f"{path}-{request.TASK}.npz"
-        if path not in self.workers and path not in self.references:
-            self.references[path] = _reference_worker(*path.rsplit(".", maxsplit=1))
-        worker = self.workers[path] if path in self.workers else self.references[path]
-        reply = worker.call(dataclasses.replace(request, out=str(out)), self.timeout)
+        reply = self._worker(path).call(
+            dataclasses.replace(request, out=str(out)), self.timeout
+        )
         written = isinstance(reply.answer, ArraysAnswer) and out.exists()
         return reply, load_npz(out) if written else None
+
+    def _worker(self, name: str) -> Worker:
+        """The worker of a path, or of a reference run (by ``_run_name``).
+        An implementation's float32 run goes to its own path's worker when
+        one is open (same code, same settings: the same bits; the request
+        carries no deliberate fault), else to a worker of its own, started
+        on first use."""
+        if name in self.workers:
+            return self.workers[name]
+        implementation, dtype = name.rsplit(".", maxsplit=1)
+        path = self._baseline_paths.get(implementation)
+        if dtype == "float32" and path is not None and path.failure is None:
+            return path
+        if name not in self.references:
+            self.references[name] = _reference_worker(implementation, dtype)
+        return self.references[name]
 
     def _run_all(
         self,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +16,9 @@ import pytest
 from equivalence.check import Case, Checker
 from equivalence.reference import IMPLEMENTATIONS
 from native.faults import FAULTS
-from workers.launch import PROJECT_ROOT
+from workers.launch import PROJECT_ROOT, Worker
 from workers.messages import Evaluate
+from zoo.arrays import load_npz
 from zoo.specs import get_spec
 from zoo.weights import weights_file
 
@@ -104,21 +106,25 @@ def test_a_fault_in_a_reference_implementation_is_named_and_the_rest_judged(
 
 
 def test_a_path_stands_in_for_its_float32_baseline_bit_for_bit(
-    checker: Checker,
+    checker: Checker, tmp_path: Path
 ) -> None:
-    # The checker reuses an implementation's own path as its float32
-    # baseline (``equivalence.check._reuse``): sound only because a worker of
-    # its own, as the baseline would have, computes the very same bits.
+    # The checker takes an implementation's float32 baseline from its own
+    # path's worker (``Checker._worker``, ``equivalence.check._reuse``):
+    # sound only because a worker of its own, as a baseline would otherwise
+    # have, computes the very same bits.
     report = checker.check(Case("lenet", 0, 4, steps=1))
-    request = Evaluate(
-        model="lenet",
-        weights=str(weights_file(get_spec("lenet"), 0, checker.work)),
-        data=str(checker.work / "batches.npz"),
-        out="",
-    )
+    weights = weights_file(get_spec("lenet"), 0, checker.work)
+    data = checker.work / "batches.npz"
     for impl in IMPLEMENTATIONS:
-        reply, own = checker._call(f"{impl}.float32", request)
-        assert own is not None, reply.error
+        out = tmp_path / f"{impl}.npz"
+        request = Evaluate(
+            model="lenet", weights=str(weights), data=str(data), out=str(out)
+        )
+        env = {"HARNESS_NATIVE_DTYPE": "float32"}
+        with Worker(impl, env=env, deterministic=True) as alone:
+            reply = alone.call(request, 600)
+        assert reply.ok, reply.error
+        own = load_npz(out)
         assert own.keys() == report.evaluated[impl].keys()
         for key, value in own.items():
             assert np.array_equal(value, report.evaluated[impl][key]), (impl, key)
