@@ -1,0 +1,39 @@
+"""``harness run`` times execution modes and reports them side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import records
+from harness.profiles import PROFILES
+from harness.report import report
+from harness.run import run
+from workers.paths import get_path
+
+pytestmark = pytest.mark.paths
+
+
+def test_a_run_times_modes_unpaired_and_reports_them(tmp_path: Path) -> None:
+    paths = ["native-tensorflow", "native-tensorflow@eager", "native-jax@layerjit"]
+    out = run(
+        PROFILES["smoke"].model_copy(update={"paired": False}),
+        models=["ffn"],
+        paths=paths,
+        phases=["train", "infer"],
+        results_dir=tmp_path,
+    )
+    recs = records.read(out)
+    assert {(r.path, r.phase) for r in recs} == {
+        (p, ph) for p in paths for ph in ("train", "infer")
+    }
+    for r in recs:
+        assert (r.status, r.verified) == ("ok", True), (r.path, r.error)
+        assert r.platform["mode"] == get_path(r.path).mode
+        first = "first_step_s" if r.phase == "train" else "first_round_s"
+        assert r.summary[first] > 0
+    text = report(out, "table", "cells")
+    assert "execution modes" in text
+    assert "layerjit" in text
+    assert "eager" in text
