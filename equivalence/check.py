@@ -294,18 +294,14 @@ class _Taps:
         request: Activations,
         faults: dict[str, str],
         source_faults: dict[str, str],
-        aliases: dict[str, str],
     ) -> None:
-        """``aliases``: a reference run whose path stands in for it."""
         self.checker, self.request = checker, request
         self.faults, self.source_faults = faults, source_faults
-        self.aliases = aliases
         self.taken: dict[str, tuple[dict[str, np.ndarray], str | None]] = {}
 
     def get(self, name: str) -> tuple[dict[str, np.ndarray], str | None]:
         """The activations of a path or reference run (by ``_run_name``) and
         the error that stopped its forward pass, if one did."""
-        name = self.aliases.get(name, name)
         if name not in self.taken:
             if name in self.checker.workers:
                 fault = self.faults.get(name)
@@ -362,9 +358,10 @@ def _localize_odd(
         _triple(run, taps.get(_run_name(impl, "float32"))[0])
         for impl, run in judged.baselines.items()
     ]
+    odd_steps, reference_steps = runs[name].trajectory, judged.reference.trajectory
     trajectory = None
-    if runs[name].trajectory is not None and judged.reference.trajectory is not None:
-        trajectory = (runs[name].trajectory or {}, judged.reference.trajectory)
+    if odd_steps is not None and reference_steps is not None:
+        trajectory = (odd_steps, reference_steps)
     return localize(
         spec,
         f"{odd} float64",
@@ -572,8 +569,7 @@ class Checker:
         activations = Activations(
             model=case.model, weights=str(weights), data=str(data), out=""
         )
-        aliases = {name: name.rsplit(".", maxsplit=1)[0] for name in reused}
-        taps = _Taps(self, activations, faults, source_faults, aliases)
+        taps = _Taps(self, activations, faults, source_faults)
         judged = _Judged(report.vote, runs) if report.vote.reference else None
         if judged is not None:
             self._judge(report, judged)

@@ -19,6 +19,7 @@ the report shows how the difference grows.  Framework-free.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -177,6 +178,8 @@ def baseline_limit(
         if ref is None or not bases or any(b is None for b in bases):
             return share * tolerance
         base = max(_layer_error(b, ref, keys) for b in bases if b is not None)
+        if not base < math.inf:  # a baseline's tapped pass stopped: no allowance
+            return share * tolerance
         return share * max(judged_limit(spec.name, key, base) for key in keys)
 
     return layer_limit
