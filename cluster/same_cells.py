@@ -1,7 +1,7 @@
 """Do two runs of one plan hold the same cells?  ``python cluster/same_cells.py
 A B``: A and B are records files, or one results folder whose two newest runs
 are compared.  Prints each cell repeat's outcome side by side and exits 1 on
-any difference (``harness.cells.same_cells``: the cells, repeats, statuses,
+any difference (``harness.core.cells.same_cells``: the cells, repeats, statuses,
 verdicts and settings, not the times)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness import records
-from harness.cells import same_cells
+from harness.core import records
+from harness.core.cells import same_cells
 
 
 def _files(args: list[str]) -> tuple[Path, Path]:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.profiles import PROFILES, Profile, get_profile
+from harness.core.profiles import PROFILES, Profile, get_profile
 from workers.paths import MODE_PATHS, PATHS, PHASES, integer, parse_list
 from zoo.specs import MODELS, VARIANTS
 
@@ -295,8 +295,8 @@ def _command(args: argparse.Namespace) -> int:
 
 
 def _units(args: argparse.Namespace) -> int:
-    """``plan``, ``run-cell`` and ``gate`` (``harness.units_cli``)."""
-    from harness.units_cli import gate, plan, run_cell
+    """``plan``, ``run-cell`` and ``gate`` (``harness.bench.units``)."""
+    from harness.bench.units import gate, plan, run_cell
 
     if args.command == "run-cell":
         return run_cell(args.plan, args.index, args.results)
@@ -305,7 +305,7 @@ def _units(args: argparse.Namespace) -> int:
 
 
 def _floors(args: argparse.Namespace) -> int:
-    from harness.floors import floors, native_frameworks, render
+    from harness.bench.floors import floors, native_frameworks, render
 
     if not 1 <= args.runs <= 1000:
         raise ValueError("--runs must be an integer from 1 to 1000")
@@ -324,7 +324,7 @@ def _floors(args: argparse.Namespace) -> int:
 def _selfcheck(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
-    from harness.selfcheck import selfcheck
+    from harness.bench.selfcheck import selfcheck
 
     rows = selfcheck(args.results)
     print(tabulate(rows, headers="keys"))
@@ -341,12 +341,12 @@ def _run(
     """The ``run`` command: 0 when every cell repeat is ok, 1 when any
     failed, diverged or was held back by the gate (the counts are printed),
     130 on Ctrl-C; how to resume when the run stopped early."""
-    from harness.records import outcome, read
-    from harness.run import RunStoppedError, run
+    from harness.bench.run import RunStoppedError, run
+    from harness.core.records import outcome, read
 
     executor = None
     if args.executor == "slurm":
-        from harness.slurm import Slurm
+        from harness.bench.slurm import Slurm
 
         if not args.partition:
             raise ValueError("--executor slurm needs --partition NAME")
@@ -398,7 +398,7 @@ def _slowdowns(given: list[str]) -> dict[str, float]:
 def _resume_hint(args: argparse.Namespace, out: Path) -> str:
     """One line: how many records ``out`` keeps and the command that
     finishes the run (or that nothing was measured yet)."""
-    from harness import records
+    from harness.core import records
 
     kept = len(records.read(out)) if out.is_file() else 0
     if not kept:
@@ -424,7 +424,7 @@ def _resume_hint(args: argparse.Namespace, out: Path) -> str:
 
 def _explain(args: argparse.Namespace) -> int:
     """The ``explain`` command; raises ValueError for anything the user can fix."""
-    from harness.explain import FRAMEWORKS, PROCESSES, explain, render
+    from harness.explain.measure import FRAMEWORKS, PROCESSES, explain, render
 
     if args.render is not None:
         if not (args.render / "explain.jsonl").is_file():
@@ -458,8 +458,8 @@ def _ops(args: argparse.Namespace) -> int:
     """The ``ops`` command: 0 when every search and timed check agreed with
     float64, 1 otherwise (a deliberate fault should give 1); raises
     ValueError for anything the user can fix."""
-    from harness.op_report import render
-    from harness.operators import FRAMEWORKS, get_ops_profile, ops
+    from harness.ops.measure import FRAMEWORKS, get_ops_profile, ops
+    from harness.ops.report import render
     from zoo.operators import OPERATORS
 
     if args.render is not None:
@@ -502,7 +502,7 @@ def _batch(text: str) -> int:
 def _explained(results: Path) -> None:
     """The ``harness explain`` section: each cell from the newest run that
     measured it, when there is one."""
-    from harness.explain import markdown, newest_cells
+    from harness.explain.measure import markdown, newest_cells
 
     found = newest_cells(results)
     if found:
@@ -515,7 +515,7 @@ def _explained(results: Path) -> None:
 def _operators(results: Path) -> None:
     """The ``harness ops`` section: the newest ops run's headline figures,
     when there is one."""
-    from harness.op_report import analyse, latest, markdown
+    from harness.ops.report import analyse, latest, markdown
 
     found = latest(results)
     if found is not None:
@@ -534,8 +534,8 @@ def _report(args: argparse.Namespace) -> int:
     machines, or plots.
 
     Raises ValueError or FileNotFoundError for anything the user can fix."""
-    from harness.records import outcome
-    from harness.report import (
+    from harness.core.records import outcome
+    from harness.report.tables import (
         compare_report,
         latest_run,
         load,

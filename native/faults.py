@@ -206,7 +206,7 @@ def inject(
 # or ``Runner.predictor``, built by ``workers.serve``); the checks' own tasks
 # (Evaluate, Activations, Trajectory) run the correct model, so the
 # equivalence checks pass it and only the gate's comparison of the timed
-# closures with the checked results (``harness.gate``) can catch it.  They are
+# closures with the checked results (``harness.core.gate``) can catch it.  They are
 # kept apart from ``FAULTS``, which the fault suite iterates.
 
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.profiles import (
+from harness.core.profiles import (
     PROFILES,
     SHIPPED,
     Profile,

@@ -19,10 +19,12 @@ from typing import Any
 import psutil
 import pytest
 
-import harness.run
-from harness import gate, records
+import harness.bench.run
 from harness.__main__ import main
-from harness.cells import (
+from harness.bench.run import run, run_cell
+from harness.bench.slurm import Slurm
+from harness.core import gate, records
+from harness.core.cells import (
     make_units,
     new_plan,
     read_plan,
@@ -30,9 +32,7 @@ from harness.cells import (
     thread_counts,
     write_plan,
 )
-from harness.profiles import PROFILES, Profile
-from harness.run import run, run_cell
-from harness.slurm import Slurm
+from harness.core.profiles import PROFILES, Profile
 
 READY = '{"status": "ready", "platform": {}}'
 TRAIN = '{"status": "ok", "result": {"first_step_s": 0.1, "step_s": [0.01, 0.02]}}'
@@ -58,7 +58,7 @@ def torch_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("HARNESS_PYTHON_TORCH", str(script))
     monkeypatch.setattr(
-        harness.run, "measure_matmul_peak", lambda: {"flops_per_s": 1.0}
+        harness.bench.run, "measure_matmul_peak", lambda: {"flops_per_s": 1.0}
     )
     return script
 
@@ -87,7 +87,7 @@ def passing_gate(monkeypatch: pytest.MonkeyPatch) -> None:
         _pass(results, keys)
         return {m: dict.fromkeys(paths, "pass") for m in models}
 
-    monkeypatch.setattr(harness.run, "verify", verify)
+    monkeypatch.setattr(harness.bench.run, "verify", verify)
 
 
 # --- the plan ------------------------------------------------------------------
@@ -389,7 +389,7 @@ def test_a_task_that_keeps_failing_is_recorded_as_an_error(
 def test_a_pair_the_gate_held_back_gets_no_adaptive_rounds(tmp_path: Path) -> None:
     """Its side that passed is timed alone in the planned repeats; no ratio
     can come of more rounds."""
-    from harness.cells import extension
+    from harness.core.cells import extension
 
     profile = _profile(repeats=1, max_repeats=5)
     plan = new_plan(

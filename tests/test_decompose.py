@@ -1,4 +1,4 @@
-"""``harness.decompose`` and the framework-free half of ``harness explain``:
+"""``harness.explain.decompose`` and the framework-free half of ``harness explain``:
 parts from interleaved blocks, the profiled extra kernels, the cells of a
 run's lines, the Markdown, and ``workers.timing.time_interleaved`` for more
 than two sides.  Synthetic data with known parts: what is put in must come
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness import decompose, explain
+from harness.explain import decompose, measure
 from workers.timing import time_interleaved
 
 # Known parts, seconds per step: native, then what each level adds above it.
@@ -218,7 +218,7 @@ def test_a_run_renders_json_markdown_and_a_plot(tmp_path: Path) -> None:
     (tmp_path / "explain.jsonl").write_text(
         "\n".join(json.dumps(line) for line in _lines()) + "\n{cut short"
     )
-    found = explain.render(tmp_path)
+    found = measure.render(tmp_path)
     assert len(found) == 1
     saved = json.loads((tmp_path / "explain.json").read_text())
     assert saved["cells"][0]["parts"].keys() == found[0]["parts"].keys()
@@ -233,7 +233,7 @@ def test_a_run_renders_json_markdown_and_a_plot(tmp_path: Path) -> None:
     assert "**UNVERIFIED**: measured with --allow-unverified" in text
     assert "**BUSY MACHINE**: other processes took CPU time during 3 of the 7" in text
     assert (tmp_path / "explain-ffn-torch.png").stat().st_size > 0
-    assert explain.latest(results) == tmp_path
+    assert measure.latest(results) == tmp_path
     # A second run of another model: the report shows both, each the newest.
     newer = results / "explain-20261123-020000"
     newer.mkdir()
@@ -241,9 +241,9 @@ def test_a_run_renders_json_markdown_and_a_plot(tmp_path: Path) -> None:
         {**line, "model": "lenet"} if "model" in line else line for line in _lines()
     ]
     (newer / "explain.jsonl").write_text("\n".join(json.dumps(x) for x in other))
-    explain.render(newer)
+    measure.render(newer)
     (results / "explain-20261123-030000").mkdir()  # no analysis: passed over
-    shown = explain.newest_cells(results)
+    shown = measure.newest_cells(results)
     assert [(run.name, c["model"]) for run, c in shown] == [
         ("explain-20261123-010203", "ffn"),
         ("explain-20261123-020000", "lenet"),
@@ -251,9 +251,9 @@ def test_a_run_renders_json_markdown_and_a_plot(tmp_path: Path) -> None:
 
 
 def test_sweep_sizes_hold_the_batch_and_smaller_ones() -> None:
-    assert explain.sweep_sizes(64) == [1, 4, 16, 64]
-    assert explain.sweep_sizes(128) == [2, 8, 32, 128]
-    assert explain.sweep_sizes(1) == [1]
+    assert measure.sweep_sizes(64) == [1, 4, 16, 64]
+    assert measure.sweep_sizes(128) == [2, 8, 32, 128]
+    assert measure.sweep_sizes(1) == [1]
 
 
 # --- interleaving more than two sides ---------------------------------------------
@@ -345,7 +345,7 @@ def test_a_profile_the_profiler_slowed_is_not_taken_apart() -> None:
     assert cell["profile"]["distorted"][0].startswith("keras-torch-step ")
     assert cell["profile"]["keras-torch-step"]["profiler_slowdown"] > 2.5
     assert cell["profile"]["keras-torch"]["profiler_slowdown"] < 1.5
-    text = explain.markdown([cell])
+    text = measure.markdown([cell])
     assert "The profiler slowed keras-torch-step " in text
 
 
@@ -387,9 +387,9 @@ def test_a_framework_keras_does_not_run_on_is_profiled_only() -> None:
     assert "parts" not in cell
     assert set(cell["sweep"]["fits"]) == {"native-mxnet", "native-mxnet-hybrid"}
     assert "breakeven_batch" not in cell["sweep"]
-    assert "| native-mxnet-hybrid |" in explain.markdown([cell])
+    assert "| native-mxnet-hybrid |" in measure.markdown([cell])
     assert set(cell["profile"]) == {"native-mxnet", "native-mxnet-hybrid", "profiler"}
-    text = explain.markdown([cell])
+    text = measure.markdown([cell])
     assert "| native-mxnet | 50% |" in text
 
 
@@ -408,11 +408,11 @@ class _FakeWorker:
 def test_a_level_that_diverged_is_recorded_as_a_failure_not_a_timing(
     tmp_path: Path,
 ) -> None:
-    from harness.profiles import get_profile
+    from harness.core.profiles import get_profile
     from workers.messages import Levels, LevelsAnswer
 
     lines: list[dict[str, Any]] = []
-    cell = explain._Cell(
+    cell = measure._Cell(
         get_profile("smoke"),
         model="ffn",
         framework="torch",

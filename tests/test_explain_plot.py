@@ -1,4 +1,4 @@
-"""harness.plots.explain_bars: one stacked-bar PNG per (model, framework) of
+"""harness.report.plots.explain_bars: one stacked-bar PNG per (model, framework) of
 where a Keras step's time goes; malformed cells are refused."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from harness.plots import explain_bars
+from harness.report.plots import explain_bars
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from harness.flops import (
+from harness.core.flops import (
     forward_flops,
     layer_flops,
     optimizer_flops,

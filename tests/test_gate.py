@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from equivalence.check import Case, ModelReport
 from equivalence.reference import Vote
-from harness.gate import (
+from harness.core.gate import (
     CACHE_NAME,
     CACHE_SCHEMA_VERSION,
     _load,

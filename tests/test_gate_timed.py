@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from equivalence.compare import step_tolerance, tolerance
-from harness.gate import PARAM_PREFIX, timed_disagreement, verdict_key
+from harness.core.gate import PARAM_PREFIX, timed_disagreement, verdict_key
 from native import faults
 from workers import messages as m
 from workers import serve

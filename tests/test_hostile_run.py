@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 
-import harness.run
-from harness import records
+import harness.bench.run
 from harness.__main__ import main
-from harness.profiles import PROFILES
-from harness.run import run
+from harness.bench.run import run
+from harness.core import records
+from harness.core.profiles import PROFILES
 from workers.launch import PROJECT_ROOT
 
 READY = '{"status": "ready", "platform": {}}'
@@ -43,8 +43,10 @@ def _gate(verdict: str) -> Any:
 @pytest.fixture
 def no_gate(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     """Every path held back by the gate (no worker starts), no matmul peak."""
-    monkeypatch.setattr(harness.run, "verify", _gate("fail"))
-    monkeypatch.setattr(harness.run, "measure_matmul_peak", lambda: {"flops_per_s": 1})
+    monkeypatch.setattr(harness.bench.run, "verify", _gate("fail"))
+    monkeypatch.setattr(
+        harness.bench.run, "measure_matmul_peak", lambda: {"flops_per_s": 1}
+    )
     return monkeypatch
 
 
@@ -192,7 +194,7 @@ def test_a_full_disk_mid_run_stops_cleanly_and_says_how_to_resume(
 def test_ctrl_c_keeps_the_records_and_exits_130(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], no_gate: Any
 ) -> None:
-    real_held_back = harness.run.Measuring.held_back
+    real_held_back = harness.bench.run.Measuring.held_back
     calls = []
 
     def interrupted_on_the_second(self: Any, *args: Any) -> records.Record:
@@ -201,7 +203,7 @@ def test_ctrl_c_keeps_the_records_and_exits_130(
             raise KeyboardInterrupt
         return real_held_back(self, *args)
 
-    no_gate.setattr(harness.run.Measuring, "held_back", interrupted_on_the_second)
+    no_gate.setattr(harness.bench.run.Measuring, "held_back", interrupted_on_the_second)
     results = tmp_path / "results"
     assert main([*ARGS, "--results", str(results), "--phases", "train,infer"]) == 130
     err = _one_error(capsys)
@@ -219,7 +221,7 @@ def test_ctrl_c_before_anything_was_measured(
     def interrupted(*args: Any, **kwargs: Any) -> Any:
         raise KeyboardInterrupt
 
-    no_gate.setattr(harness.run, "verify", interrupted)
+    no_gate.setattr(harness.bench.run, "verify", interrupted)
     assert main([*ARGS, "--results", str(tmp_path)]) == 130
     err = _one_error(capsys)
     assert err == "interrupted\nno cell was measured yet; start the run again\n"
@@ -228,7 +230,7 @@ def test_ctrl_c_before_anything_was_measured(
 _SIGINT_RUN = """
 import signal
 import sys
-import harness.run
+import harness.bench.run
 
 # Ctrl-C as in a terminal: a test run started in the background of a shell
 # inherits SIGINT ignored, which Python (and so its workers) would keep.
@@ -238,8 +240,8 @@ from harness.__main__ import main
 def verify(models, paths, *args, **kwargs):
     return {m: dict.fromkeys(paths, "pass") for m in models}
 
-harness.run.verify = verify
-harness.run.measure_matmul_peak = lambda: {"flops_per_s": 1}
+harness.bench.run.verify = verify
+harness.bench.run.measure_matmul_peak = lambda: {"flops_per_s": 1}
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -303,7 +305,7 @@ def test_a_crashed_worker_is_replaced_for_the_next_cell(
         f"echo '{answer}'\nwhile read line; do echo '{answer}'; done"
     )
     no_gate.setenv("HARNESS_PYTHON_TORCH", _fake_python(tmp_path, body))
-    no_gate.setattr(harness.run, "verify", _gate("pass"))
+    no_gate.setattr(harness.bench.run, "verify", _gate("pass"))
     shared = SMOKE.model_copy(update={"fresh_worker_per_cell": False})
     out = run(
         shared,
@@ -325,7 +327,7 @@ def test_a_worker_that_cannot_start_is_not_started_again_for_each_cell(
     starts = tmp_path / "starts"
     body = f"echo start >> {starts}\necho 'no module named torch' >&2\nexit 3"
     no_gate.setenv("HARNESS_PYTHON_TORCH", _fake_python(tmp_path, body))
-    no_gate.setattr(harness.run, "verify", _gate("pass"))
+    no_gate.setattr(harness.bench.run, "verify", _gate("pass"))
     shared = SMOKE.model_copy(update={"fresh_worker_per_cell": False})
     out = run(
         shared,
@@ -343,7 +345,7 @@ def test_a_worker_that_writes_half_a_line_and_hangs_times_out_and_the_run_goes_o
 ) -> None:
     body = f"echo '{READY}'\nread line\nprintf '{{\"status\": \"o'\nexec sleep 60"
     no_gate.setenv("HARNESS_PYTHON_TORCH", _fake_python(tmp_path, body))
-    no_gate.setattr(harness.run, "verify", _gate("pass"))
+    no_gate.setattr(harness.bench.run, "verify", _gate("pass"))
     quick = SMOKE.model_copy(update={"timeout_s": 1.0, "fresh_worker_per_cell": False})
     start = time.monotonic()
     out = run(
@@ -369,7 +371,7 @@ def test_a_diverged_answer_is_recorded_as_diverged(
     )
     body = f"echo '{READY}'\nwhile read line; do echo '{answer}'; done"
     no_gate.setenv("HARNESS_PYTHON_TORCH", _fake_python(tmp_path, body))
-    no_gate.setattr(harness.run, "verify", _gate("pass"))
+    no_gate.setattr(harness.bench.run, "verify", _gate("pass"))
     out = run(
         SMOKE,
         models=["ffn"],
@@ -393,11 +395,11 @@ def test_exit_status_is_zero_only_when_every_cell_repeat_is_ok(
     answer = '{"status": "ok", "result": {"first_step_s": 0.1, "step_s": [0.01]}}'
     body = f"echo '{READY}'\nwhile read line; do echo '{answer}'; done"
     no_gate.setenv("HARNESS_PYTHON_TORCH", _fake_python(tmp_path, body))
-    no_gate.setattr(harness.run, "verify", _gate("pass"))
+    no_gate.setattr(harness.bench.run, "verify", _gate("pass"))
     args = [*ARGS, "--phases", "train", "--results", str(tmp_path)]
     assert main(args) == 0
     assert capsys.readouterr().out.endswith("1 cell repeats: 1 ok\n")
-    no_gate.setattr(harness.run, "verify", _gate("fail"))
+    no_gate.setattr(harness.bench.run, "verify", _gate("fail"))
     assert main([*ARGS, "--phases", "train", "--results", str(tmp_path / "b")]) == 1
     assert capsys.readouterr().out.endswith("1 cell repeats: 1 not-timed\n")
 
@@ -601,7 +603,7 @@ def test_plots_into_a_file_is_one_sentence(
 
 
 def test_resources_that_are_not_numbers_never_cost_a_record() -> None:
-    from harness.run import resource_summary
+    from harness.bench.run import resource_summary
 
     summary = resource_summary(
         {"cpu_util": float("nan"), "peak_rss_mb": 12.0, "others_cpu": float("nan")}

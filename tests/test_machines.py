@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import machines, records
 from harness.__main__ import main
-from harness.analysis import cell_rows, cells
-from harness.report import report
+from harness.core import machines, records
+from harness.report.analysis import cell_rows, cells
+from harness.report.tables import report
 
 CPU_A: dict[str, object] = {
     "name": "cpu-a",

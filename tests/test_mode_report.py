@@ -1,5 +1,5 @@
 """Execution modes as paths (``workers.paths``) and their report
-(``harness.mode_report``), on records made here."""
+(``harness.report.modes``), on records made here."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import mode_report, records
-from harness.report import report
+from harness.core import records
+from harness.report import modes
+from harness.report.tables import report
 from workers.paths import MODE_PATHS, MODES, PATHS, default_mode, get_path
 
 
@@ -114,9 +115,9 @@ def test_the_fastest_verified_mode_of_each_api_and_framework_is_marked(
     tmp_path: Path,
 ) -> None:
     recs = records.read(_write(tmp_path, TIMES))
-    assert mode_report.has_modes(recs)
-    found = mode_report.timings(recs)["ffn"]
-    marks = mode_report.ranks(found)
+    assert modes.has_modes(recs)
+    found = modes.timings(recs)["ffn"]
+    marks = modes.ranks(found)
     assert marks["keras", "torch", "compile", "train"] == "best"
     assert ("keras", "torch", "eager", "train") not in marks
     assert marks["native", "torch", "eager", "infer"] == "best"
@@ -135,7 +136,7 @@ def test_a_faster_mode_the_gate_failed_is_never_the_best(tmp_path: Path) -> None
     # native-tensorflow@xla made the fastest, but its verdict is a failure
     times = dict(TIMES, **{"native-tensorflow@xla": (0.0001, 3.0)})
     out = _write(tmp_path, times, native_tensorflow_xla=False)
-    rows = mode_report.rows(records.read(out))
+    rows = modes.rows(records.read(out))
     xla = next(r for r in rows if r["framework"] == "tensorflow" and r["mode"] == "xla")
     assert "UNVERIFIED" in xla["train_ms_per_step"]
     assert "BEST" not in xla["train_ms_per_step"]
@@ -160,7 +161,7 @@ def test_the_report_shows_the_modes_table_only_for_a_run_with_modes(
 
 def test_a_modes_plot_is_drawn_per_model(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib", reason="plots need matplotlib")
-    from harness.plots import write_plots
+    from harness.report.plots import write_plots
 
     written = write_plots(records.read(_write(tmp_path, TIMES)), tmp_path / "plots")
     assert "modes-ffn.png" in [p.name for p in written]

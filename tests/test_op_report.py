@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import op_report, records
+from harness.core import records
+from harness.ops import report
 from zoo.operators import Case
 
 PEAK = 100e9  # FLOP/s
@@ -97,13 +98,13 @@ def test_a_slower_keras_side_is_measured_and_listed(tmp_path: Path) -> None:
                 _blocks(native, seed=9 + repeat),
                 repeat=repeat,
             )
-    analysis = op_report.analyse(out)
+    analysis = report.analyse(out)
     small, big = sorted(analysis["overheads"], key=lambda o: o["work"])
     assert big["native_s"] == pytest.approx(2e-3, rel=0.02)
     assert small["ratio"] == pytest.approx(1.5, rel=0.02)
     assert small["extra_s"] == pytest.approx(5e-6, rel=0.05)
-    assert small["ratio_low"] > op_report.SLOWER
-    text = op_report.markdown(analysis)
+    assert small["ratio_low"] > report.SLOWER
+    text = report.markdown(analysis)
     # only the large case is listed: a gap of microseconds is the per-call
     # overhead, which has a table of its own
     assert "relu elements-4194304 forward on torch: 1.5" in text
@@ -114,13 +115,13 @@ def test_equal_sides_are_not_called_slower(tmp_path: Path) -> None:
     out = _run(tmp_path, [])
     _record(out, RELU, "keras-torch", _blocks(10e-6, seed=1))
     _record(out, RELU, "native-torch", _blocks(10e-6, seed=2))
-    analysis = op_report.analyse(out)
+    analysis = report.analyse(out)
     assert (
         analysis["overheads"][0]["ratio_low"]
         < 1.0
         < analysis["overheads"][0]["ratio_high"]
     )
-    assert "None: no such case's ratio interval" in op_report.markdown(analysis)
+    assert "None: no such case's ratio interval" in report.markdown(analysis)
 
 
 def test_share_of_peak_and_a_time_that_beats_the_peak(tmp_path: Path) -> None:
@@ -130,11 +131,11 @@ def test_share_of_peak_and_a_time_that_beats_the_peak(tmp_path: Path) -> None:
     # a call "faster" than the machine's dense rate: a timed region without
     # its sync looks like this, and must be flagged, not reported as a win
     _record(out, GEMM, "native-jax", _blocks(flops / (3 * PEAK)))
-    rows = {r["path"]: r for r in op_report.analyse(out)["rows"]}
+    rows = {r["path"]: r for r in report.analyse(out)["rows"]}
     assert rows["native-torch"]["share_of_peak"] == pytest.approx(0.8, rel=0.02)
     assert not rows["native-torch"]["above_peak"]
     assert rows["native-jax"]["above_peak"]
-    assert "ABOVE PEAK" in op_report.markdown(op_report.analyse(out))
+    assert "ABOVE PEAK" in report.markdown(report.analyse(out))
 
 
 def test_a_busy_machine_and_a_failed_search_are_said(tmp_path: Path) -> None:
@@ -149,8 +150,8 @@ def test_a_busy_machine_and_a_failed_search_are_said(tmp_path: Path) -> None:
     out = _run(tmp_path, [verdict])
     _record(out, GEMM, "native-torch", [], status="not-timed")
     _record(out, RELU, "native-jax", _blocks(5e-6), contended=True)
-    analysis = op_report.analyse(out)
-    text = op_report.markdown(analysis)
+    analysis = report.analyse(out)
+    text = report.markdown(analysis)
     assert "BUSY MACHINE" in text
     assert "matmul on native-torch disagrees** (not timed)" in text
     assert "matmul(m=1, k=2, n=2)" in text
@@ -165,21 +166,21 @@ def test_render_writes_the_tables_and_a_plot_per_operator(tmp_path: Path) -> Non
         for direction in ("forward", "backward"):
             _record(out, case, "keras-jax", _blocks(1e-4), direction=direction)
             _record(out, case, "native-jax", _blocks(9e-5), direction=direction)
-    op_report.render(out)
+    report.render(out)
     assert (out / "ops.md").read_text().startswith("## Operators")
     assert json.loads((out / "ops.json").read_text())["rows"]
     assert (out / "ops-matmul.png").stat().st_size > 1000
-    assert op_report.latest(tmp_path) == out
+    assert report.latest(tmp_path) == out
 
 
 def test_a_folder_without_a_run_is_refused(tmp_path: Path) -> None:
     (tmp_path / "gate.jsonl").write_text("")
     with pytest.raises(ValueError, match="holds no ops run"):
-        op_report.analyse(tmp_path)
+        report.analyse(tmp_path)
 
 
 def test_busy_is_judged_over_the_trailing_second_not_one_short_request() -> None:
-    from harness.operators import _Trailing
+    from harness.ops.measure import _Trailing
 
     trailing = _Trailing(seconds=1.0)
     # one 50 ms request whose counters ticked once for another process: noise
@@ -203,13 +204,13 @@ def test_a_framework_gemm_faster_than_numpy_sets_the_peak(tmp_path: Path) -> Non
     out = _run(tmp_path, [], peaks)
     flops = 2 * 512**3
     _record(out, GEMM, "native-jax", _blocks(flops / (2.4 * PEAK)))
-    analysis = op_report.analyse(out)
+    analysis = report.analyse(out)
     assert analysis["matmul_peak_flops"] == 3.0 * PEAK
     assert analysis["peak_by"] == "native-tensorflow"
     (row,) = analysis["rows"]
     assert row["share_of_peak"] == pytest.approx(0.8, rel=0.02)
     assert not row["above_peak"]
-    assert "native-tensorflow's own GEMM" in op_report.markdown(analysis)
+    assert "native-tensorflow's own GEMM" in report.markdown(analysis)
 
 
 def test_a_convolution_beyond_the_peak_is_not_flagged(tmp_path: Path) -> None:
@@ -219,7 +220,7 @@ def test_a_convolution_beyond_the_peak_is_not_flagged(tmp_path: Path) -> None:
     conv = Case("conv2d", (32, 8, 8, 128, 256, 3, 1), "vgg16-block3_conv1")
     flops = conv.operator.call_flops(conv.named, "forward")
     _record(out, conv, "native-mxnet", _blocks(flops / (2.2 * PEAK)))
-    (row,) = op_report.analyse(out)["rows"]
+    (row,) = report.analyse(out)["rows"]
     assert row["share_of_peak"] == pytest.approx(2.2, rel=0.02)
     assert not row["above_peak"]
 
@@ -232,7 +233,7 @@ def test_harness_report_shows_the_newest_ops_run(
     out = _run(tmp_path, [])
     _record(out, RELU, "keras-jax", _blocks(2e-5))
     _record(out, RELU, "native-jax", _blocks(1e-5))
-    op_report.render(out)
+    report.render(out)
     _operators(tmp_path)
     shown = capsys.readouterr().out
     assert "## Operators (ops-20260101-000000" in shown

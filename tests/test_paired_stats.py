@@ -1,4 +1,4 @@
-"""harness.paired: Hodges-Lehmann, the hierarchical bootstrap, changes between
+"""harness.stats.paired: Hodges-Lehmann, the hierarchical bootstrap, changes between
 runs and run-to-run variation, on synthetic block pairs (no framework)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness import paired
+from harness.stats import paired
 
 Pairs = list[list[tuple[float, float]]]
 

@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-import harness.run
-from harness import records
-from harness.analysis import compare_pair_rows, overhead_rows
-from harness.pairing import PairCell, Standing, standings, stop_reason
-from harness.profiles import PROFILES
-from harness.report import compare_report, report
-from harness.run import run
+import harness.bench.run
+from harness.bench.pairing import PairCell, Standing, standings, stop_reason
+from harness.bench.run import run
+from harness.core import records
+from harness.core.profiles import PROFILES
+from harness.report.analysis import compare_pair_rows, overhead_rows
+from harness.report.tables import compare_report, report
 
 READY = '{"status": "ready", "platform": {}}'
 PAIRED = ["keras-torch", "native-torch"]
@@ -65,8 +65,10 @@ def gate(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     def verify(models: list[str], paths: list[str], *a: Any, **k: Any) -> Any:
         return {m: dict.fromkeys(paths, "pass") for m in models}
 
-    monkeypatch.setattr(harness.run, "verify", verify)
-    monkeypatch.setattr(harness.run, "measure_matmul_peak", lambda: {"flops_per_s": 1})
+    monkeypatch.setattr(harness.bench.run, "verify", verify)
+    monkeypatch.setattr(
+        harness.bench.run, "measure_matmul_peak", lambda: {"flops_per_s": 1}
+    )
     return monkeypatch
 
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from harness.peak import fraction_of_peak, measure_matmul_peak
+from harness.core.peak import fraction_of_peak, measure_matmul_peak
 
 
 def test_small_matmul_peak_is_positive_and_complete() -> None:

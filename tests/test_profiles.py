@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from harness.profiles import PROFILES, Profile, Settings, get_profile
+from harness.core.profiles import PROFILES, Profile, Settings, get_profile
 
 
 def test_per_model_settings_replace_the_base() -> None:

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness import records
 from harness.__main__ import main
-from harness.analysis import cell_rows
+from harness.core import records
+from harness.report.analysis import cell_rows
 
 
 def _record(path: str = "native-torch", repeat: int = 0) -> records.Record:
@@ -245,7 +245,7 @@ def test_version_1_and_2_records_still_load(
 
 
 def test_a_resume_counts_the_typed_records_it_finds(tmp_path: Path) -> None:
-    from harness.run import Cell, _open
+    from harness.bench.run import Cell, _open
 
     out = _write(
         tmp_path / "run-7.jsonl",

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import records
 from harness.__main__ import main
-from harness.analysis import cell_rows, overhead_rows
-from harness.profiles import PROFILES
-from harness.report import report
+from harness.core import records
+from harness.core.profiles import PROFILES
+from harness.report.analysis import cell_rows, overhead_rows
+from harness.report.tables import report
 
 
 def _record(
@@ -344,7 +344,7 @@ def test_markdown_renders_github_tables(tmp_path: Path) -> None:
 
 def test_plots_are_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("matplotlib", reason="plots need matplotlib")
-    from harness.plots import write_plots
+    from harness.report.plots import write_plots
 
     out = _write(tmp_path)
     for batch in (16, 32):
@@ -367,7 +367,7 @@ def test_plots_are_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 def test_a_run_resumes_only_on_the_machine_code_and_profile_that_began_it(
     tmp_path: Path,
 ) -> None:
-    from harness.run import _check_resumable
+    from harness.bench.run import _check_resumable
 
     host: dict[str, object] = {
         "git_revision": "abc",

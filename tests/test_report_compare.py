@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import records
 from harness.__main__ import main
-from harness.report import compare_report
+from harness.core import records
+from harness.report.tables import compare_report
 
 PATHS = ("keras-torch", "native-torch", "keras-jax", "native-jax")
 SLOW_PATH = "native-jax"

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from harness.selfcheck import judge
+from harness.bench.selfcheck import judge
 from workers.messages import SelfcheckAnswer
 from workers.timing import time_against_reference
 

@@ -1,4 +1,4 @@
-"""harness.sweep: the robust line t(b) = a + c b through a batch-size sweep,
+"""harness.stats.sweep: the robust line t(b) = a + c b through a batch-size sweep,
 its hierarchical bootstrap intervals and the break-even batch size, on
 synthetic sweeps from known a and c (no framework)."""
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import sweep
+from harness.stats import sweep
 from tests.conftest import draws
 
 FIXED_S = 1e-3  # a: 1 ms per step

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import records
-from harness.analysis import cells
-from harness.report import report
-from harness.run import _check_resumable
-from harness.thread_report import counts, main_records, overhead_by_count, scaling_rows
+from harness.bench.run import _check_resumable
+from harness.core import records
+from harness.report.analysis import cells
+from harness.report.tables import report
+from harness.report.threads import counts, main_records, overhead_by_count, scaling_rows
 
 # (path, threads) -> the three repeats' seconds per step
 TIMES = {
@@ -104,7 +104,7 @@ def test_the_report_of_a_sweep_has_its_scaling_section(tmp_path: Path) -> None:
 def test_a_sweep_resumes_although_its_cells_have_other_thread_counts(
     tmp_path: Path,
 ) -> None:
-    from harness.profiles import PROFILES
+    from harness.core.profiles import PROFILES
 
     out = tmp_path / "run-sweep.jsonl"
     records.append(out, _record("native-torch", 1, 0.004, 0))

@@ -10,7 +10,7 @@ name.
 
 The words for counts: ``steps`` optimizer steps make one timed *run*; a worker
 process times ``runs`` runs after ``warmup_runs`` untimed ones.  *Repeats*
-are fresh worker processes, chosen by the orchestrator (``harness.run``);
+are fresh worker processes, chosen by the orchestrator (``harness.bench.run``);
 no request carries them.  A *block* (``Paired``) is one timed region of one
 side of a Keras/native pair served by one process.
 
@@ -100,7 +100,7 @@ class Trajectory(Request):
 @dataclass(frozen=True, kw_only=True)
 class TimedOutputs(Request):
     """What the closures the timing tasks time compute, for the gate to hold
-    against what the checks computed (``harness.gate``).  The ``Trainer`` that
+    against what the checks computed (``harness.core.gate``).  The ``Trainer`` that
     ``train`` times runs ``steps`` steps over the first mini-batches
     (``run(steps)``); the ``Predictor`` that ``infer`` times, built from the
     untrained weights, runs one round over every mini-batch.  Written to

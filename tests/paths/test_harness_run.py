@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-import harness.run
-from harness import records
-from harness.gate import verify
-from harness.profiles import PROFILES
-from harness.report import report
-from harness.run import run
+import harness.bench.run
+from harness.bench.run import run
+from harness.core import records
+from harness.core.gate import verify
+from harness.core.profiles import PROFILES
+from harness.report.tables import report
 from workers.paths import OPTIONAL_FRAMEWORKS, PATHS, PHASES
 
 pytestmark = pytest.mark.paths
@@ -74,7 +74,7 @@ def _failing_gate(*args: object, **kwargs: object) -> dict[str, dict[str, str]]:
 def test_the_gate_holds_back_an_unverified_path_unless_forced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(harness.run, "verify", _failing_gate)
+    monkeypatch.setattr(harness.bench.run, "verify", _failing_gate)
     kwargs = {
         "models": ["ffn"],
         "paths": ["keras-torch", "native-torch"],
@@ -100,7 +100,7 @@ def test_the_gate_holds_back_an_unverified_path_unless_forced(
 def test_floors_time_every_native_path_against_its_idiomatic_step(
     tmp_path: Path,
 ) -> None:
-    from harness.floors import floors, native_frameworks
+    from harness.bench.floors import floors, native_frameworks
 
     out, rows = floors(
         PROFILES["smoke"],
@@ -141,7 +141,7 @@ def test_an_interrupted_run_resumes_without_redoing_finished_cells(
 
 
 def test_selfcheck_times_a_step_with_both_timers(tmp_path: Path) -> None:
-    from harness.selfcheck import selfcheck
+    from harness.bench.selfcheck import selfcheck
 
     (row,) = selfcheck(tmp_path, ("native-torch",))
     assert row["harness_ms"] > 0

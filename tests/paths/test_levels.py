@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from equivalence.check import Checker
-from harness.gate import checked_batches, checked_weights, verify
+from harness.core.gate import checked_batches, checked_weights, verify
 from workers.launch import PROJECT_ROOT, Worker
 from workers.messages import Levels, LevelsAnswer, Profile, ProfileAnswer
 from workers.paths import LEVEL_PATHS, LEVELS, levels_of

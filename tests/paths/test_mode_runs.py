@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import records
-from harness.profiles import PROFILES
-from harness.report import report
-from harness.run import run
+from harness.bench.run import run
+from harness.core import records
+from harness.core.profiles import PROFILES
+from harness.report.tables import report
 from workers.paths import get_path
 
 pytestmark = pytest.mark.paths

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from equivalence.check import Checker
-from harness.gate import verify
+from harness.core.gate import verify
 from workers.paths import MODE_PATHS, get_path
 
 pytestmark = pytest.mark.paths

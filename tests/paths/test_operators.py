@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from equivalence.operators import OpChecker, search
-from harness.operators import operator_paths
+from harness.ops.measure import operator_paths
 from workers.launch import PROJECT_ROOT, Worker
 from workers.messages import OpPrepare, OpPreparedAnswer, OpTime, OpTimeAnswer
 from zoo.operators import Case, make_operands

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from equivalence.check import Checker
-from harness.gate import verify
+from harness.core.gate import verify
 from tests.paths.conftest import require
 
 pytestmark = pytest.mark.paths

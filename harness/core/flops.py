@@ -137,7 +137,7 @@ def layer_flops(
         else:
             raise ValueError(
                 f"layer {layer.name!r} of {spec.name} has kind {layer.kind!r}, "
-                "which harness.flops cannot count; add a rule for it."
+                "which harness.core.flops cannot count; add a rule for it."
             )
         counts.append(LayerFlops(layer.name, layer.kind, matmul, elementwise))
     return tuple(counts)
@@ -161,8 +161,8 @@ def optimizer_flops(spec: ModelSpec) -> int:
     optimizer = spec.workload.optimizer
     if optimizer not in OPTIMIZER_FLOPS_PER_PARAM:
         raise ValueError(
-            f"{spec.name} uses optimizer {optimizer!r}, which harness.flops cannot "
-            f"count; known: {', '.join(OPTIMIZER_FLOPS_PER_PARAM)}."
+            f"{spec.name} uses optimizer {optimizer!r}, which harness.core.flops "
+            f"cannot count; known: {', '.join(OPTIMIZER_FLOPS_PER_PARAM)}."
         )
     params = sum(math.prod(p.shape) for p in spec.params)
     return OPTIMIZER_FLOPS_PER_PARAM[optimizer] * params

@@ -8,7 +8,7 @@ in random order, both sides meet the same noise and the ratio of each pair of
 blocks cancels most of it (duet benchmarking; the alternation of PyTorch's
 dynamo harness).  One pair cell is measured in several fresh processes: the
 profile's ``repeats`` at least, then more, one round at a time, until the 95%
-CI half-width of the ratio (``harness.paired.estimate``: Hodges-Lehmann of the
+CI half-width of the ratio (``harness.stats.paired.estimate``: Hodges-Lehmann of the
 blocks' log ratios, hierarchical bootstrap over processes and blocks) is at
 most ``ratio_target``, or the cell's processes have taken ``cell_budget_s``
 seconds, or ``max_repeats`` processes measured it.  The records of each
@@ -28,9 +28,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness import records
-from harness.paired import RatioEstimate, estimate
-from harness.profiles import Profile
+from harness.core import records
+from harness.core.profiles import Profile
+from harness.stats.paired import RatioEstimate, estimate
 from workers.messages import PairedAnswer
 from workers.paths import PATHS
 
@@ -153,7 +153,7 @@ def sides(answer: PairedAnswer, cell: PairCell) -> dict[str, dict[str, Any]]:
 
 
 def summary(phase: str, values: dict[str, Any]) -> dict[str, Any]:
-    """The figures of one side of a pair process, as ``harness.run.summarize``
+    """The figures of one side of a pair process, as ``harness.bench.run.summarize``
     gives them for a cell of its own."""
     median = statistics.median(values["block_s"])
     if phase == "train":

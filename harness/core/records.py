@@ -17,7 +17,7 @@ Schema history:
   ``diverged`` for a cell whose run produced NaN or inf (loss, parameters or
   outputs; ``error`` says which), which is never ``ok``.  Later, still
   version 4 because the key is optional: ``platform["machine"]``
-  (:func:`harness.machines.identity`: the machine's name, from
+  (:func:`harness.core.machines.identity`: the machine's name, from
   ``HARNESS_MACHINE`` or the short hostname, its CPU model, cores, memory and
   accelerator).  Records are pooled on it instead of the hostname; a record
   without it goes by its hostname's name.
@@ -51,7 +51,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from harness import machines
+from harness.core import machines
 
 SCHEMA_VERSION = 4
 
@@ -436,7 +436,7 @@ def host_platform() -> dict[str, Any]:
 
 
 def _git_revision() -> str:
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     try:
         rev = subprocess.run(
             ["git", "rev-parse", "HEAD"],

@@ -14,9 +14,9 @@ says so).
 
 Everything measured is appended to ``<results>/explain-<run id>/
 explain.jsonl`` as it arrives, so an interrupted run loses nothing; the
-analysis (``harness.decompose``) then writes ``explain.json``,
+analysis (``harness.explain.decompose``) then writes ``explain.json``,
 ``explain.md`` and one stacked-bar plot per model and framework
-(``harness.plots.explain_bars``).  ``python -m harness report`` shows the
+(``harness.report.plots.explain_bars``).  ``python -m harness report`` shows the
 latest explain run's tables too.
 """
 
@@ -30,10 +30,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import decompose, records
-from harness.gate import checked_batches, checked_weights, verify
-from harness.profiles import Profile
-from harness.run import WEIGHTS_SEED, resource_summary
+from harness.bench.run import WEIGHTS_SEED, resource_summary
+from harness.core import records
+from harness.core.gate import checked_batches, checked_weights, verify
+from harness.core.profiles import Profile
+from harness.explain import decompose
 from workers.launch import Worker, thread_environment
 from workers.messages import Levels, LevelsAnswer, ProfileAnswer, encode
 from workers.messages import Profile as ProfileRequest
@@ -292,7 +293,7 @@ def read(out: Path) -> list[dict[str, Any]]:
 def render(out: Path) -> list[dict[str, Any]]:
     """Analyse an explain run's lines; write ``explain.json``, ``explain.md``
     and the plots into ``out``; the cells."""
-    from harness.plots import explain_bars
+    from harness.report.plots import explain_bars
 
     lines = read(out)
     found = decompose.cells(lines)

@@ -1,6 +1,6 @@
 """``python -m harness run``: time every model on every path, both phases.
 
-First the gate (``harness.gate``): every path gets a cached or fresh
+First the gate (``harness.core.gate``): every path gets a cached or fresh
 equivalence verdict for every model.  A path without a passing verdict is not
 timed (its cells get a ``not-timed`` record saying why) unless
 ``allow_unverified`` is set; then it is timed and its records say
@@ -14,7 +14,7 @@ before the next path's worker starts (one worker alive at a time), and the
 order of the paths rotates from one repeat to the next, so slow drift
 on a shared machine (thermal, other jobs) is spread over all paths alike.
 Keras on a backend and the native path of that framework share one worker
-per repeat instead and alternate timed blocks (``harness.pairing``); their
+per repeat instead and alternate timed blocks (``harness.bench.pairing``); their
 cells get more repeats, one round at a time, until the overhead ratio is
 known to ``ratio_target``.  In
 each process the first step (compilation, tracing, allocation) and the
@@ -51,8 +51,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness import machines, pairing, records
-from harness.cells import (
+from harness.bench import pairing
+from harness.core import machines, records
+from harness.core.cells import (
     Cell,
     Plan,
     Unit,
@@ -63,16 +64,16 @@ from harness.cells import (
     read_plan,
     write_plan,
 )
-from harness.flops import step_flops
-from harness.gate import (
+from harness.core.flops import step_flops
+from harness.core.gate import (
     cached_verdict,
     checked_batches,
     checked_weights,
     verdict_keys,
     verify,
 )
-from harness.peak import measure_matmul_peak
-from harness.profiles import Profile, Settings
+from harness.core.peak import measure_matmul_peak
+from harness.core.profiles import Profile, Settings
 from workers.launch import Worker, thread_environment
 from workers.messages import Infer, Paired, PairedAnswer, Train, encode
 from workers.paths import get_path
@@ -100,7 +101,7 @@ def summarize(
 ) -> dict[str, Any]:
     """The figures a report reads: medians, latency percentiles, the work
     done per timed unit (``flops``: per step or per mini-batch, from the
-    spec, ``harness.flops``) and the worker's resource use."""
+    spec, ``harness.core.flops``) and the worker's resource use."""
     summary: dict[str, Any] = {"flops": flops}
     if phase == "train":
         summary |= {
@@ -230,7 +231,7 @@ def run(
     ``slowdown``: native path -> factor, a deliberate slowdown of that path's
     paired blocks (``--inject-slowdown``), to check that ``report --compare``
     sees a known change.  ``executor``: what runs the plan's units (default:
-    :class:`Local`, here, one after the other; ``harness.slurm``: a job
+    :class:`Local`, here, one after the other; ``harness.bench.slurm``: a job
     array).
 
     Raises :class:`RunStoppedError` on Ctrl-C or when a record cannot be written."""
@@ -813,7 +814,7 @@ class Measuring:
         self, check: Callable[..., tuple[Path, str]], *args: Any
     ) -> tuple[Path, str]:
         """``check(*args, cache)``: a data file and its digest, checked once
-        per run (``harness.gate.checked_weights``/``checked_batches``)."""
+        per run (``harness.core.gate.checked_weights``/``checked_batches``)."""
         key = (check.__name__, *(getattr(a, "name", a) for a in args))
         if key not in self.checked:
             self.checked[key] = check(*args, self.cache)

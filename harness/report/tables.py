@@ -1,8 +1,8 @@
 """``python -m harness report``: tables from the records of a run.
 
-This module loads a records file (:func:`harness.records.scan`, warning on
+This module loads a records file (:func:`harness.core.records.scan`, warning on
 stderr about lines that are JSON but no record) and renders what
-:mod:`harness.analysis` computes from it, as a plain-text or GitHub Markdown
+:mod:`harness.report.analysis` computes from it, as a plain-text or GitHub Markdown
 table, CSV or JSON.
 
 Two tables: every cell (model, path, phase, batch size) with its median,
@@ -15,9 +15,9 @@ high-level API costs time) with a bootstrap CI.  A time measured without a
 passing equivalence verdict is marked ``unverified`` in every row it enters.
 
 ``--compare OLD NEW`` tests every cell present in both files for a change
-(see :mod:`harness.stats` for the test and its limits).
+(see :mod:`harness.robust.robust` for the test and its limits).
 
-Samples are pooled only within one machine (:mod:`harness.machines`).  A
+Samples are pooled only within one machine (:mod:`harness.core.machines`).  A
 records file that holds several machines (a cluster run on different node
 types) gets each machine's tables under a heading naming it, then the
 machines side by side; ``--machines A B ...`` shows the result sets of
@@ -38,8 +38,10 @@ from typing import Any
 
 from tabulate import tabulate
 
-from harness import mode_report, stats
-from harness.analysis import (
+from harness.core.machines import describe, group, name_of
+from harness.core.records import Record, scan
+from harness.report import modes
+from harness.report.analysis import (
     PAIRED_ALPHA,
     busy_cells,
     cell_rows,
@@ -51,14 +53,13 @@ from harness.analysis import (
     overhead_rows,
     run_to_run,
 )
-from harness.machines import describe, group, name_of
-from harness.records import Record, scan
-from harness.thread_report import (
+from harness.report.threads import (
     counts,
     main_records,
     overhead_by_count,
     scaling_rows,
 )
+from harness.stats import robust
 from workers.resources import CONTENDED_CORES, CONTENDED_STEAL
 
 FORMATS = ("table", "markdown", "csv", "json")
@@ -257,9 +258,9 @@ def _threads_section(recs: list[Record], fmt: str) -> list[str]:
 
 
 def _modes_section(recs: list[Record], fmt: str) -> list[str]:
-    """The execution modes table (``harness.mode_report``), where the run
+    """The execution modes table (``harness.report.modes``), where the run
     timed modes other than the defaults."""
-    if not mode_report.has_modes(recs):
+    if not modes.has_modes(recs):
         return []
     return [
         _section(
@@ -268,17 +269,17 @@ def _modes_section(recs: list[Record], fmt: str) -> list[str]:
             "compiling from an empty cache, median and largest over the "
             "processes; BEST: the fastest verified mode of its API and "
             "framework, TIE: its CI overlaps the best's)",
-            render(mode_report.rows(recs), fmt),
+            render(modes.rows(recs), fmt),
             fmt,
         )
     ]
 
 
 def plots_by_machine(recs: list[Record], out_dir: Path) -> list[Path]:
-    """:func:`harness.plots.write_plots` of the records into ``out_dir``, or,
+    """:func:`harness.report.plots.write_plots` of the records into ``out_dir``, or,
     for the records of several machines, each machine's into
     ``out_dir/machine-<name>``; raises ImportError without matplotlib."""
-    from harness.plots import write_plots
+    from harness.report.plots import write_plots
 
     groups = group(recs)
     if len(groups) == 1:
@@ -366,7 +367,7 @@ def machines_report(sources: list[Path], fmt: str, table: str) -> str:
 
     Raises ValueError for a missing file or folder, a folder without runs,
     records of fewer than two machines, and records of one machine name whose
-    environments differ (``harness.analysis.cells``)."""
+    environments differ (``harness.report.analysis.cells``)."""
     paths = [_run_file(source) for source in sources]
     everything = group(r for path in paths for r in load(path))
     groups = {name: main_records(mine) for name, mine in everything.items()}
@@ -420,12 +421,12 @@ def _compare_notes(rows: list[dict[str, Any]]) -> list[str]:
     for n_old, n_new in sorted(few):
         notes.append(
             f"with {n_old} old and {n_new} new samples the smallest possible "
-            f"p-value is {stats.min_p_value(n_old, n_new):.3g}, so no change can "
-            f"be significant at {stats.ALPHA}; time more repeats"
+            f"p-value is {robust.min_p_value(n_old, n_new):.3g}, so no change can "
+            f"be significant at {robust.ALPHA}; time more repeats"
         )
     notes.append(
-        f"each cell is tested alone at p < {stats.ALPHA}: among {len(rows)} "
-        f"unchanged cells expect about {len(rows) * stats.ALPHA:.1f} false flags"
+        f"each cell is tested alone at p < {robust.ALPHA}: among {len(rows)} "
+        f"unchanged cells expect about {len(rows) * robust.ALPHA:.1f} false flags"
     )
     return notes
 

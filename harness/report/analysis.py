@@ -7,18 +7,18 @@ protocol) or seconds per inference mini-batch (the record's median over its
 time window), so both phases read the same way.  Records are pooled only when
 their environments agree (machine: its name, CPU, cores, memory and
 accelerator, not its hostname; code revision, library versions, thread and
-numeric settings, requested settings: ``harness.records.POOLED_KEYS``); records
+numeric settings, requested settings: ``harness.core.records.POOLED_KEYS``); records
 that differ are refused with the first difference.  Records of several
-machines are grouped by machine first (``harness.machines.group``) and shown
+machines are grouped by machine first (``harness.core.machines.group``) and shown
 side by side (:func:`machine_cell_rows`, :func:`machine_overhead_rows`).
 
 Every number the report prints and the plots draw is computed here, from typed
-records (:class:`harness.records.Record`): the cell rows (median, spread — IQR,
+records (:class:`harness.core.records.Record`): the cell rows (median, spread — IQR,
 a bootstrap 95% CI of the median, an ``unstable`` warning when the IQR exceeds
 10% of the median —, equivalence verdict, latency percentiles, resource use,
 fraction of the machine's matmul peak), the overhead rows (Keras time / native
 time per model, framework, phase and batch size, with a bootstrap CI), the
-compare rows (see :mod:`harness.stats` for the test and its limits) and the
+compare rows (see :mod:`harness.robust.robust` for the test and its limits) and the
 series of the plots.  A time measured without a passing equivalence verdict
 (``run --allow-unverified``, or records from before the gate existed) is marked
 ``unverified`` in every row it enters.
@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from harness import paired, stats
-from harness.machines import NAME_VARIABLE
-from harness.pairing import standings
-from harness.records import Record, final, pooling_conflict
+from harness.bench.pairing import standings
+from harness.core.machines import NAME_VARIABLE
+from harness.core.records import Record, final, pooling_conflict
+from harness.stats import paired, robust
 from workers.paths import PATHS
 
 CellKey = tuple[str, str, str, int]
@@ -86,9 +86,9 @@ class Cell:
         return [v for r in self.records for v in record_samples(r)]
 
     @cached_property
-    def summary(self) -> stats.Summary | None:
+    def summary(self) -> robust.Summary | None:
         """Statistics of the pooled samples; None when nothing was timed."""
-        return stats.summarize(self.samples) if self.samples else None
+        return robust.summarize(self.samples) if self.samples else None
 
     @property
     def unverified(self) -> bool:
@@ -147,7 +147,7 @@ def cells(recs: Iterable[Record]) -> dict[CellKey, Cell]:
     one per repeat (a repeat redone by ``--resume`` counts once: ``final``).
 
     Raises ValueError when the records of one cell come from different
-    environments (``harness.records.POOLED_KEYS``): their samples are not
+    environments (``harness.core.records.POOLED_KEYS``): their samples are not
     draws from one population, so no median of them means anything."""
     grouped: dict[CellKey, list[Record]] = {}
     for r in final(recs):
@@ -195,7 +195,7 @@ def _cell_row(cell: Cell) -> dict[str, Any]:
         "ci_low_ms": _ms(s.ci_low if s else None),
         "ci_high_ms": _ms(s.ci_high if s else None),
         "unstable": (
-            f"IQR {s.rel_iqr:.0%} of median" if s and stats.unstable(s) else None
+            f"IQR {s.rel_iqr:.0%} of median" if s and robust.unstable(s) else None
         ),
         "first_step_s": (
             _round(cell.median_of("first_step_s"), 3) if cell.phase == "train" else None
@@ -264,7 +264,7 @@ def overhead_rows(recs: Iterable[Record]) -> list[dict[str, Any]]:
             ratio, low, high = found.ratio, found.low, found.high
         elif keras and native and ks and ns and ns.median > 0:
             ratio = ks.median / ns.median
-            low, high = stats.ratio_ci(keras.samples, native.samples)
+            low, high = robust.ratio_ci(keras.samples, native.samples)
         records_of = [
             *(keras.records if keras else ()),
             *(native.records if native else ()),
@@ -311,7 +311,7 @@ def _busy(record: Record) -> bool:
 
 def _stopped(recs: list[Record]) -> str | None:
     """Why a pair cell's adaptive repeats ended, from its last record that
-    says (``harness.pairing``)."""
+    says (``harness.bench.pairing``)."""
     reasons = [r.summary.get("stopped") for r in recs if r.summary.get("stopped")]
     return str(reasons[-1]) if reasons else "unfinished"
 
@@ -328,7 +328,7 @@ def compare_rows(old: Iterable[Record], new: Iterable[Record]) -> list[dict[str,
         old_cell = old_cells.get(key)
         if old_cell is None or not old_cell.samples or not new_cell.samples:
             continue
-        c = stats.compare(old_cell.samples, new_cell.samples)
+        c = robust.compare(old_cell.samples, new_cell.samples)
         model, path, phase, batch = key
         rows.append(
             {
@@ -355,7 +355,7 @@ def compare_rows(old: Iterable[Record], new: Iterable[Record]) -> list[dict[str,
 
 PAIRED_ALPHA = 0.01  # a paired ratio's change is flagged below this p-value
 # Below this many processes a side, the bootstrap p-value misses the variation
-# between processes and is far too small (harness.paired.compare): no verdict.
+# between processes and is far too small (harness.robust.paired.compare): no verdict.
 PAIRED_MIN_PROCESSES = 3
 
 
@@ -364,7 +364,7 @@ def compare_pair_rows(
 ) -> list[dict[str, Any]]:
     """Per Keras/native pair measured in both record lists: old and new
     overhead ratio, the change of the ratio with its 95% CI, and the p-value
-    of a hierarchical bootstrap (``harness.paired.compare``)."""
+    of a hierarchical bootstrap (``harness.robust.paired.compare``)."""
     old_pairs, new_pairs = standings(list(old)), standings(list(new))
     rows = []
     for cell, new_standing in new_pairs.items():
@@ -437,7 +437,7 @@ def machine_cell_rows(
     return rows
 
 
-def _summary(cell: Cell | None) -> stats.Summary | None:
+def _summary(cell: Cell | None) -> robust.Summary | None:
     return cell.summary if cell else None
 
 
@@ -485,7 +485,7 @@ def busy_cells(recs: Iterable[Record]) -> int:
 
 def run_to_run(runs: list[list[Record]]) -> float | None:
     """The median run-to-run variation of the paired overhead ratios over
-    ``runs`` of one machine, in time order (``harness.paired.run_to_run``)."""
+    ``runs`` of one machine, in time order (``harness.robust.paired.run_to_run``)."""
     ratios = []
     for recs in runs:
         found = {}

@@ -2,13 +2,13 @@
 submitted and watched with submitit.
 
 Each array task runs ``python -m harness run-cell PLAN INDEX --results DIR``
-(``harness.units_cli``) on a node of its own (``--exclusive``: a timing owns
+(``harness.bench.units``) on a node of its own (``--exclusive``: a timing owns
 the whole machine while it runs), at most ``max_parallel`` at once, and
 appends its records to the run's records file in ``DIR``, which must be on a
 file system every node shares (appends are locked, ``records.append``).  The
-gate has run before (``harness.run``), once for each environment, on the
+gate has run before (``harness.bench.run``), once for each environment, on the
 submitting machine; each task checks that its node computes the same verdict
-keys (``harness.cells``), so a node with other code or libraries times
+keys (``harness.core.cells``), so a node with other code or libraries times
 nothing.
 
 A task that ends without its result (the node failed, it was pre-empted or
@@ -37,13 +37,13 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
-from harness import records
-from harness.cells import Plan, Unit
+from harness.core import records
+from harness.core.cells import Plan, Unit
 from workers.launch import PROJECT_ROOT
 from workers.paths import get_path
 
 if TYPE_CHECKING:
-    from harness.run import RunContext
+    from harness.bench.run import RunContext
 
 POLL_S = 3.0  # seconds between looks at the array's states
 STARTUP_S = 600.0  # a task's time beyond its calls' timeouts (start-up, gate keys)

@@ -14,13 +14,13 @@ alone) and, in the first of the profile's ``processes``:
    path's timed closure, whose own results are judged against float64 at
    that very case (a closure that disagrees is not timed), and **times**
    the prepared closures in interleaved blocks (``workers.messages.OpTime``:
-   the pairing of ``harness.paired``, per call).
+   the pairing of ``harness.stats.paired``, per call).
 
 Everything lands in ``<results>/ops-<run id>/`` as it is measured:
 ``gate.jsonl`` (the run's header and every search verdict) and
-``records.jsonl`` (one ``harness.records.Record`` per path, case, direction
+``records.jsonl`` (one ``harness.core.records.Record`` per path, case, direction
 and process: status, blocks, the worker's resources, whether the machine was
-busy).  ``harness.op_report`` then writes ``ops.md``, ``ops.json`` and one
+busy).  ``harness.ops.report`` then writes ``ops.md``, ``ops.json`` and one
 log-log plot per operator; ``--render DIR`` redoes that from the files.
 """
 
@@ -44,9 +44,9 @@ from equivalence.operators import (
     search,
     write_operands,
 )
-from harness import records
-from harness.peak import measure_matmul_peak
-from harness.run import resource_summary
+from harness.bench.run import resource_summary
+from harness.core import records
+from harness.core.peak import measure_matmul_peak
 from workers.launch import Reply, Worker, thread_environment
 from workers.messages import (
     OpPeak,
@@ -191,9 +191,9 @@ def ops(
     for repeat in range(profile.processes):
         for framework in frameworks:
             run.framework(framework, repeat)
-    from harness import op_report
+    from harness.ops import report
 
-    op_report.render(out)
+    report.render(out)
     return out
 
 
@@ -281,7 +281,7 @@ class _Run:
     def _peak(self, worker: Worker, path: str, repeat: int) -> None:
         """The framework's own GEMM rate, every call's result read back: with
         NumPy's, the ceiling every operator is measured against
-        (``harness.op_report``)."""
+        (``harness.ops.report``)."""
         reply = self._call(worker, OpPeak(path=path, size=self.profile.peak_size))
         if not isinstance(reply.answer, OpPeakAnswer):
             self.log(f"ops peak {path}: {reply.status}: {reply.error}")

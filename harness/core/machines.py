@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from harness.records import Record
+    from harness.core.records import Record
 
 NAME_VARIABLE = "HARNESS_MACHINE"
 # What must agree before two records' samples are pooled: the hostname is

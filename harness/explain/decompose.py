@@ -11,7 +11,7 @@ shared (a slow second, a hot core), as the paired ratio does.
 
 The parts of a Keras step, at the cell's own batch size, each the
 Hodges-Lehmann estimate of its per-block values with the hierarchical
-bootstrap interval of ``harness.paired.location`` (microseconds per step,
+bootstrap interval of ``harness.stats.paired.location`` (microseconds per step,
 or per mini-batch for inference):
 
 - ``input conversion`` = fit - resident (NumPy batches turned into tensors);
@@ -35,11 +35,11 @@ Estimated separately, the parts need not add up to the measured Keras step
 exactly (the HL of a sum is not the sum of HLs): ``closure`` says by how
 much they miss it, as a share of the step.
 
-The batch-size sweep fits ``t(b) = a + c * b`` per level (``harness.sweep``):
+The batch-size sweep fits ``t(b) = a + c * b`` per level (``harness.stats.sweep``):
 ``a`` the fixed cost per step, ``c`` the cost per sample, and the batch size
 from which the fixed cost Keras adds is below 10% of its step.
 
-Framework-free: the input is the JSON lines ``harness.explain`` wrote.
+Framework-free: the input is the JSON lines ``harness.explain.measure`` wrote.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from harness import paired, sweep
+from harness.stats import paired, sweep
 
 LEVELS = ("fit", "resident", "step", "native")  # a Keras backend's cell
 PARTS = (
@@ -273,7 +273,7 @@ def _slowdowns(
 
 
 def cells(lines: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Every cell of an explain run from its JSON lines (``harness.explain``):
+    """Every cell of an explain run from its JSON lines (``harness.explain.measure``):
     ``levels`` lines (one per process, phase and batch size) and ``profile``
     lines (one per path and phase)."""
     measured: dict[tuple[str, str, str], dict[int, list[list[list[float]]]]] = {}

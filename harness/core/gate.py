@@ -1,6 +1,6 @@
 """The gate in front of every timing: a path is timed only once it is shown
 to compute what the other paths compute.  It lives with its caller,
-``harness.run``, and asks ``equivalence.check`` for the verdicts.
+``harness.bench.run``, and asks ``equivalence.check`` for the verdicts.
 
 ``verify`` returns, per model and path, the verdict of an equivalence check
 (``GATE_STEPS`` training steps on small batches, every path against every
@@ -493,7 +493,7 @@ def verify(
     path; ``checker``, an open ``Checker`` to check with (left open; by
     default the gate starts one for every known path and closes it).
     ``keys_out`` is filled with every verdict's cache key, by model and path
-    (what ``harness.cells`` plans with)."""
+    (what ``harness.core.cells`` plans with)."""
     faults = dict(faults or {})
     # Every path of the benchmark, and any level path asked for
     # (``workers.paths.LEVEL_PATHS``, which only ``harness explain`` times).

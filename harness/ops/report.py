@@ -2,11 +2,11 @@
 of the peak, and the search verdicts (``python -m harness ops``).
 
 From a run folder's ``gate.jsonl`` and ``records.jsonl``
-(``harness.operators``):
+(``harness.ops.measure``):
 
 - every path's time per call of every case and direction: the HL estimate
   of its blocks, pooled over processes, with the hierarchical-bootstrap
-  95% interval (``harness.paired.location``);
+  95% interval (``harness.stats.paired.location``);
 - its work rate: FLOP/s as a share of the run's measured matmul peak for the
   compute-bound operators (matmul, dense, conv2d, the LSTM cell), elements
   per second for the rest (memory-bound: FLOPs say little there); a share
@@ -14,10 +14,10 @@ From a run folder's ``gate.jsonl`` and ``records.jsonl``
   unless its timed call did not wait for its work;
 - per backend, keras.ops against the native operator, block by block in the
   same process: the difference per call (``location`` of the per-block
-  differences) and the ratio (``harness.paired.estimate``).
+  differences) and the ratio (``harness.stats.paired.estimate``).
 
 ``render`` writes ``ops.json``, ``ops.md`` and one log-log plot per
-operator (``harness.plots.op_curves``).
+operator (``harness.report.plots.op_curves``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from typing import Any
 
 from tabulate import tabulate
 
-from harness import paired, records
+from harness.core import records
+from harness.stats import paired
 from zoo.operators import DIRECTIONS, OPERATORS, get_operator
 
 BACKENDS = ("jax", "tensorflow", "torch")
@@ -450,7 +451,7 @@ def render(out: Path) -> dict[str, Any]:
     (out / "ops.json").write_text(json.dumps(analysis, indent=1, default=_finite))
     (out / "ops.md").write_text(markdown(analysis) + "\n")
     try:
-        from harness.plots import op_curves
+        from harness.report.plots import op_curves
     except ImportError:  # matplotlib missing: the tables still stand
         return analysis
     op_curves(analysis["rows"], out)

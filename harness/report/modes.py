@@ -5,7 +5,7 @@ for a run that timed paths of ``workers.paths.MODE_PATHS``, such as the
 
 Per model, one row per API, framework and mode: the median seconds per
 training step and per inference mini-batch with the bootstrap 95% CI of the
-median over the run's fresh processes (``harness.analysis.Cell``), and the
+median over the run's fresh processes (``harness.report.analysis.Cell``), and the
 first step (training) or first round (inference) of each process, alone:
 compilation, tracing and allocation, from an empty compile cache in every
 process (``workers.launch``).  The fastest verified mode of each API and
@@ -15,8 +15,8 @@ best's is marked ``tie``, since its order against the best is not known.
 The modes of one framework are timed in separate processes, minutes apart
 (unpaired, ``paired = false`` in the profile): their differences are large
 (factors, not percents), and a mode's first step would spoil a paired
-partner's blocks.  Framework-free, and numbers only: ``harness.report``
-renders the rows and ``harness.plots.mode_bars`` draws them.
+partner's blocks.  Framework-free, and numbers only: ``harness.report.tables``
+renders the rows and ``harness.report.plots.mode_bars`` draws them.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.analysis import Cell, cells
-from harness.records import Record
+from harness.core.records import Record
+from harness.report.analysis import Cell, cells
 from workers.paths import MODE_PATHS, get_path
 
 PHASES = ("train", "infer")

@@ -1,5 +1,5 @@
 """``python -m harness plan | run-cell | gate``: a run taken apart into its
-numbered units (``harness.cells``), for a scheduler to run anywhere.
+numbered units (``harness.core.cells``), for a scheduler to run anywhere.
 
 The three steps of a run on machines that ``harness run`` does not drive
 itself (a Kubernetes Indexed Job, a scheduler of one's own):
@@ -21,11 +21,11 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from harness.cells import new_plan, write_plan
-from harness.gate import verdict_keys, verify
-from harness.profiles import Profile
-from harness.run import WEIGHTS_SEED, RunStoppedError
-from harness.run import run_cell as run_unit
+from harness.bench.run import WEIGHTS_SEED, RunStoppedError
+from harness.bench.run import run_cell as run_unit
+from harness.core.cells import new_plan, write_plan
+from harness.core.gate import verdict_keys, verify
+from harness.core.profiles import Profile
 
 
 def plan(

@@ -13,7 +13,7 @@ only when the records hold data for it:
   bootstrap 95% CI error bars, on a log scale (models differ by orders of
   magnitude).
 - ``modes-<model>.png``: where the run timed execution modes
-  (``harness.mode_report``), per phase the steady-state time of every mode
+  (``harness.report.modes``), per phase the steady-state time of every mode
   of every API and framework (log scale, 95% CI) beside its first step, the
   best mode of each marked with a star.
 
@@ -22,7 +22,7 @@ caller computed: ``explain-<model>-<framework>.png``, a stacked bar per phase
 of where one Keras step's time goes (native work, extra kernels, layers and
 optimizer, fit loop, input conversion) against the measured Keras step.
 
-The numbers come from :mod:`harness.analysis`; this module only lays them out
+The numbers come from :mod:`harness.report.analysis`; this module only lays them out
 and draws.
 """
 
@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.analysis import (
+from harness.core.records import Record
+from harness.report.analysis import (
     Cell,
     CellKey,
     Interval,
@@ -44,7 +45,6 @@ from harness.analysis import (
     throughput,
     train_step_ms,
 )
-from harness.records import Record
 
 
 def _pyplot() -> Any:
@@ -158,22 +158,22 @@ def _train_step(plt: Any, by_key: dict[CellKey, Cell], out: Path) -> Path | None
 
 
 def _modes(plt: Any, recs: list[Record], out: Path) -> list[Path]:
-    from harness import mode_report
+    from harness.report import modes
 
-    if not mode_report.has_modes(recs):
+    if not modes.has_modes(recs):
         return []
     written = []
-    for model, modes in mode_report.timings(recs).items():
-        marks = mode_report.ranks(modes)
-        order = sorted(modes)
+    for model, timings in modes.timings(recs).items():
+        marks = modes.ranks(timings)
+        order = sorted(timings)
         labels = [f"{api}-{framework} {mode}" for api, framework, mode in order]
         fig, axes = plt.subplots(
             2, 2, figsize=(11, 1.2 + 0.32 * len(order) * 2), squeeze=False
         )
-        for row, phase in enumerate(mode_report.PHASES):
+        for row, phase in enumerate(modes.PHASES):
             steady, first = axes[row]
             for i, key in enumerate(order):
-                t = modes[key].get(phase)
+                t = timings[key].get(phase)
                 if t is None:
                     continue
                 best = marks.get((*key, phase)) == "best"
@@ -443,7 +443,7 @@ def op_curves(rows: Sequence[Mapping[str, Any]], out_dir: Path) -> list[Path]:
     per path (keras.ops solid, the native operator dashed, a colour per
     backend) with 95% intervals, one panel per direction.  Where a line is
     flat the fixed per-call cost dominates; where it climbs with slope 1 the
-    work does.  ``rows``: ``harness.op_report`` rows; only timed ones drawn."""
+    work does.  ``rows``: ``harness.ops.report`` rows; only timed ones drawn."""
     plt = _pyplot()
     out_dir.mkdir(parents=True, exist_ok=True)
     timed = [r for r in rows if r["status"] == "ok"]

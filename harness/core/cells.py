@@ -3,7 +3,7 @@
 
 A *unit* is the work of one worker process: one cell (model, path, phase,
 batch size and, on a thread sweep, thread count) for one repeat, or one
-Keras/native pair cell (``harness.pairing``) for one repeat.  Every unit
+Keras/native pair cell (``harness.bench.pairing``) for one repeat.  Every unit
 carries what it needs to run anywhere the project is installed:
 
 - its number in the plan (``index``, what a Slurm array task or a Kubernetes
@@ -12,7 +12,7 @@ carries what it needs to run anywhere the project is installed:
   name (CRC-32: the same on every machine and Python, unlike ``hash``), which
   orders a pair process' blocks;
 - ``verdict_keys``: the gate's cache key of each of its paths
-  (``harness.gate.verdict_key``).  ``run-cell`` times a path only when the
+  (``harness.core.gate.verdict_key``).  ``run-cell`` times a path only when the
   results folder's ``verdicts.json`` holds a passing verdict under that key
   *and* the key computed again where the unit runs is the same one: a node
   whose code or libraries differ from what the gate checked times nothing.
@@ -41,8 +41,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness import pairing, records
-from harness.profiles import Profile
+from harness.bench import pairing
+from harness.core import records
+from harness.core.profiles import Profile
 from workers.paths import PHASES, get_path
 from zoo.specs import get_spec
 

@@ -26,7 +26,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from harness import stats
+from harness.stats import robust
 from workers.launch import Worker, thread_environment
 from workers.messages import Selfcheck, SelfcheckAnswer
 from zoo.data import batches_file
@@ -68,7 +68,7 @@ def selfcheck(
 def judge(result: SelfcheckAnswer) -> dict[str, Any]:
     """The figures of one worker's ``measure`` and the verdict on them.
 
-    Agreement is judged on the pairs (``harness.stats.paired_ratio``), not on
+    Agreement is judged on the pairs (``harness.robust.robust.paired_ratio``), not on
     the two medians: a step's time here drifts by several percent within one
     process, and two timers that measure the same loop (two plain loops, an
     A/A test) had medians 4% apart over 30 samples each, while their paired
@@ -76,7 +76,7 @@ def judge(result: SelfcheckAnswer) -> dict[str, Any]:
     harness, reference = result.harness_s, result.reference_s
     harness_s = statistics.median(harness)
     overhead = result.timer_overhead_s / harness_s
-    difference = stats.paired_ratio(harness, reference) - 1
+    difference = robust.paired_ratio(harness, reference) - 1
     ok = overhead < MAX_OVERHEAD and abs(difference) <= MAX_DIFFERENCE
     return {
         "harness_ms": round(harness_s * 1e3, 3),

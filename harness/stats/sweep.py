@@ -14,14 +14,14 @@ The fit is robust twice over, so that neither a few outlier blocks nor one
 bad batch size (a cache cliff, a different kernel) can drag the line:
 
 - the centre of each batch size is the Hodges-Lehmann estimate of all its
-  blocks pooled (:func:`harness.paired.hodges_lehmann`: the median of the
+  blocks pooled (:func:`harness.stats.paired.hodges_lehmann`: the median of the
   Walsh averages, as robust as the median, nearly as precise as the mean);
 - the line through those centres is Theil-Sen's: slope ``c`` the median of
   the slopes between every two batch sizes, intercept ``a`` the median of
   ``t_i - c * b_i``.  Up to about 29% of the batch sizes can be wrong before
   the slope follows them; a least-squares line follows a single one.
 
-Intervals come from the hierarchical bootstrap of :mod:`harness.paired`, run
+Intervals come from the hierarchical bootstrap of :mod:`harness.stats.paired`, run
 for each batch size on its own: draw its processes with replacement, then the
 blocks of each drawn process with replacement, and take the HL estimate of
 the pooled draw (the same estimator as the point estimate, so estimate and
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.paired import hodges_lehmann, replicates
+from harness.stats.paired import hodges_lehmann, replicates
 
 # batch size -> processes -> seconds per step of each timed block
 Sweep = Mapping[int, Sequence[Sequence[float]]]

@@ -3,7 +3,7 @@ report``, for a run whose blueprint sets ``thread_counts``, such as the
 ``threads`` profile's).
 
 On a sweep every cell is timed once per thread count; a count of n pins the
-worker to n CPUs with n intra-op threads (``harness.run``), and its records
+worker to n CPUs with n intra-op threads (``harness.bench.run``), and its records
 carry the count as ``settings["threads"]``.  Cells of different counts are
 different cells and are never pooled: :func:`at_count` gives one count's
 records, which the ordinary tables read (those of the largest count, all of
@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from harness.analysis import machine_cell_rows, overhead_rows
-from harness.records import Record
+from harness.core.records import Record
+from harness.report.analysis import machine_cell_rows, overhead_rows
 
 
 def count_of(record: Record) -> int | None:
