@@ -85,13 +85,13 @@ def test_the_key_depends_on_model_path_weights_sources_and_versions() -> None:
 def test_editing_a_model_source_or_the_path_registry_changes_the_digest(
     tmp_path: Path,
 ) -> None:
-    for folder in ("zoo", "native", "workers", "equivalence", "harness"):
-        (tmp_path / folder).mkdir()
+    for folder in ("zoo", "native", "workers", "equivalence", "harness/core"):
+        (tmp_path / folder).mkdir(parents=True)
     model = tmp_path / "native" / "lenet.py"
     model.write_text("padding = 'same'\n")
     registry = tmp_path / "workers" / "paths.py"
     registry.write_text("PATHS = ['native-torch']\n")
-    (tmp_path / "harness" / "gate.py").write_text("")
+    (tmp_path / "harness" / "core" / "gate.py").write_text("")
     before = sources_digest(tmp_path)
     assert sources_digest(tmp_path) == before
     model.write_text("padding = 'valid'\n")

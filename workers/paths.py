@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from native import MODES as NATIVE_MODES
+from workers.frameworks import FRAMEWORKS, keras_backends
 
 
 @dataclass(frozen=True)
@@ -128,14 +129,16 @@ LEVEL_PATHS: dict[str, PathInfo] = {
             level=level,
             mode=default_mode("keras", framework),
         )
-        for framework in ("jax", "tensorflow", "torch")
+        for framework in keras_backends()
         for level in ("resident", "step")
     )
 }
 PHASES = ("train", "infer")
 # Frameworks that live in an environment of their own and may not install on
 # every machine; a path of theirs that cannot start is skipped, not failed.
-OPTIONAL_FRAMEWORKS = ("mxnet",)
+OPTIONAL_FRAMEWORKS = tuple(
+    name for name, info in FRAMEWORKS.items() if info.environment is not None
+)
 
 
 def get_path(path_id: str) -> PathInfo:
@@ -212,7 +215,11 @@ def number(text: str) -> float:
 
 # The environments noxfile.py builds for frameworks that cannot share the main
 # one, relative to the checkout.
-NOX_ENVIRONMENTS = {"mxnet": Path(".nox") / "mxnet-env"}
+NOX_ENVIRONMENTS = {
+    name: info.environment
+    for name, info in FRAMEWORKS.items()
+    if info.environment is not None
+}
 _CHECKOUT = Path(__file__).resolve().parents[1]
 
 

@@ -66,6 +66,7 @@ from equivalence.compare import (
     tolerance,
 )
 from equivalence.reference import CROSS_CHECK_SHARE, FLOOR, IMPLEMENTATIONS, MULTIPLE
+from workers.frameworks import distributions, incomplete
 from workers.launch import PROJECT_ROOT
 from workers.messages import ArraysAnswer, TimedOutputs
 from workers.paths import PATHS, get_path, interpreter
@@ -81,17 +82,7 @@ CACHE_SCHEMA_VERSION = 1
 # What the gate checks beyond the paths' agreement: the timed closures
 # against the same path's checked results (part of every verdict's key).
 TIMED_CHECK = ("trainer parameters", "predictor logits")
-_SOURCES = ("zoo", "native", "workers", "equivalence", "harness/gate.py")
-_DISTRIBUTIONS = (
-    "numpy",
-    "keras",
-    "jax",
-    "jaxlib",
-    "tensorflow-cpu",
-    "tensorflow",
-    "torch",
-    "mxnet",
-)
+_SOURCES = ("zoo", "native", "workers", "equivalence", "harness/core/gate.py")
 
 
 def sources_digest(root: Path = PROJECT_ROOT) -> str:
@@ -107,7 +98,9 @@ def sources_digest(root: Path = PROJECT_ROOT) -> str:
 
 def library_versions(python: str) -> dict[str, str | None]:
     """Versions of the libraries that could change results, as installed for
-    ``python`` (``None`` where one is not installed)."""
+    ``python`` (``None`` where one is not installed): every registered
+    framework's distributions (``workers.frameworks.distributions``), so a
+    new framework cannot be left out of the verdict key."""
     script = (
         "import importlib.metadata as m, json, sys\n"
         "def v(d):\n"
@@ -115,7 +108,7 @@ def library_versions(python: str) -> dict[str, str | None]:
         "        return m.version(d)\n"
         "    except m.PackageNotFoundError:\n"
         "        return None\n"
-        f"print(json.dumps({{d: v(d) for d in {list(_DISTRIBUTIONS)!r}}}))\n"
+        f"print(json.dumps({{d: v(d) for d in {list(distributions())!r}}}))\n"
     )
     try:
         done = subprocess.run(
@@ -413,9 +406,14 @@ def _vote_sentences(reports: list[ModelReport]) -> list[str]:
 def _key_inputs(
     paths: list[str],
 ) -> tuple[list[str], str, dict[str, dict[str, str | None]]]:
-    """Every path a verdict depends on, the sources digest and the library
-    versions of every environment, by interpreter."""
-    known = [*PATHS, *(p for p in paths if p not in PATHS)]
+    """The paths to check (those asked for: a path's verdict depends on the
+    float64 reference, not on the other paths), the sources digest and the
+    library versions of every environment, by interpreter.  Refused while a
+    registered framework is incomplete: its verdicts could not be trusted."""
+    gap = incomplete()
+    if gap is not None:
+        raise ValueError(gap)
+    known = list(dict.fromkeys(paths))
     versions = {
         python: library_versions(python)
         for python in {interpreter(p.framework) for p in PATHS.values()}
@@ -486,8 +484,11 @@ def verify(
     keys_out: dict[str, dict[str, str]] | None = None,
 ) -> dict[str, dict[str, str]]:
     """The verdict of every (model, path) in ``paths``: cached where still
-    valid, else checked now against every known path, and a passing path's
-    timed closures then against its own checked results.
+    valid, else checked now against the float64 reference (only the paths
+    asked for are started, with the reference implementations' workers their
+    judgement needs), and a passing path's timed closures then against its
+    own checked results.  Refused, with one sentence, while a registered
+    framework is incomplete (``workers.frameworks.incomplete``).
 
     For tests: ``faults`` injects deliberate faults (``native.faults``) by
     path; ``checker``, an open ``Checker`` to check with (left open; by
@@ -495,8 +496,6 @@ def verify(
     ``keys_out`` is filled with every verdict's cache key, by model and path
     (what ``harness.core.cells`` plans with)."""
     faults = dict(faults or {})
-    # Every path of the benchmark, and any level path asked for
-    # (``workers.paths.LEVEL_PATHS``, which only ``harness explain`` times).
     known, sources, versions = _key_inputs(paths)
     cache_file = results_dir / CACHE_NAME
     entries = _load(cache_file, log)
@@ -518,7 +517,10 @@ def verify(
                     if "reason" in entries[keys[p]]:
                         log(f"equivalence {model}: {p}: {entries[keys[p]]['reason']}")
                 continue
-            log(f"equivalence {model}: checking every path ({GATE_STEPS} steps) ...")
+            log(
+                f"equivalence {model}: checking {len(known)} path"
+                f"{'s' if len(known) != 1 else ''} ({GATE_STEPS} steps) ..."
+            )
             start = time.perf_counter()
             if checker is None:
                 checker = Checker(known, cache_dir=weights_dir, timeout=timeout)

@@ -35,6 +35,7 @@ from harness.core import records
 from harness.core.gate import checked_batches, checked_weights, verify
 from harness.core.profiles import Profile
 from harness.explain import decompose
+from workers.frameworks import FRAMEWORKS as REGISTERED
 from workers.launch import Worker, thread_environment
 from workers.messages import Levels, LevelsAnswer, ProfileAnswer, encode
 from workers.messages import Profile as ProfileRequest
@@ -42,7 +43,7 @@ from workers.paths import levels_of
 from zoo.specs import get_spec
 
 # Keras runs on the first three; MXNet's native paths are only profiled.
-FRAMEWORKS = ("jax", "tensorflow", "torch", "mxnet")
+FRAMEWORKS = tuple(REGISTERED)
 PROCESSES = 3  # worker processes per cell, each timing every batch size
 PROFILE_ROUNDS = 3  # profiled blocks of every level, in alternation
 Log = Callable[[str], None]

@@ -47,6 +47,7 @@ from equivalence.operators import (
 from harness.bench.run import resource_summary
 from harness.core import records
 from harness.core.peak import measure_matmul_peak
+from workers.frameworks import FRAMEWORKS as REGISTERED
 from workers.launch import Reply, Worker, thread_environment
 from workers.messages import (
     OpPeak,
@@ -69,7 +70,7 @@ from zoo.operators import (
     timed_cases,
 )
 
-FRAMEWORKS = ("jax", "tensorflow", "torch", "mxnet")
+FRAMEWORKS = tuple(REGISTERED)
 SEED = 0  # the operands of every timed case
 Log = Callable[[str], None]
 

@@ -33,9 +33,10 @@ from tabulate import tabulate
 
 from harness.core import records
 from harness.stats import paired
+from workers.frameworks import keras_backends
 from zoo.operators import DIRECTIONS, OPERATORS, get_operator
 
-BACKENDS = ("jax", "tensorflow", "torch")
+BACKENDS = keras_backends()
 SLOWER = 1.10  # keras.ops counts as slower when its ratio's interval is above this
 # Bootstrap resamples per interval: an ops run has some 1,600 intervals, and
 # 2,000 resamples each took 166 s to analyse (default profile).  With 1,000,
