@@ -51,6 +51,8 @@ TRAJECTORY_TOLERANCE: dict[str, tuple[float, float]] = {
     "lstm": (1e-4, 1.0),
     "vgg16": (1e-3, 30.0),
 }
+# A model family without an entry (a new model) gets the non-chaotic one.
+DEFAULT_TRAJECTORY_TOLERANCE = (1e-4, 1.0)
 GRAD_PREFIX = "grad:"
 
 
@@ -129,13 +131,20 @@ def compare(
     return PairResult(model, a, b, tuple(entries))
 
 
+def trajectory_tolerance(model: str) -> tuple[float, float]:
+    """``(base, growth)`` of ``model``'s family (``TRAJECTORY_TOLERANCE``),
+    else ``DEFAULT_TRAJECTORY_TOLERANCE``."""
+    module = get_spec(model).module
+    return TRAJECTORY_TOLERANCE.get(module, DEFAULT_TRAJECTORY_TOLERANCE)
+
+
 def step_tolerance(model: str, step: int) -> float:
     """Tolerance for the loss and every parameter after training step ``step``.
 
     Each step adds its own rounding differences and carries the earlier ones
     forward, amplified by the optimizer; see ``TRAJECTORY_TOLERANCE``.
     """
-    base, growth = TRAJECTORY_TOLERANCE[get_spec(model).module]
+    base, growth = trajectory_tolerance(model)
     return float(base * step * growth ** (step - 1))
 
 

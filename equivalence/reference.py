@@ -54,13 +54,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from equivalence.compare import (
-    TRAJECTORY_TOLERANCE,
     Entry,
     PairResult,
     quantity_error,
     step_tolerance,
+    trajectory_tolerance,
 )
-from zoo.specs import get_spec
 
 Arrays = Mapping[str, np.ndarray]
 
@@ -172,7 +171,7 @@ def trajectory_floor(model: str, step: int) -> float:
     native TensorFlow was 8.7e-4 from float64 on a kernel where the baseline
     was 1.8e-5 (m = 48), while after one step every path needed m <= 1.  The
     measured spread of correct paths (``step_tolerance``) bounds it instead."""
-    growth = TRAJECTORY_TOLERANCE[get_spec(model).module][1]
+    growth = trajectory_tolerance(model)[1]
     return step_tolerance(model, step) if growth > 1 else 0.0
 
 

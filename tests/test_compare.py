@@ -83,6 +83,17 @@ def test_trajectory_tolerance_grows_linearly_and_vgg_geometrically() -> None:
     assert step_tolerance("vgg-rysia", 2) == step_tolerance("vgg16", 2)
 
 
+def test_a_model_family_without_a_trajectory_entry_gets_the_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from equivalence import compare, reference
+
+    monkeypatch.delitem(compare.TRAJECTORY_TOLERANCE, "vgg16")
+    base, growth = compare.DEFAULT_TRAJECTORY_TOLERANCE
+    assert step_tolerance("vgg16", 3) == pytest.approx(3 * base * growth**2)
+    assert reference.trajectory_floor("vgg16", 2) == 0.0  # not chaotic by default
+
+
 def test_identical_trajectories_agree_at_every_step() -> None:
     pair = compare_trajectory("ffn", "p", _trajectory(0), "q", _trajectory(0))
     assert pair.ok
