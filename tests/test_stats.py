@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.stats import robust
+from harness.stats import paired, robust
 
 
 def _lognormal(seed: int, n: int, median: float, sigma: float = 0.02) -> list[float]:
@@ -100,3 +100,14 @@ def test_paired_ratio_sees_through_drift_and_outliers() -> None:
     assert robust.paired_ratio(b, b) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="differ in length"):
         robust.paired_ratio(a, b[:-1])
+
+
+def test_paired_ratio_is_the_paired_modules_hodges_lehmann() -> None:
+    # One Hodges-Lehmann estimate in the code base: the ratio is exp(HL) of
+    # the pairs' log ratios, to the bit.
+    rng = np.random.default_rng(1)
+    a, b = rng.lognormal(-4, 0.3, 37), rng.lognormal(-4, 0.3, 37)
+    want = float(np.exp(paired.hodges_lehmann(np.log(a) - np.log(b))))
+    assert robust.paired_ratio(a, b) == want
+    with pytest.raises(ValueError, match="not positive"):
+        robust.paired_ratio([1.0, 0.0], [1.0, 1.0])

@@ -131,7 +131,7 @@ def estimate(
         return None
     center, boot = replicates(logs, resamples, np.random.default_rng(seed))
     ratio = math.exp(center)
-    lo, hi = np.exp(_interval(boot, level))
+    lo, hi = np.exp(interval(boot, level))
     return RatioEstimate(
         ratio=ratio,
         low=float(lo),
@@ -171,7 +171,7 @@ def location(
     if not all(np.all(np.isfinite(v)) for v in values):
         raise ValueError("a block value is not a finite number")
     center, boot = replicates(values, resamples, np.random.default_rng(seed))
-    lo, hi = _interval(boot, level)
+    lo, hi = interval(boot, level)
     return Location(
         value=center,
         low=lo,
@@ -229,7 +229,7 @@ def compare(
     old_center, old_boot = replicates(old_logs, resamples, rng)
     new_center, new_boot = replicates(new_logs, resamples, rng)
     d, boot = new_center - old_center, new_boot - old_boot
-    lo, hi = _interval(boot, level)
+    lo, hi = interval(boot, level)
     p = 2 * min(np.mean(boot <= 0), np.mean(boot >= 0))
     return Change(
         change=math.expm1(d),
@@ -265,8 +265,10 @@ def _check(resamples: int, level: float) -> None:
         raise ValueError(f"level must lie between 0 and 1, not {level}")
 
 
-def _interval(samples: np.ndarray, level: float) -> tuple[float, float]:
-    """The central ``level`` percentile interval of ``samples``."""
+def interval(samples: np.ndarray, level: float) -> tuple[float, float]:
+    """The central ``level`` percentile interval of ``samples`` (bootstrap
+    replicates): from the ``(1 - level) / 2`` to the ``(1 + level) / 2``
+    quantile."""
     tail = (1 - level) / 2 * 100
     lo, hi = np.percentile(samples, [tail, 100 - tail])
     return float(lo), float(hi)

@@ -38,6 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import mannwhitneyu
 
+from harness.stats.paired import hodges_lehmann
+
 RESAMPLES = 2000
 SEED = 20240601
 ALPHA = 0.05
@@ -209,13 +211,18 @@ def compare(
 
 def paired_ratio(a: Sequence[float], b: Sequence[float]) -> float:
     """How much larger ``a`` is than ``b`` (as a ratio), from paired samples:
-    the Hodges-Lehmann estimate of the pairs' log ratios, i.e. the median of
-    the averages of every two of them (each with itself too).  As robust to
-    outliers as their median and nearly as precise as their mean; pairing
-    cancels whatever drifts slower than one pair."""
+    the Hodges-Lehmann estimate of the pairs' log ratios
+    (:func:`harness.stats.paired.hodges_lehmann`: the median of the averages
+    of every two of them, each with itself too).  As robust to outliers as
+    their median and nearly as precise as their mean; pairing cancels
+    whatever drifts slower than one pair.
+
+    Raises ValueError for samples of different lengths, an empty sample, or a
+    value that is not a positive finite number."""
     x, y = _array(a, "a"), _array(b, "b")
     if x.shape != y.shape:
         raise ValueError(f"paired samples differ in length ({x.size} vs {y.size})")
+    if np.any(x <= 0) or np.any(y <= 0):
+        raise ValueError("paired samples hold a value that is not positive")
     logs = np.log(x) - np.log(y)
-    i, j = np.triu_indices(len(logs))
-    return float(np.exp(np.median((logs[i] + logs[j]) / 2)))
+    return float(np.exp(hodges_lehmann(logs)))

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.stats.paired import hodges_lehmann, replicates
+from harness.stats.paired import hodges_lehmann, interval, replicates
 
 # batch size -> processes -> seconds per step of each timed block
 Sweep = Mapping[int, Sequence[Sequence[float]]]
@@ -101,8 +101,8 @@ def fit(
     t = np.array(centres)
     a, c = _theil_sen(x, t[None, :])
     boot_a, boot_c = _theil_sen(x, np.stack(boot, axis=1))
-    a_low, a_high = _interval(boot_a, level)
-    c_low, c_high = _interval(boot_c, level)
+    a_low, a_high = interval(boot_a, level)
+    c_low, c_high = interval(boot_c, level)
     fixed, per_sample = float(a[0]), float(c[0])
     return LineFit(
         fixed_s=fixed,
@@ -179,10 +179,3 @@ def _theil_sen(x: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     slopes = np.median((t[:, j] - t[:, i]) / (x[j] - x[i]), axis=1)
     intercepts = np.median(t - slopes[:, None] * x, axis=1)
     return intercepts, slopes
-
-
-def _interval(samples: np.ndarray, level: float) -> tuple[float, float]:
-    """The central ``level`` percentile interval of ``samples``."""
-    tail = (1 - level) / 2 * 100
-    lo, hi = np.percentile(samples, [tail, 100 - tail])
-    return float(lo), float(hi)
