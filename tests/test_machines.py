@@ -3,6 +3,7 @@ machines (no framework): a 2-core CPU box ``cpu-a`` and a GPU node ``gpu-b``."""
 
 from __future__ import annotations
 
+import ast
 import csv
 import dataclasses
 import io
@@ -370,3 +371,16 @@ def test_two_machines_claiming_one_name_are_refused(
     assert "refusing to pool the records of lenet keras-torch train b8" in err
     assert "platform.machine.cpu_model ('AMD EPYC' vs 'Intel Xeon')" in err
     assert "different HARNESS_MACHINE names" in err
+
+
+def test_machines_does_not_import_records() -> None:
+    # records imports machines (a record's identity); the other way round
+    # would be a circle, so machines reads records through a protocol.
+    tree = ast.parse(Path(machines.__file__).read_text())
+    imported = {
+        node.module if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    assert not {m for m in imported if m and m.startswith("harness")}

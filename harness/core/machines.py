@@ -24,10 +24,21 @@ import subprocess
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from harness.core.records import Record
+
+class Measured(Protocol):
+    """What this module reads of a record (a ``harness.core.records.Record``;
+    machines sits below records and does not import it)."""
+
+    @property
+    def framework(self) -> str: ...
+
+    @property
+    def platform(self) -> dict[str, Any]: ...
+
+
+M = TypeVar("M", bound=Measured)
 
 NAME_VARIABLE = "HARNESS_MACHINE"
 # What must agree before two records' samples are pooled: the hostname is
@@ -146,7 +157,7 @@ def _gpu(line: str) -> str:
     return f"{name.strip()} ({memory.strip()})" if name else line.strip()
 
 
-def name_of(record: Record) -> str:
+def name_of(record: Measured) -> str:
     """The name of the machine ``record`` was measured on: its identity's
     name, else (records before machine identities) its short hostname, else
     ``"unknown"``."""
@@ -168,15 +179,15 @@ def pooled(recorded: Mapping[str, Any]) -> dict[str, Any]:
     return {"name": short_hostname(hostname)} if isinstance(hostname, str) else {}
 
 
-def group(recs: Iterable[Record]) -> dict[str, list[Record]]:
+def group(recs: Iterable[M]) -> dict[str, list[M]]:
     """Records by machine name, machines in first-seen order."""
-    out: dict[str, list[Record]] = {}
+    out: dict[str, list[M]] = {}
     for r in recs:
         out.setdefault(name_of(r), []).append(r)
     return out
 
 
-def describe(name: str, recs: Iterable[Record]) -> dict[str, Any]:
+def describe(name: str, recs: Iterable[Measured]) -> dict[str, Any]:
     """One row for the machines table: what the machine is (from its records'
     identities; older records give their CPU model and count) and every
     framework version its records name, e.g. ``jax 0.10.2, keras 3.15.1``."""
