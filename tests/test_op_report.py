@@ -228,7 +228,7 @@ def test_a_convolution_beyond_the_peak_is_not_flagged(tmp_path: Path) -> None:
 def test_harness_report_shows_the_newest_ops_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from harness.__main__ import _operators
+    from harness.cli.report import _operators
 
     out = _run(tmp_path, [])
     _record(out, RELU, "keras-jax", _blocks(2e-5))

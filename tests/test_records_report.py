@@ -104,6 +104,31 @@ def test_cli_errors_are_one_sentence(
     assert "no run records" in capsys.readouterr().err
 
 
+def test_report_takes_a_results_folder_for_its_records_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _write(tmp_path)
+    assert main(["report", "--results", str(tmp_path), "--format", "json"]) == 0
+    by_option = capsys.readouterr().out
+    assert main(["report", str(tmp_path), "--format", "json"]) == 0
+    assert capsys.readouterr().out == by_option  # its newest run, as --results
+    assert main(["report", str(tmp_path), "--check"]) == 1  # a crashed cell
+    assert "crashed" in capsys.readouterr().err
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["report", str(empty)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: no run records in {empty}; run 'python -m harness run' first\n"
+    )
+    gone = tmp_path / "gone"
+    assert main(["report", str(gone)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {gone} does not exist; give a records file (run-*.jsonl) or a "
+        "results folder\n"
+    )
+
+
 def test_unverified_times_are_marked_in_every_row(tmp_path: Path) -> None:
     out = _write(tmp_path)
     forced = dataclasses.replace(

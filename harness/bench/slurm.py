@@ -2,7 +2,7 @@
 submitted and watched with submitit.
 
 Each array task runs ``python -m harness run-cell PLAN INDEX --results DIR``
-(``harness.bench.units``) on a node of its own (``--exclusive``: a timing owns
+(``harness.cli.units``) on a node of its own (``--exclusive``: a timing owns
 the whole machine while it runs), at most ``max_parallel`` at once, and
 appends its records to the run's records file in ``DIR``, which must be on a
 file system every node shares (appends are locked, ``records.append``).  The

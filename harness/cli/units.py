@@ -19,23 +19,50 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from tabulate import tabulate
-
-from harness.bench.run import WEIGHTS_SEED, RunStoppedError
-from harness.bench.run import run_cell as run_unit
-from harness.core.cells import new_plan, write_plan
-from harness.core.gate import verdict_keys, verify
-from harness.core.profiles import Profile
+from harness.cli.common import Commands, selection, selection_arguments
+from workers.paths import integer
 
 
-def plan(
-    args: argparse.Namespace,
-    profile: Profile,
-    models: list[str],
-    paths: list[str],
-    phases: list[str],
-) -> int:
+def add(commands: Commands) -> None:
+    """``plan``, ``run-cell`` and ``gate``: a run taken apart into units."""
+    plan_p = commands.add_parser(
+        "plan", help="write the numbered units of a run (what run-cell runs)"
+    )
+    selection_arguments(plan_p)
+    plan_p.add_argument("--out", type=Path, required=True, help="the plan (JSON)")
+    plan_p.add_argument(
+        "--allow-unverified",
+        action="store_true",
+        help="its units time paths without a passing verdict too",
+    )
+    plan_p.add_argument(
+        "--list", action="store_true", help="print every unit, one a line"
+    )
+    plan_p.set_defaults(handler=plan_command)
+    cell_p = commands.add_parser(
+        "run-cell",
+        help="run one unit of a plan in a fresh worker and append its records",
+    )
+    cell_p.add_argument("plan", type=Path, help="a plan written by harness plan")
+    cell_p.add_argument("index", type=integer, help="the unit's number")
+    cell_p.add_argument("--results", type=Path, default=Path("results"))
+    cell_p.set_defaults(handler=run_cell_command)
+    gate_p = commands.add_parser(
+        "gate", help="the equivalence gate alone: check (or reuse) every verdict"
+    )
+    selection_arguments(gate_p)
+    gate_p.set_defaults(handler=gate_command)
+
+
+def plan_command(args: argparse.Namespace) -> int:
     """Write the plan; print how many units it has (and each with ``--list``)."""
+    from tabulate import tabulate
+
+    from harness.bench.run import WEIGHTS_SEED
+    from harness.core.cells import new_plan, write_plan
+    from harness.core.gate import verdict_keys
+
+    profile, models, paths, phases = selection(args)
     keys = verdict_keys(models, paths, args.results, weights_seed=WEIGHTS_SEED)
     written = new_plan(
         time.strftime("%Y%m%d-%H%M%S"),
@@ -80,12 +107,16 @@ def plan(
     return 0
 
 
-def run_cell(plan_path: Path, index: int, results_dir: Path) -> int:
+def run_cell_command(args: argparse.Namespace) -> int:
     """Run one unit: 0 once its records are written, whatever they say (a
     crashed worker is a measured outcome, not a failed task); 1 when they
     could not be written."""
+    from harness.bench.run import RunStoppedError
+    from harness.bench.run import run_cell as run_unit
+
+    index = args.index
     try:
-        written = run_unit(plan_path, index, results_dir)
+        written = run_unit(args.plan, index, args.results)
     except RunStoppedError as stop:
         print(f"error: {stop}", file=sys.stderr)
         return stop.exit_code
@@ -98,14 +129,13 @@ def run_cell(plan_path: Path, index: int, results_dir: Path) -> int:
     return 0
 
 
-def gate(
-    args: argparse.Namespace,
-    profile: Profile,
-    models: list[str],
-    paths: list[str],
-    phases: list[str],
-) -> int:
+def gate_command(args: argparse.Namespace) -> int:
     """Check (or reuse) every verdict: 0 when every path may be timed."""
+    from tabulate import tabulate
+
+    from harness.core.gate import verify
+
+    profile, models, paths, _ = selection(args)
     verdicts = verify(models, paths, args.results, timeout=profile.timeout_s)
     rows = [{"model": m, **found} for m, found in verdicts.items()]
     print(tabulate(rows, headers="keys"))

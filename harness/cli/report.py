@@ -1,0 +1,167 @@
+"""``python -m harness report``: tables from a run's records, a comparison
+of two runs or of several machines, or plots (``harness.report``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from harness.cli.common import Commands
+
+
+def add(commands: Commands) -> None:
+    """The ``report`` command."""
+    rep_p = commands.add_parser("report", help="tables from a run's records")
+    rep_p.add_argument(
+        "records",
+        type=Path,
+        nargs="?",
+        help="a run-*.jsonl file (default: the newest in --results)",
+    )
+    rep_p.add_argument("--results", type=Path, default=Path("results"))
+    rep_p.add_argument(
+        "--format",
+        choices=("table", "markdown", "csv", "json"),
+        default="table",
+        help="markdown renders the tables for GitHub",
+    )
+    rep_p.add_argument(
+        "--table",
+        choices=("overhead", "cells", "machines"),
+        default="overhead",
+        help="which table csv and json print",
+    )
+    rep_p.add_argument(
+        "--compare",
+        nargs=2,
+        type=Path,
+        metavar=("OLD", "NEW"),
+        help="test every cell timed in both records files for a change",
+    )
+    rep_p.add_argument(
+        "--machines",
+        nargs="+",
+        type=Path,
+        metavar="RESULTS",
+        help="records files or results folders (each one's newest run) of at "
+        "least two machines, shown side by side",
+    )
+    rep_p.add_argument(
+        "--plots",
+        type=Path,
+        metavar="DIR",
+        help="write the run's plots (PNG) and its tables as Markdown "
+        "(report.md) into DIR and print their file names",
+    )
+    rep_p.add_argument(
+        "--check",
+        action="store_true",
+        help="then exit 1 unless every cell repeat of the run is ok (how many "
+        "failed, diverged or were not timed is printed)",
+    )
+    rep_p.set_defaults(handler=report_command)
+
+
+def report_command(args: argparse.Namespace) -> int:
+    """The ``report`` command: tables, a comparison of two runs or of several
+    machines, or plots.  A results folder given for the records file is read
+    as ``--results FOLDER`` (its newest run).
+
+    Raises ValueError or FileNotFoundError for anything the user can fix."""
+    from harness.core.records import outcome
+    from harness.report.tables import (
+        compare_report,
+        latest_run,
+        load,
+        machines_report,
+        plots_by_machine,
+        render_report,
+        report,
+    )
+
+    if args.machines:
+        if args.records or args.compare or args.plots or args.check:
+            raise ValueError(
+                "--machines takes its result sets alone; drop the records file, "
+                "--compare, --plots and --check"
+            )
+        print(machines_report(args.machines, args.format, args.table))
+        return 0
+    if args.compare:
+        if args.records or args.plots or args.check:
+            raise ValueError(
+                "--compare OLD NEW takes its two files alone; drop the records "
+                "file, --plots and --check"
+            )
+        old, new = args.compare
+        print(compare_report(old, new, args.format))
+        return 0
+    results: Path = args.results
+    records_path: Path | None = args.records
+    if records_path is not None and records_path.is_dir():
+        results, records_path = records_path, None
+    elif records_path is not None and not records_path.exists():
+        raise FileNotFoundError(
+            f"{records_path} does not exist; give a records file (run-*.jsonl) "
+            "or a results folder"
+        )
+    records_path = records_path or latest_run(results)
+    if args.plots:
+        if args.plots.exists() and not args.plots.is_dir():
+            raise ValueError(f"--plots {args.plots} is a file; give a folder")
+
+        recs = load(records_path)
+        try:
+            written = plots_by_machine(recs, args.plots)
+        except ImportError:
+            raise ValueError(
+                "plots need matplotlib, which is not installed; install the "
+                "harness extra (pip install -e '.[harness]')"
+            ) from None
+        markdown = args.plots / "report.md"
+        markdown.write_text(
+            render_report(records_path, recs, "markdown", args.table) + "\n"
+        )
+        print("\n".join(str(p) for p in [markdown, *written]))
+    else:
+        print(report(records_path, args.format, args.table))
+        if args.format in ("table", "markdown"):
+            _explained(results)
+            _operators(results)
+    if args.check:
+        counts, line = outcome(load(records_path))
+        print(line, file=sys.stderr)
+        return 0 if set(counts) <= {"ok"} else 1
+    return 0
+
+
+def _explained(results: Path) -> None:
+    """The ``harness explain`` section: each cell from the newest run that
+    measured it, when there is one."""
+    from harness.explain.measure import markdown, newest_cells
+
+    found = newest_cells(results)
+    if found:
+        print()
+        print(markdown([cell for _, cell in found]))
+        runs = sorted({str(run) for run, _ in found})
+        print(f"(from {', '.join(runs)}; plots: explain-*.png there)")
+
+
+def _operators(results: Path) -> None:
+    """The ``harness ops`` section: the newest ops run's headline figures,
+    when there is one."""
+    from harness.ops.report import analyse, latest, markdown
+
+    found = latest(results)
+    if found is not None:
+        # the analysis the run wrote (its bootstrap takes a minute), else anew
+        rendered = found / "ops.json"
+        analysis = (
+            json.loads(rendered.read_text()) if rendered.exists() else analyse(found)
+        )
+        print()
+        print(markdown(analysis, every_operator=False))
+        print(f"(every operator's table and plots: {found}/ops.md, ops-*.png)")
