@@ -603,7 +603,7 @@ def test_plots_into_a_file_is_one_sentence(
 
 
 def test_resources_that_are_not_numbers_never_cost_a_record() -> None:
-    from harness.bench.run import resource_summary
+    from harness.core.resources import resource_summary
 
     summary = resource_summary(
         {"cpu_util": float("nan"), "peak_rss_mb": 12.0, "others_cpu": float("nan")}

@@ -19,9 +19,9 @@ from typing import Any
 
 from tabulate import tabulate
 
-from harness.bench.run import DATA_SEED, WEIGHTS_SEED
 from harness.core import records
 from harness.core.profiles import Profile
+from harness.core.seeds import DATA_SEED, WEIGHTS_SEED
 from native import IDIOMATIC
 from workers.launch import Worker
 from workers.messages import Floor, FloorAnswer, encode

@@ -39,7 +39,6 @@ crashed or timed out is replaced before the next cell.
 from __future__ import annotations
 
 import json
-import math
 import os
 import statistics
 import sys
@@ -74,26 +73,16 @@ from harness.core.gate import (
 )
 from harness.core.peak import measure_matmul_peak
 from harness.core.profiles import Profile, Settings
+from harness.core.resources import resource_summary
+
+# `as`: re-exported for harness/cli/units.py until it imports harness.core.seeds
+from harness.core.seeds import WEIGHTS_SEED as WEIGHTS_SEED  # noqa: PLC0414
 from workers.launch import Worker, thread_environment
 from workers.messages import Infer, Paired, PairedAnswer, Train, encode
 from workers.paths import get_path
-from workers.resources import contended
 from zoo.specs import get_spec
 
-WEIGHTS_SEED = 0
-DATA_SEED = 1  # the floors benchmark's; runs take the profile's seed
-
-
 LATENCY_SAMPLES = 10
-# workers.resources: the worker's own use, and the machine's other work
-RESOURCE_KEYS = (
-    "cpu_util",
-    "peak_rss_mb",
-    "peak_gpu_mb",
-    "wall_s",
-    "others_cpu",
-    "steal_frac",
-)
 
 
 def summarize(
@@ -117,19 +106,6 @@ def summarize(
         }
         summary |= {k: v for k, v in values.items() if k.startswith("latency_p")}
     return summary | resource_summary(resources)
-
-
-def resource_summary(resources: dict[str, Any]) -> dict[str, Any]:
-    """The worker's resource use and whether the machine was busy meanwhile
-    (``workers.resources.contended``)."""
-    # A value that is not finite (a worker gone before its CPU time was read)
-    # is left out: the records reader refuses times that are not numbers.
-    found = {
-        k: v
-        for k, v in resources.items()
-        if k in RESOURCE_KEYS and isinstance(v, int | float) and math.isfinite(v)
-    }
-    return found | {"contended": contended(resources)}
 
 
 def _request(

@@ -30,10 +30,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.bench.run import WEIGHTS_SEED, resource_summary
 from harness.core import records
 from harness.core.gate import checked_batches, checked_weights, verify
 from harness.core.profiles import Profile
+from harness.core.resources import resource_summary
+from harness.core.seeds import WEIGHTS_SEED
 from harness.explain import decompose
 from workers.frameworks import FRAMEWORKS as REGISTERED
 from workers.launch import Worker, thread_environment

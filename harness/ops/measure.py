@@ -44,9 +44,9 @@ from equivalence.operators import (
     search,
     write_operands,
 )
-from harness.bench.run import resource_summary
 from harness.core import records
 from harness.core.peak import measure_matmul_peak
+from harness.core.resources import resource_summary
 from workers.frameworks import FRAMEWORKS as REGISTERED
 from workers.launch import Reply, Worker, thread_environment
 from workers.messages import (
