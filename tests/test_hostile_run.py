@@ -126,7 +126,7 @@ def test_a_short_write_is_undone_and_reported(tmp_path: Path) -> None:
     script = (
         "import resource, sys\n"
         "from pathlib import Path\n"
-        "from harness import records\n"
+        "from harness.core import records\n"
         "from tests.test_hostile_run import _record\n"
         f"out = Path({str(out)!r})\n"
         "limit = out.stat().st_size + 100  # room for 100 bytes of the next line\n"
