@@ -74,9 +74,7 @@ from harness.core.gate import (
 from harness.core.peak import measure_matmul_peak
 from harness.core.profiles import Profile, Settings
 from harness.core.resources import resource_summary
-
-# `as`: re-exported for harness/cli/units.py until it imports harness.core.seeds
-from harness.core.seeds import WEIGHTS_SEED as WEIGHTS_SEED  # noqa: PLC0414
+from harness.core.seeds import WEIGHTS_SEED
 from workers.launch import Worker, thread_environment
 from workers.messages import Infer, Paired, PairedAnswer, Train, encode
 from workers.paths import get_path

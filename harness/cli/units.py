@@ -58,9 +58,9 @@ def plan_command(args: argparse.Namespace) -> int:
     """Write the plan; print how many units it has (and each with ``--list``)."""
     from tabulate import tabulate
 
-    from harness.bench.run import WEIGHTS_SEED
     from harness.core.cells import new_plan, write_plan
     from harness.core.gate import verdict_keys
+    from harness.core.seeds import WEIGHTS_SEED
 
     profile, models, paths, phases = selection(args)
     keys = verdict_keys(models, paths, args.results, weights_seed=WEIGHTS_SEED)
