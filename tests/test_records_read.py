@@ -195,17 +195,36 @@ def test_a_file_of_only_non_records_holds_no_records(
     ]
 
 
-def test_torn_lines_are_skipped_silently(
+def test_torn_lines_are_skipped_the_last_one_with_a_warning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # A crash mid-write, then a resumed run that appended after it, then
-    # another crash: torn lines in the middle and at the end.
+    # another crash: torn lines in the middle and at the end.  The one in the
+    # middle is history, skipped without a word; the last one is news.
     out = tmp_path / "run-1.jsonl"
     out.write_text(_line() + "\n" + _line()[:40] + "\n" + _line() + "\n" + _line()[:9])
     found = records.scan(out)
-    assert (len(found.records), found.skipped) == (2, ())
+    assert (len(found.records), found.skipped, found.torn) == (2, (), 4)
+    torn = (
+        f"warning: skipped line 4 of {out}, the last: it was cut short (a write "
+        "that did not finish, e.g. a crash)"
+    )
+    assert found.warnings() == [torn]
     assert main(["report", str(out)]) == 0
-    assert capsys.readouterr().err == ""
+    assert capsys.readouterr().err == torn + "\n"
+    assert len(records.read(out)) == 2
+    assert len(records.read(out)) == 2  # a second read says nothing new
+    assert capsys.readouterr().err == torn + "\n"
+    records.append(out, _record())  # a resume closes the torn line
+    assert records.scan(out).warnings() == []
+    assert len(records.read(out)) == 3
+
+
+def test_a_whole_last_line_that_is_no_json_is_no_torn_line(tmp_path: Path) -> None:
+    # Only a write cut short leaves a last line without its newline.
+    out = _write(tmp_path / "run-1.jsonl", [_line(), "{not json"])
+    found = records.scan(out)
+    assert (len(found.records), found.skipped, found.warnings()) == (1, (), [])
 
 
 @pytest.mark.parametrize(

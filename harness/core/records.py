@@ -24,34 +24,30 @@ Schema history:
 
 :func:`read` returns typed :class:`Record` objects: records of versions 1 to
 ``SCHEMA_VERSION`` are read (the fields an older version lacks take the
-dataclass defaults), a newer or unknown version is refused, the torn line of a
-crash mid-write is skipped, and a JSON line that is no record (a missing,
-unknown or wrongly typed field, or times that are not finite non-negative
-numbers) is skipped and counted (:func:`scan`).
+dataclass defaults), a newer or unknown version is refused, a line that is no
+JSON is skipped by the policy of :mod:`harness.core.jsonl` (the torn last
+line of a crash mid-write with a warning), and a JSON line that is no record
+(a missing, unknown or wrongly typed field, or times that are not finite
+non-negative numbers) is skipped and counted (:func:`scan`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
 import json
 import os
 import platform
-import signal
 import socket
 import subprocess
 import sys
-import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from harness.core import machines
+from harness.core import jsonl, machines
 
 SCHEMA_VERSION = 4
 
@@ -84,14 +80,15 @@ class Record:
     schema_version: int = SCHEMA_VERSION
 
 
-class RecordsWriteError(OSError):
-    """A record could not be written whole (disk full, quota, a read-only or
-    vanished folder); the file holds every record written before it."""
+# A record that could not be written whole (disk full, quota, a read-only or
+# vanished folder); the file holds every record written before it.
+RecordsWriteError = jsonl.WriteError
 
 
 def append(path: Path, record: Record) -> None:
     """Append one record as one line and ``fsync`` it, so a crash can lose the
-    record being written but never corrupt earlier ones.
+    record being written but never corrupt earlier ones
+    (:func:`harness.core.jsonl.append`).
 
     A write that stores only part of the line (disk full, a quota, a file size
     limit) or fails is undone (the file is cut back to its length before) and
@@ -99,144 +96,71 @@ def append(path: Path, record: Record) -> None:
     reported as measured and then silently missing.  Ctrl-C cannot tear a line
     either: SIGINT waits until the line is written or undone.  Processes that
     append to one file at once (cluster tasks) take turns (``fcntl.lockf``)."""
-    line = json.dumps(asdict(record), sort_keys=True) + "\n"
-    with _signals_held():
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise RecordsWriteError(
-                f"cannot write records to {path}: {exc.strerror or exc}"
-            ) from None
-        try:
-            # Several writers may share one file (``harness run-cell`` tasks
-            # of a cluster on one shared folder): a POSIX lock, which NFS
-            # honours, makes each line whole and the torn-line check true.
-            fcntl.lockf(fd, fcntl.LOCK_EX)
-            if _ends_torn(path):
-                line = "\n" + line  # a crash left half a line: never glue onto it
-            _write_whole(fd, path, line.encode())
-        finally:
-            os.close(fd)  # releases the lock
-
-
-def _write_whole(fd: int, path: Path, data: bytes) -> None:
-    """Write ``data`` at the end of ``fd`` and fsync it, or leave the file as
-    it was and raise RecordsWriteError."""
-    start = os.fstat(fd).st_size
-    written = 0
-    try:
-        while written < len(data):
-            count = os.write(fd, data[written:])
-            if count <= 0:
-                raise OSError(errno.ENOSPC, "no space left on device")
-            written += count
-        os.fsync(fd)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, start)
-        reason = exc.strerror or str(exc)
-        raise RecordsWriteError(
-            f"could not write a record to {path} ({reason}; {written} of "
-            f"{len(data)} bytes written, then undone)"
-        ) from None
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM back while the body runs (main thread only);
-    a signal that arrives meanwhile is delivered when it ends."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held = {signal.SIGINT, signal.SIGTERM}
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
-
-
-def _ends_torn(path: Path) -> bool:
-    try:
-        with path.open("rb") as f:
-            f.seek(-1, os.SEEK_END)
-            return f.read(1) != b"\n"
-    except OSError:  # missing or empty file
-        return False
+    jsonl.append(path, asdict(record), sort_keys=True, noun="record")
 
 
 @dataclass(frozen=True)
 class Scan:
-    """What a records file holds: its records, and the numbers (from 1) of the
+    """What a records file holds: its records, the numbers (from 1) of the
     lines that are JSON but no record (not an object, a missing or unknown
-    field, a field of the wrong type)."""
+    field, a field of the wrong type), and its torn last line, if any."""
 
     path: Path
     records: list[Record]
     skipped: tuple[int, ...] = ()
+    torn: int | None = None  # the last line, cut short by a crash mid-write
 
     def warning(self) -> str | None:
         """One line saying which lines were skipped; None when none were."""
         if not self.skipped:
             return None
-        n = len(self.skipped)
-        lines = ", ".join(str(i) for i in self.skipped[:_SHOWN])
-        more = ", ..." if n > _SHOWN else ""
-        if n == 1:
-            return (
-                f"warning: skipped 1 line of {self.path} that is JSON but not a "
-                f"record (line {lines})"
-            )
-        return (
-            f"warning: skipped {n} lines of {self.path} that are JSON but not "
-            f"records (lines {lines}{more})"
-        )
+        return jsonl.skipped_warning(self.path, self.skipped, ("a record", "records"))
 
-
-_SHOWN = 5  # skipped line numbers a warning names
+    def warnings(self) -> list[str]:
+        """Every line a reader of the file should see on stderr: the lines
+        skipped (:meth:`warning`), the torn last line."""
+        torn = jsonl.Lines(self.path, [], torn=self.torn).warning()
+        return [w for w in (self.warning(), torn) if w is not None]
 
 
 def scan(path: Path) -> Scan:
     """Every record of a JSON Lines file, typed, with the lines skipped.
 
-    A line that is not JSON (the torn last line of a crash mid-write, which a
-    resumed run leaves in the middle) is skipped silently; a JSON line that is
-    no record is skipped and named in ``Scan.skipped``.  Versions 1 to
-    ``SCHEMA_VERSION`` are read, the fields an older version lacks taking the
-    defaults of :class:`Record`.
+    Lines are read by the policy of :mod:`harness.core.jsonl`: a line that is
+    not JSON is skipped, the torn last line of a crash mid-write named in
+    ``Scan.torn``, one elsewhere (a torn line a resumed run appended after)
+    without a word; a JSON line that is no record is skipped and named in
+    ``Scan.skipped``.  Versions 1 to ``SCHEMA_VERSION`` are read, the fields
+    an older version lacks taking the defaults of :class:`Record`.
 
     Raises ValueError, in one sentence naming the file, for a file that is not
     UTF-8 text and for a record of a newer or unknown ``schema_version``."""
     try:
-        text = path.read_bytes().decode("utf-8")
+        lines = jsonl.read(path)
     except UnicodeDecodeError as exc:
         raise ValueError(
             f"{path} is not a records file: it is not UTF-8 text (byte "
             f"{exc.start}); give a run-*.jsonl written by 'python -m harness run'"
         ) from None
     recs: list[Record] = []
-    skipped: list[int] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        except (ValueError, RecursionError):  # a 5000-digit number, deep nesting
-            skipped.append(number)
-            continue
+    skipped = list(lines.unreadable)
+    for number, data in lines.values:
         record = _record(path, number, data)
         if record is None:
             skipped.append(number)
         else:
             recs.append(record)
-    return Scan(path, recs, tuple(skipped))
+    return Scan(path, recs, tuple(sorted(skipped)), lines.torn)
 
 
 def read(path: Path) -> list[Record]:
     """The records of a JSON Lines file (see :func:`scan`, which also says
-    which lines were skipped)."""
-    return scan(path).records
+    which lines were skipped); what a reader should hear of
+    (:meth:`Scan.warnings`) goes to stderr, once per process."""
+    found = scan(path)
+    for warning in found.warnings():
+        jsonl.warn(warning)
+    return found.records
 
 
 # Reading checks each field's type strictly (a bool is no int, a string no

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.core import records
+from harness.core import jsonl, records
 from harness.core.gate import checked_batches, checked_weights, verify
 from harness.core.profiles import Profile
 from harness.core.resources import resource_summary
@@ -74,52 +74,46 @@ def explain(
     raw = out / "explain.jsonl"
     env = thread_environment(profile.threads)["env"]
     cache = results_dir / "cache"
-    with raw.open("a") as sink:
 
-        def write(line: dict[str, Any]) -> None:
-            sink.write(json.dumps(line) + "\n")
-            sink.flush()
+    def write(line: dict[str, Any]) -> None:
+        jsonl.append(raw, line)
 
-        write(
-            {"kind": "host", "host": records.host_platform(), "profile": profile.name}
-        )
-        for model in models:
-            paths = [p for f in frameworks for p in levels_of(f)]
-            verdicts = verify(
-                [model], paths, results_dir, weights_seed=WEIGHTS_SEED, log=log
-            )[model]
-            for framework in frameworks:
-                levels = levels_of(framework)
-                failing = [
-                    f"{p} {verdicts[p]}" for p in levels if verdicts[p] != "pass"
-                ]
-                if all(verdicts[p] == "unavailable" for p in levels):
-                    failing = [f"{framework} is not installed here"]
-                if failing and not allow_unverified:
-                    why = f"not measured: {', '.join(failing)} in the equivalence gate"
-                    log(f"explain {model} {framework}: {why}")
-                    write(
-                        {
-                            "kind": "skipped",
-                            "model": model,
-                            "framework": framework,
-                            "why": why,
-                        }
-                    )
-                    continue
-                cell = _Cell(
-                    profile,
-                    model=model,
-                    framework=framework,
-                    levels=levels,
-                    cache=cache,
-                    env=env,
-                    write=write,
-                    log=log,
+    write({"kind": "host", "host": records.host_platform(), "profile": profile.name})
+    for model in models:
+        paths = [p for f in frameworks for p in levels_of(f)]
+        verdicts = verify(
+            [model], paths, results_dir, weights_seed=WEIGHTS_SEED, log=log
+        )[model]
+        for framework in frameworks:
+            levels = levels_of(framework)
+            failing = [f"{p} {verdicts[p]}" for p in levels if verdicts[p] != "pass"]
+            if all(verdicts[p] == "unavailable" for p in levels):
+                failing = [f"{framework} is not installed here"]
+            if failing and not allow_unverified:
+                why = f"not measured: {', '.join(failing)} in the equivalence gate"
+                log(f"explain {model} {framework}: {why}")
+                write(
+                    {
+                        "kind": "skipped",
+                        "model": model,
+                        "framework": framework,
+                        "why": why,
+                    }
                 )
-                cell.unverified = bool(failing)
-                cell.measure(phases, batch_sizes, processes)
-                cell.profile_levels(phases)
+                continue
+            cell = _Cell(
+                profile,
+                model=model,
+                framework=framework,
+                levels=levels,
+                cache=cache,
+                env=env,
+                write=write,
+                log=log,
+            )
+            cell.unverified = bool(failing)
+            cell.measure(phases, batch_sizes, processes)
+            cell.profile_levels(phases)
     render(out)
     return out
 
@@ -282,14 +276,10 @@ class _Cell:
 
 
 def read(out: Path) -> list[dict[str, Any]]:
-    """The JSON lines of an explain run (a line cut short by a crash skipped)."""
-    lines = []
-    for text in (out / "explain.jsonl").read_text().splitlines():
-        try:
-            lines.append(json.loads(text))
-        except json.JSONDecodeError:
-            continue
-    return lines
+    """The JSON lines of an explain run, by the policy of
+    :mod:`harness.core.jsonl` (the torn last line of a crash skipped with a
+    warning on stderr)."""
+    return jsonl.objects(out / "explain.jsonl")
 
 
 def render(out: Path) -> list[dict[str, Any]]:

@@ -26,7 +26,6 @@ log-log plot per operator; ``--render DIR`` redoes that from the files.
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 import time
@@ -44,7 +43,7 @@ from equivalence.operators import (
     search,
     write_operands,
 )
-from harness.core import records
+from harness.core import jsonl, records
 from harness.core.peak import measure_matmul_peak
 from harness.core.resources import resource_summary
 from workers.frameworks import FRAMEWORKS as REGISTERED
@@ -245,8 +244,7 @@ class _Run:
         self.done = 0
 
     def line(self, line: dict[str, Any]) -> None:
-        with (self.out / "gate.jsonl").open("a") as sink:
-            sink.write(json.dumps(line) + "\n")
+        jsonl.append(self.out / "gate.jsonl", line)
 
     def framework(self, framework: str, repeat: int) -> None:
         paths = operator_paths(framework)

@@ -31,7 +31,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from harness.core import records
+from harness.core import jsonl, records
 from harness.stats import paired
 from workers.frameworks import keras_backends
 from zoo.operators import DIRECTIONS, OPERATORS, get_operator
@@ -95,11 +95,7 @@ def read(
     out: Path,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[records.Record]]:
     """The run header, the search verdicts and the records of a run folder."""
-    lines = [
-        json.loads(line)
-        for line in (out / "gate.jsonl").read_text().splitlines()
-        if line.strip()
-    ]
+    lines = jsonl.objects(out / "gate.jsonl")
     header = next((line for line in lines if line.get("kind") == "run"), None)
     if header is None:
         raise ValueError(f"{out} holds no ops run (no run line in gate.jsonl)")
@@ -114,8 +110,7 @@ def _peaks(out: Path) -> dict[str, float]:
     """Each framework's best GEMM rate with its results read back
     (``OpPeak``), by the path that ran it."""
     found: dict[str, float] = {}
-    for line in (out / "gate.jsonl").read_text().splitlines():
-        entry = json.loads(line) if line.strip() else {}
+    for entry in jsonl.objects(out / "gate.jsonl"):
         if entry.get("kind") == "peak":
             best = max(entry["flops_per_s"])
             found[entry["path"]] = max(found.get(entry["path"], 0.0), best)

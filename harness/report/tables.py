@@ -78,8 +78,9 @@ def latest_run(results_dir: Path) -> Path:
 
 
 def load(records_path: Path) -> list[Record]:
-    """Every record of a records file; prints one warning line on stderr when
-    some lines were JSON but no record.
+    """Every record of a records file; prints a warning line on stderr when
+    some lines were JSON but no record, and one when the last line was torn
+    (``records.Scan.warnings``).
 
     Raises FileNotFoundError for a missing file and ValueError for a file that
     holds no records, is not UTF-8 text, or holds a record of a newer or
@@ -90,8 +91,7 @@ def load(records_path: Path) -> list[Record]:
             "'python -m harness run'"
         )
     found = scan(records_path)
-    warning = found.warning()
-    if warning:
+    for warning in found.warnings():
         print(warning, file=sys.stderr)
     if not found.records:
         raise ValueError(
