@@ -227,6 +227,43 @@ def test_a_whole_last_line_that_is_no_json_is_no_torn_line(tmp_path: Path) -> No
     assert (len(found.records), found.skipped, found.warnings()) == (1, (), [])
 
 
+def test_a_status_this_code_does_not_know_is_read_with_one_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = _write(
+        tmp_path / "run-1.jsonl",
+        [
+            _line(),
+            _line(status="ok-partial", repeat=1),
+            _line(status="ok-partial", repeat=2),
+            _line(status="paused", repeat=3),
+        ],
+    )
+    found = records.scan(out)
+    assert [r.status for r in found.records] == [
+        "ok",
+        "ok-partial",
+        "ok-partial",
+        "paused",
+    ]
+    warning = (
+        f"warning: {out} has records of a status this code does not know: "
+        "'ok-partial' (lines 2, 3); 'paused' (line 4); they are read as not ok "
+        "(it knows ok, not-timed, diverged, error, crashed, timeout, unavailable)"
+    )
+    assert found.warnings() == [warning]
+    assert len(records.read(out)) == 4
+    assert len(records.read(out)) == 4  # once per file, however often read
+    assert capsys.readouterr().err == warning + "\n"
+    assert main(["report", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == warning + "\n"
+    assert "native-torch" in captured.out
+    _, line = records.outcome(found.records)
+    assert line == "4 cell repeats: 1 ok, 2 ok-partial, 1 paused"
+    assert records.scan(_write(tmp_path / "run-2.jsonl", [_line()])).warnings() == []
+
+
 @pytest.mark.parametrize(
     "content",
     [
@@ -333,4 +370,5 @@ def test_any_records_file_gives_a_report_or_one_sentence(lines: list[str]) -> No
         assert code in (0, 2), text
         if code == 2:
             assert text.splitlines()[-1].startswith("error: ")
-        assert len(text.splitlines()) <= 2  # a skipped-lines warning, an error
+        # a skipped-lines warning, an unknown-status warning, an error
+        assert len(text.splitlines()) <= 3

@@ -50,6 +50,18 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from harness.core import jsonl, machines
 
 SCHEMA_VERSION = 4
+# Every status a record may have (``Record.status``).  A record of another
+# status (a newer harness', a hand edit) is read, counted as not ok, and named
+# in a warning (``Scan.unknown``).
+STATUSES = (
+    "ok",
+    "not-timed",
+    "diverged",
+    "error",
+    "crashed",
+    "timeout",
+    "unavailable",
+)
 
 
 @dataclass(frozen=True)
@@ -65,7 +77,7 @@ class Record:
     phase: str
     # "ok"; how it failed: "error", "crashed", "timeout", "unavailable";
     # "diverged" when the timed run produced NaN or inf; or "not-timed" when
-    # the equivalence gate held it back
+    # the equivalence gate held it back (STATUSES)
     status: str
     batch_size: int
     equivalence: str  # the path's verdict for this model: pass, fail, error...
@@ -109,6 +121,8 @@ class Scan:
     records: list[Record]
     skipped: tuple[int, ...] = ()
     torn: int | None = None  # the last line, cut short by a crash mid-write
+    # (line, status) of every record whose status is none of STATUSES
+    unknown: tuple[tuple[int, str], ...] = ()
 
     def warning(self) -> str | None:
         """One line saying which lines were skipped; None when none were."""
@@ -116,11 +130,33 @@ class Scan:
             return None
         return jsonl.skipped_warning(self.path, self.skipped, ("a record", "records"))
 
+    def status_warning(self) -> str | None:
+        """One line naming the records of a status this code does not know,
+        e.g. ``'ok-partial'``; None when there are none."""
+        if not self.unknown:
+            return None
+        lines: dict[str, list[int]] = {}
+        for number, status in self.unknown:
+            lines.setdefault(status, []).append(number)
+        named = "; ".join(
+            f"{status!r} (line{'s' if len(found) > 1 else ''} "
+            + ", ".join(str(n) for n in found[: jsonl.SHOWN])
+            + (", ..." if len(found) > jsonl.SHOWN else "")
+            + ")"
+            for status, found in lines.items()
+        )
+        return (
+            f"warning: {self.path} has records of a status this code does not "
+            f"know: {named}; they are read as not ok (it knows "
+            f"{', '.join(STATUSES)})"
+        )
+
     def warnings(self) -> list[str]:
         """Every line a reader of the file should see on stderr: the lines
-        skipped (:meth:`warning`), the torn last line."""
+        skipped (:meth:`warning`), the unknown statuses, the torn last line."""
         torn = jsonl.Lines(self.path, [], torn=self.torn).warning()
-        return [w for w in (self.warning(), torn) if w is not None]
+        found = (self.warning(), self.status_warning(), torn)
+        return [w for w in found if w is not None]
 
 
 def scan(path: Path) -> Scan:
@@ -131,7 +167,10 @@ def scan(path: Path) -> Scan:
     ``Scan.torn``, one elsewhere (a torn line a resumed run appended after)
     without a word; a JSON line that is no record is skipped and named in
     ``Scan.skipped``.  Versions 1 to ``SCHEMA_VERSION`` are read, the fields
-    an older version lacks taking the defaults of :class:`Record`.
+    an older version lacks taking the defaults of :class:`Record`.  A record
+    whose status is none of ``STATUSES`` is read (its cell counts as not ok)
+    and named in ``Scan.unknown``: unlike a newer schema version, which may
+    change what any field means and is refused, it misleads nothing else.
 
     Raises ValueError, in one sentence naming the file, for a file that is not
     UTF-8 text and for a record of a newer or unknown ``schema_version``."""
@@ -144,13 +183,16 @@ def scan(path: Path) -> Scan:
         ) from None
     recs: list[Record] = []
     skipped = list(lines.unreadable)
+    unknown: list[tuple[int, str]] = []
     for number, data in lines.values:
         record = _record(path, number, data)
         if record is None:
             skipped.append(number)
-        else:
-            recs.append(record)
-    return Scan(path, recs, tuple(sorted(skipped)), lines.torn)
+            continue
+        recs.append(record)
+        if record.status not in STATUSES:
+            unknown.append((number, record.status))
+    return Scan(path, recs, tuple(sorted(skipped)), lines.torn, tuple(unknown))
 
 
 def read(path: Path) -> list[Record]:
