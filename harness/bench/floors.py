@@ -90,9 +90,9 @@ def floors(
                     )
                     records.append(
                         out,
-                        records.Record(
-                            run_id=run_id,
-                            profile=profile.name,
+                        records.make(
+                            run_id,
+                            profile.name,
                             model=model,
                             path=path_id
                             if variant == "path"
@@ -108,7 +108,8 @@ def floors(
                             if timed
                             else {},
                             settings={"steps": request.steps, "runs": runs},
-                            platform={**host, **worker.platform},
+                            host=host,
+                            platform=worker.platform,
                             error=reply.error,
                         ),
                     )

@@ -77,7 +77,6 @@ from harness.core.resources import resource_summary
 from harness.core.seeds import WEIGHTS_SEED
 from workers.launch import Worker, thread_environment
 from workers.messages import Infer, Paired, PairedAnswer, Train, encode
-from workers.paths import get_path
 from zoo.specs import get_spec
 
 LATENCY_SAMPLES = 10
@@ -603,22 +602,20 @@ class Measuring:
     ) -> records.Record:
         """Append the record of ``cell``'s ``repeat``: the machine's platform,
         the unit's thread settings, then ``platform`` (the worker's)."""
-        path = get_path(cell.path)
         threads = _threads(self.profile, cell.threads)
         if cell.threads is not None:  # a thread sweep: the count is the cell's
             settings = {**(settings or {}), "threads": cell.threads}
-        record = records.Record(
-            run_id=self.plan.run_id,
-            profile=self.profile.name,
+        record = records.make(
+            self.plan.run_id,
+            self.profile.name,
             profile_digest=self.profile.digest(),
             model=cell.model,
             path=cell.path,
-            framework=path.framework,
-            api=path.api,
             phase=cell.phase,
             batch_size=cell.batch_size,
             repeat=repeat,
-            platform={**self.host, "threads": threads, **platform},
+            host=self.host,
+            platform={"threads": threads, **platform},
             settings=settings or {},
             **fields,
         )

@@ -40,7 +40,6 @@ from tabulate import tabulate
 from harness.core import records
 from harness.core.cells import Plan, Unit
 from workers.launch import PROJECT_ROOT
-from workers.paths import get_path
 
 if TYPE_CHECKING:
     from harness.bench.run import RunContext
@@ -220,17 +219,14 @@ def failed_unit(plan: Plan, unit: Unit, error: str, out: Path) -> None:
     the end: the run's outcome then counts it instead of missing it."""
     profile = plan.get_profile()
     for cell in unit.cells():
-        path = get_path(cell.path)
         records.append(
             out,
-            records.Record(
-                run_id=plan.run_id,
-                profile=profile.name,
+            records.make(
+                plan.run_id,
+                profile.name,
                 profile_digest=profile.digest(),
                 model=cell.model,
                 path=cell.path,
-                framework=path.framework,
-                api=path.api,
                 phase=cell.phase,
                 status="error",
                 batch_size=cell.batch_size,

@@ -40,7 +40,7 @@ import socket
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -48,6 +48,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from harness.core import jsonl, machines
+from workers.paths import get_path
 
 SCHEMA_VERSION = 4
 # Every status a record may have (``Record.status``).  A record of another
@@ -90,6 +91,49 @@ class Record:
     error: str | None = None
     profile_digest: str | None = None  # the profile's content (schema 4)
     schema_version: int = SCHEMA_VERSION
+
+
+def make(
+    run_id: str,
+    profile: str,
+    *,
+    model: str,
+    path: str,
+    phase: str,
+    batch_size: int,
+    status: str,
+    equivalence: str,
+    host: Mapping[str, Any] | None = None,
+    platform: Mapping[str, Any] | None = None,
+    framework: str | None = None,
+    api: str | None = None,
+    **fields: Any,
+) -> Record:
+    """A record of this schema version, as every command builds one.
+
+    ``framework`` and ``api`` are the path's own (``workers.paths``) unless
+    given (floors' idiomatic steps are no registered path).  ``platform`` is
+    the machine's (``host``: :func:`host_platform`, taken once per run), then
+    what the caller adds (the worker's, the threads) over it.  ``fields``:
+    the rest of :class:`Record` (``repeat``, ``values``, ``error``...)."""
+    if framework is None or api is None:
+        registered = get_path(path)
+        framework = registered.framework if framework is None else framework
+        api = registered.api if api is None else api
+    return Record(
+        run_id=run_id,
+        profile=profile,
+        model=model,
+        path=path,
+        framework=framework,
+        api=api,
+        phase=phase,
+        status=status,
+        batch_size=batch_size,
+        equivalence=equivalence,
+        platform={**(host or {}), **(platform or {})},
+        **fields,
+    )
 
 
 # A record that could not be written whole (disk full, quota, a read-only or

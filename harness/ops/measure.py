@@ -490,17 +490,14 @@ class _Run:
         values: dict[str, Any] | None = None,
         summary: dict[str, Any] | None = None,
     ) -> None:
-        info = get_path(path)
         verdict = self.verdicts.get((case.op, path))
         records.append(
             self.out / "records.jsonl",
-            records.Record(
-                run_id=self.out.name,
-                profile=f"ops-{self.profile.name}",
+            records.make(
+                self.out.name,
+                f"ops-{self.profile.name}",
                 model=case.op,
                 path=path,
-                framework=info.framework,
-                api=info.api,
                 phase=direction,
                 status=status,
                 batch_size=case.dims[0],
@@ -518,8 +515,8 @@ class _Run:
                     "min_blocks": self.profile.min_blocks,
                     "fault": self.fault,
                 },
+                host=self.host,
                 platform={
-                    **self.host,
                     **self.platforms.get(path, {}),
                     "matmul_peak_flops": self.peak["flops_per_s"],
                     "threads": {k: v for k, v in self.threads.items() if k != "env"},
