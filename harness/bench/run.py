@@ -73,6 +73,7 @@ from harness.core.gate import (
 )
 from harness.core.peak import measure_matmul_peak
 from harness.core.profiles import Profile, Settings
+from harness.core.progress import Progress
 from harness.core.resources import resource_summary
 from harness.core.seeds import WEIGHTS_SEED
 from workers.launch import Worker, thread_environment
@@ -247,7 +248,7 @@ class RunContext:
     out: Path
     verdicts: dict[str, dict[str, str]]
     standing: dict[pairing.PairCell, pairing.Standing]
-    progress: _Progress
+    progress: Progress
 
 
 def _run(
@@ -306,7 +307,7 @@ def _run(
         out,
         verdicts,
         pairing.standings(records.read(out)) if done else {},
-        _Progress(),
+        Progress(),
     )
     todo = [u for u in plan.units if not _done(u, done)]
     executor.execute(plan, todo, context)
@@ -344,8 +345,9 @@ class Local:
                     workers,
                     context.verdicts[unit.model],
                     context.standing,
-                    label=f"{context.progress.next()} r{unit.repeat + 1} ",
+                    label=f"{context.progress.line()} r{unit.repeat + 1} ",
                 )
+                context.progress.advance()
         finally:
             workers.close()
 
@@ -493,21 +495,6 @@ def _cpus(profile: Profile, count: int | None) -> tuple[int, ...] | None:
             f"{len(usable)}"
         )
     return tuple(usable[:count])
-
-
-class _Progress:
-    """``[i/total 40% ####------ 3m10s elapsed, ~4m left]``; the total grows
-    when adaptive rounds add processes."""
-
-    def __init__(self) -> None:
-        self.total, self.i, self.start = 0, 0, time.perf_counter()
-
-    def add(self, units: int) -> None:
-        self.total += units
-
-    def next(self) -> str:
-        self.i += 1
-        return _progress(self.i, self.total, self.start)
 
 
 def _gone(worker: Worker) -> bool:
@@ -809,20 +796,6 @@ def _held_back_because(verdict: str) -> str:
         f"equivalence verdict {verdict!r}: not timed; pass --allow-unverified "
         "to time it anyway"
     )
-
-
-def _progress(i: int, total: int, start: float) -> str:
-    """``[i/total 40% ####------ 3m10s elapsed, ~4m left]``: the estimate
-    assumes the remaining cells take as long on average as the finished ones."""
-    done = (i - 1) / total
-    bar = "#" * round(10 * done) + "-" * (10 - round(10 * done))
-    elapsed = time.perf_counter() - start
-    left = f", ~{_minutes(elapsed / (i - 1) * (total - i + 1))} left" if i > 1 else ""
-    return f"[{i}/{total} {bar} {_minutes(elapsed)} elapsed{left}]"
-
-
-def _minutes(seconds: float) -> str:
-    return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
 
 
 def _describe(record: records.Record) -> str:

@@ -33,6 +33,7 @@ from typing import Any
 from harness.core import jsonl, records
 from harness.core.gate import checked_batches, checked_weights, verify
 from harness.core.profiles import Profile
+from harness.core.progress import Progress
 from harness.core.resources import resource_summary
 from harness.core.seeds import WEIGHTS_SEED
 from harness.explain import decompose
@@ -195,8 +196,7 @@ class _Cell:
         """Every batch size of the sweep and phase in ``processes`` fresh
         worker processes, all levels interleaved."""
         sizes = sorted(set(batch_sizes or sweep_sizes(self.batch)) | {self.batch})
-        total = processes * len(phases) * len(sizes)
-        done, start = 0, time.monotonic()
+        progress = Progress(processes * len(phases) * len(sizes))
         for repeat in range(processes):
             with self._worker() as worker:
                 if not self._started(worker, phases[0]):
@@ -219,18 +219,18 @@ class _Cell:
                             seed=seed,
                         )
                         self._call(worker, request, phase, batch, repeat=repeat)
-                        done += 1
+                        progress.advance()
                         self._progress(
-                            done, total, start, f"{phase} b{batch} process {repeat + 1}"
+                            progress, f"{phase} b{batch} process {repeat + 1}"
                         )
 
     def profile_levels(self, phases: list[str]) -> None:
         """Every level profiled at the cell's batch size, in alternation, in
         one more process."""
-        start = time.monotonic()
+        progress = Progress(len(phases))
         with self._worker() as worker:
             started = self._started(worker, phases[0])
-            for i, phase in enumerate(phases if started else []):
+            for phase in phases if started else []:
                 profiled = ProfileRequest(
                     **self._files(phase, self.batch),
                     targets=self.levels,
@@ -240,7 +240,8 @@ class _Cell:
                     seed=zlib.crc32(f"{self.model} {phase} profile".encode()),
                 )
                 self._call(worker, profiled, phase, self.batch)
-                self._progress(i + 1, len(phases), start, f"{phase} profiled")
+                progress.advance()
+                self._progress(progress, f"{phase} profiled")
 
     def _call(
         self,
@@ -266,13 +267,8 @@ class _Cell:
         )
         self.write(self._line("failure", phase, batch, task=kind, why=str(why), **more))
 
-    def _progress(self, done: int, total: int, start: float, what: str) -> None:
-        elapsed = time.monotonic() - start
-        left = elapsed / done * (total - done)
-        self.log(
-            f"[{done}/{total}] explain {self.model} {self.framework} {what} "
-            f"({elapsed:.0f} s elapsed, ~{left:.0f} s left)"
-        )
+    def _progress(self, progress: Progress, what: str) -> None:
+        self.log(f"{progress.line()} explain {self.model} {self.framework} {what}")
 
 
 def read(out: Path) -> list[dict[str, Any]]:

@@ -45,6 +45,7 @@ from equivalence.operators import (
 )
 from harness.core import jsonl, records
 from harness.core.peak import measure_matmul_peak
+from harness.core.progress import Progress
 from harness.core.resources import resource_summary
 from workers.frameworks import FRAMEWORKS as REGISTERED
 from workers.launch import Reply, Worker, thread_environment
@@ -173,7 +174,7 @@ def ops(
     peak = measure_matmul_peak()
     log(f"matmul peak (NumPy's BLAS, float32): {peak['flops_per_s'] / 1e9:.1f} GFLOP/s")
     run = _Run(profile, out, cases, peak, threads_env, fault, log)
-    run.units = (
+    run.progress.add(
         profile.processes * len(frameworks) * sum(len(directions(c)) for c in cases)
     )
     run.line(
@@ -239,9 +240,8 @@ class _Run:
         self.host = records.host_platform()
         self.platforms: dict[str, dict[str, Any]] = {}  # the current worker's
         self.busy = _Trailing()
-        self.start = time.monotonic()
-        self.units = 0  # cases times directions times frameworks times processes
-        self.done = 0
+        # units: cases times directions times frameworks times processes
+        self.progress = Progress()
 
     def line(self, line: dict[str, Any]) -> None:
         jsonl.append(self.out / "gate.jsonl", line)
@@ -263,7 +263,7 @@ class _Run:
                                 "unavailable",
                                 error=worker.failure.error,
                             )
-                        self.done += 1
+                        self.progress.advance()
                 return
             platforms = [worker.platform, *worker.partner_platforms]
             if not worker.partner_platforms and worker.partner_platform:
@@ -275,7 +275,7 @@ class _Run:
             for case in self.cases:
                 for direction in directions(case):
                     self._measure(worker, case, direction, paths, repeat)
-                    self.done += 1
+                    self.progress.advance()
 
     def _peak(self, worker: Worker, path: str, repeat: int) -> None:
         """The framework's own GEMM rate, every call's result read back: with
@@ -452,20 +452,14 @@ class _Run:
             )
         busy = " BUSY MACHINE" if shared["contended"] else ""
         self.log(
-            f"{self._progress()} ops {case.id} {direction} {', '.join(answer.paths)}: "
+            f"{self.progress.line(self.progress.done + 1)} ops {case.id} {direction} "
+            f"{', '.join(answer.paths)}: "
             + ", ".join(
                 f"{sorted(row)[len(row) // 2] * 1e6:.1f} us"
                 for row in zip(*answer.blocks_s, strict=True)
             )
             + busy
         )
-
-    def _progress(self) -> str:
-        """``[done/total, minutes left]``, the rate so far extrapolated."""
-        elapsed = time.monotonic() - self.start
-        done = self.done + 1
-        left = elapsed / done * max(0, self.units - done) / 60
-        return f"[{done}/{self.units}, ~{left:.0f} min left]"
 
     def _call(self, worker: Worker, request: OpPrepare | OpTime | OpPeak) -> Reply:
         return worker.call(request, self.profile.timeout_s)
