@@ -68,7 +68,7 @@ def selfcheck(
 def judge(result: SelfcheckAnswer) -> dict[str, Any]:
     """The figures of one worker's ``measure`` and the verdict on them.
 
-    Agreement is judged on the pairs (``harness.robust.robust.paired_ratio``), not on
+    Agreement is judged on the pairs (``harness.stats.robust.paired_ratio``), not on
     the two medians: a step's time here drifts by several percent within one
     process, and two timers that measure the same loop (two plain loops, an
     A/A test) had medians 4% apart over 30 samples each, while their paired

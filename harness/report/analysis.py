@@ -18,7 +18,7 @@ a bootstrap 95% CI of the median, an ``unstable`` warning when the IQR exceeds
 10% of the median —, equivalence verdict, latency percentiles, resource use,
 fraction of the machine's matmul peak), the overhead rows (Keras time / native
 time per model, framework, phase and batch size, with a bootstrap CI), the
-compare rows (see :mod:`harness.robust.robust` for the test and its limits) and the
+compare rows (see :mod:`harness.stats.robust` for the test and its limits) and the
 series of the plots.  A time measured without a passing equivalence verdict
 (``run --allow-unverified``, or records from before the gate existed) is marked
 ``unverified`` in every row it enters.
@@ -355,7 +355,7 @@ def compare_rows(old: Iterable[Record], new: Iterable[Record]) -> list[dict[str,
 
 PAIRED_ALPHA = 0.01  # a paired ratio's change is flagged below this p-value
 # Below this many processes a side, the bootstrap p-value misses the variation
-# between processes and is far too small (harness.robust.paired.compare): no verdict.
+# between processes and is far too small (harness.stats.paired.compare): no verdict.
 PAIRED_MIN_PROCESSES = 3
 
 
@@ -364,7 +364,7 @@ def compare_pair_rows(
 ) -> list[dict[str, Any]]:
     """Per Keras/native pair measured in both record lists: old and new
     overhead ratio, the change of the ratio with its 95% CI, and the p-value
-    of a hierarchical bootstrap (``harness.robust.paired.compare``)."""
+    of a hierarchical bootstrap (``harness.stats.paired.compare``)."""
     old_pairs, new_pairs = standings(list(old)), standings(list(new))
     rows = []
     for cell, new_standing in new_pairs.items():
@@ -485,7 +485,7 @@ def busy_cells(recs: Iterable[Record]) -> int:
 
 def run_to_run(runs: list[list[Record]]) -> float | None:
     """The median run-to-run variation of the paired overhead ratios over
-    ``runs`` of one machine, in time order (``harness.robust.paired.run_to_run``)."""
+    ``runs`` of one machine, in time order (``harness.stats.paired.run_to_run``)."""
     ratios = []
     for recs in runs:
         found = {}

@@ -15,7 +15,7 @@ high-level API costs time) with a bootstrap CI.  A time measured without a
 passing equivalence verdict is marked ``unverified`` in every row it enters.
 
 ``--compare OLD NEW`` tests every cell present in both files for a change
-(see :mod:`harness.robust.robust` for the test and its limits).
+(see :mod:`harness.stats.robust` for the test and its limits).
 
 Samples are pooled only within one machine (:mod:`harness.core.machines`).  A
 records file that holds several machines (a cluster run on different node
