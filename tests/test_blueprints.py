@@ -384,8 +384,9 @@ def test_missing_required_setting() -> None:
         "to 1000"
     )
     assert _error('description = "no settings"\n') == (
-        "default.toml: settings is missing; it must be a table with train_steps, "
-        "repeats, infer_batches, window_s, warmup_rounds"
+        "default.toml: settings is missing; it must be a table with repeats, and "
+        "with train_steps to train and infer_batches, window_s, warmup_rounds to "
+        "infer"
     )
 
 

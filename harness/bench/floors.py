@@ -51,7 +51,9 @@ def floors(
 ) -> tuple[Path, list[dict[str, Any]]]:
     """Measure both variants per (framework, model), ``runs`` timed runs of
     the profile's ``train_steps`` each, interleaved in one worker process;
-    the records file and rows."""
+    the records file and rows.  Raises ValueError when the profile leaves a
+    training setting unset."""
+    profile.require(["train"], models)
     run_id = time.strftime("%Y%m%d-%H%M%S")
     out = results_dir / f"floors-{run_id}.jsonl"
     cache = results_dir / "cache"
@@ -63,16 +65,13 @@ def floors(
             for model in models:
                 spec = get_spec(model)
                 settings = profile.settings(model)
+                steps = settings.training().train_steps
                 batch = settings.batch_size or spec.workload.batch_size
                 request = Floor(
                     model=model,
                     weights=str(weights_file(spec, WEIGHTS_SEED, cache)),
-                    data=str(
-                        batches_file(
-                            spec, DATA_SEED, batch, settings.train_steps, cache
-                        )
-                    ),
-                    steps=settings.train_steps,
+                    data=str(batches_file(spec, DATA_SEED, batch, steps, cache)),
+                    steps=steps,
                     runs=runs,
                 )
                 print(f"{framework} {model} ...", file=sys.stderr, flush=True)

@@ -123,17 +123,19 @@ def _request(
         "data_digest": data[1],
     }
     if phase == "train":
+        training = settings.training()
         # One timed run per process: the repeats are fresh processes.
         return Train(
             **files,
-            steps=settings.train_steps,
+            steps=training.train_steps,
             runs=1,
-            warmup_runs=settings.warmup_runs,
+            warmup_runs=training.warmup_runs,
         )
+    inference = settings.inference()
     return Infer(
         **files,
-        window_s=settings.window_s,
-        warmup_rounds=settings.warmup_rounds,
+        window_s=inference.window_s,
+        warmup_rounds=inference.warmup_rounds,
         latency_samples=LATENCY_SAMPLES if settings.latency else 0,
     )
 
@@ -208,7 +210,9 @@ def run(
     :class:`Local`, here, one after the other; ``harness.bench.slurm``: a job
     array).
 
-    Raises :class:`RunStoppedError` on Ctrl-C or when a record cannot be written."""
+    Raises :class:`RunStoppedError` on Ctrl-C or when a record cannot be
+    written, ValueError when the profile leaves a setting of ``phases`` unset."""
+    profile.require(phases, models)
     _writable_folder(results_dir)
     run_id, out, done = _open(results_dir, resume)
     try:
@@ -625,9 +629,7 @@ class Measuring:
     ) -> records.Record:
         spec = get_spec(cell.model)
         settings = self.profile.settings(cell.model)
-        count = (
-            settings.train_steps if cell.phase == "train" else settings.infer_batches
-        )
+        count = settings.batches(cell.phase)
         weights = self._checked(checked_weights, spec, WEIGHTS_SEED)
         data = self._checked(
             checked_batches, spec, self.profile.seed, cell.batch_size, count
@@ -672,9 +674,7 @@ class Measuring:
         cell, repeat = unit.pair_cell(), unit.repeat
         spec = get_spec(cell.model)
         settings = self.profile.settings(cell.model)
-        count = (
-            settings.train_steps if cell.phase == "train" else settings.infer_batches
-        )
+        count = settings.batches(cell.phase)
         weights = self._checked(checked_weights, spec, WEIGHTS_SEED)
         data = self._checked(
             checked_batches, spec, self.profile.seed, cell.batch_size, count
@@ -687,11 +687,11 @@ class Measuring:
             data=str(data[0]),
             data_digest=data[1],
             phase=cell.phase,
-            steps=settings.train_steps if train else 1,
+            steps=settings.training().train_steps if train else 1,
             window_s=settings.pair_window_s,
             min_blocks=settings.pair_min_blocks,
             warmup_runs=max(
-                1, settings.warmup_runs if train else settings.warmup_rounds
+                1, settings.warmup_runs if train else settings.inference().warmup_rounds
             ),
             seed=unit.seed,
             slowdown=self.plan.slowdown.get(cell.native, 1.0),

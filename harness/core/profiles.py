@@ -49,6 +49,7 @@ from pydantic import (
     GetPydanticSchema,
     ValidationError,
     create_model,
+    model_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, ErrorDetails, PydanticCustomError, core_schema
@@ -128,8 +129,10 @@ class Settings(_Schema):
     """How long and how hard one model is measured: ``[settings]``, and each
     ``[per_model.<model>]`` table replaces some of these for one model."""
 
-    train_steps: int = Field(
-        ge=1, le=100_000, description="timed optimizer steps in one training run"
+    # The settings of one phase only (PHASE_SETTINGS) may be left out of a
+    # blueprint that does not run that phase: None is "not set".
+    train_steps: Annotated[int, Field(ge=1, le=100_000)] | None = Field(
+        None, description="timed optimizer steps in one training run (train)"
     )
     repeats: int = Field(
         ge=1,
@@ -137,17 +140,18 @@ class Settings(_Schema):
         description="timed training runs, each in a fresh worker process; "
         "the median is reported",
     )
-    infer_batches: int = Field(
-        ge=1, le=10_000, description="resident mini-batches per inference round"
+    infer_batches: Annotated[int, Field(ge=1, le=10_000)] | None = Field(
+        None, description="resident mini-batches per inference round (infer)"
     )
-    window_s: float = Field(
-        gt=0,
-        le=3600,
-        allow_inf_nan=False,
-        description="inference time window in seconds (at least one round is timed)",
+    window_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] | None = (
+        Field(
+            None,
+            description="inference time window in seconds (at least one round is "
+            "timed) (infer)",
+        )
     )
-    warmup_rounds: int = Field(
-        ge=0, le=1000, description="untimed inference rounds before the window"
+    warmup_rounds: Annotated[int, Field(ge=0, le=1000)] | None = Field(
+        None, description="untimed inference rounds before the window (infer)"
     )
     warmup_runs: int = Field(
         0,
@@ -201,6 +205,79 @@ class Settings(_Schema):
         le=1000,
         description="... or this many processes measured it (repeats is the least)",
     )
+
+    def training(self) -> Training:
+        """The settings a training cell uses, every one set.
+
+        Raises ValueError, in one sentence naming the field, for one unset."""
+        _require(self, "train")
+        assert self.train_steps is not None
+        return Training(train_steps=self.train_steps, warmup_runs=self.warmup_runs)
+
+    def inference(self) -> Inference:
+        """The settings an inference cell uses, every one set.
+
+        Raises ValueError, in one sentence naming the field, for one unset."""
+        _require(self, "infer")
+        assert self.infer_batches is not None
+        assert self.window_s is not None
+        assert self.warmup_rounds is not None
+        return Inference(
+            infer_batches=self.infer_batches,
+            window_s=self.window_s,
+            warmup_rounds=self.warmup_rounds,
+        )
+
+    def batches(self, phase: str) -> int:
+        """The mini-batches a cell of ``phase`` reads: ``train_steps`` to
+        train, ``infer_batches`` to infer."""
+        if phase == "train":
+            return self.training().train_steps
+        return self.inference().infer_batches
+
+
+# The settings only one phase uses: a blueprint that does not run a phase may
+# leave its settings out; they are required when the phase is asked for.
+PHASE_SETTINGS: dict[str, tuple[str, ...]] = {
+    "train": ("train_steps",),
+    "infer": ("infer_batches", "window_s", "warmup_rounds"),
+}
+
+
+@dataclass(frozen=True)
+class Training:
+    """What a training cell uses of its Settings."""
+
+    train_steps: int
+    warmup_runs: int
+
+
+@dataclass(frozen=True)
+class Inference:
+    """What an inference cell uses of its Settings."""
+
+    infer_batches: int
+    window_s: float
+    warmup_rounds: int
+
+
+def _missing(settings: Settings, phase: str) -> str | None:
+    """``settings.<field> is missing; ...`` for the first setting ``phase``
+    uses that ``settings`` leaves unset; None when every one is set."""
+    for name in PHASE_SETTINGS.get(phase, ()):
+        if getattr(settings, name) is None:
+            allowed = _allowed(_locate(("settings", name))[1])
+            return (
+                f"settings.{name} is missing; it must be {allowed} for the "
+                f"{phase} phase"
+            )
+    return None
+
+
+def _require(settings: Settings, phase: str) -> None:
+    missing = _missing(settings, phase)
+    if missing is not None:
+        raise ValueError(missing)
 
 
 def _replacements_schema(_source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
@@ -303,6 +380,35 @@ class Profile(_Schema):
         default_factory=dict,
         description="[per_model.<model>]: replacements of [settings] for one model",
     )
+
+    @model_validator(mode="after")
+    def _phases_set(self) -> Profile:
+        """Every setting of the profile's own phases is set, for each of its
+        models (``PHASE_SETTINGS``)."""
+        missing = self._unset(self.phases, self.models)
+        if missing is not None:
+            raise PydanticCustomError(
+                "phase_setting", "{missing}", {"missing": missing}
+            )
+        return self
+
+    def _unset(self, phases: Sequence[str], models: Sequence[str]) -> str | None:
+        for phase in phases:
+            for model in models:
+                missing = _missing(self.settings(model), phase)
+                if missing is not None:
+                    return missing
+        return None
+
+    def require(self, phases: Sequence[str], models: Sequence[str]) -> None:
+        """Check that ``phases`` of ``models`` may run: every setting they use
+        is set (a run may ask for a phase the blueprint does not list).
+
+        Raises ValueError, in one sentence naming the profile and the field,
+        for one unset."""
+        missing = self._unset(phases, models)
+        if missing is not None:
+            raise ValueError(f"profile {self.name}: {missing}")
 
     def settings(self, model: str) -> Settings:
         """The base settings with ``model``'s replacements."""
@@ -472,11 +578,17 @@ def _sentence(label: str, error: ErrorDetails) -> str:
         return _unknown_key(label, parts[:-1], parts[-1], parent)
     field = ".".join(map(_key, parts))
     allowed = _allowed(schema)
+    if kind == "phase_setting":  # a setting of a phase the profile runs
+        return f"{label}: {error['ctx']['missing']}"
     if kind == "missing":
         if "properties" in schema:
-            return f"{label}: {field} is missing; it must be a table with " + ", ".join(
-                schema.get("required", [])
-            )
+            needed = ", ".join(schema.get("required", []))
+            if parts == ["settings"]:  # and the settings of the phases it runs
+                needed += ", and with " + " and ".join(
+                    f"{', '.join(names)} to {phase}"
+                    for phase, names in PHASE_SETTINGS.items()
+                )
+            return f"{label}: {field} is missing; it must be a table with {needed}"
         return f"{label}: {field} is missing; it must be {allowed}"
     if kind == "distinct":
         got = _show(error["ctx"]["item"]) + " twice"

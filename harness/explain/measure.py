@@ -69,7 +69,10 @@ def explain(
     allow_unverified: bool = False,
     log: Log = lambda line: print(line, file=sys.stderr),
 ) -> Path:
-    """Measure every cell, then write the analysis; the run's folder."""
+    """Measure every cell, then write the analysis; the run's folder.
+
+    Raises ValueError when the profile leaves a setting of ``phases`` unset."""
+    profile.require(phases, models)
     out = results_dir / f"explain-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=False)
     raw = out / "explain.jsonl"
@@ -144,11 +147,7 @@ class _Cell:
         self.unverified = False
 
     def _files(self, phase: str, batch: int) -> dict[str, Any]:
-        count = (
-            self.settings.train_steps
-            if phase == "train"
-            else self.settings.infer_batches
-        )
+        count = self.settings.batches(phase)
         data = checked_batches(self.spec, self.profile.seed, batch, count, self.cache)
         return {
             "model": self.model,
@@ -159,7 +158,7 @@ class _Cell:
         }
 
     def _steps(self, phase: str) -> int:
-        return self.settings.train_steps if phase == "train" else 1
+        return self.settings.training().train_steps if phase == "train" else 1
 
     def _line(self, kind: str, phase: str, batch: int, **more: Any) -> dict[str, Any]:
         return {
