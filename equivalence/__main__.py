@@ -64,7 +64,7 @@ VERDICT_SCHEMA_VERSION = 4  # 4: the float64 vote (reference, odd one out)
 DEFAULT_STEPS = {"vgg16": 2}
 STEPS = 10
 # Largest spread of final test accuracy (1000 test digits) accepted between
-# equivalent paths; see the README's accuracy section for the measurements.
+# equivalent paths; see docs/equivalence.md for the measurements.
 ACCURACY_SPREAD = 0.01
 
 

@@ -11,8 +11,8 @@ Tolerances (float32, machine epsilon 1.2e-7).  Two correct paths differ only
 by the order of floating-point sums (different convolution algorithms, fused
 or split matmuls, the LSTM's time loop), which gives errors of a few epsilon
 per reduction, growing mildly with depth.  Measured on this project's four
-models with the four Keras and native-torch paths, batch 4 to 200 (see the
-README's "Equivalence" section for the command): logits and loss at most
+models with the four Keras and native-torch paths, batch 4 to 200 (see
+docs/equivalence.md for the command): logits and loss at most
 5e-7; gradients at most 3e-6, largest for VGG16's first convolutions where
 backpropagation has accumulated through thirteen layers.
 
@@ -38,7 +38,7 @@ TOLERANCES: dict[str, float] = {"logits": 1e-5, "loss": 1e-5, "grad": 1e-4}
 # Trajectories: after training step t the loss and every parameter may differ
 # by base * t * growth**(t - 1), per model family (``ModelSpec.module``).
 # Measured with all eight paths, batch 16 (VGG16: 4 and 8), two seeds each
-# (README, "Trajectories"): the worst pair's parameter error grows linearly
+# (docs/equivalence.md): the worst pair's parameter error grows linearly
 # for ffn (SGD; 2.4e-8 at step 1, 3.6e-7 at step 20), lenet (Adam; 7e-7 at
 # step 1, 1e-5 at step 20) and lstm (Adam; 8e-6 at step 1, 1.7e-5 at step
 # 10).  VGG16 under Adam at learning rate 0.01 is chaotic: 7e-5 after one step,

@@ -30,7 +30,7 @@ nearly cancelling gradient sum (VGG16's first bias gradient, a sum over
 16,384 positions) by 3e-4, where a float32 computation that happens to keep
 the gate as float64 does is 1.7e-6 off.  On an AVX2 host PyTorch's oneDNN
 kernels were that lucky and every other path failed; JAX's and TensorFlow's
-float32 runs were not (README, "Equivalence").  A path is never allowed what
+float32 runs were not (docs/equivalence.md).  A path is never allowed what
 its own implementation's baseline got (``own_implementation``): a fault that
 shows only in float32 in that code is in its baseline too.  Baselines of an
 odd one out are dropped.
@@ -70,7 +70,7 @@ IMPLEMENTATIONS = ("native-torch", "native-jax", "native-tensorflow")
 # the reference's own doubt stays negligible against the judgement.
 CROSS_CHECK_SHARE = 0.01
 
-# Measured over 42 cases (README, "Why MULTIPLE = 10"): a correct path needed
+# Measured over 42 cases (docs/equivalence.md, "Why MULTIPLE = 10"): a correct path needed
 # at most 3.41; MXNet's old log_softmax (3.5e-6 off) needs 19.1 on the LSTM at
 # seed 15, batch 4, and a bfloat16 computation thousands.
 MULTIPLE = 10.0
