@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from harness.bench import floors
-from harness.bench.run import Measuring, _held_back_because, _threads
+from harness.bench.measure import Measuring, _held_back_because, _threads
 from harness.bench.slurm import failed_unit
 from harness.core import records
 from harness.core.cells import Cell, new_plan

@@ -153,7 +153,7 @@ def sides(answer: PairedAnswer, cell: PairCell) -> dict[str, dict[str, Any]]:
 
 
 def summary(phase: str, values: dict[str, Any]) -> dict[str, Any]:
-    """The figures of one side of a pair process, as ``harness.bench.run.summarize``
+    """The figures of one side of a pair process, as ``harness.bench.measure.summarize``
     gives them for a cell of its own."""
     median = statistics.median(values["block_s"])
     if phase == "train":

@@ -40,17 +40,16 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from harness.bench import pairing
+from harness.bench.measure import Measuring, _threads
 from harness.core import machines, records
 from harness.core.cells import (
     Cell,
@@ -63,81 +62,16 @@ from harness.core.cells import (
     read_plan,
     write_plan,
 )
-from harness.core.flops import step_flops
 from harness.core.gate import (
     cached_verdict,
-    checked_batches,
-    checked_weights,
     verdict_keys,
     verify,
 )
 from harness.core.peak import measure_matmul_peak
-from harness.core.profiles import Profile, Settings
+from harness.core.profiles import Profile
 from harness.core.progress import Progress
-from harness.core.resources import resource_summary
 from harness.core.seeds import WEIGHTS_SEED
 from workers.launch import Worker, thread_environment
-from workers.messages import Infer, Paired, PairedAnswer, Train, encode
-from zoo.specs import get_spec
-
-LATENCY_SAMPLES = 10
-
-
-def summarize(
-    phase: str, values: dict[str, Any], resources: dict[str, Any], flops: int
-) -> dict[str, Any]:
-    """The figures a report reads: medians, latency percentiles, the work
-    done per timed unit (``flops``: per step or per mini-batch, from the
-    spec, ``harness.core.flops``) and the worker's resource use."""
-    summary: dict[str, Any] = {"flops": flops}
-    if phase == "train":
-        summary |= {
-            "median_step_s": statistics.median(values["step_s"]),
-            "first_step_s": values["first_step_s"],
-        }
-    else:
-        summary |= {
-            "first_round_s": values["first_round_s"],
-            "batches_per_s": values["batches_per_s"],
-            "median_batch_s": statistics.median(values["round_s"])
-            / values["batches_per_round"],
-        }
-        summary |= {k: v for k, v in values.items() if k.startswith("latency_p")}
-    return summary | resource_summary(resources)
-
-
-def _request(
-    settings: Settings,
-    model: str,
-    phase: str,
-    weights: tuple[Path, str],
-    data: tuple[Path, str],
-) -> Train | Infer:
-    """The request for one cell; ``weights`` and ``data`` are (file, content
-    digest), which the worker checks before it times anything."""
-    files = {
-        "model": model,
-        "weights": str(weights[0]),
-        "weights_digest": weights[1],
-        "data": str(data[0]),
-        "data_digest": data[1],
-    }
-    if phase == "train":
-        training = settings.training()
-        # One timed run per process: the repeats are fresh processes.
-        return Train(
-            **files,
-            steps=training.train_steps,
-            runs=1,
-            warmup_runs=training.warmup_runs,
-        )
-    inference = settings.inference()
-    return Infer(
-        **files,
-        window_s=inference.window_s,
-        warmup_rounds=inference.warmup_rounds,
-        latency_samples=LATENCY_SAMPLES if settings.latency else 0,
-    )
 
 
 class RunStoppedError(Exception):
@@ -339,7 +273,9 @@ class Local:
     def execute(self, plan: Plan, units: list[Unit], context: RunContext) -> None:
         if not units:
             return
-        measuring = Measuring.of(plan, context.results_dir, context.out)
+        measuring = Measuring.of(
+            plan, context.results_dir, context.out, _host(context.results_dir, plan)
+        )
         workers = _Workers(measuring.profile)
         context.progress.add(len(units))
         try:
@@ -372,7 +308,7 @@ def run_cell(plan_path: Path, index: int, results_dir: Path) -> list[records.Rec
     unit = plan.units[index]
     _writable_folder(results_dir)
     out = results_dir / f"run-{plan.run_id}.jsonl"
-    measuring = Measuring.of(plan, results_dir, out)
+    measuring = Measuring.of(plan, results_dir, out, _host(results_dir, plan))
     verdicts = _unit_verdicts(unit, results_dir)
     standing = pairing.standings(records.read(out)) if out.is_file() else {}
     workers = _Workers(measuring.profile)
@@ -476,14 +412,6 @@ class _Workers:
             self.worker = None
 
 
-def _threads(profile: Profile, count: int | None) -> dict[str, Any]:
-    """The thread settings of a unit: the profile's, or on a thread sweep
-    ``count`` intra-op threads and one inter-op thread."""
-    if count is None:
-        return thread_environment(profile.threads)
-    return thread_environment({"intra_op": count, "inter_op": 1})
-
-
 def _cpus(profile: Profile, count: int | None) -> tuple[int, ...] | None:
     """The CPUs a unit's worker is pinned to: the profile's, or on a thread
     sweep the first ``count`` this process may use (so a count is a number of
@@ -509,6 +437,15 @@ def _gone(worker: Worker) -> bool:
     return worker.failure is not None and worker.started
 
 
+def _host(results_dir: Path, plan: Plan) -> dict[str, Any]:
+    """The machine's platform as every record of the run holds it, with its
+    matmul peak."""
+    host = records.host_platform()
+    host["matmul_peak"] = matmul_peak(results_dir, plan.run_id)
+    host["matmul_peak_flops"] = host["matmul_peak"]["flops_per_s"]
+    return host
+
+
 def matmul_peak(results_dir: Path, run_id: str) -> dict[str, Any]:
     """This machine's float32 matmul peak for run ``run_id``: measured once
     per run and machine (kept in ``<results>/cache``), so the units of a run
@@ -528,288 +465,3 @@ def matmul_peak(results_dir: Path, run_id: str) -> dict[str, Any]:
     tmp.write_text(json.dumps(peak))
     tmp.replace(kept)
     return peak
-
-
-@dataclass
-class Measuring:
-    """What every record of one run shares, and how a unit is measured."""
-
-    plan: Plan
-    profile: Profile
-    out: Path
-    cache: Path
-    host: dict[str, Any]
-    checked: dict[tuple[Any, ...], tuple[Path, str]] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, plan: Plan, results_dir: Path, out: Path) -> Measuring:
-        host = records.host_platform()
-        host["matmul_peak"] = matmul_peak(results_dir, plan.run_id)
-        host["matmul_peak_flops"] = host["matmul_peak"]["flops_per_s"]
-        return cls(plan, plan.get_profile(), out, results_dir / "cache", host)
-
-    def unit(
-        self,
-        unit: Unit,
-        workers: _Workers,
-        verdicts: dict[str, str],
-        standing: dict[pairing.PairCell, pairing.Standing],
-        label: str,
-    ) -> None:
-        """Measure ``unit`` (or write why it is not timed), printing a
-        progress line per process."""
-        timeable = {
-            p: self.plan.allow_unverified or verdicts[p] in ("pass", "unavailable")
-            for p in unit.paths
-        }
-        if unit.paired and all(timeable.values()):
-            name = label + unit.name()
-            print(f"{name} ...", file=sys.stderr, flush=True)
-            keras, native = unit.paths
-            worker = workers.get(unit, keras, partner=native)
-            pair = standing.setdefault(unit.pair_cell(), pairing.Standing())
-            line = self.measure_pair(worker, unit, verdicts, pair)
-            print(f"{name}: {line}", file=sys.stderr, flush=True)
-            return
-        for cell in unit.cells():
-            name = label + cell.name()
-            verdict = verdicts[cell.path]
-            if not timeable[cell.path]:
-                record = self.held_back(cell, unit.repeat, verdict)
-                print(f"{name}: {_describe(record)}", file=sys.stderr, flush=True)
-                continue
-            print(f"{name} ...", file=sys.stderr, flush=True)
-            worker = workers.get(unit, cell.path)
-            record = self.measure(worker, cell, unit.repeat, verdict)
-            print(f"{name}: {_describe(record)}", file=sys.stderr, flush=True)
-
-    def _record(
-        self,
-        cell: Cell,
-        repeat: int,
-        platform: dict[str, Any],
-        settings: dict[str, Any] | None = None,
-        **fields: Any,
-    ) -> records.Record:
-        """Append the record of ``cell``'s ``repeat``: the machine's platform,
-        the unit's thread settings, then ``platform`` (the worker's)."""
-        threads = _threads(self.profile, cell.threads)
-        if cell.threads is not None:  # a thread sweep: the count is the cell's
-            settings = {**(settings or {}), "threads": cell.threads}
-        record = records.make(
-            self.plan.run_id,
-            self.profile.name,
-            profile_digest=self.profile.digest(),
-            model=cell.model,
-            path=cell.path,
-            phase=cell.phase,
-            batch_size=cell.batch_size,
-            repeat=repeat,
-            host=self.host,
-            platform={"threads": threads, **platform},
-            settings=settings or {},
-            **fields,
-        )
-        records.append(self.out, record)
-        return record
-
-    def held_back(self, cell: Cell, repeat: int, verdict: str) -> records.Record:
-        return self._record(
-            cell,
-            repeat,
-            status="not-timed",
-            equivalence=verdict,
-            verified=False,
-            platform={},
-            error=_held_back_because(verdict),
-        )
-
-    def measure(
-        self, worker: Worker, cell: Cell, repeat: int, verdict: str
-    ) -> records.Record:
-        spec = get_spec(cell.model)
-        settings = self.profile.settings(cell.model)
-        count = settings.batches(cell.phase)
-        weights = self._checked(checked_weights, spec, WEIGHTS_SEED)
-        data = self._checked(
-            checked_batches, spec, self.profile.seed, cell.batch_size, count
-        )
-        request = _request(settings, cell.model, cell.phase, weights, data)
-        reply = worker.call(request, self.profile.timeout_s)
-        values = encode(reply.answer) if reply.answer is not None else {}
-        status, error = reply.status, reply.error
-        nonfinite = getattr(reply.answer, "nonfinite", None)
-        if reply.ok and nonfinite:
-            status, error = "diverged", f"not finite: {nonfinite}"
-        summary = {}
-        if status == "ok":
-            flops = step_flops(spec, cell.phase, cell.batch_size)
-            summary = summarize(cell.phase, values, reply.resources, flops)
-        return self._record(
-            cell,
-            repeat,
-            status=status,
-            equivalence=verdict,
-            verified=verdict == "pass",
-            values=values,
-            summary=summary,
-            settings={
-                k: v
-                for k, v in encode(request).items()
-                if k not in ("weights", "data", "task")
-            },
-            platform=worker.platform,
-            error=error,
-        )
-
-    def measure_pair(
-        self,
-        worker: Worker,
-        unit: Unit,
-        verdicts: dict[str, str],
-        standing: pairing.Standing,
-    ) -> str:
-        """One process' paired blocks of ``unit``: two records, one per path,
-        and ``standing`` brought up to date; returns the progress line."""
-        cell, repeat = unit.pair_cell(), unit.repeat
-        spec = get_spec(cell.model)
-        settings = self.profile.settings(cell.model)
-        count = settings.batches(cell.phase)
-        weights = self._checked(checked_weights, spec, WEIGHTS_SEED)
-        data = self._checked(
-            checked_batches, spec, self.profile.seed, cell.batch_size, count
-        )
-        train = cell.phase == "train"
-        request = Paired(
-            model=cell.model,
-            weights=str(weights[0]),
-            weights_digest=weights[1],
-            data=str(data[0]),
-            data_digest=data[1],
-            phase=cell.phase,
-            steps=settings.training().train_steps if train else 1,
-            window_s=settings.pair_window_s,
-            min_blocks=settings.pair_min_blocks,
-            warmup_runs=max(
-                1, settings.warmup_runs if train else settings.inference().warmup_rounds
-            ),
-            seed=unit.seed,
-            slowdown=self.plan.slowdown.get(cell.native, 1.0),
-        )
-        reply = worker.call(request, self.profile.timeout_s)
-        answer = reply.answer if isinstance(reply.answer, PairedAnswer) else None
-        settings_used = {
-            k: v
-            for k, v in encode(request).items()
-            if k not in ("weights", "data", "task")
-        }
-        shared = resource_summary(reply.resources)
-        values = pairing.sides(answer, cell) if answer else {}
-        statuses = {}
-        for api in ("keras", "native"):
-            status, error = reply.status, reply.error
-            nonfinite = getattr(answer, f"{api}_nonfinite", None)
-            if answer and nonfinite:
-                status, error = "diverged", f"not finite: {nonfinite}"
-            statuses[api] = (status, error)
-        both_ok = all(status == "ok" for status, _ in statuses.values())
-        reason, found = None, None
-        if both_ok and answer:
-            standing.add(repeat, answer.keras_s, answer.native_s)
-            standing.spent_s += float(reply.resources.get("wall_s", 0.0))
-            reason, found = pairing.stop_reason(
-                standing, len(standing.repeats), self.profile, cell.model
-            )
-        ratio = {}
-        if found is not None:
-            ratio = {
-                "ratio": found.ratio,
-                "ratio_low": found.low,
-                "ratio_high": found.high,
-                "ratio_half_width": found.half_width,
-                "ratio_processes": found.processes,
-                "stopped": reason,
-            }
-        flops = step_flops(spec, cell.phase, cell.batch_size)
-        for api, path in (("keras", cell.keras), ("native", cell.native)):
-            status, error = statuses[api]
-            summary = {}
-            if status == "ok":
-                side = pairing.summary(cell.phase, values[api])
-                summary = {"flops": flops, **side, **shared, **ratio}
-            platform = worker.platform if api == "keras" else worker.partner_platform
-            self._record(
-                Cell(cell.model, path, cell.phase, cell.batch_size, cell.threads),
-                repeat,
-                status=status,
-                equivalence=verdicts[path],
-                verified=verdicts[path] == "pass",
-                values=values.get(api, {}),
-                summary=summary,
-                settings=settings_used,
-                platform=platform,
-                error=error,
-            )
-        if not both_ok:
-            keras_status, keras_error = statuses["keras"]
-            native_status, native_error = statuses["native"]
-            return (
-                f"{keras_status.upper()}/{native_status.upper()}: "
-                f"{keras_error or native_error}"
-            )
-        line = f"{len(answer.keras_s) if answer else 0} block pairs"
-        if found is not None:
-            line += (
-                f", overhead {found.ratio:.3f} (95% CI {found.low:.3f}-"
-                f"{found.high:.3f}, +-{found.half_width:.1%} over "
-                f"{found.processes} processes)"
-            )
-        if shared["contended"]:
-            line += f", MACHINE BUSY ({shared.get('others_cpu', 0):.2f} cores taken)"
-        return line + (f"; stopped: {reason}" if reason else "")
-
-    def _checked(
-        self, check: Callable[..., tuple[Path, str]], *args: Any
-    ) -> tuple[Path, str]:
-        """``check(*args, cache)``: a data file and its digest, checked once
-        per run (``harness.core.gate.checked_weights``/``checked_batches``)."""
-        key = (check.__name__, *(getattr(a, "name", a) for a in args))
-        if key not in self.checked:
-            self.checked[key] = check(*args, self.cache)
-        return self.checked[key]
-
-
-def _held_back_because(verdict: str) -> str:
-    """Why a cell with ``verdict`` was not timed, and what to do about it."""
-    if verdict == "stale":
-        return (
-            "equivalence verdict 'stale': the code or libraries here are not "
-            "those the gate checked (the verdict key differs); not timed"
-        )
-    if verdict == "unchecked":
-        return (
-            "equivalence verdict 'unchecked': the gate has no verdict under this "
-            "cell's key in the results folder; run 'python -m harness gate' "
-            "first; not timed"
-        )
-    return (
-        f"equivalence verdict {verdict!r}: not timed; pass --allow-unverified "
-        "to time it anyway"
-    )
-
-
-def _describe(record: records.Record) -> str:
-    if record.status != "ok":
-        return f"{record.status.upper()}: {record.error}"
-    mark = "" if record.verified else " (UNVERIFIED)"
-    return _describe_times(record) + mark
-
-
-def _describe_times(record: records.Record) -> str:
-    s = record.summary
-    if record.phase == "train":
-        return (
-            f"{s['median_step_s'] * 1e3:.2f} ms/step, "
-            f"first step {s['first_step_s']:.2f} s"
-        )
-    return f"{s['batches_per_s']:.1f} batches/s"
