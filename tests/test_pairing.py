@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 import harness.bench.run
-from harness.bench.pairing import PairCell, Standing, standings, stop_reason
 from harness.bench.run import run
 from harness.core import records
+from harness.core.pairing import PairCell, Standing, standings, stop_reason
 from harness.core.profiles import PROFILES
 from harness.report.analysis import compare_pair_rows, overhead_rows
 from harness.report.tables import compare_report, report

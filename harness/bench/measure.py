@@ -3,7 +3,7 @@ record each cell's repeat leaves, and the console line that says so
 (``harness.bench.run`` loops over the units and owns the workers).
 
 A unit is one cell, or one Keras/native pair cell whose process alternates
-timed blocks of both sides (``harness.bench.pairing``).  Each request names
+timed blocks of both sides (``harness.core.pairing``).  Each request names
 the content digests of the weights and batches the gate vouches for, so a
 worker refuses other arrays; a run whose answer holds NaN or inf
 (``nonfinite``) is recorded as ``diverged``, never ``ok``.
@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.bench import pairing
-from harness.core import records
+from harness.core import pairing, records
 from harness.core.cells import Cell, Plan, Unit
 from harness.core.flops import step_flops
 from harness.core.gate import checked_batches, checked_weights
@@ -343,7 +342,7 @@ def _stand(
 ) -> tuple[str | None, Any]:
     """Add one process' block pairs to the pair cell's ``standing`` and say
     whether it needs more processes: (why it stops or None, the ratio's
-    estimate so far or None) (``harness.bench.pairing.stop_reason``)."""
+    estimate so far or None) (``harness.core.pairing.stop_reason``)."""
     standing.add(unit.repeat, answer.keras_s, answer.native_s)
     standing.spent_s += float(reply.resources.get("wall_s", 0.0))
     return pairing.stop_reason(standing, len(standing.repeats), profile, unit.model)

@@ -14,7 +14,7 @@ before the next path's worker starts (one worker alive at a time), and the
 order of the paths rotates from one repeat to the next, so slow drift
 on a shared machine (thermal, other jobs) is spread over all paths alike.
 Keras on a backend and the native path of that framework share one worker
-per repeat instead and alternate timed blocks (``harness.bench.pairing``); their
+per repeat instead and alternate timed blocks (``harness.core.pairing``); their
 cells get more repeats, one round at a time, until the overhead ratio is
 known to ``ratio_target``.  In
 each process the first step (compilation, tracing, allocation) and the
@@ -48,9 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.bench import pairing
 from harness.bench.measure import Measuring, _threads
-from harness.core import machines, records
+from harness.core import machines, pairing, records
 from harness.core.cells import (
     Cell,
     Plan,

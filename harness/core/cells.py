@@ -3,7 +3,7 @@
 
 A *unit* is the work of one worker process: one cell (model, path, phase,
 batch size and, on a thread sweep, thread count) for one repeat, or one
-Keras/native pair cell (``harness.bench.pairing``) for one repeat.  Every unit
+Keras/native pair cell (``harness.core.pairing``) for one repeat.  Every unit
 carries what it needs to run anywhere the project is installed:
 
 - its number in the plan (``index``, what a Slurm array task or a Kubernetes
@@ -41,8 +41,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.bench import pairing
-from harness.core import records
+from harness.core import pairing, records
 from harness.core.profiles import Profile
 from workers.paths import PHASES, get_path
 from zoo.specs import get_spec

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from harness.bench.pairing import standings
 from harness.core.machines import NAME_VARIABLE
+from harness.core.pairing import standings
 from harness.core.records import Record, final, pooling_conflict
 from harness.stats import paired, robust
 from workers.paths import PATHS
@@ -311,7 +311,7 @@ def _busy(record: Record) -> bool:
 
 def _stopped(recs: list[Record]) -> str | None:
     """Why a pair cell's adaptive repeats ended, from its last record that
-    says (``harness.bench.pairing``)."""
+    says (``harness.core.pairing``)."""
     reasons = [r.summary.get("stopped") for r in recs if r.summary.get("stopped")]
     return str(reasons[-1]) if reasons else "unfinished"
 
