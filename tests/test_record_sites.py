@@ -109,11 +109,19 @@ def test_an_ops_record_is_what_it_was(tmp_path: Path, host: dict[str, Any]) -> N
     profile = get_ops_profile("smoke")
     case = Case("relu", (4, 16), "elements-64")
     threads = {"env": {"OMP_NUM_THREADS": "1"}, "intra_op": 1}
-    run = _Run(profile, tmp_path, [case], {"flops_per_s": 1e9}, threads, None, print)
-    run.platforms = {"native-jax": dict(WORKER)}
-    run._record(case, "forward", "native-jax", 1, "not-timed", error="no search")
+    run = _Run(
+        profile,
+        tmp_path,
+        [case],
+        peak={"flops_per_s": 1e9},
+        threads=threads,
+        fault=None,
+        log=print,
+    )
+    run.records.platforms = {"native-jax": dict(WORKER)}
+    run.records.write(case, "forward", "native-jax", 1, "not-timed", error="no search")
     values = {"block_s": [1e-5, 2e-5]}
-    run._record(
+    run.records.write(
         case,
         "forward",
         "keras-jax",

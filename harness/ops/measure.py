@@ -32,9 +32,10 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from equivalence.operators import (
+    Arrays,
     OpChecker,
     Verdict,
     describe_failure,
@@ -173,11 +174,13 @@ def ops(
     threads_env = thread_environment(threads or {})
     peak = measure_matmul_peak()
     log(f"matmul peak (NumPy's BLAS, float32): {peak['flops_per_s'] / 1e9:.1f} GFLOP/s")
-    run = _Run(profile, out, cases, peak, threads_env, fault, log)
+    run = _Run(
+        profile, out, cases, peak=peak, threads=threads_env, fault=fault, log=log
+    )
     run.progress.add(
         profile.processes * len(frameworks) * sum(len(directions(c)) for c in cases)
     )
-    run.line(
+    run.gate.line(
         {
             "kind": "run",
             "profile": asdict(profile),
@@ -221,167 +224,161 @@ class _Trailing:
 
 
 class _Run:
-    """One ``ops`` run: its files, its float64 references, its verdicts."""
+    """One ``ops`` run's loop: for every process and framework one worker,
+    its peak (``_peak``), in the first process its search (``_Gate``), then
+    every case and direction prepared, judged and timed.  The parts it uses:
+    ``gate`` (the verdicts and ``gate.jsonl``), ``references`` (float64, once
+    per case) and ``records`` (``records.jsonl``)."""
 
-    def __init__(  # noqa: PLR0917 (the run's parts, each named once)
+    def __init__(
         self,
         profile: OpsProfile,
         out: Path,
         cases: list[Case],
+        *,
         peak: Any,
         threads: dict[str, Any],
         fault: str | None,
         log: Log,
     ) -> None:
-        self.profile, self.out, self.cases, self.peak = profile, out, cases, peak
+        self.profile, self.cases = profile, cases
         self.threads, self.fault, self.log = threads, fault, log
-        self.verdicts: dict[tuple[str, str], Verdict] = {}
-        self.references: dict[tuple[str, tuple[int, ...]], Any] = {}
-        self.host = records.host_platform()
-        self.platforms: dict[str, dict[str, Any]] = {}  # the current worker's
+        self.operators = sorted({c.op for c in cases}, key=list(OPERATORS).index)
+        self.gate = _Gate(out, profile.examples, fault, log)
+        self.references = _References()
+        self.records = _RecordWriter(
+            out,
+            profile,
+            peak=peak,
+            threads=threads,
+            fault=fault,
+            verdict=self.gate.verdict,
+            log=log,
+        )
         self.busy = _Trailing()
         # units: cases times directions times frameworks times processes
         self.progress = Progress()
 
-    def line(self, line: dict[str, Any]) -> None:
-        jsonl.append(self.out / "gate.jsonl", line)
-
     def framework(self, framework: str, repeat: int) -> None:
+        """One worker process serving every operator path of ``framework``."""
         paths = operator_paths(framework)
         with Worker(paths[0], env=self.threads["env"], partner=paths[1:]) as worker:
             if not worker.started:
                 assert worker.failure is not None
                 self.log(f"ops {framework}: unavailable ({worker.failure.error})")
-                for case in self.cases:
-                    for direction in directions(case):
-                        for path in paths:
-                            self._record(
-                                case,
-                                direction,
-                                path,
-                                repeat,
-                                "unavailable",
-                                error=worker.failure.error,
-                            )
-                        self.progress.advance()
+                self._unavailable(paths, repeat, worker.failure.error)
                 return
             platforms = [worker.platform, *worker.partner_platforms]
             if not worker.partner_platforms and worker.partner_platform:
                 platforms.append(worker.partner_platform)
-            self.platforms = dict(zip(paths, platforms, strict=False))
-            self._peak(worker, paths[-1], repeat)
+            self.records.platforms = dict(zip(paths, platforms, strict=False))
+            _peak(worker, paths[-1], repeat, self.profile, self.gate)
             if repeat == 0:
-                self._search(worker, framework, paths)
+                self.gate.search(worker, self.operators, paths)
             for case in self.cases:
                 for direction in directions(case):
                     self._measure(worker, case, direction, paths, repeat)
                     self.progress.advance()
 
-    def _peak(self, worker: Worker, path: str, repeat: int) -> None:
-        """The framework's own GEMM rate, every call's result read back: with
-        NumPy's, the ceiling every operator is measured against
-        (``harness.ops.report``)."""
-        reply = self._call(worker, OpPeak(path=path, size=self.profile.peak_size))
-        if not isinstance(reply.answer, OpPeakAnswer):
-            self.log(f"ops peak {path}: {reply.status}: {reply.error}")
-            return
-        rates = reply.answer.flops_per_s
-        self.line(
-            {
-                "kind": "peak",
-                "path": path,
-                "repeat": repeat,
-                "size": self.profile.peak_size,
-                "flops_per_s": rates,
-                **resource_summary(reply.resources),
-            }
-        )
-        self.log(f"ops peak {path}: {max(rates) / 1e9:.1f} GFLOP/s")
-
-    def _search(self, worker: Worker, framework: str, paths: list[str]) -> None:
-        operators = sorted({c.op for c in self.cases}, key=list(OPERATORS).index)
-        with OpChecker(worker, fault=self.fault) as checker:
-            for op in operators:
+    def _unavailable(self, paths: list[str], repeat: int, error: str | None) -> None:
+        """Every case of a worker that did not start, recorded as such."""
+        for case in self.cases:
+            for direction in directions(case):
                 for path in paths:
-                    verdict = search(op, path, checker.evaluate, self.profile.examples)
-                    self.verdicts[(op, path)] = verdict
-                    self.line({"kind": "gate", **asdict(verdict)})
-                    where = (
-                        ""
-                        if verdict.ok
-                        else f": {verdict.counterexample}: {verdict.why}"
+                    self.records.write(
+                        case, direction, path, repeat, "unavailable", error=error
                     )
-                    self.log(
-                        f"ops search {op} {path}: {verdict.verdict} "
-                        f"({verdict.examples} cases){where}"
-                    )
-
-    def _reference(self, case: Case) -> tuple[Any, Any, Any]:
-        """The operands, float64 reference and float32 baseline of a timed
-        case, computed once per run."""
-        key = (case.op, case.dims)
-        if key not in self.references:
-            operands, cotangents = make_operands(case, SEED)
-            self.references[key] = (
-                (operands, cotangents),
-                *reference(case, operands, cotangents),
-            )
-        return self.references[key]  # type: ignore[no-any-return]
+                self.progress.advance()
 
     def _measure(
         self, worker: Worker, case: Case, direction: str, paths: list[str], repeat: int
     ) -> None:
+        """One case and direction: the paths the search passed are prepared,
+        judged at this case, and those that agree timed together."""
+        passing = self._searched(case, direction, paths, repeat)
+        if not passing:
+            return
+        prepared, arrays = self._prepare(worker, case, direction, passing)
+        if not isinstance(prepared.answer, OpPreparedAnswer):
+            for path in passing:
+                self.records.failed(case, direction, path, repeat, prepared)
+            return
+        timed = self._judge(case, direction, passing, arrays, repeat)
+        if not timed:
+            return
+        if timed != passing:  # prepared again, the ones that passed alone
+            self._measure(worker, case, direction, timed, repeat)
+            return
+        self._time(worker, case, direction, prepared.answer, repeat)
+
+    def _searched(
+        self, case: Case, direction: str, paths: list[str], repeat: int
+    ) -> list[str]:
+        """The paths whose search passed ``case``'s operator; the others are
+        recorded not timed."""
         passing = []
         for path in paths:
-            verdict = self.verdicts.get((case.op, path))
+            verdict = self.gate.verdict(case.op, path)
             if verdict is None or not verdict.ok:
                 why = (
                     "no search"
                     if verdict is None
                     else f"the search found {verdict.why}"
                 )
-                self._record(case, direction, path, repeat, "not-timed", error=why)
+                self.records.write(
+                    case, direction, path, repeat, "not-timed", error=why
+                )
             else:
                 passing.append(path)
-        if not passing:
-            return
-        (operands, cotangents), reference64, baseline = self._reference(case)
+        return passing
+
+    def _prepare(
+        self, worker: Worker, case: Case, direction: str, paths: list[str]
+    ) -> tuple[Reply, Arrays]:
+        """The worker builds the timed closures of ``paths`` at ``case`` and
+        runs each once; the reply, and those first results read back for
+        judging (none when the request failed)."""
+        known = self.references.of(case)
         with tempfile.TemporaryDirectory(prefix="ops-") as folder:
             file, out = Path(folder) / "operands.npz", Path(folder) / "out.npz"
-            write_operands(file, operands, cotangents)
-            prepared = self._call(
-                worker,
+            write_operands(file, known.operands, known.cotangents)
+            reply = worker.call(
                 OpPrepare(
                     op=case.op,
                     dims=list(case.dims),
                     operands=str(file),
-                    paths=passing,
+                    paths=paths,
                     direction=direction,
                     out=str(out),
                     fault=self.fault,
                 ),
+                self.profile.timeout_s,
             )
-            if not isinstance(prepared.answer, OpPreparedAnswer):
-                for path in passing:
-                    self._failed(case, direction, path, repeat, prepared)
-                return
-            arrays = load_npz(out)
-        timed = []
-        for path in passing:
+            prepared = isinstance(reply.answer, OpPreparedAnswer)
+            return reply, load_npz(out) if prepared else {}
+
+    def _judge(
+        self, case: Case, direction: str, paths: list[str], arrays: Arrays, repeat: int
+    ) -> list[str]:
+        """The paths whose prepared closure agrees with float64 at ``case``;
+        the others are logged and recorded not timed."""
+        known = self.references.of(case)
+        agreeing = []
+        for path in paths:
             mine = {
                 k.removeprefix(f"{path}/"): a
                 for k, a in arrays.items()
                 if k.startswith(f"{path}/")
             }
             result = judge_case(
-                case, path, mine, reference64, baseline, direction=direction
+                case, path, mine, known.float64, known.baseline, direction=direction
             )
             if result.ok:
-                timed.append(path)
+                agreeing.append(path)
             else:
                 why = f"its timed closure disagrees: {describe_failure(result)}"
                 self.log(f"ops {case.id} {direction} {path}: not timed, {why}")
-                self._record(
+                self.records.write(
                     case,
                     direction,
                     path,
@@ -390,12 +387,7 @@ class _Run:
                     equivalence="fail",
                     error=why,
                 )
-        if not timed:
-            return
-        if timed != passing:  # prepared again, the ones that passed alone
-            self._measure(worker, case, direction, timed, repeat)
-            return
-        self._time(worker, case, direction, prepared.answer, repeat)
+        return agreeing
 
     def _time(
         self,
@@ -405,9 +397,10 @@ class _Run:
         prepared: OpPreparedAnswer,
         repeat: int,
     ) -> None:
+        """The prepared closures timed in interleaved blocks, one record per
+        path and one log line for them all."""
         p = self.profile
-        reply = self._call(
-            worker,
+        reply = worker.call(
             OpTime(
                 token=prepared.token,
                 window_s=p.window_s,
@@ -417,10 +410,11 @@ class _Run:
                 warmup_blocks=p.warmup_blocks,
                 seed=SEED + repeat,
             ),
+            p.timeout_s,
         )
         if not isinstance(reply.answer, OpTimeAnswer):
             for path in prepared.paths:
-                self._failed(case, direction, path, repeat, reply)
+                self.records.failed(case, direction, path, repeat, reply)
             return
         answer = reply.answer
         shared = resource_summary(reply.resources)
@@ -428,7 +422,7 @@ class _Run:
         for k, path in enumerate(answer.paths):
             blocks = [row[k] for row in answer.blocks_s]
             status = "ok" if answer.nonfinite[k] is None else "diverged"
-            self._record(
+            self.records.write(
                 case,
                 direction,
                 path,
@@ -461,17 +455,130 @@ class _Run:
             + busy
         )
 
-    def _call(self, worker: Worker, request: OpPrepare | OpTime | OpPeak) -> Reply:
-        return worker.call(request, self.profile.timeout_s)
 
-    def _failed(
+class _Gate:
+    """The search gate: before anything is timed, every operator on every
+    path is searched for a disagreement with float64, and only the verdicts
+    that pass let a path be timed.  The verdicts are kept by (operator,
+    path); they, the run's header and each framework's peak are the lines of
+    ``gate.jsonl``."""
+
+    def __init__(self, out: Path, examples: int, fault: str | None, log: Log) -> None:
+        self.file = out / "gate.jsonl"
+        self.examples, self.fault, self.log = examples, fault, log
+        self.verdicts: dict[tuple[str, str], Verdict] = {}
+
+    def line(self, line: dict[str, Any]) -> None:
+        """One line of ``gate.jsonl``."""
+        jsonl.append(self.file, line)
+
+    def verdict(self, op: str, path: str) -> Verdict | None:
+        """``op``'s verdict on ``path``; None where it was never searched."""
+        return self.verdicts.get((op, path))
+
+    def search(self, worker: Worker, operators: list[str], paths: list[str]) -> None:
+        """Every operator on every path of ``worker``, each verdict kept,
+        written and logged."""
+        with OpChecker(worker, fault=self.fault) as checker:
+            for op in operators:
+                for path in paths:
+                    verdict = search(op, path, checker.evaluate, self.examples)
+                    self.verdicts[(op, path)] = verdict
+                    self.line({"kind": "gate", **asdict(verdict)})
+                    where = (
+                        ""
+                        if verdict.ok
+                        else f": {verdict.counterexample}: {verdict.why}"
+                    )
+                    self.log(
+                        f"ops search {op} {path}: {verdict.verdict} "
+                        f"({verdict.examples} cases){where}"
+                    )
+
+
+def _peak(
+    worker: Worker, path: str, repeat: int, profile: OpsProfile, gate: _Gate
+) -> None:
+    """The framework's own GEMM rate, every call's result read back, as a line
+    of ``gate.jsonl``: with NumPy's, the ceiling every operator is measured
+    against (``harness.ops.report``)."""
+    reply = worker.call(OpPeak(path=path, size=profile.peak_size), profile.timeout_s)
+    if not isinstance(reply.answer, OpPeakAnswer):
+        gate.log(f"ops peak {path}: {reply.status}: {reply.error}")
+        return
+    rates = reply.answer.flops_per_s
+    gate.line(
+        {
+            "kind": "peak",
+            "path": path,
+            "repeat": repeat,
+            "size": profile.peak_size,
+            "flops_per_s": rates,
+            **resource_summary(reply.resources),
+        }
+    )
+    gate.log(f"ops peak {path}: {max(rates) / 1e9:.1f} GFLOP/s")
+
+
+class _Reference(NamedTuple):
+    """A timed case's operands (drawn from ``SEED``) and what its results are
+    judged against: float64 and NumPy's own float32."""
+
+    operands: Arrays
+    cotangents: Arrays
+    float64: Arrays
+    baseline: Arrays
+
+
+class _References:
+    """Every timed case's reference, computed once per run (by operator and
+    dims) and reused by every later process and direction."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, tuple[int, ...]], _Reference] = {}
+
+    def of(self, case: Case) -> _Reference:
+        key = (case.op, case.dims)
+        if key not in self._known:
+            operands, cotangents = make_operands(case, SEED)
+            self._known[key] = _Reference(
+                operands, cotangents, *reference(case, operands, cotangents)
+            )
+        return self._known[key]
+
+
+class _RecordWriter:
+    """Writes ``records.jsonl``: one record per path, case, direction and
+    process, each with the host, the current worker's platform (set per
+    worker: ``platforms``, by path), the threads, NumPy's peak, the fault,
+    and the path's search verdict where nothing else judged it."""
+
+    def __init__(
+        self,
+        out: Path,
+        profile: OpsProfile,
+        *,
+        peak: Any,
+        threads: dict[str, Any],
+        fault: str | None,
+        verdict: Callable[[str, str], Verdict | None],
+        log: Log,
+    ) -> None:
+        self.file, self.run_id = out / "records.jsonl", out.name
+        self.profile, self.peak, self.threads = profile, peak, threads
+        self.fault, self.verdict, self.log = fault, verdict, log
+        self.host = records.host_platform()
+        # the last started worker's, by path (kept when a worker does not start)
+        self.platforms: dict[str, dict[str, Any]] = {}
+
+    def failed(
         self, case: Case, direction: str, path: str, repeat: int, reply: Reply
     ) -> None:
-        status = "error" if reply.status == "error" else reply.status
-        self.log(f"ops {case.id} {direction} {path}: {status}: {reply.error}")
-        self._record(case, direction, path, repeat, status, error=reply.error)
+        """A request that failed (error, crash, timeout...): logged, recorded."""
+        self.log(f"ops {case.id} {direction} {path}: {reply.status}: {reply.error}")
+        self.write(case, direction, path, repeat, reply.status, error=reply.error)
 
-    def _record(
+    def write(
         self,
         case: Case,
         direction: str,
@@ -484,11 +591,11 @@ class _Run:
         values: dict[str, Any] | None = None,
         summary: dict[str, Any] | None = None,
     ) -> None:
-        verdict = self.verdicts.get((case.op, path))
+        verdict = self.verdict(case.op, path)
         records.append(
-            self.out / "records.jsonl",
+            self.file,
             records.make(
-                self.out.name,
+                self.run_id,
                 f"ops-{self.profile.name}",
                 model=case.op,
                 path=path,
