@@ -68,8 +68,9 @@ def unverified(record: Record | None) -> bool:
 
 
 @dataclass(frozen=True)
-class Cell:
-    """All records of one (model, path, phase, batch size)."""
+class PooledCell:
+    """All records of one (model, path, phase, batch size), pooled (the
+    planned cell is ``harness.core.cells.Cell``)."""
 
     model: str
     path: str
@@ -142,7 +143,7 @@ class Cell:
         return flops / self.summary.median / statistics.median(peaks)
 
 
-def cells(recs: Iterable[Record]) -> dict[CellKey, Cell]:
+def cells(recs: Iterable[Record]) -> dict[CellKey, PooledCell]:
     """Records grouped by (model, path, phase, batch size), in first-seen order,
     one per repeat (a repeat redone by ``--resume`` counts once: ``final``).
 
@@ -168,7 +169,7 @@ def cells(recs: Iterable[Record]) -> dict[CellKey, Cell]:
                 f"their environments differ in {conflict}; report the runs "
                 f"separately (or compare them with --compare){hint}"
             )
-    return {k: Cell(*k, records=tuple(v)) for k, v in grouped.items()}
+    return {k: PooledCell(*k, records=tuple(v)) for k, v in grouped.items()}
 
 
 def _ms(seconds: float | None, digits: int = 3) -> float | None:
@@ -179,7 +180,7 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def _cell_row(cell: Cell) -> dict[str, Any]:
+def _cell_row(cell: PooledCell) -> dict[str, Any]:
     s = cell.summary
     peak = cell.peak_fraction()
     row: dict[str, Any] = {
@@ -437,7 +438,7 @@ def machine_cell_rows(
     return rows
 
 
-def _summary(cell: Cell | None) -> robust.Summary | None:
+def _summary(cell: PooledCell | None) -> robust.Summary | None:
     return cell.summary if cell else None
 
 
@@ -500,7 +501,7 @@ def run_to_run(runs: list[list[Record]]) -> float | None:
 
 
 def throughput(
-    by_key: Mapping[CellKey, Cell],
+    by_key: Mapping[CellKey, PooledCell],
 ) -> dict[str, dict[str, list[tuple[int, float]]]]:
     """Inference samples per second per model and path, as (batch size,
     samples / s) points in batch-size order; cells without a time are left
@@ -518,7 +519,7 @@ def throughput(
 
 
 def train_step_ms(
-    by_key: Mapping[CellKey, Cell],
+    by_key: Mapping[CellKey, PooledCell],
 ) -> list[tuple[str, str, int, Interval]]:
     """Per timed training cell, in cell order: (model, path, batch size,
     (median, CI low, CI high) in ms per step)."""

@@ -5,7 +5,7 @@ for a run that timed paths of ``workers.paths.MODE_PATHS``, such as the
 
 Per model, one row per API, framework and mode: the median seconds per
 training step and per inference mini-batch with the bootstrap 95% CI of the
-median over the run's fresh processes (``harness.report.analysis.Cell``), and the
+median over the run's fresh processes (``harness.report.analysis.PooledCell``), and the
 first step (training) or first round (inference) of each process, alone:
 compilation, tracing and allocation, from an empty compile cache in every
 process (``workers.launch``).  The fastest verified mode of each API and
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.records import Record
-from harness.report.analysis import Cell, cells
+from harness.report.analysis import PooledCell, cells
 from workers.paths import MODE_PATHS, get_path
 
 PHASES = ("train", "infer")
@@ -82,7 +82,7 @@ def timings(
     return out
 
 
-def _timing(cell: Cell) -> Timing:
+def _timing(cell: PooledCell) -> Timing:
     s = cell.summary
     assert s is not None
     firsts = cell.summary_values(FIRST[cell.phase])

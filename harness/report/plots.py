@@ -37,9 +37,9 @@ from typing import Any
 
 from harness.core.records import Record
 from harness.report.analysis import (
-    Cell,
     CellKey,
     Interval,
+    PooledCell,
     cells,
     overhead_rows,
     throughput,
@@ -113,7 +113,7 @@ def _overhead(plt: Any, recs: list[Record], out: Path) -> Path | None:
     return _save(plt, fig, out / "overhead.png")
 
 
-def _throughput(plt: Any, by_key: dict[CellKey, Cell], out: Path) -> Path | None:
+def _throughput(plt: Any, by_key: dict[CellKey, PooledCell], out: Path) -> Path | None:
     lines = throughput(by_key)
     if not any(len(p) > 1 for paths in lines.values() for p in paths.values()):
         return None
@@ -135,7 +135,7 @@ def _throughput(plt: Any, by_key: dict[CellKey, Cell], out: Path) -> Path | None
     return _save(plt, fig, out / "throughput.png")
 
 
-def _train_step(plt: Any, by_key: dict[CellKey, Cell], out: Path) -> Path | None:
+def _train_step(plt: Any, by_key: dict[CellKey, PooledCell], out: Path) -> Path | None:
     series: dict[str, dict[str, Interval]] = {}
     groups: list[str] = []
     batches: dict[str, set[int]] = {}
