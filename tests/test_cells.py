@@ -11,7 +11,6 @@ real ones, computed for that environment.
 from __future__ import annotations
 
 import json
-import stat
 import zlib
 from pathlib import Path
 from typing import Any
@@ -32,35 +31,21 @@ from harness.core.cells import (
     thread_counts,
     write_plan,
 )
-from harness.core.profiles import PROFILES, Profile
+from tests.helpers import fake_python, profile, record
 
-READY = '{"status": "ready", "platform": {}}'
 TRAIN = '{"status": "ok", "result": {"first_step_s": 0.1, "step_s": [0.01, 0.02]}}'
 ONE = ["--profile", "smoke", "--models", "ffn", "--paths", "native-torch"]
-
-
-def _profile(**changes: Any) -> Profile:
-    base = PROFILES["smoke"]
-    settings = {k: v for k, v in changes.items() if k in type(base.base).model_fields}
-    top = {k: v for k, v in changes.items() if k not in settings}
-    return base.model_copy(
-        update={"base": base.base.model_copy(update=settings), "per_model": {}, **top}
-    )
 
 
 @pytest.fixture
 def torch_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fake torch interpreter: ready, then one training answer a line."""
-    script = tmp_path / "python"
-    script.write_text(
-        f"#!/bin/sh\necho '{READY}'\nwhile read line; do echo '{TRAIN}'; done\n"
-    )
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("HARNESS_PYTHON_TORCH", str(script))
+    script = fake_python(tmp_path, answer=TRAIN)
+    monkeypatch.setenv("HARNESS_PYTHON_TORCH", script)
     monkeypatch.setattr(
         harness.bench.run, "measure_matmul_peak", lambda: {"flops_per_s": 1.0}
     )
-    return script
+    return Path(script)
 
 
 def _pass(
@@ -94,10 +79,10 @@ def passing_gate(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_units_are_numbered_in_run_order_with_stable_seeds_and_keys() -> None:
-    profile = _profile(repeats=2, max_repeats=2)
+    smoke = profile(repeats=2, max_repeats=2)
     keys = {"ffn": {"keras-torch": "k", "native-torch": "n", "native-mxnet": "m"}}
     paths = ["keras-torch", "native-torch", "native-mxnet"]
-    units = make_units(profile, ["ffn"], paths, ["train"], keys)
+    units = make_units(smoke, ["ffn"], paths, ["train"], keys)
     assert [u.index for u in units] == [0, 1, 2, 3]
     # each round: the cells timed alone, then the Keras/native pairs
     assert [(u.paths, u.repeat) for u in units] == [
@@ -111,14 +96,14 @@ def test_units_are_numbered_in_run_order_with_stable_seeds_and_keys() -> None:
     name = f"ffn keras-torch|native-torch train b{pair.batch_size}"
     assert pair.name() == name
     # the seed pair processes always had: CRC-32 of seed, repeat and name
-    assert pair.seed == zlib.crc32(f"{profile.seed} 0 {name}".encode())
+    assert pair.seed == zlib.crc32(f"{smoke.seed} 0 {name}".encode())
     assert units[3].seed != pair.seed
-    assert make_units(profile, ["ffn"], paths, ["train"], keys) == units
+    assert make_units(smoke, ["ffn"], paths, ["train"], keys) == units
 
 
 def test_each_round_rotates_the_order_of_the_paths() -> None:
-    profile = _profile(repeats=2, paired=False)
-    units = make_units(profile, ["ffn"], ["native-torch", "native-jax"], ["train"], {})
+    smoke = profile(repeats=2, paired=False)
+    units = make_units(smoke, ["ffn"], ["native-torch", "native-jax"], ["train"], {})
     assert [u.paths[0] for u in units] == [
         "native-torch",
         "native-jax",
@@ -129,11 +114,11 @@ def test_each_round_rotates_the_order_of_the_paths() -> None:
 
 
 def test_a_thread_sweep_plans_every_cell_at_every_count() -> None:
-    assert thread_counts(_profile()) == [None]
-    assert thread_counts(_profile(thread_counts="sweep"), cores=6) == [1, 2, 4, 6]
-    assert thread_counts(_profile(thread_counts="sweep"), cores=1) == [1]
-    profile = _profile(thread_counts=(1, 3), paired=False)
-    units = make_units(profile, ["ffn"], ["native-torch"], ["train"], {})
+    assert thread_counts(profile()) == [None]
+    assert thread_counts(profile(thread_counts="sweep"), cores=6) == [1, 2, 4, 6]
+    assert thread_counts(profile(thread_counts="sweep"), cores=1) == [1]
+    smoke = profile(thread_counts=(1, 3), paired=False)
+    units = make_units(smoke, ["ffn"], ["native-torch"], ["train"], {})
     assert [u.threads for u in units] == [1, 3]
     assert units[0].name().endswith(" t1")
     assert units[0].seed != units[1].seed
@@ -142,7 +127,7 @@ def test_a_thread_sweep_plans_every_cell_at_every_count() -> None:
 def test_a_plan_survives_its_file(tmp_path: Path) -> None:
     plan = new_plan(
         "7",
-        _profile(repeats=2),
+        profile(repeats=2),
         models=["ffn", "lenet"],
         paths=["keras-jax", "native-jax"],
         phases=["train", "infer"],
@@ -151,7 +136,7 @@ def test_a_plan_survives_its_file(tmp_path: Path) -> None:
     write_plan(plan, tmp_path / "cells.json")
     assert read_plan(tmp_path / "cells.json") == plan
     assert read_plan(tmp_path / "cells.json").get_profile().digest() == (
-        _profile(repeats=2).digest()
+        profile(repeats=2).digest()
     )
 
 
@@ -173,7 +158,7 @@ def test_a_bad_plan_is_one_sentence(
     if content in ("edited", "renumbered"):
         plan = new_plan(
             "7",
-            _profile(),
+            profile(),
             models=["ffn"],
             paths=["native-torch"],
             phases=["train"],
@@ -283,7 +268,7 @@ def test_a_local_run_and_its_units_run_one_by_one_give_the_same_cells(
 ) -> None:
     here = tmp_path / "here"
     out = run(
-        _profile(repeats=2, paired=False),
+        profile(repeats=2, paired=False),
         models=["ffn"],
         paths=["native-torch", "keras-torch"],
         phases=["train"],
@@ -344,7 +329,7 @@ def test_a_task_killed_under_the_array_is_submitted_again(
     killed = _killing(monkeypatch, times=1)
     executor = Slurm("local", max_parallel=2, cluster="local")
     out = run(
-        _profile(repeats=2, paired=False),
+        profile(repeats=2, paired=False),
         models=["ffn"],
         paths=["native-torch"],
         phases=["train"],
@@ -372,7 +357,7 @@ def test_a_task_that_keeps_failing_is_recorded_as_an_error(
 ) -> None:
     _killing(monkeypatch, times=1)
     out = run(
-        _profile(repeats=1, paired=False),
+        profile(repeats=1, paired=False),
         models=["ffn"],
         paths=["native-torch"],
         phases=["train"],
@@ -391,24 +376,20 @@ def test_a_pair_the_gate_held_back_gets_no_adaptive_rounds(tmp_path: Path) -> No
     can come of more rounds."""
     from harness.core.cells import extension
 
-    profile = _profile(repeats=1, max_repeats=5)
+    smoke = profile(repeats=1, max_repeats=5)
     plan = new_plan(
         "7",
-        profile,
+        smoke,
         models=["ffn"],
         paths=["keras-torch", "native-torch"],
         phases=["train"],
         keys={},
     )
     (unit,) = plan.units
-    held = records.Record(
+    held = record(
+        "keras-torch",
         run_id="7",
         profile="smoke",
-        model="ffn",
-        path="keras-torch",
-        framework="torch",
-        api="keras",
-        phase="train",
         status="not-timed",
         batch_size=unit.batch_size,
         equivalence="fail",

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from harness.explain import decompose, measure
-from workers.timing import time_interleaved
+from workers.timing import Interleaved, time_interleaved
 
 # Known parts, seconds per step: native, then what each level adds above it.
 NATIVE, LAYERS, FIT_LOOP, CONVERSION = 300e-6, 500e-6, 200e-6, 50e-6
@@ -262,34 +262,27 @@ def test_sweep_sizes_hold_the_batch_and_smaller_ones() -> None:
 def test_every_side_runs_once_per_block_in_a_drawn_order() -> None:
     ran: list[int] = []
     runs = [lambda n, k=k: ran.extend([k] * n) for k in range(4)]
-    measured = time_interleaved(
-        runs,
-        "train",
-        steps=1,
-        batches_per_round=1,
-        window_s=0,
-        min_blocks=30,
-        max_blocks=30,
-        warmup_runs=0,
-        seed=3,
-    )
+
+    def interleave() -> Interleaved:
+        return time_interleaved(
+            runs,
+            "train",
+            steps=1,
+            batches_per_round=1,
+            window_s=0,
+            min_blocks=30,
+            max_blocks=30,
+            warmup_runs=0,
+            seed=3,
+        )
+
+    measured = interleave()
     assert len(measured.blocks_s) == len(measured.orders) == 30
     assert all(sorted(order) == [0, 1, 2, 3] for order in measured.orders)
     assert len({tuple(o) for o in measured.orders}) > 5  # orders vary
     timed = ran[4:]  # after the four first steps
     assert timed == [k for order in measured.orders for k in order]
-    again = time_interleaved(
-        runs,
-        "train",
-        steps=1,
-        batches_per_round=1,
-        window_s=0,
-        min_blocks=30,
-        max_blocks=30,
-        warmup_runs=0,
-        seed=3,
-    )
-    assert again.orders == measured.orders
+    assert interleave().orders == measured.orders  # the same seed, the same orders
 
 
 def test_a_stretched_side_is_measured_slower() -> None:

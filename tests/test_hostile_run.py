@@ -10,10 +10,8 @@ are small shell scripts standing in for a path's interpreter
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
-import stat
 import subprocess
 import sys
 import time
@@ -27,27 +25,22 @@ from harness.__main__ import main
 from harness.bench.run import run
 from harness.core import records
 from harness.core.profiles import PROFILES
+from tests.helpers import (
+    ANSWER,
+    READY,
+    fake_python,
+    no_framework,
+    profile,
+    record,
+    verdicts,
+)
 from workers.launch import PROJECT_ROOT
-
-READY = '{"status": "ready", "platform": {}}'
-SMOKE = PROFILES["smoke"]
-
-
-def _gate(verdict: str) -> Any:
-    def verify(models: list[str], paths: list[str], *a: Any, **k: Any) -> Any:
-        return {m: dict.fromkeys(paths, verdict) for m in models}
-
-    return verify
 
 
 @pytest.fixture
 def no_gate(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     """Every path held back by the gate (no worker starts), no matmul peak."""
-    monkeypatch.setattr(harness.bench.run, "verify", _gate("fail"))
-    monkeypatch.setattr(
-        harness.bench.run, "measure_matmul_peak", lambda: {"flops_per_s": 1}
-    )
-    return monkeypatch
+    return no_framework(monkeypatch, "fail")
 
 
 def _one_error(capsys: pytest.CaptureFixture[str]) -> str:
@@ -93,27 +86,10 @@ def test_results_that_cannot_be_written_is_one_sentence(
 # --- a full disk ---------------------------------------------------------------
 
 
-def _record(repeat: int = 0) -> records.Record:
-    return records.Record(
-        run_id="r",
-        profile="smoke",
-        model="ffn",
-        path="native-torch",
-        framework="torch",
-        api="native",
-        phase="train",
-        status="ok",
-        batch_size=8,
-        equivalence="pass",
-        repeat=repeat,
-        values={"step_s": [0.001]},
-    )
-
-
 def test_a_full_disk_is_an_error_naming_the_file() -> None:
     # /dev/full is a real device whose every write fails with ENOSPC.
     with pytest.raises(records.RecordsWriteError, match="/dev/full") as caught:
-        records.append(Path("/dev/full"), _record())
+        records.append(Path("/dev/full"), record())
     assert "No space left on device" in str(caught.value)
 
 
@@ -121,18 +97,18 @@ def test_a_short_write_is_undone_and_reported(tmp_path: Path) -> None:
     """A file size limit (RLIMIT_FSIZE) makes the kernel store only part of the
     line and return a short count: exactly what a filling disk does."""
     out = tmp_path / "run-1.jsonl"
-    records.append(out, _record(0))
+    records.append(out, record())
     before = out.read_bytes()
     script = (
         "import resource, sys\n"
         "from pathlib import Path\n"
         "from harness.core import records\n"
-        "from tests.test_hostile_run import _record\n"
+        "from tests.helpers import record\n"
         f"out = Path({str(out)!r})\n"
         "limit = out.stat().st_size + 100  # room for 100 bytes of the next line\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))\n"
         "try:\n"
-        "    records.append(out, _record(1))\n"
+        "    records.append(out, record(repeat=1))\n"
         "except records.RecordsWriteError as exc:\n"
         "    print(exc)\n"
         "    sys.exit(3)\n"
@@ -246,20 +222,12 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def _fake_python(tmp_path: Path, body: str) -> str:
-    script = tmp_path / "python"
-    script.write_text(f"#!/bin/sh\n{body}\n")
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return str(script)
-
-
 def test_a_real_sigint_to_the_process_group_ends_in_one_line(tmp_path: Path) -> None:
     """Ctrl-C in a terminal signals the whole process group, workers included."""
-    answer = '{"status": "ok", "result": {"first_step_s": 0.1, "step_s": [0.01]}}'
     asked = tmp_path / "asked"  # the worker has the second cell's request
-    fake = _fake_python(
+    fake = fake_python(
         tmp_path,
-        f"echo '{READY}'\nread line\necho '{answer}'\nread line\n"
+        f"echo '{READY}'\nread line\necho '{ANSWER}'\nread line\n"
         f"touch {asked}\nexec sleep 60",
     )
     results = tmp_path / "results"
@@ -291,22 +259,15 @@ def test_a_real_sigint_to_the_process_group_ends_in_one_line(tmp_path: Path) -> 
 # --- workers that crash or babble ------------------------------------------------
 
 
-def test_a_crashed_worker_is_replaced_for_the_next_cell(
-    tmp_path: Path, no_gate: Any
-) -> None:
-    """With one worker per path (``fresh_worker_per_cell = false``), a crash
-    must not turn the path's remaining cells into copies of the crash."""
-    starts = tmp_path / "starts"
-    answer = '{"status": "ok", "result": {"first_step_s": 0.1, "step_s": [0.01]}}'
-    # The first worker crashes on its first request; later ones answer.
-    body = (
-        f"echo start >> {starts}\necho '{READY}'\nread line\n"
-        f'if [ "$(wc -l < {starts})" -eq 1 ]; then exit 3; fi\n'
-        f"echo '{answer}'\nwhile read line; do echo '{answer}'; done"
-    )
-    no_gate.setenv("HARNESS_PYTHON_TORCH", _fake_python(tmp_path, body))
-    no_gate.setattr(harness.bench.run, "verify", _gate("pass"))
-    shared = SMOKE.model_copy(update={"fresh_worker_per_cell": False})
+def _shared_worker_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, **changes: Any
+) -> list[records.Record]:
+    """The records of ffn and lenet trained on native-torch by one worker per
+    path (``fresh_worker_per_cell = false``) that runs ``body``, every path
+    passing the gate; ``changes``: of the smoke profile."""
+    monkeypatch.setenv("HARNESS_PYTHON_TORCH", fake_python(tmp_path, body))
+    monkeypatch.setattr(harness.bench.run, "verify", verdicts("pass"))
+    shared = profile(fresh_worker_per_cell=False, **changes)
     out = run(
         shared,
         models=["ffn", "lenet"],
@@ -314,8 +275,23 @@ def test_a_crashed_worker_is_replaced_for_the_next_cell(
         phases=["train"],
         results_dir=tmp_path,
     )
-    statuses = [r.status for r in records.read(out)]
-    assert statuses == ["crashed", "ok"]
+    return records.read(out)
+
+
+def test_a_crashed_worker_is_replaced_for_the_next_cell(
+    tmp_path: Path, no_gate: Any
+) -> None:
+    """With one worker per path (``fresh_worker_per_cell = false``), a crash
+    must not turn the path's remaining cells into copies of the crash."""
+    starts = tmp_path / "starts"
+    # The first worker crashes on its first request; later ones answer.
+    body = (
+        f"echo start >> {starts}\necho '{READY}'\nread line\n"
+        f'if [ "$(wc -l < {starts})" -eq 1 ]; then exit 3; fi\n'
+        f"echo '{ANSWER}'\nwhile read line; do echo '{ANSWER}'; done"
+    )
+    recs = _shared_worker_run(tmp_path, no_gate, body)
+    assert [r.status for r in recs] == ["crashed", "ok"]
     assert starts.read_text().count("start") == 2
 
 
@@ -326,17 +302,8 @@ def test_a_worker_that_cannot_start_is_not_started_again_for_each_cell(
     ready): the path's other cells of the repeat share it, at no new wait."""
     starts = tmp_path / "starts"
     body = f"echo start >> {starts}\necho 'no module named torch' >&2\nexit 3"
-    no_gate.setenv("HARNESS_PYTHON_TORCH", _fake_python(tmp_path, body))
-    no_gate.setattr(harness.bench.run, "verify", _gate("pass"))
-    shared = SMOKE.model_copy(update={"fresh_worker_per_cell": False})
-    out = run(
-        shared,
-        models=["ffn", "lenet"],
-        paths=["native-torch"],
-        phases=["train"],
-        results_dir=tmp_path,
-    )
-    assert [r.status for r in records.read(out)] == ["crashed", "crashed"]
+    recs = _shared_worker_run(tmp_path, no_gate, body)
+    assert [r.status for r in recs] == ["crashed", "crashed"]
     assert starts.read_text().count("start") == 1
 
 
@@ -344,20 +311,11 @@ def test_a_worker_that_writes_half_a_line_and_hangs_times_out_and_the_run_goes_o
     tmp_path: Path, no_gate: Any
 ) -> None:
     body = f"echo '{READY}'\nread line\nprintf '{{\"status\": \"o'\nexec sleep 60"
-    no_gate.setenv("HARNESS_PYTHON_TORCH", _fake_python(tmp_path, body))
-    no_gate.setattr(harness.bench.run, "verify", _gate("pass"))
-    quick = SMOKE.model_copy(update={"timeout_s": 1.0, "fresh_worker_per_cell": False})
     start = time.monotonic()
-    out = run(
-        quick,
-        models=["ffn", "lenet"],
-        paths=["native-torch"],
-        phases=["train"],
-        results_dir=tmp_path,
-    )
+    recs = _shared_worker_run(tmp_path, no_gate, body, timeout_s=1.0)
     assert time.monotonic() - start < 30
-    assert [r.status for r in records.read(out)] == ["timeout", "timeout"]
-    counts, line = records.outcome(records.read(out))
+    assert [r.status for r in recs] == ["timeout", "timeout"]
+    counts, line = records.outcome(recs)
     assert counts == {"timeout": 2}
     assert line == "2 cell repeats: 2 timeout"
 
@@ -369,11 +327,10 @@ def test_a_diverged_answer_is_recorded_as_diverged(
         '{"status": "ok", "result": {"first_step_s": 0.1, "step_s": [0.01], '
         '"nonfinite": "loss nan after the last timed run"}}'
     )
-    body = f"echo '{READY}'\nwhile read line; do echo '{answer}'; done"
-    no_gate.setenv("HARNESS_PYTHON_TORCH", _fake_python(tmp_path, body))
-    no_gate.setattr(harness.bench.run, "verify", _gate("pass"))
+    no_gate.setenv("HARNESS_PYTHON_TORCH", fake_python(tmp_path, answer=answer))
+    no_gate.setattr(harness.bench.run, "verify", verdicts("pass"))
     out = run(
-        SMOKE,
+        PROFILES["smoke"],
         models=["ffn"],
         paths=["native-torch"],
         phases=["train"],
@@ -392,24 +349,22 @@ def test_a_diverged_answer_is_recorded_as_diverged(
 def test_exit_status_is_zero_only_when_every_cell_repeat_is_ok(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], no_gate: Any
 ) -> None:
-    answer = '{"status": "ok", "result": {"first_step_s": 0.1, "step_s": [0.01]}}'
-    body = f"echo '{READY}'\nwhile read line; do echo '{answer}'; done"
-    no_gate.setenv("HARNESS_PYTHON_TORCH", _fake_python(tmp_path, body))
-    no_gate.setattr(harness.bench.run, "verify", _gate("pass"))
+    no_gate.setenv("HARNESS_PYTHON_TORCH", fake_python(tmp_path, answer=ANSWER))
+    no_gate.setattr(harness.bench.run, "verify", verdicts("pass"))
     args = [*ARGS, "--phases", "train", "--results", str(tmp_path)]
     assert main(args) == 0
     assert capsys.readouterr().out.endswith("1 cell repeats: 1 ok\n")
-    no_gate.setattr(harness.bench.run, "verify", _gate("fail"))
+    no_gate.setattr(harness.bench.run, "verify", verdicts("fail"))
     assert main([*ARGS, "--phases", "train", "--results", str(tmp_path / "b")]) == 1
     assert capsys.readouterr().out.endswith("1 cell repeats: 1 not-timed\n")
 
 
 def test_outcome_counts_final_records_and_unverified_ones(tmp_path: Path) -> None:
     out = tmp_path / "run-1.jsonl"
-    records.append(out, _record(0))
-    records.append(out, dataclasses.replace(_record(1), status="crashed"))
-    records.append(out, _record(1))  # the crashed repeat, redone by --resume
-    records.append(out, dataclasses.replace(_record(2), status="diverged"))
+    records.append(out, record(verified=False))
+    records.append(out, record(repeat=1, status="crashed"))
+    records.append(out, record(repeat=1, verified=False))  # redone by --resume
+    records.append(out, record(repeat=2, status="diverged"))
     counts, line = records.outcome(records.read(out))
     assert counts == {"ok": 2, "diverged": 1}
     assert line == "3 cell repeats: 1 diverged, 2 ok, 2 of the ok ones unverified"
@@ -448,7 +403,7 @@ def test_resume_refuses_a_file_it_cannot_append_to(
     assert _one_error(capsys) == f"error: --resume: no records file {folder}\n"
     if os.geteuid() != 0:  # root may append to a read-only file
         locked = tmp_path / "run-locked.jsonl"
-        records.append(locked, _record())
+        records.append(locked, record())
         locked.chmod(0o444)
         assert main([*ARGS, "--resume", str(locked), "--results", str(tmp_path)]) == 2
         assert "cannot append to" in _one_error(capsys)
@@ -486,12 +441,12 @@ def test_report_check_fails_unless_every_cell_repeat_is_ok(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "run-1.jsonl"
-    records.append(out, _record(0))
+    records.append(out, record(verified=False))
     assert main(["report", str(out), "--check"]) == 0
     assert (
         capsys.readouterr().err == "1 cell repeats: 1 ok, 1 of the ok ones unverified\n"
     )
-    records.append(out, dataclasses.replace(_record(1), status="timeout"))
+    records.append(out, record(repeat=1, status="timeout"))
     assert main(["report", str(out), "--check"]) == 1
     assert capsys.readouterr().err.endswith(
         "2 cell repeats: 1 ok, 1 timeout, 1 of the ok ones unverified\n"
@@ -595,7 +550,7 @@ def test_plots_into_a_file_is_one_sentence(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "run-1.jsonl"
-    records.append(out, _record())
+    records.append(out, record())
     a_file = tmp_path / "plots"
     a_file.write_text("")
     assert main(["report", str(out), "--plots", str(a_file)]) == 2

@@ -8,26 +8,18 @@ from __future__ import annotations
 
 import os
 import signal
-import stat
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import READY, fake_python
 from workers import launch, paths
 from workers.launch import Worker
 from workers.messages import Evaluate, Train, TrainAnswer
 
-READY = '{"status": "ready", "platform": {}}'  # what a worker says once started
 EVALUATE = Evaluate(model="ffn", weights="w.npz", data="d.npz", out="o.npz")
 TRAIN = Train(model="ffn", weights="w.npz", data="d.npz", steps=1)
-
-
-def _fake_python(tmp_path: Path, body: str) -> str:
-    script = tmp_path / "python"
-    script.write_text(f"#!/bin/sh\n{body}\n")
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return str(script)
 
 
 def _recording_pid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> Path:
@@ -35,7 +27,7 @@ def _recording_pid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -
     ``exec``) to the file returned, so a test can check the worker is gone."""
     pid_file = tmp_path / "pid"
     monkeypatch.setenv(
-        "HARNESS_PYTHON_TORCH", _fake_python(tmp_path, f"echo $$ > {pid_file}\n{body}")
+        "HARNESS_PYTHON_TORCH", fake_python(tmp_path, f"echo $$ > {pid_file}\n{body}")
     )
     return pid_file
 
@@ -62,7 +54,7 @@ def test_worker_that_dies_at_start_is_reported(
 ) -> None:
     monkeypatch.setenv(
         "HARNESS_PYTHON_TORCH",
-        _fake_python(tmp_path, "echo 'no module named torch' >&2; exit 3"),
+        fake_python(tmp_path, "echo 'no module named torch' >&2; exit 3"),
     )
     with Worker("native-torch") as worker:
         response = worker.call(EVALUATE, timeout=5)
@@ -75,7 +67,7 @@ def test_hanging_worker_times_out(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(
-        "HARNESS_PYTHON_TORCH", _fake_python(tmp_path, f"echo '{READY}'; exec sleep 60")
+        "HARNESS_PYTHON_TORCH", fake_python(tmp_path, f"echo '{READY}'; exec sleep 60")
     )
     with Worker("native-torch") as worker:
         assert worker.failure is None
@@ -90,7 +82,7 @@ def test_worker_that_crashes_mid_request(
 ) -> None:
     monkeypatch.setenv(
         "HARNESS_PYTHON_TORCH",
-        _fake_python(tmp_path, f"echo '{READY}'; read line; exit 139"),
+        fake_python(tmp_path, f"echo '{READY}'; read line; exit 139"),
     )
     with Worker("native-torch") as worker:
         response = worker.call(TRAIN, timeout=5)
@@ -109,7 +101,7 @@ def test_a_worker_exits_when_closed_or_is_killed(
     # Exits with 0 once its stdin closes, as the real worker does.
     monkeypatch.setenv(
         "HARNESS_PYTHON_TORCH",
-        _fake_python(tmp_path, f"echo '{READY}'; cat > /dev/null; exit 0"),
+        fake_python(tmp_path, f"echo '{READY}'; cat > /dev/null; exit 0"),
     )
     for kill, code in [(False, 0), (True, -signal.SIGKILL)]:
         worker = Worker("native-torch")
@@ -125,7 +117,7 @@ def test_a_reply_is_decoded_into_the_requests_answer_type(
     answer = '{"status": "ok", "result": {"first_step_s": 0.5, "step_s": [0.25]}}'
     monkeypatch.setenv(
         "HARNESS_PYTHON_TORCH",
-        _fake_python(tmp_path, f"echo '{READY}'; read line; echo '{answer}'; cat"),
+        fake_python(tmp_path, f"echo '{READY}'; read line; echo '{answer}'; cat"),
     )
     with Worker("native-torch") as worker:
         reply = worker.call(TRAIN, timeout=5)
@@ -150,7 +142,7 @@ def test_a_malformed_reply_is_a_failure_not_a_traceback(
 ) -> None:
     monkeypatch.setenv(
         "HARNESS_PYTHON_TORCH",
-        _fake_python(tmp_path, f"echo '{READY}'; read line; echo '{line}'; cat"),
+        fake_python(tmp_path, f"echo '{READY}'; read line; echo '{line}'; cat"),
     )
     with Worker("native-torch") as worker:
         reply = worker.call(TRAIN, timeout=5)
@@ -164,23 +156,41 @@ def test_a_malformed_reply_is_a_failure_not_a_traceback(
 MARGIN = 5.0
 
 
+def _misbehaving(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    body: str,
+    *,
+    timeout: float = 30,
+    within: float = MARGIN,
+) -> tuple[str, str]:
+    """One training request to a fake worker that runs ``body``, checked to
+    fail with an error within ``within`` seconds (less than the call's
+    ``timeout`` where the failure must come at once) and to leave no worker
+    behind; the reply's status and error."""
+    pid = _recording_pid(tmp_path, monkeypatch, body)
+    with Worker("native-torch") as worker:
+        began = time.monotonic()
+        reply = worker.call(TRAIN, timeout=timeout)
+        assert time.monotonic() - began < within
+        assert reply.error is not None
+        assert _gone(pid)
+    return reply.status, reply.error
+
+
 def test_half_a_line_then_silence_times_out_at_the_deadline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pid = _recording_pid(
+    status, error = _misbehaving(
         tmp_path,
         monkeypatch,
         f"""echo '{READY}'; read line; printf '{{"status": "o'; exec sleep 60""",
+        timeout=1,
+        within=1 + MARGIN,
     )
-    with Worker("native-torch") as worker:
-        began = time.monotonic()
-        reply = worker.call(TRAIN, timeout=1)
-        assert time.monotonic() - began < 1 + MARGIN
-        assert reply.status == "timeout"
-        assert reply.error is not None
-        assert "no answer within 1 s" in reply.error
-        assert "13 bytes of a line" in reply.error
-        assert _gone(pid)
+    assert status == "timeout"
+    assert "no answer within 1 s" in error
+    assert "13 bytes of a line" in error
 
 
 @pytest.mark.parametrize("garbage", ["garbage! " * 40, "[" * 100_000])
@@ -188,76 +198,54 @@ def test_a_garbage_line_ends_the_worker_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, garbage: str
 ) -> None:
     # A deeply nested array makes json.loads raise RecursionError.
-    pid = _recording_pid(
+    status, error = _misbehaving(  # within MARGIN: at once, not by the timeout
         tmp_path,
         monkeypatch,
         f"echo '{READY}'; read line; echo '{garbage}'; exec sleep 60",
     )
-    with Worker("native-torch") as worker:
-        began = time.monotonic()
-        reply = worker.call(TRAIN, timeout=30)
-        assert time.monotonic() - began < MARGIN  # not the timeout: at once
-        assert reply.status == "crashed"
-        assert reply.error is not None
-        prefix = "native-torch worker wrote a line that is not a message: "
-        assert reply.error.startswith(prefix + repr(garbage[:40]).rstrip("'"))
-        assert len(reply.error) <= len(prefix) + 80
-        assert _gone(pid)
+    assert status == "crashed"
+    prefix = "native-torch worker wrote a line that is not a message: "
+    assert error.startswith(prefix + repr(garbage[:40]).rstrip("'"))
+    assert len(error) <= len(prefix) + 80
 
 
 def test_bytes_that_are_not_utf8_are_a_crash_not_an_exception(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pid = _recording_pid(
+    status, error = _misbehaving(
         tmp_path,
         monkeypatch,
         f"echo '{READY}'; read line; printf '\\377\\376 not text\\n'; exec sleep 60",
     )
-    with Worker("native-torch") as worker:
-        began = time.monotonic()
-        reply = worker.call(TRAIN, timeout=30)
-        assert time.monotonic() - began < MARGIN
-        assert reply.status == "crashed"
-        assert reply.error is not None
-        assert "not a message: '\\\\xff\\\\xfe not text'" in reply.error
-        assert _gone(pid)
+    assert status == "crashed"
+    assert "not a message: '\\\\xff\\\\xfe not text'" in error
 
 
 def test_a_worker_that_closes_its_output_and_runs_on_is_killed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(launch, "EXIT_WAIT", 1.0)
-    pid = _recording_pid(
-        tmp_path, monkeypatch, f"echo '{READY}'; read line; exec 1>&-; exec sleep 60"
+    status, error = _misbehaving(
+        tmp_path,
+        monkeypatch,
+        f"echo '{READY}'; read line; exec 1>&-; exec sleep 60",
+        within=launch.EXIT_WAIT + MARGIN,  # by EXIT_WAIT, not by the long timeout
     )
-    with Worker("native-torch") as worker:
-        began = time.monotonic()
-        reply = worker.call(TRAIN, timeout=30)
-        # bounded by EXIT_WAIT, not by the (long) timeout
-        assert time.monotonic() - began < launch.EXIT_WAIT + MARGIN
-        assert reply.status == "crashed"
-        assert reply.error is not None
-        assert "closed its output but did not exit within 1 s" in reply.error
-        assert _gone(pid)
+    assert status == "crashed"
+    assert "closed its output but did not exit within 1 s" in error
 
 
 def test_a_line_longer_than_the_cap_is_a_crash(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(launch, "MAX_LINE", 4096)
-    pid = _recording_pid(
+    status, error = _misbehaving(
         tmp_path,
         monkeypatch,
         f"echo '{READY}'; read line; printf '%020000d' 0; exec sleep 60",
     )
-    with Worker("native-torch") as worker:
-        began = time.monotonic()
-        reply = worker.call(TRAIN, timeout=30)
-        assert time.monotonic() - began < MARGIN
-        assert reply.status == "crashed"
-        assert reply.error is not None
-        assert "more than 4096 bytes without a newline" in reply.error
-        assert _gone(pid)
+    assert status == "crashed"
+    assert "more than 4096 bytes without a newline" in error
 
 
 def test_two_messages_in_one_write_are_both_read(
@@ -266,7 +254,7 @@ def test_two_messages_in_one_write_are_both_read(
     answer = '{"status": "ok", "result": {"first_step_s": 0.5, "step_s": [0.25]}}'
     monkeypatch.setenv(
         "HARNESS_PYTHON_TORCH",
-        _fake_python(
+        fake_python(
             tmp_path, f"printf '%s\\n%s\\n' '{READY}' '{answer}'; cat > /dev/null"
         ),
     )

@@ -17,6 +17,8 @@ from harness.__main__ import main
 from harness.core import machines, records
 from harness.report.analysis import cell_rows, cells
 from harness.report.tables import report
+from tests.helpers import record
+from workers.paths import get_path
 
 CPU_A: dict[str, object] = {
     "name": "cpu-a",
@@ -49,45 +51,30 @@ TIMES = {
 }
 
 
-def _record(
-    path: str, phase: str, sample: float, repeat: int, machine: dict[str, object]
-) -> records.Record:
-    """One repeat of a lenet cell at batch 8, measured on ``machine``."""
-    framework = path.split("-", 1)[1]
-    if phase == "train":
-        values: dict[str, object] = {"step_s": [sample]}
-        summary: dict[str, object] = {"median_step_s": sample}
-    else:
-        values = {"round_s": [sample * 4], "batches_per_round": 4}
-        summary = {"median_batch_s": sample, "batches_per_s": 1 / sample}
-    return records.Record(
-        run_id=f"run-{machine['name']}",
-        profile="test",
-        model="lenet",
-        path=path,
-        framework=framework,
-        api=path.split("-", 1)[0],
-        phase=phase,
-        status="ok",
-        batch_size=8,
-        equivalence="pass",
-        verified=True,
-        repeat=repeat,
-        values=values,
-        summary=summary,
-        platform={
-            "machine": dict(machine),
-            "hostname": machine["hostname"],
-            "git_revision": "abc",
-            "framework_version": {"torch": "2.13.0", "jax": "0.10.2"}[framework],
-        },
-    )
+def _platform(
+    machine: dict[str, object], framework: str = "torch"
+) -> dict[str, object]:
+    """What a run on ``machine`` writes under ``platform``."""
+    return {
+        "machine": dict(machine),
+        "hostname": machine["hostname"],
+        "git_revision": "abc",
+        "framework_version": {"torch": "2.13.0", "jax": "0.10.2"}[framework],
+    }
 
 
 def _machine_records(machine: dict[str, object]) -> list[records.Record]:
     times = TIMES[str(machine["name"])]
-    return [
-        _record(path, phase, sample, repeat, machine)
+    return [  # one repeat of a lenet cell at batch 8, measured on ``machine``
+        record(
+            path,
+            phase,
+            seconds=sample,
+            repeat=repeat,
+            model="lenet",
+            run_id=f"run-{machine['name']}",
+            platform=_platform(machine, get_path(path).framework),
+        )
         for (path, phase), samples in times.items()
         for repeat, sample in enumerate(samples)
     ]
@@ -161,15 +148,10 @@ def test_the_accelerator_is_none_without_a_working_nvidia_smi(
 
 
 def test_older_records_are_named_by_their_hostname() -> None:
-    old = dataclasses.replace(
-        _record("native-torch", "train", 0.002, 0, CPU_A),
-        platform={"hostname": "node7.cluster.example.org"},
-    )
+    old = record(platform={"hostname": "node7.cluster.example.org"})
     assert machines.name_of(old) == "node7"
     assert machines.name_of(dataclasses.replace(old, platform={})) == "unknown"
-    assert machines.name_of(_record("native-torch", "train", 0.002, 0, GPU_B)) == (
-        "gpu-b"
-    )
+    assert machines.name_of(record(platform=_platform(GPU_B))) == "gpu-b"
     assert records.environment(old)["platform.machine.name"] == "node7"
 
 

@@ -10,6 +10,7 @@ import pytest
 from harness.core import records
 from harness.report import modes
 from harness.report.tables import report
+from tests.helpers import record
 from workers.paths import MODE_PATHS, MODES, PATHS, default_mode, get_path
 
 
@@ -40,45 +41,6 @@ def test_an_unknown_mode_is_refused_in_one_sentence() -> None:
     assert "\n" not in str(e.value)
 
 
-def _record(
-    path: str,
-    phase: str,
-    seconds: float,
-    first: float,
-    repeat: int,
-    *,
-    verified: bool = True,
-    model: str = "ffn",
-) -> records.Record:
-    info = get_path(path)
-    if phase == "train":
-        values = {"step_s": [seconds], "first_step_s": first}
-        summary = {"median_step_s": seconds, "first_step_s": first}
-    else:
-        values = {"round_s": [seconds], "batches_per_round": 1}
-        summary = {
-            "median_batch_s": seconds,
-            "batches_per_s": 1 / seconds,
-            "first_round_s": first,
-        }
-    return records.Record(
-        run_id="r",
-        profile="modes",
-        model=model,
-        path=path,
-        framework=info.framework,
-        api=info.api,
-        phase=phase,
-        status="ok",
-        batch_size=8,
-        repeat=repeat,
-        equivalence="pass" if verified else "fail",
-        verified=verified,
-        values=values,
-        summary=summary,
-    )
-
-
 # Three processes each: seconds per step and first step.
 TIMES = {
     "keras-torch": (0.0030, 0.5),
@@ -97,17 +59,17 @@ def _write(tmp_path: Path, times: dict[str, tuple[float, float]], **kw: bool) ->
         for path, (seconds, first) in times.items():
             for phase in ("train", "infer"):
                 verified = kw.get(path.replace("@", "_").replace("-", "_"), True)
-                records.append(
-                    out,
-                    _record(
-                        path,
-                        phase,
-                        seconds * jitter,
-                        first * jitter,
-                        repeat,
-                        verified=verified,
-                    ),
+                timed = record(
+                    path,
+                    phase,
+                    seconds=seconds * jitter,
+                    first=first * jitter,
+                    batches_per_round=1,
+                    repeat=repeat,
+                    profile="modes",
+                    equivalence="pass" if verified else "fail",
                 )
+                records.append(out, timed)
     return out
 
 

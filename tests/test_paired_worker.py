@@ -13,13 +13,11 @@ import importlib.util
 import json
 import math
 import os
-import stat
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import cast
 
 import pytest
@@ -263,13 +261,6 @@ def test_a_partner_of_another_framework_is_refused() -> None:
     assert str(e.value).count(". ") == 0
     with pytest.raises(ValueError, match="another path"):
         Worker("keras-torch", partner="keras-torch")
-
-
-def _fake_python(tmp_path: Path, body: str) -> str:
-    script = tmp_path / "python"
-    script.write_text(f"#!/bin/sh\n{body}\n")
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return str(script)
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux only")

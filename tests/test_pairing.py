@@ -9,22 +9,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import stat
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-import harness.bench.run
 from harness.bench.run import run
 from harness.core import records
 from harness.core.pairing import PairCell, Standing, standings, stop_reason
-from harness.core.profiles import PROFILES
 from harness.report.analysis import compare_pair_rows, overhead_rows
 from harness.report.tables import compare_report, report
+from tests.helpers import ANSWER, READY, fake_python, no_framework, profile, record
 
-READY = '{"status": "ready", "platform": {}}'
 PAIRED = ["keras-torch", "native-torch"]
 
 
@@ -48,35 +45,19 @@ def _fake_worker(tmp_path: Path, ratios: list[float]) -> str:
     for i, ratio in enumerate(ratios):
         (answers / str(i)).write_text(_answer(ratio) + "\n")
     starts = tmp_path / "starts"
-    script = tmp_path / "python"
-    script.write_text(
-        "#!/bin/sh\n"
+    return fake_python(
+        tmp_path,
         f"echo start >> {starts}\n"
         f"n=$(( ($(wc -l < {starts}) - 1) % {len(ratios)} ))\n"
         f"echo '{READY}'\n"
-        f"while read line; do cat {answers}/$n; done\n"
+        f"while read line; do cat {answers}/$n; done",
     )
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return str(script)
 
 
 @pytest.fixture
 def gate(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    def verify(models: list[str], paths: list[str], *a: Any, **k: Any) -> Any:
-        return {m: dict.fromkeys(paths, "pass") for m in models}
-
-    monkeypatch.setattr(harness.bench.run, "verify", verify)
-    monkeypatch.setattr(
-        harness.bench.run, "measure_matmul_peak", lambda: {"flops_per_s": 1}
-    )
-    return monkeypatch
-
-
-def _profile(**settings: Any) -> Any:
-    base = PROFILES["smoke"]
-    return base.model_copy(
-        update={"base": base.base.model_copy(update=settings), "per_model": {}}
-    )
+    """Every path passes the gate, no matmul peak."""
+    return no_framework(monkeypatch)
 
 
 def _run(tmp_path: Path, profile: Any) -> list[records.Record]:
@@ -92,7 +73,7 @@ def _run(tmp_path: Path, profile: Any) -> list[records.Record]:
 
 def test_a_pair_is_one_process_and_two_records(tmp_path: Path, gate: Any) -> None:
     gate.setenv("HARNESS_PYTHON_TORCH", _fake_worker(tmp_path, [3.0]))
-    recs = _run(tmp_path, _profile(repeats=1, max_repeats=1))
+    recs = _run(tmp_path, profile(repeats=1, max_repeats=1))
     assert [(r.path, r.status, r.repeat) for r in recs] == [
         ("keras-torch", "ok", 0),
         ("native-torch", "ok", 0),
@@ -113,7 +94,7 @@ def test_a_steady_ratio_stops_at_the_target_after_the_least_repeats(
     tmp_path: Path, gate: Any
 ) -> None:
     gate.setenv("HARNESS_PYTHON_TORCH", _fake_worker(tmp_path, [3.0]))
-    recs = _run(tmp_path, _profile(repeats=2, max_repeats=6))
+    recs = _run(tmp_path, profile(repeats=2, max_repeats=6))
     assert sorted({r.repeat for r in recs}) == [0, 1]
     assert recs[-1].summary["stopped"] == "target"
     assert recs[0].summary["stopped"] is None  # after one process: going on
@@ -125,7 +106,7 @@ def test_a_wandering_ratio_gets_more_processes_up_to_the_cap(
     """Processes disagree by +-20%: the CI stays wide, so rounds are added
     until ``max_repeats``; the records say why the cell stopped."""
     gate.setenv("HARNESS_PYTHON_TORCH", _fake_worker(tmp_path, [2.4, 1.6]))
-    recs = _run(tmp_path, _profile(repeats=2, max_repeats=5, cell_budget_s=1000.0))
+    recs = _run(tmp_path, profile(repeats=2, max_repeats=5, cell_budget_s=1000.0))
     assert sorted({r.repeat for r in recs}) == [0, 1, 2, 3, 4]
     assert recs[-1].summary["stopped"] == "max_repeats"
     assert recs[-1].summary["ratio_half_width"] > 0.05
@@ -133,21 +114,14 @@ def test_a_wandering_ratio_gets_more_processes_up_to_the_cap(
 
 def test_the_budget_stops_a_wandering_ratio(tmp_path: Path, gate: Any) -> None:
     gate.setenv("HARNESS_PYTHON_TORCH", _fake_worker(tmp_path, [2.4, 1.6]))
-    recs = _run(tmp_path, _profile(repeats=2, max_repeats=50, cell_budget_s=1e-6))
+    recs = _run(tmp_path, profile(repeats=2, max_repeats=50, cell_budget_s=1e-6))
     assert sorted({r.repeat for r in recs}) == [0, 1]
     assert recs[-1].summary["stopped"] == "budget"
 
 
 def test_unpaired_profiles_time_each_path_alone(tmp_path: Path, gate: Any) -> None:
-    train = '{"status": "ok", "result": {"first_step_s": 0.1, "step_s": [0.01]}}'
-    script = tmp_path / "python"
-    script.write_text(
-        f"#!/bin/sh\necho '{READY}'\nwhile read l; do echo '{train}'; done\n"
-    )
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    gate.setenv("HARNESS_PYTHON_TORCH", str(script))
-    unpaired = _profile(repeats=1).model_copy(update={"paired": False})
-    recs = _run(tmp_path, unpaired)
+    gate.setenv("HARNESS_PYTHON_TORCH", fake_python(tmp_path, answer=ANSWER))
+    recs = _run(tmp_path, profile(repeats=1, paired=False))
     assert [r.path for r in recs] == PAIRED
     assert all("partner" not in r.values for r in recs)
     (row,) = overhead_rows(recs)
@@ -170,28 +144,16 @@ def _pair_records(
             ("keras", keras, "native-torch"),
             ("native", native, "keras-torch"),
         ):
-            out.append(
-                records.Record(
-                    run_id="r",
-                    profile="p",
-                    model="ffn",
-                    path=f"{api}-torch",
-                    framework="torch",
-                    api=api,
-                    phase="train",
-                    status="ok",
-                    batch_size=128,
-                    equivalence="pass",
-                    verified=True,
-                    repeat=repeat,
-                    values={"block_s": blocks, "step_s": blocks, "partner": partner},
-                    summary={
-                        "median_step_s": float(np.median(blocks)),
-                        "contended": busy,
-                    },
-                    platform={"hostname": "h"},
-                )
+            paired = record(
+                f"{api}-torch",
+                profile="p",
+                batch_size=128,
+                repeat=repeat,
+                values={"block_s": blocks, "step_s": blocks, "partner": partner},
+                summary={"median_step_s": float(np.median(blocks)), "contended": busy},
+                platform={"hostname": "h"},
             )
+            out.append(paired)
     return out
 
 
@@ -217,10 +179,10 @@ def test_standings_need_both_sides_of_a_process() -> None:
 def test_stop_reason_waits_for_the_least_repeats() -> None:
     standing = Standing()
     standing.add(0, [2.0] * 5, [1.0] * 5)
-    profile = _profile(repeats=2, max_repeats=4)
-    assert stop_reason(standing, 1, profile, "ffn")[0] is None
+    two_to_four = profile(repeats=2, max_repeats=4)
+    assert stop_reason(standing, 1, two_to_four, "ffn")[0] is None
     standing.add(1, [2.0] * 5, [1.0] * 5)
-    assert stop_reason(standing, 2, profile, "ffn")[0] == "target"
+    assert stop_reason(standing, 2, two_to_four, "ffn")[0] == "target"
     assert PairCell("ffn", "torch", "train", 8).name() == (
         "ffn keras-torch|native-torch train b8"
     )

@@ -17,32 +17,12 @@ from hypothesis import strategies as st
 from harness.__main__ import main
 from harness.core import records
 from harness.report.analysis import cell_rows
-
-
-def _record(path: str = "native-torch", repeat: int = 0) -> records.Record:
-    return records.Record(
-        run_id="r",
-        profile="test",
-        model="ffn",
-        path=path,
-        framework=path.split("-", 1)[1],
-        api=path.split("-", 1)[0],
-        phase="train",
-        status="ok",
-        batch_size=8,
-        equivalence="pass",
-        verified=True,
-        repeat=repeat,
-        values={"step_s": [0.002]},
-        summary={"median_step_s": 0.002},
-        settings={"steps": 3},
-        platform={"git_revision": "abc"},
-    )
+from tests.helpers import record
 
 
 def _line(**changes: Any) -> str:
     """A record as one JSON line, with fields replaced (or, for None, removed)."""
-    data = dataclasses.asdict(_record())
+    data = dataclasses.asdict(record())
     for key, value in changes.items():
         if value is None:
             data.pop(key)
@@ -69,7 +49,8 @@ def _one_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
 
 def test_records_come_back_typed_and_equal(tmp_path: Path) -> None:
     out = tmp_path / "run-1.jsonl"
-    written = [_record(), _record("keras-torch", repeat=2)]
+    every_table = record(settings={"steps": 3}, platform={"git_revision": "abc"})
+    written = [every_table, record("keras-torch", repeat=2)]
     for r in written:
         records.append(out, r)
     assert records.read(out) == written
@@ -92,7 +73,7 @@ def test_records_come_back_typed_and_equal(tmp_path: Path) -> None:
 def test_a_newer_or_unknown_version_is_refused_in_one_sentence(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], version: object, says: str
 ) -> None:
-    data = dataclasses.asdict(_record())
+    data = dataclasses.asdict(record())
     data["schema_version"] = version
     bad = _write(tmp_path / "run-new.jsonl", [_line(), json.dumps(data), _line()])
     with pytest.raises(ValueError, match="schema_version") as caught:
@@ -114,7 +95,7 @@ def test_a_newer_version_says_where_to_read_it(tmp_path: Path) -> None:
 def test_a_newer_version_is_refused_even_with_fields_this_code_does_not_know(
     tmp_path: Path,
 ) -> None:
-    data = dataclasses.asdict(_record()) | {"schema_version": 5, "energy_j": 1.0}
+    data = dataclasses.asdict(record()) | {"schema_version": 5, "energy_j": 1.0}
     bad = _write(tmp_path / "run-5.jsonl", [json.dumps(data)])
     with pytest.raises(ValueError, match="line 1 has schema_version 5"):
         records.read(bad)
@@ -215,7 +196,7 @@ def test_torn_lines_are_skipped_the_last_one_with_a_warning(
     assert len(records.read(out)) == 2
     assert len(records.read(out)) == 2  # a second read says nothing new
     assert capsys.readouterr().err == torn + "\n"
-    records.append(out, _record())  # a resume closes the torn line
+    records.append(out, record())  # a resume closes the torn line
     assert records.scan(out).warnings() == []
     assert len(records.read(out)) == 3
 

@@ -14,43 +14,18 @@ from harness.core import records
 from harness.core.profiles import PROFILES
 from harness.report.analysis import cell_rows, overhead_rows
 from harness.report.tables import report
-
-
-def _record(
-    model: str, path: str, phase: str, value: float, status: str = "ok"
-) -> records.Record:
-    framework = path.split("-", 1)[1]
-    summary = (
-        {"median_step_s": value, "first_step_s": 1.0}
-        if phase == "train"
-        else {"batches_per_s": 1.0 / value, "median_batch_s": value}
-    )
-    return records.Record(
-        run_id="r",
-        profile="test",
-        model=model,
-        path=path,
-        framework=framework,
-        api=path.split("-", maxsplit=1)[0],
-        phase=phase,
-        status=status,
-        batch_size=8,
-        equivalence="pass",
-        verified=True,
-        summary=summary if status == "ok" else {},
-        error=None if status == "ok" else "boom",
-    )
+from tests.helpers import record
 
 
 def _write(tmp_path: Path) -> Path:
     out = tmp_path / "run-1.jsonl"
     for rec in [
-        _record("ffn", "keras-torch", "train", 0.003),
-        _record("ffn", "native-torch", "train", 0.002),
-        _record("ffn", "keras-torch", "infer", 0.010),
-        _record("ffn", "native-torch", "infer", 0.004),
-        _record("ffn", "keras-jax", "train", 0.001),
-        _record("ffn", "keras-tensorflow", "train", 0.0, status="crashed"),
+        record("keras-torch", seconds=0.003),
+        record("native-torch", seconds=0.002),
+        record("keras-torch", "infer", seconds=0.010),
+        record("native-torch", "infer", seconds=0.004),
+        record("keras-jax", seconds=0.001),
+        record("keras-tensorflow", status="crashed", error="boom"),
     ]:
         records.append(out, rec)
     return out
@@ -64,12 +39,12 @@ def test_records_append_and_survive_a_torn_line(tmp_path: Path) -> None:
     assert len(recs) == 6
     assert all(isinstance(r, records.Record) for r in recs)
     assert recs[0].schema_version == records.SCHEMA_VERSION
-    assert recs[-1] == _record("ffn", "keras-tensorflow", "train", 0.0, "crashed")
+    assert recs[-1] == record("keras-tensorflow", status="crashed", error="boom")
 
 
 def test_overhead_is_keras_over_native_per_framework(tmp_path: Path) -> None:
     out = _write(tmp_path)
-    records.append(out, _record("ffn", "native-mxnet", "train", 0.002))
+    records.append(out, record("native-mxnet", seconds=0.002))
     rows = {(r["framework"], r["phase"]): r for r in overhead_rows(records.read(out))}
     assert ("mxnet", "train") not in rows  # MXNet has no Keras backend
     assert rows["torch", "train"]["overhead"] == pytest.approx(1.5)
@@ -131,11 +106,7 @@ def test_report_takes_a_results_folder_for_its_records_file(
 
 def test_unverified_times_are_marked_in_every_row(tmp_path: Path) -> None:
     out = _write(tmp_path)
-    forced = dataclasses.replace(
-        _record("ffn", "native-torch", "train", 0.002),
-        equivalence="fail",
-        verified=False,
-    )
+    forced = record("native-torch", seconds=0.002, equivalence="fail")
     records.append(out, forced)
     recs = records.read(out)
     cells = {(r["path"], r["phase"]): r for r in cell_rows(recs)}
@@ -149,11 +120,7 @@ def test_unverified_times_are_marked_in_every_row(tmp_path: Path) -> None:
 
 def test_a_cell_the_gate_held_back_has_no_time(tmp_path: Path) -> None:
     out = tmp_path / "run-2.jsonl"
-    held = dataclasses.replace(
-        _record("ffn", "native-torch", "train", 0.0, status="not-timed"),
-        equivalence="fail",
-        verified=False,
-    )
+    held = record("native-torch", status="not-timed", equivalence="fail")
     records.append(out, held)
     (row,) = cell_rows(records.read(out))
     assert row["status"] == "not-timed"
@@ -175,16 +142,16 @@ def _timed(
         if phase == "train"
         else {"round_s": [2 * s for s in samples], "batches_per_round": 2}
     )
-    return dataclasses.replace(
-        _record("lenet", path, phase, samples[0]),
+    timed = record(
+        path,
+        phase,
+        seconds=samples[0],
+        model="lenet",
         batch_size=batch_size,
+        platform=platform,
         values=values,
-        summary={
-            **_record("lenet", path, phase, samples[0]).summary,
-            **(summary or {}),
-        },
-        platform=platform or {},
     )
+    return dataclasses.replace(timed, summary={**timed.summary, **(summary or {})})
 
 
 def test_repeats_of_a_cell_are_pooled(tmp_path: Path) -> None:

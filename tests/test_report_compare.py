@@ -9,37 +9,10 @@ import pytest
 from harness.__main__ import main
 from harness.core import records
 from harness.report.tables import compare_report
+from tests.helpers import record
 
 PATHS = ("keras-torch", "native-torch", "keras-jax", "native-jax")
 SLOW_PATH = "native-jax"
-
-
-def _record(
-    path: str, phase: str, sample: float, repeat: int, batch_size: int = 8
-) -> records.Record:
-    """One fresh-process repeat of a cell, as ``harness run`` writes it."""
-    if phase == "train":
-        values: dict[str, object] = {"step_s": [sample], "first_step_s": 1.0}
-        summary = {"median_step_s": sample, "first_step_s": 1.0}
-    else:
-        values = {"round_s": [sample * 4], "batches_per_round": 4}
-        summary = {"batches_per_s": 1.0 / sample, "median_batch_s": sample}
-    return records.Record(
-        run_id="r",
-        profile="test",
-        model="lenet",
-        path=path,
-        framework=path.split("-", 1)[1],
-        api=path.split("-", 1)[0],
-        phase=phase,
-        status="ok",
-        batch_size=batch_size,
-        equivalence="pass",
-        verified=True,
-        repeat=repeat,
-        values=values,
-        summary=summary,
-    )
 
 
 def _run_file(out: Path, seed: int, slowdown: dict[str, float], n: int = 7) -> Path:
@@ -51,7 +24,15 @@ def _run_file(out: Path, seed: int, slowdown: dict[str, float], n: int = 7) -> P
             base = 0.002 * (1 + i) * (3 if phase == "train" else 1)
             samples = base * slowdown.get(path, 1.0) * rng.lognormal(0.0, 0.02, n)
             for repeat, sample in enumerate(samples):
-                records.append(out, _record(path, phase, float(sample), repeat))
+                timed = record(
+                    path,
+                    phase,
+                    seconds=float(sample),
+                    first=1.0,
+                    repeat=repeat,
+                    model="lenet",
+                )
+                records.append(out, timed)
     return out
 
 
@@ -123,8 +104,8 @@ def test_files_without_a_common_cell(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     old = tmp_path / "run-old.jsonl"
-    records.append(old, _record("keras-torch", "train", 0.1, 0))
+    records.append(old, record("keras-torch"))
     new = tmp_path / "run-new.jsonl"
-    records.append(new, _record("keras-torch", "train", 0.1, 0, batch_size=16))
+    records.append(new, record("keras-torch", batch_size=16))
     assert main(["report", "--compare", str(old), str(new)]) == 2
     assert "share no timed cell" in capsys.readouterr().err

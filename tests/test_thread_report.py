@@ -12,6 +12,7 @@ from harness.core import records
 from harness.report.analysis import cells
 from harness.report.tables import report
 from harness.report.threads import counts, main_records, overhead_by_count, scaling_rows
+from tests.helpers import record
 
 # (path, threads) -> the three repeats' seconds per step
 TIMES = {
@@ -25,24 +26,18 @@ TIMES = {
 def _record(
     path: str, threads: int | None, sample: float, repeat: int
 ) -> records.Record:
+    """One repeat of an ffn cell at batch 128, at ``threads`` (None: a run
+    without a thread axis) on a 2-core machine."""
     settings: dict[str, object] = {"steps": 2}
     if threads is not None:
         settings["threads"] = threads
-    return records.Record(
+    return record(
+        path,
+        seconds=sample,
+        repeat=repeat,
         run_id="sweep",
         profile="threads",
-        model="ffn",
-        path=path,
-        framework="torch",
-        api=path.split("-", 1)[0],
-        phase="train",
-        status="ok",
         batch_size=128,
-        equivalence="pass",
-        verified=True,
-        repeat=repeat,
-        values={"step_s": [sample]},
-        summary={"median_step_s": sample},
         settings=settings,
         platform={
             "machine": {"name": "vm", "cpu_model": "AMD EPYC", "cores": 2},

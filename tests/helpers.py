@@ -1,0 +1,172 @@
+"""Factories the framework-free tests share, so that each test names only the
+values that matter to it.
+
+- :func:`record`: a measurement record (``harness.core.records.Record``),
+  built by ``records.make`` as the harness builds one, with its timing derived
+  from one number (``seconds``).
+- :func:`fake_python`: a shell script standing in for a path's interpreter
+  (set it as ``HARNESS_PYTHON_TORCH``); :data:`READY` and :data:`ANSWER` are
+  the lines such a worker says.
+- :func:`profile`: a shipped blueprint with some settings changed.
+- :func:`verdicts`: a stand-in for ``harness.bench.run.verify`` that judges
+  every path alike, so no equivalence check runs; :func:`no_framework` puts it
+  in place with a fixed matmul peak, so ``harness run`` needs no framework.
+"""
+
+from __future__ import annotations
+
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.core import records
+from harness.core.profiles import PROFILES, Profile, Settings
+
+# What a worker says once it has started (workers.messages).
+READY = '{"status": "ready", "platform": {}}'
+# A worker's answer to a training request: a first step of 0.1 s, then one
+# timed step of 0.01 s.
+ANSWER = '{"status": "ok", "result": {"first_step_s": 0.1, "step_s": [0.01]}}'
+
+
+def record(
+    path: str = "native-torch",
+    phase: str = "train",
+    *,
+    seconds: float | None = None,
+    first: float | None = None,
+    batches_per_round: int = 4,
+    run_id: str = "r",
+    profile: str = "test",
+    model: str = "ffn",
+    batch_size: int = 8,
+    status: str = "ok",
+    equivalence: str = "pass",
+    verified: bool | None = None,
+    **fields: Any,
+) -> records.Record:
+    """One record of ``model`` on ``path``, ``phase``, as ``harness run``
+    writes it (:func:`harness.core.records.make`: the framework and api are
+    the path's own).
+
+    By default: repeat 0 of a verified ``ok`` training cell of ffn on
+    native-torch at batch 8, run ``r`` of profile ``test``, one timed step of
+    2 ms, no settings and no platform.
+
+    - ``seconds``: the one timed sample, seconds per training step or per
+      inference mini-batch, from which ``values`` and ``summary`` are made
+      (training: ``step_s``, ``median_step_s``; inference: one round of
+      ``batches_per_round`` mini-batches, ``median_batch_s``,
+      ``batches_per_s``).  Unset: 2 ms for an ``ok`` record; a record of any
+      other status times nothing (empty ``values`` and ``summary``).
+    - ``first``: the first step's (round's) seconds, added to both as
+      ``first_step_s`` (``first_round_s``); unset: left out.
+    - ``verified``: unset, whether the harness would say so: ``ok`` with a
+      passing verdict.
+    - ``fields``: any other field of the record (``repeat``, ``settings``,
+      ``platform``, ``error``...); ``values`` or ``summary`` given here
+      replace the ones made from ``seconds``.
+    """
+    if seconds is None and status == "ok":
+        seconds = 0.002
+    timing = (
+        {} if seconds is None else _timing(phase, seconds, first, batches_per_round)
+    )
+    if verified is None:
+        verified = status == "ok" and equivalence == "pass"
+    return records.make(
+        run_id,
+        profile,
+        model=model,
+        path=path,
+        phase=phase,
+        batch_size=batch_size,
+        status=status,
+        equivalence=equivalence,
+        verified=verified,
+        **{**timing, **fields},
+    )
+
+
+def _timing(
+    phase: str, seconds: float, first: float | None, batches_per_round: int
+) -> dict[str, dict[str, Any]]:
+    """``values`` and ``summary`` of one timed sample (see :func:`record`)."""
+    values: dict[str, Any]
+    summary: dict[str, Any]
+    if phase == "train":
+        values = {"step_s": [seconds]}
+        summary = {"median_step_s": seconds}
+        first_key = "first_step_s"
+    else:
+        values = {
+            "round_s": [seconds * batches_per_round],
+            "batches_per_round": batches_per_round,
+        }
+        summary = {"median_batch_s": seconds, "batches_per_s": 1 / seconds}
+        first_key = "first_round_s"
+    if first is not None:
+        values[first_key] = summary[first_key] = first
+    return {"values": values, "summary": summary}
+
+
+def fake_python(tmp_path: Path, body: str = "", *, answer: str | None = None) -> str:
+    """A fake interpreter: an executable shell script ``tmp_path / "python"``
+    that runs ``body`` whatever its arguments; its path, as a string (for
+    ``HARNESS_PYTHON_TORCH`` and friends).
+
+    ``answer``: after ``body``, the script says :data:`READY` and answers
+    every request (one line read) with this line, as a healthy worker does.
+    """
+    if answer is not None:
+        body += f"\necho '{READY}'\nwhile read line; do echo '{answer}'; done"
+    script = tmp_path / "python"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script)
+
+
+def profile(blueprint: str = "smoke", /, **changes: Any) -> Profile:
+    """The shipped blueprint ``blueprint`` (``PROFILES``) with ``changes``:
+    a field of :class:`Settings` (``repeats=2``) changes the settings every
+    model shares, any other (``paired=False``, ``name="x"``) the profile's own.
+
+    The per-model replacements are dropped, so every model runs on the shared
+    settings (unless ``per_model=`` is given).  Like ``model_copy``, nothing
+    is validated."""
+    base = PROFILES[blueprint]
+    settings = {k: v for k, v in changes.items() if k in Settings.model_fields}
+    top = {k: v for k, v in changes.items() if k not in settings}
+    return base.model_copy(
+        update={"base": base.base.model_copy(update=settings), "per_model": {}, **top}
+    )
+
+
+def verdicts(verdict: str = "pass") -> Callable[..., dict[str, dict[str, str]]]:
+    """A stand-in for ``harness.bench.run.verify``: every path of every model
+    judged ``verdict``, nothing checked and no gate cache written."""
+
+    def verify(
+        models: list[str], paths: list[str], *args: Any, **kwargs: Any
+    ) -> dict[str, dict[str, str]]:
+        return {m: dict.fromkeys(paths, verdict) for m in models}
+
+    return verify
+
+
+def no_framework(
+    monkeypatch: pytest.MonkeyPatch, verdict: str = "pass"
+) -> pytest.MonkeyPatch:
+    """``harness run`` without a framework: the gate judges every path
+    ``verdict`` (:func:`verdicts`) and the machine's matmul peak is 1 flop/s,
+    not measured.  Returns ``monkeypatch``, for a fixture to hand on."""
+    import harness.bench.run  # here: the other helpers need no orchestrator
+
+    monkeypatch.setattr(harness.bench.run, "verify", verdicts(verdict))
+    monkeypatch.setattr(
+        harness.bench.run, "measure_matmul_peak", lambda: {"flops_per_s": 1}
+    )
+    return monkeypatch
