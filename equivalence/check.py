@@ -25,11 +25,15 @@ modes off and deterministic algorithms on (``workers.numerics``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
+import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -61,7 +65,7 @@ from workers.messages import (
     Trajectory,
 )
 from workers.paths import OPTIONAL_FRAMEWORKS, get_path
-from zoo.arrays import load_npz, save_npz
+from zoo.arrays import digest, load_npz, save_npz
 from zoo.data import make_batches
 from zoo.digits import digit_epochs
 from zoo.specs import ModelSpec, get_spec
@@ -74,6 +78,11 @@ Results = dict[str, dict[str, np.ndarray]]  # arrays per path
 # the logits (at the workload's 250, skipping step 1 moves them by 1.6e-7).
 SHORT_SEQ_LEN = 12
 VERDICT_ORDER = ("pass", "unavailable", "unchecked", "fail", "error")
+# How many worker processes compute at once during a check: one per CPU this
+# process may use.  Each request goes to another process, so they cannot
+# change each other's results; only the wall time of a check changes.
+SIDE_BY_SIDE = len(os.sched_getaffinity(0))
+_T = TypeVar("_T")
 
 
 def seq_lens(model: str, given: int | None = None) -> list[int | None]:
@@ -229,6 +238,17 @@ def _contradiction(
         f"(error {error:.1e}): the difference is in code only the evaluated pass "
         "runs (a compiled graph), which the layer-by-layer walk cannot see"
     )
+
+
+def _side_by_side(jobs: dict[str, Callable[[], _T]]) -> dict[str, _T]:
+    """Each job's result by name, in the order given; the jobs (each a call
+    to a different worker process, waited on here) run ``SIDE_BY_SIDE`` at
+    a time."""
+    if SIDE_BY_SIDE <= 1 or len(jobs) <= 1:
+        return {name: job() for name, job in jobs.items()}
+    with ThreadPoolExecutor(min(SIDE_BY_SIDE, len(jobs))) as pool:
+        futures = {name: pool.submit(job) for name, job in jobs.items()}
+        return {name: future.result() for name, future in futures.items()}
 
 
 def _run_name(implementation: str, dtype: str) -> str:
@@ -397,7 +417,10 @@ class Checker:
         self.cache_dir = cache_dir or self.work
         self.timeout = timeout
         self.repeat = repeat
-        self.workers = {p: Worker(p, deterministic=True) for p in paths}
+        # started side by side: a framework's import takes seconds
+        self.workers = _side_by_side(
+            {p: functools.partial(Worker, p, deterministic=True) for p in paths}
+        )
         # Each reference implementation in float64 and in float32 (its
         # baseline; ``equivalence.reference``), never given a deliberate
         # fault (a source fault excepted: ``check``).  The float64 workers
@@ -405,19 +428,31 @@ class Checker:
         # (``_reuse``, ``_worker``) unless that path is not open here.
         self._owns_references = references_from is None
         self.references: dict[str, Worker]
+        # Reference runs already made, by what they were asked: a reference
+        # worker computes the same bits for the same request (checked by
+        # ``repeat``), so a case checked again (the fault suite checks each
+        # case once per faulty path) asks it once.
+        self._reference_runs: dict[tuple[str, ...], _Run | str]
         # Paths whose workers may serve a float32 baseline (``_worker``).
         self._baseline_paths = dict(self.workers)
         if references_from is not None:
             self.references = references_from.references
+            self._reference_runs = references_from._reference_runs
             self._baseline_paths = {
                 **references_from._baseline_paths,
                 **self._baseline_paths,
             }
         else:
-            self.references = {
-                _run_name(impl, "float64"): _reference_worker(impl, "float64")
-                for impl in IMPLEMENTATIONS
-            }
+            self.references = _side_by_side(
+                {
+                    _run_name(impl, "float64"): functools.partial(
+                        _reference_worker, impl, "float64"
+                    )
+                    for impl in IMPLEMENTATIONS
+                }
+            )
+            self._reference_runs = {}
+        self._batches_digest = ""
 
     def __enter__(self) -> Checker:
         return self
@@ -426,9 +461,9 @@ class Checker:
         self.close()
 
     def close(self) -> None:
-        own = self.references.values() if self._owns_references else ()
-        for w in [*self.workers.values(), *own]:
-            w.close()
+        own = self.references if self._owns_references else {}
+        # side by side: a framework's interpreter takes a second or more to exit
+        _side_by_side({name: w.close for name, w in {**self.workers, **own}.items()})
         self._tmp.cleanup()
 
     def _call(
@@ -465,14 +500,22 @@ class Checker:
         report: ModelReport,
         request: Evaluate | Trajectory,
         faults: dict[str, str],
+        paths: list[str],
     ) -> Results:
+        # A path that failed an earlier task already is not asked again.
+        todo = [p for p in paths if p not in report.outcomes or report.outcomes[p].ok]
+        calls = _side_by_side(
+            {
+                path: functools.partial(
+                    self._call,
+                    path,
+                    dataclasses.replace(request, fault=faults.get(path)),
+                )
+                for path in todo
+            }
+        )
         results = {}
-        for path in self.workers:
-            if path in report.outcomes and not report.outcomes[path].ok:
-                continue  # failed an earlier task already
-            reply, arrays = self._call(
-                path, dataclasses.replace(request, fault=faults.get(path))
-            )
+        for path, (reply, arrays) in calls.items():
             report.outcomes[path] = reply
             if arrays is not None:
                 results[path] = arrays
@@ -492,35 +535,66 @@ class Checker:
         names = [
             _run_name(i, d) for i in IMPLEMENTATIONS for d in ("float64", "float32")
         ]
-        for name in (n for n in names if n not in reused):
-            impl = name.rsplit(".", maxsplit=1)[0]
-            parts = []
-            for request in requests:
-                reply, arrays = self._call(
-                    name, dataclasses.replace(request, fault=source_faults.get(impl))
+        done = _side_by_side(
+            {
+                name: functools.partial(
+                    self._reference_run,
+                    name,
+                    requests,
+                    source_faults.get(name.rsplit(".", maxsplit=1)[0]),
                 )
-                if arrays is None:
-                    failures[name] = f"{reply.error or reply.status}"
-                    break
-                parts.append(
-                    per_step(arrays) if isinstance(request, Trajectory) else arrays
-                )
+                for name in names
+                if name not in reused
+            }
+        )
+        for name, run in done.items():
+            if isinstance(run, str):
+                failures[name] = run
             else:
-                runs[name] = _Run(parts[0], parts[1] if len(parts) > 1 else None)
+                runs[name] = run
         return runs, failures
+
+    def _reference_run(
+        self, name: str, requests: list[Evaluate | Trajectory], fault: str | None
+    ) -> _Run | str:
+        """One reference run (by ``_run_name``) of ``requests`` in order, or
+        why it stopped; made once per request and batches."""
+        key = (name, self._batches_digest, repr(requests), repr(fault))
+        if key not in self._reference_runs:
+            self._reference_runs[key] = self._new_reference_run(name, requests, fault)
+        return self._reference_runs[key]
+
+    def _new_reference_run(
+        self, name: str, requests: list[Evaluate | Trajectory], fault: str | None
+    ) -> _Run | str:
+        parts = []
+        for request in requests:
+            reply, arrays = self._call(name, dataclasses.replace(request, fault=fault))
+            if arrays is None:
+                return f"{reply.error or reply.status}"
+            parts.append(
+                per_step(arrays) if isinstance(request, Trajectory) else arrays
+            )
+        return _Run(parts[0], parts[1] if len(parts) > 1 else None)
 
     def check(
         self,
         case: Case,
         faults: dict[str, str] | None = None,
         source_faults: dict[str, str] | None = None,
+        paths: Iterable[str] | None = None,
     ) -> ModelReport:
-        """Run ``case`` on every path and on the reference implementations,
-        let the float64 runs vote on the reference, and judge every path
-        against it.  ``faults`` maps a path to a deliberate fault
-        (``native.faults``) to prove the checks catch it; ``source_faults``
-        maps a reference implementation to one that enters its code, as an
-        edit would: its path and its float64 and float32 runs all get it."""
+        """Run ``case`` on every path (or those of ``paths``, each one this
+        checker has a worker for) and on the reference implementations, let
+        the float64 runs vote on the reference, and judge every path against
+        it.  ``faults`` maps a path to a deliberate fault (``native.faults``)
+        to prove the checks catch it; ``source_faults`` maps a reference
+        implementation to one that enters its code, as an edit would: its
+        path and its float64 and float32 runs all get it."""
+        asked = list(self.workers if paths is None else paths)
+        unknown = [p for p in asked if p not in self.workers]
+        if unknown:
+            raise ValueError(f"this checker has no worker for {', '.join(unknown)}")
         source_faults = source_faults or {}
         faults = {**(faults or {}), **source_faults}
         spec = get_spec(case.model)
@@ -532,14 +606,16 @@ class Checker:
             spec, case.seed, case.batch_size, max(case.steps, 1), input_shape=shape
         )
         data = self.work / "batches.npz"
-        save_npz(data, {"x": x * np.float32(case.input_scale), "y": y})
+        batches = {"x": x * np.float32(case.input_scale), "y": y}
+        save_npz(data, batches)
+        self._batches_digest = digest(batches)
         report = ModelReport(case)
         evaluate = Evaluate(
             model=case.model, weights=str(weights), data=str(data), out=""
         )
-        evaluated = self._run_all(report, evaluate, faults)
+        evaluated = self._run_all(report, evaluate, faults, asked)
         if self.repeat:
-            again = self._run_all(report, evaluate, faults)
+            again = self._run_all(report, evaluate, faults, asked)
             report.repeat_errors = {
                 p: _repeat_error(evaluated[p], again[p]) for p in again
             }
@@ -552,7 +628,7 @@ class Checker:
                 model=case.model, weights=str(weights), data=str(data), out=""
             )
             requests.append(trajectory)
-            trajectories = self._run_all(report, trajectory, faults)
+            trajectories = self._run_all(report, trajectory, faults, asked)
             for a, b in itertools.combinations(trajectories, 2):
                 report.trajectory_pairs.append(
                     compare_trajectory(

@@ -41,9 +41,11 @@ STEPS, PAIRS = 10, 60
 
 
 def selfcheck(
-    results_dir: Path, paths: tuple[str, ...] = SELFCHECK_PATHS
+    results_dir: Path, paths: tuple[str, ...] = SELFCHECK_PATHS, pairs: int = PAIRS
 ) -> list[dict[str, Any]]:
-    """Orchestrator side: one row per path with both figures and the verdicts."""
+    """Orchestrator side: one row per path with both figures and the verdicts
+    (``pairs``: how many pairs of timings each worker takes; fewer only where
+    the verdict does not matter, in tests of the plumbing)."""
     spec = get_spec(SELFCHECK_MODEL)
     cache = results_dir / "cache"
     request = Selfcheck(
@@ -51,7 +53,7 @@ def selfcheck(
         weights=str(weights_file(spec, 0, cache)),
         data=str(batches_file(spec, 1, spec.workload.batch_size, STEPS, cache)),
         steps=STEPS,
-        pairs=PAIRS,
+        pairs=pairs,
     )
     env = thread_environment({})["env"]  # the threads a default run sets
     rows = []

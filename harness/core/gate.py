@@ -491,8 +491,9 @@ def verify(
     framework is incomplete (``workers.frameworks.incomplete``).
 
     For tests: ``faults`` injects deliberate faults (``native.faults``) by
-    path; ``checker``, an open ``Checker`` to check with (left open; by
-    default the gate starts one for every known path and closes it).
+    path; ``checker``, an open ``Checker`` to check with, only on the paths
+    asked for (left open; by default the gate starts one for those paths and
+    closes it).
     ``keys_out`` is filled with every verdict's cache key, by model and path
     (what ``harness.core.cells`` plans with)."""
     faults = dict(faults or {})
@@ -530,6 +531,9 @@ def verify(
                 checker.check(
                     Case(model, weights_seed, GATE_BATCH, n, steps=GATE_STEPS),
                     faults=faults,
+                    # a checker given may hold more paths (or fewer: those
+                    # it lacks are "unchecked")
+                    paths=[p for p in known if p in checker.workers],
                 )
                 for n in seq_lens(model)
             ]

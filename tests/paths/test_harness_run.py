@@ -19,14 +19,17 @@ from workers.paths import OPTIONAL_FRAMEWORKS, PATHS, PHASES
 pytestmark = pytest.mark.paths
 
 
-def test_smoke_run_records_every_cell_behind_the_gate(tmp_path: Path) -> None:
+def test_smoke_run_records_every_cell_behind_the_gate(
+    gated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = run(
         PROFILES["smoke"],
         models=["ffn"],
         paths=list(PATHS),
         phases=list(PHASES),
-        results_dir=tmp_path,
+        results_dir=gated,
     )
+    assert "equivalence ffn: cached verdicts still valid" in capsys.readouterr().err
     recs = records.read(out)
     assert {(r.path, r.phase) for r in recs} == {
         (p, ph) for p in PATHS for ph in PHASES
@@ -62,7 +65,7 @@ def test_smoke_run_records_every_cell_behind_the_gate(tmp_path: Path) -> None:
     assert "unverified" not in text
     # The verdicts are cached: a second gate reuses them without a check.
     lines: list[str] = []
-    again = verify(["ffn"], ["native-torch"], tmp_path, log=lines.append)
+    again = verify(["ffn"], ["native-torch"], gated, log=lines.append)
     assert again == {"ffn": {"native-torch": "pass"}}
     assert lines == ["equivalence ffn: cached verdicts still valid"]
 
@@ -117,13 +120,13 @@ def test_floors_time_every_native_path_against_its_idiomatic_step(
 
 
 def test_an_interrupted_run_resumes_without_redoing_finished_cells(
-    tmp_path: Path,
+    gated: Path,
 ) -> None:
     kwargs = {
         "models": ["ffn"],
         "paths": ["native-torch", "keras-torch"],
         "phases": list(PHASES),
-        "results_dir": tmp_path,
+        "results_dir": gated,
     }
     out = run(PROFILES["smoke"], **kwargs)
     lines = out.read_text().splitlines()
@@ -143,7 +146,7 @@ def test_an_interrupted_run_resumes_without_redoing_finished_cells(
 def test_selfcheck_times_a_step_with_both_timers(tmp_path: Path) -> None:
     from harness.bench.selfcheck import selfcheck
 
-    (row,) = selfcheck(tmp_path, ("native-torch",))
+    (row,) = selfcheck(tmp_path, ("native-torch",), pairs=6)
     assert row["harness_ms"] > 0
     assert row["reference_ms"] > 0
     assert row["timer_overhead_%"] >= 0

@@ -2,8 +2,9 @@
 any path (its own outputs judged against float64, its timed closures against
 what its checks saw), and a mode that computes something else fails it with
 the layer where it parts from float64 (``harness run`` timing modes:
-``test_mode_runs.py``, apart so that this module's checker is closed first:
-two checkers and a run's workers at once do not fit in 24 GiB)."""
+``test_modes_run.py``, apart so that this module's checker is closed first:
+two checkers and a run's workers at once do not fit in 24 GiB; it runs after
+this module and finds the modes' verdicts in the session's ``verdicts``)."""
 
 from __future__ import annotations
 
@@ -40,10 +41,10 @@ def _gate(
 
 
 def test_every_mode_passes_the_gate_in_its_mode(
-    mode_checker: Checker, tmp_path: Path
+    mode_checker: Checker, verdicts: Path
 ) -> None:
-    verdicts, lines = _gate(mode_checker, tmp_path)
-    assert verdicts == dict.fromkeys(MODE_IDS, "pass"), lines
+    passed, lines = _gate(mode_checker, verdicts)
+    assert passed == dict.fromkeys(MODE_IDS, "pass"), lines
     for path, worker in mode_checker.workers.items():
         assert worker.platform["mode"] == get_path(path).mode
     platform = mode_checker.workers["keras-tensorflow@xla"].platform
@@ -73,21 +74,21 @@ def test_a_mode_that_computes_something_else_fails_with_its_layer(
 
 
 def test_one_compiling_worker_checks_one_model_after_another(
-    checker: Checker, tmp_path: Path
+    mode_checker: Checker, tmp_path: Path
 ) -> None:
     # With PyTorch's automatic dynamic shapes, Keras' LeNet failed to compile
     # in a process that had compiled ffn ("cannot determine truth value of
-    # Relational"); the worker pins static shapes (workers.numerics).
+    # Relational"); the worker pins static shapes (workers.numerics).  The
+    # module's worker, which compiled ffn above, checks ffn and then LeNet.
     lines: list[str] = []
-    with Checker(["keras-torch@compile"], references_from=checker) as compiling:
-        verdicts = verify(
-            ["ffn", "lenet"],
-            ["keras-torch@compile"],
-            tmp_path,
-            log=lines.append,
-            checker=compiling,
-        )
-        pinned = compiling.workers["keras-torch@compile"].platform["numerics"]
+    verdicts = verify(
+        ["ffn", "lenet"],
+        ["keras-torch@compile"],
+        tmp_path,
+        log=lines.append,
+        checker=mode_checker,
+    )
+    pinned = mode_checker.workers["keras-torch@compile"].platform["numerics"]
     assert pinned["torch_automatic_dynamic_shapes"] is False
     assert verdicts == {
         "ffn": {"keras-torch@compile": "pass"},

@@ -15,14 +15,14 @@ from workers.paths import get_path
 pytestmark = pytest.mark.paths
 
 
-def test_a_run_times_modes_unpaired_and_reports_them(tmp_path: Path) -> None:
+def test_a_run_times_modes_unpaired_and_reports_them(gated: Path) -> None:
     paths = ["native-tensorflow", "native-tensorflow@eager", "native-jax@layerjit"]
     out = run(
         PROFILES["smoke"].model_copy(update={"paired": False}),
         models=["ffn"],
         paths=paths,
         phases=["train", "infer"],
-        results_dir=tmp_path,
+        results_dir=gated,
     )
     recs = records.read(out)
     assert {(r.path, r.phase) for r in recs} == {
