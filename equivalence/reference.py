@@ -71,8 +71,9 @@ IMPLEMENTATIONS = ("native-torch", "native-jax", "native-tensorflow")
 CROSS_CHECK_SHARE = 0.01
 
 # Measured over 42 cases (docs/equivalence.md, "Why MULTIPLE = 10"): a
-# correct path needed at most 3.41; MXNet's old log_softmax (3.5e-6 off) needs 19.1 on the LSTM at
-# seed 15, batch 4, and a bfloat16 computation thousands.
+# correct path needed at most 3.41; MXNet's old log_softmax (3.5e-6 off)
+# needs 19.1 on the LSTM at seed 15, batch 4, and a bfloat16 computation
+# thousands.
 MULTIPLE = 10.0
 # The least error a float32 result is credited with (float32's machine epsilon
 # is 1.2e-7), so that a baseline that is exact by luck allows some rounding.
