@@ -17,6 +17,7 @@ from typing import Any
 
 import psutil
 import pytest
+import submitit.core.core
 
 import harness.bench.run
 from harness.__main__ import main
@@ -317,6 +318,9 @@ def _killing(monkeypatch: pytest.MonkeyPatch, times: int) -> list[str]:
         return jobs
 
     monkeypatch.setattr(Slurm, "_submit", submit)
+    # submitit waits 15 s for a finished task's result file (a slow shared
+    # file system); here the file system is local, as in submitit's own tests
+    monkeypatch.setattr(submitit.core.core.Job, "_results_timeout_s", 1)
     return killed
 
 
