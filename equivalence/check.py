@@ -428,10 +428,12 @@ class Checker:
         # (``_reuse``, ``_worker``) unless that path is not open here.
         self._owns_references = references_from is None
         self.references: dict[str, Worker]
-        # Reference runs already made, by what they were asked: a reference
-        # worker computes the same bits for the same request (checked by
-        # ``repeat``), so a case checked again (the fault suite checks each
-        # case once per faulty path) asks it once.
+        # Reference runs already made for the batches last checked, by what
+        # they were asked: a reference worker computes the same bits for the
+        # same request, so a case checked again at once (the fault suite
+        # checks each case once per faulty path, one after another) asks it
+        # once.  Only the last batches' runs are kept: a VGG16 trajectory's
+        # float64 parameters are hundreds of MB.
         self._reference_runs: dict[tuple[str, ...], _Run | str]
         # Paths whose workers may serve a float32 baseline (``_worker``).
         self._baseline_paths = dict(self.workers)
@@ -609,6 +611,9 @@ class Checker:
         batches = {"x": x * np.float32(case.input_scale), "y": y}
         save_npz(data, batches)
         self._batches_digest = digest(batches)
+        stale = [k for k in self._reference_runs if k[1] != self._batches_digest]
+        for key in stale:
+            del self._reference_runs[key]
         report = ModelReport(case)
         evaluate = Evaluate(
             model=case.model, weights=str(weights), data=str(data), out=""

@@ -128,3 +128,34 @@ def test_a_path_stands_in_for_its_float32_baseline_bit_for_bit(
         assert own.keys() == report.evaluated[impl].keys()
         for key, value in own.items():
             assert np.array_equal(value, report.evaluated[impl][key]), (impl, key)
+
+
+def test_a_case_checked_again_at_once_asks_the_references_once(
+    checker: Checker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[str] = []
+    real = Checker._new_reference_run
+
+    def counting(self: Checker, name: str, *args: object) -> object:
+        asked.append(name)
+        return real(self, name, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Checker, "_new_reference_run", counting)
+    case = Case("ffn", 3, 2, steps=1)
+    first = checker.check(case, {"native-torch": "missing-bias"})
+    made = len(asked)
+    assert made >= len(IMPLEMENTATIONS)  # the float64 runs at least
+    again = checker.check(case, {"native-jax": "missing-bias"})
+    # the same batches: no run asked again (native-jax's float32 run is new:
+    # its path, faulty now, cannot stand in for it as it did above)
+    assert asked[made:] == ["native-jax.float32"]
+    made = len(asked)
+    assert first.vote is not None
+    assert again.vote is not None
+    assert again.vote.reference == first.vote.reference
+    assert again.verdicts["native-jax"] == "fail"
+    assert again.verdicts["native-torch"] == "pass"
+    checker.check(Case("ffn", 4, 2, steps=1))  # other batches: asked anew
+    assert len(asked) > made
+    # and only the last batches' runs are kept
+    assert len({key[1] for key in checker._reference_runs}) == 1
