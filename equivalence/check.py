@@ -72,6 +72,7 @@ from zoo.specs import ModelSpec, get_spec
 from zoo.weights import weights_file
 
 Results = dict[str, dict[str, np.ndarray]]  # arrays per path
+_Answer = tuple[Reply, dict[str, np.ndarray] | None]  # a reply, the arrays written
 
 
 # The LSTM's second case: short enough that its first time step still moves
@@ -251,6 +252,13 @@ def _side_by_side(jobs: dict[str, Callable[[], _T]]) -> dict[str, _T]:
         return {name: future.result() for name, future in futures.items()}
 
 
+def _read_only(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``arrays``, locked against writes: an answer may be given again."""
+    for array in arrays.values():
+        array.flags.writeable = False
+    return arrays
+
+
 def _run_name(implementation: str, dtype: str) -> str:
     """The name of a reference run's worker: ``native-jax.float64``."""
     return f"{implementation}.{dtype}"
@@ -428,18 +436,19 @@ class Checker:
         # (``_reuse``, ``_worker``) unless that path is not open here.
         self._owns_references = references_from is None
         self.references: dict[str, Worker]
-        # Reference runs already made for the batches last checked, by what
-        # they were asked: a reference worker computes the same bits for the
-        # same request, so a case checked again at once (the fault suite
-        # checks each case once per faulty path, one after another) asks it
-        # once.  Only the last batches' runs are kept: a VGG16 trajectory's
+        # What each worker answered for the batches last checked, by worker
+        # and request (``_call``).  A worker asked the same request without a
+        # deliberate fault computes the same bits (``repeat`` shows it), so a
+        # case checked again at once (the fault suite checks each case once
+        # per faulty path, one after another) asks each worker only what is
+        # new.  Only the last batches' answers are kept: a VGG16 trajectory's
         # float64 parameters are hundreds of MB.
-        self._reference_runs: dict[tuple[str, ...], _Run | str]
+        self._answers: dict[tuple[Worker, str, str], _Answer]
         # Paths whose workers may serve a float32 baseline (``_worker``).
         self._baseline_paths = dict(self.workers)
         if references_from is not None:
             self.references = references_from.references
-            self._reference_runs = references_from._reference_runs
+            self._answers = references_from._answers
             self._baseline_paths = {
                 **references_from._baseline_paths,
                 **self._baseline_paths,
@@ -453,7 +462,7 @@ class Checker:
                     for impl in IMPLEMENTATIONS
                 }
             )
-            self._reference_runs = {}
+            self._answers = {}
         self._batches_digest = ""
 
     def __enter__(self) -> Checker:
@@ -468,18 +477,36 @@ class Checker:
         _side_by_side({name: w.close for name, w in {**self.workers, **own}.items()})
         self._tmp.cleanup()
 
-    def _call(
-        self, path: str, request: Evaluate | Activations | Trajectory
-    ) -> tuple[Reply, dict[str, np.ndarray] | None]:
+    def _call(self, path: str, request: Evaluate | Activations | Trajectory) -> _Answer:
         """One request to ``path``'s worker (or a reference run's, by
         ``_run_name``), its reply and the arrays it wrote (into a file of
-        this checker's, whatever ``out`` the request names)."""
+        this checker's, whatever ``out`` the request names).  An answer the
+        worker gave already for these batches is given again (``_answers``),
+        except under ``repeat``, whose point is to ask twice.  A request with
+        a deliberate fault is always sent, and makes its worker forget what
+        it answered: whatever it computes next is asked anew, so a fault that
+        outlived its request would show."""
+        worker = self._worker(path)
+        key = (worker, self._batches_digest, repr(dataclasses.replace(request, out="")))
+        if request.fault is not None:
+            self.forget(path)
+        elif key in self._answers and not self.repeat:
+            return self._answers[key]
         out = self.work / f"{path}-{request.TASK}.npz"
-        reply = self._worker(path).call(
-            dataclasses.replace(request, out=str(out)), self.timeout
-        )
+        reply = worker.call(dataclasses.replace(request, out=str(out)), self.timeout)
         written = isinstance(reply.answer, ArraysAnswer) and out.exists()
-        return reply, load_npz(out) if written else None
+        answer = (reply, _read_only(load_npz(out)) if written else None)
+        if request.fault is None and reply.ok:
+            self._answers[key] = answer
+        return answer
+
+    def forget(self, path: str) -> None:
+        """Drop what ``path``'s worker answered: it is given a deliberate
+        fault (here, or by a caller that asks it directly: the gate's timed
+        closures), and whatever it computes next must be asked anew."""
+        worker = self._worker(path)
+        for stale in [k for k in self._answers if k[0] is worker]:
+            del self._answers[stale]
 
     def _worker(self, name: str) -> Worker:
         """The worker of a path, or of a reference run (by ``_run_name``).
@@ -560,15 +587,7 @@ class Checker:
         self, name: str, requests: list[Evaluate | Trajectory], fault: str | None
     ) -> _Run | str:
         """One reference run (by ``_run_name``) of ``requests`` in order, or
-        why it stopped; made once per request and batches."""
-        key = (name, self._batches_digest, repr(requests), repr(fault))
-        if key not in self._reference_runs:
-            self._reference_runs[key] = self._new_reference_run(name, requests, fault)
-        return self._reference_runs[key]
-
-    def _new_reference_run(
-        self, name: str, requests: list[Evaluate | Trajectory], fault: str | None
-    ) -> _Run | str:
+        why it stopped."""
         parts = []
         for request in requests:
             reply, arrays = self._call(name, dataclasses.replace(request, fault=fault))
@@ -611,9 +630,8 @@ class Checker:
         batches = {"x": x * np.float32(case.input_scale), "y": y}
         save_npz(data, batches)
         self._batches_digest = digest(batches)
-        stale = [k for k in self._reference_runs if k[1] != self._batches_digest]
-        for key in stale:
-            del self._reference_runs[key]
+        for key in [k for k in self._answers if k[1] != self._batches_digest]:
+            del self._answers[key]
         report = ModelReport(case)
         evaluate = Evaluate(
             model=case.model, weights=str(weights), data=str(data), out=""

@@ -352,6 +352,8 @@ def _timed_verdict(
         out=str(out),
         steps=case.steps,
     )
+    if fault is not None:
+        checker.forget(path)
     reply = checker.workers[path].call(timed, checker.timeout)
     if not (isinstance(reply.answer, ArraysAnswer) and out.exists()):
         why = reply.error or reply.status

@@ -130,32 +130,53 @@ def test_a_path_stands_in_for_its_float32_baseline_bit_for_bit(
             assert np.array_equal(value, report.evaluated[impl][key]), (impl, key)
 
 
-def test_a_case_checked_again_at_once_asks_the_references_once(
+def test_a_case_checked_again_asks_each_worker_only_what_is_new(
     checker: Checker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    asked: list[str] = []
-    real = Checker._new_reference_run
+    everyone = {**checker.references, **checker.workers}
+    names = {id(worker): name for name, worker in everyone.items()}
+    asked: list[tuple[str, str]] = []
+    real = Worker.call
 
-    def counting(self: Checker, name: str, *args: object) -> object:
-        asked.append(name)
-        return real(self, name, *args)  # type: ignore[arg-type]
+    def counting(self: Worker, request: object, *args: object) -> object:
+        asked.append((names.get(id(self), "?"), request.TASK))  # type: ignore[attr-defined]
+        return real(self, request, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Checker, "_new_reference_run", counting)
+    monkeypatch.setattr(Worker, "call", counting)
     case = Case("ffn", 3, 2, steps=1)
     first = checker.check(case, {"native-torch": "missing-bias"})
-    made = len(asked)
-    assert made >= len(IMPLEMENTATIONS)  # the float64 runs at least
+    assert {name for name, _ in asked} >= set(checker.workers) | {
+        f"{impl}.float64" for impl in IMPLEMENTATIONS
+    }
+    asked.clear()
     again = checker.check(case, {"native-jax": "missing-bias"})
-    # the same batches: no run asked again (native-jax's float32 run is new:
-    # its path, faulty now, cannot stand in for it as it did above)
-    assert asked[made:] == ["native-jax.float32"]
-    made = len(asked)
+    # The same batches: only the faulty path is asked its evaluation and
+    # trajectory again (faulty, then as native-jax's float32 run), and the
+    # path faulty before (its localization's faulty forward pass came last
+    # and made it forget); besides, the tapped forward passes that
+    # localizing native-jax needs.
+    computed = {name for name, task in asked if task != "activations"}
+    assert computed == {"native-jax", "native-torch"}, asked
     assert first.vote is not None
     assert again.vote is not None
     assert again.vote.reference == first.vote.reference
     assert again.verdicts["native-jax"] == "fail"
     assert again.verdicts["native-torch"] == "pass"
+    asked.clear()
+    checker.check(case)
+    # after its fault native-jax is asked anew, everyone else is not
+    assert {name for name, _ in asked} == {"native-jax"}, asked
+    asked.clear()
+    checker.repeat = True
+    try:
+        checker.check(case, paths=["native-torch"])
+    finally:
+        checker.repeat = False
+    # under ``repeat`` every worker is asked again, the path twice
+    assert asked.count(("native-torch", "evaluate")) == 2, asked
+    assert {f"{impl}.float64" for impl in IMPLEMENTATIONS} <= {n for n, _ in asked}
+    asked.clear()
     checker.check(Case("ffn", 4, 2, steps=1))  # other batches: asked anew
-    assert len(asked) > made
-    # and only the last batches' runs are kept
-    assert len({key[1] for key in checker._reference_runs}) == 1
+    assert {name for name, _ in asked} >= set(checker.workers)
+    # and only the last batches' answers are kept
+    assert len({key[1] for key in checker._answers}) == 1
