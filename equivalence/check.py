@@ -55,7 +55,7 @@ from equivalence.reference import (
     per_step,
     vote,
 )
-from workers.launch import Reply, Worker
+from workers.launch import Reply, Worker, thread_environment
 from workers.messages import (
     Accuracy,
     AccuracyAnswer,
@@ -83,6 +83,12 @@ VERDICT_ORDER = ("pass", "unavailable", "unchecked", "fail", "error")
 # process may use.  Each request goes to another process, so they cannot
 # change each other's results; only the wall time of a check changes.
 SIDE_BY_SIDE = len(os.sched_getaffinity(0))
+# ... each with one intra-op thread: one thread per CPU, where each worker
+# spreading over every CPU had them spin against each other (measured here,
+# the ffn, LeNet and LSTM draws: 10% less CPU time; docs/testing.md).  A
+# worker started to stand in for a checker's (a float32 run alone) is
+# started with this environment too, so that it computes the same bits.
+WORKER_ENV: dict[str, str] = thread_environment({"intra_op": 1, "inter_op": 1})["env"]
 _T = TypeVar("_T")
 
 
@@ -347,7 +353,9 @@ class _Taps:
 def _reference_worker(implementation: str, dtype: str) -> Worker:
     """A worker running ``implementation`` in ``dtype``."""
     return Worker(
-        implementation, env={"HARNESS_NATIVE_DTYPE": dtype}, deterministic=True
+        implementation,
+        env={**WORKER_ENV, "HARNESS_NATIVE_DTYPE": dtype},
+        deterministic=True,
     )
 
 
@@ -427,7 +435,10 @@ class Checker:
         self.repeat = repeat
         # started side by side: a framework's import takes seconds
         self.workers = _side_by_side(
-            {p: functools.partial(Worker, p, deterministic=True) for p in paths}
+            {
+                p: functools.partial(Worker, p, env=WORKER_ENV, deterministic=True)
+                for p in paths
+            }
         )
         # Each reference implementation in float64 and in float32 (its
         # baseline; ``equivalence.reference``), never given a deliberate

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from equivalence.check import Case, Checker
+from equivalence.check import WORKER_ENV, Case, Checker
 from equivalence.reference import IMPLEMENTATIONS
 from native.faults import FAULTS
 from workers.launch import PROJECT_ROOT, Worker
@@ -120,7 +120,7 @@ def test_a_path_stands_in_for_its_float32_baseline_bit_for_bit(
         request = Evaluate(
             model="lenet", weights=str(weights), data=str(data), out=str(out)
         )
-        env = {"HARNESS_NATIVE_DTYPE": "float32"}
+        env = {**WORKER_ENV, "HARNESS_NATIVE_DTYPE": "float32"}
         with Worker(impl, env=env, deterministic=True) as alone:
             reply = alone.call(request, 600)
         assert reply.ok, reply.error
