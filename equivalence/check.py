@@ -499,10 +499,11 @@ class Checker:
         outlived its request would show."""
         worker = self._worker(path)
         key = (worker, self._batches_digest, repr(dataclasses.replace(request, out="")))
+        given = None if self.repeat else self._answers.get(key)
         if request.fault is not None:
             self.forget(path)
-        elif key in self._answers and not self.repeat:
-            return self._answers[key]
+        elif given is not None:
+            return given
         out = self.work / f"{path}-{request.TASK}.npz"
         reply = worker.call(dataclasses.replace(request, out=str(out)), self.timeout)
         written = isinstance(reply.answer, ArraysAnswer) and out.exists()
@@ -516,8 +517,9 @@ class Checker:
         fault (here, or by a caller that asks it directly: the gate's timed
         closures), and whatever it computes next must be asked anew."""
         worker = self._worker(path)
-        for stale in [k for k in self._answers if k[0] is worker]:
-            del self._answers[stale]
+        # ``_call``s run side by side: another may be adding its answer now
+        for stale in [k for k in list(self._answers) if k[0] is worker]:
+            self._answers.pop(stale, None)
 
     def _worker(self, name: str) -> Worker:
         """The worker of a path, or of a reference run (by ``_run_name``).
