@@ -24,6 +24,8 @@ CPU_A: dict[str, object] = {
     "name": "cpu-a",
     "hostname": "box.example.org",
     "cpu_model": "AMD EPYC",
+    "cpu": "AuthenticAMD family 25 model 1 stepping 1",
+    "cpu_isa": "avx avx2 fma",
     "cores": 2,
     "memory_gb": 8.0,
     "accelerator": "none",
@@ -112,7 +114,7 @@ def test_identity_is_named_by_harness_machine(monkeypatch: pytest.MonkeyPatch) -
     assert found["cores"] >= 1
     assert found["memory_gb"] > 0
     assert found["libraries"] == {"torch": "2.13.0"}
-    assert {"cpu_model", "accelerator", "os", "python"} <= set(found)
+    assert {"cpu_model", "cpu", "cpu_isa", "accelerator", "os", "python"} <= set(found)
     assert records.host_platform()["machine"]["name"] == "h200-node.v2"
     monkeypatch.delenv("HARNESS_MACHINE")
     found = machines.identity()
@@ -145,6 +147,69 @@ def test_the_accelerator_is_none_without_a_working_nvidia_smi(
     assert machines.accelerator() == "2x NVIDIA H200 (143771 MiB)"
     smi.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n")
     assert machines.accelerator() == "none"  # installed, but no driver
+
+
+# Two CPUs that both call themselves "AMD EPYC": /proc/cpuinfo of each (the
+# first processor's block, shortened; a second block must not be read).
+EPYC_AVX2 = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 23
+model\t\t: 49
+model name\t: AMD EPYC
+stepping\t: 0
+flags\t\t: fpu sse2 avx fma avx2 sha_ni
+
+processor\t: 1
+vendor_id\t: GenuineIntel
+"""
+EPYC_AVX512 = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 17
+model name\t: AMD EPYC
+stepping\t: 1
+flags\t\t: fpu avx fma avx2 avx512f avx512dq avx512bw avx512vl avx512_bf16
+"""
+
+
+def test_the_cpu_is_told_apart_by_family_model_and_instruction_sets() -> None:
+    assert machines.cpu_details(EPYC_AVX2) == {
+        "cpu": "AuthenticAMD family 23 model 49 stepping 0",
+        "cpu_isa": "avx avx2 fma",
+    }
+    assert machines.cpu_details(EPYC_AVX512) == {
+        "cpu": "AuthenticAMD family 25 model 17 stepping 1",
+        "cpu_isa": "avx avx2 fma avx512f avx512dq avx512bw avx512vl avx512_bf16",
+    }
+    assert machines.cpu_details("") == {"cpu": "unknown", "cpu_isa": "unknown"}
+    old_cpu = EPYC_AVX2.replace(" avx fma avx2", "")
+    assert machines.cpu_details(old_cpu)["cpu_isa"] == "none"
+
+
+def test_two_hosts_of_one_cpu_name_but_other_instruction_sets_do_not_pool() -> None:
+    """The deliberate mistake: the same name and CPU model on both hosts (as
+    two sessions' "AMD EPYC" VMs here), one with AVX-512 and one without."""
+
+    def cell(machine: dict[str, object]) -> list[records.Record]:
+        run = f"run-{machine['cpu']}"  # one run per host
+        return [
+            dataclasses.replace(r, run_id=run)
+            for r in _machine_records(machine)
+            if (r.path, r.phase) == ("keras-torch", "train")
+        ]
+
+    avx2 = {**CPU_A, **machines.cpu_details(EPYC_AVX2)}
+    avx512 = {**CPU_A, **machines.cpu_details(EPYC_AVX512)}
+    assert records.pooling_conflict([*cell(avx512), *cell(avx512)]) is None
+    both = [*cell(avx2), *cell(avx512)]
+    conflict = records.pooling_conflict(both) or ""
+    assert conflict.startswith("platform.machine.cpu ("), conflict
+    with pytest.raises(ValueError, match=r"refusing to pool.*platform\.machine\.cpu "):
+        cells(both)
+    # the same CPU with instruction sets switched off (a VM's CPU model)
+    masked = {**avx512, "cpu_isa": avx2["cpu_isa"]}
+    conflict = records.pooling_conflict([*cell(avx512), *cell(masked)]) or ""
+    assert conflict.startswith("platform.machine.cpu_isa ("), conflict
 
 
 def test_older_records_are_named_by_their_hostname() -> None:
@@ -277,6 +342,8 @@ def test_machines_overhead_and_machines_tables(
         {
             "machine": "cpu-a",
             "cpu_model": "AMD EPYC",
+            "cpu": "AuthenticAMD family 25 model 1 stepping 1",
+            "cpu_isa": "avx avx2 fma",
             "cores": 2,
             "memory_gb": 8.0,
             "accelerator": "none",
@@ -285,6 +352,8 @@ def test_machines_overhead_and_machines_tables(
         {
             "machine": "gpu-b",
             "cpu_model": "Intel Xeon",
+            "cpu": None,
+            "cpu_isa": None,
             "cores": 16,
             "memory_gb": 128.0,
             "accelerator": "NVIDIA H200 (143771 MiB)",

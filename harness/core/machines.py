@@ -43,13 +43,43 @@ M = TypeVar("M", bound=Measured)
 NAME_VARIABLE = "HARNESS_MACHINE"
 # What must agree before two records' samples are pooled: the hostname is
 # left out on purpose, so that the nodes of one machine type pool.
-POOLED = ("name", "cpu_model", "cores", "memory_gb", "accelerator")
+# The CPU is compared by what its kernels can use, not by its model name: two
+# hosts that both call themselves "AMD EPYC", one with AVX-512 and one
+# without, run other oneDNN, MKL, Eigen and XLA kernels, with other timings,
+# rounding and even verdicts.
+POOLED = (
+    "name",
+    "cpu_model",
+    "cpu",
+    "cpu_isa",
+    "cores",
+    "memory_gb",
+    "accelerator",
+)
+# The instruction sets that change which kernels the frameworks pick.
+ISA_FLAGS = (
+    "avx",
+    "avx2",
+    "fma",
+    "avx_vnni",
+    "avx512f",
+    "avx512dq",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+)
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _NVIDIA_SMI_TIMEOUT_S = 20  # a hung driver must not stop a run
 
 
 def identity(libraries: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """This machine: ``name``, ``hostname``, ``cpu_model``, ``cores`` (the
+    """This machine: ``name``, ``hostname``, ``cpu_model``, ``cpu`` and
+    ``cpu_isa`` (``cpu_details``), ``cores`` (the
     logical CPUs this process may use), ``memory_gb`` (total RAM, 10^9 bytes,
     one decimal), ``accelerator`` (the GPUs ``nvidia-smi`` lists, else
     ``"none"``), ``os``, ``python``; and ``libraries`` when given.
@@ -61,6 +91,7 @@ def identity(libraries: Mapping[str, str] | None = None) -> dict[str, Any]:
         "name": _given_name() or short_hostname(hostname),
         "hostname": hostname,
         "cpu_model": cpu_model(),
+        **cpu_details(),
         "cores": _cores(),
         "memory_gb": _memory_gb(),
         "accelerator": accelerator(),
@@ -102,6 +133,36 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def cpu_details(cpuinfo: str | None = None) -> dict[str, str]:
+    """``cpu``: the first CPU's vendor, family, model number and stepping,
+    e.g. ``AuthenticAMD family 25 model 17 stepping 1``; ``cpu_isa``: which of
+    :data:`ISA_FLAGS` it has, e.g. ``avx avx2 fma avx512f ...`` (``none``
+    when it has none of them).  Both ``unknown`` where ``/proc/cpuinfo``
+    (or ``cpuinfo``, its text) does not say."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    first: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if first:
+                break  # the first processor's block is enough
+            continue
+        key, _, value = line.partition(":")
+        first.setdefault(key.strip(), value.strip())
+    parts = [first.get(k) for k in ("vendor_id", "cpu family", "model", "stepping")]
+    if any(p is None for p in parts) or "flags" not in first:
+        return {"cpu": "unknown", "cpu_isa": "unknown"}
+    vendor, family, model, stepping = parts
+    flags = set(first["flags"].split())
+    return {
+        "cpu": f"{vendor} family {family} model {model} stepping {stepping}",
+        "cpu_isa": " ".join(f for f in ISA_FLAGS if f in flags) or "none",
+    }
 
 
 def _cores() -> int:
@@ -210,6 +271,8 @@ def describe(name: str, recs: Iterable[Measured]) -> dict[str, Any]:
     return {
         "machine": name,
         "cpu_model": machine.get("cpu_model", first.get("cpu_model")),
+        "cpu": machine.get("cpu"),
+        "cpu_isa": machine.get("cpu_isa"),
         "cores": machine.get("cores", first.get("cpu_count")),
         "memory_gb": machine.get("memory_gb"),
         "accelerator": machine.get("accelerator"),
