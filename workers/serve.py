@@ -17,7 +17,8 @@ paths the messages name.
 The first line a worker writes is ``{"status": "ready", "platform": {...}}``
 (with ``"partner_platform": {...}`` for the first partner and
 ``"partner_platforms": [...]`` for each of several; all hold
-``cpu_affinity``, the CPUs the process may run on), or
+``cpu_affinity``, the CPUs the process may run on, and ``allocator``, its
+glibc allocator settings), or
 ``{"status": "unavailable", "error": ...}`` if its framework cannot be
 imported.  Each request then gets ``{"status": "ok", "result": <answer>}`` or
 ``{"status": "error", "error": ..., "traceback": ...}``.
@@ -529,6 +530,12 @@ def cpu_affinity() -> list[int]:
     return list(range(os.cpu_count() or 1))
 
 
+def allocator() -> dict[str, str]:
+    """glibc's allocator settings this process started with (the
+    orchestrator fixes them: ``workers.launch.ALLOCATOR_ENV``)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}
+
+
 def main(argv: list[str]) -> int:
     arguments = _arguments(argv)
     if arguments is None:
@@ -555,6 +562,7 @@ def main(argv: list[str]) -> int:
                 "mode": served.path.mode,
                 "numerics": pinned,
                 "cpu_affinity": affinity,
+                "allocator": allocator(),
             }
 
         hello: dict[str, Any] = {

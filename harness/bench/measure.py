@@ -22,10 +22,11 @@ from harness.core import pairing, records
 from harness.core.cells import Cell, Plan, Unit
 from harness.core.flops import step_flops
 from harness.core.gate import checked_batches, checked_weights
+from harness.core.placement import of_profile
 from harness.core.profiles import Profile, Settings
 from harness.core.resources import resource_summary
 from harness.core.seeds import WEIGHTS_SEED
-from workers.launch import Reply, Worker, thread_environment
+from workers.launch import Reply, Worker
 from workers.messages import Infer, Paired, PairedAnswer, Train, encode
 from zoo.specs import get_spec
 
@@ -96,14 +97,6 @@ def _request(
     )
 
 
-def _threads(profile: Profile, count: int | None) -> dict[str, Any]:
-    """The thread settings of a unit: the profile's, or on a thread sweep
-    ``count`` intra-op threads and one inter-op thread."""
-    if count is None:
-        return thread_environment(profile.threads)
-    return thread_environment({"intra_op": count, "inter_op": 1})
-
-
 @dataclass
 class Measuring:
     """What every record of one run shares, and how a unit is measured."""
@@ -167,7 +160,7 @@ class Measuring:
     ) -> records.Record:
         """Append the record of ``cell``'s ``repeat``: the machine's platform,
         the unit's thread settings, then ``platform`` (the worker's)."""
-        threads = _threads(self.profile, cell.threads)
+        threads = of_profile(self.profile, cell.threads).record()
         if cell.threads is not None:  # a thread sweep: the count is the cell's
             settings = {**(settings or {}), "threads": cell.threads}
         record = records.make(

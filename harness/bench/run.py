@@ -18,9 +18,11 @@ per repeat instead and alternate timed blocks (``harness.core.pairing``); their
 cells get more repeats, one round at a time, until the overhead ratio is
 known to ``ratio_target``.  In
 each process the first step (compilation, tracing, allocation) and the
-warm-up are timed apart from the steady state.  Thread settings are set
-explicitly for every worker (``workers.launch.thread_environment``) and
-recorded.
+warm-up are timed apart from the steady state.  Thread settings and CPUs
+are set explicitly for every worker and recorded
+(``harness.core.placement``): by default one intra-op thread in a worker
+pinned to a CPU of its own, this process kept on the others while it
+measures.
 
 Records are appended to ``<results>/run-<timestamp>.jsonl`` as each cell's
 repeat ends, so a crash loses nothing measured; ``resume`` continues an
@@ -48,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.bench.measure import Measuring, _threads
+from harness.bench.measure import Measuring
 from harness.core import machines, pairing, records
 from harness.core.cells import (
     Cell,
@@ -67,10 +69,11 @@ from harness.core.gate import (
     verify,
 )
 from harness.core.peak import measure_matmul_peak
+from harness.core.placement import kept_off, of_profile
 from harness.core.profiles import Profile
 from harness.core.progress import Progress
 from harness.core.seeds import WEIGHTS_SEED
-from workers.launch import Worker, thread_environment
+from workers.launch import Worker
 
 
 class RunStoppedError(Exception):
@@ -204,7 +207,7 @@ def _run(
 ) -> Path:
     if done:
         host = records.host_platform()
-        host["threads"] = thread_environment(profile.threads)
+        host["threads"] = of_profile(profile, None).record()
         _check_resumable(out, profile, host)
     keys: dict[str, dict[str, str]] = {}
     verdicts = verify(
@@ -279,13 +282,14 @@ class Local:
         context.progress.add(len(units))
         try:
             for unit in units:
-                measuring.unit(
-                    unit,
-                    workers,
-                    context.verdicts[unit.model],
-                    context.standing,
-                    label=f"{context.progress.line()} r{unit.repeat + 1} ",
-                )
+                with kept_off(of_profile(measuring.profile, unit.threads)):
+                    measuring.unit(
+                        unit,
+                        workers,
+                        context.verdicts[unit.model],
+                        context.standing,
+                        label=f"{context.progress.line()} r{unit.repeat + 1} ",
+                    )
                 context.progress.advance()
         finally:
             workers.close()
@@ -312,7 +316,8 @@ def run_cell(plan_path: Path, index: int, results_dir: Path) -> list[records.Rec
     standing = pairing.standings(records.read(out)) if out.is_file() else {}
     workers = _Workers(measuring.profile)
     try:
-        measuring.unit(unit, workers, verdicts, standing, label=f"[{index}] ")
+        with kept_off(of_profile(measuring.profile, unit.threads)):
+            measuring.unit(unit, workers, verdicts, standing, label=f"[{index}] ")
     except KeyboardInterrupt:
         raise RunStoppedError("interrupted", out, 130) from None
     except records.RecordsWriteError as exc:
@@ -395,12 +400,9 @@ class _Workers:
             or _gone(self.worker)
         ):
             self.close()  # before the next one measures
-            threads = _threads(self.profile, unit.threads)
+            where = of_profile(self.profile, unit.threads)
             self.worker = Worker(
-                path,
-                env=threads["env"],
-                partner=partner,
-                cpus=_cpus(self.profile, unit.threads),
+                path, env=where.env, partner=partner, cpus=where.worker_cpus
             )
             self.serving = key
         return self.worker
@@ -409,23 +411,6 @@ class _Workers:
         if self.worker is not None:
             self.worker.close(kill=True)
             self.worker = None
-
-
-def _cpus(profile: Profile, count: int | None) -> tuple[int, ...] | None:
-    """The CPUs a unit's worker is pinned to: the profile's, or on a thread
-    sweep the first ``count`` this process may use (so a count is a number of
-    cores, not only of threads).
-
-    Raises ValueError when this machine has fewer than ``count`` CPUs."""
-    if count is None:
-        return profile.pin_cpus
-    usable = sorted(os.sched_getaffinity(0))
-    if count > len(usable):
-        raise ValueError(
-            f"thread count {count} needs {count} CPUs; this process may use "
-            f"{len(usable)}"
-        )
-    return tuple(usable[:count])
 
 
 def _gone(worker: Worker) -> bool:

@@ -17,7 +17,10 @@ Two checks, per path that has a reference timer:
 The measurements run in a worker of each path (request
 ``workers.messages.Selfcheck``, measured by
 ``workers.timing.time_against_reference``); this module only asks and
-judges, and imports no framework.
+judges, and imports no framework.  Each worker measures as a default run's
+does (one thread, on a CPU of its own: ``harness.core.placement``), and
+each row says whether other processes took CPU meanwhile (``machine``:
+``BUSY`` past ``workers.resources.CONTENDED_CORES``).
 """
 
 from __future__ import annotations
@@ -26,9 +29,12 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from harness.core.placement import kept_off, of_profile
+from harness.core.profiles import get_profile
 from harness.stats import robust
-from workers.launch import Worker, thread_environment
+from workers.launch import Worker
 from workers.messages import Selfcheck, SelfcheckAnswer
+from workers.resources import contended
 from zoo.data import batches_file
 from zoo.specs import get_spec
 from zoo.weights import weights_file
@@ -55,15 +61,27 @@ def selfcheck(
         steps=STEPS,
         pairs=pairs,
     )
-    env = thread_environment({})["env"]  # the threads a default run sets
+    where = of_profile(get_profile("default"))  # as a default run measures
     rows = []
     for path in paths:
-        with Worker(path, env=env) as worker:
+        with (
+            kept_off(where),
+            Worker(path, env=where.env, cpus=where.worker_cpus) as worker,
+        ):
             reply = worker.call(request, 900.0)
         if not isinstance(reply.answer, SelfcheckAnswer):
             rows.append({"path": path, "verdict": f"{reply.status}: {reply.error}"})
             continue
-        rows.append({"path": path, "model": spec.name, **judge(reply.answer)})
+        busy = contended(reply.resources or {})
+        rows.append(
+            {
+                "path": path,
+                "model": spec.name,
+                **judge(reply.answer),
+                "others_cpu": round(reply.resources.get("others_cpu", 0.0), 2),
+                "machine": "BUSY" if busy else "quiet",
+            }
+        )
     return rows
 
 

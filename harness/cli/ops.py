@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 from harness.cli.common import Commands
-from harness.core.profiles import get_profile
 from workers.paths import parse_list
 
 
@@ -59,13 +58,11 @@ def ops_command(args: argparse.Namespace) -> int:
         analysis = render(args.render)
         print((args.render / "ops.md").read_text())
     else:
-        profile = get_profile("default")
         out = ops(
             get_ops_profile(args.profile),
             frameworks=parse_list(args.frameworks, FRAMEWORKS, "framework"),
             operators=parse_list(args.operators, list(OPERATORS), "operator"),
             results_dir=args.results,
-            threads=dict(profile.threads),
             fault=args.fault,
         )
         analysis = json.loads((out / "ops.json").read_text())  # ops() rendered it

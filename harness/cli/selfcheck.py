@@ -28,4 +28,9 @@ def selfcheck_command(args: argparse.Namespace) -> int:
 
     rows = selfcheck(args.results)
     print(tabulate(rows, headers="keys"))
+    if any(r.get("machine") == "BUSY" for r in rows):
+        print(
+            "BUSY MACHINE: other processes used the CPU while a check ran "
+            "(column machine); a FAIL there may be the load's, not the timer's"
+        )
     return 0 if rows and all(r["verdict"] == "ok" for r in rows) else 1

@@ -122,7 +122,10 @@ class _DistinctList:
 
 BatchSize = Annotated[int, Field(ge=1, le=65_536)]
 ThreadCount = Annotated[int, Field(ge=1, le=4096)] | Literal["auto"]
-AUTO_THREADS: dict[ThreadPool, ThreadCount] = {"intra_op": "auto", "inter_op": "auto"}
+# One intra-op and one inter-op thread, the worker on a CPU of its own: the
+# overhead measure (harness.core.placement).  "auto" (all the CPUs this
+# process may use) is the thread axis' business: the threads profile.
+ONE_THREAD: dict[ThreadPool, ThreadCount] = {"intra_op": 1, "inter_op": 1}
 
 
 class Settings(_Schema):
@@ -351,13 +354,19 @@ class Profile(_Schema):
         ]
         | None
     ) = Field(None, description="pin every worker to these CPU numbers; unset: none")
+    isolate: bool = Field(
+        True,
+        description="pin each worker to as many CPUs of its own as it has "
+        "intra-op threads (the last ones) and keep the orchestrator on the "
+        "others while it measures (harness.core.placement)",
+    )
     threads: Annotated[
         dict[ThreadPool, ThreadCount],
-        AfterValidator(lambda given: AUTO_THREADS | given),
+        AfterValidator(lambda given: ONE_THREAD | given),
     ] = Field(
-        default_factory=lambda: dict(AUTO_THREADS),
-        description="framework thread pools, intra_op and inter_op; auto: "
-        "workers.launch.thread_environment decides",
+        default_factory=lambda: dict(ONE_THREAD),
+        description="framework thread pools, intra_op and inter_op (default "
+        "1 and 1, the overhead measure); auto: all the CPUs this process may use",
     )
     thread_counts: (
         Literal["sweep"]

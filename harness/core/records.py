@@ -357,8 +357,9 @@ def outcome(recs: Iterable[Record]) -> tuple[Counter[str], str]:
 
 
 # What must agree between records before their samples are pooled into one
-# cell: the machine, the code, the libraries, the numeric and thread settings
-# and what was asked for.  Measured quantities (the matmul peak) may differ.
+# cell: the machine, the code, the libraries, the numeric, thread and
+# allocator settings and what was asked for.  Measured quantities (the matmul
+# peak) may differ.
 # The machine is compared by what it is (``machines.POOLED``), not by its
 # hostname, so that the nodes of one machine type named alike pool.
 POOLED_KEYS = (
@@ -374,6 +375,7 @@ POOLED_KEYS = (
     "device",
     "numerics",
     "xla_flags",
+    "allocator",
 )
 
 

@@ -32,13 +32,14 @@ from typing import Any
 
 from harness.core import jsonl, records
 from harness.core.gate import checked_batches, checked_weights, verify
+from harness.core.placement import Placement, kept_off, of_profile
 from harness.core.profiles import Profile
 from harness.core.progress import Progress
 from harness.core.resources import resource_summary
 from harness.core.seeds import WEIGHTS_SEED
 from harness.explain import decompose
 from workers.frameworks import FRAMEWORKS as REGISTERED
-from workers.launch import Worker, thread_environment
+from workers.launch import Worker
 from workers.messages import Levels, LevelsAnswer, ProfileAnswer, encode
 from workers.messages import Profile as ProfileRequest
 from workers.paths import levels_of
@@ -76,13 +77,14 @@ def explain(
     out = results_dir / f"explain-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=False)
     raw = out / "explain.jsonl"
-    env = thread_environment(profile.threads)["env"]
+    where = of_profile(profile)
     cache = results_dir / "cache"
 
     def write(line: dict[str, Any]) -> None:
         jsonl.append(raw, line)
 
-    write({"kind": "host", "host": records.host_platform(), "profile": profile.name})
+    host = {**records.host_platform(), "threads": where.record()}
+    write({"kind": "host", "host": host, "profile": profile.name})
     for model in models:
         paths = [p for f in frameworks for p in levels_of(f)]
         verdicts = verify(
@@ -111,13 +113,14 @@ def explain(
                 framework=framework,
                 levels=levels,
                 cache=cache,
-                env=env,
+                where=where,
                 write=write,
                 log=log,
             )
             cell.unverified = bool(failing)
-            cell.measure(phases, batch_sizes, processes)
-            cell.profile_levels(phases)
+            with kept_off(where):
+                cell.measure(phases, batch_sizes, processes)
+                cell.profile_levels(phases)
     render(out)
     return out
 
@@ -133,12 +136,12 @@ class _Cell:
         framework: str,
         levels: list[str],
         cache: Path,
-        env: dict[str, str],
+        where: Placement,
         write: Callable[[dict[str, Any]], None],
         log: Log,
     ) -> None:
         self.profile, self.model, self.framework = profile, model, framework
-        self.levels, self.cache, self.env = levels, cache, env
+        self.levels, self.cache, self.where = levels, cache, where
         self.write, self.log = write, log
         self.spec = get_spec(model)
         self.settings = profile.settings(model)
@@ -176,9 +179,9 @@ class _Cell:
         """A fresh process serving every level (the caller closes it)."""
         return Worker(
             self.levels[0],
-            env=self.env,
+            env=self.where.env,
             partner=self.levels[1:],
-            cpus=self.profile.pin_cpus,
+            cpus=self.where.worker_cpus,
         )
 
     def _started(self, worker: Worker, phase: str) -> bool:

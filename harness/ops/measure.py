@@ -46,10 +46,12 @@ from equivalence.operators import (
 )
 from harness.core import jsonl, records
 from harness.core.peak import measure_matmul_peak
+from harness.core.placement import Placement, kept_off, of_profile
+from harness.core.profiles import get_profile
 from harness.core.progress import Progress
 from harness.core.resources import resource_summary
 from workers.frameworks import FRAMEWORKS as REGISTERED
-from workers.launch import Reply, Worker, thread_environment
+from workers.launch import Reply, Worker
 from workers.messages import (
     OpPeak,
     OpPeakAnswer,
@@ -155,7 +157,7 @@ def ops(
     frameworks: list[str],
     operators: list[str],
     results_dir: Path,
-    threads: dict[str, Any] | None = None,
+    where: Placement | None = None,
     fault: str | None = None,
     log: Log = lambda line: print(line, file=sys.stderr),
 ) -> Path:
@@ -171,12 +173,11 @@ def ops(
         raise ValueError(f"the {profile.name} profile has no case of {operators}")
     out = results_dir / f"ops-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=False)
-    threads_env = thread_environment(threads or {})
+    where = where or of_profile(get_profile("default"))
+    threads_env = where.record()
     peak = measure_matmul_peak()
     log(f"matmul peak (NumPy's BLAS, float32): {peak['flops_per_s'] / 1e9:.1f} GFLOP/s")
-    run = _Run(
-        profile, out, cases, peak=peak, threads=threads_env, fault=fault, log=log
-    )
+    run = _Run(profile, out, cases, peak=peak, where=where, fault=fault, log=log)
     run.progress.add(
         profile.processes * len(frameworks) * sum(len(directions(c)) for c in cases)
     )
@@ -237,12 +238,12 @@ class _Run:
         cases: list[Case],
         *,
         peak: Any,
-        threads: dict[str, Any],
+        where: Placement,
         fault: str | None,
         log: Log,
     ) -> None:
         self.profile, self.cases = profile, cases
-        self.threads, self.fault, self.log = threads, fault, log
+        self.where, self.fault, self.log = where, fault, log
         self.operators = sorted({c.op for c in cases}, key=list(OPERATORS).index)
         self.gate = _Gate(out, profile.examples, fault, log)
         self.references = _References()
@@ -250,7 +251,7 @@ class _Run:
             out,
             profile,
             peak=peak,
-            threads=threads,
+            threads=where.record(),
             fault=fault,
             verdict=self.gate.verdict,
             log=log,
@@ -262,7 +263,15 @@ class _Run:
     def framework(self, framework: str, repeat: int) -> None:
         """One worker process serving every operator path of ``framework``."""
         paths = operator_paths(framework)
-        with Worker(paths[0], env=self.threads["env"], partner=paths[1:]) as worker:
+        with (
+            kept_off(self.where),
+            Worker(
+                paths[0],
+                env=self.where.env,
+                partner=paths[1:],
+                cpus=self.where.worker_cpus,
+            ) as worker,
+        ):
             if not worker.started:
                 assert worker.failure is not None
                 self.log(f"ops {framework}: unavailable ({worker.failure.error})")
