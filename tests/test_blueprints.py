@@ -120,7 +120,7 @@ def test_shipped_blueprint_keeps_the_python_values(name: str) -> None:
     assert loaded.paths == tuple(PATHS)
     assert loaded.phases == PHASES
     assert (loaded.seed, loaded.data) == (1, "synthetic")
-    assert loaded.threads == {"intra_op": "auto", "inter_op": "auto"}
+    assert loaded.threads == {"intra_op": 1, "inter_op": 1}
     for model in MODELS:
         assert loaded.settings(model) == BEFORE[name].settings(model)
 
@@ -152,7 +152,7 @@ window_s = 2
         assert profile.paths == ("native-torch", "keras-torch")
         assert profile.phases == ("infer",)
         assert (profile.seed, profile.timeout_s) == (7, 60.0)
-        assert profile.threads == {"intra_op": 2, "inter_op": "auto"}
+        assert profile.threads == {"intra_op": 2, "inter_op": 1}
         rysia = profile.settings("vgg-rysia")
         assert (rysia.batch_size, rysia.window_s, rysia.latency) == (16, 2.0, True)
         assert isinstance(rysia.window_s, float)
@@ -198,7 +198,8 @@ def test_setting_outside_its_table() -> None:
     assert message == (
         "default.toml: repeats is not a known key (settings belong in the "
         "[settings] table); known keys: description, models, paths, phases, "
-        "seed, data, fresh_worker_per_cell, timeout_s, paired, pin_cpus, threads, "
+        "seed, data, fresh_worker_per_cell, timeout_s, paired, pin_cpus, isolate, "
+        "threads, "
         "thread_counts, "
         "settings, per_model"
     )

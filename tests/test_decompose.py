@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.core.placement import of_profile
 from harness.explain import decompose, measure
 from workers.timing import Interleaved, time_interleaved
 
@@ -411,7 +412,7 @@ def test_a_level_that_diverged_is_recorded_as_a_failure_not_a_timing(
         framework="torch",
         levels=PATHS,
         cache=tmp_path,
-        env={},
+        where=of_profile(get_profile("smoke")),
         write=lines.append,
         log=lambda line: None,
     )

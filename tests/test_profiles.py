@@ -160,10 +160,14 @@ def test_a_run_of_a_phase_the_blueprint_leaves_out_is_one_sentence(
 def test_setting_every_phase_keeps_the_digest_it_had_when_all_were_required() -> None:
     # Computed before the phases' settings became optional: a blueprint that
     # sets them all (every shipped one does) keeps its digest, so --resume
-    # still takes runs measured before.
+    # still takes runs measured before (at the threads that were the default
+    # then).
     text = """
 models = ["ffn", "lstm"]
 phases = ["train", "infer"]
+[threads]
+intra_op = "auto"
+inter_op = "auto"
 [settings]
 train_steps = 3
 repeats = 2

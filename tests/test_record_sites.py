@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from harness.bench import floors
-from harness.bench.measure import Measuring, _held_back_because, _threads
+from harness.bench.measure import Measuring, _held_back_because
 from harness.bench.slurm import failed_unit
-from harness.core import records
+from harness.core import placement, records
 from harness.core.cells import Cell, new_plan
+from harness.core.placement import of_profile
 from harness.core.profiles import get_profile
 from harness.ops.measure import _Run, get_ops_profile
 from workers.launch import Reply
@@ -30,6 +31,7 @@ STEP = TrainAnswer(first_step_s=0.5, step_s=[0.002, 0.003, 0.004])
 @pytest.fixture
 def host(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setattr(records, "host_platform", lambda: dict(HOST))
+    monkeypatch.setattr(placement, "usable", lambda: [0, 1, 2, 3])
     return HOST
 
 
@@ -65,7 +67,7 @@ def test_a_run_record_is_what_it_was(tmp_path: Path, host: dict[str, Any]) -> No
         equivalence="fail",
         verified=False,
         repeat=2,
-        platform={**host, "threads": _threads(profile, None)},
+        platform={**host, "threads": of_profile(profile).record()},
         settings={},
         error=_held_back_because("fail"),
     )
@@ -78,7 +80,7 @@ def test_a_run_record_is_what_it_was(tmp_path: Path, host: dict[str, Any]) -> No
         "keras",
         {"threads": 3},
     )
-    assert swept.platform == {**host, "threads": _threads(profile, 3)}
+    assert swept.platform == {**host, "threads": of_profile(profile, 3).record()}
 
 
 def test_a_failed_slurm_unit_record_is_what_it_was(tmp_path: Path) -> None:
@@ -108,13 +110,14 @@ def test_a_failed_slurm_unit_record_is_what_it_was(tmp_path: Path) -> None:
 def test_an_ops_record_is_what_it_was(tmp_path: Path, host: dict[str, Any]) -> None:
     profile = get_ops_profile("smoke")
     case = Case("relu", (4, 16), "elements-64")
-    threads = {"env": {"OMP_NUM_THREADS": "1"}, "intra_op": 1}
+    where = placement.place({"intra_op": 1, "inter_op": 1})
+    threads = {k: v for k, v in where.record().items() if k != "env"}
     run = _Run(
         profile,
         tmp_path,
         [case],
         peak={"flops_per_s": 1e9},
-        threads=threads,
+        where=where,
         fault=None,
         log=print,
     )
@@ -161,7 +164,7 @@ def test_an_ops_record_is_what_it_was(tmp_path: Path, host: dict[str, Any]) -> N
             **host,
             **WORKER,
             "matmul_peak_flops": 1e9,
-            "threads": {"intra_op": 1},
+            "threads": threads,
         },
         error="no search",
     )
@@ -175,7 +178,7 @@ def test_an_ops_record_is_what_it_was(tmp_path: Path, host: dict[str, Any]) -> N
         repeat=0,
         values=values,
         summary={"median_call_s": 2e-5},
-        platform={**host, "matmul_peak_flops": 1e9, "threads": {"intra_op": 1}},
+        platform={**host, "matmul_peak_flops": 1e9, "threads": threads},
     )
 
 

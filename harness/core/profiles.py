@@ -432,6 +432,8 @@ class Profile(_Schema):
         )
         if content["thread_counts"] is None:  # as digests were before the axis
             del content["thread_counts"]
+        if content["isolate"]:  # as digests were before the key
+            del content["isolate"]
         content["settings"] = {
             model: self.settings(model).model_dump(mode="json")
             for model in ["*", *self.per_model]  # "*": no model's replacements
