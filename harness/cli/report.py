@@ -130,6 +130,7 @@ def report_command(args: argparse.Namespace) -> int:
         if args.format in ("table", "markdown"):
             _explained(results)
             _operators(results)
+            _agreement(results, records_path, args.format)
     if args.check:
         counts, line = outcome(load(records_path))
         print(line, file=sys.stderr)
@@ -148,6 +149,26 @@ def _explained(results: Path) -> None:
         print(markdown([cell for _, cell in found]))
         runs = sorted({str(run) for run, _ in found})
         print(f"(from {', '.join(runs)}; plots: explain-*.png there)")
+
+
+def _agreement(results: Path, records_path: Path, fmt: str) -> None:
+    """Cells that several commands measured: their figures side by side and
+    whether they agree (``harness.report.agreement``)."""
+    from harness.report import agreement
+    from harness.report.tables import render
+
+    found = agreement.rows(agreement.gather(results, records_path))
+    if not found:
+        return
+    print()
+    print("One answer per cell: the same cell as each command measured it")
+    print(render(found, fmt))
+    differ = sum(1 for r in found if r["agree"] != "yes")
+    if differ:
+        print(
+            f"{differ} of {len(found)} cells differ between commands beyond their "
+            "95% intervals (column why)."
+        )
 
 
 def _operators(results: Path) -> None:

@@ -83,7 +83,11 @@ def explain(
     def write(line: dict[str, Any]) -> None:
         jsonl.append(raw, line)
 
-    host = {**records.host_platform(), "threads": where.record()}
+    host = {
+        **records.host_platform(),
+        "threads": where.record(),
+        "train_steps": {m: profile.settings(m).train_steps for m in models},
+    }
     write({"kind": "host", "host": host, "profile": profile.name})
     for model in models:
         paths = [p for f in frameworks for p in levels_of(f)]
