@@ -370,6 +370,18 @@ def test_outcome_counts_final_records_and_unverified_ones(tmp_path: Path) -> Non
     assert line == "3 cell repeats: 1 diverged, 2 ok, 2 of the ok ones unverified"
 
 
+def test_outcome_says_how_many_were_measured_on_a_busy_machine() -> None:
+    quiet = record()
+    busy = record(repeat=1)
+    busy.summary.update(contended=True, others_cpu=0.9)
+    _, line = records.outcome([quiet, busy])
+    assert line == (
+        "2 cell repeats: 2 ok, 1 of the ok ones measured on a BUSY MACHINE "
+        "(other processes took CPU time meanwhile)"
+    )
+    assert "BUSY" not in records.outcome([quiet])[1]
+
+
 # --- resume ------------------------------------------------------------------------
 
 

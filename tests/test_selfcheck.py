@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
+from harness.bench import selfcheck
 from harness.bench.selfcheck import judge
+from harness.core.placement import of_profile
+from harness.core.profiles import get_profile
+from workers.launch import Reply
 from workers.messages import SelfcheckAnswer
 from workers.timing import time_against_reference
 
@@ -51,3 +57,36 @@ def test_the_verdict_needs_both_agreement_and_low_overhead() -> None:
     assert judge(_result([0.96 * d for d in drift], drift))["verdict"] == "FAIL"
     slow_timer = _result(drift, drift, overhead_s=2e-4)  # 2% of 10 ms
     assert judge(slow_timer)["verdict"] == "FAIL"
+
+
+class _Worker:
+    """Answers a self-check with fixed figures; ``busy`` cores taken by
+    others meanwhile, as the resource sampler would say."""
+
+    busy = 0.0
+    seen: ClassVar[list[tuple[int, ...] | None]] = []
+
+    def __init__(self, path: str, env: dict[str, str], cpus: tuple[int, ...]) -> None:
+        self.seen.append(cpus)
+
+    def __enter__(self) -> _Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def call(self, request: object, timeout: float) -> Reply:
+        answer = _result([0.010] * 30, [0.010] * 30)
+        return Reply("ok", answer=answer, resources={"others_cpu": self.busy})
+
+
+@pytest.mark.parametrize(("busy", "said"), [(0.02, "quiet"), (0.9, "BUSY")])
+def test_each_row_says_whether_the_machine_was_busy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, busy: float, said: str
+) -> None:
+    monkeypatch.setattr(selfcheck, "Worker", _Worker)
+    monkeypatch.setattr(_Worker, "busy", busy)
+    (row,) = selfcheck.selfcheck(tmp_path, paths=("native-torch",), pairs=2)
+    assert (row["verdict"], row["machine"], row["others_cpu"]) == ("ok", said, busy)
+    # measured as a default run measures: one thread on a CPU of its own
+    assert _Worker.seen[-1] == of_profile(get_profile("default")).worker_cpus

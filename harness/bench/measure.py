@@ -407,6 +407,9 @@ def _describe(record: records.Record) -> str:
     if record.status != "ok":
         return f"{record.status.upper()}: {record.error}"
     mark = "" if record.verified else " (UNVERIFIED)"
+    if record.summary.get("contended"):
+        taken = record.summary.get("others_cpu", 0)
+        mark += f", MACHINE BUSY ({taken:.2f} cores taken)"
     return _describe_times(record) + mark
 
 

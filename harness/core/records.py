@@ -346,13 +346,20 @@ def final(recs: Iterable[Record]) -> list[Record]:
 
 def outcome(recs: Iterable[Record]) -> tuple[Counter[str], str]:
     """How every cell repeat ended (the status of its final record), and one
-    line saying so, e.g. ``46 cell repeats: 1 diverged, 44 ok, 1 not-timed``."""
+    line saying so, e.g. ``46 cell repeats: 1 diverged, 44 ok, 1 not-timed``,
+    and how many of the ok ones were measured on a busy machine."""
     last = final(recs)
     counts = Counter(r.status for r in last)
     unverified = sum(1 for r in last if r.status == "ok" and not r.verified)
     parts = [f"{n} {status}" for status, n in sorted(counts.items())]
     if unverified:
         parts.append(f"{unverified} of the ok ones unverified")
+    busy = sum(1 for r in last if r.status == "ok" and r.summary.get("contended"))
+    if busy:
+        parts.append(
+            f"{busy} of the ok ones measured on a BUSY MACHINE (other processes "
+            "took CPU time meanwhile)"
+        )
     return counts, f"{len(last)} cell repeats: " + (", ".join(parts) or "none")
 
 
