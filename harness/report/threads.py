@@ -6,8 +6,8 @@ On a sweep every cell is timed once per thread count; a count of n pins the
 worker to n CPUs with n intra-op threads (``harness.bench.run``), and its records
 carry the count as ``settings["threads"]``.  Cells of different counts are
 different cells and are never pooled: :func:`at_count` gives one count's
-records, which the ordinary tables read (those of the largest count, all of
-the machine's cores, the setting every other profile times with), and
+records, which the ordinary tables read (those of the smallest count, one
+thread, the setting every other shipped profile times with), and
 :func:`scaling_rows` the sweep: per cell, the median and 95% CI at every
 count, the speed-up of the largest count over one thread and its parallel
 efficiency (speed-up over the count), and per framework the Keras/native
@@ -41,9 +41,9 @@ def at_count(recs: Iterable[Record], count: int | None) -> list[Record]:
 
 def main_records(recs: list[Record]) -> list[Record]:
     """What the ordinary tables read: every record off a sweep; on one, the
-    records of its largest count (every core)."""
+    records of its smallest count (one thread: the overhead measure)."""
     found = counts(recs)
-    return at_count(recs, found[-1]) if found else recs
+    return at_count(recs, found[0]) if found else recs
 
 
 def scaling_rows(recs: list[Record]) -> list[dict[str, Any]]:
