@@ -23,7 +23,7 @@ from typing import cast
 import pytest
 
 from workers import messages as m
-from workers.launch import Worker, _pinned
+from workers.launch import ALLOCATOR_ENV, Worker, _pinned
 from workers.paths import get_path
 from workers.protocol import Runner
 from workers.serve import _arguments, handle
@@ -334,6 +334,9 @@ def test_a_paired_worker_describes_both_paths_and_its_cpus(
     expected = [0] if framework == "torch" else sorted(os.sched_getaffinity(0))
     assert worker.platform["cpu_affinity"] == expected
     assert worker.partner_platform["cpu_affinity"] == expected
+    # glibc's allocator as the orchestrator fixed it, in both descriptions
+    assert worker.platform["allocator"] == ALLOCATOR_ENV
+    assert worker.partner_platform["allocator"] == ALLOCATOR_ENV
     keras_side = (
         worker.platform if worker.path.api == "keras" else worker.partner_platform
     )
