@@ -23,7 +23,7 @@ def test_per_model_settings_replace_the_base() -> None:
     assert default.settings("ffn").train_steps == 50
     assert default.settings("lstm").train_steps == 2
     assert default.settings("lenet").batch_size is None  # the workload's own
-    assert default.settings("vgg16").batch_size == 16
+    assert default.settings("vgg16").batch_size == 8
     assert PROFILES["smoke"].settings("vgg16").batch_size == 8
 
 
@@ -36,17 +36,17 @@ def test_settings_are_hashable_immutable_values() -> None:
     ffn = PROFILES["default"].settings("ffn")
     again = Settings(
         train_steps=50,
-        repeats=4,
+        repeats=3,
         infer_batches=20,
         window_s=0.3,
         warmup_rounds=1,
         warmup_runs=1,
-        infer_batch_sizes=(1, 16, 128),
+        infer_batch_sizes=(1, 128),
         latency=True,
         pair_window_s=1.0,
-        ratio_target=0.05,
+        ratio_target=0.01,
         cell_budget_s=30.0,
-        max_repeats=5,
+        max_repeats=3,
     )
     assert ffn == again
     assert {ffn: "ffn"}[again] == "ffn"
@@ -57,7 +57,7 @@ def test_settings_are_hashable_immutable_values() -> None:
 
 def test_warmup_runs_and_repeats_are_separate_settings() -> None:
     ffn, vgg16 = (PROFILES["default"].settings(m) for m in ("ffn", "vgg16"))
-    assert (ffn.warmup_runs, ffn.repeats) == (1, 4)
+    assert (ffn.warmup_runs, ffn.repeats) == (1, 3)
     assert (vgg16.warmup_runs, vgg16.repeats) == (0, 2)
 
 
