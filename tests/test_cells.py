@@ -114,6 +114,19 @@ def test_each_round_rotates_the_order_of_the_paths() -> None:
     assert all(u.verdict_keys == {u.paths[0]: None} for u in units)
 
 
+def test_a_rounds_pairs_are_grouped_by_framework_in_a_rotating_order() -> None:
+    smoke = profile(repeats=2, max_repeats=2)
+    paths = ["keras-jax", "native-jax", "keras-torch", "native-torch"]
+    units = make_units(smoke, ["ffn", "lenet"], paths, ["train", "infer"], {})
+    frameworks = [(u.repeat, u.paths[0].removeprefix("keras-")) for u in units]
+    # one worker per pair and repeat serves every model's cells of that pair
+    assert [f for r, f in frameworks if r == 0] == ["jax"] * 4 + ["torch"] * 4
+    assert [f for r, f in frameworks if r == 1] == ["torch"] * 4 + ["jax"] * 4
+    assert {(u.model, u.phase) for u in units if u.paths[0] == "keras-jax"} == {
+        (m, p) for m in ("ffn", "lenet") for p in ("train", "infer")
+    }
+
+
 def test_a_thread_sweep_plans_every_cell_at_every_count() -> None:
     assert thread_counts(profile()) == [None]
     assert thread_counts(profile(thread_counts="sweep"), cores=6) == [1, 2, 4, 6]

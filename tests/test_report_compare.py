@@ -59,6 +59,42 @@ def test_too_few_samples_are_said_so(tmp_path: Path) -> None:
     assert "slower" not in text
 
 
+def _blocks_run(out: Path, shifts: list[float]) -> Path:
+    """Training records of one path, one per process, each with 15 blocks:
+    the process' own level (``shifts``, what the host's load does to a
+    process) times a small noise of its blocks."""
+    rng = np.random.default_rng(len(shifts))
+    for repeat, shift in enumerate(shifts):
+        blocks = [0.01 * shift * float(x) for x in rng.lognormal(0.0, 0.002, 15)]
+        records.append(
+            out,
+            record(
+                "keras-torch",
+                repeat=repeat,
+                values={"step_s": blocks, "partner": "native-torch"},
+                summary={"median_step_s": float(np.median(blocks))},
+            ),
+        )
+    return out
+
+
+def test_a_process_blocks_count_once_so_process_levels_are_not_a_change(
+    tmp_path: Path,
+) -> None:
+    # The same process levels on both sides, drawn in another order: nothing
+    # changed, although 45 pooled blocks a side would differ at p < 0.05.
+    old = _blocks_run(tmp_path / "run-old.jsonl", [0.97, 1.0, 1.03])
+    new = _blocks_run(tmp_path / "run-new.jsonl", [1.03, 1.0, 0.99])
+    (row,) = json.loads(compare_report(old, new, "json"))
+    assert (row["n_old"], row["n_new"]) == (3, 3)
+    assert row["verdict"] == "too few samples"
+    # four processes a side, every new one 10% slower: that is a change
+    old4 = _blocks_run(tmp_path / "run-old4.jsonl", [0.99, 1.0, 1.01, 1.0])
+    new4 = _blocks_run(tmp_path / "run-new4.jsonl", [1.09, 1.1, 1.11, 1.1])
+    (row,) = json.loads(compare_report(old4, new4, "json"))
+    assert row["verdict"] == "slower"
+
+
 def test_markdown_compare_is_a_github_table(tmp_path: Path) -> None:
     old = _run_file(tmp_path / "run-old.jsonl", seed=10, slowdown={})
     new = _run_file(tmp_path / "run-new.jsonl", seed=11, slowdown={SLOW_PATH: 1.2})

@@ -187,13 +187,18 @@ def make_units(
     """The planned units: round by round (repeat 0 of everything, then 1...),
     in each the cells measured alone with the path order rotated by the
     repeat (so drift on a shared machine spreads over all paths), then the
-    pair cells.  ``keys``: the gate's verdict keys by model and path."""
+    pair cells, grouped by framework in an order rotated the same way.
+    Grouped, one worker per path (or pair) and repeat serves all of its
+    cells, every model's, unless the profile wants a fresh one per cell.
+    ``keys``: the gate's verdict keys by model and path."""
     frameworks = pairing.paired_frameworks(profile, list(paths))
     paired = {p for f in frameworks for p in (f"keras-{f}", f"native-{f}")}
     units: list[Unit] = []
     for repeat in range(max(profile.settings(m).repeats for m in models)):
         shift = repeat % len(paths)
         order = [*paths[shift:], *paths[:shift]]
+        turn = repeat % max(len(frameworks), 1)
+        framework_order = [*frameworks[turn:], *frameworks[:turn]]
         singles, pairs = [], []
         for threads in thread_counts(profile):
             for model, phase, batch in _cells(profile, models, paths, phases):
@@ -204,9 +209,11 @@ def make_units(
                     if path not in paired:
                         singles.append((order.index(path), (path,), cell))
                     elif path.startswith("keras-"):
-                        native = "native-" + path.removeprefix("keras-")
-                        pairs.append((0, (path, native), cell))
+                        framework = path.removeprefix("keras-")
+                        place = framework_order.index(framework)
+                        pairs.append((place, (path, f"native-{framework}"), cell))
         singles.sort(key=lambda s: s[0])  # stable: grouped by path, in order
+        pairs.sort(key=lambda s: s[0])  # stable: grouped by framework
         for _, unit_paths, cell in singles + pairs:
             units.append(
                 _unit(
@@ -250,8 +257,8 @@ def extension(
 ) -> list[Unit]:
     """The next round of every pair cell that wants one more process
     (``pairing.stop_reason`` finds no reason to stop yet, ``max_repeats``
-    allows one and some process of it gave a ratio), numbered after the
-    plan's last unit."""
+    allows one and some process of it gave a ratio), grouped by pair and
+    numbered after the plan's last unit."""
     profile = plan.get_profile()
     standing = pairing.standings(list(recs))
     last: dict[pairing.PairCell, Unit] = {}
@@ -260,7 +267,7 @@ def extension(
             cell = unit.pair_cell()
             if cell not in last or unit.repeat > last[cell].repeat:
                 last[cell] = unit
-    out: list[Unit] = []
+    wanted: list[tuple[tuple[str, ...], tuple[str, str, int, int | None], int]] = []
     for cell, unit in last.items():
         settings = profile.settings(cell.model)
         have = standing.get(cell, pairing.Standing())
@@ -271,12 +278,13 @@ def extension(
             continue
         if pairing.stop_reason(have, len(have.repeats), profile, cell.model)[0]:
             continue
-        index = len(plan.units) + len(out)
         where = (unit.model, unit.phase, unit.batch_size, unit.threads)
-        out.append(
-            _unit(index, profile.seed, unit.paths, where, repeat=repeat, keys=keys)
-        )
-    return out
+        wanted.append((unit.paths, where, repeat))
+    wanted.sort(key=lambda w: (w[0], w[2]))  # one worker per pair and repeat
+    return [
+        _unit(len(plan.units) + i, profile.seed, paths, where, repeat=r, keys=keys)
+        for i, (paths, where, r) in enumerate(wanted)
+    ]
 
 
 def new_plan(
