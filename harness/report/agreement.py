@@ -126,7 +126,7 @@ def gather(results_dir: Path, records_path: Path | None = None) -> list[Estimate
     """The figures of the newest run of each profile under ``results_dir``
     (``records_path`` standing for its own profile's) and of each explain
     run there; a file that cannot be read, or whose cells cannot be pooled,
-    is passed over."""
+    is passed over silently (the report's own tables warn about its lines)."""
     newest: dict[str, Path] = {}
     for path in sorted(results_dir.glob("run-*.jsonl")):
         profile = _profile_of(path)
@@ -137,7 +137,7 @@ def gather(results_dir: Path, records_path: Path | None = None) -> list[Estimate
     found: list[Estimate] = []
     for profile, path in sorted(newest.items()):
         try:
-            found += from_run(records.read(path), f"run {profile}")
+            found += from_run(records.scan(path).records, f"run {profile}")
         except (OSError, ValueError):
             continue
     explained: dict[CellKey, Estimate] = {}  # the newest explain run's
