@@ -50,7 +50,7 @@ BEFORE = {
             pair_window_s=1.0,
             ratio_target=0.01,
             cell_budget_s=30.0,
-            max_repeats=3,
+            max_repeats=4,
         ),
         per_model={
             "ffn": {

@@ -46,7 +46,7 @@ def test_settings_are_hashable_immutable_values() -> None:
         pair_window_s=1.0,
         ratio_target=0.01,
         cell_budget_s=30.0,
-        max_repeats=3,
+        max_repeats=4,
     )
     assert ffn == again
     assert {ffn: "ffn"}[again] == "ffn"
