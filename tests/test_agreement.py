@@ -4,6 +4,7 @@ and explain measured it, side by side, and a disagreement said with why."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from harness.report import agreement
@@ -94,6 +95,8 @@ def test_a_run_and_an_explain_folder_are_read(tmp_path: Path) -> None:
         for i, s in enumerate([0.90, 0.91, 0.92, 0.91, 0.90])
     ]
     (from_run,) = agreement.from_run(recs, "run test")
+    slowed = [replace(r, settings={"steps": 2, "slowdown": 1.02}) for r in recs]
+    assert agreement.from_run(slowed, "run slowed") == []
     assert from_run.key == ("ffn", "keras-torch", "train", 8, ONE)
     assert (from_run.steps, from_run.company) == (2, "paired with native-torch")
     folder = tmp_path / "explain-1"

@@ -57,13 +57,16 @@ def threads_label(threads: Any) -> str:
 
 
 def from_run(recs: Iterable[Record], source: str) -> list[Estimate]:
-    """A run's cells of the paths in their default mode."""
+    """A run's cells of the paths in their default mode (not those slowed on
+    purpose by ``--inject-slowdown``)."""
     found = []
     for cell in cells(recs).values():
         if "@" in cell.path or cell.summary is None:
             continue
         first = cell.ok[0]
         if first.settings.get("threads") is not None:  # a sweep's count
+            continue
+        if first.settings.get("slowdown", 1.0) != 1.0:  # --inject-slowdown's
             continue
         partner = first.values.get("partner")
         steps = first.settings.get("steps") if cell.phase == "train" else None
