@@ -49,6 +49,8 @@ def test_a_sweep_count_is_that_many_cpus(four_cpus: None) -> None:
 
 def test_pinned_cpus_and_no_isolation(four_cpus: None) -> None:
     assert place({"intra_op": 1}, pin_cpus=(1,)).orchestrator_cpus == (0, 2, 3)
+    # a sweep's count takes its own CPUs, whatever the profile pins
+    assert place({"intra_op": 1}, pin_cpus=(1,), count=2).worker_cpus == (2, 3)
     unpinned = place({"intra_op": 1}, isolate=False)
     assert (unpinned.worker_cpus, unpinned.orchestrator_cpus) == (None, None)
 

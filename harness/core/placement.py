@@ -7,10 +7,12 @@ blueprints' ``[threads]``), while this process, its sampler thread and
 anything else it runs stay on the other CPUs (:func:`kept_off`).  At two
 intra-op threads on two shared vCPUs every small operator is a parallel
 region whose threads must all be scheduled, so any other process stalls it
-and the Keras/native ratio moves with the machine's load; at one thread a
-fresh process repeats to a fraction of a percent (docs/methodology.md,
-"One thread per worker").  How a path scales with cores is a separate axis,
-the ``threads`` profile's sweep, reported apart and never pooled with this.
+and the Keras/native ratio moves with the machine's load (2.48 and 5.08 in
+two processes under load, issue 29); at one thread plain scripts repeat to
+a fraction of a percent and the harness' paired processes here to a few
+percent (docs/methodology.md, "One thread per worker"; docs/results/bench.md).
+How a path scales with cores is a separate axis, the ``threads`` profile's
+sweep, reported apart and never pooled with this.
 
 The worker gets the last CPUs this process may use (CPU 0 takes most of a
 guest's interrupts); the orchestrator the rest.  Where nothing is left for
@@ -88,7 +90,8 @@ def place(
     if threads.get("intra_op", "auto") == "auto":  # all this process may use
         threads = {**threads, "intra_op": len(cpus)}
     resolved = thread_environment(threads)
-    worker: tuple[int, ...] | None = pin_cpus
+    # A sweep's count is a number of CPUs: it takes them, whatever pin_cpus says.
+    worker: tuple[int, ...] | None = pin_cpus if count is None else None
     if worker is None and (isolate or count is not None):
         need = int(resolved["intra_op"])
         if need > len(cpus):
@@ -122,7 +125,7 @@ def kept_off(placement: Placement) -> Iterator[None]:
         return
     main = set(usable())
     before = {tid: _affinity(tid) or main for tid in _threads()}
-    _HOME.append(set(usable()))
+    _HOME.append(main)
     for tid in _threads():
         _pin(tid, set(target))
     try:
