@@ -1,5 +1,5 @@
 """Sessions: ``nox -s tests``, ``nox -s explore``, ``nox -s bench``, ``nox -s ops``,
-``nox -s floors``, ``nox -s cluster``, ``nox -s lint``.
+``nox -s floors``, ``nox -s count``, ``nox -s cluster``, ``nox -s lint``.
 
 Every session builds its own virtual environment with pip from the project's
 own metadata, so a fresh machine needs nothing but ``pip install nox``.
@@ -14,6 +14,7 @@ installed, the MXNet paths are skipped with the reason and the rest runs.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -176,6 +177,47 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
     session.run("lint-imports")
+
+
+def _valgrind(session: nox.Session) -> None:
+    """Debian's valgrind (with its client-request header) and a C compiler,
+    installed with apt-get where they are missing and this runs as root;
+    otherwise ``harness count`` says in one sentence what to install."""
+    header = Path("/usr/include/valgrind/callgrind.h")
+    if shutil.which("valgrind") and header.exists() and shutil.which("cc"):
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        session.log("valgrind or a C compiler is missing: apt-get install valgrind gcc")
+        return
+    session.run("apt-get", "update", "-qq", external=True)
+    session.run(
+        "apt-get",
+        "install",
+        "-y",
+        "-qq",
+        "valgrind",
+        "gcc",
+        external=True,
+        env={"DEBIAN_FRONTEND": "noninteractive"},
+    )
+
+
+@nox.session
+def count(session: nox.Session) -> None:
+    """Keras' overhead as instructions (``harness count``, under callgrind),
+    beside the timing of the same cells: ``harness run`` and ``harness
+    count`` with one profile (default ``count``: ffn and LeNet at small
+    batch sizes, about 15 minutes on 2 cores), then the report, whose count
+    section relates the two.  Installs valgrind with apt-get where it is
+    missing (root); the default ``nox -s bench`` never needs it."""
+    profile = session.posargs[0] if session.posargs else "count"
+    _valgrind(session)
+    session.install("-e", ".[frameworks,harness]")
+    _mxnet_env(session)
+    common = ("--profile", profile, "--results", RESULTS)
+    session.run("python", "-m", "harness", "run", *common, success_codes=[0, 1])
+    session.run("python", "-m", "harness", "count", *common)
+    session.run("python", "-m", "harness", "report", "--results", RESULTS)
 
 
 @nox.session

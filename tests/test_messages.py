@@ -80,6 +80,7 @@ def test_every_task_has_a_request_type() -> None:
         "paired",
         "levels",
         "profile",
+        "count",
         "op_check",
         "op_prepare",
         "op_time",

@@ -184,6 +184,7 @@ class Worker:
         *,
         partner: str | Sequence[str] | None = None,
         cpus: tuple[int, ...] | None = None,
+        wrapper: Sequence[str] = (),
     ) -> None:
         """``deterministic``: the worker turns on its framework's deterministic
         algorithms (``workers.numerics``), as the equivalence checks want.
@@ -198,7 +199,12 @@ class Worker:
         ``cpus``: the CPUs the worker is pinned to (set in the child before
         its interpreter starts, so every thread it makes inherits it).  Either
         way the worker reports the CPUs it may run on as
-        ``platform["cpu_affinity"]``."""
+        ``platform["cpu_affinity"]``.
+
+        ``wrapper``: a command the interpreter runs under (``valgrind
+        --tool=callgrind ...`` for ``harness count``); not with ``cpus``,
+        whose pinning re-executes the interpreter, which a wrapper would
+        not follow."""
         self.path = get_path(path_id)
         names = [partner] if isinstance(partner, str) else list(partner or [])
         self.partners = [get_path(name) for name in names]
@@ -210,6 +216,8 @@ class Worker:
                     f"({self.path.framework}), not {name}"
                 )
         self.cpus = _check_cpus(cpus)
+        if wrapper and self.cpus is not None:
+            raise ValueError("a worker run under a wrapper command is not pinned")
         self.python = interpreter(self.path.framework)
         self.platform: dict[str, Any] = {}
         self.partner_platform: dict[str, Any] = {}
@@ -233,6 +241,7 @@ class Worker:
         try:
             self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
                 [
+                    *wrapper,
                     self.python,
                     *_pinned(self.cpus),
                     "-m",

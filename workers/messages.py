@@ -459,6 +459,47 @@ class OpPeak(Task):
     repeats: int = 3
 
 
+@dataclass(frozen=True, kw_only=True)
+class CountAnswer(Answer):
+    """What ``Count`` counted: callgrind wrote one dump per label, which the
+    orchestrator reads (``harness.count.callgrind``).  ``labels[i][k]``:
+    block ``i`` of served path ``k`` (``paths``); ``empty``: dumps of an
+    empty region, the counter's own instructions; ``loops``: iterations of
+    extra work added to each block of each path (``extra_factor``; 0:
+    none); ``per_block``: steps or mini-batches in a block."""
+
+    paths: list[str]
+    per_block: int
+    labels: list[list[str]]
+    empty: list[str]
+    loops: list[int]
+    nonfinite: list[str | None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Count(Request):
+    """Instructions of the closures every served path times, in a worker
+    running under callgrind (``workers.counting``): the first step and
+    ``warmup_runs`` blocks uncounted, then ``blocks`` blocks of every path
+    (``steps`` training steps, or ``steps`` rounds over the resident
+    mini-batches), in an order drawn from ``seed``, each counted alone into
+    a dump labelled ``<tag> <block> <path>``.  ``extra_path`` gets
+    ``extra_factor`` times its own instructions per block: a pure-Python
+    loop calibrated in the worker (a known change, for ``report --compare``
+    to find)."""
+
+    TASK = "count"
+    ANSWER = CountAnswer
+    phase: str
+    steps: int
+    blocks: int = 3
+    warmup_runs: int = 1
+    seed: int = 0
+    tag: str = "count"
+    extra_path: str | None = None
+    extra_factor: float = 1.0
+
+
 REQUESTS: dict[str, type[Task]] = {
     r.TASK: r
     for r in (
@@ -474,6 +515,7 @@ REQUESTS: dict[str, type[Task]] = {
         Paired,
         Levels,
         Profile,
+        Count,
         OpCheck,
         OpPrepare,
         OpTime,

@@ -361,6 +361,40 @@ class Tasks:
             final_loss=final_loss,
         )
 
+    def count(self, request: m.Count, data: Data) -> m.Answer:
+        from workers import counting
+
+        served = self._served()
+        ids = [s.path.id for s in served]
+        if request.extra_path is not None and request.extra_path not in ids:
+            raise ValueError(
+                f"extra work is added to a served path ({', '.join(ids)}), not "
+                f"{request.extra_path!r:.80}"
+            )
+        runs = [self._closure(s.runner, request.phase, data) for s in served]
+        answer = counting.count_blocks(
+            runs,
+            ids,
+            request.phase,
+            steps=request.steps,
+            batches_per_round=len(data["x"]),
+            blocks=request.blocks,
+            warmup_runs=request.warmup_runs,
+            seed=request.seed,
+            tag=request.tag,
+            extra=[
+                request.extra_factor if i == request.extra_path else 1.0 for i in ids
+            ],
+        )
+        # After all counting, never inside it: did any side diverge?
+        nonfinite = [
+            run.finish().nonfinite
+            if isinstance(run, protocol.Trainer)
+            else run.nonfinite()
+            for run in runs
+        ]
+        return dataclasses.replace(answer, nonfinite=nonfinite)
+
     def profile(self, request: m.Profile, data: Data) -> m.Answer:
         from workers import profiling
 
@@ -447,7 +481,7 @@ def handle(
     if isinstance(request, m.Paired):
         primary = Served(path, runner)
         _keras_and_native(primary, partners, request.TASK)  # refused before loading
-    if isinstance(request, m.Paired | m.Levels | m.Profile) and request.fault:
+    if isinstance(request, m.Paired | m.Levels | m.Profile | m.Count) and request.fault:
         raise ValueError(
             f"a {request.TASK} request times paths on the weights the gate "
             f"checked and takes no fault"

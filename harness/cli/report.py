@@ -72,7 +72,6 @@ def report_command(args: argparse.Namespace) -> int:
     Raises ValueError or FileNotFoundError for anything the user can fix."""
     from harness.core.records import outcome
     from harness.report.tables import (
-        compare_report,
         latest_run,
         load,
         machines_report,
@@ -90,14 +89,7 @@ def report_command(args: argparse.Namespace) -> int:
         print(machines_report(args.machines, args.format, args.table))
         return 0
     if args.compare:
-        if args.records or args.plots or args.check:
-            raise ValueError(
-                "--compare OLD NEW takes its two files alone; drop the records "
-                "file, --plots and --check"
-            )
-        old, new = args.compare
-        print(compare_report(old, new, args.format))
-        return 0
+        return _compare(args)
     results: Path = args.results
     records_path: Path | None = args.records
     if records_path is not None and records_path.is_dir():
@@ -129,6 +121,7 @@ def report_command(args: argparse.Namespace) -> int:
         print(report(records_path, args.format, args.table))
         if args.format in ("table", "markdown"):
             _explained(results)
+            _counted(results)
             _operators(results)
             _agreement(results, records_path, args.format)
     if args.check:
@@ -149,6 +142,51 @@ def _explained(results: Path) -> None:
         print(markdown([cell for _, cell in found]))
         runs = sorted({str(run) for run, _ in found})
         print(f"(from {', '.join(runs)}; plots: explain-*.png there)")
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """``--compare OLD NEW``: two timing runs' records, or two count runs."""
+    from harness.report.tables import compare_report
+
+    if args.records or args.plots or args.check:
+        raise ValueError(
+            "--compare OLD NEW takes its two files alone; drop the records "
+            "file, --plots and --check"
+        )
+    old, new = args.compare
+    if not _count_runs(old, new):
+        print(compare_report(old, new, args.format))
+    return 0
+
+
+def _count_runs(old: Path, new: Path) -> bool:
+    """``--compare`` of two ``harness count`` runs (their folders or
+    ``count.jsonl`` files): printed, and True; False when neither is one.
+    ValueError for one count run against something else."""
+    from harness.count.measure import compare_runs, count_run
+
+    runs = [count_run(old), count_run(new)]
+    if runs == [None, None]:
+        return False
+    if None in runs:
+        raise ValueError(
+            "--compare takes two count runs (count-* folders) or two records "
+            f"files, not one of each: {old} and {new}"
+        )
+    print(compare_runs(runs[0], runs[1]))  # type: ignore[arg-type]
+    return True
+
+
+def _counted(results: Path) -> None:
+    """The ``harness count`` section: the newest count run's tables, when
+    there is one."""
+    from harness.count.measure import latest, render
+
+    found = latest(results)
+    if found is not None:
+        print()
+        print(render(found, results))
+        print(f"(from {found})")
 
 
 def _agreement(results: Path, records_path: Path, fmt: str) -> None:

@@ -58,7 +58,7 @@ from workers.paths import MODE_PATHS, PATHS, PHASES
 from zoo.specs import MODELS, VARIANTS
 
 # The shipped blueprints, in the order the CLI lists them.
-SHIPPED = ("smoke", "default", "modes", "threads", "paper")
+SHIPPED = ("smoke", "default", "modes", "threads", "paper", "count")
 _ALL_MODELS = (*MODELS, *VARIANTS)
 
 if TYPE_CHECKING:
@@ -304,6 +304,26 @@ def _replacements_schema(_source: Any, handler: GetCoreSchemaHandler) -> CoreSch
 Replacements = Annotated[dict[str, Any], GetPydanticSchema(_replacements_schema)]
 
 
+class CountSettings(_Schema):
+    """``[count]``: how ``harness count`` counts instructions under
+    callgrind (the batch sizes and steps are the timing's, from
+    ``[settings]``, so a count matches the timing it explains)."""
+
+    processes: int = Field(
+        2,
+        ge=1,
+        le=100,
+        description="worker processes per framework under callgrind; two or "
+        "more measure how well counts repeat between processes",
+    )
+    blocks: int = Field(
+        3,
+        ge=1,
+        le=1000,
+        description="counted blocks per path and process (their median counts)",
+    )
+
+
 class Profile(_Schema):
     """One blueprint: every top-level key and table of the file but ``name``."""
 
@@ -389,6 +409,10 @@ class Profile(_Schema):
         default_factory=dict,
         description="[per_model.<model>]: replacements of [settings] for one model",
     )
+    count: CountSettings = Field(
+        default=CountSettings.model_validate({}),
+        description="[count]: harness count's processes and blocks",
+    )
 
     @model_validator(mode="after")
     def _phases_set(self) -> Profile:
@@ -428,7 +452,9 @@ class Profile(_Schema):
         files with the same settings share it whatever their names, and a
         changed setting changes it.  ``--resume`` compares it."""
         content = self.model_dump(
-            mode="json", exclude={"name", "description", "base", "per_model"}
+            mode="json",
+            # [count] changes no timing
+            exclude={"name", "description", "base", "per_model", "count"},
         )
         if content["thread_counts"] is None:  # as digests were before the axis
             del content["thread_counts"]

@@ -1,0 +1,1 @@
+"""harness count: instructions per step, counted by callgrind."""

@@ -1,0 +1,440 @@
+"""``python -m harness count``: Keras' overhead as instructions, counted.
+
+Wall time on a shared machine moves with load the guest cannot see;
+instructions do not.  For every framework, one worker process per repeat
+serves the Keras path and the native path (MXNet: its two native paths)
+under callgrind (``valgrind --tool=callgrind --instr-atstart=no``), with
+one intra-op thread and fixed hashing.  Imports, compilation and warm-up
+run uninstrumented; then every counted block (the very closure, steps and
+mini-batches the timing tasks time) is counted alone into a dump of its own
+(``workers.counting``), read here (``harness.count.callgrind``) and
+appended to ``<results>/count-<run id>/count.jsonl`` as it arrives, so an
+interrupted run loses nothing.  Every path is gated first, as for timing.
+
+valgrind's CPU has no AVX-512: where the host has it, the kernels run
+their AVX2 versions under callgrind, so kernel instructions depend on the
+host; the interpreter's, the frameworks' and the runtime's do not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.core import jsonl, records
+from harness.core.gate import checked_batches, checked_weights, verify
+from harness.core.placement import of_profile
+from harness.core.profiles import Profile
+from harness.core.progress import Progress
+from harness.core.seeds import WEIGHTS_SEED
+from harness.count import callgrind
+from workers.counting import LIBRARY_ENV, OUT_ENV
+from workers.frameworks import FRAMEWORKS
+from workers.launch import PROJECT_ROOT, Worker
+from workers.messages import Count, CountAnswer
+from workers.paths import PATHS, get_path
+from zoo.specs import get_spec
+
+Log = Callable[[str], None]
+SOURCE = PROJECT_ROOT / "workers" / "callgrind_requests.c"
+START_TIMEOUT_S = 1200.0  # imports under valgrind: TensorFlow takes minutes
+# Functions kept per counted block: those with at least this share of its
+# instructions, the most first, at most TOP_FUNCTIONS.
+KEPT_SHARE = 1e-4
+TOP_FUNCTIONS = 400
+VALGRIND_OPTIONS = (
+    "--tool=callgrind",
+    "--instr-atstart=no",  # imports and compilation run uninstrumented
+    "--dump-line=no",
+    "--compress-strings=no",
+)
+# Fixed hashing: dict and set orders, and so the interpreter's work, repeat.
+COUNT_ENV = {"PYTHONHASHSEED": "0"}
+
+
+def paths_of(framework: str) -> list[str]:
+    """The paths one counting worker serves: the framework's Keras path
+    first and its native path (MXNet: its native paths)."""
+    found = [
+        p
+        for p in PATHS
+        if get_path(p).framework == framework and not get_path(p).mode_path
+    ]
+    return sorted(found, key=lambda p: get_path(p).api != "keras")
+
+
+def valgrind() -> str:
+    """valgrind's executable; ValueError in one sentence where it is missing."""
+    found = shutil.which("valgrind")
+    if found is None:
+        raise ValueError(
+            "harness count needs valgrind, which is not installed: apt-get "
+            "install valgrind (nox -s count installs it where it runs as root)"
+        )
+    return found
+
+
+def build_requests(cache: Path) -> Path:
+    """The shared library of callgrind's client requests, compiled once per
+    source (``workers/callgrind_requests.c``) with the system's C compiler;
+    ValueError in one sentence where it cannot be built."""
+    source = SOURCE.read_bytes()
+    library = cache / f"callgrind-requests-{hashlib.sha256(source).hexdigest()[:12]}.so"
+    if library.exists():
+        return library
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise ValueError(
+            "harness count builds valgrind's client requests with a C compiler, "
+            "and none is installed: apt-get install gcc"
+        )
+    cache.mkdir(parents=True, exist_ok=True)
+    partial = library.with_suffix(".partial")
+    built = subprocess.run(
+        [compiler, "-O2", "-shared", "-fPIC", "-o", str(partial), str(SOURCE)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if built.returncode != 0:
+        raise ValueError(
+            f"cannot build valgrind's client requests ({SOURCE.name}): "
+            f"{built.stderr.strip().splitlines()[-1:]}; is valgrind's header "
+            "installed (apt-get install valgrind)?"
+        )
+    partial.replace(library)
+    return library
+
+
+def batch_sizes(profile: Profile, model: str, phase: str) -> list[int]:
+    """The batch sizes a model's phase is counted at: the profile's, as
+    its timing uses them."""
+    settings = profile.settings(model)
+    batch = settings.batch_size or get_spec(model).workload.batch_size
+    if phase == "infer" and settings.infer_batch_sizes:
+        return list(settings.infer_batch_sizes)
+    return [batch]
+
+
+def count(
+    profile: Profile,
+    *,
+    models: list[str],
+    frameworks: list[str],
+    phases: list[str],
+    results_dir: Path,
+    processes: int,
+    blocks: int,
+    extra: tuple[str, float] | None = None,
+    allow_unverified: bool = False,
+    log: Log = lambda line: print(line, file=sys.stderr),
+) -> Path:
+    """Count every cell in ``processes`` worker processes per framework;
+    the run's folder (its ``count.jsonl``).  ``extra``: a path and a
+    factor of extra work added to its counted blocks.
+
+    Raises ValueError for what the user can fix (no valgrind, no C
+    compiler, a setting of ``phases`` unset in the profile)."""
+    profile.require(phases, models)
+    program = valgrind()
+    cache = results_dir / "cache"
+    library = build_requests(cache)
+    out = results_dir / f"count-{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=False)
+    raw = out / "count.jsonl"
+    where = of_profile(profile)
+    host = {**records.host_platform(), "threads": where.record()}
+    jsonl.append(
+        raw,
+        {
+            "kind": "host",
+            "host": host,
+            "profile": profile.name,
+            "valgrind": _version(program),
+            "extra": list(extra) if extra else None,
+        },
+    )
+    cells = [
+        (model, phase, batch)
+        for model in models
+        for phase in phases
+        for batch in batch_sizes(profile, model, phase)
+    ]
+    progress = Progress(len(frameworks) * processes * len(cells))
+    for framework in frameworks:
+        paths = paths_of(framework)
+        verdicts = verify(
+            models, paths, results_dir, weights_seed=WEIGHTS_SEED, log=log
+        )
+        counted = []
+        for model, phase, batch in cells:
+            failing = [p for p in paths if verdicts[model][p] != "pass"]
+            if failing and not allow_unverified:
+                why = ", ".join(f"{p} {verdicts[model][p]}" for p in failing)
+                log(f"count {model} {framework}: not counted: {why} in the gate")
+                jsonl.append(
+                    raw,
+                    {
+                        "kind": "skipped",
+                        "model": model,
+                        "framework": framework,
+                        "phase": phase,
+                        "batch": batch,
+                        "why": f"{why} in the equivalence gate",
+                    },
+                )
+                progress.advance(processes)
+                continue
+            counted.append((model, phase, batch, bool(failing)))
+        for repeat in range(processes):
+            _Process(
+                profile,
+                framework=framework,
+                paths=paths,
+                repeat=repeat,
+                env={**where.env, **COUNT_ENV, LIBRARY_ENV: str(library)},
+                program=program,
+                cache=cache,
+                write=lambda line: jsonl.append(raw, line),
+                log=log,
+            ).run(counted, blocks, extra, progress)
+    return out
+
+
+def _version(program: str) -> str:
+    done = subprocess.run(
+        [program, "--version"], capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip()
+
+
+class _Process:
+    """One worker process under callgrind: every cell of one framework."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        framework: str,
+        paths: list[str],
+        repeat: int,
+        env: dict[str, str],
+        program: str,
+        cache: Path,
+        write: Callable[[dict[str, Any]], None],
+        log: Log,
+    ) -> None:
+        self.profile, self.framework, self.paths = profile, framework, paths
+        self.repeat, self.env, self.program = repeat, env, program
+        self.cache, self.write, self.log = cache, write, log
+
+    def run(
+        self,
+        cells: list[tuple[str, str, int, bool]],
+        blocks: int,
+        extra: tuple[str, float] | None,
+        progress: Progress,
+    ) -> None:
+        with tempfile.TemporaryDirectory(prefix="harness-count-") as folder:
+            dumps = Path(folder) / "callgrind.out"
+            wrapper = [
+                self.program,
+                *VALGRIND_OPTIONS,
+                f"--callgrind-out-file={dumps}",
+                f"--log-file={Path(folder) / 'valgrind.log'}",
+            ]
+            self.log(
+                f"{progress.line()} count {self.framework} process "
+                f"{self.repeat + 1}: starting {' + '.join(self.paths)} under callgrind"
+            )
+            with Worker(
+                self.paths[0],
+                start_timeout=START_TIMEOUT_S,
+                env={**self.env, OUT_ENV: str(dumps)},
+                partner=self.paths[1:],
+                wrapper=wrapper,
+            ) as worker:
+                for model, phase, batch, unverified in cells:
+                    request = self._request(model, phase, batch, blocks, extra)
+                    reply = worker.call(request, self.profile.timeout_s)
+                    where = {
+                        "model": model,
+                        "framework": self.framework,
+                        "phase": phase,
+                        "batch": batch,
+                        "repeat": self.repeat,
+                    }
+                    answer = reply.answer
+                    bad = [n for n in getattr(answer, "nonfinite", []) if n]
+                    if isinstance(answer, CountAnswer) and not bad:
+                        for line in lines(answer, Path(folder), where, unverified):
+                            self.write(line)
+                        why = "counted"
+                    else:
+                        why = (
+                            f"diverged: {bad[0]}"
+                            if bad
+                            else (reply.error or reply.status)
+                        )
+                        self.write({"kind": "failure", **where, "why": str(why)})
+                    for dump in Path(folder).glob("callgrind.out.*"):
+                        dump.unlink()
+                    progress.advance()
+                    self.log(
+                        f"{progress.line()} count {model} {self.framework} {phase} "
+                        f"b{batch} process {self.repeat + 1}: {why}"
+                    )
+
+    def _request(
+        self,
+        model: str,
+        phase: str,
+        batch: int,
+        blocks: int,
+        extra: tuple[str, float] | None,
+    ) -> Count:
+        spec = get_spec(model)
+        settings = self.profile.settings(model)
+        weights = checked_weights(spec, WEIGHTS_SEED, self.cache)
+        data = checked_batches(
+            spec, self.profile.seed, batch, settings.batches(phase), self.cache
+        )
+        train = phase == "train"
+        return Count(
+            model=model,
+            weights=str(weights[0]),
+            weights_digest=weights[1],
+            data=str(data[0]),
+            data_digest=data[1],
+            phase=phase,
+            steps=settings.training().train_steps if train else 1,
+            blocks=blocks,
+            warmup_runs=max(
+                1, settings.warmup_runs if train else settings.inference().warmup_rounds
+            ),
+            seed=zlib.crc32(f"{model} {phase} {batch} {self.repeat}".encode()),
+            tag=f"{model}/{phase}/b{batch}/r{self.repeat}",
+            extra_path=extra[0] if extra else None,
+            extra_factor=extra[1] if extra else 1.0,
+        )
+
+
+def lines(
+    answer: CountAnswer, folder: Path, where: dict[str, Any], unverified: bool
+) -> list[dict[str, Any]]:
+    """The ``count.jsonl`` lines of one answer: one per counted block, its
+    instructions less the counter's own (the median of the empty dumps),
+    per group and for the functions with the most."""
+    found = {}
+    for file in folder.glob("callgrind.out.*"):
+        dump = callgrind.read(file)
+        found[dump.label] = dump
+    missing = [
+        label
+        for label in [*answer.empty, *(x for row in answer.labels for x in row)]
+        if label not in found
+    ]
+    if missing:
+        raise ValueError(f"callgrind wrote no dump labelled {missing[0]!r}")
+    empties = sorted(found[label].total for label in answer.empty)
+    empty = empties[len(empties) // 2]
+    out = []
+    for block, row in enumerate(answer.labels):
+        for k, label in enumerate(row):
+            dump = found[label]
+            top = [
+                (name, n)
+                for name, n in dump.functions.most_common(TOP_FUNCTIONS)
+                if n >= KEPT_SHARE * dump.total
+            ]
+            out.append(
+                {
+                    "kind": "block",
+                    **where,
+                    "path": answer.paths[k],
+                    "block": block,
+                    "per_block": answer.per_block,
+                    "instructions": dump.total - empty,
+                    "counter": empty,
+                    "groups": dump.groups(),
+                    "extra_loops": answer.loops[k],
+                    "unverified": unverified,
+                    "functions": [
+                        [callgrind.group(obj, fn), Path(obj).name, fn, n]
+                        for (obj, fn), n in top
+                    ],
+                }
+            )
+    return out
+
+
+def read(out: Path) -> list[dict[str, Any]]:
+    """The JSON lines of a count run (a torn last line skipped with a
+    warning, :mod:`harness.core.jsonl`'s policy)."""
+    return jsonl.objects(out / "count.jsonl")
+
+
+def latest(results_dir: Path) -> Path | None:
+    """The newest count run under ``results_dir``."""
+    runs = sorted(results_dir.glob("count-*/count.jsonl"))
+    return runs[-1].parent if runs else None
+
+
+FRAMEWORK_NAMES = tuple(FRAMEWORKS)
+
+
+def render(out: Path, results_dir: Path) -> str:
+    """Analyse a count run, with the newest timing of its profile in
+    ``results_dir`` beside it; write ``count.json`` and ``count.md`` into
+    ``out``; the Markdown."""
+    from harness.count import analysis
+
+    found = analysis.cells(read(out))
+    found["time"] = analysis.relate(found, _timing(results_dir, found))
+    (out / "count.json").write_text(json.dumps(found, indent=1))
+    text = analysis.markdown(found)
+    (out / "count.md").write_text(text + "\n")
+    return text
+
+
+def _timing(results_dir: Path, found: dict[str, Any]) -> dict[Any, dict[str, float]]:
+    """CPU and wall time per step of the newest ``harness run`` of the count
+    run's profile in ``results_dir`` (``harness.report.analysis.
+    cpu_per_step``), on this machine; empty where there is none."""
+    from harness.report.analysis import cpu_per_step
+
+    profile = found["host"].get("profile")
+    machine = found["host"].get("host", {}).get("machine")
+    for run in sorted(results_dir.glob("run-*.jsonl"), reverse=True):
+        recs = [
+            r
+            for r in records.read(run)
+            if r.profile == profile and r.platform.get("machine") == machine
+        ]
+        if recs:
+            return cpu_per_step(recs)
+    return {}
+
+
+def count_run(given: Path) -> Path | None:
+    """The count run a path names (a ``count-*`` folder or its
+    ``count.jsonl``), or None."""
+    folder = given.parent if given.name == "count.jsonl" else given
+    return folder if (folder / "count.jsonl").is_file() else None
+
+
+def compare_runs(old: Path, new: Path) -> str:
+    """``report --compare`` of two count runs, as Markdown."""
+    from harness.count import analysis, compare
+
+    rows = compare.compare(analysis.cells(read(old)), analysis.cells(read(new)))
+    return compare.markdown(rows, old.name, new.name)
