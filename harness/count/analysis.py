@@ -33,11 +33,14 @@ def _spread(values: list[float]) -> float:
 
 
 def _per_step(block: dict[str, Any]) -> dict[str, float]:
-    """One block's instructions per step or mini-batch: ``total``, each
-    group, and ``non_kernel`` (less the counter's own, which runs in the
-    interpreter and the C runtime)."""
+    """One block's instructions per step or mini-batch: ``total``, ``work``
+    (all but ``spin``), each group, and ``non_kernel`` (less the counter's
+    own, which runs in the interpreter and the C runtime)."""
     n = block["per_block"]
-    out = {"total": block["instructions"] / n}
+    out = {
+        "total": block["instructions"] / n,
+        "work": (block["instructions"] - block["groups"]["spin"]) / n,
+    }
     out.update({g: block["groups"][g] / n for g in GROUPS})
     non_kernel = sum(block["groups"][g] for g in NON_KERNEL) - block["counter"]
     out["non_kernel"] = non_kernel / n
@@ -79,12 +82,12 @@ def path_rows(lines: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                 b["extra_loops"] for bs in by_process.values() for b in bs
             ),
         }
-        for k in ("total", "non_kernel"):
+        for k in ("total", "work", "non_kernel"):
             row[k] = statistics.median(m[k] for m in medians.values())
         row["groups"] = {
             g: statistics.median(m[g] for m in medians.values()) for g in GROUPS
         }
-        for k in ("total", "non_kernel"):
+        for k in ("work", "non_kernel"):
             row[f"{k}_spread"] = _spread([m[k] for m in medians.values()])
             row[f"{k}_block_spread"] = max(
                 _spread([s[k] for s in steps]) for steps in per_process.values()
@@ -107,7 +110,7 @@ def _functions(blocks: list[dict[str, Any]]) -> dict[str, float]:
 
 def pairs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Keras against native per (model, framework, phase, batch): the work
-    ratio (total and non-kernel), the non-kernel instructions Keras adds
+    ratio (work: all but spin), the non-kernel instructions Keras adds
     per step, and the functions it adds most to."""
     by_key: dict[Key, dict[str, dict[str, Any]]] = defaultdict(dict)
     for row in rows:
@@ -131,9 +134,9 @@ def pairs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "framework": key[1],
                 "phase": key[2],
                 "batch": key[3],
-                "keras": keras["total"],
-                "native": native["total"],
-                "work_ratio": keras["total"] / native["total"],
+                "keras": keras["work"],
+                "native": native["work"],
+                "work_ratio": keras["work"] / native["work"],
                 "keras_non_kernel": keras["non_kernel"],
                 "native_non_kernel": native["non_kernel"],
                 "added_non_kernel": keras["non_kernel"] - native["non_kernel"],
@@ -181,12 +184,12 @@ def relate(
                     "path": row["path"],
                     "phase": row["phase"],
                     "batch": row["batch"],
-                    "instructions": row["total"],
+                    "instructions": row["work"],
                     "wall_s": t["wall_s"],
                     "user_s": t["user_s"],
                     "sys_s": t["sys_s"],
                     "wait_s": t["wait_s"],
-                    "per_user_s": row["total"] / t["user_s"],
+                    "per_user_s": row["work"] / t["user_s"],
                 }
             )
     by_key = {(r["model"], r["path"], r["phase"], r["batch"]): r for r in rates}
@@ -237,13 +240,15 @@ def markdown(found: dict[str, Any]) -> str:
         "## Instructions per step (callgrind)",
         "",
         "Millions of instructions per training step or inference mini-batch; "
-        "`non-kernel`: interpreter + framework + system; `spread`: max - min "
-        "between processes over the median (non-kernel; `block`: between the "
-        "blocks of one process).",
+        "`work`: all but `spin` (thread pools polling for work); `non-kernel`: "
+        "interpreter + framework + system; `spread`: max - min between "
+        "processes over the median (non-kernel; `block`: between the blocks "
+        "of one process).",
         "",
-        "| model | phase | batch | path | total M | kernel M | framework M | "
-        "interpreter M | system M | non-kernel M | spread | block | processes |",
-        "|" + " --- |" * 13,
+        "| model | phase | batch | path | work M | kernel M | framework M | "
+        "interpreter M | system M | non-kernel M | spin M | spread | block | "
+        "processes |",
+        "|" + " --- |" * 14,
     ]
     for r in found["paths"]:
         mark = " (unverified)" if r["unverified"] else ""
@@ -251,8 +256,9 @@ def markdown(found: dict[str, Any]) -> str:
         g = r["groups"]
         lines.append(
             f"| {r['model']} | {r['phase']} | {r['batch']} | {r['path']}{mark} | "
-            f"{_m(r['total'])} | {_m(g['kernel'])} | {_m(g['framework'])} | "
+            f"{_m(r['work'])} | {_m(g['kernel'])} | {_m(g['framework'])} | "
             f"{_m(g['interpreter'])} | {_m(g['system'])} | {_m(r['non_kernel'])} | "
+            f"{_m(g['spin'])} | "
             f"{_pct(r['non_kernel_spread'])} | {_pct(r['non_kernel_block_spread'])} | "
             f"{r['processes']} |"
         )

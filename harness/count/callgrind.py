@@ -23,7 +23,13 @@ and is skipped).
   object file at all (XLA's and oneDNN's code generated at run time, which
   valgrind cannot name);
 - ``framework``: everything else, the frameworks' own native code:
-  dispatch, autograd, graph runtimes, their Python bindings.
+  dispatch, autograd, graph runtimes, their Python bindings;
+- ``spin``: threads of a pool polling for work (Eigen's thread pool in
+  TensorFlow and JAX steals and polls between tasks, ``SPIN_FUNCTIONS``),
+  with what those loops call (``__tls_get_addr``...).  How long a thread
+  polls depends on when work arrives, not on the step: JAX's blocks here
+  differed by up to 5 million such instructions.  Spinning is waiting, not
+  work: it is reported apart and left out of ``work`` (every other group).
 
 Which group a function lands in is decided by its object file and, inside
 the frameworks' big libraries (``libtorch_cpu.so`` holds both the
@@ -42,7 +48,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-GROUPS = ("interpreter", "framework", "system", "kernel")
+GROUPS = ("interpreter", "framework", "system", "kernel", "spin")
 NON_KERNEL = ("interpreter", "framework", "system")
 
 _INTERPRETER_OBJECTS = re.compile(
@@ -54,7 +60,12 @@ _SYSTEM_OBJECTS = re.compile(
     r"|vgpreload_[^/]*)[.-][^/]*$"
 )
 _KERNEL_OBJECTS = re.compile(
-    r"(mkl|openblas|blas|lapack|dnnl|mkldnn|onednn|xsmm|gfortran|sleef)", re.I
+    r"(mkl|openblas|blas|lapack|dnnl|mkldnn|onednn|xsmm|gfortran|sleef)[^/]*$", re.I
+)
+_OBJECT_GROUPS = (
+    ("interpreter", _INTERPRETER_OBJECTS),
+    ("system", _SYSTEM_OBJECTS),
+    ("kernel", _KERNEL_OBJECTS),
 )
 # Kernel code inside the frameworks' own libraries, by function name.
 KERNEL_FUNCTIONS = re.compile(
@@ -67,36 +78,62 @@ KERNEL_FUNCTIONS = re.compile(
 )
 
 
+# Thread pools waiting for work: the polling loops themselves.
+SPIN_FUNCTIONS = re.compile(
+    r"Eigen::ThreadPoolTempl<.*>::(GlobalSteal|LocalSteal|Steal|MaybeGetTask|"
+    r"WaitForWork|NonEmptyQueueIndex)|"
+    r"Eigen::RunQueue<.*>::(PopBack|PopFront|PopBackHalf|Empty|Size|SizeOrNotEmpty)|"
+    r"Eigen::EventCount::|EigenEnvironment::Task::operator=|"
+    r"gomp_(barrier|team_barrier|mutex|sem|ptrlock)_wait|do_spin|do_wait"
+)
+# Code valgrind can name only by its address (generated at run time).
+GENERATED = "(code generated at run time)"
+
+
 def group(obj: str, function: str) -> str:
     """The group (``GROUPS``) of ``function`` in object file ``obj``
     (``"???"`` or empty: code with no object file, generated at run time)."""
+    if SPIN_FUNCTIONS.search(function):
+        return "spin"
     if obj in ("", "???"):
         return "kernel"
-    if _INTERPRETER_OBJECTS.search(obj):
-        return "interpreter"
-    if _SYSTEM_OBJECTS.search(obj):
-        return "system"
-    if _KERNEL_OBJECTS.search(obj.rsplit("/", 1)[-1]):
-        return "kernel"
-    if KERNEL_FUNCTIONS.search(function):
-        return "kernel"
-    return "framework"
+    for name, objects in _OBJECT_GROUPS:
+        if objects.search(obj):
+            return name
+    return "kernel" if KERNEL_FUNCTIONS.search(function) else "framework"
 
 
 @dataclass
 class Dump:
     """One callgrind dump: its label (the client request's), its total
-    instructions, and the self instructions of each (object, function)."""
+    instructions, the self instructions of each (object, function), and
+    of those, the ones each (object, function) spent called from a
+    polling loop (``SPIN_FUNCTIONS``: a call's inclusive cost, at most the
+    callee's own)."""
 
     label: str
     total: int
     functions: Counter[tuple[str, str]] = field(default_factory=Counter)
+    from_spin: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+    def grouped(self) -> Counter[tuple[str, str, str]]:
+        """Self instructions per (group, object, function): a function's
+        instructions called from polling loops under ``spin``, the rest
+        under its own group."""
+        out: Counter[tuple[str, str, str]] = Counter()
+        for (obj, function), count in self.functions.items():
+            spun = min(count, self.from_spin[(obj, function)])
+            if spun:
+                out[("spin", obj, function)] += spun
+            if count - spun:
+                out[(group(obj, function), obj, function)] += count - spun
+        return out
 
     def groups(self) -> dict[str, int]:
         """Instructions per group (every group present, 0 where none)."""
         out = dict.fromkeys(GROUPS, 0)
-        for (obj, function), count in self.functions.items():
-            out[group(obj, function)] += count
+        for (name, _, _), count in self.grouped().items():
+            out[name] += count
         return out
 
 
@@ -120,8 +157,10 @@ class _Reader:
         self.positions = 1
         self.names: dict[tuple[str, str], str] = {}  # (kind, id) -> name
         self.obj = self.fn = ""
+        self.callee: tuple[str | None, str] = (None, "")  # cob=, cfn=
         self.after_call = False
         self.functions: Counter[tuple[str, str]] = Counter()
+        self.from_spin: Counter[tuple[str, str]] = Counter()
 
     def line(self, line: str) -> None:
         if _COST.match(line):
@@ -134,13 +173,18 @@ class _Reader:
             self._header(*line.partition(":")[::2])
 
     def _cost(self, line: str) -> None:
+        fields = line.split()
+        if len(fields) <= self.positions or "Ir" not in self.events:
+            return
+        count = int(fields[self.positions + self.events.index("Ir")])
         if self.after_call:  # a call's inclusive cost: not the caller's own
             self.after_call = False
+            if SPIN_FUNCTIONS.search(self.fn):
+                callee_obj, callee_fn = self.callee
+                self.from_spin[(callee_obj or self.obj, callee_fn)] += count
+            self.callee = (None, "")
             return
-        fields = line.split()
-        if len(fields) > self.positions and "Ir" in self.events:
-            column = self.positions + self.events.index("Ir")
-            self.functions[(self.obj, self.fn)] += int(fields[column])
+        self.functions[(self.obj, self.fn)] += count
 
     def _name(self, kind: str, ident: str | None, name: str) -> None:
         """``ob=``, ``fn=`` and the like, with callgrind's name compression:
@@ -151,10 +195,18 @@ class _Reader:
             self.names[(space, ident)] = name
         elif ident is not None:
             name = self.names.get((space, ident), "???")
+        if kind in ("fn", "cfn"):
+            name = _RECURSION.sub("", name)
+            if name.startswith("0x"):  # no symbol: code generated at run time
+                name = GENERATED
         if kind == "ob":
             self.obj = name
         elif kind == "fn":
-            self.fn = _RECURSION.sub("", name)
+            self.fn = name
+        elif kind == "cob":
+            self.callee = (name, self.callee[1])
+        elif kind == "cfn":
+            self.callee = (self.callee[0], name)
 
     def _header(self, key: str, value: str) -> None:
         if key == "desc" and value.strip().startswith("Trigger: Client Request:"):
@@ -188,4 +240,9 @@ def read(path: Path) -> Dump:
             f"{path}: the functions' instructions add up to {counted}, its total "
             f"says {reader.total}: a torn or foreign file"
         )
-    return Dump(label=reader.label, total=reader.total, functions=reader.functions)
+    return Dump(
+        label=reader.label,
+        total=reader.total,
+        functions=reader.functions,
+        from_spin=reader.from_spin,
+    )

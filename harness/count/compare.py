@@ -1,8 +1,9 @@
 """Two count runs side by side: which paths' instructions per step changed
 beyond what counts repeat to, and where.
 
-A path's count is flagged when its total or its non-kernel instructions
-per step moved by more than its allowance: ``MARGIN`` times the larger of
+A path's count is flagged when its work (every instruction but thread
+pools' polling) or its non-kernel instructions per step moved by more than
+its allowance: ``MARGIN`` times the larger of
 the two runs' spreads between processes (``harness.count.analysis``), and
 never less than ``FLOOR``.  A run of one process has no spread between
 processes: its blocks' spread stands in.  For a flagged path the groups
@@ -28,7 +29,7 @@ def _spread(row: dict[str, Any], key: str) -> float:
 
 
 def allowance(old: dict[str, Any], new: dict[str, Any], key: str) -> float:
-    """The relative change of ``key`` (``total``, ``non_kernel``) that the
+    """The relative change of ``key`` (``work``, ``non_kernel``) that the
     two rows' own repeatability explains."""
     return max(FLOOR, MARGIN * max(_spread(old, key), _spread(new, key)))
 
@@ -39,7 +40,7 @@ def _key(row: dict[str, Any]) -> tuple[str, str, str, int]:
 
 def compare(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per path and cell counted in both analyses
-    (``harness.count.analysis.cells``): the change of total and non-kernel
+    (``harness.count.analysis.cells``): the change of work and non-kernel
     instructions per step, the allowance, ``changed`` or ``same``, and for
     a change the groups and functions that moved."""
     before = {_key(r): r for r in old["paths"]}
@@ -55,7 +56,7 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
             "batch": row["batch"],
         }
         flagged = False
-        for key in ("total", "non_kernel"):
+        for key in ("work", "non_kernel"):
             change = row[key] / was[key] - 1.0 if was[key] else 0.0
             allowed = allowance(was, row, key)
             found[f"{key}_change"] = change
@@ -84,7 +85,7 @@ def markdown(rows: list[dict[str, Any]], old: str, new: str) -> str:
     lines = [
         f"## Instructions per step: {new} against {old}",
         "",
-        "| model | path | phase | batch | total | non-kernel | allowance | "
+        "| model | path | phase | batch | work | non-kernel | allowance | "
         "verdict | groups moved (k per step) | functions moved most (k per step) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
@@ -104,7 +105,7 @@ def markdown(rows: list[dict[str, Any]], old: str, new: str) -> str:
             )
         lines.append(
             f"| {r['model']} | {r['path']} | {r['phase']} | {r['batch']} | "
-            f"{100 * r['total_change']:+.3f}% | {100 * r['non_kernel_change']:+.3f}% | "
+            f"{100 * r['work_change']:+.3f}% | {100 * r['non_kernel_change']:+.3f}% | "
             f"{100 * r['non_kernel_allowance']:.3f}% | {r['verdict']} | {groups} | "
             f"{functions} |"
         )

@@ -353,7 +353,7 @@ def lines(
             dump = found[label]
             top = [
                 (name, n)
-                for name, n in dump.functions.most_common(TOP_FUNCTIONS)
+                for name, n in dump.grouped().most_common(TOP_FUNCTIONS)
                 if n >= KEPT_SHARE * dump.total
             ]
             out.append(
@@ -369,8 +369,7 @@ def lines(
                     "extra_loops": answer.loops[k],
                     "unverified": unverified,
                     "functions": [
-                        [callgrind.group(obj, fn), Path(obj).name, fn, n]
-                        for (obj, fn), n in top
+                        [group, Path(obj).name, fn, n] for (group, obj, fn), n in top
                     ],
                 }
             )
