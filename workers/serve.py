@@ -371,6 +371,10 @@ class Tasks:
                 f"extra work is added to a served path ({', '.join(ids)}), not "
                 f"{request.extra_path!r:.80}"
             )
+        if not 1.0 <= request.extra_factor <= 2.0:  # NaN fails too
+            raise ValueError(
+                f"extra work takes a factor from 1 to 2, not {request.extra_factor}"
+            )
         runs = [self._closure(s.runner, request.phase, data) for s in served]
         answer = counting.count_blocks(
             runs,

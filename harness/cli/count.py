@@ -43,6 +43,13 @@ def add(commands: Commands) -> None:
         help="counted blocks per path and process (default: the profile's [count])",
     )
     count_p.add_argument(
+        "--jobs",
+        type=integer,
+        default=None,
+        help="worker processes under callgrind at once (default: one per CPU; "
+        "counts do not move with the load)",
+    )
+    count_p.add_argument(
         "--inject-work",
         metavar="PATH:FACTOR",
         default=None,
@@ -81,6 +88,8 @@ def count_command(args: argparse.Namespace) -> int:
     blocks = settings.blocks if args.blocks is None else args.blocks
     if not 1 <= processes <= 100 or not 1 <= blocks <= 1000:
         raise ValueError("--processes takes 1 to 100 and --blocks 1 to 1000")
+    if args.jobs is not None and not 1 <= args.jobs <= 256:
+        raise ValueError("--jobs takes 1 to 256")
     out = count(
         profile,
         models=parse_list(
@@ -99,6 +108,7 @@ def count_command(args: argparse.Namespace) -> int:
         blocks=blocks,
         extra=_extra(args.inject_work),
         allow_unverified=args.allow_unverified,
+        jobs=args.jobs,
     )
     print(render(out, args.results))
     print(f"written to {out}")

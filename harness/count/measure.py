@@ -24,9 +24,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +40,7 @@ from harness.core.progress import Progress
 from harness.core.seeds import WEIGHTS_SEED
 from harness.count import callgrind
 from workers.counting import LIBRARY_ENV, OUT_ENV
-from workers.frameworks import FRAMEWORKS
-from workers.launch import PROJECT_ROOT, Worker
+from workers.launch import PROJECT_ROOT, Reply, Worker, usable_cpus
 from workers.messages import Count, CountAnswer
 from workers.paths import PATHS, get_path
 from zoo.specs import get_spec
@@ -136,11 +137,15 @@ def count(
     blocks: int,
     extra: tuple[str, float] | None = None,
     allow_unverified: bool = False,
+    jobs: int | None = None,
     log: Log = lambda line: print(line, file=sys.stderr),
 ) -> Path:
-    """Count every cell in ``processes`` worker processes per framework;
-    the run's folder (its ``count.jsonl``).  ``extra``: a path and a
-    factor of extra work added to its counted blocks.
+    """Count every cell in ``processes`` worker processes per framework,
+    ``jobs`` of them at once (default: one per CPU this process may use:
+    valgrind runs a process' threads one at a time, and a count does not
+    move with the machine's load); the run's folder (its ``count.jsonl``).
+    ``extra``: a path and a factor of extra work added to its counted
+    blocks.
 
     Raises ValueError for what the user can fix (no valgrind, no C
     compiler, a setting of ``phases`` unset in the profile)."""
@@ -151,17 +156,21 @@ def count(
     out = results_dir / f"count-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=False)
     raw = out / "count.jsonl"
+    lock = threading.Lock()
+
+    def write(line: dict[str, Any]) -> None:
+        with lock:  # jsonl's file lock is per process, not per thread
+            jsonl.append(raw, line)
+
     where = of_profile(profile)
-    host = {**records.host_platform(), "threads": where.record()}
-    jsonl.append(
-        raw,
+    write(
         {
             "kind": "host",
-            "host": host,
+            "host": {**records.host_platform(), "threads": where.record()},
             "profile": profile.name,
             "valgrind": _version(program),
             "extra": list(extra) if extra else None,
-        },
+        }
     )
     cells = [
         (model, phase, batch)
@@ -169,45 +178,112 @@ def count(
         for phase in phases
         for batch in batch_sizes(profile, model, phase)
     ]
-    progress = Progress(len(frameworks) * processes * len(cells))
-    for framework in frameworks:
-        paths = paths_of(framework)
-        verdicts = verify(
-            models, paths, results_dir, weights_seed=WEIGHTS_SEED, log=log
-        )
+    served = {framework: paths_of(framework) for framework in frameworks}
+    verdicts = verify(
+        models,
+        [p for paths in served.values() for p in paths],
+        results_dir,
+        weights_seed=WEIGHTS_SEED,
+        log=log,
+    )
+    units = []
+    for framework, paths in served.items():
         counted = []
         for model, phase, batch in cells:
-            failing = [p for p in paths if verdicts[model][p] != "pass"]
+            failing = [
+                f"{p} {verdicts[model][p]}"
+                for p in paths
+                if verdicts[model][p] != "pass"
+            ]
             if failing and not allow_unverified:
-                why = ", ".join(f"{p} {verdicts[model][p]}" for p in failing)
-                log(f"count {model} {framework}: not counted: {why} in the gate")
-                jsonl.append(
-                    raw,
+                why = f"{', '.join(failing)} in the equivalence gate"
+                log(f"count {model} {framework} {phase} b{batch}: not counted: {why}")
+                write(
                     {
                         "kind": "skipped",
                         "model": model,
                         "framework": framework,
                         "phase": phase,
                         "batch": batch,
-                        "why": f"{why} in the equivalence gate",
-                    },
+                        "why": why,
+                    }
                 )
-                progress.advance(processes)
                 continue
             counted.append((model, phase, batch, bool(failing)))
-        for repeat in range(processes):
-            _Process(
-                profile,
-                framework=framework,
-                paths=paths,
-                repeat=repeat,
-                env={**where.env, **COUNT_ENV, LIBRARY_ENV: str(library)},
-                program=program,
-                cache=cache,
-                write=lambda line: jsonl.append(raw, line),
-                log=log,
-            ).run(counted, blocks, extra, progress)
+        units += [(framework, paths, repeat, counted) for repeat in range(processes)]
+    progress = Progress(sum(len(unit[3]) for unit in units))
+    env = {**where.env, **COUNT_ENV, LIBRARY_ENV: str(library)}
+    inputs = _Inputs(profile, cache)  # made here; the threads only read them
+    for model, phase, batch in cells:
+        inputs.files(model, phase, batch)
+
+    def run(unit: tuple[str, list[str], int, list[tuple[str, str, int, bool]]]) -> None:
+        framework, paths, repeat, counted = unit
+        process = _Process(
+            framework=framework,
+            paths=paths,
+            repeat=repeat,
+            env=env,
+            program=program,
+            timeout=profile.timeout_s,
+            write=write,
+            log=log,
+        )
+        process.run(counted, inputs, blocks, extra, progress)
+
+    with ThreadPoolExecutor(max_workers=jobs or usable_cpus()) as pool:
+        list(pool.map(run, units))
     return out
+
+
+class _Inputs:
+    """The weights and batches of every counted cell, checked once."""
+
+    def __init__(self, profile: Profile, cache: Path) -> None:
+        self.profile, self.cache = profile, cache
+        self._made: dict[tuple[str, str, int], dict[str, Any]] = {}
+
+    def files(self, model: str, phase: str, batch: int) -> dict[str, Any]:
+        """A request's model and file fields for one cell."""
+        key = (model, phase, batch)
+        if key not in self._made:
+            spec = get_spec(model)
+            weights = checked_weights(spec, WEIGHTS_SEED, self.cache)
+            count = self.profile.settings(model).batches(phase)
+            data = checked_batches(spec, self.profile.seed, batch, count, self.cache)
+            self._made[key] = {
+                "model": model,
+                "weights": str(weights[0]),
+                "weights_digest": weights[1],
+                "data": str(data[0]),
+                "data_digest": data[1],
+            }
+        return self._made[key]
+
+    def request(
+        self,
+        cell: tuple[str, str, int],
+        repeat: int,
+        blocks: int,
+        extra: tuple[str, float] | None,
+    ) -> Count:
+        """The count request of one cell in one process."""
+        model, phase, batch = cell
+        settings = self.profile.settings(model)
+        train = phase == "train"
+        return Count(
+            **self.files(model, phase, batch),
+            phase=phase,
+            steps=settings.training().train_steps if train else 1,
+            blocks=blocks,
+            warmup_runs=max(
+                1, settings.warmup_runs if train else settings.inference().warmup_rounds
+            ),
+            seed=zlib.crc32(f"{model} {phase} {batch} {repeat}".encode()),
+            tag=f"{model}/{phase}/b{batch}/r{repeat}",
+            extra_path=extra[0] if extra else None,
+            extra_factor=extra[1] if extra else 1.0,
+        )
 
 
 def _version(program: str) -> str:
@@ -222,24 +298,24 @@ class _Process:
 
     def __init__(
         self,
-        profile: Profile,
         *,
         framework: str,
         paths: list[str],
         repeat: int,
         env: dict[str, str],
         program: str,
-        cache: Path,
+        timeout: float,
         write: Callable[[dict[str, Any]], None],
         log: Log,
     ) -> None:
-        self.profile, self.framework, self.paths = profile, framework, paths
-        self.repeat, self.env, self.program = repeat, env, program
-        self.cache, self.write, self.log = cache, write, log
+        self.framework, self.paths, self.repeat = framework, paths, repeat
+        self.env, self.program, self.timeout = env, program, timeout
+        self.write, self.log = write, log
 
     def run(
         self,
         cells: list[tuple[str, str, int, bool]],
+        inputs: _Inputs,
         blocks: int,
         extra: tuple[str, float] | None,
         progress: Progress,
@@ -264,28 +340,21 @@ class _Process:
                 wrapper=wrapper,
             ) as worker:
                 for model, phase, batch, unverified in cells:
-                    request = self._request(model, phase, batch, blocks, extra)
-                    reply = worker.call(request, self.profile.timeout_s)
+                    request = inputs.request(
+                        (model, phase, batch), self.repeat, blocks, extra
+                    )
+                    start = time.monotonic()
+                    reply = worker.call(request, self.timeout)
                     where = {
                         "model": model,
                         "framework": self.framework,
                         "phase": phase,
                         "batch": batch,
                         "repeat": self.repeat,
+                        # under callgrind: what a cell costs to count here
+                        "seconds": round(time.monotonic() - start, 1),
                     }
-                    answer = reply.answer
-                    bad = [n for n in getattr(answer, "nonfinite", []) if n]
-                    if isinstance(answer, CountAnswer) and not bad:
-                        for line in lines(answer, Path(folder), where, unverified):
-                            self.write(line)
-                        why = "counted"
-                    else:
-                        why = (
-                            f"diverged: {bad[0]}"
-                            if bad
-                            else (reply.error or reply.status)
-                        )
-                        self.write({"kind": "failure", **where, "why": str(why)})
+                    why = self._record(reply, Path(folder), where, unverified)
                     for dump in Path(folder).glob("callgrind.out.*"):
                         dump.unlink()
                     progress.advance()
@@ -294,38 +363,24 @@ class _Process:
                         f"b{batch} process {self.repeat + 1}: {why}"
                     )
 
-    def _request(
-        self,
-        model: str,
-        phase: str,
-        batch: int,
-        blocks: int,
-        extra: tuple[str, float] | None,
-    ) -> Count:
-        spec = get_spec(model)
-        settings = self.profile.settings(model)
-        weights = checked_weights(spec, WEIGHTS_SEED, self.cache)
-        data = checked_batches(
-            spec, self.profile.seed, batch, settings.batches(phase), self.cache
-        )
-        train = phase == "train"
-        return Count(
-            model=model,
-            weights=str(weights[0]),
-            weights_digest=weights[1],
-            data=str(data[0]),
-            data_digest=data[1],
-            phase=phase,
-            steps=settings.training().train_steps if train else 1,
-            blocks=blocks,
-            warmup_runs=max(
-                1, settings.warmup_runs if train else settings.inference().warmup_rounds
-            ),
-            seed=zlib.crc32(f"{model} {phase} {batch} {self.repeat}".encode()),
-            tag=f"{model}/{phase}/b{batch}/r{self.repeat}",
-            extra_path=extra[0] if extra else None,
-            extra_factor=extra[1] if extra else 1.0,
-        )
+    def _record(
+        self, reply: Reply, folder: Path, where: dict[str, Any], unverified: bool
+    ) -> str:
+        """Write what one request counted, or why it counted nothing; which."""
+        answer = reply.answer
+        bad = [n for n in getattr(answer, "nonfinite", []) if n]
+        why = f"diverged: {bad[0]}" if bad else str(reply.error or reply.status)
+        if isinstance(answer, CountAnswer) and not bad:
+            try:
+                found = lines(answer, folder, where, unverified)
+            except ValueError as exc:  # a dump missing or torn
+                why = str(exc)
+            else:
+                for line in found:
+                    self.write(line)
+                return "counted"
+        self.write({"kind": "failure", **where, "why": why})
+        return why
 
 
 def lines(
@@ -387,8 +442,6 @@ def latest(results_dir: Path) -> Path | None:
     runs = sorted(results_dir.glob("count-*/count.jsonl"))
     return runs[-1].parent if runs else None
 
-
-FRAMEWORK_NAMES = tuple(FRAMEWORKS)
 
 
 def render(out: Path, results_dir: Path) -> str:

@@ -1,0 +1,64 @@
+"""harness count through a real worker under callgrind: Keras on PyTorch and
+native PyTorch counted in one process, the counts read back and grouped,
+and an injected 5% of extra work on one path found by the comparison and
+nothing else flagged.  Skipped where valgrind, its header or a C compiler
+is missing (``nox -s count`` installs them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.core.profiles import parse_blueprint
+from harness.count import analysis, compare
+from harness.count.measure import count, read
+from tests.test_counting import needs_valgrind
+
+pytestmark = [pytest.mark.paths, needs_valgrind]
+
+# ffn inference at batch 1, two mini-batches a round: the cheapest cell.
+BLUEPRINT = """
+models = ["ffn"]
+phases = ["infer"]
+[settings]
+repeats = 1
+infer_batches = 2
+window_s = 0.1
+warmup_rounds = 1
+[per_model.ffn]
+batch_size = 1
+"""
+
+
+def _counted(results: Path, extra: tuple[str, float] | None) -> dict:
+    out = count(
+        parse_blueprint("tiny", BLUEPRINT),
+        models=["ffn"],
+        frameworks=["torch"],
+        phases=["infer"],
+        results_dir=results,
+        processes=1,
+        blocks=3,
+        extra=extra,
+        log=lambda line: None,
+    )
+    return analysis.cells(read(out))
+
+
+def test_counts_of_both_paths_and_an_injected_change_found(gated: Path) -> None:
+    before = _counted(gated, None)
+    keras, native = before["paths"]
+    assert (keras["path"], native["path"]) == ("keras-torch", "native-torch")
+    assert keras["blocks"] == native["blocks"] == 3
+    # Keras' predict runs far more Python per mini-batch than a native call.
+    assert keras["groups"]["interpreter"] > 10 * native["groups"]["interpreter"]
+    assert native["groups"]["kernel"] > 0
+    (pair,) = before["pairs"]
+    assert pair["work_ratio"] > 2
+    after = _counted(gated, ("native-torch", 1.05))
+    rows = {r["path"]: r for r in compare.compare(before, after)}
+    assert rows["native-torch"]["verdict"] == "changed", rows
+    assert rows["native-torch"]["work_change"] == pytest.approx(0.05, abs=0.01)
+    assert rows["native-torch"]["groups_moved"]["interpreter"] > 0
+    assert rows["keras-torch"]["verdict"] == "same", rows
