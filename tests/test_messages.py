@@ -94,7 +94,11 @@ def test_a_request_survives_the_wire(request: m.Task) -> None:
     assert m.decode_request(json.loads(line)) == request
 
 
-TRAIN = m.TrainAnswer(first_step_s=0.5, step_s=[0.25, 0.125])
+TRAIN = m.TrainAnswer(
+    first_step_s=0.5,
+    step_s=[0.25, 0.125],
+    usage=[{"user_s": 0.25, "minflt": 3.0}, {"user_s": 0.125, "minflt": 0.0}],
+)
 
 
 @pytest.mark.parametrize(
@@ -152,3 +156,18 @@ def test_an_answer_of_the_wrong_shape_is_refused() -> None:
     request = m.Floor(model="ffn", weights="w", data="d", steps=2, runs=1)
     with pytest.raises(ValueError, match="TrainAnswer: missing field 'step_s'"):
         m.decode_answer(request, {"path": {"first_step_s": 1.0}, "idiomatic": {}})
+
+
+@pytest.mark.parametrize(
+    ("usage", "words"),
+    [
+        ({"user_s": 0.1}, "field 'usage' has the wrong type"),  # not a list
+        ([{"user_s": "fast"}], "field 'usage' has the wrong type"),
+        ([[0.1, 0.2]], "field 'usage' has the wrong type"),  # no names
+    ],
+)
+def test_usage_of_the_wrong_shape_is_refused(usage: object, words: str) -> None:
+    request = m.Train(model="ffn", weights="w", data="d", steps=2)
+    document = {"first_step_s": 1.0, "step_s": [0.5], "usage": usage}
+    with pytest.raises(ValueError, match=words):
+        m.decode_answer(request, document)

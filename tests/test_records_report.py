@@ -5,6 +5,7 @@ import dataclasses
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from harness.__main__ import main
 from harness.core import records
 from harness.core.profiles import PROFILES
-from harness.report.analysis import cell_rows, overhead_rows
+from harness.report.analysis import cell_rows, cpu_per_step, overhead_rows
 from harness.report.tables import report
 from tests.helpers import record
 
@@ -311,6 +312,31 @@ def test_optional_measurements_enter_the_table_when_present(tmp_path: Path) -> N
     assert "latency_p90_ms" not in text  # a column nobody recorded is left out
     # Without the optional fields the same columns are simply absent.
     assert "peak_frac" not in report(_write(tmp_path), "table", "cells")
+
+
+def _used(path: str, wall: float, user: float, system: float, repeat: int) -> Any:
+    usage = {"usage_user_s": user, "usage_sys_s": system, "usage_minflt": 2.0}
+    return record(
+        path,
+        seconds=wall,
+        repeat=repeat,
+        summary={"median_step_s": wall, **usage},
+    )
+
+
+def test_cpu_time_per_step_splits_wall_time(tmp_path: Path) -> None:
+    out = tmp_path / "run-5.jsonl"
+    for repeat, user in enumerate([0.0020, 0.0024, 0.0022]):
+        records.append(out, _used("keras-torch", 0.003, user, 0.0002, repeat))
+    records.append(out, record("native-torch", seconds=0.001))  # no usage: none
+    found = cpu_per_step(records.read(out))
+    assert set(found) == {("ffn", "keras-torch", "train", 8)}
+    cell = found[("ffn", "keras-torch", "train", 8)]
+    assert cell["user_s"] == pytest.approx(0.0022)  # the median of the repeats
+    assert cell["wait_s"] == pytest.approx(0.003 - 0.0022 - 0.0002)
+    assert (cell["records"], cell["minflt"]) == (3.0, 2.0)
+    row = next(r for r in cell_rows(records.read(out)) if r["path"] == "keras-torch")
+    assert (row["user_ms"], row["sys_ms"], row["minflt"]) == (2.2, 0.2, 2.0)
 
 
 def test_overhead_carries_a_bootstrap_ci(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from harness.core.resources import usage_summary
 from workers.launch import thread_environment
 from workers.resources import Sampler, contended
 
@@ -125,3 +126,18 @@ def test_another_busy_process_marks_the_machine_contended() -> None:
     assert not contended({"others_cpu": 0.01, "steal_frac": 0.0})
     assert contended({"others_cpu": 0.0, "steal_frac": 0.2})
     assert not contended({})
+
+
+def test_usage_summary_takes_medians_and_skips_what_is_not_there() -> None:
+    usage = [
+        {"user_s": 0.1, "sys_s": 0.01, "minflt": 4.0},
+        {"user_s": 0.3, "sys_s": 0.03, "minflt": 0.0},
+        {"user_s": 0.2, "sys_s": 0.02, "minflt": 1.0},
+    ]
+    assert usage_summary(usage) == {
+        "usage_user_s": 0.2,
+        "usage_sys_s": 0.02,
+        "usage_minflt": 1.0,
+    }
+    assert usage_summary(None) == {}  # an older worker's answer
+    assert usage_summary([{"user_s": float("nan")}]) == {}  # no median of NaN

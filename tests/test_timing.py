@@ -6,7 +6,9 @@ import pytest
 
 from workers.messages import InferAnswer
 from workers.timing import (
+    USAGE,
     time_inference,
+    time_interleaved,
     time_latency,
     time_training,
     time_training_interleaved,
@@ -82,3 +84,51 @@ def test_latency_percentiles_are_nearest_rank_values() -> None:
 def test_latency_needs_a_sample() -> None:
     with pytest.raises(ValueError, match="at least one sample"):
         time_latency(lambda: None, samples=0)
+
+
+def _spin(seconds: float) -> None:
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
+
+
+def test_usage_tells_work_from_waiting_per_step() -> None:
+    # 20 ms of work per step against 20 ms of sleep per step: the CPU time
+    # the process used per step says which is which, and sleeping is a
+    # voluntary context switch every step.
+    busy = time_training(lambda n: _spin(0.02 * n), steps=3, runs=2)
+    idle = time_training(lambda n: time.sleep(0.02 * n), steps=3, runs=2)
+    assert busy.usage is not None
+    assert idle.usage is not None
+    assert [set(u) for u in busy.usage] == [set(USAGE)] * 2
+    assert all(u["user_s"] + u["sys_s"] > 0.01 for u in busy.usage)
+    assert all(u["user_s"] + u["sys_s"] < 0.005 for u in idle.usage)
+    # one sleep per run of three steps: a third of a switch per step
+    assert all(u["nvcsw"] >= 1 / 3 for u in idle.usage)
+
+
+def test_inference_usage_is_per_mini_batch_over_the_window() -> None:
+    answer = time_inference(
+        lambda: _spin(0.01), batches_per_round=4, window_s=0.05, warmup_rounds=0
+    )
+    assert answer.usage is not None
+    assert len(answer.usage) == 1
+    # about 10 ms per round of four: some 2.5 ms of CPU per mini-batch
+    assert 0.0015 < answer.usage[0]["user_s"] + answer.usage[0]["sys_s"] < 0.005
+
+
+def test_interleaved_usage_belongs_to_its_own_side() -> None:
+    measured = time_interleaved(
+        [lambda n: _spin(0.01 * n), lambda n: time.sleep(0.01 * n)],
+        "train",
+        steps=2,
+        batches_per_round=1,
+        window_s=0.0,
+        min_blocks=3,
+        max_blocks=3,
+        warmup_runs=0,
+        seed=1,
+    )
+    assert len(measured.usage) == 3
+    for spun, slept in measured.usage:
+        assert spun["user_s"] + spun["sys_s"] > 0.005 > slept["user_s"] + slept["sys_s"]

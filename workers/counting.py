@@ -24,11 +24,11 @@ import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from workers.messages import CALLGRIND_LIBRARY_ENV as LIBRARY_ENV
+from workers.messages import CALLGRIND_OUT_ENV as OUT_ENV
 from workers.messages import CountAnswer
 from workers.timing import _order, blocks_of
 
-LIBRARY_ENV = "HARNESS_CALLGRIND_LIB"
-OUT_ENV = "HARNESS_CALLGRIND_OUT"
 EMPTY_DUMPS = 3  # dumps of an empty region: the counter's own cost
 CALIBRATION_LOOP = 20_000  # iterations whose count calibrates the extra work
 

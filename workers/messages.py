@@ -140,6 +140,8 @@ class TrainAnswer(Answer):
 
     first_step_s: float  # the first step alone: compilation, tracing, allocation
     step_s: list[float]  # seconds per step, one entry per timed run
+    # per timed run: getrusage per step (workers.timing.USAGE)
+    usage: list[dict[str, float]] | None = None
     final_loss: float | None = None
     nonfinite: str | None = None
 
@@ -167,6 +169,8 @@ class InferAnswer(Answer):
     round_s: list[float]  # seconds per round over every resident batch
     batches_per_round: int
     batches_per_s: float
+    # getrusage per mini-batch over the timed window (one entry)
+    usage: list[dict[str, float]] | None = None
     # single mini-batches, when the request asked for latency samples
     latency_s: list[float] | None = None
     latency_p50_s: float | None = None
@@ -235,6 +239,9 @@ class PairedAnswer(Answer):
     keras_s: list[float]  # per block: seconds per training step or per mini-batch
     native_s: list[float]  # same length
     keras_first: list[bool]  # per block: whether the Keras block ran first
+    # per block: getrusage per step or mini-batch (workers.timing.USAGE)
+    keras_usage: list[dict[str, float]] | None = None
+    native_usage: list[dict[str, float]] | None = None
     keras_nonfinite: str | None = None
     native_nonfinite: str | None = None
     keras_final_loss: float | None = None  # train only
@@ -286,6 +293,8 @@ class LevelsAnswer(Answer):
     orders: list[list[int]]
     nonfinite: list[str | None]
     final_loss: list[float | None]
+    # usage[i][k]: getrusage per step or mini-batch of block i of path k
+    usage: list[list[dict[str, float]]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -459,6 +468,12 @@ class OpPeak(Task):
     repeats: int = 3
 
 
+# A counting worker's environment: the built client-request library
+# (``workers/callgrind_requests.c``) and the folder callgrind dumps into.
+CALLGRIND_LIBRARY_ENV = "HARNESS_CALLGRIND_LIB"
+CALLGRIND_OUT_ENV = "HARNESS_CALLGRIND_OUT"
+
+
 @dataclass(frozen=True, kw_only=True)
 class CountAnswer(Answer):
     """What ``Count`` counted: callgrind wrote one dump per label, which the
@@ -588,16 +603,25 @@ def _build(cls: type[_Message], document: Any) -> _Message:
 
 def _fits(value: Any, hint: Any) -> bool:
     """Whether a JSON value fits a field's type (str, int, float, bool, lists
-    of numbers, optionals of those)."""
+    and string-keyed objects of those, optionals of those)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         return any(_fits(value, a) for a in args)
+    if origin in (list, dict):
+        return _fits_container(value, origin, args)
     if hint is type(None):
         return value is None
-    if origin is list:
-        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
     if hint is float:
         return isinstance(value, int | float) and not isinstance(value, bool)
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
     return isinstance(value, hint)
+
+
+def _fits_container(value: Any, origin: type, args: tuple[Any, ...]) -> bool:
+    """``_fits`` for ``list[T]`` and ``dict[str, T]``."""
+    if origin is list:
+        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and _fits(v, args[1]) for k, v in value.items()
+    )

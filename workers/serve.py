@@ -357,6 +357,7 @@ class Tasks:
             first_s=measured.first_s,
             blocks_s=measured.blocks_s,
             orders=measured.orders,
+            usage=measured.usage,
             nonfinite=nonfinite,
             final_loss=final_loss,
         )

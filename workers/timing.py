@@ -12,6 +12,11 @@ times ``runs`` of them after ``warmup_runs`` untimed ones.  Fresh processes
 ``time_paired`` alternates blocks of a Keras path and its native path in one
 process, which goes first drawn at random for every block.
 
+Around every timed region, outside it, ``getrusage`` of the whole process
+(every thread): user and system CPU seconds, page faults and context switches
+per step or mini-batch (``USAGE``), so that a record says how much of its wall
+time was the process' own work, the kernel's, or waiting.
+
 Framework-free except the self-check's reference timers, which import their
 framework lazily.
 """
@@ -22,6 +27,7 @@ import dataclasses
 import functools
 import math
 import random
+import resource
 import time
 from collections.abc import Callable, Sequence
 
@@ -31,6 +37,32 @@ from workers.messages import (
     SelfcheckAnswer,
     TrainAnswer,
 )
+
+# getrusage's fields a record keeps: CPU seconds in user and kernel mode, minor
+# and major page faults, voluntary (waiting) and involuntary (preempted)
+# context switches.
+USAGE = {
+    "user_s": "ru_utime",
+    "sys_s": "ru_stime",
+    "minflt": "ru_minflt",
+    "majflt": "ru_majflt",
+    "nvcsw": "ru_nvcsw",
+    "nivcsw": "ru_nivcsw",
+}
+
+
+def _rusage() -> tuple[float, ...]:
+    got = resource.getrusage(resource.RUSAGE_SELF)
+    return tuple(float(getattr(got, name)) for name in USAGE.values())
+
+
+def _usage_per(before: tuple[float, ...], units: int) -> dict[str, float]:
+    """The process' use since ``before`` (``_rusage()``), per step or
+    mini-batch of the ``units`` the region held."""
+    after = _rusage()
+    return {
+        key: (a - b) / units for key, a, b in zip(USAGE, after, before, strict=True)
+    }
 
 
 def time_training(
@@ -44,12 +76,14 @@ def time_training(
     first = time.perf_counter() - start
     for _ in range(warmup_runs):
         run(steps)
-    per_step = []
+    per_step, usage = [], []
     for _ in range(runs):
+        before = _rusage()
         start = time.perf_counter()
         run(steps)
         per_step.append((time.perf_counter() - start) / steps)
-    return TrainAnswer(first_step_s=first, step_s=per_step)
+        usage.append(_usage_per(before, steps))
+    return TrainAnswer(first_step_s=first, step_s=per_step, usage=usage)
 
 
 def time_training_interleaved(
@@ -59,18 +93,21 @@ def time_training_interleaved(
     turn (A, B, A, B ...) so that drift on a shared machine hits all alike."""
     first: list[float] = []
     per_step: list[list[float]] = [[] for _ in variants]
+    usage: list[list[dict[str, float]]] = [[] for _ in variants]
     for run in variants:
         start = time.perf_counter()
         run(1)
         first.append(time.perf_counter() - start)
     for _ in range(runs):
-        for times, run in zip(per_step, variants, strict=True):
+        for times, used, run in zip(per_step, usage, variants, strict=True):
+            before = _rusage()
             start = time.perf_counter()
             run(steps)
             times.append((time.perf_counter() - start) / steps)
+            used.append(_usage_per(before, steps))
     return [
-        TrainAnswer(first_step_s=f, step_s=s)
-        for f, s in zip(first, per_step, strict=True)
+        TrainAnswer(first_step_s=f, step_s=s, usage=u)
+        for f, s, u in zip(first, per_step, usage, strict=True)
     ]
 
 
@@ -88,6 +125,7 @@ def time_inference(
         run()
     warmup = time.perf_counter() - start
     rounds: list[float] = []
+    before = _rusage()
     window_start = time.perf_counter()
     while True:
         start = time.perf_counter()
@@ -96,12 +134,15 @@ def time_inference(
         if time.perf_counter() - window_start >= window_s:
             break
     elapsed = time.perf_counter() - window_start
+    # one reading over the whole window, so no round pays for a system call
+    usage = _usage_per(before, len(rounds) * batches_per_round)
     return InferAnswer(
         first_round_s=first,
         warmup_s=warmup,
         round_s=rounds,
         batches_per_round=batches_per_round,
         batches_per_s=len(rounds) * batches_per_round / elapsed,
+        usage=[usage],
     )
 
 
@@ -309,11 +350,13 @@ class Interleaved:
     """What ``time_interleaved`` measured, per side in the order given:
     ``first_s`` the first step or round alone; ``blocks_s[i][k]`` block
     ``i`` of side ``k`` (per step or per mini-batch); ``orders[i]`` the
-    order the sides of block ``i`` ran in."""
+    order the sides of block ``i`` ran in; ``usage[i][k]`` the process'
+    ``getrusage`` over block ``i`` of side ``k``, per step or mini-batch."""
 
     first_s: list[float]
     blocks_s: list[list[float]]
     orders: list[list[int]]
+    usage: list[list[dict[str, float]]]
 
 
 def time_interleaved(
@@ -367,16 +410,21 @@ def time_interleaved(
             blocks[k]()
     times: list[list[float]] = []
     orders: list[list[int]] = []
+    usage: list[list[dict[str, float]]] = []
     total = 0.0
     while len(times) < max_blocks and (len(times) < min_blocks or total < window_s):
         order = _order(rng, len(runs))
         row = [0.0] * len(runs)
+        used: list[dict[str, float]] = [{} for _ in runs]
         for k in order:
+            before = _rusage()
             row[k] = _timed(blocks[k], factors[k])
+            used[k] = _usage_per(before, per_block)
         total += sum(row)
         times.append([t / per_block for t in row])
         orders.append(order)
-    return Interleaved(first_s=first, blocks_s=times, orders=orders)
+        usage.append(used)
+    return Interleaved(first_s=first, blocks_s=times, orders=orders, usage=usage)
 
 
 def time_paired(
@@ -429,4 +477,6 @@ def time_paired(
         keras_s=[row[0] for row in measured.blocks_s],
         native_s=[row[1] for row in measured.blocks_s],
         keras_first=[order[0] == 0 for order in measured.orders],
+        keras_usage=[row[0] for row in measured.usage],
+        native_usage=[row[1] for row in measured.usage],
     )

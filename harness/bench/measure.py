@@ -24,7 +24,7 @@ from harness.core.flops import step_flops
 from harness.core.gate import checked_batches, checked_weights
 from harness.core.placement import of_profile
 from harness.core.profiles import Profile, Settings
-from harness.core.resources import resource_summary
+from harness.core.resources import resource_summary, usage_summary
 from harness.core.seeds import WEIGHTS_SEED
 from workers.launch import Reply, Worker
 from workers.messages import Infer, Paired, PairedAnswer, Train, encode
@@ -45,7 +45,9 @@ def summarize(
 ) -> dict[str, Any]:
     """The figures a report reads: medians, latency percentiles, the work
     done per timed unit (``flops``: per step or per mini-batch, from the
-    spec, ``harness.core.flops``) and the worker's resource use."""
+    spec, ``harness.core.flops``), the process' CPU time, page faults and
+    context switches per step or mini-batch (``usage_*``) and the worker's
+    resource use."""
     summary: dict[str, Any] = {"flops": flops}
     if phase == "train":
         summary |= {
@@ -60,6 +62,7 @@ def summarize(
             / values["batches_per_round"],
         }
         summary |= {k: v for k, v in values.items() if k.startswith("latency_p")}
+    summary |= usage_summary(values.get("usage"))
     return summary | resource_summary(resources)
 
 

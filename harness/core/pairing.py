@@ -30,6 +30,7 @@ from typing import Any
 
 from harness.core import records
 from harness.core.profiles import Profile
+from harness.core.resources import usage_summary
 from harness.stats.paired import RatioEstimate, estimate
 from workers.messages import PairedAnswer
 from workers.paths import PATHS
@@ -143,6 +144,9 @@ def sides(answer: PairedAnswer, cell: PairCell) -> dict[str, dict[str, Any]]:
             "keras_first": answer.keras_first,
             "partner": partner,
         }
+        usage = getattr(answer, f"{api}_usage")
+        if usage is not None:
+            values["usage"] = usage  # per block, per step or mini-batch
         if cell.phase == "train":
             values["step_s"] = blocks  # one sample per block
             loss = getattr(answer, f"{api}_final_loss")
@@ -156,10 +160,12 @@ def summary(phase: str, values: dict[str, Any]) -> dict[str, Any]:
     """The figures of one side of a pair process, as ``harness.bench.measure.summarize``
     gives them for a cell of its own."""
     median = statistics.median(values["block_s"])
+    usage = usage_summary(values.get("usage"))
     if phase == "train":
-        return {"median_step_s": median, "first_step_s": values["first_s"]}
+        return {"median_step_s": median, "first_step_s": values["first_s"], **usage}
     return {
         "median_batch_s": median,
         "batches_per_s": 1.0 / median,
         "first_round_s": values["first_s"],
+        **usage,
     }

@@ -20,7 +20,11 @@ Schema history:
   (:func:`harness.core.machines.identity`: the machine's name, from
   ``HARNESS_MACHINE`` or the short hostname, its CPU model, cores, memory and
   accelerator).  Records are pooled on it instead of the hostname; a record
-  without it goes by its hostname's name.
+  without it goes by its hostname's name.  Likewise optional: ``values["usage"]``
+  (``getrusage`` of the worker process around each timed run or block, per
+  step or mini-batch: ``workers.timing.USAGE``) and their medians in
+  ``summary`` as ``usage_user_s``, ``usage_sys_s``, ``usage_minflt``,
+  ``usage_majflt``, ``usage_nvcsw`` and ``usage_nivcsw``.
 
 :func:`read` returns typed :class:`Record` objects: records of versions 1 to
 ``SCHEMA_VERSION`` are read (the fields an older version lacks take the
@@ -287,6 +291,9 @@ class _Summary(_Measured):
     cpu_util: Seconds | None = None
     peak_rss_mb: Seconds | None = None
     peak_gpu_mb: Seconds | None = None
+    usage_user_s: Seconds | None = None
+    usage_sys_s: Seconds | None = None
+    usage_minflt: Seconds | None = None
 
 
 class _Platform(_Measured):

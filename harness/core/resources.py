@@ -9,6 +9,7 @@ same figures of it, in the same form, through :func:`resource_summary`.
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Any
 
 from workers.resources import contended
@@ -35,3 +36,25 @@ def resource_summary(resources: dict[str, Any]) -> dict[str, Any]:
         if k in RESOURCE_KEYS and isinstance(v, int | float) and math.isfinite(v)
     }
     return found | {"contended": contended(resources)}
+
+
+# workers.timing.USAGE: getrusage per step or mini-batch of the timed regions
+USAGE_KEYS = ("user_s", "sys_s", "minflt", "majflt", "nvcsw", "nivcsw")
+
+
+def usage_summary(usage: Any) -> dict[str, float]:
+    """The median over a record's timed runs or blocks of each ``getrusage``
+    figure per step or mini-batch (``workers.timing.USAGE``), as summary keys
+    ``usage_<name>``; empty for a record without them (an older worker)."""
+    if not isinstance(usage, list) or not usage:
+        return {}
+    out = {}
+    for key in USAGE_KEYS:
+        seen = [
+            float(u[key])
+            for u in usage
+            if isinstance(u, dict) and isinstance(u.get(key), int | float)
+        ]
+        if seen and all(math.isfinite(v) for v in seen):
+            out[f"usage_{key}"] = statistics.median(seen)
+    return out

@@ -39,8 +39,9 @@ from harness.core.profiles import Profile
 from harness.core.progress import Progress
 from harness.core.seeds import WEIGHTS_SEED
 from harness.count import callgrind
-from workers.counting import LIBRARY_ENV, OUT_ENV
 from workers.launch import PROJECT_ROOT, Reply, Worker, usable_cpus
+from workers.messages import CALLGRIND_LIBRARY_ENV as LIBRARY_ENV
+from workers.messages import CALLGRIND_OUT_ENV as OUT_ENV
 from workers.messages import Count, CountAnswer
 from workers.paths import PATHS, get_path
 from zoo.specs import get_spec
@@ -443,7 +444,6 @@ def latest(results_dir: Path) -> Path | None:
     return runs[-1].parent if runs else None
 
 
-
 def render(out: Path, results_dir: Path) -> str:
     """Analyse a count run, with the newest timing of its profile in
     ``results_dir`` beside it; write ``count.json`` and ``count.md`` into
@@ -472,8 +472,12 @@ def _timing(results_dir: Path, found: dict[str, Any]) -> dict[Any, dict[str, flo
             for r in records.read(run)
             if r.profile == profile and r.platform.get("machine") == machine
         ]
-        if recs:
-            return cpu_per_step(recs)
+        try:
+            found_here = cpu_per_step(recs)
+        except ValueError:  # records that refuse to pool: not this run's timing
+            continue
+        if found_here:
+            return found_here
     return {}
 
 

@@ -210,6 +210,11 @@ def _cell_row(cell: PooledCell) -> dict[str, Any]:
     for q in LATENCIES:
         row[f"latency_{q}_ms"] = _ms(cell.median_of(f"latency_{q}_s"))
     row["cpu_util"] = _round(cell.median_of("cpu_util"), 2)
+    # getrusage per step or mini-batch: the process' CPU in user and kernel
+    # mode, and its minor page faults
+    row["user_ms"] = _ms(cell.median_of("usage_user_s"))
+    row["sys_ms"] = _ms(cell.median_of("usage_sys_s"))
+    row["minflt"] = _round(cell.median_of("usage_minflt"), 1)
     for key in ("peak_rss_mb", "peak_gpu_mb"):  # the largest of the repeats
         seen = cell.summary_values(key)
         row[key] = round(max(seen), 1) if seen else None
@@ -226,6 +231,35 @@ def _cell_row(cell: PooledCell) -> dict[str, Any]:
 def cell_rows(recs: Iterable[Record]) -> list[dict[str, Any]]:
     """One row per cell: its status, median time and spread, verdict, marks."""
     return [_cell_row(c) for c in cells(recs).values()]
+
+
+def cpu_per_step(recs: Iterable[Record]) -> dict[CellKey, dict[str, float]]:
+    """Per cell with ``getrusage`` figures (``usage_*`` in its summaries):
+    the median over its repeats of wall, user and system seconds per step or
+    mini-batch, ``wait_s`` (wall less user and system: the time the process
+    ran nothing, negative where threads ran side by side), minor page faults
+    and voluntary and involuntary context switches per step or mini-batch,
+    and ``records``, how many repeats these are of."""
+    out: dict[CellKey, dict[str, float]] = {}
+    for key, cell in cells(recs).items():
+        wall = cell.median_of(
+            "median_step_s" if cell.phase == "train" else "median_batch_s"
+        )
+        user, system = cell.median_of("usage_user_s"), cell.median_of("usage_sys_s")
+        if wall is None or user is None or system is None:
+            continue
+        out[key] = {
+            "wall_s": wall,
+            "user_s": user,
+            "sys_s": system,
+            "wait_s": wall - user - system,
+            "records": float(len(cell.summary_values("usage_user_s"))),
+        }
+        for name in ("minflt", "nvcsw", "nivcsw"):
+            value = cell.median_of(f"usage_{name}")
+            if value is not None:
+                out[key][name] = value
+    return out
 
 
 def overhead_rows(recs: Iterable[Record]) -> list[dict[str, Any]]:

@@ -54,6 +54,11 @@ def test_smoke_run_records_every_cell_behind_the_gate(
     assert train.summary["flops"] > 0
     assert train.summary["cpu_util"] > 0
     assert train.summary["peak_rss_mb"] > 0
+    # getrusage around every timed block and run: per step, in every record
+    for r in recs:
+        if r.status == "ok":
+            assert len(r.values["usage"]) >= 1, r.path
+            assert r.summary["usage_user_s"] > 0, r.path
     assert train.platform["matmul_peak_flops"] > 0
     assert train.platform["threads"]["intra_op"] >= 1
     assert train.platform["framework"] == "torch"
