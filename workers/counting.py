@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import itertools
 import os
 import random
 from collections.abc import Callable, Sequence
@@ -60,9 +61,14 @@ class Callgrind:
     def count(self, region: Callable[[], object], label: str) -> Path:
         """Count ``region`` alone into a dump labelled ``label``; its file.
 
-        Python's cyclic garbage collector is off inside the region, as
-        ``timeit`` turns it off: it runs whenever allocations pass a
-        threshold and then visits every object the heap holds, so where a
+        Every region run while instrumentation is on is dumped: here, what a
+        region run without a dump executed showed up in the next dump (2% of
+        a block after one such warm-up block, 6% after four), though
+        callgrind's zero came between.
+
+        Python's cyclic garbage collector runs first and is off inside the
+        region, as ``timeit`` turns it off: it runs whenever allocations pass
+        a threshold and then visits every object the heap holds, so where a
         collection falls, and what it costs, depends on the process'
         history, not on the step (Keras' ``predict`` on PyTorch: blocks 1.4%
         apart with it on, here).  Reference counting frees as usual."""
@@ -93,31 +99,36 @@ def instructions(dump: Path, label: str) -> int:
 
 
 def extra_work(iterations: int) -> int:
-    """Pure-Python work of a known size: the injected change."""
-    total = 0
-    for i in range(iterations):
-        total += i
-    return total
+    """Pure-Python work of a known size: the injected change.  Every
+    iteration costs the same (no integer it touches is allocated: small
+    integers are shared), so its cost per iteration does not depend on how
+    many there are."""
+    flag = 0
+    for _ in itertools.repeat(None, iterations):
+        flag ^= 1
+    return flag
 
 
 def _calibrated(
     callgrind: Callgrind, block: Callable[[], object], factor: float, tag: str
 ) -> int:
     """Iterations of ``extra_work`` that add ``factor - 1`` times what one
-    ``block`` executes (counted here twice, the second kept: the first
-    count after others can differ, see ``count_blocks``)."""
-    counts = [
-        instructions(
-            callgrind.count(block, f"{tag} calibrate {i}"), f"{tag} calibrate {i}"
-        )
-        for i in range(2)
-    ]
-    extra_work(CALIBRATION_LOOP)  # specialised by the interpreter before counting
-    loop = f"{tag} calibrate-loop"
-    loop_count = instructions(
-        callgrind.count(lambda: extra_work(CALIBRATION_LOOP), loop), loop
+    ``block`` executes: the block counted once, the loop's cost per
+    iteration from a long loop.  Calling the loop at all costs some 2,500
+    instructions more (0.25% of 1% of a block of a million), left as it is:
+    counted alone after other regions, the call's cost moved by more than
+    itself."""
+
+    def counted(region: Callable[[], object], what: str) -> int:
+        label = f"{tag} calibrate {what}"
+        return instructions(callgrind.count(region, label), label)
+
+    block_count = counted(block, "block")
+    counted(lambda: extra_work(CALIBRATION_LOOP), "warm")  # specialised first
+    per_iteration = counted(lambda: extra_work(CALIBRATION_LOOP), "loop") / (
+        CALIBRATION_LOOP
     )
-    return round((factor - 1.0) * counts[-1] / (loop_count / CALIBRATION_LOOP))
+    return max(1, round((factor - 1.0) * block_count / per_iteration))
 
 
 def count_blocks(
@@ -134,15 +145,20 @@ def count_blocks(
     extra: Sequence[float],
 ) -> CountAnswer:
     """``blocks`` counted blocks of every closure in ``runs`` (one per path
-    in ``paths``), after each one's first step or round and ``warmup_runs``
-    blocks, uncounted.  ``extra[k]`` above 1 adds that factor of path
-    ``k``'s own work to each of its counted blocks.
+    in ``paths``), after each one's first step or round, uncounted.
+    ``extra[k]`` above 1 adds that factor of path ``k``'s own work to each
+    of its counted blocks.
 
-    The first block counted after other work can differ from the next ones
-    by what the heap was left holding (CPython's small-object allocator
-    filling its pools again: 6% on a pure-Python loop here, 0.2% on
-    Keras' ``fit``); the analysis takes the median of a process' blocks
-    (three by default), which such a first block does not move."""
+    Unlike the timing, which interleaves paths so that the machine's load
+    falls on all alike, a path's blocks are counted one after another, the
+    paths in an order drawn from ``seed``: a count does not move with load,
+    but it does with the interpreter's caches (the type attribute cache, the
+    small-object allocator's pools), which whatever ran just before leaves
+    behind.  So each path first runs ``warmup_runs`` blocks (at least one),
+    counted as every block is but not kept, then, when it gets extra work,
+    its calibration and one more such block with the extra work, then its
+    counted blocks.  The
+    analysis takes the median of a process' blocks (three by default)."""
     if blocks < 1 or warmup_runs < 0 or len(extra) != len(runs):
         raise ValueError(
             f"counting needs at least one block, no negative warm-up and one "
@@ -154,32 +170,30 @@ def count_blocks(
     made = [blocks_of(run, phase, steps, batches_per_round) for run in runs]
     for first, _, _ in made:
         first()
-    for _ in range(warmup_runs):
-        for k in _order(rng, len(made)):
-            made[k][1]()
+    labels = [[f"{tag} {i} {path}" for path in paths] for i in range(blocks)]
+    loops = [0] * len(runs)
     callgrind.start()
     try:
         empty = [f"{tag} empty {i}" for i in range(EMPTY_DUMPS)]
         for label in empty:
             callgrind.count(lambda: None, label)
-        loops = [
-            _calibrated(callgrind, made[k][1], factor, f"{tag} {paths[k]}")
-            if factor > 1.0
-            else 0
-            for k, factor in enumerate(extra)
-        ]
-        labels = [[f"{tag} {i} {path}" for path in paths] for i in range(blocks)]
-        for i in range(blocks):
-            for k in _order(rng, len(made)):
-                block, loop = made[k][1], loops[k]
+        for k in _order(rng, len(made)):
+            block = made[k][1]
+            for w in range(max(1, warmup_runs)):  # dumped, see Callgrind.run
+                callgrind.count(block, f"{tag} warm {w} {paths[k]}")
+            if extra[k] > 1.0:
+                loops[k] = _calibrated(callgrind, block, extra[k], f"{tag} {paths[k]}")
 
-                def region(
-                    block: Callable[[], object] = block, loop: int = loop
-                ) -> None:
-                    block()
-                    if loop:
-                        extra_work(loop)
+            def region(
+                block: Callable[[], object] = block, loop: int = loops[k]
+            ) -> None:
+                block()
+                if loop:
+                    extra_work(loop)
 
+            if loops[k]:  # the calibration ran other code
+                callgrind.count(region, f"{tag} warm extra {paths[k]}")
+            for i in range(blocks):
                 callgrind.count(region, labels[i][k])
     finally:
         callgrind.stop()
