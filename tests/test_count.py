@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from harness.cli.count import _extra
+from harness.core.profiles import PROFILES
 from harness.count import analysis, callgrind, compare
-from harness.count.measure import count_run, lines
+from harness.count.measure import count, count_run, lines
 
 # A dump as callgrind writes it with name compression: main calls helper
 # (whose inclusive cost after calls= is helper's, not main's), helper is
@@ -347,3 +348,20 @@ def test_inject_work_takes_a_path_and_a_factor(given: str) -> None:
     assert _extra("native-torch:1.01") == ("native-torch", 1.01)
     with pytest.raises(ValueError, match="--inject-work wants PATH:FACTOR"):
         _extra(given)
+
+
+def test_extra_work_for_a_path_not_counted_is_refused(tmp_path: Path) -> None:
+    # native-torch is a path, but not one of the frameworks counted: the
+    # run would have added nothing and said nothing.
+    with pytest.raises(ValueError, match="extra work goes to a counted path"):
+        count(
+            PROFILES["count"],
+            models=["ffn"],
+            frameworks=["jax"],
+            phases=["infer"],
+            results_dir=tmp_path,
+            processes=1,
+            blocks=1,
+            extra=("native-torch", 1.01),
+        )
+    assert not list(tmp_path.glob("count-*"))  # refused before anything ran

@@ -154,6 +154,13 @@ def count(
     Raises ValueError for what the user can fix (no valgrind, no C
     compiler, a setting of ``phases`` unset in the profile)."""
     profile.require(phases, models)
+    served = {framework: paths_of(framework) for framework in frameworks}
+    every = [p for paths in served.values() for p in paths]
+    if extra and extra[0] not in every:
+        raise ValueError(
+            f"extra work goes to a counted path, not {extra[0]!r}; counted: "
+            f"{', '.join(every)}"
+        )
     program = valgrind()
     cache = results_dir / "cache"
     library = build_requests(cache)
@@ -182,7 +189,6 @@ def count(
         for phase in phases
         for batch in batch_sizes(profile, model, phase)
     ]
-    served = {framework: paths_of(framework) for framework in frameworks}
     verdicts = verify(
         models,
         [p for paths in served.values() for p in paths],
@@ -233,7 +239,9 @@ def count(
             write=write,
             log=log,
         )
-        process.run(counted, inputs, blocks, extra, progress)
+        # the extra work goes to the one process that serves its path
+        mine = extra if extra and extra[0] in paths else None
+        process.run(counted, inputs, blocks, mine, progress)
 
     with ThreadPoolExecutor(max_workers=jobs or usable_cpus()) as pool:
         list(pool.map(run, units))

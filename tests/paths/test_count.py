@@ -6,6 +6,8 @@ is missing (``nox -s count`` installs them)."""
 
 from __future__ import annotations
 
+import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -49,7 +51,14 @@ def _counted(results: Path, extra: tuple[str, float] | None) -> dict:
 
 
 def test_counts_of_both_paths_and_an_injected_change_found(gated: Path) -> None:
-    before = _counted(gated, None)
+    # The two runs side by side, one per CPU (counts do not move with load),
+    # each in a results folder of its own holding the gate's verdicts.
+    other = gated.parent / f"{gated.name}-injected"
+    shutil.copytree(gated, other)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        plain = pool.submit(_counted, gated, None)
+        injected = pool.submit(_counted, other, ("native-torch", 1.05))
+        before, after = plain.result(), injected.result()
     keras, native = before["paths"]
     assert (keras["path"], native["path"]) == ("keras-torch", "native-torch")
     assert keras["blocks"] == native["blocks"] == 3
@@ -58,7 +67,6 @@ def test_counts_of_both_paths_and_an_injected_change_found(gated: Path) -> None:
     assert native["groups"]["kernel"] > 0
     (pair,) = before["pairs"]
     assert pair["work_ratio"] > 2
-    after = _counted(gated, ("native-torch", 1.05))
     rows = {r["path"]: r for r in compare.compare(before, after)}
     assert rows["native-torch"]["verdict"] == "changed", rows
     assert rows["native-torch"]["work_change"] == pytest.approx(0.05, abs=0.01)
