@@ -18,6 +18,7 @@ Standard library only (the MXNet worker imports it).
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import itertools
 import os
@@ -36,7 +37,9 @@ CALIBRATION_LOOP = 20_000  # iterations whose count calibrates the extra work
 
 class Callgrind:
     """Callgrind's client requests in this process; ValueError in one
-    sentence when the process does not run under callgrind."""
+    sentence when the process does not run under callgrind.  Callgrind
+    numbers its dumps over the whole process, so a process has one of
+    these (``process_callgrind``), however many requests it serves."""
 
     def __init__(self) -> None:
         library, out = os.environ.get(LIBRARY_ENV), os.environ.get(OUT_ENV)
@@ -84,6 +87,12 @@ class Callgrind:
                 gc.enable()
         self.dumps += 1
         return Path(f"{self.out}.{self.dumps}")
+
+
+@functools.cache
+def process_callgrind() -> Callgrind:
+    """This process' ``Callgrind``, made on first use."""
+    return Callgrind()
 
 
 def instructions(dump: Path, label: str) -> int:
@@ -165,7 +174,7 @@ def count_blocks(
             f"extra factor per path, got blocks={blocks}, warmup_runs="
             f"{warmup_runs} and {len(extra)} factors for {len(runs)} paths"
         )
-    callgrind = Callgrind()
+    callgrind = process_callgrind()
     rng = random.Random(seed)
     made = [blocks_of(run, phase, steps, batches_per_round) for run in runs]
     for first, _, _ in made:

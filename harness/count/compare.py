@@ -3,12 +3,15 @@ beyond what counts repeat to, and where.
 
 A path's count is flagged when its work (every instruction but thread
 pools' polling) or its non-kernel instructions per step moved by more than
-its allowance: ``MARGIN`` times the larger of
-the two runs' spreads between processes (``harness.count.analysis``), and
-never less than ``FLOOR``.  A run of one process has no spread between
-processes: its blocks' spread stands in.  For a flagged path the groups
-(interpreter, framework, system, kernel) and the functions that moved most
-are named.
+its allowance: ``MARGIN`` times the widest spread between processes
+(``harness.count.analysis``) of any cell of the path's framework in
+either run, and never less than ``FLOOR``.  One cell's spread is a range
+of two or three processes: small by luck as often as not (Keras on
+PyTorch, ffn training: 0.007% in one run, then 0.15% away in the next),
+so the framework's widest stands for all its cells.  A run of one process
+has no spread between processes: its blocks' spreads stand in.  For a
+flagged path the groups (interpreter, framework, system, kernel) and the
+functions that moved most are named.
 """
 
 from __future__ import annotations
@@ -28,10 +31,21 @@ def _spread(row: dict[str, Any], key: str) -> float:
     return float(row[f"{key}_block_spread"])
 
 
-def allowance(old: dict[str, Any], new: dict[str, Any], key: str) -> float:
-    """The relative change of ``key`` (``work``, ``non_kernel``) that the
-    two rows' own repeatability explains."""
-    return max(FLOOR, MARGIN * max(_spread(old, key), _spread(new, key)))
+def widest(runs: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
+    """Per framework and ``key`` (``work``, ``non_kernel``), the widest
+    spread of any of its cells in ``runs`` (``analysis.cells``)."""
+    out: dict[tuple[str, str], float] = {}
+    for run in runs:
+        for row in run["paths"]:
+            for key in ("work", "non_kernel"):
+                at = (row["framework"], key)
+                out[at] = max(out.get(at, 0.0), _spread(row, key))
+    return out
+
+
+def allowance(spread: float) -> float:
+    """The relative change that a measured ``spread`` explains."""
+    return max(FLOOR, MARGIN * spread)
 
 
 def _key(row: dict[str, Any]) -> tuple[str, str, str, int]:
@@ -44,6 +58,7 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
     instructions per step, the allowance, ``changed`` or ``same``, and for
     a change the groups and functions that moved."""
     before = {_key(r): r for r in old["paths"]}
+    spreads = widest([old, new])
     out = []
     for row in new["paths"]:
         was = before.get(_key(row))
@@ -58,7 +73,7 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
         flagged = False
         for key in ("work", "non_kernel"):
             change = row[key] / was[key] - 1.0 if was[key] else 0.0
-            allowed = allowance(was, row, key)
+            allowed = allowance(spreads[(row["framework"], key)])
             found[f"{key}_change"] = change
             found[f"{key}_allowance"] = allowed
             flagged |= abs(change) > allowed

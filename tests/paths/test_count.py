@@ -19,7 +19,8 @@ from tests.test_counting import needs_valgrind
 
 pytestmark = [pytest.mark.paths, needs_valgrind]
 
-# ffn inference at batch 1, eight mini-batches a round: a cheap cell whose
+# ffn inference at batches 1 and 2 (two cells in one process: callgrind
+# numbers its dumps over the process), eight mini-batches a round: cells whose
 # blocks repeat to some 0.3% (two mini-batches: 4%, what one specialisation
 # of the interpreter costs).
 BLUEPRINT = """
@@ -32,6 +33,7 @@ window_s = 0.1
 warmup_rounds = 1
 [per_model.ffn]
 batch_size = 1
+infer_batch_sizes = [1, 2]
 """
 
 
@@ -59,16 +61,23 @@ def test_counts_of_both_paths_and_an_injected_change_found(gated: Path) -> None:
         plain = pool.submit(_counted, gated, None)
         injected = pool.submit(_counted, other, ("native-torch", 1.05))
         before, after = plain.result(), injected.result()
-    keras, native = before["paths"]
-    assert (keras["path"], native["path"]) == ("keras-torch", "native-torch")
-    assert keras["blocks"] == native["blocks"] == 3
-    # Keras' predict runs far more Python per mini-batch than a native call.
-    assert keras["groups"]["interpreter"] > 10 * native["groups"]["interpreter"]
-    assert native["groups"]["kernel"] > 0
-    (pair,) = before["pairs"]
-    assert pair["work_ratio"] > 2
-    rows = {r["path"]: r for r in compare.compare(before, after)}
-    assert rows["native-torch"]["verdict"] == "changed", rows
-    assert rows["native-torch"]["work_change"] == pytest.approx(0.05, abs=0.01)
-    assert rows["native-torch"]["groups_moved"]["interpreter"] > 0
-    assert rows["keras-torch"]["verdict"] == "same", rows
+    assert not before["not_counted"], before["not_counted"]
+    assert not after["not_counted"], after["not_counted"]
+    rows = {(r["path"], r["batch"]): r for r in before["paths"]}
+    assert set(rows) == {
+        (p, b) for p in ("keras-torch", "native-torch") for b in (1, 2)
+    }
+    for batch in (1, 2):
+        keras, native = rows["keras-torch", batch], rows["native-torch", batch]
+        assert keras["blocks"] == native["blocks"] == 3
+        # Keras' predict runs far more Python per mini-batch than a native call.
+        assert keras["groups"]["interpreter"] > 10 * native["groups"]["interpreter"]
+        assert native["groups"]["kernel"] > 0
+    assert all(pair["work_ratio"] > 2 for pair in before["pairs"])
+    found = {(r["path"], r["batch"]): r for r in compare.compare(before, after)}
+    for batch in (1, 2):
+        injected = found["native-torch", batch]
+        assert injected["verdict"] == "changed", found
+        assert injected["work_change"] == pytest.approx(0.05, abs=0.01)
+        assert injected["groups_moved"]["interpreter"] > 0
+        assert found["keras-torch", batch]["verdict"] == "same", found
