@@ -17,6 +17,7 @@ Framework-free, like the rest of the registry (``workers.paths``).
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,7 +106,19 @@ def missing_pieces(name: str, checkout: Path = _CHECKOUT) -> list[str]:
 def _keys(source: Path, table: str) -> set[str]:
     """The string keys of the dict literal assigned to ``table`` at the top
     level of ``source``."""
-    for node in ast.parse(source.read_text()).body:
+    found = _dict_keys(source.read_text(), table)
+    if found is None:
+        raise LookupError(f"{source} has no dict literal {table}")
+    return set(found)
+
+
+@functools.lru_cache(maxsize=32)
+def _dict_keys(text: str, table: str) -> frozenset[str] | None:
+    """``_keys`` of a source text, parsed once per text: CPython 3.11's
+    ``ast.parse`` is not safe in two threads at once (``SystemError: AST
+    constructor recursion depth mismatch``), and a process that has checked
+    once need not parse again."""
+    for node in ast.parse(text).body:
         targets: list[ast.expr]
         if isinstance(node, ast.AnnAssign):
             targets, value = [node.target], node.value
@@ -115,12 +128,12 @@ def _keys(source: Path, table: str) -> set[str]:
             continue
         named = any(isinstance(t, ast.Name) and t.id == table for t in targets)
         if named and isinstance(value, ast.Dict):
-            return {
+            return frozenset(
                 k.value
                 for k in value.keys
                 if isinstance(k, ast.Constant) and isinstance(k.value, str)
-            }
-    raise LookupError(f"{source} has no dict literal {table}")
+            )
+    return None
 
 
 def _missing_install(info: FrameworkInfo, checkout: Path) -> list[str]:

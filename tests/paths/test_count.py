@@ -16,6 +16,7 @@ from harness.core.profiles import parse_blueprint
 from harness.count import analysis, compare
 from harness.count.measure import count, read
 from tests.test_counting import needs_valgrind
+from workers.frameworks import incomplete
 
 pytestmark = [pytest.mark.paths, needs_valgrind]
 
@@ -57,6 +58,9 @@ def test_counts_of_both_paths_and_an_injected_change_found(gated: Path) -> None:
     # each in a results folder of its own holding the gate's verdicts.
     other = gated.parent / f"{gated.name}-injected"
     shutil.copytree(gated, other)
+    # Once in this thread first: what the gate parses is then cached (two
+    # threads must not run CPython 3.11's ast.parse at once).
+    assert incomplete() is None
     with ThreadPoolExecutor(max_workers=2) as pool:
         plain = pool.submit(_counted, gated, None)
         injected = pool.submit(_counted, other, ("native-torch", 1.05))
