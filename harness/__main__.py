@@ -7,14 +7,34 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from harness.cli import count, explain, floors, ops, report, run, selfcheck, units
+from harness.cli import (
+    count,
+    explain,
+    floors,
+    ops,
+    report,
+    run,
+    selfcheck,
+    units,
+    versions,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness")
     commands = parser.add_subparsers(dest="command", required=True)
     # in this order in --help
-    for command in (run, units, floors, explain, count, ops, selfcheck, report):
+    for command in (
+        run,
+        units,
+        floors,
+        explain,
+        count,
+        versions,
+        ops,
+        selfcheck,
+        report,
+    ):
         command.add(commands)
     return parser
 

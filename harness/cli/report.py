@@ -49,6 +49,15 @@ def add(commands: Commands) -> None:
         "least two machines, shown side by side",
     )
     rep_p.add_argument(
+        "--versions",
+        type=Path,
+        nargs="?",
+        const=Path("results") / "versions",
+        metavar="DIR",
+        help="the overhead per library release, from what 'harness versions' "
+        "wrote in DIR (default: results/versions); with --plots, versions.png",
+    )
+    rep_p.add_argument(
         "--plots",
         type=Path,
         metavar="DIR",
@@ -90,6 +99,8 @@ def report_command(args: argparse.Namespace) -> int:
         return 0
     if args.compare:
         return _compare(args)
+    if args.versions:
+        return _versions(args)
     results: Path = args.results
     records_path: Path | None = args.records
     if records_path is not None and records_path.is_dir():
@@ -128,6 +139,28 @@ def report_command(args: argparse.Namespace) -> int:
         counts, line = outcome(load(records_path))
         print(line, file=sys.stderr)
         return 0 if set(counts) <= {"ok"} else 1
+    return 0
+
+
+def _versions(args: argparse.Namespace) -> int:
+    """``--versions DIR``: the overhead per release (``harness.versions``)."""
+    from harness.versions import report as versions_report
+
+    if args.records or args.compare or args.machines or args.check:
+        raise ValueError(
+            "--versions DIR takes a versions folder alone (with --format or "
+            "--plots); drop the records file, --compare, --machines and --check"
+        )
+    if args.plots:
+        if args.plots.exists() and not args.plots.is_dir():
+            raise ValueError(f"--plots {args.plots} is a file; give a folder")
+        markdown = args.plots / "versions.md"
+        args.plots.mkdir(parents=True, exist_ok=True)
+        markdown.write_text(versions_report.text(args.versions, "markdown") + "\n")
+        drawn = versions_report.plot(args.versions, args.plots)
+        print("\n".join(str(p) for p in [markdown, drawn] if p is not None))
+        return 0
+    print(versions_report.text(args.versions, args.format))
     return 0
 
 

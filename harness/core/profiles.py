@@ -58,7 +58,7 @@ from workers.paths import MODE_PATHS, PATHS, PHASES
 from zoo.specs import MODELS, VARIANTS
 
 # The shipped blueprints, in the order the CLI lists them.
-SHIPPED = ("smoke", "default", "modes", "threads", "paper", "count")
+SHIPPED = ("smoke", "default", "modes", "threads", "paper", "count", "versions")
 _ALL_MODELS = (*MODELS, *VARIANTS)
 
 if TYPE_CHECKING:
@@ -324,6 +324,33 @@ class CountSettings(_Schema):
     )
 
 
+# A release as the package index names it: 3.6.0, 0.4.38, 2.15.0.post1, 3.0.0rc1.
+Release = Annotated[
+    str,
+    Field(
+        pattern=r"^[0-9]+(\.[0-9]+){1,3}(\.post[0-9]+|(a|b|rc)[0-9]+)?$",
+        max_length=40,
+        examples=["3.6.0"],
+    ),
+]
+Releases = Annotated[
+    tuple[Release, ...], Field(min_length=1, max_length=32), _DistinctList()
+]
+
+
+class VersionSettings(_Schema):
+    """``[versions]``: the releases ``harness versions`` builds one
+    environment for, one per combination (every listed release of a library
+    with every listed release of the others); a library not listed keeps the
+    project's pin (the ``frameworks`` extra of pyproject.toml).  PyTorch is
+    no axis here: only its 2.13.0 CPU build lies on this machine's disk, and
+    any other release pulls a CUDA build of several GB."""
+
+    keras: Releases | None = Field(None, description="Keras releases, in order")
+    jax: Releases | None = Field(None, description="JAX releases (jaxlib alike)")
+    tensorflow: Releases | None = Field(None, description="tensorflow-cpu releases")
+
+
 class Profile(_Schema):
     """One blueprint: every top-level key and table of the file but ``name``."""
 
@@ -413,6 +440,10 @@ class Profile(_Schema):
         default=CountSettings.model_validate({}),
         description="[count]: harness count's processes and blocks",
     )
+    versions: VersionSettings = Field(
+        default=VersionSettings.model_validate({}),
+        description="[versions]: the releases harness versions compares",
+    )
 
     @model_validator(mode="after")
     def _phases_set(self) -> Profile:
@@ -453,8 +484,9 @@ class Profile(_Schema):
         changed setting changes it.  ``--resume`` compares it."""
         content = self.model_dump(
             mode="json",
-            # [count] changes no timing
-            exclude={"name", "description", "base", "per_model", "count"},
+            # [count] changes no timing; [versions] says which environments
+            # run the profile, and every record names its libraries' versions
+            exclude={"name", "description", "base", "per_model", "count", "versions"},
         )
         if content["thread_counts"] is None:  # as digests were before the axis
             del content["thread_counts"]
@@ -532,6 +564,8 @@ def _allowed(schema: dict[str, Any]) -> str:
         return shown if len(values) == 1 else f"one of {shown}"
     if schema["type"] == "array":
         return _allowed_list(schema)
+    if "pattern" in schema:
+        return f"a release such as {schema['examples'][0]}"
     return _KINDS[schema["type"]].format(**schema)
 
 

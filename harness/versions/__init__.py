@@ -1,0 +1,2 @@
+"""harness versions: the profile in one environment per combination of
+library releases."""

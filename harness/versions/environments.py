@@ -1,0 +1,175 @@
+"""One virtual environment per combination of releases, built with pip and
+kept between runs.
+
+An environment lives in ``.nox/versions/<slug>`` of the checkout and holds the
+project (editable, with the harness' libraries) and the combination's
+frameworks (``harness.versions.matrix``).  A file in it,
+``harness-versions.json``, says what was installed; it is written last, so an
+environment whose build was cut off is built again, and one whose pins changed
+(the project's or the matrix') is removed and built again.  pip reuses its
+cache, so a rebuild downloads nothing it has seen.
+
+The combination that equals the project's own pins needs no environment of
+its own when the interpreter running this already has exactly those
+releases: it is used as it is.
+
+An environment pip cannot build is *unavailable*: its reason is pip's last
+error line, and the other combinations go on.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.versions.matrix import AXES, PROJECT_EXTRAS, Combination
+from workers.launch import PROJECT_ROOT
+
+STAMP = "harness-versions.json"
+BUILT_UNDER = Path(".nox") / "versions"
+PIP_TIMEOUT_S = 3600.0  # a cold cache downloads some 1.5 GB
+
+
+@dataclass
+class Environment:
+    """A combination's interpreter, or the reason it has none."""
+
+    combination: Combination
+    python: str | None
+    reason: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def installed_releases(python: str) -> dict[str, str | None]:
+    """The release of each axis' first distribution installed for ``python``
+    (``None`` where missing, or for an interpreter that does not run)."""
+    names = [dists[0] for dists in AXES.values()]
+    script = (
+        "import importlib.metadata as m, json\n"
+        "def v(d):\n"
+        "    try:\n"
+        "        return m.version(d)\n"
+        "    except m.PackageNotFoundError:\n"
+        "        return None\n"
+        f"print(json.dumps([v(d) for d in {names!r}]))\n"
+    )
+    try:
+        done = subprocess.run(
+            [python, "-c", script],
+            capture_output=True,
+            text=True,
+            check=True,
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+        )
+        found = json.loads(done.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return dict.fromkeys(AXES)
+    return dict(zip(AXES, found, strict=True))
+
+
+def _wanted(combination: Combination, root: Path) -> dict[str, object]:
+    """What the stamp of a finished build of ``combination`` holds."""
+    return {
+        "requirements": combination.requirements(root),
+        "keras": combination.keras_requirement(root),
+        "extras": PROJECT_EXTRAS,
+        "python": sys.version.split()[0],
+    }
+
+
+def _pip_error(done: subprocess.CompletedProcess[str]) -> str:
+    """pip's reason for failing, in one line."""
+    lines = [ln.strip() for ln in (done.stderr or done.stdout or "").splitlines()]
+    errors = [ln for ln in lines if ln.startswith("ERROR:")]
+    shown = (errors or [ln for ln in lines if ln] or ["pip failed"])[0]
+    return shown.removeprefix("ERROR: ")[:300]
+
+
+def _conflicts(done: subprocess.CompletedProcess[str]) -> list[str]:
+    """pip's lines saying what an installed package asks for and did not get."""
+    return [
+        ln.strip()
+        for ln in (done.stderr or "").splitlines()
+        if "which is incompatible" in ln
+    ]
+
+
+def prepare(
+    combination: Combination,
+    root: Path = PROJECT_ROOT,
+    log: Callable[[str], None] = print,
+) -> Environment:
+    """The interpreter of ``combination``'s environment, built or reused."""
+    if installed_releases(sys.executable) == combination.release:
+        return Environment(combination, sys.executable)
+    home = root / BUILT_UNDER / combination.slug
+    python = home / "bin" / "python"
+    stamp = home / STAMP
+    wanted = _wanted(combination, root)
+    try:
+        kept = json.loads(stamp.read_text())
+    except (OSError, ValueError):
+        kept = None
+    if python.exists() and isinstance(kept, dict) and kept.get("wanted") == wanted:
+        return Environment(combination, str(python), notes=list(kept.get("notes", [])))
+    if home.exists():
+        log(f"{combination.label}: its environment changed; building it again")
+        shutil.rmtree(home)
+    log(f"{combination.label}: building {home.relative_to(root)} with pip")
+    return _build(combination, root, home, wanted)
+
+
+def _venv(home: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "venv", str(home)],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def _pip(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=PIP_TIMEOUT_S,
+        check=False,
+    )
+
+
+def _build(
+    combination: Combination, root: Path, home: Path, wanted: dict[str, object]
+) -> Environment:
+    venv = _venv(home)
+    if venv.returncode != 0:
+        reason = f"cannot create a virtual environment: {_pip_error(venv)}"
+        return Environment(combination, None, reason)
+    python = home / "bin" / "python"
+    first = _pip(
+        python, "-e", f"{root}[{PROJECT_EXTRAS}]", *combination.requirements(root)
+    )
+    if first.returncode != 0:
+        return Environment(combination, None, f"pip: {_pip_error(first)}")
+    notes: list[str] = []
+    keras = combination.keras_requirement(root)
+    if keras is not None:
+        second = _pip(python, keras)
+        if second.returncode != 0:
+            return Environment(combination, None, f"pip: {_pip_error(second)}")
+        notes = [f"installed anyway: {line}" for line in _conflicts(second)]
+    found = installed_releases(str(python))
+    if found != combination.release:
+        reason = f"pip installed {found}, not {combination.release}"
+        return Environment(combination, None, reason)
+    (home / STAMP).write_text(json.dumps({"wanted": wanted, "notes": notes}))
+    # absolute, not resolved: the venv's python is a symlink to the base one
+    return Environment(combination, str(python.absolute()), notes=notes)
