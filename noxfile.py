@@ -1,5 +1,6 @@
 """Sessions: ``nox -s tests``, ``nox -s explore``, ``nox -s bench``, ``nox -s ops``,
-``nox -s floors``, ``nox -s count``, ``nox -s cluster``, ``nox -s lint``.
+``nox -s floors``, ``nox -s count``, ``nox -s versions``, ``nox -s cluster``,
+``nox -s lint``.
 
 Every session builds its own virtual environment with pip from the project's
 own metadata, so a fresh machine needs nothing but ``pip install nox``.
@@ -218,6 +219,37 @@ def count(session: nox.Session) -> None:
     session.run("python", "-m", "harness", "run", *common, success_codes=[0, 1])
     session.run("python", "-m", "harness", "count", *common)
     session.run("python", "-m", "harness", "report", "--results", RESULTS)
+
+
+@nox.session
+def versions(session: nox.Session) -> None:
+    """Keras' overhead release by release (``harness versions``): one
+    environment per release of the profile's ``[versions]`` table (default
+    profile ``versions``: three Keras releases, ffn and LeNet, about 15
+    minutes once the environments are built), each gated on float64 and
+    timed paired, then ``report --versions`` with its plot.  Arguments: the
+    profile, then any ``harness versions`` option (``-- versions --keras
+    3.8.0,3.9.0``)."""
+    args = list(session.posargs)
+    profile = args.pop(0) if args and not args[0].startswith("-") else "versions"
+    session.install("-e", ".[frameworks,harness]")
+    session.run(
+        "python",
+        "-m",
+        "harness",
+        "versions",
+        "--profile",
+        profile,
+        "--results",
+        RESULTS,
+        *args,
+        success_codes=[0, 1],
+    )
+    found = f"{RESULTS}/versions"
+    session.run("python", "-m", "harness", "report", "--versions", found)
+    session.run(
+        "python", "-m", "harness", "report", "--versions", found, "--plots", found
+    )
 
 
 @nox.session

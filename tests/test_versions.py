@@ -155,7 +155,7 @@ def test_an_environment_is_built_once_and_reused(
     fake = _fake(monkeypatch, c.release, _done(0), _done(0, conflict))
     built = environments.prepare(c, checkout, log=lambda _: None)
     assert built.python is not None
-    assert built.python.endswith("versions/keras-3.6.0/bin/python")
+    assert built.python.endswith("release-envs/keras-3.6.0/bin/python")
     assert fake.calls[1] == ("keras==3.6.0",)  # Keras over the pinned backends
     assert built.notes == [
         "installed anyway: tensorflow-cpu 2.21.0 requires keras>=3.12.0, but you "

@@ -58,7 +58,16 @@ from workers.paths import MODE_PATHS, PATHS, PHASES
 from zoo.specs import MODELS, VARIANTS
 
 # The shipped blueprints, in the order the CLI lists them.
-SHIPPED = ("smoke", "default", "modes", "threads", "paper", "count", "versions")
+SHIPPED = (
+    "smoke",
+    "default",
+    "modes",
+    "threads",
+    "paper",
+    "count",
+    "versions",
+    "versions-large",
+)
 _ALL_MODELS = (*MODELS, *VARIANTS)
 
 if TYPE_CHECKING:

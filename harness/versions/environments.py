@@ -1,7 +1,7 @@
 """One virtual environment per combination of releases, built with pip and
 kept between runs.
 
-An environment lives in ``.nox/versions/<slug>`` of the checkout and holds the
+An environment lives in ``.nox/release-envs/<slug>`` of the checkout and holds the
 project (editable, with the harness' libraries) and the combination's
 frameworks (``harness.versions.matrix``).  A file in it,
 ``harness-versions.json``, says what was installed; it is written last, so an
@@ -31,7 +31,7 @@ from harness.versions.matrix import AXES, PROJECT_EXTRAS, Combination
 from workers.launch import PROJECT_ROOT
 
 STAMP = "harness-versions.json"
-BUILT_UNDER = Path(".nox") / "versions"
+BUILT_UNDER = Path(".nox") / "release-envs"  # beside, not in, nox's own "versions"
 PIP_TIMEOUT_S = 3600.0  # a cold cache downloads some 1.5 GB
 
 
