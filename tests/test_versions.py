@@ -366,3 +366,31 @@ def test_report_versions_without_a_run_says_what_to_run(
 ) -> None:
     assert main(["report", "--versions", str(tmp_path)]) == 2
     assert "run 'python -m harness versions' first" in capsys.readouterr().err
+
+
+def test_a_held_back_path_says_the_reason_the_gate_cached(tmp_path: Path) -> None:
+    for r in _held_back("not timed: equivalence verdict 'error'"):
+        records.append(tmp_path / "run-20261125-000000.jsonl", r)
+    cache = {
+        "schema_version": 1,
+        "verdicts": {
+            "k1": {
+                "created": "2026-11-25T09:39:07+0000",
+                "model": "ffn",
+                "path": "keras-torch",
+                "verdict": "error",
+                "reason": "AttributeError: module 'jax' has no attribute 'spmd_mode'",
+            }
+        },
+    }
+    (tmp_path / "verdicts.json").write_text(json.dumps(cache))
+    found = versions_run.verdicts(tmp_path)
+    assert found["keras-torch"] == {
+        "equivalence": "fail",
+        "reason": "ffn: AttributeError: module 'jax' has no attribute 'spmd_mode'",
+    }
+    assert found["native-torch"] == {"equivalence": "pass"}
+    (tmp_path / "verdicts.json").write_text("{torn")
+    assert versions_run.verdicts(tmp_path)["keras-torch"]["reason"].startswith(
+        "not timed"
+    )

@@ -233,7 +233,8 @@ def _titled(title: str, body: str, fmt: str) -> str:
 def plot(base: Path, out_dir: Path) -> Path | None:
     """``versions.png`` in ``out_dir``: the overhead ratio (95% CI) against
     the release, a panel per model and phase; None when nothing was timed."""
-    rows = overhead_version_rows(Versions(base))
+    v = Versions(base)
+    rows = overhead_version_rows(v)
     if not rows:
         return None
     import matplotlib
@@ -242,7 +243,7 @@ def plot(base: Path, out_dir: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     panels = sorted({(r["model"], r["phase"]) for r in rows}, key=lambda p: p)
-    labels = list(dict.fromkeys(r["releases"] for r in rows))
+    labels = [line["label"] for line in v.ran()]  # oldest first
     fig, axes = plt.subplots(
         1, len(panels), figsize=(5 * len(panels), 4), squeeze=False
     )

@@ -18,6 +18,7 @@ reuses every environment and every cached verdict that still holds.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import jsonl
+from harness.core.gate import CACHE_NAME
 from harness.core.profiles import Profile
 from harness.core.records import Record, scan
 from harness.versions.environments import Environment, prepare
@@ -65,7 +67,8 @@ def _harness(python: str, *args: str) -> int:
 
 def verdicts(out: Path) -> dict[str, dict[str, str]]:
     """Per path of the newest run in ``out``: its equivalence verdict and,
-    for a path the gate held back, why (the first of its records' reasons)."""
+    for a path the gate held back, why: the reason the gate cached beside the
+    verdict (``harness.core.gate``), else its records' first error."""
     runs = sorted(out.glob("run-*.jsonl"))
     if not runs:
         return {}
@@ -77,7 +80,24 @@ def verdicts(out: Path) -> dict[str, dict[str, str]]:
             seen["equivalence"] = r.equivalence
         if r.error and "reason" not in seen and r.status != "ok":
             seen["reason"] = r.error.splitlines()[0][:300]
+    for path, why in _gate_reasons(out).items():
+        if path in found and found[path]["equivalence"] != "pass":
+            found[path]["reason"] = why
     return found
+
+
+def _gate_reasons(out: Path) -> dict[str, str]:
+    """The newest reason the gate cached in ``out`` for each path, with its
+    model (``ffn: ...``); nothing for a cache that cannot be read."""
+    try:
+        cached = json.loads((out / CACHE_NAME).read_text())["verdicts"].values()
+        newest = sorted(
+            (e for e in cached if isinstance(e, dict) and e.get("reason")),
+            key=lambda e: str(e.get("created", "")),
+        )
+        return {str(e["path"]): f"{e['model']}: {e['reason']}"[:300] for e in newest}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
 
 
 def _line(env: Environment, status: str, out: Path, **more: Any) -> dict[str, Any]:
