@@ -103,7 +103,7 @@ def _done(code: int, stderr: str = "") -> subprocess.CompletedProcess[str]:
 
 class FakeBuild:
     """pip and venv stood in for: ``venv`` makes ``bin/python``, a script
-    that prints ``releases`` as the release probe expects; ``pip`` answers
+    that prints ``releases`` as the gate's version probe does; ``pip`` answers
     each call with the next of ``answers``."""
 
     def __init__(
@@ -114,7 +114,9 @@ class FakeBuild:
     def venv(self, home: Path) -> subprocess.CompletedProcess[str]:
         (home / "bin").mkdir(parents=True)
         python = home / "bin" / "python"
-        shown = json.dumps([self.releases[a] for a in matrix.AXES])
+        shown = json.dumps(
+            {d: self.releases[a] for a, dists in matrix.AXES.items() for d in dists}
+        )
         python.write_text(f"#!/bin/sh\necho '{shown}'\n")
         python.chmod(0o755)
         return _done(0)

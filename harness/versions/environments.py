@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.core.gate import library_versions
 from harness.versions.matrix import AXES, PROJECT_EXTRAS, Combination
 from workers.launch import PROJECT_ROOT
 
@@ -47,30 +48,10 @@ class Environment:
 
 def installed_releases(python: str) -> dict[str, str | None]:
     """The release of each axis' first distribution installed for ``python``
-    (``None`` where missing, or for an interpreter that does not run)."""
-    names = [dists[0] for dists in AXES.values()]
-    script = (
-        "import importlib.metadata as m, json\n"
-        "def v(d):\n"
-        "    try:\n"
-        "        return m.version(d)\n"
-        "    except m.PackageNotFoundError:\n"
-        "        return None\n"
-        f"print(json.dumps([v(d) for d in {names!r}]))\n"
-    )
-    try:
-        done = subprocess.run(
-            [python, "-c", script],
-            capture_output=True,
-            text=True,
-            check=True,
-            stdin=subprocess.DEVNULL,
-            timeout=120,
-        )
-        found = json.loads(done.stdout)
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return dict.fromkeys(AXES)
-    return dict(zip(AXES, found, strict=True))
+    (``None`` where missing, or for an interpreter that does not run), as
+    the gate reads them (``harness.core.gate.library_versions``)."""
+    found = library_versions(python)
+    return {axis: found.get(dists[0]) for axis, dists in AXES.items()}
 
 
 def _wanted(combination: Combination, root: Path) -> dict[str, object]:
