@@ -117,14 +117,19 @@ def _venv(home: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _pip(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", *args],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=PIP_TIMEOUT_S,
-        check=False,
-    )
+    command = [str(python), "-m", "pip", "install", "--quiet", *args]
+    try:
+        return subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=PIP_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        said = f"ERROR: pip did not finish in {PIP_TIMEOUT_S:.0f} s"
+        return subprocess.CompletedProcess(command, 1, "", said)
 
 
 def _build(
