@@ -111,14 +111,23 @@ def overhead_version_rows(v: Versions) -> list[dict[str, Any]]:
         rows = {_key(r): r for r in overhead_rows(recs) if r["overhead"] is not None}
         by_release.append((line["label"], rows, recs))
     keys = sorted({k for _, rows, _ in by_release for k in rows})
+    # each pair of releases compared once (a bootstrap per cell), whatever
+    # cells it serves
+    compared: dict[tuple[int, int], dict[Key, dict[str, Any]]] = {}
     out = []
     for key in keys:
-        previous: list[Record] | None = None
-        for label, rows, recs in by_release:
+        previous: int | None = None
+        for index, (label, rows, recs) in enumerate(by_release):
             row = rows.get(key)
             if row is None:
                 continue
-            change = _change(previous, recs, key) if previous is not None else {}
+            change: dict[str, Any] = {}
+            if previous is not None:
+                if (previous, index) not in compared:
+                    compared[(previous, index)] = _changes(
+                        by_release[previous][2], recs
+                    )
+                change = compared[(previous, index)].get(key, {})
             out.append(
                 {
                     "model": key[0],
@@ -140,20 +149,13 @@ def overhead_version_rows(v: Versions) -> list[dict[str, Any]]:
                     "mark": row["mark"],
                 }
             )
-            previous = recs
+            previous = index
     return out
 
 
-def _change(old: list[Record], new: list[Record], key: Key) -> dict[str, Any]:
-    only = [
-        r
-        for r in compare_pair_rows(
-            [r for r in old if (r.model, r.phase) == (key[0], key[2])],
-            [r for r in new if (r.model, r.phase) == (key[0], key[2])],
-        )
-        if _key(r) == key
-    ]
-    return only[0] if only else {}
+def _changes(old: list[Record], new: list[Record]) -> dict[Key, dict[str, Any]]:
+    """``report --compare``'s paired rows of two releases, by cell."""
+    return {_key(r): r for r in compare_pair_rows(old, new)}
 
 
 def count_version_rows(v: Versions) -> list[dict[str, Any]]:
