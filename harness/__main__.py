@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 
 from harness.cli import (
+    converge,
     count,
     explain,
     floors,
@@ -31,6 +32,7 @@ def _parser() -> argparse.ArgumentParser:
         explain,
         count,
         versions,
+        converge,
         ops,
         selfcheck,
         report,

@@ -199,7 +199,7 @@ def test_setting_outside_its_table() -> None:
         "seed, data, fresh_worker_per_cell, timeout_s, paired, pin_cpus, isolate, "
         "threads, "
         "thread_counts, "
-        "settings, per_model, count, versions"
+        "settings, per_model, count, versions, converge"
     )
 
 
@@ -451,7 +451,7 @@ def test_missing_file(tmp_path: Path) -> None:
     assert str(caught.value) == (
         f"no blueprint file {str(path)!r}; give the path of an existing .toml "
         "file or a shipped profile (smoke, default, modes, threads, paper, count, "
-        "versions, versions-large)"
+        "versions, versions-large, converge, converge-all, converge-full)"
     )
 
 

@@ -24,6 +24,7 @@ def _requests() -> st.SearchStrategy[m.Task]:
         st.builds(m.Trajectory, **files, out=TEXT),
         st.builds(m.TimedOutputs, **files, out=TEXT, steps=count),
         st.builds(m.Accuracy, **files),
+        st.builds(m.Converge, **files, epochs=count, stop_at=st.none() | FINITE),
         st.builds(m.Train, **files, steps=count, runs=count, warmup_runs=count),
         st.builds(
             m.Infer,
@@ -73,6 +74,7 @@ def test_every_task_has_a_request_type() -> None:
         "trajectory",
         "timed_outputs",
         "accuracy",
+        "converge",
         "train",
         "infer",
         "floor",
@@ -117,6 +119,15 @@ TRAIN = m.TrainAnswer(
                 round_s=[0.2],
                 batches_per_round=2,
                 batches_per_s=10.0,
+            ),
+        ),
+        (
+            m.Converge(model="ffn", weights="w", data="d", epochs=2),
+            m.ConvergeAnswer(
+                train_s=[1.5, 0.5],
+                accuracy=[0.25, 0.5],
+                test_loss=[2.0, None],
+                train_loss=[2.5, 1.0],
             ),
         ),
     ],

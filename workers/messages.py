@@ -127,6 +127,38 @@ class Accuracy(Request):
     ANSWER = AccuracyAnswer
 
 
+@dataclass(frozen=True, kw_only=True)
+class ConvergeAnswer(Answer):
+    """One entry per epoch trained: ``train_s``, the wall seconds of the
+    epoch's timed training closure (the first epoch's includes compilation);
+    ``accuracy`` and ``test_loss`` (mean cross-entropy) on the test split
+    after it; ``train_loss``, the loss of the epoch's last mini-batch at the
+    parameters it left.  ``nonfinite``: why training stopped early, when a
+    loss or parameter became NaN or inf."""
+
+    train_s: list[float]
+    accuracy: list[float]
+    test_loss: list[float | None]
+    train_loss: list[float | None]
+    nonfinite: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Converge(Request):
+    """Train epoch by epoch with the closure the timing times (the
+    ``Trainer`` over the resident mini-batches ``x``/``y``, one epoch each
+    call) and test after each epoch with the ``Predictor`` on ``test_x``
+    (``(batches, batch, *input)``, the last batch filled up) against
+    ``test_y`` (one label per real test sample): ``workers.runs.converge``.
+    Stops after ``epochs``, or at the first epoch whose accuracy reaches
+    ``stop_at`` when set."""
+
+    TASK = "converge"
+    ANSWER = ConvergeAnswer
+    epochs: int
+    stop_at: float | None = None
+
+
 # --- timing tasks ----------------------------------------------------------------
 
 
@@ -523,6 +555,7 @@ REQUESTS: dict[str, type[Task]] = {
         Trajectory,
         TimedOutputs,
         Accuracy,
+        Converge,
         Train,
         Infer,
         Floor,

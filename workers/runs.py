@@ -7,9 +7,14 @@ meet it), so every path runs the very same loop.  Framework-free and NumPy
 
 from __future__ import annotations
 
+import math
+import time
+from collections.abc import Callable, Mapping
+
 import numpy as np
 
-from workers.protocol import Session
+from workers.messages import ConvergeAnswer
+from workers.protocol import Predictor, Session, Trainer
 
 
 def trajectory(
@@ -47,3 +52,60 @@ def accuracy(
         predicted = np.argmax(session.logits(test_x), axis=1)
         accuracies.append(float(np.mean(predicted == test_y)))
     return accuracies
+
+
+def converge(
+    train: Trainer,
+    batches: int,
+    predictor: Callable[[Mapping[str, np.ndarray]], Predictor],
+    test_y: np.ndarray,
+    epochs: int,
+    *,
+    stop_at: float | None = None,
+) -> ConvergeAnswer:
+    """``epochs`` epochs of ``train``, each one call over its ``batches``
+    resident mini-batches, timed as the harness times it (the closure returns
+    when its work is finished); after each, untimed, the parameters it left
+    go through ``predictor`` over the test batches, and the first
+    ``len(test_y)`` outputs give the test accuracy and loss.  Stops early at
+    ``stop_at`` accuracy, or when training left a NaN or inf behind."""
+    seconds: list[float] = []
+    accuracies: list[float] = []
+    test_losses: list[float | None] = []
+    train_losses: list[float | None] = []
+    nonfinite = None
+    for _ in range(epochs):
+        start = time.perf_counter()
+        train(batches)
+        seconds.append(time.perf_counter() - start)
+        check = train.finish()
+        train_losses.append(check.final_loss)
+        if check.nonfinite is not None:
+            nonfinite = check.nonfinite
+            break
+        run = predictor(check.params)
+        run()
+        logits = np.concatenate(run.outputs())
+        accuracy, loss = scores(logits[: len(test_y)], test_y)
+        accuracies.append(accuracy)
+        test_losses.append(loss)
+        if stop_at is not None and accuracy >= stop_at:
+            break
+    return ConvergeAnswer(
+        train_s=seconds,
+        accuracy=accuracies,
+        test_loss=test_losses,
+        train_loss=train_losses,
+        nonfinite=nonfinite,
+    )
+
+
+def scores(logits: np.ndarray, labels: np.ndarray) -> tuple[float, float | None]:
+    """Accuracy and mean cross-entropy (float64; None when not finite) of
+    ``logits`` against ``labels``."""
+    z = np.asarray(logits, np.float64)
+    z = z - z.max(axis=1, keepdims=True)
+    log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    loss = float(-np.mean(log_p[np.arange(len(labels)), labels]))
+    accuracy = float(np.mean(np.argmax(z, axis=1) == labels))
+    return accuracy, loss if math.isfinite(loss) else None

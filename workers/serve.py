@@ -229,6 +229,16 @@ class Tasks:
         )
         return m.AccuracyAnswer(accuracy=curve)
 
+    def converge(self, request: m.Converge, data: Data) -> m.Answer:
+        return runs.converge(
+            self._trainer(data["x"], data["y"]),
+            len(data["x"]),
+            lambda weights: self.runner.predictor(self.spec, weights, data["test_x"]),
+            data["test_y"],
+            request.epochs,
+            stop_at=request.stop_at,
+        )
+
     def train(self, request: m.Train, data: Data) -> m.Answer:
         run = self._trainer(data["x"], data["y"])
         answer = timing.time_training(

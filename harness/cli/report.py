@@ -58,6 +58,16 @@ def add(commands: Commands) -> None:
         "wrote in DIR (default: results/versions); with --plots, versions.png",
     )
     rep_p.add_argument(
+        "--converge",
+        type=Path,
+        nargs="?",
+        const=Path("results") / "converge",
+        metavar="DIR",
+        help="time to accuracy per path, from the newest records 'harness "
+        "converge' wrote in DIR (or that file; default: results/converge); "
+        "with --plots, converge.png",
+    )
+    rep_p.add_argument(
         "--plots",
         type=Path,
         metavar="DIR",
@@ -97,10 +107,13 @@ def report_command(args: argparse.Namespace) -> int:
             )
         print(machines_report(args.machines, args.format, args.table))
         return 0
-    if args.compare:
-        return _compare(args)
-    if args.versions:
-        return _versions(args)
+    for chosen, handler in (
+        (args.compare, _compare),
+        (args.versions, _versions),
+        (args.converge, _converge),
+    ):
+        if chosen:
+            return handler(args)
     results: Path = args.results
     records_path: Path | None = args.records
     if records_path is not None and records_path.is_dir():
@@ -162,6 +175,27 @@ def _versions(args: argparse.Namespace) -> int:
         return 0
     print(versions_report.text(args.versions, args.format))
     return 0
+
+
+def _converge(args: argparse.Namespace) -> int:
+    """``--converge DIR``: time to accuracy per path (``harness.converge``);
+    1 when a path did not train or its curve differs."""
+    from harness.converge import report as converge_report
+
+    if args.records or args.compare or args.machines or args.check:
+        raise ValueError(
+            "--converge DIR takes a converge folder or records file alone (with "
+            "--plots); drop the records file, --compare, --machines and --check"
+        )
+    if not args.converge.exists():
+        raise FileNotFoundError(f"{args.converge} does not exist")
+    found = converge_report.load(converge_report.latest(args.converge))
+    print(converge_report.text(found))
+    if args.plots:
+        if args.plots.exists() and not args.plots.is_dir():
+            raise ValueError(f"--plots {args.plots} is a file; give a folder")
+        print(converge_report.plot(found, args.plots))
+    return 0 if found.ok else 1
 
 
 def _explained(results: Path) -> None:

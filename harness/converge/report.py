@@ -1,0 +1,231 @@
+"""Reading a converge run's records: per model, each path's time and steps
+to the target, its final accuracy, and whether its curve stays within the
+ensemble's allowance (``harness.converge.agreement``); the accuracy-against-
+time curves as a plot.  Framework-free."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from harness.converge.agreement import Band, band, disagreement, reached
+from harness.core import jsonl
+
+
+@dataclass
+class ModelRuns:
+    """One model's records: its paths, its ensemble and what they set."""
+
+    model: str
+    info: dict[str, Any]
+    paths: list[dict[str, Any]] = field(default_factory=list)
+    ensemble: list[dict[str, Any]] = field(default_factory=list)
+
+    def curves(self) -> list[list[float]]:
+        """The ensemble's accuracy curves: its nudged runs and the plain run
+        of its path."""
+        plain = [
+            r
+            for r in self.paths
+            if r["path"] == self.info.get("ensemble_path") and r.get("status") == "ok"
+        ]
+        return [r["accuracy"] for r in plain + self.ensemble if r.get("status") == "ok"]
+
+    @property
+    def band(self) -> Band | None:
+        return band(self.curves(), int(self.info.get("test_samples") or 0))
+
+    def verdict(self, record: dict[str, Any]) -> str:
+        """``agrees``, ``differs: <why>``, or why it cannot be said."""
+        if record.get("status") != "ok":
+            return str(record.get("status"))
+        allowed = self.band
+        if allowed is None:
+            return "no ensemble"
+        why = disagreement(record["accuracy"], allowed)
+        return "agrees" if why is None else f"differs: {why}"
+
+
+@dataclass
+class Converged:
+    """Every model of one records file."""
+
+    file: Path
+    models: dict[str, ModelRuns]
+    skipped: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """Every path trained and agrees."""
+        return all(
+            m.verdict(r) == "agrees" for m in self.models.values() for r in m.paths
+        )
+
+
+def latest(folder: Path) -> Path:
+    """The newest records file of ``folder`` (or ``folder`` itself, a file)."""
+    if folder.is_file():
+        return folder
+    found = sorted(folder.glob("converge-*.jsonl"))
+    if not found:
+        raise ValueError(
+            f"no converge records in {folder}: run `python -m harness converge` first"
+        )
+    return found[-1]
+
+
+def load(file: Path) -> Converged:
+    """The records of ``file``, by model (lines of another schema skipped)."""
+    models: dict[str, ModelRuns] = {}
+    skipped = 0
+    for record in jsonl.objects(file):
+        if record.get("schema") != 1 or "model" not in record:
+            skipped += 1
+            continue
+        runs = models.setdefault(record["model"], ModelRuns(record["model"], record))
+        (runs.ensemble if record.get("role") == "ensemble" else runs.paths).append(
+            record
+        )
+    return Converged(file, models, skipped)
+
+
+def rows(runs: ModelRuns) -> list[list[Any]]:
+    """One row per path (``HEADERS``): the table of ``text``."""
+    target = runs.info.get("target")
+    out: list[list[Any]] = []
+    for r in runs.paths:
+        if r.get("status") != "ok":
+            why = "not trained" if r.get("status") == "not-trained" else runs.verdict(r)
+            out.append([r["path"], r.get("verdict"), *["-"] * 6, why])
+            continue
+        accuracy, seconds = r["accuracy"], r["train_s"]
+        hit = reached(accuracy, seconds, target)
+        native = _native_seconds(runs, r["path"])
+        steady = statistics.median(seconds[1:]) if len(seconds) > 1 else seconds[0]
+        out.append(
+            [
+                r["path"],
+                r.get("verdict"),
+                f"{accuracy[-1]:.4f}",
+                len(accuracy),
+                "not reached" if hit is None else f"{hit[1]:.1f}",
+                "-" if hit is None or native is None else f"{hit[1] / native:.2f}",
+                "-" if hit is None else hit[0] * int(runs.info["batches_per_epoch"]),
+                f"{steady:.2f}",
+                runs.verdict(r),
+            ]
+        )
+    return out
+
+
+def _native_seconds(runs: ModelRuns, path: str) -> float | None:
+    """For a Keras path, the training seconds its framework's native path
+    took to the target (None for a native path, or when it did not reach it)."""
+    if not path.startswith("keras-"):
+        return None
+    native = "native-" + path.split("@", maxsplit=1)[0].removeprefix("keras-")
+    for r in runs.paths:
+        if r["path"] == native and r.get("status") == "ok":
+            hit = reached(r["accuracy"], r["train_s"], runs.info.get("target"))
+            return None if hit is None else hit[1]
+    return None
+
+
+HEADERS = [
+    "path",
+    "gate",
+    "final accuracy",
+    "epochs",
+    "s to target",
+    "x native",
+    "steps to target",
+    "s per epoch",
+    "curve",
+]
+
+
+def text(found: Converged) -> str:
+    """Every model's table, with its data, target and allowance."""
+    parts = [f"converge records: {found.file}"]
+    if found.skipped:
+        parts.append(f"({found.skipped} lines of another format skipped)")
+    for runs in found.models.values():
+        info = runs.info
+        target = info.get("target")
+        allowed = runs.band
+        width = (
+            "no ensemble ran"
+            if allowed is None
+            else f"ensemble of {allowed.runs} runs on {info.get('ensemble_path')}; "
+            f"allowance at the last epoch {allowed.low[-1]:.4f} to "
+            f"{allowed.high[-1]:.4f}"
+        )
+        parts += [
+            "",
+            f"== {runs.model}: {info.get('source')} ==",
+            f"{info.get('train_samples')} training samples in "
+            f"{info.get('batches_per_epoch')} mini-batches of "
+            f"{info.get('batch_size')}, "
+            f"{info.get('test_samples')} test samples; target "
+            f"{'none' if target is None else f'{target:.3f}'}; {width}",
+            "s to target: training seconds (the timed closure, compilation in the "
+            "first epoch) summed to the first epoch at the target; x native: a "
+            "Keras path's over its framework's native path; s per epoch: the "
+            "median after the first",
+            tabulate(rows(runs), headers=HEADERS, disable_numparse=True),
+        ]
+    return "\n".join(parts)
+
+
+def plot(found: Converged, out_dir: Path) -> Path:
+    """Test accuracy against cumulative training seconds, a panel per model
+    (the ensemble's runs grey); the PNG written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = list(found.models.values())
+    fig, axes = plt.subplots(
+        1, len(models), figsize=(6 * len(models), 4.5), squeeze=False
+    )
+    for ax, runs in zip(axes[0], models, strict=True):
+        for r in runs.ensemble:
+            if r.get("status") == "ok":
+                ax.plot(_elapsed(r["train_s"]), r["accuracy"], color="0.75", lw=1)
+        for r in runs.paths:
+            if r.get("status") == "ok":
+                style = "--" if r["path"].startswith("native") else "-"
+                ax.plot(
+                    _elapsed(r["train_s"]),
+                    r["accuracy"],
+                    style,
+                    marker=".",
+                    label=r["path"],
+                )
+        target = runs.info.get("target")
+        if target is not None:
+            ax.axhline(target, color="k", lw=0.6, ls=":")
+        ax.set_xscale("log")
+        ax.set_title(f"{runs.model} ({runs.info.get('train_samples')} samples)")
+        ax.set_xlabel("training seconds (log)")
+        ax.set_ylabel("test accuracy")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "converge.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _elapsed(seconds: list[float]) -> list[float]:
+    total, out = 0.0, []
+    for s in seconds:
+        total += s
+        out.append(total)
+    return out

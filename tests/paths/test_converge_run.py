@@ -1,0 +1,54 @@
+"""``harness converge`` end to end on tiny MNIST IDX files: the gate's
+cached verdicts, two paths, the ensemble, the records and the report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.converge import report
+from harness.converge.run import run_converge
+from harness.core.profiles import PROFILES
+from tests.datafiles import write_mnist
+
+pytestmark = pytest.mark.paths
+
+
+def test_converge_trains_gated_paths_on_idx_files_and_reports(
+    gated: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    written = write_mnist(tmp_path / "data", train=256, test=40)
+    profile = PROFILES["converge"]
+    settings = profile.converge.model_copy(
+        update={"epochs": 2, "ensemble": 2, "per_model": {"ffn": {"target": 0.1}}}
+    )
+    profile = profile.model_copy(update={"converge": settings})
+    out = run_converge(
+        profile,
+        gated,
+        models=["ffn"],
+        paths=["keras-jax", "native-torch"],
+        data_dir=tmp_path / "data",
+    )
+    err = capsys.readouterr().err
+    assert "equivalence ffn: cached verdicts still valid" in err
+    assert "MNIST IDX files in" in err
+    found = report.load(out)
+    runs = found.models["ffn"]
+    assert [r["path"] for r in runs.paths] == ["keras-jax", "native-torch"]
+    assert [r["nudge"] for r in runs.ensemble] == [1, 2]
+    for r in runs.paths + runs.ensemble:
+        assert r["status"] == "ok", r.get("error")
+        assert r["verdict"] == "pass"
+        assert len(r["accuracy"]) == 2
+        assert all(0.0 <= a <= 1.0 for a in r["accuracy"])
+        assert all(s > 0 for s in r["train_s"])
+        assert r["batches_per_epoch"] == 2
+        assert r["test_samples"] == len(written["test_y"])
+        assert r["machine"]["cpu_isa"]
+    assert len(runs.curves()) == 3  # native-torch as it is, and two nudges
+    assert found.ok, report.text(found)
+    text = report.text(found)
+    assert "ensemble of 3 runs on native-torch" in text
+    assert "agrees" in text

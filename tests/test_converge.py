@@ -1,0 +1,229 @@
+"""``harness converge`` without frameworks: the allowance the ensemble sets
+and the verdicts it gives (a deliberately wrong curve caught), time to
+target, the report of a records file, the worker's loop with stand-in
+closures, the nudged weights and the command's refusals."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from harness.__main__ import main
+from harness.converge import report
+from harness.converge.agreement import band, disagreement, reached
+from harness.converge.run import nudged
+from harness.core.profiles import PROFILES, parse_blueprint
+from workers import runs
+from workers.protocol import Predictor, Trainer, check_training
+
+ENSEMBLE = [[0.50, 0.70, 0.80], [0.52, 0.71, 0.80], [0.51, 0.69, 0.81]]
+
+
+def test_the_band_is_the_ensemble_spread_widened_by_itself() -> None:
+    allowed = band(ENSEMBLE, test_samples=1000)
+    assert allowed is not None
+    assert allowed.runs == 3
+    assert allowed.low[0] == pytest.approx(0.48)
+    assert allowed.high[0] == pytest.approx(0.54)
+    # a spread of 0.01 at the last epoch, and at least one test sample
+    assert allowed.low[2] == pytest.approx(0.79)
+    assert allowed.high[2] == pytest.approx(0.82)
+    tight = band([[0.5, 0.6], [0.5, 0.6]], test_samples=200)
+    assert tight is not None
+    assert tight.low == pytest.approx((0.495, 0.595))
+    assert band([[0.5]], test_samples=100) is None
+
+
+def test_a_curve_outside_the_band_is_caught_at_its_first_bad_epoch() -> None:
+    allowed = band(ENSEMBLE, test_samples=1000)
+    assert allowed is not None
+    assert disagreement([0.53, 0.70, 0.80], allowed) is None
+    assert disagreement([0.51, 0.70, 0.80, 0.10], allowed) is None  # beyond the band
+    wrong = disagreement([0.51, 0.65, 0.80], allowed)
+    assert wrong is not None
+    assert wrong.startswith("epoch 2: accuracy 0.6500 outside [0.6700, 0.7300]")
+    assert disagreement([0.51, 0.70, 0.83], allowed) is not None
+
+
+def test_time_to_target_sums_the_epochs_up_to_the_first_that_reaches_it() -> None:
+    assert reached([0.5, 0.9, 0.95], [2.0, 1.0, 1.0], 0.9) == (2, 3.0)
+    assert reached([0.5, 0.8], [2.0, 1.0], 0.9) is None
+    assert reached([0.5], [1.0], None) is None
+
+
+def _record(path: str, accuracy: list[float], **fields: Any) -> dict[str, Any]:
+    return {
+        "schema": 1,
+        "model": "ffn",
+        "path": path,
+        "role": "path",
+        "nudge": 0,
+        "ensemble_path": "native-torch",
+        "source": "test digits",
+        "batches_per_epoch": 31,
+        "batch_size": 128,
+        "train_samples": 3968,
+        "test_samples": 1000,
+        "target": 0.8,
+        "verdict": "pass",
+        "status": "ok",
+        "accuracy": accuracy,
+        "train_s": [1.5] + [0.5] * (len(accuracy) - 1),
+        "test_loss": [1.0] * len(accuracy),
+        "train_loss": [1.0] * len(accuracy),
+        **fields,
+    }
+
+
+def _write(tmp_path: Path, records: list[dict[str, Any]]) -> Path:
+    folder = tmp_path / "converge"
+    folder.mkdir()
+    file = folder / "converge-20261125T120000.jsonl"
+    file.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return folder
+
+
+def test_the_report_gives_time_to_target_and_catches_a_wrong_path(
+    tmp_path: Path,
+) -> None:
+    records = [
+        _record("native-torch", [0.51, 0.70, 0.80]),
+        _record("keras-torch", [0.52, 0.70, 0.81]),
+        _record("native-jax", [0.40, 0.60, 0.70]),  # deliberately wrong
+        _record("keras-jax", [], verdict="fail", status="not-trained"),
+        *[
+            _record("native-torch", c, role="ensemble", nudge=i)
+            for i, c in enumerate(ENSEMBLE, start=1)
+        ],
+    ]
+    found = report.load(report.latest(_write(tmp_path, records)))
+    runs_ = found.models["ffn"]
+    assert len(runs_.curves()) == 4  # the plain run and three nudged
+    verdicts = {r["path"]: runs_.verdict(r) for r in runs_.paths}
+    assert verdicts["native-torch"] == "agrees"
+    assert verdicts["keras-torch"] == "agrees"
+    assert verdicts["native-jax"].startswith("differs: epoch 1")
+    assert verdicts["keras-jax"] == "not-trained"
+    assert not found.ok
+    table = {row[0]: row for row in report.rows(runs_)}
+    assert table["keras-torch"][4] == "2.5"  # 1.5 + 0.5 + 0.5 s to 0.81
+    assert table["keras-torch"][5] == "1.00"  # as long as native-torch
+    assert table["keras-torch"][6] == 93  # three epochs of 31 steps
+    assert table["native-torch"][5] == "-"
+    assert table["native-jax"][4] == "not reached"
+    assert table["keras-jax"][-1] == "not trained"
+    text = report.text(found)
+    assert "ensemble of 4 runs on native-torch" in text
+    assert "differs: epoch 1" in text
+    fixed = [r for r in records if r["path"] not in ("native-jax", "keras-jax")]
+    (tmp_path / "again").mkdir()
+    assert report.load(report.latest(_write(tmp_path / "again", fixed))).ok
+    png = report.plot(found, tmp_path / "plots")
+    assert png.stat().st_size > 10_000
+
+
+def test_no_records_is_one_sentence(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no converge records in"):
+        report.latest(tmp_path)
+
+
+class _Stand:
+    """A trainer whose "accuracy" rises by 0.2 an epoch, and a predictor
+    whose logits put that share of the test samples on the right class."""
+
+    def __init__(self, poison_at: int | None = None) -> None:
+        self.epochs, self.poison_at = 0, poison_at
+
+    def trainer(self) -> Trainer:
+        def run(n: int) -> None:
+            assert n == 3
+            self.epochs += 1
+
+        def check(n: int) -> Any:
+            loss = math.nan if self.epochs == self.poison_at else 0.5
+            return check_training(loss, {"w": np.array([float(self.epochs)])})
+
+        return Trainer(run, check)
+
+    def predictor(self, params: Any) -> Predictor:
+        right = round(min(1.0, 0.2 * params["w"][0]) * 10)
+        logits = np.zeros((10, 2))
+        logits[np.arange(10) < right, 1] = 1.0
+        logits[np.arange(10) >= right, 0] = 1.0
+        return Predictor(lambda: [logits[:6], logits[6:]], lambda out: out)
+
+
+def test_the_worker_loop_trains_epochs_tests_each_and_stops_where_told() -> None:
+    labels = np.ones(10, np.int64)
+    stand = _Stand()
+    answer = runs.converge(stand.trainer(), 3, stand.predictor, labels, epochs=4)
+    assert answer.accuracy == pytest.approx([0.2, 0.4, 0.6, 0.8])
+    assert len(answer.train_s) == 4
+    assert answer.nonfinite is None
+    stand = _Stand()
+    early = runs.converge(stand.trainer(), 3, stand.predictor, labels, 10, stop_at=0.6)
+    assert early.accuracy == pytest.approx([0.2, 0.4, 0.6])
+    stand = _Stand(poison_at=2)
+    broken = runs.converge(stand.trainer(), 3, stand.predictor, labels, epochs=4)
+    assert broken.accuracy == pytest.approx([0.2])
+    assert broken.nonfinite is not None
+    assert "loss nan" in broken.nonfinite
+    accuracy, loss = runs.scores(np.array([[2.0, 0.0], [0.0, 2.0]]), np.array([0, 0]))
+    assert accuracy == 0.5
+    assert loss == pytest.approx(
+        (math.log1p(math.exp(-2)) + math.log1p(math.exp(2))) / 2
+    )
+
+
+def test_nudged_weights_move_every_value_by_exactly_one_ulp() -> None:
+    weights = {
+        "a": np.linspace(-1, 1, 101, dtype=np.float32),
+        "b": np.ones(3, np.float32),
+    }
+    moved = nudged(weights, seed=1)
+    for name, w in weights.items():
+        steps = np.abs(moved[name].view(np.int32) - w.view(np.int32))
+        # one step in the bit pattern, except across zero (+0 to -tiny)
+        assert (steps[w != 0] == 1).all(), name
+        assert moved[name].dtype == np.float32
+    assert not np.array_equal(moved["a"], nudged(weights, seed=2)["a"])
+    assert np.array_equal(moved["a"], nudged(weights, seed=1)["a"])
+
+
+def test_the_converge_blueprints_set_a_budget_per_model() -> None:
+    assert PROFILES["converge"].models == ("ffn", "lenet")
+    assert PROFILES["converge"].converge.of("lenet").target == 0.94
+    every = PROFILES["converge-all"].converge
+    assert every.of("vgg16").train_samples == 512
+    assert every.of("lstm").sequence_length == 100
+    assert every.of("ffn").test_samples is None
+    assert PROFILES["converge-full"].converge.of("vgg16").train_samples is None
+    with pytest.raises(ValueError, match=r"converge.per_model.lenet.target must be"):
+        parse_blueprint(
+            "x",
+            "models=['ffn']\n[settings]\nrepeats=1\ntrain_steps=1\ninfer_batches=1\n"
+            "window_s=1\nwarmup_rounds=1\n[converge.per_model.lenet]\ntarget=1.5",
+        )
+
+
+def test_bad_converge_input_is_one_sentence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nowhere"
+    assert main(["converge", "--data", str(missing), "--results", str(tmp_path)]) == 2
+    assert f"the data folder {missing} does not exist" in capsys.readouterr().err
+    (tmp_path / "data" / "mnist").mkdir(parents=True)
+    assert (
+        main(["converge", "--data", str(tmp_path / "data"), "--results", str(tmp_path)])
+        == 2
+    )
+    assert "train-images-idx3-ubyte(.gz) is missing" in capsys.readouterr().err
+    assert main(["converge", "--epochs", "0", "--results", str(tmp_path)]) == 2
+    assert "--epochs must be from 1 to 10000" in capsys.readouterr().err
+    assert main(["converge", "--models", "vgg16", "--results", str(tmp_path)]) == 2
+    assert "has no embedded sample" in capsys.readouterr().err

@@ -1,0 +1,157 @@
+"""IMDB sentiment from the ``aclImdb`` folder of text reviews.
+
+Expected: ``aclImdb/{train,test}/{pos,neg}/*.txt`` (the archive
+``aclImdb_v1.tar.gz`` unpacked; ``unsup`` and the other files are ignored),
+UTF-8 text, one review per file.  Labels: ``neg`` 0, ``pos`` 1.  The real
+splits hold 12,500 reviews of each kind; here each of the four folders must
+hold at least one review and ``pos`` as many as ``neg`` in each split, so a
+partial extraction (which stops in the middle of a folder) is refused.
+
+From text to the LSTM's input, deterministically:
+
+1. **Tokens**: lower case, ``<br />`` removed, then runs of letters and
+   digits, with an apostrophe inside a word kept (``don't``).  Files are read
+   in name order.
+2. **Vocabulary**: the ``vocabulary`` most frequent training tokens (ties by
+   alphabetical order) get ids 2, 3, ... in that order; 0 pads, 1 stands for
+   any other token.
+3. **Length**: each review keeps its last ``length`` tokens and is padded
+   with 0 in front (Keras' ``pad_sequences`` defaults), so the LSTM's final
+   state has just read the review's end.
+4. **Features**: each id becomes 50 numbers from a fixed table (padding:
+   zeros).  By default the table is seeded: ``rng(seed).standard_normal``
+   scaled by ``1/sqrt(50)``, so a feature vector has about unit length.  With a
+   GloVe file (``glove.6B.50d.txt``: a word and 50 numbers per line) the
+   words it has take its vectors, the others keep their seeded ones.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from zoo.datasets import DataError, Split
+
+FEATURES = 50
+PAD, UNKNOWN = 0, 1
+_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
+
+
+def tokens(text: str) -> list[str]:
+    """The review's tokens (rule 1 above)."""
+    return _TOKEN.findall(text.lower().replace("<br />", " "))
+
+
+def reviews(where: Path, part: str) -> tuple[list[list[str]], np.ndarray]:
+    """Every review of ``where/part`` as tokens, ``neg`` then ``pos``, each
+    in file-name order, and their labels."""
+    texts, labels = [], []
+    counts = {}
+    for label, kind in enumerate(("neg", "pos")):
+        folder = where / part / kind
+        if not folder.is_dir():
+            raise DataError(
+                f"{folder} is missing: IMDB needs aclImdb/train and aclImdb/test, "
+                f"each with pos/ and neg/ folders of .txt reviews"
+            )
+        files = sorted(folder.glob("*.txt"))
+        counts[kind] = len(files)
+        for file in files:
+            try:
+                texts.append(tokens(file.read_bytes().decode("utf-8")))
+            except UnicodeDecodeError as exc:
+                raise DataError(f"{file} is not UTF-8 text ({exc.reason})") from exc
+        labels += [label] * len(files)
+    if not counts["neg"] or counts["neg"] != counts["pos"]:
+        raise DataError(
+            f"{where / part} holds {counts['pos']} positive and {counts['neg']} "
+            f"negative reviews; IMDB's splits hold as many of each (12,500), so "
+            f"the extraction is incomplete"
+        )
+    return texts, np.asarray(labels, np.int32)
+
+
+def build_vocabulary(texts: Iterable[list[str]], size: int) -> dict[str, int]:
+    """The ``size`` most frequent tokens (ties alphabetically), to ids from 2."""
+    counts = collections.Counter(token for text in texts for token in text)
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:size]
+    return {word: i for i, (word, _) in enumerate(ranked, start=2)}
+
+
+def sequences(texts: list[list[str]], words: dict[str, int], length: int) -> np.ndarray:
+    """Ids ``(N, length)``: each review's last ``length`` tokens, padded in
+    front with 0."""
+    out = np.full((len(texts), length), PAD, np.int32)
+    for row, text in zip(out, texts, strict=True):
+        ids = [words.get(token, UNKNOWN) for token in text[-length:]]
+        if ids:
+            row[length - len(ids) :] = ids
+    return out
+
+
+def table(words: dict[str, int], seed: int, glove: Path | None = None) -> np.ndarray:
+    """The feature of every id, ``(len(words) + 2, 50)`` float32 (rule 4)."""
+    rng = np.random.default_rng(seed)
+    drawn = rng.standard_normal((len(words) + 2, FEATURES)) / np.sqrt(FEATURES)
+    features: np.ndarray = drawn.astype(np.float32)
+    features[PAD] = 0.0
+    if glove is not None:
+        for word, vector in read_glove(glove, words):
+            features[words[word]] = vector
+    return features
+
+
+def read_glove(path: Path, wanted: dict[str, int]) -> Iterable[tuple[str, np.ndarray]]:
+    """The vectors of ``path`` (``word`` and 50 numbers per line) for the
+    words in ``wanted``; a line of another shape is refused, naming it."""
+    if not Path(path).is_file():
+        raise DataError(f"the GloVe file {path} does not exist")
+    found = 0
+    with Path(path).open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            fields = line.rstrip("\n").rstrip(" ").split(" ")
+            try:
+                if len(fields) != FEATURES + 1:
+                    raise ValueError(f"{len(fields) - 1} numbers")
+                vector = np.asarray(fields[1:], np.float32)
+            except ValueError as exc:
+                raise DataError(
+                    f"{path} line {number} is not a word and {FEATURES} numbers "
+                    f"({exc}): a GloVe 50-d file (glove.6B.50d.txt) was expected"
+                ) from exc
+            found += 1
+            if fields[0] in wanted:
+                yield fields[0], vector
+    if not found:
+        raise DataError(f"the GloVe file {path} is empty")
+
+
+def load(
+    where: Path, *, length: int, vocabulary: int, glove: Path | None, seed: int
+) -> Split:
+    """Both splits of ``where`` as features ``(N, length, 50)``."""
+    if length < 1 or vocabulary < 1:
+        raise DataError("IMDB needs a sequence length and a vocabulary of at least 1")
+    if not where.is_dir():
+        raise DataError(
+            f"{where} is missing: put the unpacked aclImdb folder (aclImdb_v1.tar.gz) "
+            f"in the data folder"
+        )
+    train_texts, train_y = reviews(where, "train")
+    test_texts, test_y = reviews(where, "test")
+    words = build_vocabulary(train_texts, vocabulary)
+    features = table(words, seed, glove)
+    how = f"{len(words)} words, last {length} tokens, " + (
+        f"GloVe {Path(glove).name}" if glove else f"seeded features (seed {seed})"
+    )
+    return Split(
+        features[sequences(train_texts, words, length)],
+        train_y,
+        features[sequences(test_texts, words, length)],
+        test_y,
+        source=f"IMDB reviews in {where} ({how})",
+    )

