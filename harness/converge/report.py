@@ -181,9 +181,14 @@ def text(found: Converged) -> str:
     return "\n".join(parts)
 
 
+# One colour per framework: Keras solid, native dashed.
+COLORS = {"jax": "C0", "tensorflow": "C1", "torch": "C2", "mxnet": "C3"}
+
+
 def plot(found: Converged, out_dir: Path) -> Path:
     """Test accuracy against cumulative training seconds, a panel per model
-    (the ensemble's runs grey); the PNG written."""
+    (a colour per framework, Keras solid and native dashed, the ensemble's
+    runs grey); the PNG written."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -199,12 +204,14 @@ def plot(found: Converged, out_dir: Path) -> Path:
                 ax.plot(_elapsed(r["train_s"]), r["accuracy"], color="0.75", lw=1)
         for r in runs.paths:
             if r.get("status") == "ok":
-                style = "--" if r["path"].startswith("native") else "-"
+                api, _, rest = r["path"].partition("-")
+                framework = rest.split("@")[0].split("-")[0]
                 ax.plot(
                     _elapsed(r["train_s"]),
                     r["accuracy"],
-                    style,
-                    marker=".",
+                    "-" if api == "keras" else "--",
+                    color=COLORS.get(framework, "k"),
+                    marker="x" if "hybrid" in r["path"] else ".",
                     label=r["path"],
                 )
         target = runs.info.get("target")

@@ -470,7 +470,11 @@ class Profile(_Schema):
     seed: int = Field(
         1, ge=0, le=2**32 - 1, description="data seed (NumPy's seed range)"
     )
-    data: DataSource = Field("synthetic", description="the only data source so far")
+    data: DataSource = Field(
+        "synthetic",
+        description="what harness run times: synthetic batches "
+        "(real data: [converge] data)",
+    )
     fresh_worker_per_cell: bool = Field(
         True, description="else one worker per path serves all its cells"
     )
