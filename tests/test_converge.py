@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -18,8 +18,14 @@ from harness.converge import report
 from harness.converge.agreement import band, disagreement, reached
 from harness.converge.run import nudged
 from harness.core.profiles import PROFILES, parse_blueprint
-from workers import runs
-from workers.protocol import Predictor, Trainer, check_training
+from workers import messages, runs
+from workers.paths import get_path
+from workers.protocol import Predictor, Runner, Trainer, check_training
+from workers.serve import handle
+from zoo.arrays import save_npz
+from zoo.data import make_batches
+from zoo.specs import get_spec
+from zoo.weights import make_weights
 
 ENSEMBLE = [[0.50, 0.70, 0.80], [0.52, 0.71, 0.80], [0.51, 0.69, 0.81]]
 
@@ -184,6 +190,48 @@ def test_the_worker_loop_trains_epochs_tests_each_and_stops_where_told() -> None
     )
 
 
+class _Recorder:
+    """Stands in for a framework's runner: trains nothing, remembers the
+    learning rate of the spec its closures were built from."""
+
+    framework = "none"
+
+    def __init__(self) -> None:
+        self.rates: list[float] = []
+
+    def trainer(self, spec: Any, weights: Any, x: np.ndarray, y: np.ndarray) -> Any:
+        self.rates.append(spec.workload.learning_rate)
+        return Trainer(lambda n: None, lambda n: check_training(0.5, dict(weights)))
+
+    def predictor(self, spec: Any, weights: Any, x: np.ndarray) -> Any:
+        self.rates.append(spec.workload.learning_rate)
+        logits = np.zeros((len(x) * x.shape[1], spec.classes), np.float32)
+        return Predictor(lambda: [logits], lambda out: out)
+
+
+@pytest.mark.parametrize("rate", [None, 0.5])
+def test_a_converge_request_trains_at_its_learning_rate(
+    tmp_path: Path, rate: float | None
+) -> None:
+    spec = get_spec("ffn")
+    x, y = make_batches(spec, 0, 4, 2)
+    save_npz(tmp_path / "w.npz", make_weights(spec, 0))
+    data = {"x": x, "y": y, "test_x": x, "test_y": y[:, 0].astype(np.int32)}
+    save_npz(tmp_path / "d.npz", data)
+    request = messages.Converge(
+        model="ffn",
+        weights=str(tmp_path / "w.npz"),
+        data=str(tmp_path / "d.npz"),
+        epochs=1,
+        learning_rate=rate,
+    )
+    runner = _Recorder()
+    answer = handle(cast(Runner, runner), request, get_path("native-torch"))
+    assert isinstance(answer, messages.ConvergeAnswer)
+    assert runner.rates == [rate or spec.workload.learning_rate] * 2
+    assert get_spec("ffn").workload.learning_rate == 0.01  # the shared spec kept
+
+
 def test_nudged_weights_move_every_value_by_exactly_one_ulp() -> None:
     weights = {
         "a": np.linspace(-1, 1, 101, dtype=np.float32),
@@ -203,7 +251,8 @@ def test_the_converge_blueprints_set_a_budget_per_model() -> None:
     assert PROFILES["converge"].models == ("ffn", "lenet")
     assert PROFILES["converge"].converge.of("lenet").target == 0.94
     every = PROFILES["converge-all"].converge
-    assert every.of("vgg16").train_samples == 512
+    assert every.of("vgg16").train_samples == 128
+    assert every.of("vgg16").learning_rate == 0.0001
     assert every.of("lstm").sequence_length == 100
     assert every.of("ffn").test_samples is None
     assert PROFILES["converge-full"].converge.of("vgg16").train_samples is None
@@ -212,6 +261,13 @@ def test_the_converge_blueprints_set_a_budget_per_model() -> None:
             "x",
             "models=['ffn']\n[settings]\nrepeats=1\ntrain_steps=1\ninfer_batches=1\n"
             "window_s=1\nwarmup_rounds=1\n[converge.per_model.lenet]\ntarget=1.5",
+        )
+    with pytest.raises(ValueError, match=r"converge.per_model.vgg16.learning_rate"):
+        parse_blueprint(
+            "x",
+            "models=['vgg16']\n[settings]\nrepeats=1\ntrain_steps=1\n"
+            "infer_batches=1\nwindow_s=1\nwarmup_rounds=1\n"
+            "[converge.per_model.vgg16]\nlearning_rate=0",
         )
 
 

@@ -24,7 +24,13 @@ def _requests() -> st.SearchStrategy[m.Task]:
         st.builds(m.Trajectory, **files, out=TEXT),
         st.builds(m.TimedOutputs, **files, out=TEXT, steps=count),
         st.builds(m.Accuracy, **files),
-        st.builds(m.Converge, **files, epochs=count, stop_at=st.none() | FINITE),
+        st.builds(
+            m.Converge,
+            **files,
+            epochs=count,
+            stop_at=st.none() | FINITE,
+            learning_rate=st.none() | FINITE,
+        ),
         st.builds(m.Train, **files, steps=count, runs=count, warmup_runs=count),
         st.builds(
             m.Infer,

@@ -151,12 +151,14 @@ class Converge(Request):
     (``(batches, batch, *input)``, the last batch filled up) against
     ``test_y`` (one label per real test sample): ``workers.runs.converge``.
     Stops after ``epochs``, or at the first epoch whose accuracy reaches
-    ``stop_at`` when set."""
+    ``stop_at`` when set.  ``learning_rate``, when set, replaces the model's
+    (its workload's optimizer is otherwise the one the gate checked)."""
 
     TASK = "converge"
     ANSWER = ConvergeAnswer
     epochs: int
     stop_at: float | None = None
+    learning_rate: float | None = None
 
 
 # --- timing tasks ----------------------------------------------------------------

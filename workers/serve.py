@@ -92,6 +92,11 @@ def _model(request: m.Request, path: PathInfo) -> tuple[ModelSpec, Weights, str 
     (``native.faults.TIMED_FAULTS``, for any path), which only the timed
     closures take (``Tasks``), so it is not applied here."""
     spec = get_spec(request.model)
+    if isinstance(request, m.Converge) and request.learning_rate is not None:
+        workload = dataclasses.replace(
+            spec.workload, learning_rate=request.learning_rate
+        )
+        spec = dataclasses.replace(spec, workload=workload)
     weights = load_npz(Path(request.weights))
     verify("weights", request.weights, weights, request.weights_digest)
     check_weights(spec, weights)

@@ -46,12 +46,14 @@ class Prepared:
     test_samples: int
     source: str
     budget: ConvergeModel
+    learning_rate: float
 
     def describe(self) -> dict[str, Any]:
         return {
             "source": self.source,
             "batches_per_epoch": self.batches,
             "batch_size": self.batch_size,
+            "learning_rate": self.learning_rate,
             "train_samples": self.train_samples,
             "test_samples": self.test_samples,
             "target": self.budget.target,
@@ -76,7 +78,7 @@ def prepare(
         seed=profile.seed,
     )
     split = datasets.load(spec, data_dir, options)
-    batch = spec.workload.batch_size
+    batch = budget.batch_size or spec.workload.batch_size
     x, y = datasets.batched(split.train_x, split.train_y, batch)
     arrays = {
         "x": x,
@@ -96,6 +98,7 @@ def prepare(
         len(split.test_y),
         split.source,
         budget,
+        budget.learning_rate or spec.workload.learning_rate,
     )
 
 
@@ -227,6 +230,7 @@ def train(
         data=str(prepared.file),
         epochs=budget.epochs,
         stop_at=budget.target if profile.converge.stop_at_target else None,
+        learning_rate=budget.learning_rate,
     )
     record: dict[str, Any] = {"path": path, "nudge": nudge}
     start = time.monotonic()

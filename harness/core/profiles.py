@@ -400,6 +400,16 @@ class ConvergeModel(_Schema):
     vocabulary: int = Field(
         10_000, ge=1, le=10_000_000, description="IMDB words kept (most frequent)"
     )
+    batch_size: int | None = Field(
+        None, ge=1, le=65_536, description="mini-batch size (unset: the model's)"
+    )
+    learning_rate: float | None = Field(
+        None,
+        gt=0,
+        le=10,
+        allow_inf_nan=False,
+        description="the optimizer's learning rate (unset: the model's)",
+    )
 
 
 ConvergeReplacements = Annotated[

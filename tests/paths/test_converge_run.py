@@ -21,7 +21,13 @@ def test_converge_trains_gated_paths_on_idx_files_and_reports(
     written = write_mnist(tmp_path / "data", train=256, test=40)
     profile = PROFILES["converge"]
     settings = profile.converge.model_copy(
-        update={"epochs": 2, "ensemble": 2, "per_model": {"ffn": {"target": 0.1}}}
+        update={
+            "epochs": 2,
+            "ensemble": 2,
+            "per_model": {
+                "ffn": {"target": 0.1, "batch_size": 64, "learning_rate": 0.05}
+            },
+        }
     )
     profile = profile.model_copy(update={"converge": settings})
     out = run_converge(
@@ -44,7 +50,8 @@ def test_converge_trains_gated_paths_on_idx_files_and_reports(
         assert len(r["accuracy"]) == 2
         assert all(0.0 <= a <= 1.0 for a in r["accuracy"])
         assert all(s > 0 for s in r["train_s"])
-        assert r["batches_per_epoch"] == 2
+        assert r["batches_per_epoch"] == 4  # 256 samples in batches of 64
+        assert r["learning_rate"] == 0.05
         assert r["test_samples"] == len(written["test_y"])
         assert r["machine"]["cpu_isa"]
     assert len(runs.curves()) == 3  # native-torch as it is, and two nudges
