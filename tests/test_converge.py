@@ -254,7 +254,7 @@ def test_the_converge_blueprints_set_a_budget_per_model() -> None:
     assert every.of("vgg16").train_samples == 128
     assert every.of("vgg16").learning_rate == 0.0001
     assert every.of("lstm").sequence_length == 100
-    assert every.of("ffn").test_samples is None
+    assert every.of("ffn").test_samples == 1000
     assert PROFILES["converge-full"].converge.of("vgg16").train_samples is None
     with pytest.raises(ValueError, match=r"converge.per_model.lenet.target must be"):
         parse_blueprint(
