@@ -90,7 +90,8 @@ def _model(request: m.Request, path: PathInfo) -> tuple[ModelSpec, Weights, str 
     against the request's digest as loaded), its deliberate fault (if it
     names one, for native paths only) applied, and the name of a timed fault
     (``native.faults.TIMED_FAULTS``, for any path), which only the timed
-    closures take (``Tasks``), so it is not applied here."""
+    closures take (``Tasks``), so it is not applied here.  A ``Converge``
+    request's ``learning_rate``, when set, replaces the workload's."""
     spec = get_spec(request.model)
     if isinstance(request, m.Converge) and request.learning_rate is not None:
         workload = dataclasses.replace(
