@@ -110,8 +110,10 @@ def test_the_report_gives_time_to_target_and_catches_a_wrong_path(
             _record("native-torch", c, role="ensemble", nudge=i)
             for i, c in enumerate(ENSEMBLE, start=1)
         ],
+        _record("native-caffe", [0.9, 0.9, 0.9]),  # no such path: skipped
     ]
     found = report.load(report.latest(_write(tmp_path, records)))
+    assert found.skipped == 1
     runs_ = found.models["ffn"]
     assert len(runs_.curves()) == 4  # the plain run and three nudged
     verdicts = {r["path"]: runs_.verdict(r) for r in runs_.paths}

@@ -14,6 +14,7 @@ from tabulate import tabulate
 
 from harness.converge.agreement import Band, band, disagreement, reached
 from harness.core import jsonl
+from workers.paths import get_path
 
 
 @dataclass
@@ -79,11 +80,16 @@ def latest(folder: Path) -> Path:
 
 
 def load(file: Path) -> Converged:
-    """The records of ``file``, by model (lines of another schema skipped)."""
+    """The records of ``file``, by model (lines of another schema, or of a
+    path this version does not know, skipped)."""
     models: dict[str, ModelRuns] = {}
     skipped = 0
     for record in jsonl.objects(file):
-        if record.get("schema") != 1 or "model" not in record:
+        if (
+            record.get("schema") != 1
+            or "model" not in record
+            or not _known(record.get("path"))
+        ):
             skipped += 1
             continue
         runs = models.setdefault(record["model"], ModelRuns(record["model"], record))
@@ -91,6 +97,14 @@ def load(file: Path) -> Converged:
             record
         )
     return Converged(file, models, skipped)
+
+
+def _known(path: Any) -> bool:
+    try:
+        get_path(str(path))
+    except ValueError:
+        return False
+    return True
 
 
 def rows(runs: ModelRuns) -> list[list[Any]]:
@@ -125,9 +139,10 @@ def rows(runs: ModelRuns) -> list[list[Any]]:
 def _native_seconds(runs: ModelRuns, path: str) -> float | None:
     """For a Keras path, the training seconds its framework's native path
     took to the target (None for a native path, or when it did not reach it)."""
-    if not path.startswith("keras-"):
+    info = get_path(path)
+    if info.api != "keras":
         return None
-    native = "native-" + path.split("@", maxsplit=1)[0].removeprefix("keras-")
+    native = f"native-{info.framework}"
     for r in runs.paths:
         if r["path"] == native and r.get("status") == "ok":
             hit = reached(r["accuracy"], r["train_s"], runs.info.get("target"))
@@ -204,13 +219,12 @@ def plot(found: Converged, out_dir: Path) -> Path:
                 ax.plot(_elapsed(r["train_s"]), r["accuracy"], color="0.75", lw=1)
         for r in runs.paths:
             if r.get("status") == "ok":
-                api, _, rest = r["path"].partition("-")
-                framework = rest.split("@")[0].split("-")[0]
+                info = get_path(r["path"])
                 ax.plot(
                     _elapsed(r["train_s"]),
                     r["accuracy"],
-                    "-" if api == "keras" else "--",
-                    color=COLORS.get(framework, "k"),
+                    "-" if info.api == "keras" else "--",
+                    color=COLORS.get(info.framework, "k"),
                     marker="x" if "hybrid" in r["path"] else ".",
                     label=r["path"],
                 )
