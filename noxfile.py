@@ -1,4 +1,5 @@
-"""Sessions: ``nox -s tests``, ``nox -s explore``, ``nox -s bench``, ``nox -s ops``,
+"""Sessions: ``nox -s tests``, ``nox -s tests-full``, ``nox -s coverage``,
+``nox -s explore``, ``nox -s bench``, ``nox -s ops``,
 ``nox -s floors``, ``nox -s count``, ``nox -s versions``, ``nox -s cluster``,
 ``nox -s lint``.
 
@@ -62,18 +63,19 @@ def _mxnet_env(session: nox.Session, *extras: str) -> None:
 
 
 def _test_env(session: nox.Session) -> None:
-    """What the tests need: the project with every framework, and MXNet's
-    environment with the test tools."""
+    """What the tests need: the project with every framework, MXNet's
+    environment with the test tools, and valgrind for the count tests."""
+    _valgrind(session)
     session.install("-e", ".[frameworks,harness,test]")
     _mxnet_env(session, "[test]")
 
 
-@nox.session
-def tests(session: nox.Session) -> None:
-    """The whole test suite (framework-free, native, all paths), then the
-    in-process native tests again inside the MXNet environment."""
-    _test_env(session)
-    session.run("pytest", *session.posargs)
+def _pytest_both_environments(
+    session: nox.Session, tier: str, *, runner: tuple[str, ...] = ("pytest",)
+) -> None:
+    """pytest in the main environment at ``tier`` (``tests/tiers.py``), then
+    the in-process native tests again inside the MXNet environment."""
+    session.run(*runner, "--tier", tier, *session.posargs)
     mxnet_python = session.env["HARNESS_PYTHON_MXNET"]
     if Path(mxnet_python).exists():
         session.run(
@@ -81,10 +83,54 @@ def tests(session: nox.Session) -> None:
             "-m",
             "pytest",
             "tests/native",
+            "--tier",
+            tier,
             "-p",
             "no:cacheprovider",
             external=True,
         )
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The fast tier (what CI runs): every path, mode, layer kind, command
+    and failure mode at test sizes; then ``tests/native`` in the MXNet
+    environment.  Further arguments go to pytest."""
+    _test_env(session)
+    _pytest_both_environments(session, "fast")
+
+
+@nox.session(name="tests-full")
+def tests_full(session: nox.Session) -> None:
+    """The full tier: every test at today's sizes (full VGG16, the LSTM at
+    its 250 steps, every draw): before a release, after touching native/ or
+    equivalence/ (docs/testing.md)."""
+    _test_env(session)
+    _pytest_both_environments(session, "full")
+
+
+@nox.session
+def coverage(session: nox.Session) -> None:
+    """Line coverage of one tier (first argument: ``fast``, the default, or
+    ``full``), workers included (coverage.py's ``patch = subprocess``, in
+    ``[tool.coverage]`` of pyproject.toml), MXNet's workers not (they run in
+    an environment without coverage.py).  Writes ``coverage-<tier>.json`` and
+    prints the report; further arguments go to pytest."""
+    tier, *pytest_args = session.posargs or ["fast"]
+    if tier not in ("fast", "full"):
+        session.error(f"the tier is fast or full, not {tier!r}")
+    _test_env(session)
+    session.install("coverage>=7.10")
+    data = f".coverage-{tier}"
+    env = {"COVERAGE_FILE": str(Path(data).absolute())}
+    for old in Path().glob(f"{data}*"):
+        old.unlink()
+    session.run(
+        "coverage", "run", "-m", "pytest", "--tier", tier, *pytest_args, env=env
+    )
+    session.run("coverage", "combine", env=env)
+    session.run("coverage", "json", "-o", f"coverage-{tier}.json", env=env)
+    session.run("coverage", "report", "--skip-covered", env=env)
 
 
 @nox.session

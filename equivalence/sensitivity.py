@@ -47,10 +47,12 @@ class FaultResult:
         return self.located == self.expected
 
 
-def check_fault(checker: Checker, fault: str, path: str) -> FaultResult:
+def check_fault(
+    checker: Checker, fault: str, path: str, case: Case | None = None
+) -> FaultResult:
     """Inject ``fault`` into ``path`` and see whether the checks catch and
-    localize it."""
-    case = FAULT_CASES[fault]
+    localize it, on ``case`` (default: the fault's own, ``FAULT_CASES``)."""
+    case = case or FAULT_CASES[fault]
     report = checker.check(case, {path: fault})
     others_pass = all(v == "pass" for p, v in report.verdicts.items() if p != path)
     caught = report.verdicts.get(path) in ("fail", "error") and others_pass

@@ -1,4 +1,6 @@
-"""Shared test settings: two Hypothesis profiles, ``ci`` and ``explore``.
+"""Shared test settings: the tier (``--tier fast|full``, ``tests/tiers.py``),
+the ``sized`` marker, the table of what the session touched
+(``tests/touched.py``), and two Hypothesis profiles, ``ci`` and ``explore``.
 
 ``ci`` (the default, ``nox -s tests`` and CI) is derandomized: every run draws
 the same few examples, so a run is reproducible, but it never meets a case
@@ -30,6 +32,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, event, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
+
+from tests import tiers
 
 EXAMPLE_DATABASE = Path(__file__).parent / "hypothesis-db"
 EXPLORE_BUDGET_S = float(os.environ.get("HYPOTHESIS_EXPLORE_BUDGET_S") or 0)
@@ -65,11 +69,66 @@ settings.register_profile(
 settings.load_profile("explore" if EXPLORE_BUDGET_S > 0 else "ci")
 
 
-def draws(in_ci: int) -> int:
-    """``max_examples`` for a strategy-driven test: its own few in CI, where
-    they bound the suite's time; the explore profile's, which only the budget
-    reaches, when exploring (a test's own setting overrides any profile)."""
-    return EXPLORE_MAX_EXAMPLES if EXPLORE_BUDGET_S > 0 else in_ci
+def draws(in_full: int) -> int:
+    """``max_examples`` for a strategy-driven test: its own few in the full
+    tier, the fast tier's share of them (``tests/tiers.py``), where they bound
+    the suite's time; the explore profile's, which only the budget reaches,
+    when exploring (a test's own setting overrides any profile).  Called as
+    the test module is imported, after ``pytest_configure`` set the tier."""
+    return EXPLORE_MAX_EXAMPLES if EXPLORE_BUDGET_S > 0 else tiers.draws_at(in_full)
+
+
+# --- the tiers ---------------------------------------------------------------
+
+# The test that holds the session's table against the registries: it runs
+# after every other test.
+TOUCHED_TEST = "tests/paths/test_touched.py"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--tier",
+        choices=tiers.TIERS,
+        default=os.environ.get("ZOO_TEST_TIER", "fast"),
+        help="fast: every code path at test sizes (nox -s tests, CI); full: "
+        "today's sizes (nox -s tests-full)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    tiers.set_tier(config.getoption("--tier"))
+    from tests import touched  # framework-free, but only needed from here on
+
+    touched.install()
+
+
+@pytest.fixture
+def size(request: pytest.FixtureRequest) -> tiers.Sizes:
+    """The tier's sizes, for a test marked ``sized`` (so that ``pytest -m
+    sized`` lists every test the tier changes)."""
+    if request.node.get_closest_marker("sized") is None:
+        pytest.fail(f"{request.node.nodeid} reads the tier's sizes: mark it sized")
+    return tiers.size()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"test tier: {tiers.tier()} ({tiers.size()})"
+
+
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """The touched table's test last; when exploring, only the Hypothesis
+    tests (nothing else draws)."""
+    items.sort(key=lambda item: item.nodeid.startswith(TOUCHED_TEST))
+    if EXPLORE_BUDGET_S <= 0:
+        return
+    kept = [item for item in items if _is_hypothesis_test(item)]
+    dropped = [item for item in items if not _is_hypothesis_test(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = kept
+    _BUDGET.tests_left = len(kept)
 
 
 class _Budget:
@@ -97,20 +156,6 @@ _BUDGET = _Budget(EXPLORE_BUDGET_S)
 
 def _is_hypothesis_test(item: pytest.Item) -> bool:
     return bool(getattr(getattr(item, "obj", None), "is_hypothesis_test", False))
-
-
-def pytest_collection_modifyitems(
-    config: pytest.Config, items: list[pytest.Item]
-) -> None:
-    """When exploring, run only the Hypothesis tests: nothing else draws."""
-    if EXPLORE_BUDGET_S <= 0:
-        return
-    kept = [item for item in items if _is_hypothesis_test(item)]
-    dropped = [item for item in items if not _is_hypothesis_test(item)]
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-    items[:] = kept
-    _BUDGET.tests_left = len(kept)
 
 
 def _within(

@@ -11,6 +11,10 @@ values that matter to it.
 - :func:`verdicts`: a stand-in for ``harness.bench.run.verify`` that judges
   every path alike, so no equivalence check runs; :func:`no_framework` puts it
   in place with a fixed matmul peak, so ``harness run`` needs no framework.
+- :class:`FakeClock`: a clock whose time moves only when a test's stand-in
+  work says so; :func:`fake_clock` puts one in place of the timing loops'
+  clock (``workers.timing.clock``), so a test asserts on what they computed,
+  never on how fast the machine is.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 
 import pytest
 
+import workers.timing
 from harness.core import records
 from harness.core.profiles import PROFILES, Profile, Settings
 
@@ -170,3 +175,39 @@ def no_framework(
         harness.bench.run, "measure_matmul_peak", lambda: {"flops_per_s": 1}
     )
     return monkeypatch
+
+
+class FakeClock:
+    """A stand-in for ``time.perf_counter``: ``now`` moves only by
+    :meth:`advance` (a fake closure's work took that long) and by ``read_s``
+    at every reading, so that every time a loop measures is known exactly.
+
+    Leave ``read_s`` at 0 unless the code busy-waits on the clock (a
+    stretched block of ``workers.timing.time_paired``): a wait on a clock
+    that never moves by itself would never end, so ``STUCK`` readings in a
+    row without work raise instead of hanging."""
+
+    STUCK = 10**7
+
+    def __init__(self, read_s: float = 0.0) -> None:
+        self.now, self.read_s, self._idle = 0.0, read_s, 0
+
+    def __call__(self) -> float:
+        now = self.now
+        self.now += self.read_s
+        self._idle += 1
+        if self._idle > self.STUCK and not self.read_s:
+            raise RuntimeError("a busy wait on a FakeClock without read_s")
+        return now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        self._idle = 0
+
+
+def fake_clock(monkeypatch: pytest.MonkeyPatch, read_s: float = 0.0) -> FakeClock:
+    """A :class:`FakeClock` in place of ``workers.timing.clock``, the clock
+    of every timing loop, for the rest of the test."""
+    clock = FakeClock(read_s)
+    monkeypatch.setattr(workers.timing, "clock", clock)
+    return clock

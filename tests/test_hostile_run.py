@@ -313,10 +313,9 @@ def test_a_worker_that_writes_half_a_line_and_hangs_times_out_and_the_run_goes_o
     tmp_path: Path, no_gate: Any
 ) -> None:
     body = f"echo '{READY}'\nread line\nprintf '{{\"status\": \"o'\nexec sleep 60"
-    start = time.monotonic()
     recs = _shared_worker_run(tmp_path, no_gate, body, timeout_s=1.0)
-    assert time.monotonic() - start < 30
     assert [r.status for r in recs] == ["timeout", "timeout"]
+    assert all("within 1 s" in str(r.error) for r in recs), recs
     counts, line = records.outcome(recs)
     assert counts == {"timeout": 2}
     assert line == "2 cell repeats: 2 timeout"

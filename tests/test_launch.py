@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -151,9 +150,12 @@ def test_a_malformed_reply_is_a_failure_not_a_traceback(
     assert words in reply.error
 
 
-# A worker that misbehaves in any way ends by the call's timeout at the latest
-# (generous margins: these check a bound, not a speed).
-MARGIN = 5.0
+# A worker that misbehaves in any way ends by the call's timeout at the
+# latest.  Which limit ended it is read from the reply, never from a clock: a
+# failure that must come at once is a "crashed" reply naming its cause (had it
+# waited for the call's 30 s timeout, it would be a "timeout" reply), and a
+# timeout's error names the limit that fired ("no answer within 1 s").  The
+# fake workers exit after 60 s whatever happens, so a regression cannot hang.
 
 
 def _misbehaving(
@@ -162,17 +164,13 @@ def _misbehaving(
     body: str,
     *,
     timeout: float = 30,
-    within: float = MARGIN,
 ) -> tuple[str, str]:
     """One training request to a fake worker that runs ``body``, checked to
-    fail with an error within ``within`` seconds (less than the call's
-    ``timeout`` where the failure must come at once) and to leave no worker
-    behind; the reply's status and error."""
+    fail with an error and to leave no worker behind; the reply's status and
+    error."""
     pid = _recording_pid(tmp_path, monkeypatch, body)
     with Worker("native-torch") as worker:
-        began = time.monotonic()
         reply = worker.call(TRAIN, timeout=timeout)
-        assert time.monotonic() - began < within
         assert reply.error is not None
         assert _gone(pid)
     return reply.status, reply.error
@@ -186,7 +184,6 @@ def test_half_a_line_then_silence_times_out_at_the_deadline(
         monkeypatch,
         f"""echo '{READY}'; read line; printf '{{"status": "o'; exec sleep 60""",
         timeout=1,
-        within=1 + MARGIN,
     )
     assert status == "timeout"
     assert "no answer within 1 s" in error
@@ -198,7 +195,7 @@ def test_a_garbage_line_ends_the_worker_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, garbage: str
 ) -> None:
     # A deeply nested array makes json.loads raise RecursionError.
-    status, error = _misbehaving(  # within MARGIN: at once, not by the timeout
+    status, error = _misbehaving(  # crashed: at once, not by the timeout
         tmp_path,
         monkeypatch,
         f"echo '{READY}'; read line; echo '{garbage}'; exec sleep 60",
@@ -229,8 +226,7 @@ def test_a_worker_that_closes_its_output_and_runs_on_is_killed(
         tmp_path,
         monkeypatch,
         f"echo '{READY}'; read line; exec 1>&-; exec sleep 60",
-        within=launch.EXIT_WAIT + MARGIN,  # by EXIT_WAIT, not by the long timeout
-    )
+    )  # crashed by EXIT_WAIT, not a timeout of the call's 30 s
     assert status == "crashed"
     assert "closed its output but did not exit within 1 s" in error
 
@@ -260,9 +256,7 @@ def test_two_messages_in_one_write_are_both_read(
     )
     with Worker("native-torch") as worker:
         assert worker.failure is None
-        began = time.monotonic()
         reply = worker.call(TRAIN, timeout=1)
-        assert time.monotonic() - began < 1 + MARGIN
     assert reply.ok
     assert reply.answer == TrainAnswer(first_step_s=0.5, step_s=[0.25])
 
@@ -273,9 +267,7 @@ def test_half_a_line_at_start_up_fails_within_the_start_timeout(
     pid = _recording_pid(
         tmp_path, monkeypatch, """printf '{"status": "rea'; exec sleep 60"""
     )
-    began = time.monotonic()
     with Worker("native-torch", start_timeout=1) as worker:
-        assert time.monotonic() - began < 1 + MARGIN
         assert worker.failure is not None
         assert worker.failure.status == "timeout"
         assert worker.failure.error is not None
@@ -291,10 +283,9 @@ def test_a_worker_that_stops_reading_its_requests_times_out(
     pid = _recording_pid(tmp_path, monkeypatch, f"echo '{READY}'; exec sleep 60")
     big = Evaluate(model="ffn", weights="w" * 300_000, data="d.npz", out="o.npz")
     with Worker("native-torch") as worker:
-        began = time.monotonic()
         reply = worker.call(big, timeout=1)
-        assert time.monotonic() - began < 1 + MARGIN
         assert reply.status == "timeout"
+        assert "within 1 s" in str(reply.error)
         assert _gone(pid)
 
 

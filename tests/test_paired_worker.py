@@ -2,7 +2,8 @@
 alternates timed blocks of both (``workers.timing.time_paired``,
 ``workers.messages.Paired``, ``Worker(..., partner=...)``).
 
-The timing loop is checked with fake closures of known cost; the workers
+The timing loop is checked with fake closures of known cost on a fake clock
+(``tests.helpers.FakeClock``), so its results are exact; the workers
 with fake interpreters and, per framework that imports here, with one real
 paired worker on ffn and tiny data.
 """
@@ -13,15 +14,14 @@ import importlib.util
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from typing import cast
 
 import pytest
 
+from tests.helpers import FakeClock, fake_clock
 from workers import messages as m
 from workers.launch import ALLOCATOR_ENV, Worker, _pinned
 from workers.paths import get_path
@@ -34,36 +34,39 @@ from zoo.specs import get_spec
 from zoo.weights import make_weights
 
 
-def _busy(seconds: float) -> None:
-    until = time.perf_counter() + seconds
-    while time.perf_counter() < until:
-        pass
-
-
 class FakeTrainer:
-    """``run(n)``: ``n`` steps of ``step_s`` each (a busy wait), logged."""
+    """``run(n)``: ``n`` steps of ``step_s`` each on ``clock``, logged."""
 
-    def __init__(self, name: str, log: list[tuple[str, int]], step_s: float) -> None:
-        self.name, self.log, self.step_s = name, log, step_s
+    def __init__(
+        self, name: str, log: list[tuple[str, int]], clock: FakeClock, step_s: float
+    ) -> None:
+        self.name, self.log, self.clock, self.step_s = name, log, clock, step_s
 
     def __call__(self, n: int) -> None:
         self.log.append((self.name, n))
-        _busy(n * self.step_s)
+        self.clock.advance(n * self.step_s)
 
 
 class FakePredictor:
-    """``run()``: one round of ``round_s`` (a busy wait), logged."""
+    """``run()``: one round of ``round_s`` on ``clock``, logged."""
 
-    def __init__(self, name: str, log: list[str], round_s: float) -> None:
-        self.name, self.log, self.round_s = name, log, round_s
+    def __init__(
+        self, name: str, log: list[str], clock: FakeClock, round_s: float
+    ) -> None:
+        self.name, self.log, self.clock, self.round_s = name, log, clock, round_s
 
     def __call__(self) -> None:
         self.log.append(self.name)
-        _busy(self.round_s)
+        self.clock.advance(self.round_s)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    return fake_clock(monkeypatch)
 
 
 def _train(
-    step_s: float = 0.0, **settings: float
+    clock: FakeClock, step_s: float = 0.0, **settings: float
 ) -> tuple[m.PairedAnswer, list[tuple[str, int]]]:
     log: list[tuple[str, int]] = []
     options = {
@@ -78,8 +81,8 @@ def _train(
         **settings,
     }
     answer = time_paired(
-        FakeTrainer("keras", log, step_s),
-        FakeTrainer("native", log, step_s),
+        FakeTrainer("keras", log, clock, step_s),
+        FakeTrainer("native", log, clock, step_s),
         "train",
         steps=int(options["steps"]),
         batches_per_round=int(options["batches_per_round"]),
@@ -93,11 +96,16 @@ def _train(
     return answer, log
 
 
-# --- the timing loop ---------------------------------------------------------------
+# --- the timing loop, on a fake clock -----------------------------------------------
+# Times are multiples of powers of two, so that sums and differences of clock
+# readings are exact and so are the assertions on them.
 
 
-def test_first_steps_warmup_then_blocks_in_the_order_reported() -> None:
-    answer, log = _train(steps=2, min_blocks=5, warmup_runs=2)
+def test_first_steps_warmup_then_blocks_in_the_order_reported(
+    clock: FakeClock,
+) -> None:
+    step_s = 2.0**-6
+    answer, log = _train(clock, step_s=step_s, steps=2, min_blocks=5, warmup_runs=2)
     # each side's first step alone, then two untimed blocks of each
     assert sorted(log[:2]) == [("keras", 1), ("native", 1)]
     assert sorted(log[2:6]) == [("keras", 2)] * 2 + [("native", 2)] * 2
@@ -107,51 +115,65 @@ def test_first_steps_warmup_then_blocks_in_the_order_reported() -> None:
     for i, keras_first in enumerate(answer.keras_first):
         pair = [name for name, _ in timed[2 * i : 2 * i + 2]]
         assert pair == (["keras", "native"] if keras_first else ["native", "keras"])
-    assert len(answer.keras_s) == len(answer.native_s) == 5
-    assert answer.keras_first_s >= 0
-    assert answer.native_first_s >= 0
+    # one step alone, then blocks of two steps reported per step
+    assert answer.keras_first_s == answer.native_first_s == step_s
+    assert answer.keras_s == answer.native_s == [step_s] * 5
 
 
-def test_block_counts_obey_min_max_and_window() -> None:
-    assert len(_train(window_s=0.0, min_blocks=3)[0].keras_s) == 3
-    assert len(_train(window_s=60.0, min_blocks=2, max_blocks=4)[0].keras_s) == 4
-    steps, window = 1, 0.02
-    answer, _ = _train(step_s=0.001, steps=steps, window_s=window, min_blocks=1)
+def test_block_counts_obey_min_max_and_window(clock: FakeClock) -> None:
+    assert len(_train(clock, window_s=0.0, min_blocks=3)[0].keras_s) == 3
+    # blocks of no time never reach the window: max_blocks ends them
+    assert len(_train(clock, window_s=60.0, min_blocks=2, max_blocks=4)[0].keras_s) == 4
+    # the window is reached by the first block: min_blocks still holds
+    assert len(_train(clock, step_s=1.0, window_s=0.5, min_blocks=3)[0].keras_s) == 3
+    # a block of each side takes 2 x 2 steps x 1/16 s = 1/4 s: a window of
+    # 1.1 s is reached by the fifth (1.25 s), not by the fourth (1 s)
+    steps, window = 2, 1.1
+    answer, _ = _train(
+        clock, step_s=2.0**-4, steps=steps, window_s=window, min_blocks=1
+    )
     totals = [
         (k + n) * steps for k, n in zip(answer.keras_s, answer.native_s, strict=True)
     ]
+    assert totals == [0.25] * 5
     # blocks were added until the window was reached, and not one more
     assert sum(totals) >= window > sum(totals[:-1])
-    assert 3 <= len(totals) <= 12
 
 
-def test_both_orders_occur_and_a_seed_gives_the_same_orders() -> None:
+def test_both_orders_occur_and_a_seed_gives_the_same_orders(clock: FakeClock) -> None:
     settings = {"min_blocks": 200, "max_blocks": 200}
-    orders = _train(seed=7, **settings)[0].keras_first
+    orders = _train(clock, seed=7, **settings)[0].keras_first
     assert 60 < sum(orders) < 140  # both orders, about evenly
-    assert _train(seed=7, **settings)[0].keras_first == orders
-    assert _train(seed=8, **settings)[0].keras_first != orders
+    assert _train(clock, seed=7, **settings)[0].keras_first == orders
+    assert _train(clock, seed=8, **settings)[0].keras_first != orders
 
 
-@pytest.mark.parametrize(
-    ("slowdown", "low", "high"), [(1.10, 1.05, 1.2), (1.0, 0.9, 1.05)]
-)
+@pytest.mark.parametrize("slowdown", [1.10, 1.0])
 def test_a_slowdown_stretches_the_native_blocks(
-    slowdown: float, low: float, high: float
+    monkeypatch: pytest.MonkeyPatch, slowdown: float
 ) -> None:
+    # Every reading of this clock takes 2^-20 s: the busy wait that stretches
+    # a native block reads the clock until it has passed the stretched time.
+    read_s = 2.0**-20
+    clock = fake_clock(monkeypatch, read_s)
     answer, _ = _train(
-        step_s=0.002, steps=1, min_blocks=25, max_blocks=25, slowdown=slowdown
+        clock, step_s=2.0**-6, steps=1, min_blocks=5, max_blocks=5, slowdown=slowdown
     )
-    ratio = statistics.median(answer.native_s) / statistics.median(answer.keras_s)
-    assert low < ratio < high
+    block_s = 2.0**-6 + read_s  # the step and the reading that starts its region
+    assert answer.keras_s == [block_s] * 5
+    # the first steps are not stretched
+    assert answer.keras_first_s == answer.native_first_s == block_s
+    # every native block stretched by the factor, to within two readings
+    for t in answer.native_s:
+        assert slowdown * block_s <= t < slowdown * block_s + 2 * read_s
 
 
-def test_inference_is_timed_per_mini_batch() -> None:
+def test_inference_is_timed_per_mini_batch(clock: FakeClock) -> None:
     log: list[str] = []
-    round_s, steps, batches = 0.004, 3, 4
+    round_s, steps, batches = 2.0**-6, 3, 4
     answer = time_paired(
-        FakePredictor("keras", log, round_s),
-        FakePredictor("native", log, round_s),
+        FakePredictor("keras", log, clock, round_s),
+        FakePredictor("native", log, clock, round_s),
         "infer",
         steps=steps,
         batches_per_round=batches,
@@ -163,10 +185,9 @@ def test_inference_is_timed_per_mini_batch() -> None:
     )
     # one first round each, one warm-up block of `steps` rounds each, 3 blocks
     assert log.count("keras") == log.count("native") == 1 + steps + 3 * steps
-    assert answer.keras_first_s >= round_s  # a whole round, not per batch
-    per_batch = round_s / batches
-    for t in answer.keras_s + answer.native_s:
-        assert per_batch <= t < 1.5 * per_batch
+    # the first is a whole round, not per batch; a block is per mini-batch
+    assert answer.keras_first_s == answer.native_first_s == round_s
+    assert answer.keras_s == answer.native_s == [round_s / batches] * 3
 
 
 @pytest.mark.parametrize(
@@ -180,7 +201,7 @@ def test_inference_is_timed_per_mini_batch() -> None:
     ],
 )
 def test_settings_it_cannot_honour_are_refused(
-    settings: dict[str, float | str], words: str
+    clock: FakeClock, settings: dict[str, float | str], words: str
 ) -> None:
     options: dict[str, float | str] = {
         "phase": "train",
@@ -194,8 +215,8 @@ def test_settings_it_cannot_honour_are_refused(
     log: list[tuple[str, int]] = []
     with pytest.raises(ValueError, match=words):
         time_paired(
-            FakeTrainer("keras", log, 0.0),
-            FakeTrainer("native", log, 0.0),
+            FakeTrainer("keras", log, clock, 0.0),
+            FakeTrainer("native", log, clock, 0.0),
             str(options["phase"]),
             steps=int(options["steps"]),
             batches_per_round=1,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
@@ -13,27 +12,39 @@ from harness.bench import selfcheck
 from harness.bench.selfcheck import judge
 from harness.core.placement import of_profile
 from harness.core.profiles import get_profile
+from tests.helpers import FakeClock, fake_clock
 from workers.launch import Reply
 from workers.messages import SelfcheckAnswer
 from workers.timing import time_against_reference
 
 
-def _sleeper(step_s: float) -> Callable[[int], None]:
+def _steps(clock: FakeClock, step_s: float) -> Callable[[int], None]:
     def run(n: int) -> None:
-        time.sleep(n * step_s)
+        clock.advance(n * step_s)
 
     return run
 
 
-def test_a_harness_slower_than_the_reference_is_caught() -> None:
+@pytest.mark.parametrize(
+    ("harness_s", "difference", "verdict"),
+    [(13 * 2.0**-12, 30.0, "FAIL"), (10 * 2.0**-12, 0.0, "ok")],
+)
+def test_a_harness_slower_than_the_reference_is_caught(
+    monkeypatch: pytest.MonkeyPatch, harness_s: float, difference: float, verdict: str
+) -> None:
     # The "jax" reference is a plain loop timed around direct(steps): no
-    # framework import, so sleeps can stand in for the steps.
+    # framework import, so steps on a fake clock can stand in for the steps,
+    # here 10/4096 s each.
+    clock = fake_clock(monkeypatch)
+    reference_s = 10 * 2.0**-12
     answer = time_against_reference(
-        _sleeper(0.0026), _sleeper(0.002), "jax", steps=10, pairs=20
+        _steps(clock, harness_s), _steps(clock, reference_s), "jax", steps=10, pairs=20
     )
+    assert answer.harness_s == [harness_s] * 20
+    assert answer.reference_s == [reference_s] * 20
     row = judge(answer)
-    assert row["difference_%"] > 15
-    assert row["verdict"] == "FAIL"
+    assert row["difference_%"] == pytest.approx(difference)
+    assert row["verdict"] == verdict
 
 
 def _result(

@@ -1,9 +1,16 @@
+"""The timing loops of ``workers.timing`` on a fake clock and fake getrusage
+counters (``FakeProcess``), so that what they compute is asserted exactly;
+one test reads the real getrusage.  Times are multiples of powers of two:
+sums and differences of clock readings are then exact."""
+
 from __future__ import annotations
 
 import time
 
 import pytest
 
+from tests.helpers import FakeClock, fake_clock
+from workers import timing
 from workers.messages import InferAnswer
 from workers.timing import (
     USAGE,
@@ -16,27 +23,74 @@ from workers.timing import (
 )
 
 
-def test_training_times_first_step_apart_then_runs() -> None:
+class FakeProcess:
+    """A fake clock and fake ``getrusage`` counters that move only as the
+    stand-in work says: ``work(s)`` is ``s`` seconds on the CPU, ``sleep(s)``
+    ``s`` seconds waiting (one voluntary context switch)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.used = dict.fromkeys(USAGE, 0.0)
+
+    def rusage(self) -> tuple[float, ...]:
+        return tuple(self.used[key] for key in USAGE)
+
+    def work(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+        self.used["user_s"] += seconds
+
+    def sleep(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+        self.used["nvcsw"] += 1
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    return fake_clock(monkeypatch)
+
+
+@pytest.fixture
+def process(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> FakeProcess:
+    fake = FakeProcess(clock)
+    monkeypatch.setattr(timing, "_rusage", fake.rusage)
+    return fake
+
+
+def _usage(**used: float) -> dict[str, float]:
+    """A usage row: ``used``, every other counter 0."""
+    return {**dict.fromkeys(USAGE, 0.0), **used}
+
+
+def test_training_times_first_step_apart_then_runs(clock: FakeClock) -> None:
     calls: list[int] = []
-    result = time_training(calls.append, steps=4, runs=3)
+
+    def run(n: int) -> None:
+        calls.append(n)
+        clock.advance(n * 2.0**-6)
+
+    result = time_training(run, steps=4, runs=3)
     assert calls == [1, 4, 4, 4]
-    assert len(result.step_s) == 3
-    assert result.first_step_s >= 0
+    assert result.first_step_s == 2.0**-6
+    assert result.step_s == [2.0**-6] * 3  # per step, not per run
 
 
-def test_inference_times_the_first_round_warms_up_then_runs_at_least_one() -> None:
+def test_inference_times_the_first_round_warms_up_then_runs_at_least_one(
+    clock: FakeClock,
+) -> None:
     calls: list[None] = []
 
     def run() -> None:
         calls.append(None)
+        clock.advance(0.125)
         if len(calls) == 1:  # the first round compiles
-            time.sleep(0.05)
+            clock.advance(0.5)
 
     result = time_inference(run, batches_per_round=5, window_s=0.0, warmup_rounds=2)
     assert len(calls) == 4  # the first round, two warm-up rounds, one timed round
-    assert result.first_round_s >= 0.05 > result.warmup_s
-    assert len(result.round_s) == 1
-    assert result.batches_per_s > 0
+    assert result.first_round_s == 0.625
+    assert result.warmup_s == 2 * 0.125
+    assert result.round_s == [0.125]
+    assert result.batches_per_s == 5 / 0.125
     assert result.latency_s is None  # not asked for
 
 
@@ -58,8 +112,9 @@ def test_training_warmup_runs_are_run_but_not_timed() -> None:
     assert len(result.step_s) == 1
 
 
-def test_latency_percentiles_are_nearest_rank_values() -> None:
-    delays = iter([0.0] + [0.001 * k for k in range(1, 101)])  # warm-up, then 1..100 ms
+def test_latency_percentiles_are_nearest_rank_values(clock: FakeClock) -> None:
+    ms = 2.0**-10  # about a millisecond
+    delays = iter([3.0] + [k * ms for k in range(1, 101)])  # warm-up, then 1..100
     answer = InferAnswer(
         first_round_s=0.0,
         warmup_s=0.0,
@@ -67,17 +122,11 @@ def test_latency_percentiles_are_nearest_rank_values() -> None:
         batches_per_round=1,
         batches_per_s=1.0,
     )
-    result = with_latency(answer, lambda: time.sleep(next(delays)), samples=100)
-    assert result.latency_s is not None
-    assert len(result.latency_s) == 100
-    p50, p90, p99 = result.latency_p50_s, result.latency_p90_s, result.latency_p99_s
-    assert p50 is not None
-    assert p90 is not None
-    assert p99 is not None
-    assert p50 <= p90 <= p99
-    assert p99 in result.latency_s
-    assert 0.050 <= p50 < 0.060  # sleep only ever oversleeps
-    assert p99 >= 0.099
+    result = with_latency(answer, lambda: clock.advance(next(delays)), samples=100)
+    assert result.latency_s == [k * ms for k in range(1, 101)]  # no warm-up call
+    assert result.latency_p50_s == 50 * ms
+    assert result.latency_p90_s == 90 * ms
+    assert result.latency_p99_s == 99 * ms
     assert result.round_s == answer.round_s  # the rest of the answer is kept
 
 
@@ -86,40 +135,52 @@ def test_latency_needs_a_sample() -> None:
         time_latency(lambda: None, samples=0)
 
 
-def _spin(seconds: float) -> None:
-    until = time.perf_counter() + seconds
-    while time.perf_counter() < until:
-        pass
-
-
-def test_usage_tells_work_from_waiting_per_step() -> None:
-    # 20 ms of work per step against 20 ms of sleep per step: the CPU time
+def test_usage_tells_work_from_waiting_per_step(process: FakeProcess) -> None:
+    # 1/64 s of work per step against 1/64 s of sleep per step: the CPU time
     # the process used per step says which is which, and sleeping is a
     # voluntary context switch every step.
-    busy = time_training(lambda n: _spin(0.02 * n), steps=3, runs=2)
-    idle = time_training(lambda n: time.sleep(0.02 * n), steps=3, runs=2)
+    busy = time_training(lambda n: process.work(2.0**-6 * n), steps=3, runs=2)
+    idle = time_training(lambda n: process.sleep(2.0**-6 * n), steps=3, runs=2)
+    assert busy.usage == [_usage(user_s=2.0**-6)] * 2
+    # one sleep per run of three steps: a third of a switch per step
+    assert idle.usage == [_usage(nvcsw=1 / 3)] * 2
+
+
+def test_usage_is_read_from_getrusage() -> None:
+    """The real counters: CPU work (a fixed amount of it, not a time) shows as
+    CPU seconds, a sleep as at least one voluntary context switch."""
+
+    def work(n: int) -> None:
+        sum(range(200_000 * n))
+
+    busy = time_training(work, steps=3, runs=2)
+    idle = time_training(lambda n: time.sleep(0.001 * n), steps=3, runs=2)
     assert busy.usage is not None
     assert idle.usage is not None
     assert [set(u) for u in busy.usage] == [set(USAGE)] * 2
-    assert all(u["user_s"] + u["sys_s"] > 0.01 for u in busy.usage)
-    assert all(u["user_s"] + u["sys_s"] < 0.005 for u in idle.usage)
-    # one sleep per run of three steps: a third of a switch per step
+    assert all(u["user_s"] + u["sys_s"] > 0 for u in busy.usage)
     assert all(u["nvcsw"] >= 1 / 3 for u in idle.usage)
 
 
-def test_inference_usage_is_per_mini_batch_over_the_window() -> None:
+def test_inference_usage_is_per_mini_batch_over_the_window(
+    process: FakeProcess,
+) -> None:
     answer = time_inference(
-        lambda: _spin(0.01), batches_per_round=4, window_s=0.05, warmup_rounds=0
+        lambda: process.work(2.0**-6),
+        batches_per_round=4,
+        window_s=0.06,
+        warmup_rounds=0,
     )
-    assert answer.usage is not None
-    assert len(answer.usage) == 1
-    # about 10 ms per round of four: some 2.5 ms of CPU per mini-batch
-    assert 0.0015 < answer.usage[0]["user_s"] + answer.usage[0]["sys_s"] < 0.005
+    # the window is reached by the fourth round (1/16 s), one reading over
+    # all four: 1/64 s of CPU per round of four mini-batches
+    assert answer.round_s == [2.0**-6] * 4
+    assert answer.usage == [_usage(user_s=2.0**-8)]
+    assert answer.batches_per_s == 4 * 4 / 2.0**-4
 
 
-def test_interleaved_usage_belongs_to_its_own_side() -> None:
+def test_interleaved_usage_belongs_to_its_own_side(process: FakeProcess) -> None:
     measured = time_interleaved(
-        [lambda n: _spin(0.01 * n), lambda n: time.sleep(0.01 * n)],
+        [lambda n: process.work(2.0**-6 * n), lambda n: process.sleep(2.0**-6 * n)],
         "train",
         steps=2,
         batches_per_round=1,
@@ -129,6 +190,6 @@ def test_interleaved_usage_belongs_to_its_own_side() -> None:
         warmup_runs=0,
         seed=1,
     )
-    assert len(measured.usage) == 3
-    for spun, slept in measured.usage:
-        assert spun["user_s"] + spun["sys_s"] > 0.005 > slept["user_s"] + slept["sys_s"]
+    assert measured.blocks_s == [[2.0**-6, 2.0**-6]] * 3
+    # each side's usage is its own, per step: its work, or one sleep per block
+    assert measured.usage == [[_usage(user_s=2.0**-6), _usage(nvcsw=0.5)]] * 3

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -39,6 +40,10 @@ from typing import Any
 # A quiet 2-core machine here shows 0.01-0.05 cores of background work.
 CONTENDED_CORES = 0.15
 CONTENDED_STEAL = 0.05
+
+# The clock a request's wall time is read from; tests put a fake one in its
+# place, with a fake ``psutil``, and assert on exact results.
+clock: Callable[[], float] = time.perf_counter
 
 
 def contended(resources: dict[str, Any]) -> bool:
@@ -79,7 +84,7 @@ class Sampler:
         except Exception as exc:  # no psutil, or the process is already gone
             self._error = f"{type(exc).__name__}: {exc}"
             return self
-        self._start_wall = time.perf_counter()
+        self._start_wall = clock()
         self._sample()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -97,7 +102,7 @@ class Sampler:
             return
         self._stop.set()
         self._thread.join()
-        wall = time.perf_counter() - self._start_wall
+        wall = clock() - self._start_wall
         try:
             cpu = self._cpu() - self._start_cpu
             self._sample()

@@ -38,6 +38,11 @@ from workers.messages import (
     TrainAnswer,
 )
 
+# The clock every loop here reads.  Tests put a fake one in its place
+# (``monkeypatch.setattr(workers.timing, "clock", fake)``) whose time moves only
+# when their stand-in work says so, and assert on exact results.
+clock: Callable[[], float] = time.perf_counter
+
 # getrusage's fields a record keeps: CPU seconds in user and kernel mode, minor
 # and major page faults, voluntary (waiting) and involuntary (preempted)
 # context switches.
@@ -71,17 +76,17 @@ def time_training(
     """First step alone (compilation, tracing, allocation), ``warmup_runs``
     untimed runs of ``steps`` steps, then ``runs`` timed runs of ``steps``
     steady-state steps each, as seconds per step."""
-    start = time.perf_counter()
+    start = clock()
     run(1)
-    first = time.perf_counter() - start
+    first = clock() - start
     for _ in range(warmup_runs):
         run(steps)
     per_step, usage = [], []
     for _ in range(runs):
         before = _rusage()
-        start = time.perf_counter()
+        start = clock()
         run(steps)
-        per_step.append((time.perf_counter() - start) / steps)
+        per_step.append((clock() - start) / steps)
         usage.append(_usage_per(before, steps))
     return TrainAnswer(first_step_s=first, step_s=per_step, usage=usage)
 
@@ -95,15 +100,15 @@ def time_training_interleaved(
     per_step: list[list[float]] = [[] for _ in variants]
     usage: list[list[dict[str, float]]] = [[] for _ in variants]
     for run in variants:
-        start = time.perf_counter()
+        start = clock()
         run(1)
-        first.append(time.perf_counter() - start)
+        first.append(clock() - start)
     for _ in range(runs):
         for times, used, run in zip(per_step, usage, variants, strict=True):
             before = _rusage()
-            start = time.perf_counter()
+            start = clock()
             run(steps)
-            times.append((time.perf_counter() - start) / steps)
+            times.append((clock() - start) / steps)
             used.append(_usage_per(before, steps))
     return [
         TrainAnswer(first_step_s=f, step_s=s, usage=u)
@@ -117,23 +122,23 @@ def time_inference(
     """Rounds over the resident batches until ``window_s`` has passed (at least
     one round), after the first round alone (compiling, tracing, allocating:
     ``first_round_s``) and ``warmup_rounds`` untimed rounds."""
-    start = time.perf_counter()
+    start = clock()
     run()
-    first = time.perf_counter() - start
-    start = time.perf_counter()
+    first = clock() - start
+    start = clock()
     for _ in range(warmup_rounds):
         run()
-    warmup = time.perf_counter() - start
+    warmup = clock() - start
     rounds: list[float] = []
     before = _rusage()
-    window_start = time.perf_counter()
+    window_start = clock()
     while True:
-        start = time.perf_counter()
+        start = clock()
         run()
-        rounds.append(time.perf_counter() - start)
-        if time.perf_counter() - window_start >= window_s:
+        rounds.append(clock() - start)
+        if clock() - window_start >= window_s:
             break
-    elapsed = time.perf_counter() - window_start
+    elapsed = clock() - window_start
     # one reading over the whole window, so no round pays for a system call
     usage = _usage_per(before, len(rounds) * batches_per_round)
     return InferAnswer(
@@ -155,9 +160,9 @@ def time_latency(run: Callable[[], None], samples: int, warmup: int = 1) -> list
         run()
     times = []
     for _ in range(samples):
-        start = time.perf_counter()
+        start = clock()
         run()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return times
 
 
@@ -195,12 +200,12 @@ def timer_overhead_s(iterations: int = 100_000) -> float:
 
     best = float("inf")
     for _ in range(5):
-        start = time.perf_counter()
+        start = clock()
         for _ in range(iterations):
-            t0 = time.perf_counter()
+            t0 = clock()
             nothing()
-            _ = time.perf_counter() - t0
-        best = min(best, (time.perf_counter() - start) / iterations)
+            _ = clock() - t0
+        best = min(best, (clock() - start) / iterations)
     return best
 
 
@@ -219,9 +224,9 @@ def _reference_torch(direct: Callable[[int], None], steps: int) -> float:
 
 def _reference_jax(direct: Callable[[int], None], steps: int) -> float:
     # ``direct(n)`` dispatches n steps and ends in ``jax.block_until_ready``.
-    start = time.perf_counter()
+    start = clock()
     direct(steps)
-    return (time.perf_counter() - start) / steps
+    return (clock() - start) / steps
 
 
 REFERENCES = {"torch": _reference_torch, "jax": _reference_jax}
@@ -320,13 +325,13 @@ def _timed(block: Callable[[], object], stretch: float = 1.0) -> float:
     """Seconds ``block`` takes (it finishes its work before returning), and
     with ``stretch`` above 1 that many times as long: a busy wait after the
     work, inside the same timed region."""
-    start = time.perf_counter()
+    start = clock()
     block()
     if stretch > 1.0:
-        until = start + stretch * (time.perf_counter() - start)
-        while time.perf_counter() < until:
+        until = start + stretch * (clock() - start)
+        while clock() < until:
             pass
-    return time.perf_counter() - start
+    return clock() - start
 
 
 def blocks_of(

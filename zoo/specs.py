@@ -211,6 +211,10 @@ def vgg_layers(
 VGG16_BLOCKS = ((64, 64), (128, 128), (256, 256, 256), (512, 512, 512), (512, 512, 512))
 # The Rysia paper's CIFAR-10 network: ten convolutions, four blocks, 512-256 head.
 RYSIA_VGG_BLOCKS = ((64, 64), (128, 128), (256, 256, 256), (512, 512, 512))
+# VGG16 at a sixteenth of its filters: the same thirteen convolutions in five
+# blocks, the same pools and head on the same 32x32 images, some 1/200 of the
+# work.  The fast test tier checks the VGG16 family with it (tests/tiers.py).
+NARROW_VGG16_BLOCKS = tuple(tuple(f // 16 for f in block) for block in VGG16_BLOCKS)
 
 
 def _build_models() -> dict[str, ModelSpec]:
@@ -266,6 +270,14 @@ VARIANTS: dict[str, ModelSpec] = {
         (32, 32, 3),
         10,
         vgg_layers(RYSIA_VGG_BLOCKS, (512, 256)),
+        Workload("cifar10", "adam", 0.01, 128),
+        module="vgg16",
+    ),
+    "vgg16-narrow": ModelSpec(
+        "vgg16-narrow",
+        (32, 32, 3),
+        10,
+        vgg_layers(NARROW_VGG16_BLOCKS, (32, 32)),
         Workload("cifar10", "adam", 0.01, 128),
         module="vgg16",
     ),

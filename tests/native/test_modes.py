@@ -30,6 +30,7 @@ import native
 from equivalence.compare import relative_error
 from native import MODES, default_mode, layout, load_apply, load_framework, modes_of
 from native.protocol import Framework
+from tests import tiers
 from zoo.data import make_batches
 from zoo.specs import MODELS
 from zoo.weights import make_weights
@@ -50,11 +51,13 @@ TOLERANCE = 1e-5
 # torch.compile's LeNet).  Still stricter than 1e-5 on the parameters: the
 # steps change them by about 1e-2 of their size, so this is 1e-6 of them.
 CHANGE_TOLERANCE = 1e-4
+# The tier's models (tests/tiers.py): the feed-forward net alone in the fast
+# tier, where every mode still compiles and runs; all three in the full one.
 CASES = [
     (package, mode, model)
     for package, modes in MODES.items()
     for mode in modes[1:]
-    for model in INPUT_SHAPES
+    for model in tiers.size().mode_models
 ]
 
 
@@ -128,16 +131,19 @@ def _of(errors: dict[str, float], *prefixes: str) -> dict[str, float]:
     return {name: e for name, e in errors.items() if name.startswith(prefixes)}
 
 
+@pytest.mark.sized
 def test_logits_loss_and_gradients_agree(pair: tuple[Outcome, Outcome]) -> None:
     assert _of(_disagreements(*pair), "logits", "loss", "grad:") == {}
 
 
+@pytest.mark.sized
 def test_two_train_steps_make_the_same_changes(
     pair: tuple[Outcome, Outcome],
 ) -> None:
     assert _of(_disagreements(*pair), "change:") == {}
 
 
+@pytest.mark.sized
 def test_inference_agrees(pair: tuple[Outcome, Outcome]) -> None:
     assert _of(_disagreements(*pair), "inference") == {}
 

@@ -27,6 +27,7 @@ import native
 from equivalence.compare import relative_error
 from native import FILES, FRAMEWORKS, IDIOMATIC, layout, load_apply, load_framework
 from native.protocol import Framework, ModelModule, no_tap
+from tests import tiers
 from workers import protocol
 from workers.native_runner import NativeRunner, Session
 from zoo.data import make_batches
@@ -34,6 +35,9 @@ from zoo.specs import MODELS, VARIANTS, ModelSpec, Workload
 from zoo.weights import make_weights
 
 ALL_MODELS = {**MODELS, **VARIANTS}
+# The tier's models (tests/tiers.py): VGG16 narrow in the fast tier.
+SIZED_MODELS = list(tiers.size().models)
+FAMILIES = list(tiers.size().families)
 PACKAGES = ("jax", "tensorflow", "torch", "mxnet")
 
 
@@ -156,7 +160,8 @@ def _with_workload(spec: ModelSpec, workload: Workload) -> ModelSpec:
     return dataclasses.replace(spec, workload=workload)
 
 
-@pytest.mark.parametrize("model", list(ALL_MODELS))
+@pytest.mark.sized
+@pytest.mark.parametrize("model", SIZED_MODELS)
 def test_logits_have_the_spec_shape(runner: NativeRunner, model: str) -> None:
     spec = ALL_MODELS[model]
     fw = runner.fw
@@ -303,7 +308,8 @@ def test_epsilon_inside_sqrt_differs_from_keras_adam(runner: NativeRunner) -> No
 
 
 @pytest.mark.parametrize("framework", IDIOMATIC)
-@pytest.mark.parametrize("model", list(MODELS))
+@pytest.mark.sized
+@pytest.mark.parametrize("model", FAMILIES)
 def test_idiomatic_yardstick_trains(framework: str, model: str) -> None:
     pytest.importorskip(framework)
     spec = MODELS[model]
@@ -311,7 +317,8 @@ def test_idiomatic_yardstick_trains(framework: str, model: str) -> None:
     NativeRunner(framework).idiomatic_trainer(spec, make_weights(spec, 0), x, y)(1)
 
 
-@pytest.mark.parametrize("model", list(MODELS))
+@pytest.mark.sized
+@pytest.mark.parametrize("model", FAMILIES)
 def test_torch_idiomatic_model_computes_the_native_logits(model: str) -> None:
     pytest.importorskip("torch")
     import torch
@@ -319,7 +326,7 @@ def test_torch_idiomatic_model_computes_the_native_logits(model: str) -> None:
     from native.torch import idiomatic
 
     fw = load_framework("torch")
-    spec = MODELS[model]
+    spec = ALL_MODELS[model]
     weights = make_weights(spec, 4)
     arrays = layout.to_native(spec, weights, fw.LAYOUT)
     x, _ = make_batches(spec, 4, 3, 1, input_shape=(7, 50) if model == "lstm" else None)
@@ -369,7 +376,8 @@ def _output_shapes(
     return {name: shapes[name] for name in spec.tapped_layers()}
 
 
-@pytest.mark.parametrize("model", list(ALL_MODELS))
+@pytest.mark.sized
+@pytest.mark.parametrize("model", SIZED_MODELS)
 def test_activations_tap_every_layer_in_order(runner: NativeRunner, model: str) -> None:
     spec = ALL_MODELS[model]
     input_shape = _short_input(spec)
@@ -399,8 +407,9 @@ def test_tapped_convolution_is_canonical(runner: NativeRunner) -> None:
     assert relative_error(taps["conv1"], expected) < 1e-5
 
 
+@pytest.mark.sized
 def test_activations_keep_the_layers_before_a_failure(runner: NativeRunner) -> None:
-    spec = MODELS["vgg16"]
+    spec = ALL_MODELS[tiers.size().vgg16]
     first, *rest = spec.layers
     faulty = dataclasses.replace(
         spec, layers=(dataclasses.replace(first, padding="valid"), *rest)
@@ -411,12 +420,13 @@ def test_activations_keep_the_layers_before_a_failure(runner: NativeRunner) -> N
     x, _ = make_batches(spec, 9, 2, 1)
     taps, error = runner.activations(faulty, make_weights(spec, 9), x[0])
     assert error is not None  # each framework raises its own error type
-    assert taps["block1_conv1"].shape == (2, 30, 30, 64)
+    assert taps["block1_conv1"].shape == (2, 30, 30, first.size)
     assert "logits" not in taps
     assert list(taps) == list(spec.tapped_layers()[: len(taps)])
 
 
-@pytest.mark.parametrize("model", list(ALL_MODELS))
+@pytest.mark.sized
+@pytest.mark.parametrize("model", SIZED_MODELS)
 def test_export_inverts_init(runner: NativeRunner, model: str) -> None:
     spec = ALL_MODELS[model]
     weights = make_weights(spec, 6)
@@ -427,9 +437,10 @@ def test_export_inverts_init(runner: NativeRunner, model: str) -> None:
         np.testing.assert_array_equal(exported[name], w, err_msg=name)
 
 
-@pytest.mark.parametrize("model", list(MODELS))
+@pytest.mark.sized
+@pytest.mark.parametrize("model", FAMILIES)
 def test_state_params_follow_training(runner: NativeRunner, model: str) -> None:
-    spec = MODELS[model]
+    spec = ALL_MODELS[model]
     fw = runner.fw
     weights = make_weights(spec, 7)
     x, y = make_batches(spec, 7, 2, 1, input_shape=_short_input(spec))

@@ -15,6 +15,7 @@ import pytest
 
 from equivalence.check import Checker
 from harness.core.gate import verify
+from tests.tiers import Sizes, full_only
 from workers.paths import MODE_PATHS, get_path
 
 pytestmark = pytest.mark.paths
@@ -73,9 +74,11 @@ def test_a_mode_that_computes_something_else_fails_with_its_layer(
     assert "keras-torch@compile fail: the timed predictor's logits" in said
 
 
+@pytest.mark.sized
 def test_one_compiling_worker_checks_one_model_after_another(
-    mode_checker: Checker, gated: Path
+    mode_checker: Checker, gated: Path, size: Sizes
 ) -> None:
+    full_only(size, "a second model compiled in one torch.compile worker (80 s)")
     # With PyTorch's automatic dynamic shapes, Keras' LeNet failed to compile
     # in a process that had compiled ffn ("cannot determine truth value of
     # Relational"); the worker pins static shapes (workers.numerics).  The

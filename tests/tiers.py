@@ -1,0 +1,119 @@
+"""The two test tiers and the sizes each runs its checks at: one table.
+
+``nox -s tests`` (CI) runs the **fast** tier, ``nox -s tests-full`` the
+**full** one (``pytest --tier full``).  A test is written once; where its
+size matters it carries ``@pytest.mark.sized`` and reads its sizes from
+:func:`size` (a Hypothesis test's number of draws from :func:`draws`), so the
+tier, not the test, decides how big a model, how long a sequence and how many
+draws.  ``pytest -m sized`` lists exactly the tests the tier changes.
+
+The fast tier proves the code: every path, mode, layer kind, command and
+failure mode at the smallest size that exercises it (VGG16's blocks and layer
+kinds at a sixteenth of its filters; the LSTM at a short sequence).  The full
+sizes are what every ``harness run`` checks anyway before it times anything
+(the gate): the full tier runs the suite at today's sizes, for a release or
+after a change to ``native/`` or ``equivalence/`` (docs/testing.md).
+``tests/paths/test_touched.py`` fails when the fast tier stops exercising a
+path, a mode, a model family, a layer kind or a fault.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from zoo.specs import MODELS
+
+TIERS = ("fast", "full")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What one tier runs its sized checks at."""
+
+    # The VGG16 family: the model itself, or its narrow twin (same blocks and
+    # layer kinds, same module, a sixteenth of the filters).
+    vgg16: str
+    # The named variants the native tests check in process besides one model
+    # of each family.
+    variants: tuple[str, ...]
+    # The LSTM case at the workload's own length (``None``: 250 steps), or a
+    # shorter one that still runs every gate over many steps.
+    lstm_long: int | None
+    # How many draws each equivalence test makes: a factor on its own count.
+    draw_factor: float
+    # The models execution modes are compared on in process (a compiled mode
+    # recompiles per model: torch.compile takes 30-50 s for LeNet or the LSTM).
+    mode_models: tuple[str, ...]
+    # The models whose accuracy on real digits every path must reach.
+    accuracy_models: tuple[str, ...]
+    # The checks that only repeat at full size what the fast tier proves at a
+    # smaller one (a second model compiled in one worker, an injected change
+    # counted in a second callgrind process): run, or skipped with the tier.
+    full_only: bool
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        """One model of each reference model's family, at this tier's size."""
+        return tuple(self.vgg16 if name == "vgg16" else name for name in MODELS)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return (*self.families, *self.variants)
+
+
+SIZES = {
+    "fast": Sizes(
+        vgg16="vgg16-narrow",
+        variants=(),
+        lstm_long=40,
+        draw_factor=0.25,
+        mode_models=("ffn",),
+        accuracy_models=("ffn",),
+        full_only=False,
+    ),
+    "full": Sizes(
+        vgg16="vgg16",
+        variants=("vgg-rysia", "vgg16-narrow"),
+        lstm_long=None,
+        draw_factor=1.0,
+        mode_models=("ffn", "lenet", "lstm"),
+        accuracy_models=("ffn", "lenet"),
+        full_only=True,
+    ),
+}
+
+# Set by ``tests/conftest.py`` from ``--tier`` before any test module is
+# imported; the environment variable is for a run outside pytest's options
+# (a subprocess, a debugger).
+_tier = os.environ.get("ZOO_TEST_TIER", "fast")
+
+
+def set_tier(name: str) -> None:
+    global _tier  # noqa: PLW0603 (one setting for the session, set once)
+    if name not in TIERS:
+        raise ValueError(f"unknown test tier {name!r}; known: {', '.join(TIERS)}")
+    _tier = name
+
+
+def tier() -> str:
+    return _tier
+
+
+def size() -> Sizes:
+    """The sizes of the tier this session runs."""
+    return SIZES[_tier]
+
+
+def full_only(sizes: Sizes, what: str) -> None:
+    """Skip the calling test in the fast tier, saying what the full tier adds."""
+    import pytest
+
+    if not sizes.full_only:
+        pytest.skip(f"full tier only (nox -s tests-full): {what}")
+
+
+def draws_at(in_full: int) -> int:
+    """A sized test's draws: its own count in the full tier, the fast tier's
+    share of it (at least one) otherwise."""
+    return max(1, round(in_full * size().draw_factor))

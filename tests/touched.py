@@ -1,0 +1,150 @@
+"""What a test session sent to real workers, held against the registries.
+
+Every request a test sends through ``workers.launch.Worker.call`` is noted:
+the path that answered it (and a paired worker's partners), the model's
+family (``ModelSpec.module``) and layer kinds, the deliberate fault it
+carried, its task.  ``tests/paths/test_touched.py`` runs last and fails,
+naming each one, when the session left a path, a mode, a model family, a
+layer kind, a fault in a native path or a worker task untouched: moving a
+check to the full tier (``tests/tiers.py``) can never silently drop one.
+
+Only a path's own workers count: the float64 (and float32 baseline) runs of
+the reference implementations are started with ``HARNESS_NATIVE_DTYPE`` and
+are the judge, not a path under test.  Framework-free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from native.faults import FAULTS, TIMED_FAULTS
+from workers import launch, messages
+from workers.paths import LEVEL_PATHS, MODE_PATHS, MODES, PATHS, get_path
+from zoo.specs import MODELS, VARIANTS, get_spec
+
+REFERENCE_ENV = "HARNESS_NATIVE_DTYPE"
+
+
+@dataclass
+class Table:
+    """What was touched, by kind; each a set of names."""
+
+    paths: set[str] = field(default_factory=set)
+    modes: set[str] = field(default_factory=set)
+    families: set[str] = field(default_factory=set)
+    kinds: set[str] = field(default_factory=set)
+    faults: set[str] = field(default_factory=set)
+    tasks: set[str] = field(default_factory=set)
+
+    def note(self, paths: Iterable[str], request: object) -> None:
+        for path in paths:
+            info = get_path(path)
+            self.paths.add(path)
+            self.modes.add(_mode(info.api, info.framework, info.mode))
+            fault = getattr(request, "fault", None)
+            if fault is not None:
+                self.faults.add(_fault(fault, path))
+        self.tasks.add(str(getattr(request, "TASK", type(request).__name__)))
+        model = getattr(request, "model", None)
+        if isinstance(model, str):
+            try:
+                spec = get_spec(model)
+            except ValueError:  # a test of an unknown model's refusal
+                return
+            self.families.add(spec.module)
+            self.kinds.update(layer.kind for layer in spec.layers)
+
+
+def _fault(fault: str, path: str) -> str:
+    """A fault of the suite counts per path (each must be caught in every
+    native path); a timed closure's fault once, in whichever path."""
+    return (
+        f"{fault} in a timed closure" if fault in TIMED_FAULTS else f"{fault} in {path}"
+    )
+
+
+def _mode(api: str, framework: str, mode: str) -> str:
+    return f"{api}-{framework} in {mode}"
+
+
+def registry() -> Table:
+    """Everything a session should touch, from the registries themselves."""
+    native = [p for p, info in PATHS.items() if info.api == "native"]
+    every_task = {
+        task.TASK
+        for task in vars(messages).values()
+        if isinstance(task, type)
+        and issubclass(task, messages.Task)
+        and "TASK" in vars(task)
+    }
+    return Table(
+        paths={*PATHS, *MODE_PATHS, *LEVEL_PATHS},
+        modes={
+            _mode(api, framework, mode)
+            for (api, framework), modes in MODES.items()
+            for mode in modes
+        },
+        families={spec.module for spec in MODELS.values()},
+        kinds={
+            layer.kind
+            for s in (*MODELS.values(), *VARIANTS.values())
+            for layer in s.layers
+        },
+        faults={_fault(fault, path) for fault in FAULTS for path in native}
+        | {_fault(fault, "") for fault in TIMED_FAULTS},
+        tasks=every_task,
+    )
+
+
+def missing(
+    touched: Table, excused: Callable[[str], str | None]
+) -> dict[str, list[str]]:
+    """What the registry holds and ``touched`` does not, by kind; an entry
+    ``excused`` gives a reason for (a path whose framework is not installed)
+    is left out."""
+    expected = registry()
+    gaps = {}
+    for kind in (f.name for f in dataclasses.fields(Table)):
+        absent = sorted(getattr(expected, kind) - getattr(touched, kind))
+        absent = [name for name in absent if excused(name) is None]
+        if absent:
+            gaps[kind] = absent
+    return gaps
+
+
+TOUCHED = Table()
+
+
+def install() -> None:
+    """Note every request sent from this process from now on (idempotent)."""
+    if getattr(launch.Worker.call, "noted", False):
+        return
+    original_init = launch.Worker.__init__
+    original_call = launch.Worker.call
+
+    @functools.wraps(original_init)
+    def init(self: launch.Worker, path_id: str, *args: Any, **kwargs: Any) -> None:
+        env = kwargs.get("env") or (args[1] if len(args) > 1 else None) or {}
+        self._noted_reference = REFERENCE_ENV in env  # type: ignore[attr-defined]
+        original_init(self, path_id, *args, **kwargs)
+
+    @functools.wraps(original_call)
+    def call(self: launch.Worker, request: messages.Task, timeout: float) -> Any:
+        # A request that reached a running worker counts, whatever it
+        # answered: a fault is meant to make some checks fail.
+        live = self.started and self.failure is None
+        reply = original_call(self, request, timeout)
+        if live and not getattr(self, "_noted_reference", False):
+            served = [self.path.id]
+            if isinstance(request, messages.Paired | messages.Levels):
+                served += [p.id for p in self.partners]
+            TOUCHED.note(served, request)
+        return reply
+
+    call.noted = True  # type: ignore[attr-defined]
+    launch.Worker.__init__ = init  # type: ignore[method-assign]
+    launch.Worker.call = call  # type: ignore[method-assign]
