@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,6 +35,7 @@ from hypothesis import HealthCheck, assume, event, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from tests import tiers
+from workers.serve import REQUEST_LOG_ENV
 
 EXAMPLE_DATABASE = Path(__file__).parent / "hypothesis-db"
 EXPLORE_BUDGET_S = float(os.environ.get("HYPOTHESIS_EXPLORE_BUDGET_S") or 0)
@@ -97,9 +99,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     tiers.set_tier(config.getoption("--tier"))
-    from tests import touched  # framework-free, but only needed from here on
-
-    touched.install()
+    # Every worker of the session, those of the commands it runs included,
+    # logs its requests here: the touched table (tests/touched.py).
+    if REQUEST_LOG_ENV not in os.environ:
+        handle, name = tempfile.mkstemp(prefix="zoo-requests-", suffix=".jsonl")
+        os.close(handle)
+        os.environ[REQUEST_LOG_ENV] = name
+        config.add_cleanup(lambda: Path(name).unlink(missing_ok=True))
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from harness.core.profiles import (
     parse_blueprint,
 )
 from workers.paths import MODE_PATHS, PATHS, PHASES
-from zoo.specs import MODELS
+from zoo.specs import MODELS, VARIANTS
 
 # The profiles as the shipped files must give them, value for value.
 BEFORE = {
@@ -396,7 +396,7 @@ def test_not_a_table() -> None:
 
 
 def test_unknown_model() -> None:
-    known = "ffn, lenet, vgg16, lstm, vgg-rysia"
+    known = ", ".join([*MODELS, *VARIANTS])
     assert _error('models = ["ffn", "resnet"]\n' + MINIMAL) == (
         'default.toml: models must be "all" or a non-empty list of distinct names '
         f'from {known}, got "resnet"'
@@ -409,7 +409,7 @@ def test_unknown_model() -> None:
 def test_empty_list() -> None:
     assert _error("models = []\n" + MINIMAL) == (
         'default.toml: models must be "all" or a non-empty list of distinct names '
-        "from ffn, lenet, vgg16, lstm, vgg-rysia, got []"
+        f"from {', '.join([*MODELS, *VARIANTS])}, got []"
     )
 
 

@@ -5,8 +5,15 @@ against the registries by ``tests/paths/test_touched.py``."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
+
 from tests import touched
-from workers.messages import Evaluate
+from workers import serve
+from workers.messages import Evaluate, Paired
+from workers.paths import get_path
 
 
 def test_an_untouched_entry_of_every_kind_is_named() -> None:
@@ -21,9 +28,7 @@ def test_an_untouched_entry_of_every_kind_is_named() -> None:
 
 def test_a_request_is_noted_by_its_path_model_and_fault() -> None:
     table = touched.Table()
-    request = Evaluate(
-        model="lenet", weights="w", data="d", out="o", fault="missing-bias"
-    )
+    request = {"task": "evaluate", "model": "lenet", "fault": "missing-bias"}
     table.note(["native-jax@layerjit"], request)
     assert table.paths == {"native-jax@layerjit"}
     assert table.modes == {"native-jax in layerjit"}
@@ -32,8 +37,46 @@ def test_a_request_is_noted_by_its_path_model_and_fault() -> None:
     assert table.faults == {"missing-bias in native-jax@layerjit"}
     assert table.tasks == {"evaluate"}
     # the narrow VGG16 counts for VGG16's family
-    table.note(
-        ["native-torch"], Evaluate(model="vgg16-narrow", weights="w", data="d", out="o")
-    )
+    table.note(["native-torch"], {"task": "evaluate", "model": "vgg16-narrow"})
     assert "vgg16" in table.families
     assert "max_pool" in table.kinds
+
+
+def test_a_worker_logs_each_request_and_the_references_do_not_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "requests.jsonl"
+    monkeypatch.setenv(serve.REQUEST_LOG_ENV, str(log))
+    evaluate = Evaluate(model="ffn", weights="w", data="d", out="o", fault="x")
+    serve.log_request(evaluate, get_path("native-torch"), [])
+    partner = serve.Served(get_path("keras-torch"), None)  # type: ignore[arg-type]
+    paired = Paired(
+        model="lstm",
+        weights="w",
+        data="d",
+        phase="train",
+        steps=1,
+        window_s=0,
+        min_blocks=1,
+        max_blocks=1,
+        seed=0,
+    )
+    serve.log_request(paired, get_path("native-torch"), [partner])
+    monkeypatch.setenv("HARNESS_NATIVE_DTYPE", "float64")  # a reference worker
+    serve.log_request(
+        Evaluate(model="vgg16", weights="w", data="d", out="o"),
+        get_path("native-jax"),
+        [],
+    )
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [line["paths"] for line in lines] == [
+        ["native-torch"],
+        ["native-torch", "keras-torch"],
+        ["native-jax"],
+    ]
+    table = touched.read(log)
+    assert table.paths == {"native-torch", "keras-torch"}
+    assert table.families == {"ffn", "lstm"}  # not the reference's vgg16
+    assert table.faults == {"x in native-torch"}
+    assert table.tasks == {"evaluate", "paired"}
+    assert touched.read(tmp_path / "absent.jsonl") == touched.Table()

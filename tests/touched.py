@@ -1,28 +1,31 @@
 """What a test session sent to real workers, held against the registries.
 
-Every request a test sends through ``workers.launch.Worker.call`` is noted:
-the path that answered it (and a paired worker's partners), the model's
-family (``ModelSpec.module``) and layer kinds, the deliberate fault it
-carried, its task.  ``tests/paths/test_touched.py`` runs last and fails,
-naming each one, when the session left a path, a mode, a model family, a
-layer kind, a fault in a native path or a worker task untouched: moving a
-check to the full tier (``tests/tiers.py``) can never silently drop one.
+The session points ``HARNESS_REQUEST_LOG`` at a file (``tests/conftest.py``)
+and every worker appends a line for each request it serves
+(``workers.serve.log_request``), those of the commands a test runs as a
+subprocess included: the paths that served it, the model's family
+(``ModelSpec.module``) and layer kinds, the deliberate fault it carried, its
+task.  ``tests/paths/test_touched.py`` runs last and fails, naming each one,
+when the session left a path, a mode, a model family, a layer kind, a fault
+in a native path or a worker task untouched: moving a check to the full tier
+(``tests/tiers.py``) can never silently drop one.
 
 Only a path's own workers count: the float64 (and float32 baseline) runs of
-the reference implementations are started with ``HARNESS_NATIVE_DTYPE`` and
-are the judge, not a path under test.  Framework-free.
+the reference implementations are the judge, not a path under test.
+Framework-free.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-from collections.abc import Callable, Iterable
+import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from native.faults import FAULTS, TIMED_FAULTS
-from workers import launch, messages
+from workers import messages
 from workers.paths import LEVEL_PATHS, MODE_PATHS, MODES, PATHS, get_path
 from zoo.specs import MODELS, VARIANTS, get_spec
 
@@ -40,16 +43,18 @@ class Table:
     faults: set[str] = field(default_factory=set)
     tasks: set[str] = field(default_factory=set)
 
-    def note(self, paths: Iterable[str], request: object) -> None:
+    def note(self, paths: Iterable[str], request: Mapping[str, Any]) -> None:
+        """One request (a line of the log: ``task``, ``model``, ``fault``)
+        served by ``paths``."""
         for path in paths:
             info = get_path(path)
             self.paths.add(path)
             self.modes.add(_mode(info.api, info.framework, info.mode))
-            fault = getattr(request, "fault", None)
+            fault = request.get("fault")
             if fault is not None:
                 self.faults.add(_fault(fault, path))
-        self.tasks.add(str(getattr(request, "TASK", type(request).__name__)))
-        model = getattr(request, "model", None)
+        self.tasks.add(request["task"])
+        model = request.get("model")
         if isinstance(model, str):
             try:
                 spec = get_spec(model)
@@ -116,35 +121,13 @@ def missing(
     return gaps
 
 
-TOUCHED = Table()
-
-
-def install() -> None:
-    """Note every request sent from this process from now on (idempotent)."""
-    if getattr(launch.Worker.call, "noted", False):
-        return
-    original_init = launch.Worker.__init__
-    original_call = launch.Worker.call
-
-    @functools.wraps(original_init)
-    def init(self: launch.Worker, path_id: str, *args: Any, **kwargs: Any) -> None:
-        env = kwargs.get("env") or (args[1] if len(args) > 1 else None) or {}
-        self._noted_reference = REFERENCE_ENV in env  # type: ignore[attr-defined]
-        original_init(self, path_id, *args, **kwargs)
-
-    @functools.wraps(original_call)
-    def call(self: launch.Worker, request: messages.Task, timeout: float) -> Any:
-        # A request that reached a running worker counts, whatever it
-        # answered: a fault is meant to make some checks fail.
-        live = self.started and self.failure is None
-        reply = original_call(self, request, timeout)
-        if live and not getattr(self, "_noted_reference", False):
-            served = [self.path.id]
-            if isinstance(request, messages.Paired | messages.Levels):
-                served += [p.id for p in self.partners]
-            TOUCHED.note(served, request)
-        return reply
-
-    call.noted = True  # type: ignore[attr-defined]
-    launch.Worker.__init__ = init  # type: ignore[method-assign]
-    launch.Worker.call = call  # type: ignore[method-assign]
+def read(log: Path) -> Table:
+    """The table of a request log (an absent log: nothing touched)."""
+    table = Table()
+    if not log.exists():
+        return table
+    for line in log.read_text().splitlines():
+        entry = json.loads(line)
+        if not entry["reference"]:
+            table.note(entry["paths"], entry)
+    return table

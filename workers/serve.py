@@ -530,6 +530,42 @@ def per_batch(outputs: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
     return stacked.reshape(batches, batch, *stacked.shape[1:])
 
 
+# A file every worker appends one JSON line to for each request it is sent,
+# when set: the paths that serve it, its task, model and fault, and whether
+# this worker is a reference implementation (``HARNESS_NATIVE_DTYPE``) rather
+# than a path.  The test suite's table of what it exercised, through every
+# worker its commands start too (``tests/touched.py``).
+REQUEST_LOG_ENV = "HARNESS_REQUEST_LOG"
+
+
+def log_request(request: m.Task, path: PathInfo, partners: list[Served]) -> None:
+    """Append ``request`` to ``$HARNESS_REQUEST_LOG``, where that is set, in
+    one ``write`` to a file opened for appending (lines of several workers
+    never interleave)."""
+    log = os.environ.get(REQUEST_LOG_ENV)
+    if not log:
+        return
+    named = getattr(request, "path", None)
+    if isinstance(named, str):  # an operator request names the path it runs
+        served = [named]
+    elif isinstance(request, m.Paired | m.Levels | m.Profile | m.Count):
+        served = [path.id, *(s.path.id for s in partners)]
+    else:
+        served = [path.id]
+    line = {
+        "paths": served,
+        "task": request.TASK,
+        "model": getattr(request, "model", None),
+        "fault": getattr(request, "fault", None),
+        "reference": os.environ.get("HARNESS_NATIVE_DTYPE"),
+    }
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(line) + "\n").encode())
+    finally:
+        os.close(fd)
+
+
 def _send(channel: IO[str], message: dict[str, Any]) -> None:
     channel.write(json.dumps(message) + "\n")
     channel.flush()
@@ -640,9 +676,9 @@ def main(argv: list[str]) -> int:
     _send(channel, hello)
     for line in sys.stdin:
         try:
-            answer = handle(
-                runner, m.decode_request(json.loads(line)), path, partners=partners
-            )
+            request = m.decode_request(json.loads(line))
+            log_request(request, path, partners)
+            answer = handle(runner, request, path, partners=partners)
         except Exception as exc:
             _send(
                 channel,

@@ -312,7 +312,7 @@ def test_epsilon_inside_sqrt_differs_from_keras_adam(runner: NativeRunner) -> No
 @pytest.mark.parametrize("model", FAMILIES)
 def test_idiomatic_yardstick_trains(framework: str, model: str) -> None:
     pytest.importorskip(framework)
-    spec = MODELS[model]
+    spec = ALL_MODELS[model]
     x, y = make_batches(spec, 0, 2, 1, input_shape=(6, 50) if model == "lstm" else None)
     NativeRunner(framework).idiomatic_trainer(spec, make_weights(spec, 0), x, y)(1)
 

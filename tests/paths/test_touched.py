@@ -5,6 +5,7 @@ few paths by design."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from tests import tiers, touched
 from tests.paths.conftest import UNAVAILABLE
 from tests.test_counting import needs_valgrind
 from workers.paths import get_path
+from workers.serve import REQUEST_LOG_ENV
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -49,7 +51,8 @@ def test_the_session_touched_everything_the_registries_hold(
     partial = _whole_suite(request.session)
     if partial:
         pytest.skip(f"the touched table needs the whole suite: {partial}")
-    gaps = touched.missing(touched.TOUCHED, _excused)
+    table = touched.read(Path(os.environ[REQUEST_LOG_ENV]))
+    gaps = touched.missing(table, _excused)
     assert not gaps, (
         f"the {tiers.tier()} tier no longer exercises, through a real worker: "
         + "; ".join(f"{kind}: {', '.join(names)}" for kind, names in gaps.items())
