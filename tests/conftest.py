@@ -106,6 +106,30 @@ def pytest_configure(config: pytest.Config) -> None:
         os.close(handle)
         os.environ[REQUEST_LOG_ENV] = name
         config.add_cleanup(lambda: Path(name).unlink(missing_ok=True))
+        config.add_cleanup(lambda: Path(f"{name}.unavailable").unlink(missing_ok=True))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under pytest-xdist, the controller holds the touched table once every
+    worker has finished (``tests/paths/test_touched.py``; no worker saw the
+    whole session): a gap fails the run, named."""
+    if not session.config.pluginmanager.has_plugin("dsession"):
+        return
+    try:
+        from tests.paths import test_touched
+    except pytest.skip.Exception:  # the frameworks are not installed
+        return
+    if test_touched.whole_suite(session.config, None) is not None:
+        return
+    missing = test_touched.gaps()
+    if missing is None:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.ensure_newline()
+        reporter.write_sep("=", "the touched table", red=True)
+        reporter.write_line(f"FAILED: {missing}", red=True)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture

@@ -38,6 +38,7 @@ BEFORE = {
         ),
         per_model={"vgg16": {"batch_size": 8}, "lstm": {"batch_size": 32}},
         fresh_worker_per_cell=False,
+        peak_s=0.1,
     ),
     "default": Profile(
         name="default",
@@ -196,8 +197,8 @@ def test_setting_outside_its_table() -> None:
     assert message == (
         "default.toml: repeats is not a known key (settings belong in the "
         "[settings] table); known keys: description, models, paths, phases, "
-        "seed, data, fresh_worker_per_cell, timeout_s, paired, pin_cpus, isolate, "
-        "threads, "
+        "seed, data, fresh_worker_per_cell, peak_s, timeout_s, paired, pin_cpus, "
+        "isolate, threads, "
         "thread_counts, "
         "settings, per_model, count, versions, converge"
     )

@@ -44,7 +44,7 @@ def torch_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     script = fake_python(tmp_path, answer=TRAIN)
     monkeypatch.setenv("HARNESS_PYTHON_TORCH", script)
     monkeypatch.setattr(
-        harness.bench.run, "measure_matmul_peak", lambda: {"flops_per_s": 1.0}
+        harness.bench.run, "measure_matmul_peak", lambda **_: {"flops_per_s": 1.0}
     )
     return Path(script)
 

@@ -219,7 +219,7 @@ def verify(models, paths, *args, **kwargs):
     return {m: dict.fromkeys(paths, "pass") for m in models}
 
 harness.bench.run.verify = verify
-harness.bench.run.measure_matmul_peak = lambda: {"flops_per_s": 1}
+harness.bench.run.measure_matmul_peak = lambda **_: {"flops_per_s": 1}
 sys.exit(main(sys.argv[1:]))
 """
 

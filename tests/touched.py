@@ -121,6 +121,28 @@ def missing(
     return gaps
 
 
+def _unavailable_file(log: Path) -> Path:
+    return log.with_name(log.name + ".unavailable")
+
+
+def note_unavailable(log: Path, path: str, reason: str) -> None:
+    """Say beside ``log`` that ``path`` could not start in this session (an
+    optional framework not installed), for a process that holds the table but
+    started no checker of its own (pytest-xdist's controller)."""
+    line = json.dumps({"path": path, "reason": reason}) + "\n"
+    with _unavailable_file(log).open("a") as out:
+        out.write(line)
+
+
+def read_unavailable(log: Path) -> dict[str, str]:
+    """The paths noted unavailable beside ``log``, with their reasons."""
+    noted = _unavailable_file(log)
+    if not noted.exists():
+        return {}
+    lines = [json.loads(line) for line in noted.read_text().splitlines()]
+    return {line["path"]: line["reason"] for line in lines}
+
+
 def read(log: Path) -> Table:
     """The table of a request log (an absent log: nothing touched)."""
     table = Table()

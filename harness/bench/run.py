@@ -425,13 +425,16 @@ def _host(results_dir: Path, plan: Plan) -> dict[str, Any]:
     """The machine's platform as every record of the run holds it, with its
     matmul peak."""
     host = records.host_platform()
-    host["matmul_peak"] = matmul_peak(results_dir, plan.run_id)
+    host["matmul_peak"] = matmul_peak(
+        results_dir, plan.run_id, plan.get_profile().peak_s
+    )
     host["matmul_peak_flops"] = host["matmul_peak"]["flops_per_s"]
     return host
 
 
-def matmul_peak(results_dir: Path, run_id: str) -> dict[str, Any]:
-    """This machine's float32 matmul peak for run ``run_id``: measured once
+def matmul_peak(results_dir: Path, run_id: str, seconds: float) -> dict[str, Any]:
+    """This machine's float32 matmul peak for run ``run_id`` (each repeat
+    ``seconds`` long, the profile's ``peak_s``): measured once
     per run and machine (kept in ``<results>/cache``), so the units of a run
     that another process or node runs share the figure of their machine."""
     host = records.host_platform()["hostname"]
@@ -443,7 +446,7 @@ def matmul_peak(results_dir: Path, run_id: str) -> dict[str, Any]:
     except (OSError, ValueError):
         pass
     print("measuring this machine's float32 matmul peak ...", file=sys.stderr)
-    peak = dict(measure_matmul_peak())
+    peak = dict(measure_matmul_peak(seconds=seconds))
     kept.parent.mkdir(parents=True, exist_ok=True)
     tmp = kept.with_name(f".{kept.name}.{os.getpid()}")
     tmp.write_text(json.dumps(peak))

@@ -488,6 +488,14 @@ class Profile(_Schema):
     fresh_worker_per_cell: bool = Field(
         True, description="else one worker per path serves all its cells"
     )
+    peak_s: float = Field(
+        1.0,
+        gt=0,
+        le=60,
+        allow_inf_nan=False,
+        description="seconds each of the five repeats of the machine's float32 "
+        "matmul peak runs (harness.core.peak), once per run",
+    )
     timeout_s: float = Field(
         1800.0,
         gt=0,
@@ -613,6 +621,8 @@ class Profile(_Schema):
             del content["thread_counts"]
         if content["isolate"]:  # as digests were before the key
             del content["isolate"]
+        if content["peak_s"] == 1.0:  # as digests were before the key
+            del content["peak_s"]
         content["settings"] = {
             model: self.settings(model).model_dump(mode="json")
             for model in ["*", *self.per_model]  # "*": no model's replacements

@@ -17,6 +17,7 @@ own and may not install everywhere (MXNet) is dropped with its reason instead;
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +26,9 @@ import pytest
 
 from equivalence.check import Checker
 from harness.core.gate import verify
+from tests import touched
 from workers.paths import OPTIONAL_FRAMEWORKS, PATHS
+from workers.serve import REQUEST_LOG_ENV
 
 # Installed, not imported: this test process starts workers, and a framework
 # imported here would hold gigabytes in it for the whole session.
@@ -46,6 +49,9 @@ def checker() -> Iterator[Checker]:
                 f"{path}: {worker.failure.error}"
             )
             UNAVAILABLE[path] = str(worker.failure.error)
+            touched.note_unavailable(
+                Path(os.environ[REQUEST_LOG_ENV]), path, UNAVAILABLE[path]
+            )
             del c.workers[path]
         yield c
 

@@ -1,7 +1,10 @@
 """The session touched every path, mode, model family, layer kind, fault and
 worker task (``tests/touched.py``): run last (``tests/conftest.py`` moves it
 there), and only when the whole suite ran, since a chosen few tests touch a
-few paths by design."""
+few paths by design.  Under pytest-xdist (``nox -s tests`` runs two
+processes) no one worker has seen the whole session: the controller holds the
+table once every worker has finished (``tests/conftest.py``,
+``pytest_sessionfinish``) with :func:`gaps` below."""
 
 from __future__ import annotations
 
@@ -19,12 +22,12 @@ from workers.serve import REQUEST_LOG_ENV
 TESTS = Path(__file__).resolve().parents[1]
 
 
-def _excused(entry: str) -> str | None:
+def _excused(entry: str, unavailable: dict[str, str]) -> str | None:
     """Why an entry of the table may be missing: its path could not start
     here (MXNet where it does not install), or, for a task, what it needs."""
     if entry == "count" and needs_valgrind.mark.args[0]:
         return needs_valgrind.mark.kwargs["reason"]
-    for path, reason in UNAVAILABLE.items():
+    for path, reason in unavailable.items():
         if entry == path or entry.endswith(f" in {path}"):
             return reason
         info = get_path(path)
@@ -33,27 +36,48 @@ def _excused(entry: str) -> str | None:
     return None
 
 
-def _whole_suite(session: pytest.Session) -> str | None:
-    """Why this session is not the whole suite, or None when it is."""
-    ran = {Path(str(item.path)).resolve() for item in session.items}
+def whole_suite(config: pytest.Config, ran: list[Path] | None) -> str | None:
+    """Why this session is not the whole suite, or None when it is: every
+    test module among ``ran`` (the session's items; ``None`` where this
+    process collected none, pytest-xdist's controller, which then goes by
+    the arguments it was given), and no -k or -m."""
+    if config.getoption("keyword") or config.getoption("markexpr"):
+        return "tests were chosen with -k or -m"
+    if ran is None:
+        chosen = [Path(str(arg).split("::")[0]).resolve() for arg in config.args]
+        if all(arg == TESTS or arg in TESTS.parents for arg in chosen):
+            return None
+        return f"tests were chosen by path ({' '.join(config.args)})"
     every = {p.resolve() for p in TESTS.rglob("test_*.py")}
-    left_out = sorted(str(p.relative_to(TESTS)) for p in every - ran)
+    left_out = sorted(str(p.relative_to(TESTS)) for p in every - set(ran))
     if left_out:
         return f"{len(left_out)} test modules not run (e.g. {left_out[0]})"
-    if session.config.getoption("keyword") or session.config.getoption("markexpr"):
-        return "tests were chosen with -k or -m"
     return None
+
+
+def gaps() -> str | None:
+    """What the session's request log leaves untouched, in one sentence, or
+    None."""
+    log = Path(os.environ[REQUEST_LOG_ENV])
+    unavailable = {**touched.read_unavailable(log), **UNAVAILABLE}
+    found = touched.missing(
+        touched.read(log), lambda entry: _excused(entry, unavailable)
+    )
+    if not found:
+        return None
+    return f"the {tiers.tier()} tier no longer exercises, through a real worker: " + (
+        "; ".join(f"{kind}: {', '.join(names)}" for kind, names in found.items())
+    )
 
 
 def test_the_session_touched_everything_the_registries_hold(
     request: pytest.FixtureRequest,
 ) -> None:
-    partial = _whole_suite(request.session)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        pytest.skip("under pytest-xdist the controller holds the table at the end")
+    ran = [Path(str(item.path)).resolve() for item in request.session.items]
+    partial = whole_suite(request.config, ran)
     if partial:
         pytest.skip(f"the touched table needs the whole suite: {partial}")
-    table = touched.read(Path(os.environ[REQUEST_LOG_ENV]))
-    gaps = touched.missing(table, _excused)
-    assert not gaps, (
-        f"the {tiers.tier()} tier no longer exercises, through a real worker: "
-        + "; ".join(f"{kind}: {', '.join(names)}" for kind, names in gaps.items())
-    )
+    missing = gaps()
+    assert missing is None, missing
