@@ -115,11 +115,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     whole session): a gap fails the run, named."""
     if not session.config.pluginmanager.has_plugin("dsession"):
         return
+    from tests.touched import whole_suite
+
+    if whole_suite(session.config, None) is not None:
+        return
     try:
         from tests.paths import test_touched
     except pytest.skip.Exception:  # the frameworks are not installed
-        return
-    if test_touched.whole_suite(session.config, None) is not None:
         return
     missing = test_touched.gaps()
     if missing is None:

@@ -80,3 +80,41 @@ def test_a_worker_logs_each_request_and_the_references_do_not_count(
     assert table.faults == {"x in native-torch"}
     assert table.tasks == {"evaluate", "paired"}
     assert touched.read(tmp_path / "absent.jsonl") == touched.Table()
+
+
+class _Config:
+    """What ``touched.whole_suite`` reads of a pytest config."""
+
+    def __init__(self, args: list[str], keyword: str = "") -> None:
+        self.args = args
+        self.options = {"keyword": keyword, "markexpr": ""}
+
+    def getoption(self, name: str) -> str:
+        return self.options[name]
+
+
+def test_only_the_whole_suite_holds_the_table() -> None:
+    tests = touched.TESTS
+    every = sorted(tests.rglob("test_*.py"))
+    assert touched.whole_suite(_Config([str(tests)]), every) is None
+    assert touched.whole_suite(_Config([str(tests)]), None) is None
+    assert touched.whole_suite(_Config([str(tests.parent)]), None) is None
+    # a module left out, a module or a test chosen, a -k
+    assert "1 test modules not run" in str(
+        touched.whole_suite(_Config([str(tests)]), every[1:])
+    )
+    chosen = f"{every[0]}::test_x"
+    assert "chosen by path" in str(touched.whole_suite(_Config([chosen]), None))
+    assert "-k or -m" in str(touched.whole_suite(_Config([str(tests)], "x"), every))
+
+
+def test_a_path_noted_unavailable_is_read_back_beside_the_log(tmp_path: Path) -> None:
+    log = tmp_path / "requests.jsonl"
+    assert touched.read_unavailable(log) == {}
+    touched.note_unavailable(log, "native-mxnet", "mxnet is not installed")
+    touched.note_unavailable(log, "native-mxnet-hybrid", "mxnet is not installed")
+    assert touched.read_unavailable(log) == {
+        "native-mxnet": "mxnet is not installed",
+        "native-mxnet-hybrid": "mxnet is not installed",
+    }
+    assert not log.exists()  # beside the log, not in it

@@ -30,6 +30,7 @@ from workers.paths import LEVEL_PATHS, MODE_PATHS, MODES, PATHS, get_path
 from zoo.specs import MODELS, VARIANTS, get_spec
 
 REFERENCE_ENV = "HARNESS_NATIVE_DTYPE"
+TESTS = Path(__file__).resolve().parent
 
 
 @dataclass
@@ -153,3 +154,22 @@ def read(log: Path) -> Table:
         if not entry["reference"]:
             table.note(entry["paths"], entry)
     return table
+
+
+def whole_suite(config: Any, ran: list[Path] | None) -> str | None:
+    """Why a pytest session (its ``config``) is not the whole suite, or None
+    when it is: every test module among ``ran`` (the session's items;
+    ``None`` where the process collected none, pytest-xdist's controller,
+    which then goes by the arguments it was given), and no -k or -m."""
+    if config.getoption("keyword") or config.getoption("markexpr"):
+        return "tests were chosen with -k or -m"
+    if ran is None:
+        chosen = [Path(str(arg).split("::")[0]).resolve() for arg in config.args]
+        if all(arg == TESTS or arg in TESTS.parents for arg in chosen):
+            return None
+        return f"tests were chosen by path ({' '.join(map(str, config.args))})"
+    every = {p.resolve() for p in TESTS.rglob("test_*.py")}
+    left_out = sorted(str(p.relative_to(TESTS)) for p in every - set(ran))
+    if left_out:
+        return f"{len(left_out)} test modules not run (e.g. {left_out[0]})"
+    return None

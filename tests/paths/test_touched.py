@@ -19,8 +19,6 @@ from tests.test_counting import needs_valgrind
 from workers.paths import get_path
 from workers.serve import REQUEST_LOG_ENV
 
-TESTS = Path(__file__).resolve().parents[1]
-
 
 def _excused(entry: str, unavailable: dict[str, str]) -> str | None:
     """Why an entry of the table may be missing: its path could not start
@@ -33,25 +31,6 @@ def _excused(entry: str, unavailable: dict[str, str]) -> str | None:
         info = get_path(path)
         if entry.startswith(f"{info.api}-{info.framework} in "):
             return reason
-    return None
-
-
-def whole_suite(config: pytest.Config, ran: list[Path] | None) -> str | None:
-    """Why this session is not the whole suite, or None when it is: every
-    test module among ``ran`` (the session's items; ``None`` where this
-    process collected none, pytest-xdist's controller, which then goes by
-    the arguments it was given), and no -k or -m."""
-    if config.getoption("keyword") or config.getoption("markexpr"):
-        return "tests were chosen with -k or -m"
-    if ran is None:
-        chosen = [Path(str(arg).split("::")[0]).resolve() for arg in config.args]
-        if all(arg == TESTS or arg in TESTS.parents for arg in chosen):
-            return None
-        return f"tests were chosen by path ({' '.join(config.args)})"
-    every = {p.resolve() for p in TESTS.rglob("test_*.py")}
-    left_out = sorted(str(p.relative_to(TESTS)) for p in every - set(ran))
-    if left_out:
-        return f"{len(left_out)} test modules not run (e.g. {left_out[0]})"
     return None
 
 
@@ -76,7 +55,7 @@ def test_the_session_touched_everything_the_registries_hold(
     if os.environ.get("PYTEST_XDIST_WORKER"):
         pytest.skip("under pytest-xdist the controller holds the table at the end")
     ran = [Path(str(item.path)).resolve() for item in request.session.items]
-    partial = whole_suite(request.config, ran)
+    partial = touched.whole_suite(request.config, ran)
     if partial:
         pytest.skip(f"the touched table needs the whole suite: {partial}")
     missing = gaps()
