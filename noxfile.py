@@ -70,19 +70,20 @@ def _test_env(session: nox.Session) -> None:
     _mxnet_env(session, "[test]")
 
 
-# The main suite runs in two pytest-xdist processes, a test module each at a
-# time: its worker processes start frameworks one at a time (an import is one
-# thread), so a second process keeps the second core busy.  Two, not one per
-# core: each holds a checker's workers (tests/paths/conftest.py), and more
-# than two do not fit beside a command's workers in 24 GiB.
-PARALLEL = ("-n", "2", "--dist", "loadfile")
+# The fast tier's main suite runs in two pytest-xdist processes, a test module
+# each at a time: a worker process starts its framework on one thread (an
+# import), so a second process keeps the second core busy.  Two, not one per
+# core: each process starts a checker's workers of its own
+# (tests/paths/conftest.py), so memory grows with their number; two are what
+# was measured on 24 GiB.  The full tier (full VGG16) stays in one process:
+# it has not been measured in two.
+PARALLEL = {"fast": ("-n", "2", "--dist", "loadfile"), "full": ()}
 
 
 def _pytest_both_environments(session: nox.Session, tier: str) -> None:
-    """pytest in the main environment at ``tier`` (``tests/tiers.py``), in
-    two processes, then the in-process native tests again inside the MXNet
-    environment."""
-    session.run("pytest", "--tier", tier, *PARALLEL, *session.posargs)
+    """pytest in the main environment at ``tier`` (``tests/tiers.py``), then
+    the in-process native tests again inside the MXNet environment."""
+    session.run("pytest", "--tier", tier, *PARALLEL[tier], *session.posargs)
     mxnet_python = session.env["HARNESS_PYTHON_MXNET"]
     if Path(mxnet_python).exists():
         session.run(
