@@ -115,6 +115,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     whole session): a gap fails the run, named."""
     if not session.config.pluginmanager.has_plugin("dsession"):
         return
+    if session.exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        return  # interrupted, or nothing collected: nothing to hold
     from tests.touched import whole_suite
 
     if whole_suite(session.config, None) is not None:

@@ -85,12 +85,12 @@ def test_a_worker_logs_each_request_and_the_references_do_not_count(
 class _Config:
     """What ``touched.whole_suite`` reads of a pytest config."""
 
-    def __init__(self, args: list[str], keyword: str = "") -> None:
+    def __init__(self, args: list[str], keyword: str = "", lf: bool = False) -> None:
         self.args = args
-        self.options = {"keyword": keyword, "markexpr": ""}
+        self.options = {"keyword": keyword, "markexpr": "", "lf": lf}
 
-    def getoption(self, name: str) -> str:
-        return self.options[name]
+    def getoption(self, name: str, default: object = "") -> object:
+        return self.options.get(name, default)
 
 
 def test_only_the_whole_suite_holds_the_table() -> None:
@@ -106,6 +106,7 @@ def test_only_the_whole_suite_holds_the_table() -> None:
     chosen = f"{every[0]}::test_x"
     assert "chosen by path" in str(touched.whole_suite(_Config([chosen]), None))
     assert "-k or -m" in str(touched.whole_suite(_Config([str(tests)], "x"), every))
+    assert "--lf" in str(touched.whole_suite(_Config([str(tests)], lf=True), None))
 
 
 def test_a_path_noted_unavailable_is_read_back_beside_the_log(tmp_path: Path) -> None:

@@ -163,6 +163,8 @@ def whole_suite(config: Any, ran: list[Path] | None) -> str | None:
     which then goes by the arguments it was given), and no -k or -m."""
     if config.getoption("keyword") or config.getoption("markexpr"):
         return "tests were chosen with -k or -m"
+    if config.getoption("lf", None) or config.getoption("deselect", None):
+        return "tests were chosen with --lf or --deselect"
     if ran is None:
         chosen = [Path(str(arg).split("::")[0]).resolve() for arg in config.args]
         if all(arg == TESTS or arg in TESTS.parents for arg in chosen):
