@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -305,3 +307,27 @@ def test_mxnet_is_found_in_the_environment_nox_built(
     assert paths.interpreter("torch") == paths.sys.executable
     monkeypatch.setenv("HARNESS_PYTHON_MXNET", "/elsewhere/python")
     assert paths.interpreter("mxnet") == "/elsewhere/python"
+
+
+def test_a_worker_skips_the_imports_it_never_uses() -> None:
+    # In a process of its own: the test process keeps its modules.
+    script = (
+        "import sys\n"
+        "from workers.serve import skip_unused_imports\n"
+        "print(skip_unused_imports('torch'))\n"
+        "for name in ('sklearn', 'jax'):\n"
+        "    try:\n"
+        "        __import__(name)\n"
+        "    except ImportError:\n"
+        "        print(name, 'left out')\n"
+        "print(skip_unused_imports('jax'))\n"  # already skipped: none again
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out == [
+        "['sklearn', 'pandas', 'matplotlib', 'jax']",
+        "sklearn left out",
+        "jax left out",
+        "[]",
+    ]

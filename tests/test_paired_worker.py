@@ -26,7 +26,7 @@ from workers import messages as m
 from workers.launch import ALLOCATOR_ENV, Worker, _pinned
 from workers.paths import get_path
 from workers.protocol import Runner
-from workers.serve import _arguments, handle
+from workers.serve import UNUSED_IMPORTS, _arguments, handle
 from workers.timing import time_paired
 from zoo.arrays import save_npz
 from zoo.data import make_batches
@@ -362,6 +362,10 @@ def test_a_paired_worker_describes_both_paths_and_its_cpus(
         worker.platform if worker.path.api == "keras" else worker.partner_platform
     )
     assert keras_side["keras_backend"] == framework
+    # the libraries the worker left out, JAX only where it is not its own
+    skipped = [name for name, needed in UNUSED_IMPORTS.items() if needed != framework]
+    assert worker.platform["skipped_imports"] == skipped
+    assert ("jax" in skipped) == (framework != "jax")
 
 
 @pytest.mark.parametrize("phase", ["train", "infer"])

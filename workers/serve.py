@@ -17,8 +17,9 @@ paths the messages name.
 The first line a worker writes is ``{"status": "ready", "platform": {...}}``
 (with ``"partner_platform": {...}`` for the first partner and
 ``"partner_platforms": [...]`` for each of several; all hold
-``cpu_affinity``, the CPUs the process may run on, and ``allocator``, its
-glibc allocator settings), or
+``cpu_affinity``, the CPUs the process may run on, ``allocator``, its
+glibc allocator settings, and ``skipped_imports``, the libraries it left out:
+:data:`UNUSED_IMPORTS`), or
 ``{"status": "unavailable", "error": ...}`` if its framework cannot be
 imported.  Each request then gets ``{"status": "ok", "result": <answer>}`` or
 ``{"status": "error", "error": ..., "traceback": ...}``.
@@ -613,6 +614,36 @@ def load_runners(path: PathInfo, partners: list[PathInfo]) -> list[Runner]:
     return [runners[info.id] for info in served]
 
 
+# Libraries Keras and TensorFlow import at start-up wherever they are
+# installed, for integrations no worker uses: scikit-learn wrappers, pandas
+# inputs, matplotlib image galleries, and JAX (through TFLite and Orbax
+# checkpoints) in a worker of another framework.  Each maps to the framework
+# whose workers do need it (None: none).  Keras guards each import and goes
+# on without it; a worker leaves them out and starts seconds sooner (Keras
+# on PyTorch: some 8 s to 4 s on a 2-core EPYC, docs/testing.md).  Nothing a
+# worker computes or times touches them.  TensorFlow is never on this list:
+# Keras asks ``"tensorflow" in sys.modules`` before importing it.
+UNUSED_IMPORTS: dict[str, str | None] = {
+    "sklearn": None,
+    "pandas": None,
+    "matplotlib": None,
+    "jax": "jax",
+}
+
+
+def skip_unused_imports(framework: str) -> list[str]:
+    """Make each of :data:`UNUSED_IMPORTS` that ``framework``'s workers do
+    not need fail to import (a ``None`` in ``sys.modules``, which Python
+    documents as "not found"), before any framework is imported; the names
+    skipped, for the worker's platform record."""
+    skipped = []
+    for name, needed_by in UNUSED_IMPORTS.items():
+        if needed_by != framework and name not in sys.modules:
+            sys.modules[name] = None  # type: ignore[assignment]
+            skipped.append(name)
+    return skipped
+
+
 def cpu_affinity() -> list[int]:
     """The CPUs this process may run on, sorted (all of them where the
     platform cannot say)."""
@@ -642,6 +673,7 @@ def main(argv: list[str]) -> int:
         modes = {p.mode for p in (path, *partner_paths)}
         deterministic = numerics.deterministic_for(path.framework, modes, deterministic)
         pinned = numerics.pin_environment(path.framework, deterministic)
+        skipped = skip_unused_imports(path.framework)
         runner, *partner_runners = load_runners(path, partner_paths)
         pinned.update(numerics.pin_framework(path.framework, deterministic))
         pinned.update(numerics.pin_compiler(path.framework, modes))
@@ -654,6 +686,7 @@ def main(argv: list[str]) -> int:
                 "numerics": pinned,
                 "cpu_affinity": affinity,
                 "allocator": allocator(),
+                "skipped_imports": skipped,
             }
 
         hello: dict[str, Any] = {
