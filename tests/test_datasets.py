@@ -5,6 +5,9 @@ sentence naming it."""
 from __future__ import annotations
 
 import gzip
+import os
+import struct
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -179,8 +182,46 @@ def test_imdb_reviews_become_deterministic_features(tmp_path: Path) -> None:
     assert np.array_equal(split.train_x, again.train_x)
     table = imdb.table(imdb.build_vocabulary(tokens, 5), seed=3)
     assert not table[0].any()  # padding is zeros
-    first = imdb.sequences(tokens[:1], imdb.build_vocabulary(tokens, 5), 7)[0]
+    # shuffled by zoo.datasets.orders, as every dataset is
+    order, _ = datasets.orders((12, 12), (None, None), 3, "")
+    kept = tokens[int(order[0]) : int(order[0]) + 1]
+    first = imdb.sequences(kept, imdb.build_vocabulary(tokens, 5), 7)[0]
     assert np.array_equal(split.train_x[0], table[first])
+
+
+def test_imdb_is_cut_before_its_features_are_built_and_the_same(tmp_path: Path) -> None:
+    write_imdb(tmp_path)
+    where = tmp_path / "aclImdb"
+    # all of it in file order, then cut: what loading did before the cut moved
+    # in front of the features
+    train_tokens, train_y = imdb.reviews(where, "train")
+    test_tokens, test_y = imdb.reviews(where, "test")
+    words = imdb.build_vocabulary(train_tokens, 5)
+    table = imdb.table(words, seed=2)
+    whole = datasets.Split(
+        table[imdb.sequences(train_tokens, words, 6)],
+        train_y,
+        table[imdb.sequences(test_tokens, words, 6)],
+        test_y,
+        source="",
+    )
+    before = datasets.subset(whole, 4, 3, seed=2)
+    cut = imdb.load(where, length=6, vocabulary=5, glove=None, seed=2, samples=(4, 3))
+    for part in ("train_x", "train_y", "test_x", "test_y"):
+        assert np.array_equal(getattr(cut, part), getattr(before, part)), part
+    assert cut.train_x.shape == (4, 6, 50)
+    # a length the schema allows, for 8 samples, is only what 8 need ...
+    assert (
+        imdb.load(
+            where, length=10_000, vocabulary=5, glove=None, seed=2, samples=(8, 2)
+        ).train_x.nbytes
+        == 8 * 10_000 * 50 * 4
+    )
+    # ... and for every sample, more than a dataset may take: refused unbuilt
+    with pytest.raises(DataError, match=r"training features .* would take 4.5 GiB"):
+        imdb.load(
+            where, length=2_000_000, vocabulary=5, glove=None, seed=2, samples=(12, 2)
+        )
 
 
 def test_a_glove_file_gives_its_words_their_vectors(tmp_path: Path) -> None:
@@ -197,7 +238,32 @@ def test_a_glove_file_gives_its_words_their_vectors(tmp_path: Path) -> None:
         table[words["film"]], imdb.table(words, seed=0)[words["film"]]
     )
     glove.write_text("great " + " ".join(["0.5"] * 49) + "\n")
-    with pytest.raises(DataError, match="line 1 is not a word and 50 numbers"):
+    with pytest.raises(DataError, match="line 1 is not a word and 50 finite numbers"):
+        imdb.table(words, seed=0, glove=glove)
+
+
+@pytest.mark.parametrize(
+    ("number", "expected"),
+    [
+        ("nan", "a NaN, an inf or a number beyond float32"),
+        ("inf", "a NaN, an inf or a number beyond float32"),
+        ("1e39", "a NaN, an inf or a number beyond float32"),
+        ("x", "could not convert"),
+    ],
+)
+def test_a_glove_vector_that_is_not_finite_is_refused_by_line(
+    tmp_path: Path, number: str, expected: str
+) -> None:
+    write_imdb(tmp_path)
+    glove = tmp_path / "glove.txt"
+    good = "film " + " ".join(["0.5"] * 50) + "\n"
+    glove.write_text(good + "great " + " ".join(["0.5"] * 49 + [number]) + "\n")
+    tokens, _ = imdb.reviews(tmp_path / "aclImdb", "train")
+    words = imdb.build_vocabulary(tokens, 10)
+    with pytest.raises(DataError, match=rf"glove.txt line 2 is not .*{expected}"):
+        imdb.table(words, seed=0, glove=glove)
+    glove.write_bytes(good.encode() + b"caf\xe9 " + b" ".join([b"1"] * 50))
+    with pytest.raises(DataError, match=r"glove\.txt line 2 is not UTF-8 text"):
         imdb.table(words, seed=0, glove=glove)
 
 
@@ -268,3 +334,92 @@ def test_datasets_without_an_embedded_sample_need_a_folder(tmp_path: Path) -> No
     assert split.train_x.shape == (12, 9, 50)
     write_cifar(tmp_path)
     assert datasets.load(MODELS["vgg16"], tmp_path).train_x.shape == (60, 32, 32, 3)
+
+
+def _bomb(path: Path, header: bytes, zeros: int) -> None:
+    """A gzip file of ``header`` and then ``zeros`` zero bytes, compressed a
+    chunk at a time (the test itself never holds them)."""
+    with gzip.open(path, "wb") as out:
+        out.write(header)
+        chunk = bytes(2**20)
+        for _ in range(zeros // len(chunk)):
+            out.write(chunk)
+
+
+def test_hostile_mnist_files_are_refused_before_memory_is_spent(
+    tmp_path: Path,
+) -> None:
+    write_mnist(tmp_path)
+    labels = _mnist_file(tmp_path, "test_y")
+    # a gzip bomb behind an honest header: read up to the 21st byte, no further
+    _bomb(labels, idx_bytes(np.arange(20, dtype=np.uint8) % 10), 64 * 2**20)
+    tracemalloc.start()
+    try:
+        with pytest.raises(DataError, match="followed by extra bytes"):
+            mnist.read(labels, "test_y")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**20, peak  # 64 MiB unpacked would be 64x this
+    # a header that claims 2^31 images: refused unread
+    images = _mnist_file(tmp_path, "train_x")
+    images.write_bytes(
+        gzip.compress(bytes([0, 0, 8, 3]) + struct.pack(">3I", 2**31, 28, 28))
+    )
+    with pytest.raises(DataError, match=r"would take 1568.0 GiB in memory"):
+        mnist.read(images, "train_x")
+    # a sparse 64 GiB file (no disk spent) behind a 20-label header
+    labels.unlink()
+    plain = labels.with_suffix("")
+    plain.write_bytes(idx_bytes(np.zeros(20, np.uint8)))
+    with plain.open("r+b") as f:
+        f.truncate(64 * 2**30)
+    with pytest.raises(DataError, match="followed by extra bytes: more than 20 bytes"):
+        mnist.read(plain, "test_y")
+
+
+@pytest.mark.parametrize("where", ["folder", "fifo", "flat"])
+def test_a_misplaced_mnist_file_is_named_for_what_it_is(
+    tmp_path: Path, where: str
+) -> None:
+    write_mnist(tmp_path)
+    target = _mnist_file(tmp_path, "test_y")
+    target.unlink()
+    if where == "folder":
+        target.mkdir()
+        expected = r"t10k-labels-idx1-ubyte.gz is a folder; MNIST's"
+    elif where == "fifo":
+        os.mkfifo(target)
+        expected = r"t10k-labels-idx1-ubyte.gz is not a regular file"
+    else:
+        for f in (tmp_path / "mnist").iterdir():
+            f.rename(tmp_path / f.name)
+        (tmp_path / "mnist").rmdir()
+        (tmp_path / "mnist").mkdir()
+        expected = r"is in .*: MNIST's files go in its mnist/ folder"
+    with pytest.raises(DataError, match=expected):
+        mnist.load(tmp_path, MODELS["ffn"])
+
+
+@pytest.mark.parametrize("damage", ["no-test-images", "one-label", "sparse"])
+def test_degenerate_or_oversized_datasets_are_refused(
+    tmp_path: Path, damage: str
+) -> None:
+    if damage == "no-test-images":
+        write_mnist(tmp_path, test=0)
+        with pytest.raises(DataError, match="holds no images"):
+            datasets.load(MODELS["ffn"], tmp_path)
+    elif damage == "one-label":
+        written = write_mnist(tmp_path)
+        _mnist_file(tmp_path, "train_y").write_bytes(
+            gzip.compress(idx_bytes(np.full(len(written["train_y"]), 3, np.uint8)))
+        )
+        with pytest.raises(DataError, match="every training label is 3"):
+            datasets.load(MODELS["ffn"], tmp_path)
+    else:
+        write_cifar(tmp_path)
+        batch = tmp_path / "cifar-10-batches-bin" / "data_batch_2.bin"
+        with batch.open("r+b") as f:
+            f.truncate(3073 * 2**21)  # whole records, 6 GiB, sparse
+        with pytest.raises(DataError, match=r"data_batch_2.bin .* would take 6.0 GiB"):
+            datasets.load(MODELS["vgg16"], tmp_path)

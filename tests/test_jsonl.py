@@ -5,6 +5,7 @@ elsewhere: skipped without a word; JSON of the wrong kind: counted)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,19 @@ def test_ops_reads_by_the_same_policy(
         f"warning: skipped line 5 of {gate}, the last: it was cut short (a write "
         "that did not finish, e.g. a crash)",
     ]
+
+
+def test_two_runs_started_in_one_second_never_share_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jsonl.time, "strftime", lambda _: "20261126-101010")
+    pid = os.getpid()
+    first = jsonl.claim(tmp_path / "converge", "converge", ".jsonl")
+    second = jsonl.claim(tmp_path / "converge", "converge", ".jsonl")
+    assert first.name == f"converge-20261126-101010-{pid}.jsonl"
+    assert second.name == f"converge-20261126-101010-{pid}-2.jsonl"
+    assert first.is_file() and first.stat().st_size == 0
+    # folders the same way, and a name taken by anything is passed over
+    (tmp_path / f"count-20261126-101010-{pid}").write_text("another run's")
+    folder = jsonl.claim(tmp_path, "count")
+    assert folder.is_dir() and folder.name == f"count-20261126-101010-{pid}-2"

@@ -180,3 +180,25 @@ train_steps = 2
     assert parse_blueprint("pinned", text).digest() == (
         "2bbfd479aaa8f239349b0014406e2d79140dc935dbe2ef8ab5b617e2a116904b"
     )
+
+
+def test_converge_files_in_a_blueprint_are_read_from_its_folder(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "blueprints"
+    folder.mkdir()
+    (folder / "mine.toml").write_text(
+        TRAIN_ONLY + '[converge]\ndata = "data"\nglove = "/abs/glove.txt"\n'
+    )
+    converge = load_blueprint(folder / "mine.toml").converge
+    assert converge.data == str(folder / "data")  # not the working folder's
+    assert converge.glove == "/abs/glove.txt"
+    text = TRAIN_ONLY + '[converge]\ndata = "data"\n'
+    assert parse_blueprint("x", text).converge.data == "data"
+
+
+def test_an_ensemble_of_no_runs_is_refused_when_read() -> None:
+    with pytest.raises(
+        ValueError, match=r"converge.ensemble must be an integer from 1 to 64, got 0"
+    ):
+        parse_blueprint("x", TRAIN_ONLY + "[converge]\nensemble = 0\n")

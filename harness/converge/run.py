@@ -1,8 +1,9 @@
 """A converge run: the data, the gate, every path, then the ensemble.
 
-Records go to ``<results>/converge/converge-<time>.jsonl``, one line per
-training run as it ends (``harness.core.jsonl``), so a crash loses at most
-the run under way.  Each names the model, the path, its role (``path``, or
+Records go to ``<results>/converge/converge-<time>-<pid>.jsonl``
+(``jsonl.claim``: two runs never share one), one line per training run as
+it ends (``harness.core.jsonl``), so a crash loses at most the run under
+way.  Each names the model, the path, its role (``path``, or
 ``ensemble`` with its ``nudge``: 0 for the weights as they are), the gate's
 verdict, the data it trained on, the per-epoch training seconds, test
 accuracy and losses, and the worker's platform and this machine.
@@ -168,7 +169,7 @@ def run_converge(
     gated = paths if ensemble_path in paths else [*paths, ensemble_path]
     verdicts = gate.verify(models, gated, results, weights_seed=0, log=log)
     plan = Plan(profile, prepared, verdicts, paths, allow_unverified)
-    out = results / FOLDER / f"converge-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
+    out = jsonl.claim(results / FOLDER, "converge", ".jsonl")
     machine = machines.identity()
     progress = Progress(
         sum(len(plan.trained(m)) + len(plan.ensemble(m)) for m in models)

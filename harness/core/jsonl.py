@@ -44,12 +44,34 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 SHOWN = 5  # skipped line numbers a warning names
+
+
+def claim(folder: Path, prefix: str, suffix: str = "") -> Path:
+    """A new run's file (``suffix``, e.g. ``.jsonl``: created empty) or
+    folder (no suffix), ``folder/<prefix>-<time>-<pid>``, made exclusively
+    (``O_EXCL``, ``mkdir``): two runs started in the same second, by two
+    processes or by one, never share it (the second of one process gets
+    ``-2``, ``-3``, ...)."""
+    name = f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 1000):
+        path = folder / f"{name}{'' if n == 1 else f'-{n}'}{suffix}"
+        try:
+            if suffix:
+                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            else:
+                path.mkdir()
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(f"{folder}: no free name for a new {prefix} run")
 
 
 class WriteError(OSError):

@@ -436,10 +436,11 @@ class ConvergeSettings(ConvergeModel):
     )
     ensemble: int = Field(
         4,
-        ge=0,
+        ge=1,
         le=64,
         description="runs of one path from weights nudged by one float32 ulp, "
-        "whose spread sets the allowance on the paths' accuracy curves",
+        "whose spread sets the allowance on the paths' accuracy curves (at "
+        "least 1: without it no path can be judged)",
     )
     ensemble_path: PathName = Field(
         "native-torch", description="the path the ensemble runs on"
@@ -865,7 +866,23 @@ def load_blueprint(path: str | Path) -> Profile:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError(f"{path} is not valid TOML: it is not UTF-8 text") from None
-    return parse_blueprint(path.stem, text, str(path))
+    return anchored(parse_blueprint(path.stem, text, str(path)), path.parent)
+
+
+def anchored(profile: Profile, folder: Path) -> Profile:
+    """``profile`` with its relative ``[converge]`` files (``data``,
+    ``glove``) taken from ``folder``, the blueprint's own, as a reader of
+    the file would take them, not from wherever the command runs."""
+    files = {
+        key: str(folder / value)
+        for key in ("data", "glove")
+        if (value := getattr(profile.converge, key)) is not None
+        and not Path(value).is_absolute()
+    }
+    if not files:
+        return profile
+    converge = profile.converge.model_copy(update=files)
+    return profile.model_copy(update={"converge": converge})
 
 
 def _shipped(name: str) -> Profile:

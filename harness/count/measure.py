@@ -164,8 +164,7 @@ def count(
     program = valgrind()
     cache = results_dir / "cache"
     library = build_requests(cache)
-    out = results_dir / f"count-{time.strftime('%Y%m%d-%H%M%S')}"
-    out.mkdir(parents=True, exist_ok=False)
+    out = jsonl.claim(results_dir, "count")
     raw = out / "count.jsonl"
     lock = threading.Lock()
 

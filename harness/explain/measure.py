@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -74,8 +73,7 @@ def explain(
 
     Raises ValueError when the profile leaves a setting of ``phases`` unset."""
     profile.require(phases, models)
-    out = results_dir / f"explain-{time.strftime('%Y%m%d-%H%M%S')}"
-    out.mkdir(parents=True, exist_ok=False)
+    out = jsonl.claim(results_dir, "explain")
     raw = out / "explain.jsonl"
     where = of_profile(profile)
     cache = results_dir / "cache"

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -171,8 +170,7 @@ def ops(
     cases = timed_cases(profile.sweep, tuple(operators))
     if not cases:
         raise ValueError(f"the {profile.name} profile has no case of {operators}")
-    out = results_dir / f"ops-{time.strftime('%Y%m%d-%H%M%S')}"
-    out.mkdir(parents=True, exist_ok=False)
+    out = jsonl.claim(results_dir, "ops")
     where = where or of_profile(get_profile("default"))
     threads_env = where.record()
     peak = measure_matmul_peak()

@@ -22,8 +22,11 @@ workers ``.npz`` files.
 
 from __future__ import annotations
 
+import gzip
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -35,6 +38,97 @@ FOLDERS = {"mnist": "mnist", "cifar10": "cifar-10-batches-bin", "imdb": "aclImdb
 
 class DataError(ValueError):
     """A dataset file that cannot be used, in one sentence."""
+
+
+# The most bytes one dataset may take in memory, a file once unpacked or an
+# array built from the files: the real ones are far smaller (MNIST's
+# training images 47 MB, a CIFAR-10 batch 31 MB, IMDB's default features
+# 1.3 GB as float32).  A header, a file or a setting that asks for more is
+# refused before anything is allocated.
+MAX_BYTES = 4 * 2**30
+# What a file is read by: a gzip stream is unpacked this much at a time, so
+# a gzip bomb costs no more than what its header promised.
+CHUNK = 2**22
+_GZIP = b"\x1f\x8b"
+
+
+def gib(size: int) -> str:
+    return f"{size / 2**30:.1f} GiB"
+
+
+def regular_file(path: Path, what: str) -> Path:
+    """``path``, refused in one sentence when it is missing or is not a
+    regular file (a folder, a FIFO, a device): ``what`` says what belongs
+    there."""
+    if path.is_file():
+        return path
+    if path.exists() or path.is_symlink():
+        kind = "a folder" if path.is_dir() else "not a regular file"
+        raise DataError(f"{path} is {kind}; {what} belongs there")
+    raise DataError(f"{path} is missing: {what} belongs there")
+
+
+def within_limit(size: int, what: str) -> int:
+    """``size`` bytes, refused above :data:`MAX_BYTES` before allocating."""
+    if size > MAX_BYTES:
+        raise DataError(
+            f"{what} would take {gib(size)} in memory, more than the "
+            f"{gib(MAX_BYTES)} a dataset may take here (zoo.datasets.MAX_BYTES)"
+        )
+    return size
+
+
+def open_stream(path: Path) -> BinaryIO:
+    """``path`` for reading, unpacked as it is read when it is gzipped (by
+    its magic bytes, whatever its name)."""
+    with path.open("rb") as raw:
+        gzipped = raw.read(2) == _GZIP
+    return gzip.open(path, "rb") if gzipped else path.open("rb")  # type: ignore[return-value]
+
+
+def read_exactly(stream: BinaryIO, path: Path, size: int, promise: str) -> bytearray:
+    """The next ``size`` bytes of ``stream`` and nothing after them, read
+    :data:`CHUNK` bytes at a time (never more than ``size`` + 1 in memory);
+    a stream that ends sooner is truncated, one that goes on has extra
+    bytes, each refused naming ``path`` and the ``promise`` (what said how
+    many bytes)."""
+    within_limit(size, f"{path} ({promise})")
+    body = bytearray()
+    try:
+        while len(body) < size:
+            chunk = stream.read(min(CHUNK, size - len(body)))
+            if not chunk:
+                break
+            body += chunk
+        extra = stream.read(1)
+    except (EOFError, OSError, zlib.error) as exc:
+        raise DataError(f"{path} is a truncated or damaged gzip file ({exc})") from exc
+    if len(body) < size or extra:
+        problem = "truncated" if len(body) < size else "followed by extra bytes"
+        got = f"{len(body)} bytes" if not extra else f"more than {size} bytes"
+        raise DataError(
+            f"{path} is {problem}: {got} of data where {promise} promises {size}"
+        )
+    return body
+
+
+def check_split(split: Split, classes: int) -> Split:
+    """``split``, refused when a part is empty, its training labels are all
+    one class (nothing to learn) or an input is not finite."""
+    for part in ("train", "test"):
+        if not len(getattr(split, f"{part}_y")):
+            raise DataError(f"{split.source}: the {part} split holds no samples")
+    labels = np.unique(split.train_y)
+    if len(labels) < 2:
+        raise DataError(
+            f"{split.source}: every training label is {int(labels[0])}; a "
+            f"dataset of {classes} classes needs at least two of them to learn"
+        )
+    for part in ("train", "test"):
+        x = getattr(split, f"{part}_x")
+        if not np.isfinite(x).all():
+            raise DataError(f"{split.source}: the {part} inputs hold NaN or inf")
+    return split
 
 
 @dataclass(frozen=True)
@@ -73,6 +167,7 @@ def load(spec: ModelSpec, data_dir: Path | None, options: Options = Options()) -
     dataset = spec.workload.dataset
     if data_dir is not None and not Path(data_dir).is_dir():
         raise DataError(f"the data folder {data_dir} does not exist")
+    classes = spec.classes
     if dataset == "mnist":
         split = mnist.load(data_dir, spec)
     elif data_dir is None:
@@ -83,36 +178,56 @@ def load(spec: ModelSpec, data_dir: Path | None, options: Options = Options()) -
     elif dataset == "cifar10":
         split = cifar10.load(Path(data_dir) / FOLDERS[dataset])
     else:
+        # IMDB is cut to the samples asked for before its features are built.
         length = options.sequence_length or spec.input_shape[0]
-        split = imdb.load(
-            Path(data_dir) / FOLDERS[dataset],
-            length=length,
-            vocabulary=options.vocabulary,
-            glove=options.glove,
-            seed=options.seed,
+        return check_split(
+            imdb.load(
+                Path(data_dir) / FOLDERS[dataset],
+                length=length,
+                vocabulary=options.vocabulary,
+                glove=options.glove,
+                seed=options.seed,
+                samples=(options.train_samples, options.test_samples),
+            ),
+            classes,
         )
+    check_split(split, classes)
     return subset(split, options.train_samples, options.test_samples, options.seed)
 
 
-def subset(split: Split, train: int | None, test: int | None, seed: int) -> Split:
-    """The first ``train`` and ``test`` samples of one seeded shuffle of each
-    split (all of them, shuffled, when None); refused when a split is smaller
+def orders(
+    counts: tuple[int, int],
+    wanted: tuple[int | None, int | None],
+    seed: int,
+    source: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which samples of the training and test splits (``counts`` of each)
+    are kept, in order: the first ``wanted`` of one seeded shuffle of each
+    (all of them, shuffled, when None); refused when a split is smaller
     than asked."""
     rng = np.random.default_rng(seed)
-    parts = []
-    for name, (x, y), wanted in (
-        ("training", (split.train_x, split.train_y), train),
-        ("test", (split.test_x, split.test_y), test),
-    ):
-        if wanted is not None and wanted > len(y):
+    picked = []
+    for name, count, n in zip(("training", "test"), counts, wanted, strict=True):
+        if n is not None and n > count:
             raise DataError(
-                f"{split.source} has {len(y)} {name} samples, fewer than the "
-                f"{wanted} asked for"
+                f"{source} has {count} {name} samples, fewer than the {n} asked for"
             )
-        order = rng.permutation(len(y))[:wanted]
-        parts += [x[order], y[order]]
-    train_x, train_y, test_x, test_y = parts
-    return Split(train_x, train_y, test_x, test_y, source=split.source)
+        picked.append(rng.permutation(count)[:n])
+    return picked[0], picked[1]
+
+
+def subset(split: Split, train: int | None, test: int | None, seed: int) -> Split:
+    """The samples :func:`orders` keeps of ``split``."""
+    train_order, test_order = orders(
+        (len(split.train_y), len(split.test_y)), (train, test), seed, split.source
+    )
+    return Split(
+        split.train_x[train_order],
+        split.train_y[train_order],
+        split.test_x[test_order],
+        split.test_y[test_order],
+        source=split.source,
+    )
 
 
 def batched(x: np.ndarray, y: np.ndarray, batch: int) -> tuple[np.ndarray, np.ndarray]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zoo.datasets import DataError, Split
+from zoo.datasets import DataError, Split, read_exactly, regular_file
 
 TRAIN_FILES = tuple(f"data_batch_{i}.bin" for i in range(1, 6))
 TEST_FILE = "test_batch.bin"
@@ -61,7 +61,7 @@ def scaled(images: np.ndarray) -> np.ndarray:
 
 def read(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """One batch file as raw ``uint8`` images ``(N, 32, 32, 3)`` and labels."""
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):
         found = (
             sorted(p.name for p in path.parent.glob("*"))
             if path.parent.is_dir()
@@ -79,12 +79,19 @@ def read(path: Path) -> tuple[np.ndarray, np.ndarray]:
             f"{path} is missing: CIFAR-10's binary version needs "
             f"{', '.join((*TRAIN_FILES, TEST_FILE))} in {path.parent}{hint}"
         )
-    raw = path.read_bytes()
-    if not raw or len(raw) % RECORD:
+    regular_file(path, "a CIFAR-10 binary batch file")
+    # The size first: a file of another size is refused unread.
+    size = path.stat().st_size
+    if not size or size % RECORD:
         raise DataError(
-            f"{path} is {len(raw)} bytes, not a whole number of {RECORD}-byte "
+            f"{path} is {size} bytes, not a whole number of {RECORD}-byte "
             f"records (a label byte and a 32x32x3 image): truncated or another format"
         )
+    try:
+        with path.open("rb") as stream:
+            raw = read_exactly(stream, path, size, "its size on disk")
+    except OSError as exc:
+        raise DataError(f"{path} cannot be read ({exc.strerror or exc})") from exc
     records = np.frombuffer(raw, np.uint8).reshape(-1, RECORD)
     labels = records[:, 0]
     if int(labels.max()) >= CLASSES:

@@ -34,10 +34,13 @@ from pathlib import Path
 
 import numpy as np
 
-from zoo.datasets import DataError, Split
+from zoo.datasets import DataError, Split, orders, regular_file, within_limit
 
 FEATURES = 50
 PAD, UNKNOWN = 0, 1
+# The most text one folder of reviews may hold: tokens take some ten times
+# their text in memory.
+MAX_TEXT_BYTES = 2**28
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
 
 
@@ -48,7 +51,8 @@ def tokens(text: str) -> list[str]:
 
 def reviews(where: Path, part: str) -> tuple[list[list[str]], np.ndarray]:
     """Every review of ``where/part`` as tokens, ``neg`` then ``pos``, each
-    in file-name order, and their labels."""
+    in file-name order, and their labels; the files' sizes are checked
+    before any is read (:data:`MAX_TEXT_BYTES`)."""
     texts, labels = [], []
     counts = {}
     for label, kind in enumerate(("neg", "pos")):
@@ -58,7 +62,17 @@ def reviews(where: Path, part: str) -> tuple[list[list[str]], np.ndarray]:
                 f"{folder} is missing: IMDB needs aclImdb/train and aclImdb/test, "
                 f"each with pos/ and neg/ folders of .txt reviews"
             )
-        files = sorted(folder.glob("*.txt"))
+        files = [
+            regular_file(f, "a review as UTF-8 text")
+            for f in sorted(folder.glob("*.txt"))
+        ]
+        text_bytes = sum(f.stat().st_size for f in files)
+        if text_bytes > MAX_TEXT_BYTES:
+            raise DataError(
+                f"the reviews in {folder} are {text_bytes / 2**20:.0f} MiB of text, "
+                f"more than the {MAX_TEXT_BYTES // 2**20} MiB read here "
+                f"(imdb.MAX_TEXT_BYTES; IMDB's own are 17 MiB a folder)"
+            )
         counts[kind] = len(files)
         for file in files:
             try:
@@ -95,6 +109,9 @@ def sequences(texts: list[list[str]], words: dict[str, int], length: int) -> np.
 
 def table(words: dict[str, int], seed: int, glove: Path | None = None) -> np.ndarray:
     """The feature of every id, ``(len(words) + 2, 50)`` float32 (rule 4)."""
+    within_limit(
+        (len(words) + 2) * FEATURES * 8, f"a feature table of {len(words)} words"
+    )
     rng = np.random.default_rng(seed)
     drawn = rng.standard_normal((len(words) + 2, FEATURES)) / np.sqrt(FEATURES)
     features: np.ndarray = drawn.astype(np.float32)
@@ -108,20 +125,30 @@ def table(words: dict[str, int], seed: int, glove: Path | None = None) -> np.nda
 def read_glove(path: Path, wanted: dict[str, int]) -> Iterable[tuple[str, np.ndarray]]:
     """The vectors of ``path`` (``word`` and 50 numbers per line) for the
     words in ``wanted``; a line of another shape is refused, naming it."""
-    if not Path(path).is_file():
-        raise DataError(f"the GloVe file {path} does not exist")
+    path = regular_file(Path(path), "a GloVe 50-d text file (glove.6B.50d.txt)")
     found = 0
-    with Path(path).open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            fields = line.rstrip("\n").rstrip(" ").split(" ")
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(
+                    f"{path} line {number} is not UTF-8 text ({exc.reason}): a GloVe "
+                    f"50-d file (glove.6B.50d.txt) was expected"
+                ) from exc
+            fields = line.rstrip("\n").rstrip("\r").rstrip(" ").split(" ")
             try:
                 if len(fields) != FEATURES + 1:
                     raise ValueError(f"{len(fields) - 1} numbers")
-                vector = np.asarray(fields[1:], np.float32)
+                with np.errstate(over="ignore"):
+                    vector = np.asarray(fields[1:], np.float64).astype(np.float32)
+                if not np.isfinite(vector).all():
+                    raise ValueError("a NaN, an inf or a number beyond float32")
             except ValueError as exc:
                 raise DataError(
-                    f"{path} line {number} is not a word and {FEATURES} numbers "
-                    f"({exc}): a GloVe 50-d file (glove.6B.50d.txt) was expected"
+                    f"{path} line {number} is not a word and {FEATURES} finite "
+                    f"numbers ({exc}): a GloVe 50-d file (glove.6B.50d.txt) was "
+                    f"expected"
                 ) from exc
             found += 1
             if fields[0] in wanted:
@@ -131,9 +158,18 @@ def read_glove(path: Path, wanted: dict[str, int]) -> Iterable[tuple[str, np.nda
 
 
 def load(
-    where: Path, *, length: int, vocabulary: int, glove: Path | None, seed: int
+    where: Path,
+    *,
+    length: int,
+    vocabulary: int,
+    glove: Path | None,
+    seed: int,
+    samples: tuple[int | None, int | None] = (None, None),
 ) -> Split:
-    """Both splits of ``where`` as features ``(N, length, 50)``."""
+    """Both splits of ``where`` as features ``(N, length, 50)``: the
+    ``samples`` (training, test; None: all) that ``zoo.datasets.orders``
+    keeps, in its order, each built only once it is kept and its size
+    checked (``zoo.datasets.MAX_BYTES``)."""
     if length < 1 or vocabulary < 1:
         raise DataError("IMDB needs a sequence length and a vocabulary of at least 1")
     if not where.is_dir():
@@ -143,15 +179,23 @@ def load(
         )
     train_texts, train_y = reviews(where, "train")
     test_texts, test_y = reviews(where, "test")
+    source = f"IMDB reviews in {where}"
+    train_order, test_order = orders((len(train_y), len(test_y)), samples, seed, source)
+    for name, order in (("training", train_order), ("test", test_order)):
+        within_limit(
+            len(order) * length * FEATURES * 4,
+            f"IMDB's {name} features ({len(order)} reviews x {length} tokens x "
+            f"{FEATURES} float32; lower the samples or sequence_length)",
+        )
     words = build_vocabulary(train_texts, vocabulary)
     features = table(words, seed, glove)
     how = f"{len(words)} words, last {length} tokens, " + (
         f"GloVe {Path(glove).name}" if glove else f"seeded features (seed {seed})"
     )
     return Split(
-        features[sequences(train_texts, words, length)],
-        train_y,
-        features[sequences(test_texts, words, length)],
-        test_y,
-        source=f"IMDB reviews in {where} ({how})",
+        features[sequences([train_texts[i] for i in train_order], words, length)],
+        train_y[train_order],
+        features[sequences([test_texts[i] for i in test_order], words, length)],
+        test_y[test_order],
+        source=f"{source} ({how})",
     )

@@ -19,11 +19,12 @@ import gzip
 import struct
 import zlib
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
 from zoo import digits
-from zoo.datasets import DataError, Split
+from zoo.datasets import DataError, Split, open_stream, read_exactly, regular_file
 from zoo.specs import ModelSpec
 
 FILES = {
@@ -79,53 +80,64 @@ def read_folder(where: Path) -> dict[str, np.ndarray]:
 
 def find(where: Path, name: str) -> Path:
     """``where/name`` or ``where/name.gz``, whichever exists."""
+    what = f"MNIST's {', '.join(FILES.values())} (gzipped or not)"
     for candidate in (where / name, where / f"{name}.gz"):
-        if candidate.is_file():
-            return candidate
-    raise DataError(
-        f"{where / name}(.gz) is missing: MNIST needs "
-        f"{', '.join(FILES.values())} (gzipped or not) in {where}"
+        if candidate.exists() or candidate.is_symlink():
+            return regular_file(candidate, what)
+    beside = [
+        p.name
+        for p in (where.parent / name, where.parent / f"{name}.gz")
+        if p.is_file()
+    ]
+    hint = (
+        f"; {beside[0]} is in {where.parent}: MNIST's files go in its mnist/ folder"
+        if beside
+        else ""
     )
+    raise DataError(f"{where / name}(.gz) is missing: {what} belong in {where}{hint}")
 
 
 def read(path: Path, key: str) -> np.ndarray:
-    """One IDX file, checked against what ``key`` (images or labels) must be."""
-    raw = _bytes(path)
+    """One IDX file, checked against what ``key`` (images or labels) must be:
+    its header first, then exactly as many bytes as the header promises,
+    read and unpacked a chunk at a time (``zoo.datasets.read_exactly``)."""
     images = key.endswith("_x")
     dims = 3 if images else 1
     what = f"an IDX file of {'28x28 images' if images else 'labels'}"
-    if len(raw) < 4 + 4 * dims or raw[:2] != b"\0\0":
+    try:
+        with open_stream(path) as stream:
+            header = read_header(stream, path, dims, what)
+            shape = struct.unpack(f">{dims}I", header[4:])
+            if images and shape[1:] != (SIDE, SIDE):
+                raise DataError(
+                    f"{path} holds {shape[1]}x{shape[2]} images, expected 28x28"
+                )
+            promise = f"its header ({' x '.join(map(str, shape))})"
+            body = read_exactly(stream, path, int(np.prod(shape)), promise)
+    except OSError as exc:  # unreadable (permissions, I/O)
+        raise DataError(f"{path} cannot be read ({exc.strerror or exc})") from exc
+    if not shape[0]:
+        raise DataError(f"{path} holds no {'images' if images else 'labels'}")
+    array = np.frombuffer(body, np.uint8).reshape(shape)
+    if not images and int(array.max()) > 9:
+        raise DataError(f"{path} holds label {int(array.max())}; MNIST's are 0 to 9")
+    return array
+
+
+def read_header(stream: BinaryIO, path: Path, dims: int, what: str) -> bytes:
+    """An IDX header of ``dims`` dimensions of unsigned bytes, or refused."""
+    try:
+        header = stream.read(4 + 4 * dims)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise DataError(f"{path} is a truncated or damaged gzip file ({exc})") from exc
+    if len(header) < 4 or header[:2] != b"\0\0":
         raise DataError(f"{path} is not {what} (its header is not IDX's)")
-    kind, ndim = raw[2], raw[3]
+    kind, ndim = header[2], header[3]
     if kind != UBYTE or ndim != dims:
         raise DataError(
             f"{path} holds {ndim}-dimensional elements of type 0x{kind:02x}, "
             f"expected {what}: {dims} dimension(s) of unsigned bytes (0x08)"
         )
-    shape = struct.unpack(f">{dims}I", raw[4 : 4 + 4 * dims])
-    if images and shape[1:] != (SIDE, SIDE):
-        raise DataError(f"{path} holds {shape[1]}x{shape[2]} images, expected 28x28")
-    body = raw[4 + 4 * dims :]
-    expected = int(np.prod(shape))
-    if len(body) != expected:
-        problem = "truncated" if len(body) < expected else "followed by extra bytes"
-        raise DataError(
-            f"{path} is {problem}: {len(body)} bytes of data where its header "
-            f"promises {expected} ({' x '.join(map(str, shape))})"
-        )
-    array = np.frombuffer(body, np.uint8).reshape(shape)
-    if not images and array.size and int(array.max()) > 9:
-        raise DataError(f"{path} holds label {int(array.max())}; MNIST's are 0 to 9")
-    return array
-
-
-def _bytes(path: Path) -> bytes:
-    """The file's content, ungzipped when it is gzipped (by its magic bytes,
-    whatever its name)."""
-    data = path.read_bytes()
-    if data[:2] != b"\x1f\x8b":
-        return data
-    try:
-        return gzip.decompress(data)
-    except (EOFError, OSError, zlib.error) as exc:
-        raise DataError(f"{path} is a truncated or damaged gzip file ({exc})") from exc
+    if len(header) < 4 + 4 * dims:
+        raise DataError(f"{path} is not {what} (its header is cut short)")
+    return header
