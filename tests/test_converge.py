@@ -289,3 +289,41 @@ def test_bad_converge_input_is_one_sentence(
     assert "--epochs must be from 1 to 10000" in capsys.readouterr().err
     assert main(["converge", "--models", "vgg16", "--results", str(tmp_path)]) == 2
     assert "has no embedded sample" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"accuracy": None},  # a trained run without its curve
+        {"accuracy": [], "train_s": []},  # an empty curve
+        {"accuracy": "0.5"},  # a string where a list was
+        {"train_s": [1.0, 1.0]},  # two epochs of seconds, three of accuracy
+        {"accuracy": [0.5, float("nan"), 0.8]},
+        {"batches_per_epoch": "31"},
+        {"schema": 2},
+    ],
+)
+def test_a_record_the_report_cannot_read_is_skipped_and_named(
+    tmp_path: Path, damage: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = [
+        _record("native-torch", [0.51, 0.70, 0.80]),
+        *[
+            _record("native-torch", c, role="ensemble", nudge=i)
+            for i, c in enumerate(ENSEMBLE, start=1)
+        ],
+    ]
+    bad = _record("keras-torch", [0.52, 0.70, 0.81])
+    bad.update(damage)
+    if damage.get("accuracy") is None and "accuracy" in damage:
+        del bad["accuracy"]
+    file = report.latest(_write(tmp_path, [*good, bad]))
+    found = report.load(file)
+    assert found.skipped == 1
+    assert [r["path"] for r in found.models["ffn"].paths] == ["native-torch"]
+    assert "skipped 1 line of" in capsys.readouterr().err
+    report.text(found)  # and the table is drawn
+    # a file of nothing usable: one sentence, not an empty table
+    file.write_text(json.dumps(bad) + "\n" + json.dumps({"schema": 1}) + "\n")
+    with pytest.raises(ValueError, match=r"holds no converge records \(2 lines"):
+        report.load(file)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from harness.__main__ import main
 from harness.cli.count import _extra
 from harness.core.profiles import PROFILES
 from harness.count import analysis, callgrind, compare
@@ -389,3 +390,36 @@ def test_extra_work_for_a_path_not_counted_is_refused(tmp_path: Path) -> None:
             extra=("native-torch", 1.01),
         )
     assert not list(tmp_path.glob("count-*"))  # refused before anything ran
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"framework": None},  # a block without its framework
+        {"groups": "many"},  # a string where a table was
+        {"groups": {"kernel": 5}},  # groups missing
+        {"instructions": 0},  # nothing counted: no ratio to take
+        {"functions": [["interpreter", "eval", 5]]},
+        {"batch": "16"},
+    ],
+)
+def test_a_count_line_the_analysis_cannot_read_is_skipped_and_named(
+    tmp_path: Path, damage: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "count-20261125-000000"
+    run.mkdir()
+    lines = run_lines([1e6, 1e6], [2e5, 2e5])
+    bad = {**block("keras-torch", 1e6, repeat=2), **damage}
+    if damage.get("framework", "") is None:
+        del bad["framework"]
+    (run / "count.jsonl").write_text(
+        "".join(json.dumps(x) + "\n" for x in [*lines, bad])
+    )
+    assert main(["count", "--render", str(run)]) == 0
+    out, err = capsys.readouterr()
+    assert "skipped 1 line of" in err
+    assert "| ffn | torch | train | 16 |" in out  # the pair, from the rest
+    # nothing usable: one sentence and a non-zero exit, not an empty table
+    (run / "count.jsonl").write_text(json.dumps(bad) + "\n")
+    assert main(["count", "--render", str(run)]) == 2
+    assert "holds no count lines (1 line of another shape)" in capsys.readouterr().err

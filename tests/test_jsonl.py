@@ -114,8 +114,10 @@ def test_two_runs_started_in_one_second_never_share_a_file(
     second = jsonl.claim(tmp_path / "converge", "converge", ".jsonl")
     assert first.name == f"converge-20261126-101010-{pid}.jsonl"
     assert second.name == f"converge-20261126-101010-{pid}-2.jsonl"
-    assert first.is_file() and first.stat().st_size == 0
+    assert first.is_file()
+    assert first.stat().st_size == 0
     # folders the same way, and a name taken by anything is passed over
     (tmp_path / f"count-20261126-101010-{pid}").write_text("another run's")
     folder = jsonl.claim(tmp_path, "count")
-    assert folder.is_dir() and folder.name == f"count-20261126-101010-{pid}-2"
+    assert folder.is_dir()
+    assert folder.name == f"count-20261126-101010-{pid}-2"

@@ -396,3 +396,43 @@ def test_a_held_back_path_says_the_reason_the_gate_cached(tmp_path: Path) -> Non
     assert versions_run.verdicts(tmp_path)["keras-torch"]["reason"].startswith(
         "not timed"
     )
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"folder": None},  # a line without its folder
+        {"folder": "../elsewhere"},  # a folder outside the versions folder
+        {"folder": "/etc"},
+        {"label": 3},
+        {"verdicts": {"keras-torch": "pass"}},  # a string where a table was
+        {"notes": "one note"},
+    ],
+)
+def test_a_manifest_line_the_report_cannot_read_is_skipped_and_named(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    damage: dict[str, Any],
+) -> None:
+    base = _versions_run(
+        tmp_path, monkeypatch, {"3.9.0": _pairs(4.0, 1), "3.10.0": _pairs(4.0, 2)}
+    )
+    (tmp_path / "elsewhere").mkdir()
+    manifest = base / versions_run.MANIFEST
+    lines = [json.loads(line) for line in manifest.read_text().splitlines()]
+    bad = {**lines[-1], **damage}
+    if damage.get("folder", "") is None:
+        del bad["folder"]
+    manifest.write_text(json.dumps(lines[0]) + "\n" + json.dumps(bad) + "\n")
+    assert main(["report", "--versions", str(base)]) == 0
+    out, err = capsys.readouterr()
+    assert "skipped 1 line of" in err
+    assert "keras 3.9.0" in out
+    assert "keras 3.10.0" not in out
+    # nothing usable: one sentence and a non-zero exit, not an empty table
+    manifest.write_text(json.dumps(bad) + "\n")
+    assert main(["report", "--versions", str(base)]) == 2
+    assert "holds no manifest lines (1 line of another shape)" in (
+        capsys.readouterr().err
+    )

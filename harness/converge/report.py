@@ -8,13 +8,57 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from pydantic import Field, field_validator, model_validator
 from tabulate import tabulate
 
 from harness.converge.agreement import Band, band, disagreement, reached
-from harness.core import jsonl
+from harness.core import validated
+from harness.core.validated import Count, Seconds
 from workers.paths import get_path
+
+Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+
+
+class Record(validated.Schema):
+    """What the report reads of a converge record (``harness.converge.run``
+    writes more)."""
+
+    schema_: Literal[1] = Field(alias="schema")
+    model: str
+    path: str
+    role: Literal["path", "ensemble"] = "path"
+    status: str
+    verdict: str | None = None
+    ensemble_path: str | None = None
+    source: str | None = None
+    target: Fraction | None = None
+    train_samples: Count | None = None
+    test_samples: Count | None = None
+    batch_size: Count | None = None
+    batches_per_epoch: Annotated[int, Field(ge=1)] | None = None
+    accuracy: list[Fraction] | None = None
+    train_s: list[Seconds] | None = None
+
+    @field_validator("path")
+    @classmethod
+    def _known(cls, path: str) -> str:
+        get_path(path)  # ValueError for a path this version does not know
+        return path
+
+    @model_validator(mode="after")
+    def _trained(self) -> Record:
+        """A run that trained has a curve: an accuracy and the seconds of
+        each epoch, at least one, as many of each."""
+        if self.status == "ok" and not (
+            self.accuracy
+            and self.train_s
+            and len(self.accuracy) == len(self.train_s)
+            and self.batches_per_epoch is not None
+        ):
+            raise ValueError("a trained run needs its curve")
+        return self
 
 
 @dataclass
@@ -80,31 +124,19 @@ def latest(folder: Path) -> Path:
 
 
 def load(file: Path) -> Converged:
-    """The records of ``file``, by model (lines of another schema, or of a
-    path this version does not know, skipped)."""
+    """The records of ``file``, by model (:class:`Record`: lines of another
+    shape, or of a path this version does not know, skipped and named on
+    stderr; ValueError when none is left)."""
     models: dict[str, ModelRuns] = {}
-    skipped = 0
-    for record in jsonl.objects(file):
-        if (
-            record.get("schema") != 1
-            or "model" not in record
-            or not _known(record.get("path"))
-        ):
-            skipped += 1
-            continue
+    records, skipped = validated.checked(
+        file, Record, ("a converge record", "converge records")
+    )
+    for record in records:
         runs = models.setdefault(record["model"], ModelRuns(record["model"], record))
         (runs.ensemble if record.get("role") == "ensemble" else runs.paths).append(
             record
         )
-    return Converged(file, models, skipped)
-
-
-def _known(path: Any) -> bool:
-    try:
-        get_path(str(path))
-    except ValueError:
-        return False
-    return True
+    return Converged(file, models, len(skipped))
 
 
 def rows(runs: ModelRuns) -> list[list[Any]]:

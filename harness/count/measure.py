@@ -30,14 +30,18 @@ import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from harness.core import jsonl, records
+from pydantic import Field, model_validator
+
+from harness.core import jsonl, records, validated
 from harness.core.gate import checked_batches, checked_weights, verify
 from harness.core.placement import of_profile
 from harness.core.profiles import Profile
 from harness.core.progress import Progress
 from harness.core.seeds import WEIGHTS_SEED
+from harness.core.validated import Count as Natural
+from harness.core.validated import Finite
 from harness.count import callgrind
 from workers.launch import PROJECT_ROOT, Reply, Worker, usable_cpus
 from workers.messages import CALLGRIND_LIBRARY_ENV as LIBRARY_ENV
@@ -442,10 +446,64 @@ def lines(
     return out
 
 
+Counted = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class CountLine(validated.Schema):
+    """What the analysis reads of a count run's line (:func:`count` writes
+    them): the host, a cell skipped or failed, or a counted block."""
+
+    kind: Literal["host", "skipped", "failure", "block"]
+    host: dict[str, Any] | None = None
+    profile: str | None = None
+    model: str | None = None
+    framework: str | None = None
+    phase: str | None = None
+    batch: Annotated[int, Field(ge=1)] | None = None
+    why: str | None = None
+    path: str | None = None
+    repeat: Natural | None = None
+    per_block: Annotated[int, Field(ge=1)] | None = None
+    instructions: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    counter: Counted | None = None
+    groups: dict[str, Counted] | None = None
+    extra_loops: Natural | None = None
+    unverified: bool | None = None
+    functions: list[tuple[str, str, str, Finite]] | None = None
+
+    @model_validator(mode="after")
+    def _whole(self) -> CountLine:
+        """Each kind with every field its readers use."""
+        cell = (self.model, self.framework, self.phase, self.batch)
+        need: tuple[Any, ...] = ()
+        if self.kind == "host":
+            need = (self.host,)
+        elif self.kind in ("skipped", "failure"):
+            need = (*cell, self.why)
+        else:
+            need = (*cell, self.path, self.repeat, self.per_block)
+            need += (self.instructions, self.counter, self.groups)
+            need += (self.extra_loops, self.unverified, self.functions)
+        if any(value is None for value in need):
+            raise ValueError(f"a {self.kind} line without a field it needs")
+        if self.kind == "block":
+            assert self.groups is not None
+            assert self.instructions is not None
+            if set(callgrind.GROUPS) - set(self.groups):
+                raise ValueError("a block without every group's instructions")
+            if self.groups["spin"] >= self.instructions:
+                raise ValueError("a block of nothing but spinning")
+        return self
+
+
 def read(out: Path) -> list[dict[str, Any]]:
-    """The JSON lines of a count run (a torn last line skipped with a
-    warning, :mod:`harness.core.jsonl`'s policy)."""
-    return jsonl.objects(out / "count.jsonl")
+    """The lines of a count run that :class:`CountLine` takes (a torn last
+    line, or a line of another shape, skipped and named on stderr).
+
+    Raises ValueError when the run holds none."""
+    return validated.objects(
+        out / "count.jsonl", CountLine, ("a count line", "count lines")
+    )
 
 
 def latest(results_dir: Path) -> Path | None:

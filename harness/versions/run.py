@@ -25,7 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.core import jsonl
+from pydantic import Field, field_validator
+
+from harness.core import jsonl, validated
 from harness.core.gate import CACHE_NAME
 from harness.core.profiles import Profile
 from harness.core.records import Record, scan
@@ -163,19 +165,49 @@ def run_versions(
     return worst
 
 
+class _Verdict(validated.Schema):
+    equivalence: str
+    reason: str | None = None
+
+
+class ManifestLine(validated.Schema):
+    """What ``report --versions`` reads of a manifest line (:func:`_line`)."""
+
+    slug: str
+    label: str
+    status: str
+    folder: str
+    reason: str | None = None
+    notes: list[str] | None = None
+    release: dict[str, str] = Field(default_factory=dict)
+    varied: list[str] = Field(default_factory=list)
+    verdicts: dict[str, _Verdict] | None = None
+
+    @field_validator("folder")
+    @classmethod
+    def _inside(cls, folder: str) -> str:
+        """A folder of the versions folder itself: one plain name, so that
+        a line can never send the report outside it."""
+        if not folder or folder in (".", "..") or "/" in folder or "\\" in folder:
+            raise ValueError("not a folder of the versions folder")
+        return folder
+
+
 def outcomes(base: Path) -> list[dict[str, Any]]:
     """The newest line of each combination in ``base``'s manifest, in the
-    order combinations were first run.
+    order combinations were first run (:class:`ManifestLine`: other lines
+    skipped and named on stderr).
 
-    Raises FileNotFoundError when ``base`` holds no manifest."""
+    Raises FileNotFoundError when ``base`` holds no manifest, ValueError
+    when it holds no line the report can read."""
     manifest = base / MANIFEST
     if not manifest.is_file():
         raise FileNotFoundError(
             f"no {MANIFEST} in {base}; run 'python -m harness versions' first"
         )
     newest: dict[str, dict[str, Any]] = {}
-    for line in jsonl.objects(manifest):
-        slug = line.get("slug")
-        if isinstance(slug, str):
-            newest[slug] = line
+    for line in validated.objects(
+        manifest, ManifestLine, ("a manifest line", "manifest lines")
+    ):
+        newest[line["slug"]] = line
     return list(newest.values())
