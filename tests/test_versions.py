@@ -110,6 +110,9 @@ class FakeBuild:
         self, releases: dict[str, str], answers: list[subprocess.CompletedProcess[str]]
     ) -> None:
         self.releases, self.answers, self.calls = releases, answers, []
+        # the releases pip is asked about first: each exists unless missing
+        self.asked: list[str] = []
+        self.missing: tuple[str, ...] = ()
 
     def venv(self, home: Path) -> subprocess.CompletedProcess[str]:
         (home / "bin").mkdir(parents=True)
@@ -124,6 +127,17 @@ class FakeBuild:
     def pip(self, python: Path, *args: str) -> subprocess.CompletedProcess[str]:
         self.calls.append(args)
         return self.answers.pop(0)
+
+    def download(self, requirement: str) -> subprocess.CompletedProcess[str]:
+        self.asked.append(requirement)
+        if requirement in self.missing:
+            return _done(
+                1,
+                f"ERROR: Could not find a version that satisfies the requirement "
+                f"{requirement}\nERROR: No matching distribution found for "
+                f"{requirement}",
+            )
+        return _done(0)
 
 
 @pytest.fixture
@@ -142,6 +156,7 @@ def _fake(
     fake = FakeBuild(releases, list(answers))
     monkeypatch.setattr(environments, "_venv", fake.venv)
     monkeypatch.setattr(environments, "_pip", fake.pip)
+    monkeypatch.setattr(environments, "_download", fake.download)
     return fake
 
 
@@ -199,7 +214,28 @@ def test_what_pip_cannot_install_is_unavailable_with_its_reason(
         "pip: Could not find a version that satisfies the requirement keras==3.0.0"
     )
     home = checkout / environments.BUILT_UNDER / c.slug
-    assert not (home / environments.STAMP).exists()  # built again next time
+    assert not home.exists()  # nothing half-built left behind
+    # the next run builds it as new, not "changed"
+    _fake(monkeypatch, c.release, _done(0), _done(0))
+    said: list[str] = []
+    assert environments.prepare(c, checkout, log=said.append).python is not None
+    assert not any("again" in line for line in said), said
+
+
+def test_a_release_that_does_not_exist_is_refused_before_anything_is_built(
+    checkout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (c,) = matrix.combinations(_settings(keras=["99.0"]), checkout)
+    fake = _fake(monkeypatch, c.release)
+    fake.missing = ("keras==99.0",)
+    found = environments.prepare(c, checkout, log=lambda _: None)
+    assert fake.asked == ["keras==99.0"]  # the only release not pinned
+    assert fake.calls == []  # pip installed nothing, no venv made
+    assert found.python is None
+    assert found.reason == (
+        "pip: Could not find a version that satisfies the requirement keras==99.0"
+    )
+    assert not (checkout / environments.BUILT_UNDER).exists()
 
 
 def test_an_environment_with_other_releases_than_asked_is_refused(

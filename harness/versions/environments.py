@@ -14,7 +14,11 @@ its own when the interpreter running this already has exactly those
 releases: it is used as it is.
 
 An environment pip cannot build is *unavailable*: its reason is pip's last
-error line, and the other combinations go on.
+error line, and the other combinations go on.  Before building, pip is asked
+whether each release the combination varies exists at all (``pip download
+--no-deps``, into the cache the build then reads), so a release that does not
+exist costs seconds, not a 3 GB environment; a build that fails is removed,
+never left half-built for the next run.
 """
 
 from __future__ import annotations
@@ -23,12 +27,18 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.gate import library_versions
-from harness.versions.matrix import AXES, PROJECT_EXTRAS, Combination
+from harness.versions.matrix import (
+    AXES,
+    PROJECT_EXTRAS,
+    Combination,
+    project_requirements,
+)
 from workers.launch import PROJECT_ROOT
 
 STAMP = "harness-versions.json"
@@ -99,11 +109,36 @@ def prepare(
         kept = None
     if python.exists() and isinstance(kept, dict) and kept.get("wanted") == wanted:
         return Environment(combination, str(python), notes=list(kept.get("notes", [])))
+    for requirement in varied_requirements(combination, root):
+        found = _download(requirement)
+        if found.returncode != 0:
+            return Environment(combination, None, f"pip: {_pip_error(found)}")
     if home.exists():
-        log(f"{combination.label}: its environment changed; building it again")
+        why = "changed" if isinstance(kept, dict) else "was not finished"
+        log(f"{combination.label}: its environment {why}; building it again")
         shutil.rmtree(home)
     log(f"{combination.label}: building {home.relative_to(root)} with pip")
-    return _build(combination, root, home, wanted)
+    built = _build(combination, root, home, wanted)
+    if built.python is None:
+        shutil.rmtree(home, ignore_errors=True)  # nothing half-built stays
+    return built
+
+
+def varied_requirements(combination: Combination, root: Path) -> list[str]:
+    """The requirements of ``combination`` that are not the project's own
+    pins: the releases to ask pip about before building."""
+    pinned = set(project_requirements(root))
+    keras = combination.keras_requirement(root)
+    varied = [r for r in combination.requirements(root) if r not in pinned]
+    return varied + ([keras] if keras else [])
+
+
+def _download(requirement: str) -> subprocess.CompletedProcess[str]:
+    """``pip download --no-deps`` of ``requirement`` into a folder thrown
+    away after (pip's cache keeps it for the build): whether it exists."""
+    with tempfile.TemporaryDirectory(prefix="harness-release-") as folder:
+        pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet"]
+        return _run_pip([*pip, "--dest", folder, requirement])
 
 
 def _venv(home: Path) -> subprocess.CompletedProcess[str]:
@@ -117,7 +152,12 @@ def _venv(home: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _pip(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [str(python), "-m", "pip", "install", "--quiet", *args]
+    return _run_pip([str(python), "-m", "pip", "install", "--quiet", *args])
+
+
+def _run_pip(command: list[str]) -> subprocess.CompletedProcess[str]:
+    """``command`` (a pip), its output kept; a pip that does not finish in
+    :data:`PIP_TIMEOUT_S` fails with a line saying so."""
     try:
         return subprocess.run(
             command,
