@@ -423,3 +423,13 @@ def test_a_count_line_the_analysis_cannot_read_is_skipped_and_named(
     (run / "count.jsonl").write_text(json.dumps(bad) + "\n")
     assert main(["count", "--render", str(run)]) == 2
     assert "holds no count lines (1 line of another shape)" in capsys.readouterr().err
+
+
+def test_a_count_run_that_ended_before_its_first_block_is_one_sentence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "count-20261125-000000"
+    run.mkdir()
+    (run / "count.jsonl").write_text(json.dumps(run_lines([1.0], [1.0])[0]) + "\n")
+    assert main(["count", "--render", str(run)]) == 2
+    assert "holds no counted block" in capsys.readouterr().err

@@ -421,5 +421,22 @@ def test_degenerate_or_oversized_datasets_are_refused(
         batch = tmp_path / "cifar-10-batches-bin" / "data_batch_2.bin"
         with batch.open("r+b") as f:
             f.truncate(3073 * 2**21)  # whole records, 6 GiB, sparse
-        with pytest.raises(DataError, match=r"data_batch_2.bin .* would take 6.0 GiB"):
+        with pytest.raises(
+            DataError,
+            match=r"data_batch_2.bin, as its size on disk says, would take 6.0 GiB",
+        ):
             datasets.load(MODELS["vgg16"], tmp_path)
+
+
+def test_cifar_and_imdb_files_put_flat_say_where_they_go(tmp_path: Path) -> None:
+    write_cifar(tmp_path)
+    cifar = tmp_path / "cifar-10-batches-bin"
+    for f in cifar.iterdir():
+        f.rename(tmp_path / f.name)
+    with pytest.raises(DataError, match=r"go in its cifar-10-batches-bin/ folder"):
+        cifar10.load(cifar)
+    write_imdb(tmp_path)
+    for part in ("train", "test"):
+        (tmp_path / "aclImdb" / part).rename(tmp_path / part)
+    with pytest.raises(DataError, match=r"IMDB's folders go in its aclImdb/ folder"):
+        imdb.load(tmp_path / "aclImdb", length=5, vocabulary=10, glove=None, seed=0)

@@ -519,6 +519,11 @@ def render(out: Path, results_dir: Path) -> str:
     from harness.count import analysis
 
     found = analysis.cells(read(out))
+    if not found["paths"] and not found["not_counted"]:
+        raise ValueError(
+            f"{out} holds no counted block and no cell it could not count: the "
+            f"run ended before its first"
+        )
     found["time"] = analysis.relate(found, _timing(results_dir, found))
     (out / "count.json").write_text(json.dumps(found, indent=1))
     text = analysis.markdown(found)

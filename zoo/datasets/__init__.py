@@ -92,7 +92,7 @@ def read_exactly(stream: BinaryIO, path: Path, size: int, promise: str) -> bytea
     a stream that ends sooner is truncated, one that goes on has extra
     bytes, each refused naming ``path`` and the ``promise`` (what said how
     many bytes)."""
-    within_limit(size, f"{path} ({promise})")
+    within_limit(size, f"{path}, as {promise} says,")
     body = bytearray()
     try:
         while len(body) < size:

@@ -75,6 +75,11 @@ def read(path: Path) -> tuple[np.ndarray, np.ndarray]:
             )
             else ""
         )
+        if not hint and (path.parent.parent / path.name).is_file():
+            hint = (
+                f" ({path.name} is in {path.parent.parent}: CIFAR-10's files go in "
+                f"its {path.parent.name}/ folder)"
+            )
         raise DataError(
             f"{path} is missing: CIFAR-10's binary version needs "
             f"{', '.join((*TRAIN_FILES, TEST_FILE))} in {path.parent}{hint}"

@@ -173,9 +173,16 @@ def load(
     if length < 1 or vocabulary < 1:
         raise DataError("IMDB needs a sequence length and a vocabulary of at least 1")
     if not where.is_dir():
+        flat = (where.parent / "train").is_dir()
         raise DataError(
             f"{where} is missing: put the unpacked aclImdb folder (aclImdb_v1.tar.gz) "
             f"in the data folder"
+            + (f" (train/ is in {where.parent}: it goes in aclImdb/)" if flat else "")
+        )
+    if not (where / "train").is_dir() and (where.parent / "train").is_dir():
+        raise DataError(
+            f"{where / 'train'} is missing; train/ is in {where.parent}: IMDB's "
+            f"folders go in its aclImdb/ folder"
         )
     train_texts, train_y = reviews(where, "train")
     test_texts, test_y = reviews(where, "test")

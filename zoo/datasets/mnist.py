@@ -83,7 +83,7 @@ def find(where: Path, name: str) -> Path:
     what = f"MNIST's {', '.join(FILES.values())} (gzipped or not)"
     for candidate in (where / name, where / f"{name}.gz"):
         if candidate.exists() or candidate.is_symlink():
-            return regular_file(candidate, what)
+            return regular_file(candidate, f"MNIST's {name} (gzipped or not)")
     beside = [
         p.name
         for p in (where.parent / name, where.parent / f"{name}.gz")
