@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
-from harness.core import records
+from harness.core import jsonl, records
 from harness.core.profiles import Profile
 from harness.core.seeds import DATA_SEED, WEIGHTS_SEED
 from native import IDIOMATIC
@@ -54,8 +53,8 @@ def floors(
     the records file and rows.  Raises ValueError when the profile leaves a
     training setting unset."""
     profile.require(["train"], models)
-    run_id = time.strftime("%Y%m%d-%H%M%S")
-    out = results_dir / f"floors-{run_id}.jsonl"
+    out = jsonl.claim(results_dir, "floors", ".jsonl")
+    run_id = out.stem.removeprefix("floors-")
     cache = results_dir / "cache"
     host = records.host_platform()
     rows = []

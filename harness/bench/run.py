@@ -24,7 +24,7 @@ are set explicitly for every worker and recorded
 pinned to a CPU of its own, this process kept on the others while it
 measures.
 
-Records are appended to ``<results>/run-<timestamp>.jsonl`` as each cell's
+Records are appended to ``<results>/run-<time>-<pid>.jsonl`` as each cell's
 repeat ends, so a crash loses nothing measured; ``resume`` continues an
 interrupted run in the same file without redoing finished cell repeats.  A
 record that cannot be written whole (a full disk) or Ctrl-C stops the run
@@ -44,15 +44,15 @@ import json
 import os
 import sys
 import tempfile
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from harness.bench.measure import Measuring
-from harness.core import machines, pairing, records
+from harness.core import jsonl, machines, pairing, records
 from harness.core.cells import (
+    PLAN_SUFFIX,
     Cell,
     Plan,
     Unit,
@@ -107,7 +107,10 @@ def _open(
 ) -> tuple[str, Path, Counter[tuple[Cell, int]]]:
     """The run id, its records file and the cell repeats already finished."""
     if resume is None:
-        run_id = time.strftime("%Y%m%d-%H%M%S")
+        # The plan's file, claimed exclusively, makes the id: two runs
+        # started in one second never share a records file.
+        plan = jsonl.claim(results_dir, "run", PLAN_SUFFIX)
+        run_id = plan.name.removeprefix("run-").removesuffix(PLAN_SUFFIX)
         return run_id, results_dir / f"run-{run_id}.jsonl", Counter()
     if not resume.is_file():
         raise FileNotFoundError(f"--resume: no records file {resume}")

@@ -367,9 +367,12 @@ def read_plan(path: Path) -> Plan:
     return plan
 
 
+PLAN_SUFFIX = ".cells.json"
+
+
 def plan_file(results_dir: Path, run_id: str) -> Path:
     """Where ``harness run`` keeps a run's plan, beside its records."""
-    return results_dir / f"run-{run_id}.cells.json"
+    return results_dir / f"run-{run_id}{PLAN_SUFFIX}"
 
 
 def _identity(record: records.Record) -> tuple[Any, ...]:
