@@ -120,3 +120,17 @@ def test_a_run_and_an_explain_folder_are_read(tmp_path: Path) -> None:
     (row,) = rows([from_run, keras])
     assert row["agree"] == "NO"
     assert "with keras-torch-resident, native-torch" in row["why"]
+    # cells of another shape are passed over, the good one still read
+    bad = [
+        {**cell, "paths": "keras-torch"},
+        {**cell, "total": {"us": "1"}},
+        {**cell, "parts": {"native": None}, "batch": "8"},
+        {k: v for k, v in cell.items() if k != "model"},
+        "a cell",
+    ]
+    (folder / "explain.json").write_text(json.dumps({"cells": [*bad, cell]}))
+    assert len(agreement.from_explain(folder)) == 2
+    (folder / "explain.json").write_text(json.dumps({"cells": "none"}))
+    assert agreement.from_explain(folder) == []
+    (folder / "explain.jsonl").write_text(json.dumps({"host": "h"}))
+    assert agreement.from_explain(folder) == []

@@ -23,10 +23,13 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from harness.core import records
+from pydantic import Field
+
+from harness.core import records, validated
 from harness.core.records import Record
+from harness.core.validated import Finite
 from harness.report.analysis import cells
 
 CellKey = tuple[str, str, str, int, str]  # model, path, phase, batch, threads
@@ -91,20 +94,51 @@ def from_run(recs: Iterable[Record], source: str) -> list[Estimate]:
     return found
 
 
+class _Figure(validated.Schema):
+    us: Finite
+    low: Finite
+    high: Finite
+
+
+class _Parts(validated.Schema):
+    native: _Figure | None = None
+
+
+class _ExplainCell(validated.Schema):
+    """What the comparison reads of a cell of an explain run's analysis."""
+
+    model: str
+    phase: str
+    batch: int
+    paths: Annotated[list[str], Field(min_length=2)]
+    total: _Figure | None = None
+    parts: _Parts = Field(default_factory=_Parts)
+
+
+class _ExplainHost(validated.Schema):
+    host: dict[str, Any] = Field(default_factory=dict)
+
+
 def from_explain(folder: Path) -> list[Estimate]:
     """An explain run's Keras ``fit`` level and native level of each cell
-    (nothing where its files cannot be read)."""
+    (nothing where its files cannot be read; a cell of another shape is
+    passed over)."""
     try:
         analysis = json.loads((folder / "explain.json").read_text())
-        host = json.loads((folder / "explain.jsonl").read_text().splitlines()[0]).get(
-            "host", {}
-        )
+        first = json.loads((folder / "explain.jsonl").read_text().splitlines()[0])
     except (OSError, ValueError, IndexError):
         return []
+    if not validated.fits(_ExplainHost, first) or not isinstance(analysis, dict):
+        return []
+    host = first.get("host", {})
     threads = threads_label(host.get("threads"))
-    steps = host.get("train_steps", {})
+    steps = host.get("train_steps")
+    steps = steps if isinstance(steps, dict) else {}
     found = []
-    for cell in analysis.get("cells", []):
+    cells_ = analysis.get("cells")
+    for cell in cells_ if isinstance(cells_, list) else []:
+        if not validated.fits(_ExplainCell, cell):
+            continue
         total, native = cell.get("total"), cell.get("parts", {}).get("native")
         if total is None or native is None:
             continue
