@@ -84,7 +84,12 @@ def test_ops_reads_by_the_same_policy(
 ) -> None:
     # Before, a torn line in gate.jsonl stopped the ops report with a traceback.
     gate = tmp_path / "gate.jsonl"
-    run = {"kind": "run", "matmul_peak": {"flops_per_s": 1e9}}
+    run = {
+        "kind": "run",
+        "profile": {"name": "ops"},
+        "matmul_peak": {"flops_per_s": 1e9},
+        "host": {},
+    }
     gate.write_text(
         json.dumps(run)
         + "\n[1, 2]\n"
@@ -99,7 +104,8 @@ def test_ops_reads_by_the_same_policy(
     assert ops._peaks(tmp_path) == {"native-jax": 1e9}
     err = capsys.readouterr().err.splitlines()
     assert err == [  # once each, though the file was read twice
-        f"warning: skipped 1 line of {gate} that is JSON but not an object (line 2)",
+        f"warning: skipped 1 line of {gate} that is JSON but not an ops gate line "
+        "(line 2)",
         f"warning: skipped line 5 of {gate}, the last: it was cut short (a write "
         "that did not finish, e.g. a crash)",
     ]

@@ -175,7 +175,7 @@ def test_render_writes_the_tables_and_a_plot_per_operator(tmp_path: Path) -> Non
 
 def test_a_folder_without_a_run_is_refused(tmp_path: Path) -> None:
     (tmp_path / "gate.jsonl").write_text("")
-    with pytest.raises(ValueError, match="holds no ops run"):
+    with pytest.raises(ValueError, match="holds no ops gate lines"):
         report.analyse(tmp_path)
 
 
@@ -239,3 +239,30 @@ def test_harness_report_shows_the_newest_ops_run(
     assert "## Operators (ops-20260101-000000" in shown
     assert "Per-call overhead of keras.ops" in shown
     assert "### relu:" not in shown  # every operator's table stays in ops.md
+
+
+def test_gate_lines_the_report_cannot_read_are_skipped_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = {
+        "kind": "run",
+        "profile": {"name": "ops"},
+        "matmul_peak": {"flops_per_s": 1e9},
+        "host": {},
+    }
+    bad = [
+        {**run, "matmul_peak": {"flops_per_s": "fast"}},  # a string for a rate
+        {"kind": "gate", "op": "matmul", "path": "keras-jax"},  # no verdict
+        {"kind": "peak", "path": "native-jax", "flops_per_s": []},  # no rate
+        {"kind": "peak", "path": "native-jax", "flops_per_s": [float("inf")]},
+    ]
+    (tmp_path / "gate.jsonl").write_text(
+        "".join(json.dumps(line) + "\n" for line in [*bad, run])
+    )
+    header, verdicts, _ = report.read(tmp_path)
+    assert header == run
+    assert verdicts == []
+    assert "skipped 4 lines of" in capsys.readouterr().err
+    (tmp_path / "gate.jsonl").write_text(json.dumps(bad[0]) + "\n")
+    with pytest.raises(ValueError, match=r"holds no ops gate lines \(1 line"):
+        report.analyse(tmp_path)

@@ -27,11 +27,12 @@ import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from pydantic import Field, model_validator
 from tabulate import tabulate
 
-from harness.core import jsonl, records
+from harness.core import records, validated
 from harness.stats import paired
 from workers.frameworks import keras_backends
 from zoo.operators import DIRECTIONS, OPERATORS, get_operator
@@ -91,11 +92,59 @@ class Overhead:
     native_s: float  # the native operator's time per call
 
 
+Rate = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class _Named(validated.Schema):
+    name: str
+
+
+class _Peak(validated.Schema):
+    flops_per_s: Rate
+
+
+class GateLine(validated.Schema):
+    """What the report reads of a line of an ops run's ``gate.jsonl``: the
+    run's header, a search verdict, or a framework's GEMM peak."""
+
+    kind: Literal["run", "gate", "peak"]
+    # run
+    profile: _Named | None = None
+    matmul_peak: _Peak | None = None
+    host: dict[str, Any] | None = None
+    fault: str | None = None
+    # gate
+    op: str | None = None
+    path: str | None = None
+    ok: bool | None = None
+    examples: Annotated[int, Field(ge=0)] | None = None
+    # peak
+    flops_per_s: Annotated[list[Rate], Field(min_length=1)] | None = None
+
+    @model_validator(mode="after")
+    def _whole(self) -> GateLine:
+        need = {
+            "run": (self.profile, self.matmul_peak, self.host),
+            "gate": (self.op, self.path, self.ok, self.examples),
+            "peak": (self.path, self.flops_per_s),
+        }[self.kind]
+        if any(value is None for value in need):
+            raise ValueError(f"a {self.kind} line without a field it needs")
+        return self
+
+
+def _gate_lines(out: Path) -> list[dict[str, Any]]:
+    return validated.objects(
+        out / "gate.jsonl", GateLine, ("an ops gate line", "ops gate lines")
+    )
+
+
 def read(
     out: Path,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[records.Record]]:
-    """The run header, the search verdicts and the records of a run folder."""
-    lines = jsonl.objects(out / "gate.jsonl")
+    """The run header, the search verdicts and the records of a run folder
+    (lines of another shape skipped and named: :class:`GateLine`)."""
+    lines = _gate_lines(out)
     header = next((line for line in lines if line.get("kind") == "run"), None)
     if header is None:
         raise ValueError(f"{out} holds no ops run (no run line in gate.jsonl)")
@@ -110,7 +159,7 @@ def _peaks(out: Path) -> dict[str, float]:
     """Each framework's best GEMM rate with its results read back
     (``OpPeak``), by the path that ran it."""
     found: dict[str, float] = {}
-    for entry in jsonl.objects(out / "gate.jsonl"):
+    for entry in _gate_lines(out):
         if entry.get("kind") == "peak":
             best = max(entry["flops_per_s"])
             found[entry["path"]] = max(found.get(entry["path"], 0.0), best)
