@@ -142,6 +142,10 @@ def test_the_report_gives_time_to_target_and_catches_a_wrong_path(
 def test_no_records_is_one_sentence(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no converge records in"):
         report.latest(tmp_path)
+    # a newer run that stopped before its first record is passed over
+    folder = _write(tmp_path, [_record("native-torch", [0.5])])
+    (folder / "converge-20261126-000000-1.jsonl").touch()
+    assert report.latest(folder).name == "converge-20261125T120000.jsonl"
 
 
 class _Stand:

@@ -115,7 +115,8 @@ def latest(folder: Path) -> Path:
     """The newest records file of ``folder`` (or ``folder`` itself, a file)."""
     if folder.is_file():
         return folder
-    found = sorted(folder.glob("converge-*.jsonl"))
+    # A run that stopped before its first record left its file empty.
+    found = [f for f in sorted(folder.glob("converge-*.jsonl")) if f.stat().st_size]
     if not found:
         raise ValueError(
             f"no converge records in {folder}: run `python -m harness converge` first"
