@@ -68,10 +68,13 @@ def checked(
         found = jsonl.read(path)
     except UnicodeDecodeError:
         raise ValueError(f"{path} is not UTF-8 text: it holds no {noun[1]}") from None
-    kept = [value for _, value in found.values if fits(schema, value)]
-    skipped = sorted(
-        [*found.unreadable, *(n for n, v in found.values if not fits(schema, v))]
-    )
+    kept, skipped = [], list(found.unreadable)
+    for number, value in found.values:
+        if fits(schema, value):
+            kept.append(value)
+        else:
+            skipped.append(number)
+    skipped.sort()
     if not kept:
         raise ValueError(
             f"{path} holds no {noun[1]}"

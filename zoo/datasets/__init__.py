@@ -102,7 +102,11 @@ def read_exactly(stream: BinaryIO, path: Path, size: int, promise: str) -> bytea
             body += chunk
         extra = stream.read(1)
     except (EOFError, OSError, zlib.error) as exc:
-        raise DataError(f"{path} is a truncated or damaged gzip file ({exc})") from exc
+        if isinstance(stream, gzip.GzipFile):
+            what = "is a truncated or damaged gzip file"
+        else:
+            what = "cannot be read"
+        raise DataError(f"{path} {what} ({exc})") from exc
     if len(body) < size or extra:
         problem = "truncated" if len(body) < size else "followed by extra bytes"
         got = f"{len(body)} bytes" if not extra else f"more than {size} bytes"

@@ -172,18 +172,15 @@ def load(
     checked (``zoo.datasets.MAX_BYTES``)."""
     if length < 1 or vocabulary < 1:
         raise DataError("IMDB needs a sequence length and a vocabulary of at least 1")
+    flat = not (where / "train").is_dir() and (where.parent / "train").is_dir()
+    hint = f" (train/ is in {where.parent}: IMDB's folders go in its aclImdb/ folder)"
     if not where.is_dir():
-        flat = (where.parent / "train").is_dir()
         raise DataError(
             f"{where} is missing: put the unpacked aclImdb folder (aclImdb_v1.tar.gz) "
-            f"in the data folder"
-            + (f" (train/ is in {where.parent}: it goes in aclImdb/)" if flat else "")
+            f"in the data folder" + (hint if flat else "")
         )
-    if not (where / "train").is_dir() and (where.parent / "train").is_dir():
-        raise DataError(
-            f"{where / 'train'} is missing; train/ is in {where.parent}: IMDB's "
-            f"folders go in its aclImdb/ folder"
-        )
+    if flat:
+        raise DataError(f"{where / 'train'} is missing{hint}")
     train_texts, train_y = reviews(where, "train")
     test_texts, test_y = reviews(where, "test")
     source = f"IMDB reviews in {where}"
