@@ -7,15 +7,17 @@ Every framework package (``native.jax``, ``native.tensorflow``,
   models (loading arrays, feeding data, the loss and its gradients, the
   hand-written SGD and Adam, waiting for the device), meeting
   ``native.protocol.Framework``;
-- ``ops.py``: the building blocks with the same signatures everywhere
-  (``dense(h, params, spec, name)``, ``conv2d(h, params, spec, name)``,
-  ``max_pool(h, size)``, ``avg_pool(h, size)``, ``flatten(h)``, ``relu(h)``);
+- ``ops.py``: the building blocks with the same signatures everywhere,
+  ``dense``, ``conv2d``, ``max_pool``, ``avg_pool``, ``flatten`` and ``lstm``
+  as ``block(h, params, spec, name)``, ``relu``, ``tanh``, ``sigmoid`` and
+  ``softmax`` as ``activation(h)``;
 - ``operators.py``: every operator of ``zoo.operators`` through the
   framework's own operators, with the conversions, autodiff and wait the
   operator benchmarks use (``python -m harness ops``; the same surface in
   every framework, and ``zoo.keras_operators`` through ``keras.ops``);
-- ``ffn.py``, ``lenet.py``, ``vgg16.py``, ``lstm.py``: one forward pass each,
-  ``apply(params, x, spec=SPEC, tap=no_tap)`` (``native.protocol.ModelModule``);
+  one block per layer kind and one function per activation
+  (``native.protocol.Ops``), which ``native.compose`` walks a spec with:
+  there is no model module, every model (a user's too) is composed;
 - ``modes.py``: the framework's execution modes (``MODES``, default first):
   ``framework(mode)`` gives the surface whose ``loss_and_grads``,
   ``inference`` and ``train_step`` run in that mode (PyTorch eager or
@@ -70,17 +72,9 @@ MODES = {
 # Frameworks with an idiomatic fast training step (``idiomatic.py``) for
 # ``python -m harness floors``.
 IDIOMATIC = ("jax", "tensorflow", "torch")
-MODEL_FILES = ("ffn.py", "lenet.py", "vgg16.py", "lstm.py")
 # The files of every framework package; ``idiomatic.py`` and MXNet's
 # ``hybrid.py`` come on top, as described above.
-FILES = (
-    "__init__.py",
-    "common.py",
-    "modes.py",
-    "ops.py",
-    "operators.py",
-    *MODEL_FILES,
-)
+FILES = ("__init__.py", "common.py", "modes.py", "ops.py", "operators.py")
 # The optimizers every common.py writes out (``Workload.optimizer``).
 OPTIMIZERS = ("sgd", "adam")
 
@@ -138,21 +132,25 @@ def in_mode(base: Framework, mode: str, **replaced: Callable[..., Any]) -> Frame
 
 def load_apply(framework: str, spec: ModelSpec) -> Apply:
     """The forward pass of ``spec`` in ``framework``, as ``apply(params, x,
-    tap=no_tap)`` with the spec bound.
+    tap=no_tap)``: ``native.compose.apply`` over ``native.<package>.ops`` with
+    the spec bound.
 
     The same object for the same forward pass: JAX, TensorFlow and the modes
     that compile cache their compiled functions per ``apply`` object, so a new
     one per call would compile again every time.  Specs that differ only in
-    their workload share one (the workload does not shape the pass); a variant
-    (``vgg-rysia``) or a spec changed by a deliberate fault gets its own.
+    their workload share one (the workload does not shape the pass); another
+    model or a spec changed by a deliberate fault gets its own.
     """
     load_framework(framework)
     package = framework.split("-", maxsplit=1)[0]
-    module: Any = importlib.import_module(f"native.{package}.{spec.module}")
-    same_pass = spec.layers == module.SPEC.layers and spec.params == module.SPEC.params
-    return _bound(module, module.SPEC if same_pass else spec)
+    ops = importlib.import_module(f"native.{package}.ops")
+    key = (ops, spec.input_shape, spec.layers, spec.params)
+    if key not in _PASSES:
+        from native import compose
+
+        _PASSES[key] = cast("Apply", functools.partial(compose.apply, ops, spec=spec))
+    return _PASSES[key]
 
 
-@functools.cache
-def _bound(module: Any, spec: ModelSpec) -> Apply:
-    return cast("Apply", functools.partial(module.apply, spec=spec))
+# One bound forward pass per (ops, input shape, layers, parameters).
+_PASSES: dict[tuple[Any, ...], Apply] = {}

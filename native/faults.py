@@ -15,6 +15,7 @@ denominator (the Keras paths refuse faults, so they never see it).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from native.layout import param_to_canonical
-from zoo.specs import ModelSpec, Param
+from zoo.specs import Layer, ModelSpec, Param
 
 Weights = dict[str, np.ndarray]
 
@@ -119,11 +120,18 @@ def _valid_padding(
         dataclasses.replace(layer, padding="valid") if layer.name == wrong else layer
         for layer in spec.layers
     )
-    faulty = dataclasses.replace(spec, layers=layers)
-    # The author declared the weights of the correct model; only the forward
-    # pass is wrong, so the parameter list (which loading follows) is kept.
-    object.__setattr__(faulty, "params", spec.params)
-    return faulty, dict(weights)
+    return _with_layers(spec, layers), dict(weights)
+
+
+def _with_layers(spec: ModelSpec, layers: tuple[Layer, ...]) -> ModelSpec:
+    """``spec`` whose forward pass runs ``layers``.  The author declared the
+    weights of the correct model; only the forward pass is wrong, so the
+    parameter list (which loading follows) is kept, and the layers are not
+    checked against it (a wrong padding may leave a later window nothing to
+    cover: the path then fails at that layer, and is caught)."""
+    faulty = copy.copy(spec)
+    object.__setattr__(faulty, "layers", layers)
+    return faulty
 
 
 def _adam_eps_inside_sqrt(

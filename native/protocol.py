@@ -1,15 +1,15 @@
-"""The surface every native framework package and model module offers.
+"""The surface every native framework package offers.
 
-A model module (``native/<fw>/<model>.py``) is small: its ``SPEC`` and its
-forward pass ``apply(params, x, spec=SPEC, tap=no_tap) -> logits``, the same
-signature in all sixteen.  ``spec`` says what the pass reads from the model's
-description (each convolution's padding, the block structure, the static
-operator attributes MXNet needs), so a variant (``vgg-rysia``) or a spec
-changed by a deliberate fault reuses its family's module; ``native.load_apply``
-binds it.  ``tap(name, h)`` is called with the output of every layer in
-``spec.tapped_layers()``, in order, and returns ``h``; the default does
-nothing, so compiled passes are unchanged, and the runner passes a recording
-tap to localize a divergence.
+A model is never written out per framework: ``native.compose`` walks its
+spec over the framework's ``ops.py``, which meets ``Ops`` below: one block
+per layer kind, ``block(h, params, spec, name)``, reading what it needs from
+the spec (a convolution's strides and padding, an LSTM's
+``return_sequences``, the static operator attributes MXNet needs), and one
+function per activation.  ``native.load_apply`` binds a spec into
+``apply(params, x, tap=no_tap) -> logits``.  ``tap(name, h)`` is called with
+the output of every layer in ``spec.tapped_layers()``, in order, and returns
+``h``; the default does nothing, so compiled passes are unchanged, and the
+runner passes a recording tap to localize a divergence.
 
 What must differ per framework lives once in ``native/<fw>/common.py``, which
 meets ``Framework`` below: loading arrays, feeding data, the loss and its
@@ -41,12 +41,40 @@ def no_tap(name: str, h: Tensor) -> Tensor:
     return h
 
 
-class ModelModule(Protocol):
-    SPEC: ModelSpec
+class Ops(Protocol):
+    """A framework's building blocks (``native/<fw>/ops.py``).  Blocks take
+    the layer's input, the parameters by canonical name, the spec and the
+    layer's name; activations take a tensor.  Layouts are the framework's
+    (``LAYOUT`` of its ``common``)."""
 
-    def apply(
-        self, params: Params, x: Tensor, spec: ModelSpec = ..., tap: Tap = no_tap
-    ) -> Tensor: ...
+    def dense(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
+        """``h @ kernel + bias`` over the last axis, on ``(N, F)`` or ``(N, T, F)``."""
+
+    def conv2d(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
+        """A square convolution with the layer's strides and padding."""
+
+    def max_pool(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
+        """The largest value of each window (padding never wins)."""
+
+    def avg_pool(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
+        """The mean of each window's positions inside the input (padding
+        is not counted, as in Keras)."""
+
+    def flatten(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
+        """``(N, ...) -> (N, features)`` in the layout's element order."""
+
+    def lstm(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
+        """The LSTM over ``(N, T, F)``: the last hidden state ``(N, u)``, or
+        every step's ``(N, T, u)`` with ``return_sequences``."""
+
+    def relu(self, h: Tensor) -> Tensor: ...
+
+    def tanh(self, h: Tensor) -> Tensor: ...
+
+    def sigmoid(self, h: Tensor) -> Tensor: ...
+
+    def softmax(self, h: Tensor) -> Tensor:
+        """Over the last axis."""
 
 
 class Framework(Protocol):

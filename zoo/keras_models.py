@@ -21,18 +21,24 @@ def _keras_layer(layer: Layer) -> keras.layers.Layer:
         return keras.layers.Conv2D(
             layer.size,
             layer.kernel,
+            strides=layer.stride,
             padding=layer.padding,
             activation=layer.activation,
             name=layer.name,
         )
-    if layer.kind == "avg_pool":
-        return keras.layers.AveragePooling2D(layer.size, name=layer.name)
-    if layer.kind == "max_pool":
-        return keras.layers.MaxPooling2D(layer.size, name=layer.name)
+    if layer.kind in ("avg_pool", "max_pool"):
+        pool = (
+            keras.layers.AveragePooling2D
+            if layer.kind == "avg_pool"
+            else keras.layers.MaxPooling2D
+        )
+        return pool(layer.size, layer.stride, layer.padding, name=layer.name)
     if layer.kind == "flatten":
         return keras.layers.Flatten(name=layer.name)
     if layer.kind == "lstm":
-        return keras.layers.LSTM(layer.size, name=layer.name)
+        return keras.layers.LSTM(
+            layer.size, return_sequences=layer.return_sequences, name=layer.name
+        )
     raise ValueError(f"layer {layer.name!r} has unknown kind {layer.kind!r}")
 
 

@@ -1,24 +1,33 @@
-"""Framework-free descriptions of the four reference models.
+"""Framework-free descriptions of the models: the four reference models and
+any model a user brings (``zoo.user_models``).
 
 This module imports nothing but the standard library, so every environment
 (the MXNet one included, with NumPy 1.23 and no Keras) can read it.
 
 A model is a plain sequence of layers.  From that sequence this module derives
-the canonical parameter list (name, shape, kind) in Keras layout, which is the
-one vocabulary every path uses to exchange weights and gradients:
+every activation's shape (``layer_shapes``) and the canonical parameter list
+(name, shape, kind) in Keras layout, which is the one vocabulary every path
+uses to exchange weights and gradients:
 
 - dense kernel ``(in, out)``, bias ``(out,)``;
 - conv2d kernel ``(kh, kw, in, out)``, bias ``(out,)``;
-- a dense layer right after ``flatten`` has kind ``dense_after_flatten`` and
-  carries the ``(H, W, C)`` feature shape it flattens, because NCHW frameworks
-  must permute its rows;
+- a dense layer right after a ``flatten`` of images has kind
+  ``dense_after_flatten`` and carries the ``(H, W, C)`` feature shape it
+  flattens, because NCHW frameworks must permute its rows;
 - LSTM kernel ``(in, 4u)``, recurrent kernel ``(u, 4u)``, bias ``(4u,)``, gates
   in the order ``i, f, c, o``.
+
+The layer options are Keras' (``LAYER_OPTIONS`` lists which kind takes which):
+convolutions and pools take ``strides`` and ``padding`` (``valid`` or
+``same``, Keras' rule: ``same_padding``), dense and convolution layers an
+``activation`` (``ACTIVATIONS``), an LSTM ``return_sequences``; a dense layer
+on a sequence ``(T, F)`` applies to its last axis, as Keras applies it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, fields
 
 KINDS = (
     "dense",
@@ -29,15 +38,41 @@ KINDS = (
     "lstm_recurrent_kernel",
     "lstm_bias",
 )
+# The layer kinds a model is made of, and the options each takes beyond its
+# size (``Layer``); ``zoo.user_models`` reads a table or a Keras file into these.
+LAYER_KINDS = ("dense", "conv2d", "avg_pool", "max_pool", "flatten", "lstm")
+LAYER_OPTIONS: dict[str, tuple[str, ...]] = {
+    "dense": ("activation",),
+    "conv2d": ("kernel", "strides", "padding", "activation"),
+    "avg_pool": ("strides", "padding"),
+    "max_pool": ("strides", "padding"),
+    "flatten": (),
+    "lstm": ("return_sequences",),
+}
+# ``None`` is Keras' ``linear``; ``softmax`` is over the last axis.
+ACTIVATIONS = (None, "relu", "tanh", "sigmoid", "softmax")
+PADDINGS = ("valid", "same")
+# A padding no Keras layer has: ``window // 2`` on each side, what a
+# hand-written PyTorch ``padding=k // 2`` gives.  Only the deliberate fault
+# ``same-padding-symmetric`` (``native.faults``) sets it.
+SYMMETRIC = "symmetric"
 
 
 @dataclass(frozen=True)
 class Layer:
-    """One layer of a reference model.
+    """One layer of a model.
 
-    ``kind`` is one of ``dense``, ``conv2d``, ``avg_pool``, ``max_pool``,
-    ``flatten`` and ``lstm``.  ``size`` is units (dense, lstm), filters (conv2d)
-    or the pool window; ``kernel`` the square conv kernel side.
+    ``kind`` is one of ``LAYER_KINDS``.  ``size`` is units (dense, lstm),
+    filters (conv2d) or the pool window; ``kernel`` the square conv kernel
+    side; ``strides`` the step of a convolution or pool window (0: Keras'
+    default, 1 for a convolution, the window for a pool, as ``stride``
+    resolves it); ``padding`` ``valid`` or ``same``; ``activation`` one of
+    ``ACTIVATIONS``; ``return_sequences`` whether an LSTM gives every step's
+    hidden state ``(T, u)`` or only the last ``(u,)``.
+
+    The options added for users' models (``strides``, ``return_sequences``)
+    show in the repr only when set, so the reference models read as they
+    always have (the verdict cache keys on that text: ``harness.core.gate``).
     """
 
     name: str
@@ -46,6 +81,31 @@ class Layer:
     kernel: int = 0
     padding: str = "valid"
     activation: str | None = None
+    strides: int = 0
+    return_sequences: bool = False
+
+    def __repr__(self) -> str:
+        shown = [
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f in fields(self)
+            if f.name not in _QUIET or getattr(self, f.name) != f.default
+        ]
+        return f"Layer({', '.join(shown)})"
+
+    @property
+    def stride(self) -> int:
+        """The step actually taken: ``strides``, or Keras' default."""
+        if self.strides:
+            return self.strides
+        return self.size if self.kind in ("avg_pool", "max_pool") else 1
+
+    @property
+    def window(self) -> int:
+        """The square window side of a convolution or pool."""
+        return self.kernel if self.kind == "conv2d" else self.size
+
+
+_QUIET = ("strides", "return_sequences")
 
 
 @dataclass(frozen=True)
@@ -66,13 +126,18 @@ class Workload:
 
     ``optimizer`` is ``sgd`` (plain, no momentum) or ``adam``; Adam's constants
     are Keras' defaults, which every hand-written optimizer must use too.  The
-    loss is always the mean sparse categorical cross-entropy over logits.
+    loss is always the mean sparse categorical cross-entropy over the model's
+    outputs taken as logits.
 
     ``epsilon_inside_sqrt`` places Adam's epsilon: ``False`` is Keras' Adam,
     which divides by ``sqrt(v) + epsilon``; ``True`` is the ``sqrt(v + epsilon)``
     variant some implementations use.  Only the native paths read it (the
     ``adam-eps-inside-sqrt`` fault of ``native.faults`` sets it); Keras' Adam
     is always ``False``.
+
+    ``dataset`` names the real data of ``zoo.datasets`` (``mnist``,
+    ``cifar10``, ``imdb``), or ``user`` for a user's model, whose real data is
+    the user's own ``.npz`` file.
     """
 
     dataset: str
@@ -94,9 +159,13 @@ class ModelSpec:
     classes: int
     layers: tuple[Layer, ...]
     workload: Workload
-    # The native module that implements this architecture (``native.<fw>.<module>``);
-    # empty means the model's own name.  Variants reuse their family's module.
+    # The family a model's trajectory tolerances are set for
+    # (``equivalence.compare``); empty means the model's own name.  Variants
+    # share their family's.
     module: str = ""
+    # A file of fixed canonical weights (a user's ``.keras`` model, through
+    # ``zoo.user_models``); empty: weights are drawn from a seed (``zoo.weights``).
+    weights: str = field(default="", repr=False)
     params: tuple[Param, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -122,55 +191,151 @@ class ModelSpec:
         raise KeyError(f"{self.name} has no layer {name!r}")
 
 
-def _conv_out(side: int, kernel: int, padding: str) -> int:
-    return side if padding == "same" else side - kernel + 1
+# --- shapes -----------------------------------------------------------------
+
+
+def same_padding(side: int, window: int, stride: int) -> tuple[int, int]:
+    """Keras' (and TensorFlow's) ``same`` padding of one axis: the output has
+    ``ceil(side / stride)`` positions and the padding they need is split with
+    the odd one after (``(0, 1)`` for a 3-wide stride-2 window on 28)."""
+    out = -(-side // stride)
+    total = max((out - 1) * stride + window - side, 0)
+    return total // 2, total - total // 2
+
+
+def padding_of(layer: Layer, side: int) -> tuple[int, int]:
+    """The padding (before, after) ``layer`` puts on an axis of ``side``."""
+    if layer.padding == "same":
+        return same_padding(side, layer.window, layer.stride)
+    if layer.padding == SYMMETRIC:
+        return layer.window // 2, layer.window // 2
+    return 0, 0
+
+
+def window_out(layer: Layer, side: int) -> int:
+    """Positions a convolution or pool ``layer`` gives on an axis of ``side``."""
+    before, after = padding_of(layer, side)
+    return (side + before + after - layer.window) // layer.stride + 1
+
+
+def output_shape(layer: Layer, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape (without the batch) ``layer`` gives for input ``shape``;
+    a ValueError in one sentence when the layer cannot take it."""
+    kind, n = layer.kind, layer.name
+    if kind == "dense":
+        if len(shape) not in (1, 2):
+            raise ValueError(
+                f"dense layer {n!r} gets shape {shape}; a dense layer takes "
+                "features (F,) or a sequence (T, F): flatten images first"
+            )
+        return (*shape[:-1], layer.size)
+    if kind in ("conv2d", "avg_pool", "max_pool"):
+        if len(shape) != 3:
+            raise ValueError(f"{kind} layer {n!r} needs images (H, W, C), not {shape}")
+        h, w, c = shape
+        out = (window_out(layer, h), window_out(layer, w))
+        if min(out) < 1:
+            raise ValueError(
+                f"{kind} layer {n!r}: a {layer.window}x{layer.window} window "
+                f"does not fit its {h}x{w} input"
+            )
+        return (*out, layer.size if kind == "conv2d" else c)
+    if kind == "flatten":
+        return (math.prod(shape),)
+    if kind == "lstm":
+        if len(shape) != 2:
+            raise ValueError(f"lstm layer {n!r} needs a sequence (T, F), not {shape}")
+        return (shape[0], layer.size) if layer.return_sequences else (layer.size,)
+    raise ValueError(
+        f"layer {n!r} has unknown kind {kind!r}; known: {', '.join(LAYER_KINDS)}"
+    )
+
+
+def layer_shapes(
+    spec: ModelSpec, input_shape: tuple[int, ...] | None = None
+) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
+    """Each layer's (input shape, output shape), without the batch, in order;
+    ``input_shape`` overrides the spec's (a shorter sequence, say)."""
+    shape = spec.input_shape if input_shape is None else input_shape
+    shapes = []
+    for layer in spec.layers:
+        out = output_shape(layer, shape)
+        shapes.append((shape, out))
+        shape = out
+    return tuple(shapes)
+
+
+def input_of(spec: ModelSpec, name: str) -> tuple[int, ...]:
+    """The input shape of layer ``name`` (without the batch), from the layers
+    before it only (a deliberately faulty spec may not fit after it)."""
+    shape = spec.input_shape
+    for layer in spec.layers:
+        if layer.name == name:
+            return shape
+        shape = output_shape(layer, shape)
+    raise KeyError(f"{spec.name} has no layer {name!r}")
+
+
+def _check_options(layer: Layer) -> None:
+    n = layer.name
+    if layer.kind not in LAYER_OPTIONS:
+        raise ValueError(
+            f"layer {n!r} has unknown kind {layer.kind!r}; "
+            f"known: {', '.join(LAYER_KINDS)}"
+        )
+    if not n or "/" in n:
+        raise ValueError(f"layer name {n!r} must be non-empty and without '/'")
+    if layer.activation not in ACTIVATIONS:
+        known = ", ".join(a or "linear" for a in ACTIVATIONS)
+        raise ValueError(
+            f"layer {n!r} has activation {layer.activation!r}; known: {known}"
+        )
+    if layer.padding not in (*PADDINGS, SYMMETRIC):
+        raise ValueError(f"layer {n!r} has padding {layer.padding!r}; use valid or same")
+    if layer.size < (0 if layer.kind == "flatten" else 1) or layer.strides < 0:
+        raise ValueError(f"layer {n!r} needs a positive size and strides")
+    if layer.kind == "conv2d" and layer.kernel < 1:
+        raise ValueError(f"conv2d layer {n!r} needs a kernel of at least 1")
+    for f in fields(layer):
+        if f.name in _OPTIONAL and f.name not in LAYER_OPTIONS[layer.kind]:
+            if getattr(layer, f.name) != f.default:
+                raise ValueError(
+                    f"{layer.kind} layer {n!r} takes no {f.name}; it takes: "
+                    f"{', '.join(LAYER_OPTIONS[layer.kind]) or 'no options'}"
+                )
+
+
+_OPTIONAL = ("kernel", "strides", "padding", "activation", "return_sequences")
 
 
 def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
     """Walk the layers, tracking the activation shape, and list the parameters."""
-    shape: tuple[int, ...] = spec.input_shape
-    flattened_from: tuple[int, int, int] | None = None
+    names = [layer.name for layer in spec.layers]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{spec.name} names a layer twice: {names}")
     params: list[Param] = []
+    flattened_from: tuple[int, int, int] | None = None
     for layer in spec.layers:
+        _check_options(layer)
+    for layer, (shape, out) in zip(spec.layers, layer_shapes(spec), strict=True):
         n = layer.name
         if layer.kind == "dense":
-            (fan_in,) = shape
             kind = "dense" if flattened_from is None else "dense_after_flatten"
             params += [
-                Param(
-                    f"{n}/kernel",
-                    (fan_in, layer.size),
-                    kind,
-                    n,
-                    "kernel",
-                    flattened_from,
-                ),
+                Param(f"{n}/kernel", (shape[-1], layer.size), kind, n, "kernel",
+                      flattened_from),
                 Param(f"{n}/bias", (layer.size,), "bias", n, "bias"),
             ]
-            shape, flattened_from = (layer.size,), None
         elif layer.kind == "conv2d":
-            h, w, c = shape
-            k = layer.kernel
+            k, c = layer.kernel, shape[-1]
             params += [
                 Param(f"{n}/kernel", (k, k, c, layer.size), "conv2d", n, "kernel"),
                 Param(f"{n}/bias", (layer.size,), "bias", n, "bias"),
             ]
-            shape = (
-                _conv_out(h, k, layer.padding),
-                _conv_out(w, k, layer.padding),
-                layer.size,
-            )
-        elif layer.kind in ("avg_pool", "max_pool"):
-            h, w, c = shape
-            shape = (h // layer.size, w // layer.size, c)
-        elif layer.kind == "flatten":
-            h, w, c = shape
-            flattened_from, shape = (h, w, c), (h * w * c,)
         elif layer.kind == "lstm":
-            _, features = shape
             u = layer.size
             params += [
-                Param(f"{n}/kernel", (features, 4 * u), "lstm_kernel", n, "kernel"),
+                Param(f"{n}/kernel", (shape[-1], 4 * u), "lstm_kernel", n, "kernel"),
                 Param(
                     f"{n}/recurrent_kernel",
                     (u, 4 * u),
@@ -180,11 +345,19 @@ def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
                 ),
                 Param(f"{n}/bias", (4 * u,), "lstm_bias", n, "bias"),
             ]
-            shape = (u,)
-        else:
-            raise ValueError(f"layer {n!r} has unknown kind {layer.kind!r}")
-    if shape != (spec.classes,):
-        raise ValueError(f"{spec.name} ends in shape {shape}, not ({spec.classes},)")
+        # Only images change their element order between layouts when
+        # flattened (NHWC and NCHW); a sequence is (N, T, F) everywhere.
+        if layer.kind == "flatten" and len(shape) == 3:
+            flattened_from = (shape[0], shape[1], shape[2])
+        elif layer.kind != "flatten":
+            flattened_from = None
+    final = layer_shapes(spec)[-1][1] if spec.layers else spec.input_shape
+    if final != (spec.classes,) or spec.classes < 2:
+        raise ValueError(
+            f"{spec.name} ends in shape {final}; it must end in ({spec.classes},) "
+            "class scores, at least 2 (the loss is sparse categorical "
+            "cross-entropy over them)"
+        )
     return tuple(params)
 
 

@@ -1,26 +1,29 @@
-"""FLOP counts of the reference models, derived from their specs, never measured.
+"""FLOP counts of the models, derived from their specs, never measured.
 
 Standard library only, so every environment (the MXNet one included) can import
-it.  The counts walk ``spec.layers`` tracking the activation shape exactly as
-``zoo.specs._derive_params`` does.
+it.  The counts walk ``spec.layers`` with the shapes ``zoo.specs.layer_shapes``
+works out, the same the parameters and every path follow.
 
 Conventions
 -----------
 - A multiply-add counts as **2 FLOPs**, so a matmul of ``(m, k) @ (k, n)`` is
   ``2*m*k*n``.  Divide by two for MACs.
-- dense: ``2*in*out`` + ``out`` (bias) + ``out`` (ReLU, when it has an
-  activation).
-- conv2d: ``2*k*k*cin*cout*Hout*Wout`` + ``cout*Hout*Wout`` (bias) + the same
-  again for ReLU.
-- avg_pool, max_pool: one op per input element a window reads (a compare or an
-  add; the average's division is folded in).  flatten: 0.
+- dense: ``2*in*out`` + ``out`` (bias) + the activation, per output
+  position (once for features, ``T`` times on a sequence).
+- conv2d: ``2*k*k*cin*cout*Hout*Wout`` + ``cout*Hout*Wout`` (bias) + the
+  activation.
+- activations, per output element: ReLU, tanh and sigmoid 1 op each (as the
+  LSTM's gates below), softmax 3 (exponential, sum, division); linear 0.
+- avg_pool, max_pool: one op per element a window reads (a compare or an
+  add; the average's division is folded in), ``k*k`` per output whatever
+  the padding.  flatten: 0.
 - lstm, per time step: ``2*F*4u`` (input projection) + ``2*u*4u`` (recurrent
   projection) + ``4u`` (bias) + ``9u`` gate work: 3 sigmoids (i, f, o),
   2 tanh (candidate, cell), 3 multiplications (f*c, i*g, o*tanh(c)) and 1 add
   (the new cell), one op each.  Adding the two projections is not counted
   apart: under the 2-FLOPs-per-MAC rule it is the extra adds of one matmul over
-  the concatenated ``[x, h]``.  Times ``T`` steps; only the last hidden state
-  feeds the next layer.
+  the concatenated ``[x, h]``.  Times ``T`` steps, whether the next layer
+  takes the last hidden state or every one (``return_sequences``).
 - Forward is per sample times the batch size.
 - Backward is 2x forward for the matmul and conv terms (one product for the
   gradient with respect to the inputs, one for the weights; the usual
@@ -55,16 +58,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from zoo.specs import ModelSpec
+from zoo.specs import ModelSpec, layer_shapes
 
 # FLOPs per parameter for one update; see the module docstring.
 OPTIMIZER_FLOPS_PER_PARAM = {"sgd": 2, "adam": 12}
 LOSS_FLOPS_PER_LOGIT = 5
 # 3 sigmoids + 2 tanh + 3 multiplications + 1 add, per unit and time step.
 LSTM_GATE_FLOPS_PER_UNIT = 9
+# Per output element of a layer with that activation (None: linear).
+ACTIVATION_FLOPS = {None: 0, "relu": 1, "tanh": 1, "sigmoid": 1, "softmax": 3}
 PHASES = ("train", "infer")
 
 
@@ -87,10 +89,6 @@ class LayerFlops:
         return self.matmul + self.elementwise
 
 
-def _conv_out(side: int, kernel: int, padding: str) -> int:
-    return side if padding == "same" else side - kernel + 1
-
-
 def layer_flops(
     spec: ModelSpec, input_shape: tuple[int, ...] | None = None
 ) -> tuple[LayerFlops, ...]:
@@ -99,41 +97,27 @@ def layer_flops(
     ``input_shape`` (without batch) overrides ``spec.input_shape``, e.g. a
     shorter sequence for the LSTM.
     """
-    shape = spec.input_shape if input_shape is None else input_shape
     counts: list[LayerFlops] = []
-    for layer in spec.layers:
-        act = 1 if layer.activation is not None else 0
+    for layer, (shape, out) in zip(spec.layers, layer_shapes(spec, input_shape)):
+        outputs = math.prod(out)
+        activation = ACTIVATION_FLOPS[layer.activation] * outputs
         if layer.kind == "dense":
-            (fan_in,) = shape
-            out = layer.size
-            matmul, elementwise = 2 * fan_in * out, out + act * out
-            shape = (out,)
+            positions = math.prod(shape[:-1])  # 1 for features, T on a sequence
+            matmul = positions * 2 * shape[-1] * layer.size
+            elementwise = outputs + activation
         elif layer.kind == "conv2d":
-            h, w, c = shape
-            k = layer.kernel
-            shape = (
-                _conv_out(h, k, layer.padding),
-                _conv_out(w, k, layer.padding),
-                layer.size,
-            )
-            outputs = math.prod(shape)
-            matmul = 2 * k * k * c * outputs
-            elementwise = outputs + act * outputs
+            matmul = 2 * layer.kernel * layer.kernel * shape[-1] * outputs
+            elementwise = outputs + activation
         elif layer.kind in ("avg_pool", "max_pool"):
-            h, w, c = shape
-            s = layer.size
-            shape = (h // s, w // s, c)
             # Rows and columns a floor-divided window never reaches cost nothing.
-            matmul, elementwise = 0, math.prod(shape) * s * s
+            matmul, elementwise = 0, outputs * layer.size * layer.size
         elif layer.kind == "flatten":
-            shape = (math.prod(shape),)
             matmul, elementwise = 0, 0
         elif layer.kind == "lstm":
             steps, features = shape
             u = layer.size
             matmul = steps * (2 * features * 4 * u + 2 * u * 4 * u)
             elementwise = steps * (4 * u + LSTM_GATE_FLOPS_PER_UNIT * u)
-            shape = (u,)
         else:
             raise ValueError(
                 f"layer {layer.name!r} of {spec.name} has kind {layer.kind!r}, "

@@ -1,46 +1,104 @@
 """The building blocks of the TensorFlow models, from ``tf.nn`` operators.
 
-Activations are ``(N, H, W, C)`` (or ``(N, features)``), kernels as in Keras.
-Every framework's ``ops.py`` offers these functions with the same signatures;
-a layer's weights are ``params["<name>/kernel"]`` and ``params["<name>/bias"]``
-and its settings (a convolution's padding) come from the spec.
+Activations are ``(N, H, W, C)`` (or ``(N, features)``, ``(N, T, F)``),
+kernels as in Keras.  Every framework's ``ops.py`` offers these functions with
+the same signatures (``native.protocol.Ops``); ``native.compose`` walks a
+spec over them.  A layer's weights are ``params["<name>/kernel"]`` and
+``params["<name>/bias"]`` and its settings (strides, padding,
+``return_sequences``) come from the spec.
+
+``valid`` and ``same`` padding are TensorFlow's own (its ``SAME`` is Keras'
+rule, ``zoo.specs.same_padding``); any other padding a deliberate fault asks
+for is given as numbers (``zoo.specs.padding_of``).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import tensorflow as tf
 
 from native.tensorflow.common import Params
-from zoo.specs import ModelSpec
+from zoo.specs import PADDINGS, Layer, ModelSpec, padding_of
+
+
+def _padding(layer: Layer, h: tf.Tensor) -> Any:
+    if layer.padding in PADDINGS:
+        return layer.padding.upper()
+    rows, cols = padding_of(layer, h.shape[1]), padding_of(layer, h.shape[2])
+    return [[0, 0], list(rows), list(cols), [0, 0]]
 
 
 def dense(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
-    """``h @ kernel + bias``; kernel ``(in, out)``."""
-    h = tf.matmul(h, params[f"{name}/kernel"])
+    """``h @ kernel + bias`` over the last axis; kernel ``(in, out)``."""
+    h = tf.matmul(h, params[f"{name}/kernel"])  # (N, T, F) @ (F, u) broadcasts
     return tf.nn.bias_add(h, params[f"{name}/bias"])
 
 
 def conv2d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
-    """Stride-1 convolution with the layer's padding (Keras' ``valid`` or
+    """Convolution with the layer's strides and padding (Keras' ``valid`` or
     ``same``); kernel ``(kh, kw, in, out)``."""
-    padding = spec.layer(name).padding.upper()
-    h = tf.nn.conv2d(h, params[f"{name}/kernel"], 1, padding)
+    layer = spec.layer(name)
+    h = tf.nn.conv2d(h, params[f"{name}/kernel"], layer.stride, _padding(layer, h))
     return tf.nn.bias_add(h, params[f"{name}/bias"])
 
 
-def max_pool(h: tf.Tensor, size: int) -> tf.Tensor:
-    """``size`` x ``size`` windows, stride ``size``, no padding."""
-    return tf.nn.max_pool2d(h, size, size, "VALID")
+def max_pool(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
+    """The largest value of each window, with the layer's strides and padding."""
+    layer = spec.layer(name)
+    return tf.nn.max_pool2d(h, layer.size, layer.stride, layer.padding.upper())
 
 
-def avg_pool(h: tf.Tensor, size: int) -> tf.Tensor:
-    """``size`` x ``size`` windows, stride ``size``, no padding."""
-    return tf.nn.avg_pool2d(h, size, size, "VALID")
+def avg_pool(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
+    """The mean of each window over its positions inside the input (``SAME``
+    leaves the padding out of the count, as Keras does)."""
+    layer = spec.layer(name)
+    return tf.nn.avg_pool2d(h, layer.size, layer.stride, layer.padding.upper())
 
 
-def flatten(h: tf.Tensor) -> tf.Tensor:
+def flatten(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     return tf.reshape(h, (tf.shape(h)[0], -1))  # (N, H, W, C) -> (N, H*W*C)
+
+
+def lstm(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
+    """The cell written out: ``z = x_t W + h U + b`` split into gates in
+    Keras' order ``i, f, c, o``; ``c = f * c + i * tanh(z_c)``; ``h = o *
+    tanh(c)`` with sigmoid gates, run over time with ``tf.scan``.  The input
+    projection is done step by step, as Keras does (measured a few percent
+    faster here than one projection of all steps up front).  Kernel
+    ``(F, 4u)``, recurrent kernel ``(u, 4u)``, bias ``(4u,)``."""
+    kernel, recurrent = params[f"{name}/kernel"], params[f"{name}/recurrent_kernel"]
+    bias = params[f"{name}/bias"]
+    layer = spec.layer(name)
+
+    def cell(
+        carry: tuple[tf.Tensor, tf.Tensor], x_t: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        h, c = carry
+        z = tf.nn.bias_add(tf.matmul(x_t, kernel), bias) + tf.matmul(h, recurrent)
+        i, f, g, o = tf.split(z, 4, axis=-1)
+        c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
+        return tf.sigmoid(o) * tf.tanh(c), c
+
+    zeros = tf.zeros((tf.shape(h)[0], layer.size), h.dtype)
+    time_major = tf.transpose(h, (1, 0, 2))  # (N, T, F) -> (T, N, F)
+    hs, _ = tf.scan(cell, time_major, initializer=(zeros, zeros))
+    if layer.return_sequences:
+        return tf.transpose(hs, (1, 0, 2))  # (T, N, u) -> (N, T, u)
+    return hs[-1]  # the last hidden state (N, u)
 
 
 def relu(h: tf.Tensor) -> tf.Tensor:
     return tf.nn.relu(h)
+
+
+def tanh(h: tf.Tensor) -> tf.Tensor:
+    return tf.tanh(h)
+
+
+def sigmoid(h: tf.Tensor) -> tf.Tensor:
+    return tf.sigmoid(h)
+
+
+def softmax(h: tf.Tensor) -> tf.Tensor:
+    return tf.nn.softmax(h, axis=-1)

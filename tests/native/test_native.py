@@ -25,13 +25,21 @@ import pytest
 
 import native
 from equivalence.compare import relative_error
-from native import FILES, FRAMEWORKS, IDIOMATIC, layout, load_apply, load_framework
-from native.protocol import Framework, ModelModule, no_tap
+from native import FILES, faults, FRAMEWORKS, IDIOMATIC, layout, load_apply, load_framework
+from native.protocol import Framework, Ops
 from tests import tiers
 from workers import protocol
 from workers.native_runner import NativeRunner, Session
 from zoo.data import make_batches
-from zoo.specs import MODELS, VARIANTS, ModelSpec, Workload
+from zoo.specs import (
+    ACTIVATIONS,
+    LAYER_KINDS,
+    MODELS,
+    VARIANTS,
+    ModelSpec,
+    Workload,
+    layer_shapes,
+)
 from zoo.weights import make_weights
 
 ALL_MODELS = {**MODELS, **VARIANTS}
@@ -67,32 +75,15 @@ def test_every_framework_folder_has_the_same_files(package: str) -> None:
     assert files == {*FILES, *extra}
 
 
-@pytest.mark.parametrize("model", list(MODELS))
-def test_model_modules_share_one_apply_signature(
-    runner: NativeRunner, model: str
-) -> None:
-    module = importlib.import_module(f"native.{_package(runner)}.{model}")
-    assert all(hasattr(module, name) for name in [*ModelModule.__annotations__])
-    assert module.SPEC is MODELS[model]
-    parameters = inspect.signature(module.apply).parameters
-    assert list(parameters) == ["params", "x", "spec", "tap"]
-    assert parameters["spec"].default is module.SPEC
-    assert parameters["tap"].default is no_tap
-
-
-OPS = {
-    "dense": ["h", "params", "spec", "name"],
-    "conv2d": ["h", "params", "spec", "name"],
-    "max_pool": ["h", "size"],
-    "avg_pool": ["h", "size"],
-    "flatten": ["h"],
-    "relu": ["h"],
-}
-
-
-def test_ops_offer_the_same_building_blocks(runner: NativeRunner) -> None:
+def test_ops_meet_the_ops_protocol(runner: NativeRunner) -> None:
+    """Every block and activation ``native.compose`` may call, with the
+    protocol's parameters; one per layer kind and activation of the specs."""
     ops = importlib.import_module(f"native.{_package(runner)}.ops")
-    assert {name: _parameters(getattr(ops, name)) for name in OPS} == OPS
+    members = [m for m in vars(Ops) if not m.startswith("_")]
+    assert set(members) == {*LAYER_KINDS, *(a for a in ACTIVATIONS if a)}
+    for member in members:
+        assert callable(getattr(ops, member, None)), member
+        assert _parameters(getattr(ops, member)) == _parameters(getattr(Ops, member))
 
 
 def test_common_meets_the_framework_protocol(runner: NativeRunner) -> None:
@@ -356,23 +347,12 @@ def _short_input(spec: ModelSpec) -> tuple[int, ...] | None:
 def _output_shapes(
     spec: ModelSpec, input_shape: tuple[int, ...]
 ) -> dict[str, tuple[int, ...]]:
-    """Each tapped layer's output shape for one example, channels-last,
-    worked out from the spec's layers."""
-    shapes: dict[str, tuple[int, ...]] = {}
-    shape = input_shape
-    for layer in spec.layers:
-        if layer.kind == "conv2d":
-            h, w, _ = shape
-            lost = 0 if layer.padding == "same" else layer.kernel - 1
-            shape = (h - lost, w - lost, layer.size)
-        elif layer.kind in ("avg_pool", "max_pool"):
-            h, w, c = shape
-            shape = (h // layer.size, w // layer.size, c)
-        elif layer.kind == "flatten":
-            shape = (math.prod(shape),)
-        else:  # dense and lstm
-            shape = (layer.size,)
-        shapes[layer.name] = shape
+    """Each tapped layer's output shape for one example, channels-last, as
+    the spec works them out (``tests/test_specs.py`` checks that by hand)."""
+    shapes = {
+        layer.name: out
+        for layer, (_, out) in zip(spec.layers, layer_shapes(spec, input_shape))
+    }
     return {name: shapes[name] for name in spec.tapped_layers()}
 
 
@@ -410,15 +390,13 @@ def test_tapped_convolution_is_canonical(runner: NativeRunner) -> None:
 @pytest.mark.sized
 def test_activations_keep_the_layers_before_a_failure(runner: NativeRunner) -> None:
     spec = ALL_MODELS[tiers.size().vgg16]
-    first, *rest = spec.layers
-    faulty = dataclasses.replace(
-        spec, layers=(dataclasses.replace(first, padding="valid"), *rest)
-    )
-    # The weights are the correct model's (as native.faults does): the wrongly
-    # padded pass shrinks the image to nothing and fails at a later layer.
-    object.__setattr__(faulty, "params", spec.params)
+    first = spec.layers[0]
+    # The weights are the correct model's (native.faults keeps them): the
+    # wrongly padded pass shrinks the image to nothing and fails at a later layer.
+    faulty, weights = faults.inject(spec, make_weights(spec, 9), "valid-padding")
+    assert faulty.layers[0].padding == "valid"
     x, _ = make_batches(spec, 9, 2, 1)
-    taps, error = runner.activations(faulty, make_weights(spec, 9), x[0])
+    taps, error = runner.activations(faulty, weights, x[0])
     assert error is not None  # each framework raises its own error type
     assert taps["block1_conv1"].shape == (2, 30, 30, first.size)
     assert "logits" not in taps
