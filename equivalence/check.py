@@ -93,10 +93,10 @@ _T = TypeVar("_T")
 
 
 def seq_lens(model: str, given: int | None = None) -> list[int | None]:
-    """The sequence lengths to check ``model`` at: ``given``, or else for the
-    LSTM the workload's (``None``) and ``SHORT_SEQ_LEN``; other models have
-    none."""
-    if get_spec(model).name != "lstm":
+    """The sequence lengths to check ``model`` at: ``given``, or else for a
+    model over sequences (an LSTM's) the workload's (``None``) and
+    ``SHORT_SEQ_LEN``; other models have none."""
+    if len(get_spec(model).input_shape) != 2:
         return [None]
     return [given] if given is not None else [None, SHORT_SEQ_LEN]
 

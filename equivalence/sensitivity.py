@@ -25,6 +25,8 @@ FAULT_CASES: dict[str, Case] = {
     "lstm-gates-swapped": Case("lstm", 0, 4, seq_len=12),
     "missing-bias": Case("lenet", 0, 4),
     "valid-padding": Case("vgg16", 0, 2),
+    "activation-swapped": Case("strided-cnn", 0, 4),
+    "same-padding-symmetric": Case("strided-cnn", 0, 4),
     "adam-eps-inside-sqrt": Case("lenet", 0, 4, steps=1),
 }
 

@@ -23,7 +23,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from native.layout import param_to_canonical
-from zoo.specs import Layer, ModelSpec, Param
+from zoo.specs import (
+    SYMMETRIC,
+    Layer,
+    ModelSpec,
+    Param,
+    input_of,
+    padding_of,
+    window_out,
+)
 
 Weights = dict[str, np.ndarray]
 
@@ -134,6 +142,54 @@ def _with_layers(spec: ModelSpec, layers: tuple[Layer, ...]) -> ModelSpec:
     return faulty
 
 
+_SWAPPED = {"tanh": "sigmoid", "sigmoid": "tanh"}
+
+
+def _first_squashing(spec: ModelSpec) -> str:
+    return next(layer.name for layer in spec.layers if layer.activation in _SWAPPED)
+
+
+def _activation_swapped(
+    spec: ModelSpec, weights: Mapping[str, np.ndarray]
+) -> tuple[ModelSpec, Weights]:
+    wrong = _first_squashing(spec)
+    layers = tuple(
+        dataclasses.replace(layer, activation=_SWAPPED[layer.activation])
+        if layer.name == wrong and layer.activation is not None
+        else layer
+        for layer in spec.layers
+    )
+    return _with_layers(spec, layers), dict(weights)
+
+
+def _asymmetric_same(layer: Layer, spec: ModelSpec) -> bool:
+    """A 'same' convolution whose Keras padding puts more after than before
+    and which a symmetric ``window // 2`` padding leaves the same size: the
+    case where a hand-written ``padding=k // 2`` runs and is silently off."""
+    if layer.kind != "conv2d" or layer.padding != "same":
+        return False
+    symmetric = dataclasses.replace(layer, padding=SYMMETRIC)
+    sides = input_of(spec, layer.name)[:2]
+    return any(padding_of(layer, n) != padding_of(symmetric, n) for n in sides) and all(
+        window_out(layer, n) == window_out(symmetric, n) for n in sides
+    )
+
+
+def _first_asymmetric_same(spec: ModelSpec) -> str:
+    return next(layer.name for layer in spec.layers if _asymmetric_same(layer, spec))
+
+
+def _symmetric_padding(
+    spec: ModelSpec, weights: Mapping[str, np.ndarray]
+) -> tuple[ModelSpec, Weights]:
+    wrong = _first_asymmetric_same(spec)
+    layers = tuple(
+        dataclasses.replace(layer, padding=SYMMETRIC) if layer.name == wrong else layer
+        for layer in spec.layers
+    )
+    return _with_layers(spec, layers), dict(weights)
+
+
 def _adam_eps_inside_sqrt(
     spec: ModelSpec, weights: Mapping[str, np.ndarray]
 ) -> tuple[ModelSpec, Weights]:
@@ -180,6 +236,21 @@ FAULTS: dict[str, Fault] = {
             ),
             lambda s: Location("forward", _first_same_conv(s)),
             _valid_padding,
+        ),
+        Fault(
+            "activation-swapped",
+            "the first tanh layer computed with sigmoid, or sigmoid with tanh",
+            lambda s: any(layer.activation in _SWAPPED for layer in s.layers),
+            lambda s: Location("forward", _first_squashing(s)),
+            _activation_swapped,
+        ),
+        Fault(
+            "same-padding-symmetric",
+            "a 'same' convolution padded k//2 on both sides, not Keras' "
+            "odd position after",
+            lambda s: any(_asymmetric_same(layer, s) for layer in s.layers),
+            lambda s: Location("forward", _first_asymmetric_same(s)),
+            _symmetric_padding,
         ),
         Fault(
             "adam-eps-inside-sqrt",

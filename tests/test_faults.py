@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from native import faults, layout
-from zoo.specs import MODELS
+from zoo.specs import MODELS, VARIANTS
 from zoo.weights import make_weights
 
 
@@ -94,3 +94,31 @@ def test_every_model_has_a_fault_of_each_stage_it_can_have() -> None:
     assert applicable["ffn"] == ["missing-bias"]
     assert "adam-eps-inside-sqrt" in applicable["lstm"]
     assert len(applicable["vgg16"]) == 5
+
+
+def test_option_faults_change_one_layer_and_keep_every_shape() -> None:
+    """The faults of the layer options users' models bring: one layer's pass
+    changes, every output shape stays (so the path runs and is caught by its
+    numbers, not by a crash)."""
+    from zoo.specs import layer_shapes
+
+    spec = VARIANTS["strided-cnn"]
+    canonical = make_weights(spec, 0)
+    for fault, field, value in (
+        ("activation-swapped", "activation", "sigmoid"),
+        ("same-padding-symmetric", "padding", "symmetric"),
+    ):
+        faulty, weights = faults.inject(spec, canonical, fault)
+        changed = [a for a, b in zip(spec.layers, faulty.layers, strict=True) if a != b]
+        assert [layer.name for layer in changed] == ["conv1"]
+        assert getattr(faulty.layer("conv1"), field) == value
+        assert layer_shapes(faulty) == layer_shapes(spec)
+        assert faulty.params == spec.params
+        assert faults.FAULTS[fault].target(spec) == faults.Location("forward", "conv1")
+
+
+def test_symmetric_padding_applies_only_where_keras_pads_unevenly() -> None:
+    applies = faults.FAULTS["same-padding-symmetric"].applies
+    assert applies(VARIANTS["strided-cnn"])  # 3x3 stride 2 on 28: (0, 1)
+    assert not applies(MODELS["vgg16"])  # 3x3 stride 1: (1, 1), nothing to get wrong
+    assert not faults.FAULTS["activation-swapped"].applies(MODELS["lenet"])

@@ -25,6 +25,10 @@ from dataclasses import dataclass
 from zoo.specs import MODELS
 
 TIERS = ("fast", "full")
+# The variants that carry the layer options users' models bring (strides,
+# 'same' pools, tanh, sigmoid, softmax, stacked LSTMs, dense on sequences):
+# small, so both tiers check every path on them.
+OPTION_MODELS = ("strided-cnn", "stacked-lstm")
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,7 @@ class Sizes:
 SIZES = {
     "fast": Sizes(
         vgg16="vgg16-narrow",
-        variants=(),
+        variants=OPTION_MODELS,
         lstm_long=40,
         draw_factor=0.25,
         mode_models=("ffn",),
@@ -74,7 +78,7 @@ SIZES = {
     ),
     "full": Sizes(
         vgg16="vgg16",
-        variants=("vgg-rysia", "vgg16-narrow"),
+        variants=("vgg-rysia", "vgg16-narrow", *OPTION_MODELS),
         lstm_long=None,
         draw_factor=1.0,
         mode_models=("ffn", "lenet", "lstm"),

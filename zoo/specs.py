@@ -454,6 +454,36 @@ VARIANTS: dict[str, ModelSpec] = {
         Workload("cifar10", "adam", 0.01, 128),
         module="vgg16",
     ),
+    # The layer options users' models bring, at test size: the fast tier
+    # checks every path on them (tests/tiers.py) and the fault suite injects
+    # its option faults into them (equivalence/sensitivity.py).
+    "strided-cnn": ModelSpec(
+        "strided-cnn",
+        (28, 28, 1),
+        10,
+        (
+            Layer("conv1", "conv2d", 8, 3, "same", "tanh", strides=2),  # 14x14
+            Layer("pool1", "max_pool", 3, padding="same", strides=2),  # 7x7
+            Layer("conv2", "conv2d", 8, 2, "same", "sigmoid"),  # pads (0, 1)
+            Layer("pool2", "avg_pool", 2, padding="same"),  # 4x4, edge of 1
+            Layer("flatten", "flatten"),
+            _dense("fc1", 16, "softmax"),
+            _dense("logits", 10, None),
+        ),
+        Workload("mnist", "adam", 0.001, 32),
+    ),
+    "stacked-lstm": ModelSpec(
+        "stacked-lstm",
+        (250, 50),
+        2,
+        (
+            Layer("lstm1", "lstm", 16, return_sequences=True),
+            _dense("project", 8, "tanh"),  # on every step of the sequence
+            Layer("lstm2", "lstm", 8),
+            _dense("logits", 2, None),
+        ),
+        Workload("imdb", "adam", 0.001, 32),
+    ),
 }
 
 
