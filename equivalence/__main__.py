@@ -55,6 +55,7 @@ from equivalence.reference import FLOOR, IMPLEMENTATIONS, MULTIPLE
 from equivalence.sensitivity import run_suite
 from native.faults import FAULTS
 from workers.paths import MODE_PATHS, PATHS, get_path, integer, number, parse_list
+from workers.user_model import model_from_file
 from zoo.specs import MODELS, VARIANTS, get_spec
 
 VERDICT_SCHEMA_VERSION = 4  # 4: the float64 vote (reference, odd one out)
@@ -280,6 +281,13 @@ def _parser() -> argparse.ArgumentParser:
         help="comma-separated model ids (default: the four models)",
     )
     parser.add_argument(
+        "--model",
+        type=Path,
+        metavar="FILE",
+        help="your own model instead: a Keras 3 file (.keras) or a [model] "
+        "table (.toml); kept by name in results/models",
+    )
+    parser.add_argument(
         "--paths",
         help="comma-separated path ids, modes included (keras-torch@compile); "
         "default: every path in its default mode; all: every mode too",
@@ -338,7 +346,11 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        models = parse_list(args.models, [*MODELS, *VARIANTS], "model")
+        models = (
+            [model_from_file(args.model, Path("results") / "models")]
+            if args.model
+            else parse_list(args.models, [*MODELS, *VARIANTS], "model")
+        )
         # Each framework's default mode unless asked: "all" adds every mode.
         paths = parse_list(
             ",".join(PATHS) if args.paths is None else args.paths,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from harness.cli import (
     converge,
@@ -19,6 +20,7 @@ from harness.cli import (
     units,
     versions,
 )
+from zoo.user_models import use_store
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -45,6 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; every error the user can fix is one line on stderr."""
     args = _parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
+    results = getattr(args, "results", None)
+    if isinstance(results, Path):
+        # Users' models (--model FILE) are kept beside the results, where this
+        # process and every worker and unit it starts find them by name.
+        use_store(results / "models")
     try:
         return handler(args)
     except (ValueError, FileNotFoundError) as exc:

@@ -108,7 +108,7 @@ def test_option_faults_change_one_layer_and_keep_every_shape() -> None:
         ("activation-swapped", "activation", "sigmoid"),
         ("same-padding-symmetric", "padding", "symmetric"),
     ):
-        faulty, weights = faults.inject(spec, canonical, fault)
+        faulty, _ = faults.inject(spec, canonical, fault)
         changed = [a for a, b in zip(spec.layers, faulty.layers, strict=True) if a != b]
         assert [layer.name for layer in changed] == ["conv1"]
         assert getattr(faulty.layer("conv1"), field) == value

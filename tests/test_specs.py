@@ -67,7 +67,9 @@ def test_lenet_flatten_feeds_400_features_in_hwc() -> None:
 
 
 def test_unknown_model_lists_the_known_ones() -> None:
-    with pytest.raises(ValueError, match="known models: ffn, lenet, lstm, stacked-lstm"):
+    with pytest.raises(
+        ValueError, match="known models: ffn, lenet, lstm, stacked-lstm"
+    ):
         get_spec("resnet")
 
 
@@ -164,8 +166,11 @@ def test_sequences_keep_their_steps_and_flatten_without_permutation() -> None:
         "f",
         (6, 4),
         3,
-        (Layer("l", "lstm", 5, return_sequences=True), Layer("f", "flatten"),
-         Layer("d", "dense", 3)),
+        (
+            Layer("l", "lstm", 5, return_sequences=True),
+            Layer("f", "flatten"),
+            Layer("d", "dense", 3),
+        ),
         MODELS["lstm"].workload,
     )
     # a sequence is (N, T, F) in every layout: no row permutation needed

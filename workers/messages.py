@@ -389,6 +389,29 @@ class Profile(Request):
     seed: int = 0
 
 
+# --- a user's model ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImportAnswer(Answer):
+    """``document``: the model's description (``zoo.user_models``), as JSON
+    text; ``weights``: the ``.npz`` of its weights in canonical layout."""
+
+    document: str
+    weights: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImportModel(Task):
+    """Read the user's Keras file ``file`` (``zoo.keras_import``, with
+    ``safe_mode`` on; Keras paths only) and write its weights to ``out``."""
+
+    TASK = "import_model"
+    ANSWER = ImportAnswer
+    file: str
+    out: str
+
+
 # --- operator tasks (``harness ops``) ------------------------------------------
 
 
@@ -566,6 +589,7 @@ REQUESTS: dict[str, type[Task]] = {
         Levels,
         Profile,
         Count,
+        ImportModel,
         OpCheck,
         OpPrepare,
         OpTime,

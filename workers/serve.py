@@ -495,6 +495,8 @@ def handle(
     ``Paired``, ``Levels`` and ``Profile`` requests use, and operator
     requests (``workers.operators``), which name the served path they run."""
     partners = list(partners or [])
+    if isinstance(request, m.ImportModel):
+        return import_model(request, path)
     if isinstance(request, m.OpRequest | m.OpTime | m.OpPeak):
         from workers import operators
 
@@ -515,6 +517,18 @@ def handle(
     tasks = Tasks(runner, spec, weights, served, partners, timed_fault=timed_fault)
     task: Callable[[Any, Data], m.Answer] = getattr(tasks, request.TASK)
     return task(request, data)
+
+
+def import_model(request: m.ImportModel, path: PathInfo) -> m.ImportAnswer:
+    """A user's Keras file read in this Keras worker (``zoo.keras_import``:
+    the architecture checked before Keras loads it, ``safe_mode`` on)."""
+    if path.api != "keras":
+        raise ValueError(f"a Keras file is read in a Keras worker, not {path.id}")
+    from zoo import keras_import
+
+    document, weights = keras_import.load(Path(request.file))
+    save_npz(Path(request.out), weights)
+    return m.ImportAnswer(document=json.dumps(document), weights=request.out)
 
 
 def per_batch(outputs: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:

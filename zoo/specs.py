@@ -291,18 +291,20 @@ def _check_options(layer: Layer) -> None:
             f"layer {n!r} has activation {layer.activation!r}; known: {known}"
         )
     if layer.padding not in (*PADDINGS, SYMMETRIC):
-        raise ValueError(f"layer {n!r} has padding {layer.padding!r}; use valid or same")
+        raise ValueError(
+            f"layer {n!r} has padding {layer.padding!r}; use valid or same"
+        )
     if layer.size < (0 if layer.kind == "flatten" else 1) or layer.strides < 0:
         raise ValueError(f"layer {n!r} needs a positive size and strides")
     if layer.kind == "conv2d" and layer.kernel < 1:
         raise ValueError(f"conv2d layer {n!r} needs a kernel of at least 1")
     for f in fields(layer):
-        if f.name in _OPTIONAL and f.name not in LAYER_OPTIONS[layer.kind]:
-            if getattr(layer, f.name) != f.default:
-                raise ValueError(
-                    f"{layer.kind} layer {n!r} takes no {f.name}; it takes: "
-                    f"{', '.join(LAYER_OPTIONS[layer.kind]) or 'no options'}"
-                )
+        foreign = f.name in _OPTIONAL and f.name not in LAYER_OPTIONS[layer.kind]
+        if foreign and getattr(layer, f.name) != f.default:
+            raise ValueError(
+                f"{layer.kind} layer {n!r} takes no {f.name}; it takes: "
+                f"{', '.join(LAYER_OPTIONS[layer.kind]) or 'no options'}"
+            )
 
 
 _OPTIONAL = ("kernel", "strides", "padding", "activation", "return_sequences")
@@ -317,13 +319,19 @@ def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
     flattened_from: tuple[int, int, int] | None = None
     for layer in spec.layers:
         _check_options(layer)
-    for layer, (shape, out) in zip(spec.layers, layer_shapes(spec), strict=True):
+    for layer, (shape, _) in zip(spec.layers, layer_shapes(spec), strict=True):
         n = layer.name
         if layer.kind == "dense":
             kind = "dense" if flattened_from is None else "dense_after_flatten"
             params += [
-                Param(f"{n}/kernel", (shape[-1], layer.size), kind, n, "kernel",
-                      flattened_from),
+                Param(
+                    f"{n}/kernel",
+                    (shape[-1], layer.size),
+                    kind,
+                    n,
+                    "kernel",
+                    flattened_from,
+                ),
                 Param(f"{n}/bias", (layer.size,), "bias", n, "bias"),
             ]
         elif layer.kind == "conv2d":
@@ -488,10 +496,17 @@ VARIANTS: dict[str, ModelSpec] = {
 
 
 def get_spec(name: str) -> ModelSpec:
-    """The spec for ``name``, or a ValueError listing the known names."""
+    """The spec for ``name``: a built-in model, or a user's model in the
+    store (``zoo.user_models``); else a ValueError listing the known names."""
     known = {**MODELS, **VARIANTS}
-    if name not in known:
+    if name in known:
+        return known[name]
+    from zoo import user_models  # NumPy: only for names that are not built in
+
+    found = user_models.find(name)
+    if found is None:
         raise ValueError(
-            f"unknown model {name!r}; known models: {', '.join(sorted(known))}"
+            f"unknown model {name!r}; known models: {', '.join(sorted(known))}, "
+            f"or a user's model in {user_models.store()} (--model FILE)"
         )
-    return known[name]
+    return found

@@ -51,7 +51,11 @@ def _draw(rng: np.random.Generator, param: Param) -> np.ndarray:
 
 
 def make_weights(spec: ModelSpec, seed: int) -> dict[str, np.ndarray]:
-    """All canonical parameters of ``spec`` as float32, drawn in spec order."""
+    """All canonical parameters of ``spec`` as float32, drawn in spec order;
+    a user's model with weights of its own (``ModelSpec.weights``) has
+    those, whatever the seed."""
+    if spec.weights:
+        return load_weights(spec, Path(spec.weights))
     rng = np.random.default_rng(seed)
     return {p.name: _draw(rng, p).astype(np.float32) for p in spec.params}
 
@@ -71,7 +75,10 @@ def check_weights(spec: ModelSpec, weights: dict[str, np.ndarray]) -> None:
 
 
 def weights_file(spec: ModelSpec, seed: int, cache_dir: Path) -> Path:
-    """Path of the canonical weights for (spec, seed), written on first use."""
+    """Path of the canonical weights for (spec, seed), written on first use
+    (a model's own weights file, when it has one)."""
+    if spec.weights:
+        return Path(spec.weights)
     path = cache_dir / f"weights-{spec.name}-seed{seed}.npz"
     if not path.exists():
         save_npz(path, make_weights(spec, seed))

@@ -9,6 +9,7 @@ from typing import TypeAlias
 
 from harness.core.profiles import PROFILES, Profile, get_profile
 from workers.paths import MODE_PATHS, PATHS, PHASES, parse_list
+from workers.user_model import model_from_file
 from zoo.specs import MODELS, VARIANTS
 
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -22,6 +23,7 @@ def selection_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"one of {list(PROFILES)}, or a blueprint .toml file",
     )
     parser.add_argument("--models", default=None, help="default: the profile's")
+    model_argument(parser)
     parser.add_argument("--paths", default=None, help="default: the profile's")
     parser.add_argument("--phases", default=None, help="default: the profile's")
     parser.add_argument(
@@ -32,17 +34,36 @@ def selection_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def model_argument(parser: argparse.ArgumentParser) -> None:
+    """``--model FILE``: a user's model in place of ``--models``."""
+    parser.add_argument(
+        "--model",
+        type=Path,
+        metavar="FILE",
+        help="your own model instead of --models: a Keras 3 file (.keras) or a "
+        "[model] table (.toml), kept by name in RESULTS/models",
+    )
+
+
+def chosen_models(args: argparse.Namespace, default: str) -> list[str]:
+    """The model of ``--model FILE`` (read and kept in ``<results>/models``,
+    ``workers.user_model``), or those ``--models`` names (``default`` when
+    not given)."""
+    if getattr(args, "model", None) is not None:
+        if getattr(args, "models", None) is not None:
+            raise ValueError("give --model FILE or --models, not both")
+        return [model_from_file(args.model, args.results / "models")]
+    names = default if args.models is None else args.models
+    return parse_list(names, [*MODELS, *VARIANTS], "model")
+
+
 def selection(
     args: argparse.Namespace,
 ) -> tuple[Profile, list[str], list[str], list[str]]:
     """The profile and the models, paths and phases the options select."""
     profile = get_profile(args.profile)
     # An option given empty is an empty selection (refused), not the default.
-    models = parse_list(
-        ",".join(profile.models) if args.models is None else args.models,
-        [*MODELS, *VARIANTS],
-        "model",
-    )
+    models = chosen_models(args, ",".join(profile.models))
     paths = parse_list(
         ",".join(profile.paths) if args.paths is None else args.paths,
         [*PATHS, *MODE_PATHS],

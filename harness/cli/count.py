@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.cli.common import Commands
+from harness.cli.common import Commands, chosen_models, model_argument
 from harness.core.profiles import PROFILES, get_profile
 from workers.paths import PATHS, PHASES, integer, parse_list
-from zoo.specs import MODELS, VARIANTS
 
 
 def add(commands: Commands) -> None:
@@ -26,6 +25,7 @@ def add(commands: Commands) -> None:
         "its batch sizes, steps and [count] table",
     )
     count_p.add_argument("--models", default=None, help="default: the profile's")
+    model_argument(count_p)
     count_p.add_argument(
         "--frameworks", default="all", help="default: jax,tensorflow,torch,mxnet"
     )
@@ -92,11 +92,7 @@ def count_command(args: argparse.Namespace) -> int:
         raise ValueError("--jobs takes 1 to 256")
     out = count(
         profile,
-        models=parse_list(
-            ",".join(profile.models) if args.models is None else args.models,
-            [*MODELS, *VARIANTS],
-            "model",
-        ),
+        models=chosen_models(args, ",".join(profile.models)),
         frameworks=parse_list(args.frameworks, list(FRAMEWORKS), "framework"),
         phases=parse_list(
             ",".join(profile.phases) if args.phases is None else args.phases,

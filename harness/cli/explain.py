@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.cli.common import Commands
+from harness.cli.common import Commands, chosen_models, model_argument
 from harness.core.profiles import get_profile
 from workers.paths import PHASES, integer, parse_list
-from zoo.specs import MODELS, VARIANTS
 
 
 def add(commands: Commands) -> None:
@@ -20,7 +19,8 @@ def add(commands: Commands) -> None:
         "kernel and framework time",
     )
     exp_p.add_argument("--profile", default="default")
-    exp_p.add_argument("--models", default="ffn", help="default: ffn")
+    exp_p.add_argument("--models", default=None, help="default: ffn")
+    model_argument(exp_p)
     exp_p.add_argument(
         "--frameworks", default="all", help="default: jax,tensorflow,torch"
     )
@@ -71,7 +71,7 @@ def explain_command(args: argparse.Namespace) -> int:
             raise ValueError("--batch-sizes names a batch size twice")
     out = explain(
         get_profile(args.profile),
-        models=parse_list(args.models, [*MODELS, *VARIANTS], "model"),
+        models=chosen_models(args, "ffn"),
         frameworks=parse_list(args.frameworks, FRAMEWORKS, "framework"),
         phases=parse_list(args.phases, PHASES, "phase"),
         results_dir=args.results,

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
 from zoo.specs import ModelSpec, layer_shapes
 
 # FLOPs per parameter for one update; see the module docstring.
@@ -98,7 +99,9 @@ def layer_flops(
     shorter sequence for the LSTM.
     """
     counts: list[LayerFlops] = []
-    for layer, (shape, out) in zip(spec.layers, layer_shapes(spec, input_shape)):
+    for layer, (shape, out) in zip(
+        spec.layers, layer_shapes(spec, input_shape), strict=True
+    ):
         outputs = math.prod(out)
         activation = ACTIVATION_FLOPS[layer.activation] * outputs
         if layer.kind == "dense":

@@ -52,7 +52,9 @@ def conv2d(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch
     return F.conv2d(h, kernel, bias, stride=layer.stride, padding=both)
 
 
-def max_pool(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.Tensor:
+def max_pool(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
     """The largest value of each window, with the layer's strides and padding
     (padded with -inf, which never wins)."""
     layer = spec.layer(name)
@@ -62,7 +64,9 @@ def max_pool(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> tor
     return F.max_pool2d(h, layer.size, layer.stride)
 
 
-def avg_pool(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.Tensor:
+def avg_pool(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
     """The mean of each window over its positions inside the input: padded
     windows are divided by how many of their positions are real, as Keras
     does."""
@@ -75,7 +79,9 @@ def avg_pool(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> tor
     return sums / F.avg_pool2d(ones, layer.size, layer.stride, divisor_override=1)
 
 
-def flatten(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.Tensor:
+def flatten(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
     return h.flatten(1)  # (N, C, H, W) -> (N, C*H*W), C, H, W order
 
 

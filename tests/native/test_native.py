@@ -25,7 +25,15 @@ import pytest
 
 import native
 from equivalence.compare import relative_error
-from native import FILES, faults, FRAMEWORKS, IDIOMATIC, layout, load_apply, load_framework
+from native import (
+    FILES,
+    FRAMEWORKS,
+    IDIOMATIC,
+    faults,
+    layout,
+    load_apply,
+    load_framework,
+)
 from native.protocol import Framework, Ops
 from tests import tiers
 from workers import protocol
@@ -351,7 +359,9 @@ def _output_shapes(
     the spec works them out (``tests/test_specs.py`` checks that by hand)."""
     shapes = {
         layer.name: out
-        for layer, (_, out) in zip(spec.layers, layer_shapes(spec, input_shape))
+        for layer, (_, out) in zip(
+            spec.layers, layer_shapes(spec, input_shape), strict=True
+        )
     }
     return {name: shapes[name] for name in spec.tapped_layers()}
 

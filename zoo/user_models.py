@@ -1,0 +1,321 @@
+"""Users' models: a description read from a ``.keras`` file or a blueprint's
+``[model]`` table, kept in a store where every process finds it by name.
+
+A user's model is described by a *document*, a plain JSON object in Keras'
+words, the same whether it came from a Keras file (``zoo.keras_import``, in
+a Keras worker) or from a table a user wrote::
+
+    {"input_shape": [28, 28, 1],
+     "layers": [{"kind": "conv2d", "name": "conv", "filters": 8,
+                 "kernel_size": 3, "strides": 2, "padding": "same",
+                 "activation": "tanh"},
+                {"kind": "flatten"},
+                {"kind": "dense", "units": 10}],
+     "workload": {"optimizer": "adam", "learning_rate": 0.001,
+                  "batch_size": 32}}
+
+``spec_from_document`` checks it and makes the ``zoo.specs.ModelSpec``; a
+layer's name defaults to ``<kind>_<position>``, the classes are the last
+layer's outputs, the workload defaults to ``DEFAULT_WORKLOAD``.
+
+``register`` names a model by its file's stem and a digest of its document
+and its weights, ``<stem>-<12 hex digits>``, so two different files with one
+name never pool and a changed file is a new model, never judged by an old
+verdict.  It writes ``<store>/<name>/model.json`` (and ``weights.npz`` for a
+file's own weights) once; ``find`` reads them back in any process:
+``zoo.specs.get_spec`` asks it for every name that is not a built-in model.
+The store is ``$ZOO_MODEL_STORE`` (the orchestrator sets it, absolute, for
+the workers it starts), else ``results/models`` under the current folder.
+
+Standard library and NumPy only: the MXNet worker reads the store too.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zoo.arrays import digest, save_npz
+from zoo.specs import LAYER_KINDS, LAYER_OPTIONS, PADDINGS, Layer, ModelSpec, Workload
+
+STORE_ENV = "ZOO_MODEL_STORE"
+DEFAULT_STORE = Path("results") / "models"
+# Keras' own defaults for what a file does not say: Adam at 0.001 and
+# ``fit``'s batch of 32.
+DEFAULT_WORKLOAD = {"optimizer": "adam", "learning_rate": 0.001, "batch_size": 32}
+OPTIMIZERS = ("sgd", "adam")
+# A document's word for a layer's size, by kind (Keras' argument names).
+SIZE_WORDS = {
+    "dense": "units",
+    "lstm": "units",
+    "conv2d": "filters",
+    "avg_pool": "pool_size",
+    "max_pool": "pool_size",
+}
+# The document's words for ``zoo.specs.Layer``'s options.
+OPTION_WORDS = {
+    "kernel": "kernel_size",
+    "strides": "strides",
+    "padding": "padding",
+    "activation": "activation",
+    "return_sequences": "return_sequences",
+}
+_NAME = re.compile(r"[A-Za-z0-9_.]+")
+_STORED = re.compile(r"(?P<stem>[A-Za-z0-9_.]+)-(?P<digest>[0-9a-f]{12})")
+
+
+def store() -> Path:
+    """The folder users' models are kept in (see the module docstring)."""
+    return Path(os.environ.get(STORE_ENV) or DEFAULT_STORE)
+
+
+def use_store(folder: Path) -> Path:
+    """Make ``folder`` (absolute) the store of this process and of every
+    worker it starts; the folder."""
+    folder = folder.absolute()
+    os.environ[STORE_ENV] = str(folder)
+    return folder
+
+
+def stem_of(file_name: str) -> str:
+    """A file's stem as a model name's first part: letters, digits, ``_``
+    and ``.``, anything else made ``_``."""
+    stem = Path(file_name).name.removesuffix(".keras").removesuffix(".toml")
+    return re.sub(r"[^A-Za-z0-9_.]", "_", stem) or "model"
+
+
+# --- documents -----------------------------------------------------------------
+
+
+def _field(where: str, mapping: Mapping[str, Any], key: str, kind: type) -> Any:
+    value = mapping.get(key)
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ValueError(f"{where}: {key} must be a whole number, not {value!r}")
+    if kind is float and (
+        isinstance(value, bool) or not isinstance(value, int | float)
+    ):
+        raise ValueError(f"{where}: {key} must be a number, not {value!r}")
+    if kind is str and not isinstance(value, str):
+        raise ValueError(f"{where}: {key} must be text, not {value!r}")
+    return value
+
+
+def _layer(entry: Any, position: int) -> Layer:
+    where = f"layer {position + 1}"
+    if not isinstance(entry, Mapping):
+        raise ValueError(f"{where} must be a table of its kind and options")
+    kind = entry.get("kind")
+    if kind not in LAYER_KINDS:
+        raise ValueError(
+            f"{where} has kind {kind!r}; supported: {', '.join(LAYER_KINDS)}"
+        )
+    name = entry.get("name", f"{kind}_{position + 1}")
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(f"{where}: name {name!r} must be letters, digits, _ or .")
+    where = f"{kind} layer {name!r}"
+    words = {"kind", "name", *(OPTION_WORDS[o] for o in LAYER_OPTIONS[kind])}
+    size_word = SIZE_WORDS.get(kind)
+    if size_word:
+        words.add(size_word)
+    unknown = sorted(set(entry) - words)
+    if unknown:
+        raise ValueError(
+            f"{where} has {', '.join(unknown)}, which it does not take; it takes: "
+            f"{', '.join(sorted(words - {'kind', 'name'})) or 'nothing'}"
+        )
+    return Layer(name, kind, **_options(where, kind, entry))
+
+
+def _options(where: str, kind: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A document entry's size and options as ``Layer``'s keyword arguments."""
+    options: dict[str, Any] = {}
+    size_word = SIZE_WORDS.get(kind)
+    if size_word:
+        options["size"] = _field(where, entry, size_word, int)
+    if "kernel_size" in entry or kind == "conv2d":
+        options["kernel"] = _field(where, entry, "kernel_size", int)
+    if "strides" in entry:
+        options["strides"] = _field(where, entry, "strides", int)
+    if "padding" in entry:
+        padding = entry["padding"]
+        if padding not in PADDINGS:
+            raise ValueError(f"{where}: padding must be valid or same, not {padding!r}")
+        options["padding"] = padding
+    if "activation" in entry:
+        activation = _field(where, entry, "activation", str)
+        options["activation"] = None if activation == "linear" else activation
+    if "return_sequences" in entry:
+        if not isinstance(entry["return_sequences"], bool):
+            raise ValueError(f"{where}: return_sequences must be true or false")
+        options["return_sequences"] = entry["return_sequences"]
+    return options
+
+
+def _workload(document: Mapping[str, Any]) -> Workload:
+    given = document.get("workload", {})
+    if not isinstance(given, Mapping):
+        raise ValueError(
+            "workload must be a table of optimizer, learning_rate, batch_size"
+        )
+    unknown = sorted(set(given) - set(DEFAULT_WORKLOAD))
+    if unknown:
+        raise ValueError(
+            f"workload has {', '.join(unknown)}; "
+            f"it takes: {', '.join(DEFAULT_WORKLOAD)}"
+        )
+    w = {**DEFAULT_WORKLOAD, **given}
+    if w["optimizer"] not in OPTIMIZERS:
+        raise ValueError(
+            f"workload: optimizer {w['optimizer']!r} is not one the native paths "
+            f"write out; use one of: {', '.join(OPTIMIZERS)}"
+        )
+    rate = _field("workload", w, "learning_rate", float)
+    batch = _field("workload", w, "batch_size", int)
+    if not 0 < rate < 1e3 or not 0 < batch <= 1 << 16:
+        raise ValueError(
+            f"workload: learning_rate {rate} and batch_size {batch} must be "
+            "positive (a batch at most 65,536)"
+        )
+    return Workload("user", w["optimizer"], float(rate), batch)
+
+
+def spec_from_document(
+    name: str, document: Mapping[str, Any], weights: str = ""
+) -> ModelSpec:
+    """The spec a document describes; a ValueError in one sentence naming
+    what is wrong."""
+    if not isinstance(document, Mapping):
+        raise ValueError("a model is a table of input_shape, layers and workload")
+    unknown = sorted(set(document) - {"input_shape", "layers", "workload", "name"})
+    if unknown:
+        raise ValueError(
+            f"a model has {', '.join(unknown)}; it takes: input_shape, layers, workload"
+        )
+    shape = document.get("input_shape")
+    if (
+        not isinstance(shape, list | tuple)
+        or not 1 <= len(shape) <= 3
+        or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape
+        )
+    ):
+        raise ValueError(
+            f"input_shape must be 1 to 3 positive whole numbers without the batch "
+            f"(features, (steps, features) or (height, width, channels)), not {shape!r}"
+        )
+    entries = document.get("layers")
+    if not isinstance(entries, list | tuple) or not entries:
+        raise ValueError("a model needs a list of layers")
+    if len(entries) > 1000:
+        raise ValueError(f"a model of {len(entries)} layers is more than 1,000")
+    layers = tuple(_layer(entry, i) for i, entry in enumerate(entries))
+    last = layers[-1]
+    classes = last.size if last.kind in ("dense", "lstm") else 0
+    return ModelSpec(
+        name,
+        tuple(shape),
+        classes,
+        layers,
+        _workload(document),
+        weights=weights,
+    )
+
+
+def document_of(spec: ModelSpec) -> dict[str, Any]:
+    """``spec_from_document``'s inverse: the document of a spec, every option
+    that differs from Keras' default written out."""
+    layers = []
+    for layer in spec.layers:
+        entry: dict[str, Any] = {"kind": layer.kind, "name": layer.name}
+        if layer.kind in SIZE_WORDS:
+            entry[SIZE_WORDS[layer.kind]] = layer.size
+        defaults = Layer(layer.name, layer.kind)
+        for option in LAYER_OPTIONS[layer.kind]:
+            value = getattr(layer, option)
+            if value != getattr(defaults, option) or option == "kernel":
+                entry[OPTION_WORDS[option]] = value
+        layers.append(entry)
+    w = spec.workload
+    return {
+        "input_shape": list(spec.input_shape),
+        "layers": layers,
+        "workload": {
+            "optimizer": w.optimizer,
+            "learning_rate": w.learning_rate,
+            "batch_size": w.batch_size,
+        },
+    }
+
+
+# --- the store -----------------------------------------------------------------
+
+
+def register(
+    file_name: str,
+    document: Mapping[str, Any],
+    weights: Mapping[str, np.ndarray] | None = None,
+    folder: Path | None = None,
+) -> str:
+    """Check ``document`` (and ``weights`` against it), keep both in the
+    store and return the model's name, ``<stem>-<digest>``.  ``weights``:
+    the file's own, in canonical layout; ``None``: drawn from a seed like
+    the reference models'."""
+    spec = spec_from_document("user model", document)  # refuses before writing
+    canonical = document_of(spec)
+    text = json.dumps(canonical, sort_keys=True)
+    content = hashlib.sha256(text.encode())
+    if weights is not None:
+        arrays = {k: np.asarray(v, np.float32) for k, v in weights.items()}
+        from zoo.weights import check_weights
+
+        check_weights(spec, arrays)
+        content.update(digest(arrays).encode())
+    name = f"{stem_of(file_name)}-{content.hexdigest()[:12]}"
+    target = (folder or store()) / name
+    if (target / "model.json").is_file():
+        return name  # the same content is there already
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
+    try:
+        if weights is not None:
+            save_npz(scratch / "weights.npz", arrays)
+        (scratch / "model.json").write_text(text + "\n")
+        try:
+            scratch.rename(target)
+        except OSError:  # another process registered it first: the same content
+            if not (target / "model.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return name
+
+
+def find(name: str) -> ModelSpec | None:
+    """The stored model ``name`` (``None``: not a stored model's name, or not
+    in this process's store)."""
+    if not _STORED.fullmatch(name):
+        return None
+    return _load(store().absolute(), name)
+
+
+@functools.cache
+def _load(folder: Path, name: str) -> ModelSpec | None:
+    path = folder / name / "model.json"
+    try:
+        document = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"stored model {path} cannot be read ({exc})") from None
+    weights = folder / name / "weights.npz"
+    return spec_from_document(name, document, str(weights) if weights.is_file() else "")
