@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     handler: Callable[[argparse.Namespace], int] = args.handler
     results = getattr(args, "results", None)
     if isinstance(results, Path):
+        # Workers run in the project's folder: every path they are sent is
+        # absolute, so a command run from anywhere finds its files.
+        args.results = results = results.absolute()
         # Users' models (--model FILE) are kept beside the results, where this
         # process and every worker and unit it starts find them by name.
         use_store(results / "models")

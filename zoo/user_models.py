@@ -32,6 +32,7 @@ Standard library and NumPy only: the MXNet worker reads the store too.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -133,7 +134,12 @@ def _layer(entry: Any, position: int) -> Layer:
             f"{where} has {', '.join(unknown)}, which it does not take; it takes: "
             f"{', '.join(sorted(words - {'kind', 'name'})) or 'nothing'}"
         )
-    return Layer(name, kind, **_options(where, kind, entry))
+    layer = Layer(name, kind, **_options(where, kind, entry))
+    if layer.strides and layer.strides == Layer(name, kind, layer.size).stride:
+        # Keras' default step written out (strides=1, a pool's own window):
+        # the same layer as one that leaves it out.
+        layer = dataclasses.replace(layer, strides=0)
+    return layer
 
 
 def _options(where: str, kind: str, entry: Mapping[str, Any]) -> dict[str, Any]:

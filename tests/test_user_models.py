@@ -1,0 +1,347 @@
+"""Users' models without a framework: documents, the store and its names,
+and every refusal the architecture alone decides (``zoo.user_models``, the
+config half of ``zoo.keras_import``).  The Keras half runs in
+``tests/paths/test_user_model.py``."""
+
+from __future__ import annotations
+
+import copy
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from zoo import keras_import, user_models
+from zoo.specs import VARIANTS, get_spec
+from zoo.weights import make_weights
+
+SEQUENTIAL_DENSE = {"class_name": "Dense", "module": "keras.layers"}
+
+
+@pytest.fixture(autouse=True)
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(user_models.STORE_ENV, str(tmp_path / "models"))
+    return tmp_path / "models"
+
+
+@pytest.mark.parametrize("name", ["strided-cnn", "stacked-lstm", "lenet", "vgg16"])
+def test_a_document_round_trips_every_option(name: str) -> None:
+    spec = get_spec(name)
+    again = user_models.spec_from_document("x", user_models.document_of(spec))
+    assert again.layers == spec.layers
+    assert again.input_shape == spec.input_shape
+    assert again.params == spec.params
+    assert again.workload.optimizer == spec.workload.optimizer
+
+
+def test_a_table_names_layers_and_takes_keras_defaults() -> None:
+    spec = user_models.spec_from_document(
+        "t",
+        {
+            "input_shape": [20, 8],
+            "layers": [
+                {"kind": "lstm", "units": 6, "return_sequences": True},
+                {"kind": "flatten"},
+                {"kind": "dense", "units": 3, "activation": "linear"},
+            ],
+        },
+    )
+    assert [layer.name for layer in spec.layers] == ["lstm_1", "flatten_2", "dense_3"]
+    assert spec.classes == 3
+    assert spec.layers[-1].activation is None
+    assert (spec.workload.optimizer, spec.workload.batch_size) == ("adam", 32)
+    assert spec.workload.dataset == "user"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda d: d["layers"].append({"kind": "dropout"}),
+            "kind 'dropout'; supported",
+        ),
+        (lambda d: d["layers"][0].update(dilation=2), "dilation, which it does not"),
+        (lambda d: d["layers"][0].update(padding="full"), "padding must be valid or"),
+        (lambda d: d["layers"][0].update(filters=2.5), "filters must be a whole"),
+        (lambda d: d["layers"][0].update(name="a/b"), "must be letters"),
+        (lambda d: d.update(input_shape=[28, -1]), "input_shape must be 1 to 3"),
+        (lambda d: d.update(layers=[]), "needs a list of layers"),
+        (lambda d: d.update(workload={"optimizer": "rmsprop"}), "optimizer 'rmsprop'"),
+        (lambda d: d.update(workload={"batch_size": 0}), "must be positive"),
+        (lambda d: d.update(workload={"epochs": 3}), "workload has epochs"),
+        (lambda d: d.update(loss="mse"), "a model has loss"),
+        (lambda d: d.update(layers=d["layers"][:-2]), "ends in shape"),  # a flatten
+    ],
+)
+def test_a_bad_table_is_one_sentence(change: Any, message: str) -> None:
+    document = user_models.document_of(VARIANTS["strided-cnn"])
+    change(document)
+    with pytest.raises(ValueError, match=message) as caught:
+        user_models.spec_from_document("t", document)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_name_is_the_stem_and_a_digest_of_architecture_and_weights(
+    store: Path,
+) -> None:
+    spec = VARIANTS["stacked-lstm"]
+    document = user_models.document_of(spec)
+    weights = make_weights(spec, 1)
+    name = user_models.register("my lstm.keras", document, weights)
+    assert name.startswith("my_lstm-")
+    assert len(name) == len("my_lstm-") + 12
+    assert user_models.register("my lstm.keras", document, weights) == name
+    changed = {**weights, "logits/bias": weights["logits/bias"] + 1}
+    assert user_models.register("my lstm.keras", document, changed) != name
+    assert user_models.register("other.keras", document, weights) != name
+    wider = copy.deepcopy(document)
+    wider["layers"][0]["units"] = 17
+    assert user_models.register("my lstm.keras", wider) != name
+    assert sorted(p.name for p in (store / name).iterdir()) == [
+        "model.json",
+        "weights.npz",
+    ]
+
+
+def test_a_stored_model_is_found_by_name_with_its_own_weights() -> None:
+    spec = VARIANTS["strided-cnn"]
+    weights = make_weights(spec, 4)
+    name = user_models.register("cnn.keras", user_models.document_of(spec), weights)
+    found = get_spec(name)
+    assert found.name == name
+    assert found.layers == spec.layers
+    for seed in (0, 9):  # a file's weights are its own, whatever the seed
+        drawn = make_weights(found, seed)
+        assert all(np.array_equal(drawn[k], weights[k]) for k in weights)
+    table = user_models.register("cnn.toml", user_models.document_of(spec))
+    assert not get_spec(table).weights  # a table's are drawn from the seed
+
+
+def test_weights_that_do_not_fit_the_document_are_refused() -> None:
+    spec = VARIANTS["strided-cnn"]
+    weights = make_weights(spec, 0)
+    weights["conv1/kernel"] = weights["conv1/kernel"][..., :4]
+    with pytest.raises(ValueError, match="wrong shape"):
+        user_models.register("cnn.keras", user_models.document_of(spec), weights)
+
+
+def test_an_unknown_name_points_at_the_store_and_model_file() -> None:
+    with pytest.raises(ValueError, match=r"known models: .*--model FILE"):
+        get_spec("mine-0123456789ab")
+
+
+# --- a Keras archive's config, without Keras ----------------------------------------
+
+
+def _layer(cls: str, name: str, **config: Any) -> dict[str, Any]:
+    return {
+        "module": "keras.layers",
+        "class_name": cls,
+        "config": {"name": name, **config},
+    }
+
+
+def _sequential(*layers: dict[str, Any]) -> dict[str, Any]:
+    first = _layer("InputLayer", "input", batch_shape=[None, 8, 8, 1])
+    return {"class_name": "Sequential", "config": {"layers": [first, *layers]}}
+
+
+def _tensor(source: str) -> dict[str, Any]:
+    return {
+        "class_name": "__keras_tensor__",
+        "config": {"keras_history": [source, 0, 0]},
+    }
+
+
+def _functional(*layers: tuple[dict[str, Any], list[list[str]]]) -> dict[str, Any]:
+    entries = [
+        {
+            **_layer("InputLayer", "input", batch_shape=[None, 8, 8, 1]),
+            "name": "input",
+            "inbound_nodes": [],
+        }
+    ]
+    for layer, calls in layers:
+        nodes = [{"args": [_tensor(s) for s in sources]} for sources in calls]
+        entries.append(
+            {**layer, "name": layer["config"]["name"], "inbound_nodes": nodes}
+        )
+    last = entries[-1]["name"]
+    config = {"layers": entries, "input_layers": ["input", 0, 0]}
+    return {
+        "class_name": "Functional",
+        "config": {**config, "output_layers": [last, 0, 0]},
+    }
+
+
+DENSE = {"units": 10, "activation": "linear"}
+CONV = {"filters": 4, "kernel_size": [3, 3], "strides": [2, 2], "padding": "same"}
+
+
+def test_a_config_becomes_a_document() -> None:
+    config = _sequential(
+        _layer("Conv2D", "c", **CONV, activation="tanh"),
+        _layer("MaxPooling2D", "p", pool_size=[2, 2], strides=None),
+        _layer("Flatten", "f"),
+        _layer("Dense", "d", **DENSE),
+    )
+    config["compile_config"] = {
+        "optimizer": {"class_name": "SGD", "config": {"learning_rate": 0.05}}
+    }
+    document = keras_import.document_from_config(config)
+    spec = user_models.spec_from_document("m", document)
+    assert document["input_shape"] == [8, 8, 1]
+    assert spec.layer("c").stride == 2
+    assert spec.layer("c").activation == "tanh"
+    assert spec.layer("p").stride == 2
+    assert (spec.workload.optimizer, spec.workload.learning_rate) == ("sgd", 0.05)
+
+
+def test_a_functional_chain_is_read_in_order() -> None:
+    config = _functional(
+        (_layer("Flatten", "f"), [["input"]]),
+        (_layer("Dense", "d", **DENSE), [["f"]]),
+    )
+    document = keras_import.document_from_config(config)
+    assert [e["name"] for e in document["layers"]] == ["f", "d"]
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            _sequential(
+                {
+                    "class_name": "Lambda",
+                    "module": "keras.layers",
+                    "config": {"name": "lam"},
+                }
+            ),
+            "layer 'lam' \\(Lambda\\) is not one the tool knows; supported: Dense",
+        ),
+        (
+            _sequential(
+                {"class_name": "MyLayer", "module": "mine", "config": {"name": "mine"}}
+            ),
+            "layer 'mine' \\(a custom class\\)",
+        ),
+        (
+            _sequential(_layer("Conv2D", "c", **CONV, dilation_rate=[2, 2])),
+            "dilation_rate=\\[2, 2\\], which the tool does not compute",
+        ),
+        (
+            _sequential(_layer("Conv2D", "c", **CONV, data_format="channels_first")),
+            "data_format='channels_first'",
+        ),
+        (
+            _sequential(_layer("Dense", "d", **DENSE, use_bias=False)),
+            "use_bias=False",
+        ),
+        (
+            _sequential(_layer("LSTM", "l", units=4, dropout=0.5)),
+            "dropout=0.5",
+        ),
+        (
+            _sequential(_layer("Dense", "d", units=4, activation="gelu")),
+            "activation 'gelu'",
+        ),
+        (
+            _sequential(_layer("Conv2D", "c", filters=4, kernel_size=[3, 1])),
+            "only square windows",
+        ),
+        (
+            _sequential(
+                {
+                    "class_name": "Sequential",
+                    "module": "keras",
+                    "config": {"name": "inner"},
+                }
+            ),
+            "model inside the model",
+        ),
+        (
+            _functional(
+                (_layer("Dense", "d", **DENSE), [["input"], ["input"]]),
+            ),
+            "called 2 times \\(a shared layer\\)",
+        ),
+        (
+            _functional(
+                (_layer("Flatten", "f"), [["input"]]),
+                (_layer("Dense", "d", **DENSE), [["input"]]),
+            ),
+            "layer 'd' takes input, not the layer before it \\(f\\): a branch",
+        ),
+        (
+            {**_functional((_layer("Flatten", "f"), [["input"]]))}
+            | {"class_name": "Functional"},
+            None,  # the control: a one-layer chain is read
+        ),
+        ({"class_name": "MyModel", "config": {}}, "not a Sequential or functional"),
+    ],
+)
+def test_an_architecture_the_spec_cannot_express_is_one_sentence(
+    config: dict[str, Any], message: str | None
+) -> None:
+    if message is None:
+        assert keras_import.document_from_config(config)["layers"]
+        return
+    with pytest.raises(ValueError, match=message) as caught:
+        keras_import.document_from_config(config)
+    assert "\n" not in str(caught.value)
+
+
+def test_several_inputs_and_an_open_input_shape_are_refused() -> None:
+    config = _functional((_layer("Flatten", "f"), [["input"]]))
+    config["config"]["input_layers"] = [["input", 0, 0], ["other", 0, 0]]
+    with pytest.raises(ValueError, match="several inputs or outputs"):
+        keras_import.document_from_config(config)
+    config = _sequential(_layer("LSTM", "l", units=4))
+    config["config"]["layers"][0]["config"]["batch_shape"] = [None, None, 8]
+    with pytest.raises(ValueError, match="is not fixed; give every axis"):
+        keras_import.document_from_config(config)
+
+
+# --- the archive -----------------------------------------------------------------
+
+
+def _archive(path: Path, members: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return path
+
+
+def test_an_archive_is_checked_before_anything_is_unpacked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = json.dumps(_sequential(_layer("Flatten", "f"))).encode()
+    good = _archive(
+        tmp_path / "ok.keras", {"config.json": config, "model.weights.h5": b"x"}
+    )
+    assert keras_import.read_config(good)["class_name"] == "Sequential"
+    (tmp_path / "text.keras").write_text("hello")
+    refusals = {
+        tmp_path / "text.keras": "not a zip file",
+        _archive(tmp_path / "plain.zip", {"a.txt": b"a"}): "not a Keras archive",
+        _archive(
+            tmp_path / "bad.keras", {"config.json": b"{no", "model.weights.h5": b""}
+        ): "damaged config.json",
+        tmp_path / "missing.keras": "cannot be read",
+        tmp_path: "is not a file",
+    }
+    for path, message in refusals.items():
+        with pytest.raises(ValueError, match=message):
+            keras_import.read_config(path)
+    # A member that unpacks to more than the limit (a zip bomb): refused from
+    # the archive's directory, before it is read.
+    bomb = _archive(
+        tmp_path / "bomb.keras",
+        {"config.json": config, "model.weights.h5": bytes(1 << 20)},
+    )
+    monkeypatch.setattr(keras_import, "MAX_BYTES", 1 << 19)
+    with pytest.raises(ValueError, match="would unpack to"):
+        keras_import.read_config(bomb)
