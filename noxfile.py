@@ -163,11 +163,20 @@ def explore(session: nox.Session) -> None:
     )
 
 
+def _profile_and_options(posargs: list[str]) -> tuple[str, list[str]]:
+    """``nox -s bench -- [PROFILE] [harness run options]``: the profile
+    (``default`` unless the first argument names one), then the options
+    (``--model examples/stacked_lstm.keras``)."""
+    if posargs and not posargs[0].startswith("-"):
+        return posargs[0], list(posargs[1:])
+    return "default", list(posargs)
+
+
 @nox.session
 def bench(session: nox.Session) -> None:
     """Timings behind the equivalence gate (``harness run`` checks every path
     first, or reuses still-valid cached verdicts), then the report."""
-    profile = session.posargs[0] if session.posargs else "default"
+    profile, options = _profile_and_options(session.posargs)
     session.install("-e", ".[frameworks,harness]")
     _mxnet_env(session)
     # Exit status 1 (a cell failed, diverged or was held back) still has a
@@ -181,6 +190,7 @@ def bench(session: nox.Session) -> None:
         profile,
         "--results",
         RESULTS,
+        *options,
         success_codes=[0, 1],
     )
     session.run("python", "-m", "harness", "report", "--results", RESULTS)

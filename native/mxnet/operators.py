@@ -7,7 +7,7 @@ Each is the lowest-level public operator an MXNet user reaches for:
 pad of ``k // 2``), ``nd.Pooling`` and ``nd.relu`` / ``sigmoid`` / ``tanh``.
 MXNet has no LSTM-cell operator over Keras' layouts and no Keras Adam, so
 those two are written out with its product and element-wise operators, as
-``native/mxnet/lstm.py`` and ``common.py`` do; the loss is ``common``'s
+``native/mxnet/ops.py`` and ``common.py`` do; the loss is ``common``'s
 ``cross_entropy`` (written out too: MXNet 1.9.1's oneDNN ``log_softmax`` is
 3.5e-6 off).
 

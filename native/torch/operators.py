@@ -7,7 +7,7 @@ Each is the lowest-level public operator a PyTorch user reaches for:
 ``F.avg_pool2d`` / ``F.max_pool2d``, ``torch.relu`` / ``sigmoid`` / ``tanh``
 and ``F.cross_entropy``.  PyTorch has no LSTM-cell operator over Keras'
 layouts and no Keras Adam, so those two are written out with its product and
-element-wise operators, as ``native/torch/lstm.py`` and ``common.py`` do.
+element-wise operators, as ``native/torch/ops.py`` and ``common.py`` do.
 
 Layout ``oihw`` (``native.layout``'s family): images ``(N, C, H, W)``,
 conv kernels ``(out, in, kh, kw)``,

@@ -165,10 +165,19 @@ class Options:
 
 def load(spec: ModelSpec, data_dir: Path | None, options: Options = Options()) -> Split:
     """The dataset of ``spec``'s workload, from ``data_dir`` (None: the
-    embedded MNIST sample), cut as ``options`` says."""
-    from zoo.datasets import cifar10, imdb, mnist
+    embedded MNIST sample; for a user's model the ``.npz`` of its arrays,
+    ``zoo.datasets.user_arrays``), cut as ``options`` says."""
+    from zoo.datasets import cifar10, imdb, mnist, user_arrays
 
     dataset = spec.workload.dataset
+    if dataset == "user":  # a user's model trains on the user's own arrays
+        if data_dir is None or Path(data_dir).is_dir():
+            raise DataError(
+                f"{spec.name} is your own model: give --data ARRAYS.npz with "
+                "x_train, y_train, x_test, y_test (README, Your own model)"
+            )
+        split = check_split(user_arrays.load(Path(data_dir), spec), spec.classes)
+        return subset(split, options.train_samples, options.test_samples, options.seed)
     if data_dir is not None and not Path(data_dir).is_dir():
         raise DataError(f"the data folder {data_dir} does not exist")
     classes = spec.classes
