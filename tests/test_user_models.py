@@ -74,6 +74,7 @@ def test_a_table_names_layers_and_takes_keras_defaults() -> None:
         (lambda d: d.update(workload={"epochs": 3}), "workload has epochs"),
         (lambda d: d.update(loss="mse"), "a model has loss"),
         (lambda d: d.update(layers=d["layers"][:-2]), "ends in shape"),  # a flatten
+        (lambda d: d.update(classes=3), "classes is 3 but the last layer"),
     ],
 )
 def test_a_bad_table_is_one_sentence(change: Any, message: str) -> None:
@@ -370,3 +371,38 @@ def test_the_readme_table_is_a_model(tmp_path: Path) -> None:
     (tmp_path / "none.toml").write_text("[profile]\n")
     with pytest.raises(ValueError, match="has no \\[model\\] table"):
         model_from_file(tmp_path / "none.toml", tmp_path / "models")
+
+
+def test_a_blueprint_with_a_model_table_runs_that_model(tmp_path: Path) -> None:
+    from harness.core.profiles import get_profile
+
+    table = user_models.document_of(VARIANTS["strided-cnn"])
+
+    def inline(layer: dict[str, Any]) -> str:
+        return "{" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in layer.items()) + "}"
+
+    text = "\n".join(
+        [
+            'description = "my CNN, quickly"',
+            'phases = ["train"]',
+            "[settings]",
+            "train_steps = 2",
+            "repeats = 1",
+            "[model]",
+            f"input_shape = {table['input_shape']}",
+            "classes = 10",
+            "layers = [",
+            *(f"  {inline(layer)}," for layer in table["layers"]),
+            "]",
+        ]
+    )
+    blueprint = tmp_path / "mine.toml"
+    blueprint.write_text(text + "\n")
+    profile = get_profile(blueprint)
+    (model,) = profile.models
+    assert model.startswith("mine-")
+    assert get_spec(model).layers == VARIANTS["strided-cnn"].layers
+    assert profile.phases == ("train",)
+    blueprint.write_text('models = ["ffn"]\n' + text + "\n")
+    with pytest.raises(ValueError, match="runs that model; leave out models"):
+        get_profile(blueprint)

@@ -202,10 +202,11 @@ def spec_from_document(
     what is wrong."""
     if not isinstance(document, Mapping):
         raise ValueError("a model is a table of input_shape, layers and workload")
-    unknown = sorted(set(document) - {"input_shape", "layers", "workload", "name"})
+    unknown = sorted(set(document) - {"input_shape", "classes", "layers", "workload"})
     if unknown:
         raise ValueError(
-            f"a model has {', '.join(unknown)}; it takes: input_shape, layers, workload"
+            f"a model has {', '.join(unknown)}; it takes: input_shape, classes, "
+            "layers, workload"
         )
     shape = document.get("input_shape")
     if (
@@ -227,6 +228,11 @@ def spec_from_document(
     layers = tuple(_layer(entry, i) for i, entry in enumerate(entries))
     last = layers[-1]
     classes = last.size if last.kind in ("dense", "lstm") else 0
+    if "classes" in document and document["classes"] != classes:
+        raise ValueError(
+            f"classes is {document['classes']!r} but the last layer, "
+            f"{last.name!r}, gives {classes} scores"
+        )
     return ModelSpec(
         name,
         tuple(shape),

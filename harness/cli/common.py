@@ -54,7 +54,8 @@ def chosen_models(args: argparse.Namespace, default: str) -> list[str]:
             raise ValueError("give --model FILE or --models, not both")
         return [model_from_file(args.model, args.results / "models")]
     names = default if args.models is None else args.models
-    return parse_list(names, [*MODELS, *VARIANTS], "model")
+    # a blueprint's own [model] is among its defaults (harness.core.profiles)
+    return parse_list(names, [*MODELS, *VARIANTS, *default.split(",")], "model")
 
 
 def selection(

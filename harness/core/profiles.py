@@ -804,6 +804,8 @@ def _check(name: str, doc: dict[str, Any], label: str) -> Profile:
     for key in _NOT_IN_FILES:
         if key in doc:
             raise ValueError(_unknown_key(label, [], key, _json_schema()))
+    if "model" in doc:
+        return _with_own_model(name, doc, label)
     try:
         return Profile.model_validate({**doc, "name": name})
     except ValidationError as exc:
@@ -811,6 +813,25 @@ def _check(name: str, doc: dict[str, Any], label: str) -> Profile:
     # An unknown key first: a misspelt key also leaves its field missing.
     unknown = [e for e in errors if e["type"] == "extra_forbidden"]
     raise ValueError(_sentence(label, (unknown or errors)[0]))
+
+
+def _with_own_model(name: str, doc: dict[str, Any], label: str) -> Profile:
+    """A blueprint whose ``[model]`` table describes the user's own model
+    (``zoo.user_models``): the model is kept in the store and is the one
+    model the profile runs; its settings are the profile's defaults."""
+    from zoo.user_models import register
+
+    rest = {k: v for k, v in doc.items() if k != "model"}
+    if "models" in rest:
+        raise ValueError(
+            f"{label}: a blueprint with a [model] table runs that model; "
+            "leave out models"
+        )
+    try:
+        model = register(label, doc["model"])
+    except ValueError as exc:
+        raise ValueError(f"{label}: [model]: {exc}") from None
+    return _check(name, rest, label).model_copy(update={"models": (model,)})
 
 
 # --- loading -------------------------------------------------------------------
