@@ -18,38 +18,66 @@ import torch.nn.functional as F
 from torch import nn
 
 from native.torch.common import DEVICE
-from zoo.specs import Layer, ModelSpec
+from zoo.specs import Layer, ModelSpec, input_of, padding_of
 
 
-class _LastHidden(nn.Module):
-    """``nn.LSTM`` returning the last hidden state, as Keras' LSTM does."""
+class _Recurrent(nn.Module):
+    """``nn.LSTM`` returning what Keras' LSTM returns: the last hidden state,
+    or every step's with ``return_sequences``."""
 
-    def __init__(self, features: int, units: int) -> None:
+    def __init__(self, features: int, units: int, sequences: bool) -> None:
         super().__init__()
         self.lstm = nn.LSTM(features, units, batch_first=True)
+        self.sequences = sequences
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _, (h, _) = self.lstm(x)
-        return h[-1]
+        steps, (h, _) = self.lstm(x)
+        return steps if self.sequences else h[-1]
+
+
+_ACTIVATIONS: dict[str | None, Callable[[], list[nn.Module]]] = {
+    None: list,
+    "relu": lambda: [nn.ReLU()],
+    "tanh": lambda: [nn.Tanh()],
+    "sigmoid": lambda: [nn.Sigmoid()],
+    "softmax": lambda: [nn.Softmax(dim=-1)],
+}
+
+
+def _padding(layer: Layer, spec: ModelSpec, value: float) -> list[nn.Module]:
+    """A padding module where Keras pads (its ``same`` may pad one more
+    position after than before, which ``nn.Conv2d`` cannot say)."""
+    h, w, _ = input_of(spec, layer.name)
+    (top, bottom), (left, right) = padding_of(layer, h), padding_of(layer, w)
+    if not any((top, bottom, left, right)):
+        return []
+    return [nn.ConstantPad2d((left, right, top, bottom), value)]
 
 
 def _module(layer: Layer, spec: ModelSpec) -> list[nn.Module]:
     params = {p.role: p for p in spec.params if p.layer == layer.name}
-    relu = [nn.ReLU()] if layer.activation == "relu" else []
+    activation = _ACTIVATIONS[layer.activation]()
     if layer.kind == "dense":
         fan_in, out = params["kernel"].shape
-        return [nn.Linear(fan_in, out), *relu]
+        return [nn.Linear(fan_in, out), *activation]
     if layer.kind == "conv2d":
         k, _, fan_in, out = params["kernel"].shape
-        return [nn.Conv2d(fan_in, out, k, padding=layer.padding), *relu]
+        conv = nn.Conv2d(fan_in, out, k, stride=layer.stride)
+        return [*_padding(layer, spec, 0.0), conv, *activation]
     if layer.kind == "avg_pool":
-        return [nn.AvgPool2d(layer.size)]
+        if _padding(layer, spec, 0.0):
+            raise ValueError(
+                f"average pool {layer.name!r} is padded: Keras leaves the padding "
+                "out of each mean, which no nn module does; floors cannot build it"
+            )
+        return [nn.AvgPool2d(layer.size, layer.stride)]
     if layer.kind == "max_pool":
-        return [nn.MaxPool2d(layer.size)]
+        pool = nn.MaxPool2d(layer.size, layer.stride)
+        return [*_padding(layer, spec, float("-inf")), pool]
     if layer.kind == "flatten":
         return [nn.Flatten()]
     features, _ = params["kernel"].shape
-    return [_LastHidden(features, layer.size)]
+    return [_Recurrent(features, layer.size, layer.return_sequences)]
 
 
 def build(spec: ModelSpec, arrays: Mapping[str, np.ndarray]) -> nn.Sequential:
@@ -57,8 +85,13 @@ def build(spec: ModelSpec, arrays: Mapping[str, np.ndarray]) -> nn.Sequential:
     layout, ``native.layout.to_native``)."""
     modules: dict[str, nn.Module] = {}
     for layer in spec.layers:
-        for i, module in enumerate(_module(layer, spec)):
-            modules[layer.name if i == 0 else f"{layer.name}_relu"] = module
+        # The module with the weights is named after the layer, the padding
+        # before it and the activation after it after their roles.
+        for module in _module(layer, spec):
+            role = {nn.ConstantPad2d: "_pad"}.get(type(module), "")
+            if not role and layer.name in modules:
+                role = "_activation"
+            modules[f"{layer.name}{role}"] = module
     model = nn.Sequential(OrderedDict(modules))
     native = {k: torch.tensor(a) for k, a in arrays.items()}
     with torch.no_grad():
@@ -66,7 +99,7 @@ def build(spec: ModelSpec, arrays: Mapping[str, np.ndarray]) -> nn.Sequential:
             if isinstance(module, nn.Linear | nn.Conv2d):
                 module.weight.copy_(native[f"{name}/kernel"])
                 module.bias.copy_(native[f"{name}/bias"])
-            elif isinstance(module, _LastHidden):
+            elif isinstance(module, _Recurrent):
                 module.lstm.weight_ih_l0.copy_(native[f"{name}/kernel"])
                 module.lstm.weight_hh_l0.copy_(native[f"{name}/recurrent_kernel"])
                 module.lstm.bias_ih_l0.copy_(native[f"{name}/bias"])
