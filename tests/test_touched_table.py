@@ -18,7 +18,7 @@ from workers.paths import get_path
 
 def test_an_untouched_entry_of_every_kind_is_named() -> None:
     everything = touched.registry()
-    for kind in ("paths", "modes", "families", "kinds", "faults", "tasks"):
+    for kind in ("paths", "modes", "families", "kinds", "options", "faults", "tasks"):
         table = touched.registry()
         dropped = sorted(getattr(table, kind))[0]
         getattr(table, kind).discard(dropped)
@@ -34,12 +34,17 @@ def test_a_request_is_noted_by_its_path_model_and_fault() -> None:
     assert table.modes == {"native-jax in layerjit"}
     assert table.families == {"lenet"}
     assert table.kinds == {"conv2d", "avg_pool", "flatten", "dense"}
+    assert "conv2d padding='valid'" in table.options
+    assert "conv2d strides='set'" not in table.options
     assert table.faults == {"missing-bias in native-jax@layerjit"}
     assert table.tasks == {"evaluate"}
     # the narrow VGG16 counts for VGG16's family
     table.note(["native-torch"], {"task": "evaluate", "model": "vgg16-narrow"})
     assert "vgg16" in table.families
     assert "max_pool" in table.kinds
+    # the option variants' settings
+    table.note(["native-torch"], {"task": "evaluate", "model": "strided-cnn"})
+    assert {"conv2d strides='set'", "max_pool padding='same'"} <= table.options
 
 
 def test_a_worker_logs_each_request_and_the_references_do_not_count(

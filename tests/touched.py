@@ -4,10 +4,10 @@ The session points ``HARNESS_REQUEST_LOG`` at a file (``tests/conftest.py``)
 and every worker appends a line for each request it serves
 (``workers.serve.log_request``), those of the commands a test runs as a
 subprocess included: the paths that served it, the model's family
-(``ModelSpec.module``) and layer kinds, the deliberate fault it carried, its
-task.  ``tests/paths/test_touched.py`` runs last and fails, naming each one,
-when the session left a path, a mode, a model family, a layer kind, a fault
-in a native path or a worker task untouched: moving a check to the full tier
+(``ModelSpec.module``), layer kinds and layer options, the deliberate fault
+it carried, its task.  ``tests/paths/test_touched.py`` runs last and fails,
+naming each one, when the session left a path, a mode, a model family, a
+layer kind or option, a fault in a native path or a worker task untouched: moving a check to the full tier
 (``tests/tiers.py``) can never silently drop one.
 
 Only a path's own workers count: the float64 (and float32 baseline) runs of
@@ -27,7 +27,7 @@ from typing import Any
 from native.faults import FAULTS, TIMED_FAULTS
 from workers import messages
 from workers.paths import LEVEL_PATHS, MODE_PATHS, MODES, PATHS, get_path
-from zoo.specs import MODELS, VARIANTS, get_spec
+from zoo.specs import LAYER_OPTIONS, MODELS, VARIANTS, Layer, ModelSpec, get_spec
 
 REFERENCE_ENV = "HARNESS_NATIVE_DTYPE"
 TESTS = Path(__file__).resolve().parent
@@ -41,6 +41,7 @@ class Table:
     modes: set[str] = field(default_factory=set)
     families: set[str] = field(default_factory=set)
     kinds: set[str] = field(default_factory=set)
+    options: set[str] = field(default_factory=set)
     faults: set[str] = field(default_factory=set)
     tasks: set[str] = field(default_factory=set)
 
@@ -63,6 +64,24 @@ class Table:
                 return
             self.families.add(spec.module)
             self.kinds.update(layer.kind for layer in spec.layers)
+            self.options.update(options(spec))
+
+
+def options(spec: ModelSpec) -> set[str]:
+    """The layer options ``spec`` sets, as ``<kind> <option>=<value>``: a
+    setting is touched once a request ran some layer of its kind with it
+    (``strides=2`` on a conv2d, ``activation='tanh'``, sequences...)."""
+    found = set()
+    for layer in spec.layers:
+        for option in LAYER_OPTIONS[layer.kind]:
+            value = getattr(layer, option)
+            if option == "kernel":
+                continue  # a size, not a setting
+            if option == "strides":  # Keras' default step, or another
+                default = Layer(layer.name, layer.kind, layer.size).stride
+                value = "default" if layer.stride == default else "set"
+            found.add(f"{layer.kind} {option}={value!r}")
+    return found
 
 
 def _fault(fault: str, path: str) -> str:
@@ -100,6 +119,7 @@ def registry() -> Table:
             for s in (*MODELS.values(), *VARIANTS.values())
             for layer in s.layers
         },
+        options={o for s in (*MODELS.values(), *VARIANTS.values()) for o in options(s)},
         faults={_fault(fault, path) for fault in FAULTS for path in native}
         | {_fault(fault, "") for fault in TIMED_FAULTS},
         tasks=every_task,
