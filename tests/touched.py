@@ -7,8 +7,9 @@ subprocess included: the paths that served it, the model's family
 (``ModelSpec.module``), layer kinds and layer options, the deliberate fault
 it carried, its task.  ``tests/paths/test_touched.py`` runs last and fails,
 naming each one, when the session left a path, a mode, a model family, a
-layer kind or option, a fault in a native path or a worker task untouched: moving a check to the full tier
-(``tests/tiers.py``) can never silently drop one.
+layer kind or option, a fault in a native path or a worker task untouched:
+moving a check to the full tier (``tests/tiers.py``) can never silently drop
+one.
 
 Only a path's own workers count: the float64 (and float32 baseline) runs of
 the reference implementations are the judge, not a path under test.
