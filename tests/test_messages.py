@@ -89,6 +89,7 @@ def test_every_task_has_a_request_type() -> None:
         "levels",
         "profile",
         "count",
+        "import_model",
         "op_check",
         "op_prepare",
         "op_time",
