@@ -28,6 +28,7 @@ from typing import Any
 from native.faults import FAULTS, TIMED_FAULTS
 from workers import messages
 from workers.paths import LEVEL_PATHS, MODE_PATHS, MODES, PATHS, get_path
+from zoo import user_models
 from zoo.specs import LAYER_OPTIONS, MODELS, VARIANTS, Layer, ModelSpec, get_spec
 
 REFERENCE_ENV = "HARNESS_NATIVE_DTYPE"
@@ -61,8 +62,13 @@ class Table:
         if isinstance(model, str):
             try:
                 spec = get_spec(model)
-            except ValueError:  # a test of an unknown model's refusal
-                return
+            except ValueError:  # a user's model in the worker's store, or a
+                # test of an unknown model's refusal
+                store = request.get("store")
+                found = user_models.find(model, Path(store)) if store else None
+                if found is None:
+                    return
+                spec = found
             self.families.add(spec.module)
             self.kinds.update(layer.kind for layer in spec.layers)
             self.options.update(options(spec))

@@ -52,6 +52,7 @@ from workers import messages as m
 from workers import numerics, protocol, runs, timing
 from workers.paths import PathInfo, get_path
 from workers.protocol import NativeOnly, Runner
+from zoo import user_models
 from zoo.arrays import digest, load_npz, save_npz
 from zoo.specs import ModelSpec, get_spec
 from zoo.weights import check_weights
@@ -573,6 +574,8 @@ def log_request(request: m.Task, path: PathInfo, partners: list[Served]) -> None
         "model": getattr(request, "model", None),
         "fault": getattr(request, "fault", None),
         "reference": os.environ.get("HARNESS_NATIVE_DTYPE"),
+        # where a user's model is kept (zoo.user_models), to read its layers back
+        "store": str(user_models.store().absolute()),
     }
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:

@@ -312,12 +312,12 @@ def register(
     return name
 
 
-def find(name: str) -> ModelSpec | None:
-    """The stored model ``name`` (``None``: not a stored model's name, or not
-    in this process's store)."""
+def find(name: str, folder: Path | None = None) -> ModelSpec | None:
+    """The stored model ``name`` in ``folder`` (default: this process's
+    store); ``None``: not a stored model's name, or not there."""
     if not _STORED.fullmatch(name):
         return None
-    return _load(store().absolute(), name)
+    return _load((folder or store()).absolute(), name)
 
 
 @functools.cache

@@ -22,7 +22,7 @@ from equivalence.sensitivity import FAULT_CASES, check_fault
 from tests import tiers
 from tests.conftest import draws
 from tests.paths.conftest import UNAVAILABLE, require
-from tests.tiers import Sizes
+from tests.tiers import OPTION_MODELS, Sizes
 from workers.launch import PROJECT_ROOT
 from workers.paths import OPTIONAL_FRAMEWORKS, PATHS
 from zoo.specs import get_spec
@@ -95,6 +95,33 @@ def test_lstm_paths_agree(  # noqa: PLR0917 (one argument per drawn value)
     steps: int,
 ) -> None:
     _assert_all_agree(checker, Case("lstm", seed, batch, seq_len, scale, steps))
+
+
+# The layer options users' models bring (tests/tiers.py, OPTION_MODELS):
+# strided and unevenly padded convolutions and pools, tanh, sigmoid and
+# softmax, stacked LSTMs and a dense layer on every step of a sequence.
+@settings(max_examples=draws(6))
+@example(model="strided-cnn", seed=1, batch=8, seq_len=None, scale=1.0, steps=2)
+@example(model="stacked-lstm", seed=2, batch=4, seq_len=9, scale=1.0, steps=2)
+@given(
+    model=st.sampled_from(OPTION_MODELS),
+    seed=seeds,
+    batch=st.integers(1, 16),
+    seq_len=st.integers(1, 20),
+    scale=scales,
+    steps=st.integers(0, 3),
+)
+def test_layer_option_paths_agree(  # noqa: PLR0917 (one argument per drawn value)
+    checker: Checker,
+    model: str,
+    seed: int,
+    batch: int,
+    seq_len: int | None,
+    scale: float,
+    steps: int,
+) -> None:
+    length = seq_len if model == "stacked-lstm" else None
+    _assert_all_agree(checker, Case(model, seed, batch, length, scale, steps))
 
 
 @pytest.mark.sized

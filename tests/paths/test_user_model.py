@@ -118,10 +118,13 @@ def test_a_damaged_weights_file_is_one_sentence(saved: Path, tmp_path: Path) -> 
 def test_every_path_of_an_example_passes_the_float64_judge(
     tmp_path: Path, size: Sizes
 ) -> None:
+    # keras-team/keras#20902's model in the fast tier (its stacked LSTMs and
+    # sequences reach every path only here; the fault suite runs every path
+    # on strided-cnn's options); all three in the full tier
     examples = (
-        ["strided_cnn"]
-        if not size.full_only
-        else ["strided_cnn", "stacked_lstm", "sigmoid_mlp"]
+        ["stacked_lstm", "strided_cnn", "sigmoid_mlp"]
+        if size.full_only
+        else ["stacked_lstm"]
     )
     for example in examples:
         done = _python(
