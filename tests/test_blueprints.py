@@ -61,6 +61,7 @@ BEFORE = {
                 "infer_batch_sizes": (1, 128),
                 "latency": True,
             },
+            "user": {"train_steps": 20, "infer_batches": 10, "warmup_runs": 1},
             "lenet": {
                 "train_steps": 20,
                 "infer_batches": 10,
@@ -403,8 +404,16 @@ def test_unknown_model() -> None:
         f'from {known}, got "resnet"'
     )
     assert _error(MINIMAL + "[per_model.resnet]\nrepeats = 1\n") == (
-        f"default.toml: per_model.resnet is not a known model; known models: {known}"
+        "default.toml: per_model.resnet is not a known model; known models: "
+        f"{known}, user"
     )
+
+
+def test_any_users_model_takes_the_user_table() -> None:
+    default = PROFILES["default"]
+    mine = default.settings("mine-0123456789ab")  # a name --model FILE gives
+    assert (mine.train_steps, mine.infer_batches) == (20, 10)
+    assert default.settings("ffn").train_steps == 50  # a model's own table first
 
 
 def test_empty_list() -> None:

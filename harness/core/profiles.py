@@ -72,14 +72,19 @@ SHIPPED = (
     "converge-full",
 )
 _ALL_MODELS = (*MODELS, *VARIANTS)
+# ``[per_model.user]``: the replacements for any user's model (``--model
+# FILE``), which no blueprint can name in advance.
+USER = "user"
 
 if TYPE_CHECKING:
     ModelName = str
+    SettingsName = str
     ThreadPool = str
     PathName = str
     PhaseName = str
 else:  # Literal types built from the registries
     ModelName = Literal[_ALL_MODELS]
+    SettingsName = Literal[(*_ALL_MODELS, USER)]
     PathName = Literal[(*PATHS, *MODE_PATHS)]
     PhaseName = Literal[PHASES]
     ThreadPool = Literal["intra_op", "inter_op"]
@@ -549,9 +554,10 @@ class Profile(_Schema):
     base: Settings = Field(
         alias="settings", description="[settings]: every model's settings"
     )
-    per_model: dict[ModelName, Replacements] = Field(
+    per_model: dict[SettingsName, Replacements] = Field(
         default_factory=dict,
-        description="[per_model.<model>]: replacements of [settings] for one model",
+        description="[per_model.<model>]: replacements of [settings] for one "
+        "model; [per_model.user]: for any user's model (--model FILE)",
     )
     count: CountSettings = Field(
         default=CountSettings.model_validate({}),
@@ -596,8 +602,10 @@ class Profile(_Schema):
             raise ValueError(f"profile {self.name}: {missing}")
 
     def settings(self, model: str) -> Settings:
-        """The base settings with ``model``'s replacements."""
-        return self.base.model_copy(update=self.per_model.get(model, {}))
+        """The base settings with ``model``'s replacements (a user's model:
+        ``[per_model.user]``'s)."""
+        own = model if model in _ALL_MODELS else USER
+        return self.base.model_copy(update=self.per_model.get(own, {}))
 
     def digest(self) -> str:
         """SHA-256 of what the profile asks for, every default filled in: two
