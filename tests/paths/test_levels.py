@@ -124,7 +124,12 @@ def test_one_worker_times_and_profiles_every_level(tmp_path: Path) -> None:
     for r in range(2):
         for k in range(4):
             assert 0 < answer.kernel_s[r][k] <= answer.wall_s[r][k]
-    assert all("aten::mm" in names[:3] for names in answer.op_names)
+    # Every level's matrix products are seen, with calls.  Not their rank:
+    # the order is by time, which a busy machine reshuffles (CI saw a fill_
+    # overtake them once).
+    for names, calls in zip(answer.op_names, answer.op_calls, strict=True):
+        assert "aten::mm" in names
+        assert calls[names.index("aten::mm")] > 0
 
 
 def test_explain_writes_its_tables_and_plot(gated: Path) -> None:
