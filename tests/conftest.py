@@ -133,7 +133,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         reporter.write_line(
             f"FAILED: {missing}"
             if missing
-            else "every path, mode, family, layer kind and option, fault and task touched",
+            else "every path, mode, family, layer kind, option, fault and task touched",
             red=missing is not None,
         )
     if missing is not None:
