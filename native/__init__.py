@@ -51,6 +51,8 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+from zoo.specs import OPTIMIZERS as SPEC_OPTIMIZERS
+
 if TYPE_CHECKING:
     from native.protocol import Apply, Framework
     from zoo.specs import ModelSpec
@@ -75,8 +77,9 @@ IDIOMATIC = ("jax", "tensorflow", "torch")
 # The files of every framework package; ``idiomatic.py`` and MXNet's
 # ``hybrid.py`` come on top, as described above.
 FILES = ("__init__.py", "common.py", "modes.py", "ops.py", "operators.py")
-# The optimizers every common.py writes out (``Workload.optimizer``).
-OPTIMIZERS = ("sgd", "adam")
+# The optimizers every common.py writes out (``Workload.optimizer``): the
+# specs' list, which a user's model is checked against too.
+OPTIMIZERS = SPEC_OPTIMIZERS
 
 
 def modes_of(framework: str) -> tuple[str, ...]:

@@ -342,6 +342,7 @@ def load(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     (inside a Keras worker)."""
     import keras
 
+    from zoo.keras_models import variable
     from zoo.user_models import spec_from_document
 
     document = document_from_config(read_config(path))
@@ -353,10 +354,9 @@ def load(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
             str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         )
         raise ValueError(f"Keras cannot load {path}: {first}") from None
-    weights = {}
-    for p in spec.params:
-        variables = {v.name: v for v in model.get_layer(p.layer).weights}
-        weights[p.name] = np.asarray(
-            keras.ops.convert_to_numpy(variables[p.role]), np.float32
-        )
+    # each parameter by layer and variable name, as zoo.keras_models assigns it
+    weights = {
+        p.name: np.asarray(keras.ops.convert_to_numpy(variable(model, p)), np.float32)
+        for p in spec.params
+    }
     return document, weights

@@ -52,6 +52,9 @@ LAYER_OPTIONS: dict[str, tuple[str, ...]] = {
 # ``None`` is Keras' ``linear``; ``softmax`` is over the last axis.
 ACTIVATIONS = (None, "relu", "tanh", "sigmoid", "softmax")
 PADDINGS = ("valid", "same")
+# The optimizers a workload may name: every native framework's common.py
+# writes each out with Keras' formulas (``native.OPTIMIZERS`` is this).
+OPTIMIZERS = ("sgd", "adam")
 # A padding no Keras layer has: ``window // 2`` on each side, what a
 # hand-written PyTorch ``padding=k // 2`` gives.  Only the deliberate fault
 # ``same-padding-symmetric`` (``native.faults``) sets it.

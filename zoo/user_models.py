@@ -47,14 +47,21 @@ from typing import Any
 import numpy as np
 
 from zoo.arrays import digest, save_npz
-from zoo.specs import LAYER_KINDS, LAYER_OPTIONS, PADDINGS, Layer, ModelSpec, Workload
+from zoo.specs import (
+    LAYER_KINDS,
+    LAYER_OPTIONS,
+    OPTIMIZERS,
+    PADDINGS,
+    Layer,
+    ModelSpec,
+    Workload,
+)
 
 STORE_ENV = "ZOO_MODEL_STORE"
 DEFAULT_STORE = Path("results") / "models"
 # Keras' own defaults for what a file does not say: Adam at 0.001 and
 # ``fit``'s batch of 32.
 DEFAULT_WORKLOAD = {"optimizer": "adam", "learning_rate": 0.001, "batch_size": 32}
-OPTIMIZERS = ("sgd", "adam")
 # A document's word for a layer's size, by kind (Keras' argument names).
 SIZE_WORDS = {
     "dense": "units",

@@ -11,7 +11,8 @@ Each function picks its namespace from its input (``namespace``): ``mx.nd``
 for an ``NDArray`` (imperative), ``mx.sym`` for a ``Symbol`` (inside a
 hybridized block).  Operator attributes (units, filters, kernel size,
 padding) must be static for ``mx.sym``, so they come from the spec's
-canonical shapes (``zoo.specs.input_of``), never from arrays.
+canonical shapes, never from arrays (padding, needing the input's height
+and width, reads a symbol's from the spec: ``zoo.specs.input_of``).
 
 MXNet pads both sides of an axis alike, Keras' ``same`` puts an odd extra
 position after (``zoo.specs.same_padding``): where the two differ, the input
@@ -20,7 +21,6 @@ is padded explicitly (``pad``) and the window then runs unpadded.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import mxnet as mx
@@ -33,12 +33,17 @@ def namespace(h: Any) -> Any:
     return mx.sym if isinstance(h, mx.sym.Symbol) else mx.nd
 
 
-@functools.cache
-def _pads(spec: ModelSpec, name: str) -> tuple[int, int, int, int]:
-    """(top, bottom, left, right) for layer ``name``, from the spec's shapes
-    (worked out once per spec and layer)."""
-    rows, cols, _ = input_of(spec, name)
+def _pads(h: Any, spec: ModelSpec, name: str) -> tuple[int, int, int, int]:
+    """(top, bottom, left, right) for layer ``name``: from the array's own
+    shape imperatively; a symbol has none, so a hybridized pass (traced
+    once) works it out from the spec's shapes."""
     layer = spec.layer(name)
+    if layer.padding == "valid":
+        return 0, 0, 0, 0
+    if isinstance(h, mx.nd.NDArray):
+        rows, cols = h.shape[2], h.shape[3]  # (N, C, H, W)
+    else:
+        rows, cols, _ = input_of(spec, name)
     return (*padding_of(layer, rows), *padding_of(layer, cols))
 
 
@@ -67,7 +72,7 @@ def conv2d(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     ``same``); weight ``(out, in, kh, kw)``."""
     k, _, _, filters = spec.param(f"{name}/kernel").shape  # canonical (kh,kw,i,o)
     stride = spec.layer(name).stride
-    top, bottom, left, right = _pads(spec, name)
+    top, bottom, left, right = _pads(h, spec, name)
     if (top, left) != (bottom, right):
         h, top, left = _padded(h, (top, bottom, left, right), 0.0), 0, 0
     return namespace(h).Convolution(
@@ -84,7 +89,7 @@ def conv2d(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
 def _pool(h: Any, spec: ModelSpec, name: str, kind: str) -> Any:
     layer = spec.layer(name)
     size, stride = (layer.size, layer.size), (layer.stride, layer.stride)
-    pads = _pads(spec, name)
+    pads = _pads(h, spec, name)
     if not any(pads):
         return namespace(h).Pooling(h, kernel=size, stride=stride, pool_type=kind)
     if kind == "max":  # -inf padding never wins
