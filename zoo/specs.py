@@ -15,7 +15,19 @@ uses to exchange weights and gradients:
   ``dense_after_flatten`` and carries the ``(H, W, C)`` feature shape it
   flattens, because NCHW frameworks must permute its rows;
 - LSTM kernel ``(in, 4u)``, recurrent kernel ``(u, 4u)``, bias ``(4u,)``, gates
-  in the order ``i, f, c, o``.
+  in the order ``i, f, c, o``;
+- conv1d kernel ``(k, in, out)``; embeddings ``(vocab, dim)``;
+- GRU kernel ``(in, 3u)``, recurrent kernel ``(u, 3u)``, bias ``(2, 3u)`` (input
+  bias, recurrent bias: Keras' ``reset_after=True``), gates ``z, r, h``;
+- layer normalization ``gamma`` and ``beta`` ``(F,)``;
+- multi-head attention as Keras' ``EinsumDense`` sublayers: ``query``, ``key``
+  and ``value`` kernels ``(F, heads, key_dim)`` with biases ``(heads,
+  key_dim)``, the output kernel ``(heads, key_dim, F)`` with bias ``(F,)``.
+
+A model is a small graph: each layer takes the previous layer's output, or
+the outputs of the earlier layers its ``inputs`` names (``add`` takes two:
+a residual connection).  Self-attention takes one input as query, key and
+value.
 
 The layer options are Keras' (``LAYER_OPTIONS`` lists which kind takes which):
 convolutions and pools take ``strides`` and ``padding`` (``valid`` or
@@ -34,13 +46,38 @@ KINDS = (
     "dense_after_flatten",
     "bias",
     "conv2d",
+    "conv1d",
     "lstm_kernel",
     "lstm_recurrent_kernel",
     "lstm_bias",
+    "gru_kernel",
+    "gru_recurrent_kernel",
+    "gru_bias",
+    "embedding",
+    "gamma",
+    "attention_kernel",
+    "attention_bias",
+    "attention_output",
 )
 # The layer kinds a model is made of, and the options each takes beyond its
 # size (``Layer``); ``zoo.user_models`` reads a table or a Keras file into these.
-LAYER_KINDS = ("dense", "conv2d", "avg_pool", "max_pool", "flatten", "lstm")
+LAYER_KINDS = (
+    "dense",
+    "conv2d",
+    "avg_pool",
+    "max_pool",
+    "flatten",
+    "lstm",
+    "embedding",
+    "conv1d",
+    "avg_pool1d",
+    "max_pool1d",
+    "global_avg_pool",
+    "gru",
+    "layer_norm",
+    "attention",
+    "add",
+)
 LAYER_OPTIONS: dict[str, tuple[str, ...]] = {
     "dense": ("activation",),
     "conv2d": ("kernel", "strides", "padding", "activation"),
@@ -48,9 +85,26 @@ LAYER_OPTIONS: dict[str, tuple[str, ...]] = {
     "max_pool": ("strides", "padding"),
     "flatten": (),
     "lstm": ("return_sequences",),
+    "embedding": ("vocab",),
+    "conv1d": ("kernel", "strides", "padding", "activation"),
+    "avg_pool1d": ("strides", "padding"),
+    "max_pool1d": ("strides", "padding"),
+    "global_avg_pool": (),
+    "gru": ("return_sequences",),
+    "layer_norm": ("epsilon",),
+    "attention": ("heads",),
+    "add": (),
 }
-# ``None`` is Keras' ``linear``; ``softmax`` is over the last axis.
-ACTIVATIONS = (None, "relu", "tanh", "sigmoid", "softmax")
+# Kinds whose window slides over one axis (a sequence ``(T, F)``) or two
+# (images ``(H, W, C)``).
+WINDOWED_1D = ("conv1d", "avg_pool1d", "max_pool1d")
+WINDOWED_2D = ("conv2d", "avg_pool", "max_pool")
+POOLS = ("avg_pool", "max_pool", "avg_pool1d", "max_pool1d")
+# ``None`` is Keras' ``linear``; ``softmax`` is over the last axis; ``gelu``
+# is Keras' default, the exact one: ``x / 2 * (1 + erf(x / sqrt(2)))``.
+ACTIVATIONS = (None, "relu", "tanh", "sigmoid", "softmax", "gelu")
+# Keras' LayerNormalization epsilon, when a layer does not set its own.
+LAYER_NORM_EPSILON = 1e-3
 PADDINGS = ("valid", "same")
 # The optimizers a workload may name: every native framework's common.py
 # writes each out with Keras' formulas (``native.OPTIMIZERS`` is this).
@@ -65,17 +119,22 @@ SYMMETRIC = "symmetric"
 class Layer:
     """One layer of a model.
 
-    ``kind`` is one of ``LAYER_KINDS``.  ``size`` is units (dense, lstm),
-    filters (conv2d) or the pool window; ``kernel`` the square conv kernel
+    ``kind`` is one of ``LAYER_KINDS``.  ``size`` is units (dense, lstm,
+    gru), filters (conv2d, conv1d), the embedding width, an attention head's
+    ``key_dim`` or the pool window; ``kernel`` the (square) conv kernel
     side; ``strides`` the step of a convolution or pool window (0: Keras'
     default, 1 for a convolution, the window for a pool, as ``stride``
     resolves it); ``padding`` ``valid`` or ``same``; ``activation`` one of
-    ``ACTIVATIONS``; ``return_sequences`` whether an LSTM gives every step's
-    hidden state ``(T, u)`` or only the last ``(u,)``.
+    ``ACTIVATIONS``; ``return_sequences`` whether an LSTM or GRU gives every
+    step's hidden state ``(T, u)`` or only the last ``(u,)``; ``vocab`` an
+    embedding's number of token ids; ``heads`` an attention layer's;
+    ``epsilon`` a layer normalization's (0: Keras' ``LAYER_NORM_EPSILON``);
+    ``inputs`` the earlier layers whose outputs this layer takes (empty: the
+    previous layer's; ``add`` names two).
 
-    The options added for users' models (``strides``, ``return_sequences``)
-    show in the repr only when set, so the reference models read as they
-    always have (the verdict cache keys on that text: ``harness.core.gate``).
+    The options added for users' models show in the repr only when set, so
+    the reference models read as they always have (the verdict cache keys on
+    that text: ``harness.core.gate``).
     """
 
     name: str
@@ -86,6 +145,10 @@ class Layer:
     activation: str | None = None
     strides: int = 0
     return_sequences: bool = False
+    vocab: int = 0
+    heads: int = 0
+    epsilon: float = 0.0
+    inputs: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         shown = [
@@ -100,15 +163,20 @@ class Layer:
         """The step actually taken: ``strides``, or Keras' default."""
         if self.strides:
             return self.strides
-        return self.size if self.kind in ("avg_pool", "max_pool") else 1
+        return self.size if self.kind in POOLS else 1
 
     @property
     def window(self) -> int:
-        """The square window side of a convolution or pool."""
-        return self.kernel if self.kind == "conv2d" else self.size
+        """The (square) window side of a convolution or pool."""
+        return self.kernel if self.kind in ("conv2d", "conv1d") else self.size
+
+    @property
+    def norm_epsilon(self) -> float:
+        """A layer normalization's epsilon: its own, or Keras' default."""
+        return self.epsilon or LAYER_NORM_EPSILON
 
 
-_QUIET = ("strides", "return_sequences")
+_QUIET = ("strides", "return_sequences", "vocab", "heads", "epsilon", "inputs")
 
 
 @dataclass(frozen=True)
@@ -193,6 +261,21 @@ class ModelSpec:
                 return layer
         raise KeyError(f"{self.name} has no layer {name!r}")
 
+    @property
+    def tokens(self) -> int:
+        """How many token ids the model's input draws from, when it takes
+        token ids (its first layer is an embedding); 0 when it takes floats."""
+        first = self.layers[0] if self.layers else None
+        return first.vocab if first is not None and first.kind == "embedding" else 0
+
+    def sources(self, name: str) -> tuple[str, ...]:
+        """The layers whose outputs layer ``name`` takes: its ``inputs``, or
+        the layer before it (``()`` for the first, which takes the input)."""
+        names = [layer.name for layer in self.layers]
+        i = names.index(name)
+        given = self.layers[i].inputs
+        return given if given else tuple(names[i - 1 : i])
+
 
 # --- shapes -----------------------------------------------------------------
 
@@ -222,8 +305,9 @@ def window_out(layer: Layer, side: int) -> int:
 
 
 def output_shape(layer: Layer, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """The shape (without the batch) ``layer`` gives for input ``shape``;
-    a ValueError in one sentence when the layer cannot take it."""
+    """The shape (without the batch) ``layer`` gives for input ``shape`` (an
+    ``add``'s inputs all have it); a ValueError in one sentence when the
+    layer cannot take it."""
     kind, n = layer.kind, layer.name
     if kind == "dense":
         if len(shape) not in (1, 2):
@@ -232,26 +316,71 @@ def output_shape(layer: Layer, shape: tuple[int, ...]) -> tuple[int, ...]:
                 "features (F,) or a sequence (T, F): flatten images first"
             )
         return (*shape[:-1], layer.size)
-    if kind in ("conv2d", "avg_pool", "max_pool"):
-        if len(shape) != 3:
-            raise ValueError(f"{kind} layer {n!r} needs images (H, W, C), not {shape}")
-        h, w, c = shape
-        out = (window_out(layer, h), window_out(layer, w))
+    if kind in WINDOWED_2D or kind in WINDOWED_1D:
+        rank = 3 if kind in WINDOWED_2D else 2
+        if len(shape) != rank:
+            what = "images (H, W, C)" if rank == 3 else "a sequence (T, F)"
+            raise ValueError(f"{kind} layer {n!r} needs {what}, not {shape}")
+        out = tuple(window_out(layer, side) for side in shape[:-1])
         if min(out) < 1:
             raise ValueError(
-                f"{kind} layer {n!r}: a {layer.window}x{layer.window} window "
-                f"does not fit its {h}x{w} input"
+                f"{kind} layer {n!r}: a window of {layer.window} does not fit "
+                f"its input {shape[:-1]}"
             )
-        return (*out, layer.size if kind == "conv2d" else c)
+        return (*out, layer.size if kind in ("conv2d", "conv1d") else shape[-1])
     if kind == "flatten":
         return (math.prod(shape),)
-    if kind == "lstm":
+    if kind in ("lstm", "gru"):
         if len(shape) != 2:
-            raise ValueError(f"lstm layer {n!r} needs a sequence (T, F), not {shape}")
+            raise ValueError(f"{kind} layer {n!r} needs a sequence (T, F), not {shape}")
         return (shape[0], layer.size) if layer.return_sequences else (layer.size,)
+    if kind == "embedding":
+        if len(shape) != 1:
+            raise ValueError(
+                f"embedding layer {n!r} needs token ids (T,), not shape {shape}"
+            )
+        return (*shape, layer.size)
+    if kind == "global_avg_pool":
+        if len(shape) not in (2, 3):
+            raise ValueError(
+                f"global_avg_pool layer {n!r} needs a sequence (T, F) or images "
+                f"(H, W, C), not {shape}"
+            )
+        return (shape[-1],)
+    if kind == "attention":
+        if len(shape) != 2:
+            raise ValueError(
+                f"attention layer {n!r} needs a sequence (T, F), not {shape}"
+            )
+        return shape
+    if kind in ("layer_norm", "add"):
+        return shape
     raise ValueError(
         f"layer {n!r} has unknown kind {kind!r}; known: {', '.join(LAYER_KINDS)}"
     )
+
+
+def _walk(
+    spec: ModelSpec, input_shape: tuple[int, ...] | None, until: str | None = None
+) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Each layer's (input shape, output shape) in order, stopping before
+    layer ``until`` (whose input shape is then the last entry's second)."""
+    shape = spec.input_shape if input_shape is None else input_shape
+    outputs: dict[str, tuple[int, ...]] = {}
+    shapes: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    for layer in spec.layers:
+        given = [outputs[name] for name in layer.inputs] if layer.inputs else [shape]
+        if layer.name == until:
+            return [*shapes, ((), given[0])]
+        if len(set(given)) > 1:
+            raise ValueError(
+                f"add layer {layer.name!r} gets shapes {given}; the outputs it "
+                "sums must have one shape"
+            )
+        out = output_shape(layer, given[0])
+        shapes.append((given[0], out))
+        outputs[layer.name] = shape = out
+    return shapes
 
 
 def layer_shapes(
@@ -259,24 +388,14 @@ def layer_shapes(
 ) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
     """Each layer's (input shape, output shape), without the batch, in order;
     ``input_shape`` overrides the spec's (a shorter sequence, say)."""
-    shape = spec.input_shape if input_shape is None else input_shape
-    shapes = []
-    for layer in spec.layers:
-        out = output_shape(layer, shape)
-        shapes.append((shape, out))
-        shape = out
-    return tuple(shapes)
+    return tuple(_walk(spec, input_shape))
 
 
 def input_of(spec: ModelSpec, name: str) -> tuple[int, ...]:
     """The input shape of layer ``name`` (without the batch), from the layers
     before it only (a deliberately faulty spec may not fit after it)."""
-    shape = spec.input_shape
-    for layer in spec.layers:
-        if layer.name == name:
-            return shape
-        shape = output_shape(layer, shape)
-    raise KeyError(f"{spec.name} has no layer {name!r}")
+    spec.layer(name)  # a KeyError for a name the spec lacks
+    return _walk(spec, None, until=name)[-1][1]
 
 
 def _check_options(layer: Layer) -> None:
@@ -297,10 +416,17 @@ def _check_options(layer: Layer) -> None:
         raise ValueError(
             f"layer {n!r} has padding {layer.padding!r}; use valid or same"
         )
-    if layer.size < (0 if layer.kind == "flatten" else 1) or layer.strides < 0:
+    sizeless = layer.kind in _SIZELESS
+    if layer.size < (0 if sizeless else 1) or layer.strides < 0:
         raise ValueError(f"layer {n!r} needs a positive size and strides")
-    if layer.kind == "conv2d" and layer.kernel < 1:
-        raise ValueError(f"conv2d layer {n!r} needs a kernel of at least 1")
+    if layer.kind in ("conv2d", "conv1d") and layer.kernel < 1:
+        raise ValueError(f"{layer.kind} layer {n!r} needs a kernel of at least 1")
+    if layer.kind == "embedding" and layer.vocab < 2:
+        raise ValueError(f"embedding layer {n!r} needs a vocabulary of at least 2")
+    if layer.kind == "attention" and layer.heads < 1:
+        raise ValueError(f"attention layer {n!r} needs at least one head")
+    if not 0 <= layer.epsilon < 1:
+        raise ValueError(f"layer {n!r} needs an epsilon in [0, 1)")
     for f in fields(layer):
         foreign = f.name in _OPTIONAL and f.name not in LAYER_OPTIONS[layer.kind]
         if foreign and getattr(layer, f.name) != f.default:
@@ -310,7 +436,44 @@ def _check_options(layer: Layer) -> None:
             )
 
 
-_OPTIONAL = ("kernel", "strides", "padding", "activation", "return_sequences")
+_OPTIONAL = (
+    "kernel",
+    "strides",
+    "padding",
+    "activation",
+    "return_sequences",
+    "vocab",
+    "heads",
+    "epsilon",
+)
+# Kinds that have no size of their own (their output keeps the input's width).
+_SIZELESS = ("flatten", "global_avg_pool", "layer_norm", "add")
+
+
+def _check_graph(spec: ModelSpec) -> None:
+    """Every layer takes what exists before it, and ``add`` sums two or more
+    outputs; an embedding comes first only (it takes the token ids)."""
+    seen: set[str] = set()
+    for i, layer in enumerate(spec.layers):
+        n = layer.name
+        unknown = [name for name in layer.inputs if name not in seen]
+        if unknown:
+            raise ValueError(
+                f"layer {n!r} takes {', '.join(unknown)}, which no earlier layer "
+                "of the model is"
+            )
+        count = len(layer.inputs)
+        if (layer.kind == "add" and count < 2) or (layer.kind != "add" and count > 1):
+            raise ValueError(
+                f"layer {n!r}: an add layer sums two or more earlier layers' "
+                "outputs (inputs), every other kind takes one"
+            )
+        if layer.kind == "embedding" and i != 0:
+            raise ValueError(
+                f"embedding layer {n!r} must be the model's first layer: it "
+                "takes the token ids"
+            )
+        seen.add(n)
 
 
 def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
@@ -319,11 +482,16 @@ def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
     if len(set(names)) != len(names):
         raise ValueError(f"{spec.name} names a layer twice: {names}")
     params: list[Param] = []
-    flattened_from: tuple[int, int, int] | None = None
     for layer in spec.layers:
         _check_options(layer)
+    _check_graph(spec)
+    # The (H, W, C) a flatten of images had, by layer name: a dense layer
+    # taking that flatten's output must have its rows permuted between layouts.
+    images: dict[str, tuple[int, int, int]] = {}
     for layer, (shape, _) in zip(spec.layers, layer_shapes(spec), strict=True):
         n = layer.name
+        source = spec.sources(n)
+        flattened_from = images.get(source[0]) if source else None
         if layer.kind == "dense":
             kind = "dense" if flattened_from is None else "dense_after_flatten"
             params += [
@@ -356,12 +524,12 @@ def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
                 ),
                 Param(f"{n}/bias", (4 * u,), "lstm_bias", n, "bias"),
             ]
+        else:
+            params += _more_params(layer, shape)
         # Only images change their element order between layouts when
         # flattened (NHWC and NCHW); a sequence is (N, T, F) everywhere.
         if layer.kind == "flatten" and len(shape) == 3:
-            flattened_from = (shape[0], shape[1], shape[2])
-        elif layer.kind != "flatten":
-            flattened_from = None
+            images[n] = (shape[0], shape[1], shape[2])
     final = layer_shapes(spec)[-1][1] if spec.layers else spec.input_shape
     if final != (spec.classes,) or spec.classes < 2:
         raise ValueError(
@@ -370,6 +538,77 @@ def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
             "cross-entropy over them)"
         )
     return tuple(params)
+
+
+def _more_params(layer: Layer, shape: tuple[int, ...]) -> list[Param]:
+    """The parameters of the kinds after the first four models' (see the
+    module docstring for their layouts)."""
+    n, features = layer.name, shape[-1]
+    if layer.kind == "conv1d":
+        k = layer.kernel
+        return [
+            Param(f"{n}/kernel", (k, features, layer.size), "conv1d", n, "kernel"),
+            Param(f"{n}/bias", (layer.size,), "bias", n, "bias"),
+        ]
+    if layer.kind == "embedding":
+        shape = (layer.vocab, layer.size)
+        return [Param(f"{n}/embeddings", shape, "embedding", n, "embeddings")]
+    if layer.kind == "gru":
+        u = layer.size
+        return [
+            Param(f"{n}/kernel", (features, 3 * u), "gru_kernel", n, "kernel"),
+            Param(
+                f"{n}/recurrent_kernel",
+                (u, 3 * u),
+                "gru_recurrent_kernel",
+                n,
+                "recurrent_kernel",
+            ),
+            Param(f"{n}/bias", (2, 3 * u), "gru_bias", n, "bias"),
+        ]
+    if layer.kind == "layer_norm":
+        return [
+            Param(f"{n}/gamma", (features,), "gamma", n, "gamma"),
+            Param(f"{n}/beta", (features,), "bias", n, "beta"),
+        ]
+    if layer.kind == "attention":
+        heads, key_dim = layer.heads, layer.size
+        params = []
+        for part in ("query", "key", "value"):
+            params += [
+                Param(
+                    f"{n}/{part}/kernel",
+                    (features, heads, key_dim),
+                    "attention_kernel",
+                    n,
+                    f"{part}/kernel",
+                ),
+                Param(
+                    f"{n}/{part}/bias",
+                    (heads, key_dim),
+                    "attention_bias",
+                    n,
+                    f"{part}/bias",
+                ),
+            ]
+        return [
+            *params,
+            Param(
+                f"{n}/attention_output/kernel",
+                (heads, key_dim, features),
+                "attention_output",
+                n,
+                "attention_output/kernel",
+            ),
+            Param(
+                f"{n}/attention_output/bias",
+                (features,),
+                "bias",
+                n,
+                "attention_output/bias",
+            ),
+        ]
+    return []  # pools, flatten, add: no parameters
 
 
 def _dense(name: str, units: int, activation: str | None = "relu") -> Layer:
@@ -399,6 +638,53 @@ RYSIA_VGG_BLOCKS = ((64, 64), (128, 128), (256, 256, 256), (512, 512, 512))
 # blocks, the same pools and head on the same 32x32 images, some 1/200 of the
 # work.  The fast test tier checks the VGG16 family with it (tests/tiers.py).
 NARROW_VGG16_BLOCKS = tuple(tuple(f // 16 for f in block) for block in VGG16_BLOCKS)
+
+
+def encoder_block(
+    prefix: str, source: str, heads: int, key_dim: int, hidden: int
+) -> tuple[Layer, ...]:
+    """One Transformer encoder block after ``source``, post-norm as in
+    "Attention Is All You Need": self-attention, residual add, layer
+    normalization; a GELU feed-forward of ``hidden`` units back to the width,
+    residual add, layer normalization.  Its output is ``<prefix>_norm2``."""
+    width = heads * key_dim
+    return (
+        Layer(f"{prefix}_attention", "attention", key_dim, heads=heads),
+        Layer(f"{prefix}_add1", "add", inputs=(source, f"{prefix}_attention")),
+        Layer(f"{prefix}_norm1", "layer_norm"),
+        _dense(f"{prefix}_ffn1", hidden, "gelu"),
+        _dense(f"{prefix}_ffn2", width, None),
+        Layer(f"{prefix}_add2", "add", inputs=(f"{prefix}_norm1", f"{prefix}_ffn2")),
+        Layer(f"{prefix}_norm2", "layer_norm"),
+    )
+
+
+def transformer_layers(
+    vocab: int, heads: int, key_dim: int, hidden: int, blocks: int, classes: int
+) -> tuple[Layer, ...]:
+    """A Transformer encoder classifier from Keras' own layers: token
+    embeddings; positions encoded by a convolution over them, added back (the
+    convolutional position encoding of wav2vec 2.0: relative positions from
+    built-in layers only, where a learned table of absolute positions needs
+    a second input or a custom layer); ``blocks`` encoder blocks; the mean
+    over the sequence; logits."""
+    width = heads * key_dim
+    layers: list[Layer] = [
+        Layer("embed", "embedding", width, vocab=vocab),
+        Layer("position", "conv1d", width, 3, "same", "gelu"),
+        Layer("encode", "add", inputs=("embed", "position")),
+    ]
+    source = "encode"
+    for b in range(1, blocks + 1):
+        layers += encoder_block(f"block{b}", source, heads, key_dim, hidden)
+        source = f"block{b}_norm2"
+    layers += [Layer("pool", "global_avg_pool"), _dense("logits", classes, None)]
+    return tuple(layers)
+
+
+# The transformer's token ids: IMDB's reader with a vocabulary of this many
+# words minus its two reserved ids (0 pads, 1 stands for any other word).
+TRANSFORMER_VOCAB = 10_000
 
 
 def _build_models() -> dict[str, ModelSpec]:
@@ -440,6 +726,14 @@ def _build_models() -> dict[str, ModelSpec]:
             2,
             (Layer("lstm", "lstm", 128), _dense("logits", 2, None)),
             Workload("imdb", "adam", 0.01, 128),
+        ),
+        # Width 64 in 4 heads of 16, a 128-unit feed-forward, 128 tokens.
+        ModelSpec(
+            "transformer",
+            (128,),
+            2,
+            transformer_layers(TRANSFORMER_VOCAB, 4, 16, 128, 2, 2),
+            Workload("imdb", "adam", 0.001, 32),
         ),
     ]
     return {s.name: s for s in specs}
@@ -494,6 +788,47 @@ VARIANTS: dict[str, ModelSpec] = {
             _dense("logits", 2, None),
         ),
         Workload("imdb", "adam", 0.001, 32),
+    ),
+    # The transformer's layer kinds at test size: one block, width 8 in two
+    # heads, 12 tokens of 50.
+    "transformer-tiny": ModelSpec(
+        "transformer-tiny",
+        (12,),
+        2,
+        transformer_layers(50, 2, 4, 16, 1, 2),
+        Workload("imdb", "adam", 0.001, 16),
+        module="transformer",
+    ),
+    # The other sequence kinds: strided and 'same' 1-D convolutions and
+    # pools, stacked GRUs (every step's state, then the last), layer
+    # normalization with an epsilon of its own.
+    "conv1d-gru": ModelSpec(
+        "conv1d-gru",
+        (20, 6),
+        2,
+        (
+            Layer("conv1", "conv1d", 8, 3, "same", "relu", strides=2),  # 10
+            Layer("pool1", "max_pool1d", 2, padding="same", strides=1),  # 10
+            Layer("conv2", "conv1d", 8, 2, "same", "tanh"),  # pads (0, 1)
+            Layer("pool2", "avg_pool1d", 3, padding="same", strides=2),  # 5
+            Layer("gru1", "gru", 8, return_sequences=True),
+            Layer("gru2", "gru", 6),
+            Layer("norm", "layer_norm", epsilon=1e-5),
+            _dense("logits", 2, None),
+        ),
+        Workload("imdb", "adam", 0.001, 16),
+    ),
+    # The mean over an image's positions.
+    "gap-cnn": ModelSpec(
+        "gap-cnn",
+        (8, 8, 2),
+        3,
+        (
+            Layer("conv", "conv2d", 4, 3, "same", "relu"),
+            Layer("pool", "global_avg_pool"),
+            _dense("logits", 3, None),
+        ),
+        Workload("mnist", "adam", 0.001, 16),
     ),
 }
 
