@@ -9,8 +9,14 @@ Two layout families exist among the native paths:
   activations.  Dense kernels ``(in, out) -> (out, in)``; conv kernels
   ``(kh, kw, in, out) -> (out, in, kh, kw)``; a dense kernel right after a
   flatten additionally has its input rows permuted from ``H, W, C`` order to
-  ``C, H, W`` order; LSTM kernels are transposed with the gates kept in Keras'
-  ``i, f, c, o`` order.
+  ``C, H, W`` order; LSTM and GRU kernels are transposed with the gates kept
+  in Keras' order (``i, f, c, o``; ``z, r, h``); conv1d kernels ``(k, in,
+  out) -> (out, in, k)``; an attention layer's query, key and value kernels
+  ``(F, heads, key_dim) -> (heads * key_dim, F)`` and biases ``(heads,
+  key_dim) -> (heads * key_dim,)``, its output kernel ``(heads, key_dim, F)
+  -> (F, heads * key_dim)``: the ``(out, in)`` weights ``F.linear`` and
+  ``FullyConnected`` take, heads outermost.  Embeddings, GRU biases and layer
+  normalization keep their shapes.
 
 Converters are chosen by the parameter's declared ``kind``, never by its name.
 Every converter has an inverse; ``to_native`` and ``to_canonical`` are each
@@ -64,23 +70,71 @@ def _flatten_dense_from_oihw(a: np.ndarray, p: Param) -> np.ndarray:
     return np.ascontiguousarray(chw.reshape(h * w * c, out))
 
 
+def _conv1d_swap(a: np.ndarray, p: Param) -> np.ndarray:
+    return np.ascontiguousarray(a.transpose(2, 1, 0))  # (k,i,o) <-> (o,i,k)
+
+
+def _heads_to_rows(a: np.ndarray, p: Param) -> np.ndarray:
+    features = a.shape[0]  # (F, heads, key_dim) -> (heads * key_dim, F)
+    return np.ascontiguousarray(a.reshape(features, -1).T)
+
+
+def _rows_to_heads(a: np.ndarray, p: Param) -> np.ndarray:
+    return np.ascontiguousarray(a.T.reshape(p.shape))  # (h*k, F) -> (F, h, k)
+
+
+def _heads_flat(a: np.ndarray, p: Param) -> np.ndarray:
+    return a.reshape(-1)  # (heads, key_dim) -> (heads * key_dim,)
+
+
+def _heads_unflat(a: np.ndarray, p: Param) -> np.ndarray:
+    return a.reshape(p.shape)
+
+
+def _output_to_rows(a: np.ndarray, p: Param) -> np.ndarray:
+    features = a.shape[-1]  # (heads, key_dim, F) -> (F, heads * key_dim)
+    return np.ascontiguousarray(a.reshape(-1, features).T)
+
+
+def _rows_to_output(a: np.ndarray, p: Param) -> np.ndarray:
+    return np.ascontiguousarray(a.T.reshape(p.shape))  # (F, h*k) -> (h, k, F)
+
+
 _TO_OIHW: dict[str, Converter] = {
     "dense": _transpose,
     "dense_after_flatten": _flatten_dense_to_oihw,
     "bias": _identity,
     "conv2d": _conv_to_oihw,
+    "conv1d": _conv1d_swap,
     "lstm_kernel": _transpose,
     "lstm_recurrent_kernel": _transpose,
     "lstm_bias": _identity,
+    "gru_kernel": _transpose,
+    "gru_recurrent_kernel": _transpose,
+    "gru_bias": _identity,
+    "embedding": _identity,
+    "gamma": _identity,
+    "attention_kernel": _heads_to_rows,
+    "attention_bias": _heads_flat,
+    "attention_output": _output_to_rows,
 }
 _FROM_OIHW: dict[str, Converter] = {
     "dense": _transpose,
     "dense_after_flatten": _flatten_dense_from_oihw,
     "bias": _identity,
     "conv2d": _conv_from_oihw,
+    "conv1d": _conv1d_swap,
     "lstm_kernel": _transpose,
     "lstm_recurrent_kernel": _transpose,
     "lstm_bias": _identity,
+    "gru_kernel": _transpose,
+    "gru_recurrent_kernel": _transpose,
+    "gru_bias": _identity,
+    "embedding": _identity,
+    "gamma": _identity,
+    "attention_kernel": _rows_to_heads,
+    "attention_bias": _heads_unflat,
+    "attention_output": _rows_to_output,
 }
 
 

@@ -1,8 +1,10 @@
 """Synthetic mini-batches with each workload's shapes, drawn with NumPy.
 
 The embedded default needs no download.  Inputs are standard-normal float32
-in canonical layout (images ``(N, H, W, C)``, sequences ``(N, T, F)``); labels
-are int32 class indices.  Every path is fed the very same arrays in the same
+in canonical layout (images ``(N, H, W, C)``, sequences ``(N, T, F)``), or
+int32 token ids ``(N, T)`` drawn uniformly from the vocabulary for a model
+that starts with an embedding (``ModelSpec.tokens``); labels are int32 class
+indices.  Every path is fed the very same arrays in the same
 order, so a mini-batch ``i`` is identical everywhere.
 """
 
@@ -32,7 +34,11 @@ def make_batches(
         raise ValueError("batch size and batch count must be at least 1")
     shape = input_shape or spec.input_shape
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal((count, batch_size, *shape)).astype(np.float32)
+    if spec.tokens:
+        x = rng.integers(0, spec.tokens, size=(count, batch_size, *shape))
+        x = x.astype(np.int32)
+    else:
+        x = rng.standard_normal((count, batch_size, *shape)).astype(np.float32)
     y = rng.integers(0, spec.classes, size=(count, batch_size)).astype(np.int32)
     return x, y
 

@@ -3,11 +3,13 @@
 Framework-free (NumPy 1.23-safe): the MXNet worker reads it too.  An
 ``Operator`` says what its operands and results are for given integer
 ``dims`` (their shapes, canonical layout: images ``(N, H, W, C)``,
-convolution kernels ``(kh, kw, in, out)``, dense kernels ``(in, out)``,
-LSTM gates in Keras' ``i, f, c, o`` order), which operands the backward pass
+sequences ``(N, T, C)``, convolution kernels ``(kh, kw, in, out)`` and
+``(k, in, out)``, dense kernels ``(in, out)``, attention heads ``(N, T,
+heads, key_dim)``, LSTM gates in Keras' ``i, f, c, o`` order, GRU gates in
+its ``z, r, h``), which operands the backward pass
 differentiates, how much work one call does, and which keyword attributes
-(a convolution's padding, a pool's window, Adam's step) its implementations
-take.  A ``Case`` is one operator at one set of dims, labelled where it comes
+(a convolution's padding, a pool's window, a layer normalization's epsilon,
+Adam's step) its implementations take.  A ``Case`` is one operator at one set of dims, labelled where it comes
 from (``square-2048``, ``vgg16-block3_conv1``).
 
 Every implementation module (``zoo.keras_operators`` through ``keras.ops``;
@@ -38,10 +40,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zoo.specs import MODELS, ModelSpec
+from zoo.specs import LAYER_NORM_EPSILON, MODELS, Layer, ModelSpec, layer_shapes
 
 Dims = dict[str, int]
 Shape = tuple[int, ...]
+Attributes = dict[str, int | float | str]
 
 # Adam's constants: Keras' defaults, as every hand-written optimizer here.
 ADAM = {"learning_rate": 0.001, "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7}
@@ -50,22 +53,43 @@ ADAM = {"learning_rate": 0.001, "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7}
 FAULTS = {
     "gemm-transposed": "matmul and dense get w transposed: x @ w.T, the right "
     "shape for a square w and wrong numbers",
-    "conv-padding": "conv2d pads 'valid' where 'same' is asked and 'same' where "
-    "'valid' is",
+    "conv-padding": "conv2d and conv1d pad 'valid' where 'same' is asked and "
+    "'same' where 'valid' is",
     "inputs-bfloat16": "every float operand rounded to bfloat16 before the "
     "operator runs",
+    "layer-norm-epsilon": "layer_norm takes PyTorch's default epsilon 1e-5 where "
+    "Keras' 1e-3 is asked",
+    "attention-unscaled": "attention leaves out the 1/sqrt(key_dim) scale of its "
+    "scores (the queries arrive multiplied by sqrt(key_dim))",
+    "gru-gate-order": "gru_cell reads its gate blocks in PyTorch's r, z, h order "
+    "where Keras' z, r, h are given",
 }
-ROLES = ("plain", "image", "conv_kernel", "dense_kernel", "labels")
+ROLES = (
+    "plain",
+    "image",
+    "conv_kernel",
+    "conv1d_kernel",
+    "dense_kernel",
+    "heads",
+    "labels",
+    "ids",
+)
+# Roles of integer operands: never differentiated, never counted as memory
+# traffic in float32 words, drawn uniformly over their range.
+INTEGER_ROLES = ("labels", "ids")
 
 
 @dataclass(frozen=True)
 class Operand:
     """One operand or result: its name, canonical shape and role.  In an
     ``oihw`` module, ``image`` operands are ``(N, C, H, W)``, ``conv_kernel``
-    ones ``(out, in, kh, kw)`` and ``dense_kernel`` ones ``(out, in)``
-    (``native.layout``'s ``oihw`` family); ``plain`` operands keep their
-    shape everywhere; ``labels`` are integer class indices (never
-    differentiated)."""
+    ones ``(out, in, kh, kw)``, ``conv1d_kernel`` ones ``(out, in, k)``,
+    ``dense_kernel`` ones ``(out, in)`` and ``heads`` ones (attention's
+    queries, keys and values, canonically ``(N, T, heads, key_dim)``)
+    ``(N, heads, T, key_dim)`` (``native.layout``'s ``oihw`` family);
+    ``plain`` operands keep their shape everywhere (sequences ``(N, T, C)``
+    included); ``labels`` are integer class indices and ``ids`` integer
+    token ids (``INTEGER_ROLES``: never differentiated)."""
 
     name: str
     shape: Shape
@@ -84,7 +108,7 @@ class Operator:
     outputs: Callable[[Dims], tuple[Operand, ...]]
     wrt: tuple[str, ...]  # operands the backward pass differentiates; () = none
     flops: Callable[[Dims], float]  # one forward call's floating-point operations
-    attributes: Callable[[Dims], dict[str, int | str]] = lambda d: {}
+    attributes: Callable[[Dims], Attributes] = lambda d: {}
     # Whether FLOPs measure its work (compute-bound at large sizes); for the
     # rest (element-wise, pooling, the loss, Adam) memory traffic does, and
     # the report gives elements per second instead of a share of the peak.
@@ -98,7 +122,9 @@ class Operator:
         """Elements of every float operand and result: the memory one call
         touches at least once, in float32 words."""
         operands = (*self.inputs(dims), *self.outputs(dims))
-        return sum(math.prod(o.shape) for o in operands if o.role != "labels")
+        return sum(
+            math.prod(o.shape) for o in operands if o.role not in INTEGER_ROLES
+        )
 
     @property
     def has_backward(self) -> bool:
@@ -130,6 +156,10 @@ def _conv_out(d: Dims) -> Shape:
         _conv_side(d["w"], d["k"], d["same"]),
         d["f"],
     )
+
+
+def _conv1d_out(d: Dims) -> Shape:
+    return (d["n"], _conv_side(d["t"], d["k"], d["same"]), d["f"])
 
 
 def _pool_out(d: Dims) -> Shape:
@@ -171,6 +201,21 @@ def _lstm_inputs(d: Dims) -> tuple[Operand, ...]:
         Operand("recurrent_kernel", (u, 4 * u)),
         Operand("bias", (4 * u,)),
     )
+
+
+def _gru_inputs(d: Dims) -> tuple[Operand, ...]:
+    n, i, u = d["n"], d["i"], d["u"]
+    return (
+        Operand("x", (n, i)),
+        Operand("h", (n, u)),
+        Operand("kernel", (i, 3 * u)),
+        Operand("recurrent_kernel", (u, 3 * u)),
+        Operand("bias", (2, 3 * u)),
+    )
+
+
+def _heads(name: str, d: Dims) -> Operand:
+    return Operand(name, (d["n"], d["t"], d["heads"], d["key_dim"]), "heads")
 
 
 def _adam_operands(d: Dims) -> tuple[Operand, ...]:
@@ -220,11 +265,83 @@ OPERATORS: dict[str, Operator] = {
             compute_bound=True,
             nominal_flops=True,
         ),
+        Operator(
+            "conv1d",
+            ("n", "t", "c", "f", "k", "same"),
+            "stride-1 width-k convolution over a sequence plus bias, padding "
+            "same or valid",
+            lambda d: (
+                Operand("x", (d["n"], d["t"], d["c"])),
+                Operand("w", (d["k"], d["c"], d["f"]), "conv1d_kernel"),
+                Operand("b", (d["f"],)),
+            ),
+            lambda d: (Operand("y", _conv1d_out(d)),),
+            ("x", "w", "b"),
+            lambda d: float(math.prod(_conv1d_out(d)) * (2 * d["k"] * d["c"] + 1)),
+            lambda d: {"padding": "same" if d["same"] else "valid"},
+            compute_bound=True,
+        ),
         _pool("avg_pool", "size x size average pooling, stride size, no padding"),
         _pool("max_pool", "size x size max pooling, stride size, no padding"),
+        Operator(
+            "global_avg_pool",
+            ("n", "t", "c"),
+            "the mean over a sequence's steps, (n, t, c) to (n, c)",
+            lambda d: (Operand("x", (d["n"], d["t"], d["c"])),),
+            lambda d: (Operand("y", (d["n"], d["c"])),),
+            ("x",),
+            lambda d: float(d["n"] * d["t"] * d["c"]),
+        ),
         _elementwise("relu", "max(x, 0)", 1),
         _elementwise("sigmoid", "1 / (1 + exp(-x))", 4),
         _elementwise("tanh", "tanh(x)", 4),
+        # erf as a rational approximation: about 20 operations
+        _elementwise("gelu", "x / 2 * (1 + erf(x / sqrt(2))): the exact GELU", 24),
+        Operator(
+            "layer_norm",
+            ("rows", "cols"),
+            "(x - mean) / sqrt(var + epsilon) * gamma + beta over each row "
+            "(biased variance, Keras' epsilon 1e-3)",
+            lambda d: (
+                Operand("x", (d["rows"], d["cols"])),
+                Operand("gamma", (d["cols"],)),
+                Operand("beta", (d["cols"],)),
+            ),
+            lambda d: (Operand("y", (d["rows"], d["cols"])),),
+            ("x", "gamma", "beta"),
+            # mean 1, variance 3, normalize, scale and shift 4 per element
+            lambda d: 8.0 * d["rows"] * d["cols"],
+            lambda d: {"epsilon": LAYER_NORM_EPSILON},
+        ),
+        Operator(
+            "embedding",
+            ("n", "t", "vocab", "dim"),
+            "table[ids]: token ids (n, t) in [0, vocab) to rows of a (vocab, "
+            "dim) table",
+            lambda d: (
+                Operand("ids", (d["n"], d["t"]), "ids"),
+                Operand("table", (d["vocab"], d["dim"])),
+            ),
+            lambda d: (Operand("y", (d["n"], d["t"], d["dim"])),),
+            ("table",),
+            # a gather does no arithmetic: one per element copied, as many as
+            # its gradient's scatter-add adds
+            lambda d: float(d["n"] * d["t"] * d["dim"]),
+        ),
+        Operator(
+            "attention",
+            ("n", "t", "heads", "key_dim"),
+            "softmax(q k^T / sqrt(key_dim)) v per head: Keras "
+            "MultiHeadAttention's core on its projected queries, keys, values",
+            lambda d: tuple(_heads(name, d) for name in ("q", "k", "v")),
+            lambda d: (_heads("y", d),),
+            ("q", "k", "v"),
+            # two (t, key_dim) x (key_dim, t) products per head, the softmax
+            lambda d: (
+                (4.0 * d["key_dim"] + 5.0) * d["n"] * d["heads"] * d["t"] ** 2
+            ),
+            compute_bound=True,
+        ),
         Operator(
             "lstm_cell",
             ("n", "i", "u"),
@@ -237,6 +354,19 @@ OPERATORS: dict[str, Operator] = {
             ("x", "h", "c", "kernel", "recurrent_kernel", "bias"),
             lambda d: (
                 2.0 * d["n"] * (d["i"] + d["u"]) * 4 * d["u"] + 12.0 * d["n"] * d["u"]
+            ),
+            compute_bound=True,
+        ),
+        Operator(
+            "gru_cell",
+            ("n", "i", "u"),
+            "one GRU step (Keras' reset_after): gates z, r, h from x @ kernel + "
+            "bias[0] and h @ recurrent + bias[1]",
+            _gru_inputs,
+            lambda d: (Operand("h_new", (d["n"], d["u"])),),
+            ("x", "h", "kernel", "recurrent_kernel", "bias"),
+            lambda d: (
+                2.0 * d["n"] * (d["i"] + d["u"]) * 3 * d["u"] + 26.0 * d["n"] * d["u"]
             ),
             compute_bound=True,
         ),
@@ -312,6 +442,8 @@ def check_dims(op: str, d: Dims) -> None:
         raise ValueError(f"{op} needs positive dims, not {d}")
     if op == "conv2d" and (d["same"] not in (0, 1) or min(_conv_out(d)[1:3]) < 1):
         raise ValueError(f"conv2d: a {d['k']}x{d['k']} kernel does not fit {d}")
+    if op == "conv1d" and (d["same"] not in (0, 1) or _conv1d_out(d)[1] < 1):
+        raise ValueError(f"conv1d: a kernel of width {d['k']} does not fit {d}")
     if op in ("avg_pool", "max_pool") and min(d["h"], d["w"]) < d["size"]:
         raise ValueError(f"{op}: a {d['size']}x{d['size']} window does not fit {d}")
 
@@ -322,18 +454,20 @@ def check_dims(op: str, d: Dims) -> None:
 def make_operands(
     case: Case, seed: int, scale: float = 1.0
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """``(operands, cotangents)`` of a case, float32 (labels int32), from
-    ``seed``: standard normal values times ``scale``; Adam's second moment
-    ``v`` is non-negative (``scale**2`` times a chi-square) and its first
-    ``m`` a tenth of the gradient's size; labels uniform over the classes.
+    """``(operands, cotangents)`` of a case, float32 (labels and ids int32),
+    from ``seed``: standard normal values times ``scale``; Adam's second
+    moment ``v`` is non-negative (``scale**2`` times a chi-square) and its
+    first ``m`` a tenth of the gradient's size; labels uniform over the
+    classes, token ids over the vocabulary.
     One standard normal cotangent per result (empty when the operator has no
     backward pass)."""
     operator, d = case.operator, case.named
     rng = np.random.default_rng(seed)
     operands: dict[str, np.ndarray] = {}
     for o in operator.inputs(d):
-        if o.role == "labels":
-            operands[o.name] = rng.integers(0, d["classes"], o.shape).astype(np.int32)
+        if o.role in INTEGER_ROLES:
+            top = d["classes"] if o.role == "labels" else d["vocab"]
+            operands[o.name] = rng.integers(0, top, o.shape).astype(np.int32)
             continue
         values = rng.standard_normal(o.shape) * scale
         if operator.name == "adam" and o.name == "v":
@@ -374,37 +508,59 @@ def _rows_cols(elements: int) -> tuple[int, int]:
 
 
 def _model_cases(spec: ModelSpec, batch: int) -> Iterator[Case]:
-    """The model's layers as operator cases at ``batch``: its dense layers,
-    convolutions and pools at their own shapes, its LSTM's cell, its loss."""
-    shape: Shape = spec.input_shape
-    for layer in spec.layers:
+    """The model's layers as operator cases at ``batch``, at the shapes
+    ``zoo.specs.layer_shapes`` gives them: dense layers (on a sequence, one
+    row per step: ``batch * T`` rows), convolutions, pools, the LSTM's and
+    GRU's cell, embeddings, layer normalizations (a row per step),
+    attention (its four projections as dense cases, then its core), GELU
+    activations, the mean over a sequence, and the loss.  Layers no
+    operator expresses are left out: strided convolutions, pools whose
+    stride is not their window or that pad, 1-D pools, adds, flatten."""
+    for layer, (shape, out) in zip(spec.layers, layer_shapes(spec), strict=True):
         label = f"{spec.name}-{layer.name}"
-        if layer.kind == "dense":
-            (features,) = shape
-            yield Case("dense", (batch, features, layer.size), label)
-            shape = (layer.size,)
-        elif layer.kind == "conv2d":
-            h, w, c = shape
-            same = int(layer.padding == "same")
-            yield Case(
-                "conv2d", (batch, h, w, c, layer.size, layer.kernel, same), label
-            )
-            shape = (
-                _conv_side(h, layer.kernel, same),
-                _conv_side(w, layer.kernel, same),
-                layer.size,
-            )
-        elif layer.kind in ("avg_pool", "max_pool"):
-            h, w, c = shape
-            yield Case(layer.kind, (batch, h, w, c, layer.size), label)
-            shape = (h // layer.size, w // layer.size, c)
-        elif layer.kind == "flatten":
-            shape = (math.prod(shape),)
-        elif layer.kind == "lstm":
-            _, features = shape
-            yield Case("lstm_cell", (batch, features, layer.size), label)
-            shape = (layer.size,)
+        yield from _layer_cases(layer, shape, batch, label)
+        if layer.activation == "gelu":
+            # relu, sigmoid and tanh are timed over the element sweep alone;
+            # the costlier GELU at the shapes it runs at too
+            yield Case("gelu", (batch * math.prod(out[:-1]), out[-1]), label)
     yield Case("softmax_cross_entropy", (batch, spec.classes), f"{spec.name}-loss")
+
+
+def _layer_cases(layer: Layer, shape: Shape, batch: int, label: str) -> Iterator[Case]:
+    """The operator cases of one layer whose input is ``shape`` (no batch)."""
+    rows = batch * math.prod(shape[:-1])  # a sequence's steps are rows
+    kind, same = layer.kind, int(layer.padding == "same")
+    stride_1 = layer.stride == 1 and layer.padding in ("same", "valid")
+    if kind == "dense":
+        yield Case("dense", (rows, shape[-1], layer.size), label)
+    elif kind == "conv2d" and stride_1:
+        h, w, c = shape
+        yield Case("conv2d", (batch, h, w, c, layer.size, layer.kernel, same), label)
+    elif kind == "conv1d" and stride_1:
+        t, c = shape
+        yield Case("conv1d", (batch, t, c, layer.size, layer.kernel, same), label)
+    elif kind in ("avg_pool", "max_pool") and (
+        layer.stride == layer.size and layer.padding == "valid"
+    ):
+        h, w, c = shape
+        yield Case(kind, (batch, h, w, c, layer.size), label)
+    elif kind in ("lstm", "gru"):
+        yield Case(f"{kind}_cell", (batch, shape[-1], layer.size), label)
+    elif kind == "embedding":
+        (t,) = shape
+        yield Case("embedding", (batch, t, layer.vocab, layer.size), label)
+    elif kind == "layer_norm":
+        yield Case("layer_norm", (rows, shape[-1]), label)
+    elif kind == "global_avg_pool" and len(shape) == 2:
+        t, c = shape
+        yield Case("global_avg_pool", (batch, t, c), label)
+    elif kind == "attention":
+        t, features = shape
+        width = layer.heads * layer.size
+        # the query, key and value projections, then the output's
+        yield Case("dense", (rows, features, width), f"{label}-projection")
+        yield Case("attention", (batch, t, layer.heads, layer.size), label)
+        yield Case("dense", (rows, width, features), f"{label}-output")
 
 
 def _adam_sizes(models: tuple[str, ...]) -> list[int]:
@@ -422,14 +578,17 @@ def timed_cases(sweep: Sweep, ops: tuple[str, ...] | None = None) -> list[Case]:
     """Every case of ``sweep`` (only ``ops``' when given), deduplicated by
     operator and dims (the first label wins), in operator order."""
     found: list[Case] = [Case("matmul", (n, n, n), f"square-{n}") for n in sweep.gemm]
-    for op in ("relu", "sigmoid", "tanh"):
+    for op in ("relu", "sigmoid", "tanh", "gelu"):
         found += [Case(op, _rows_cols(e), f"elements-{e}") for e in sweep.elements]
     for name in sweep.models:
         found += list(_model_cases(MODELS[name], sweep.model_batch))
     lstm = MODELS["lstm"]
     features, units = lstm.input_shape[1], lstm.layers[0].size
+    # the GRU cell at the LSTM's shapes: the two recurrent cells side by side
     found += [
-        Case("lstm_cell", (b, features, units), f"batch-{b}") for b in sweep.batches
+        Case(cell, (b, features, units), f"batch-{b}")
+        for cell in ("lstm_cell", "gru_cell")
+        for b in sweep.batches
     ]
     found += [
         Case("softmax_cross_entropy", (b, 10), f"batch-{b}") for b in sweep.batches

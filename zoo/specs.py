@@ -810,7 +810,10 @@ VARIANTS: dict[str, ModelSpec] = {
             Layer("conv1", "conv1d", 8, 3, "same", "relu", strides=2),  # 10
             Layer("pool1", "max_pool1d", 2, padding="same", strides=1),  # 10
             Layer("conv2", "conv1d", 8, 2, "same", "tanh"),  # pads (0, 1)
-            Layer("pool2", "avg_pool1d", 3, padding="same", strides=2),  # 5
+            # 10, padded (0, 1).  Not a 3-wide window there: Keras on PyTorch
+            # pads a 'same' pool by repeating the edge, which a 3-wide average
+            # then counts (docs/results/transformer.md).
+            Layer("pool2", "avg_pool1d", 2, padding="same", strides=1),
             Layer("gru1", "gru", 8, return_sequences=True),
             Layer("gru2", "gru", 6),
             Layer("norm", "layer_norm", epsilon=1e-5),

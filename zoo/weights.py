@@ -8,6 +8,9 @@ orthogonal LSTM recurrent kernels).  Biases depart from Keras' zeros on
 purpose: they are drawn from U(-0.1, 0.1) so that a bias loaded into the wrong
 place (or not at all) changes the outputs and is caught by the equivalence
 checks.  The LSTM forget-gate bias gets +1, as Keras' ``unit_forget_bias``.
+For the same reason a layer normalization's scale is 1 + U(-0.1, 0.1), not
+Keras' ones.  Embeddings are U(-0.05, 0.05), Keras' default; GRU recurrent
+kernels orthogonal like the LSTM's.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from zoo.arrays import load_npz, save_npz
 from zoo.specs import ModelSpec, Param
 
 BIAS_RANGE = 0.1
+EMBEDDING_RANGE = 0.05
 
 
 def _glorot_uniform(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -39,9 +43,13 @@ def _orthogonal(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _draw(rng: np.random.Generator, param: Param) -> np.ndarray:
-    if param.kind == "lstm_recurrent_kernel":
+    if param.kind in ("lstm_recurrent_kernel", "gru_recurrent_kernel"):
         return _orthogonal(rng, param.shape)
-    if param.kind in ("bias", "lstm_bias"):
+    if param.kind == "embedding":
+        return rng.uniform(-EMBEDDING_RANGE, EMBEDDING_RANGE, size=param.shape)
+    if param.kind == "gamma":
+        return 1.0 + rng.uniform(-BIAS_RANGE, BIAS_RANGE, size=param.shape)
+    if param.kind in ("bias", "lstm_bias", "gru_bias", "attention_bias"):
         bias = rng.uniform(-BIAS_RANGE, BIAS_RANGE, size=param.shape)
         if param.kind == "lstm_bias":
             units = param.shape[0] // 4

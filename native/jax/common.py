@@ -55,6 +55,8 @@ def arrays(params: Params) -> Params:
 
 
 def to_input(x: np.ndarray) -> jax.Array:
+    if np.issubdtype(x.dtype, np.integer):
+        return jnp.asarray(x, dtype=jnp.int32)  # token ids (N, T)
     return jnp.asarray(x, dtype=DTYPE)  # already (N, H, W, C) or (N, T, F)
 
 

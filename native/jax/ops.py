@@ -141,6 +141,167 @@ def lstm(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
 
 
 @jax.jit
+def _embedding(ids: jax.Array, table: jax.Array) -> jax.Array:
+    return jnp.take(table, ids, axis=0)  # (N, T) ids -> (N, T, dim)
+
+
+def embedding(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
+    """Each token id's row of the table ``(vocab, dim)``."""
+    return _embedding(h, params[f"{name}/embeddings"])  # type: ignore[no-any-return]
+
+
+@functools.partial(jax.jit, static_argnames=("stride", "pads"))
+def _conv1d(
+    h: jax.Array,
+    kernel: jax.Array,
+    bias: jax.Array,
+    stride: int,
+    pads: tuple[tuple[int, int]],
+) -> jax.Array:
+    numbers = ("NWC", "WIO", "NWC")
+    y = lax.conv_general_dilated(h, kernel, (stride,), pads, dimension_numbers=numbers)
+    return y + bias
+
+
+def conv1d(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
+    """Convolution over time with the layer's strides and padding; kernel
+    ``(k, in, out)``, sequences ``(N, T, F)``."""
+    layer = spec.layer(name)
+    kernel, bias = params[f"{name}/kernel"], params[f"{name}/bias"]
+    pads = (padding_of(layer, h.shape[1]),)
+    return _conv1d(h, kernel, bias, layer.stride, pads)  # type: ignore[no-any-return]
+
+
+@functools.partial(jax.jit, static_argnames=("size", "stride", "pads", "kind"))
+def _pool1d(
+    h: jax.Array, size: int, stride: int, pads: tuple[int, int], kind: str
+) -> jax.Array:
+    window, steps, padding = (1, size, 1), (1, stride, 1), ((0, 0), pads, (0, 0))
+    if kind == "max":
+        return lax.reduce_window(h, -jnp.inf, lax.max, window, steps, padding)
+    sums = lax.reduce_window(h, 0.0, lax.add, window, steps, padding)
+    ones = jnp.ones((1, h.shape[1], 1), h.dtype)  # Keras counts real positions
+    return sums / lax.reduce_window(ones, 0.0, lax.add, window, steps, padding)
+
+
+def max_pool1d(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
+    """The largest value of each window over time."""
+    layer = spec.layer(name)
+    pads = padding_of(layer, h.shape[1])
+    return _pool1d(h, layer.size, layer.stride, pads, "max")  # type: ignore[no-any-return]
+
+
+def avg_pool1d(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
+    """The mean of each window over its positions inside the sequence."""
+    layer = spec.layer(name)
+    pads = padding_of(layer, h.shape[1])
+    return _pool1d(h, layer.size, layer.stride, pads, "avg")  # type: ignore[no-any-return]
+
+
+@jax.jit
+def _global_avg_pool(h: jax.Array) -> jax.Array:
+    return jnp.mean(h, axis=tuple(range(1, h.ndim - 1)))  # (N, ..., C) -> (N, C)
+
+
+def global_avg_pool(
+    h: jax.Array, params: Params, spec: ModelSpec, name: str
+) -> jax.Array:
+    """The mean over every position (time steps, or rows and columns)."""
+    return _global_avg_pool(h)  # type: ignore[no-any-return]
+
+
+@functools.partial(jax.jit, static_argnames="sequences")
+def _gru(
+    x: jax.Array,
+    kernel: jax.Array,
+    recurrent: jax.Array,
+    bias: jax.Array,
+    sequences: bool,
+) -> jax.Array:
+    def cell(h: jax.Array, x_t: jax.Array) -> Any:
+        x_z, x_r, x_h = jnp.split(x_t @ kernel + bias[0], 3, axis=-1)
+        h_z, h_r, h_h = jnp.split(h @ recurrent + bias[1], 3, axis=-1)
+        z, r = jax.nn.sigmoid(x_z + h_z), jax.nn.sigmoid(x_r + h_r)
+        h = z * h + (1 - z) * jnp.tanh(x_h + r * h_h)
+        return h, h if sequences else None
+
+    zeros = jnp.zeros((x.shape[0], recurrent.shape[0]), x.dtype)
+    last, hs = lax.scan(cell, zeros, x.swapaxes(0, 1))  # over (T, N, F)
+    return hs.swapaxes(0, 1) if sequences else last  # (N, T, u) or (N, u)
+
+
+def gru(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
+    """Keras' GRU (``reset_after=True``) written out: ``x_t W + b_in`` and
+    ``h U + b_rec`` each split into gates ``z, r, h``; ``z`` and ``r``
+    sigmoid of their sums; the candidate ``tanh(x_h + r * rec_h)`` (the reset
+    gate after the recurrent product); ``h = z * h + (1 - z) * candidate``.
+    Kernel ``(F, 3u)``, recurrent kernel ``(u, 3u)``, bias ``(2, 3u)``."""
+    return _gru(  # type: ignore[no-any-return]
+        h,
+        params[f"{name}/kernel"],
+        params[f"{name}/recurrent_kernel"],
+        params[f"{name}/bias"],
+        spec.layer(name).return_sequences,
+    )
+
+
+@functools.partial(jax.jit, static_argnames="epsilon")
+def _layer_norm(
+    h: jax.Array, gamma: jax.Array, beta: jax.Array, epsilon: float
+) -> jax.Array:
+    mean = jnp.mean(h, axis=-1, keepdims=True)
+    variance = jnp.mean(jnp.square(h - mean), axis=-1, keepdims=True)  # biased
+    return (h - mean) * lax.rsqrt(variance + epsilon) * gamma + beta
+
+
+def layer_norm(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
+    """Over the last axis: ``(h - mean) / sqrt(variance + epsilon) * gamma +
+    beta``, the variance without Bessel's correction, as Keras has it."""
+    epsilon = spec.layer(name).norm_epsilon
+    gamma, beta = params[f"{name}/gamma"], params[f"{name}/beta"]
+    return _layer_norm(h, gamma, beta, epsilon)  # type: ignore[no-any-return]
+
+
+@jax.jit
+def _attention(h: jax.Array, w: dict[str, jax.Array]) -> jax.Array:
+    def project(part: str) -> jax.Array:  # (N, T, F) -> (N, T, heads, key_dim)
+        return jnp.einsum("ntf,fhk->nthk", h, w[f"{part}/kernel"]) + w[f"{part}/bias"]
+
+    q, k, v = project("query"), project("key"), project("value")
+    q = q / jnp.sqrt(jnp.asarray(q.shape[-1], q.dtype))  # Keras scales the query
+    scores = jnp.einsum("nthk,nshk->nhts", q, k)  # (N, heads, T, T)
+    weights = jax.nn.softmax(scores, axis=-1)
+    mixed = jnp.einsum("nhts,nshk->nthk", weights, v)
+    out = jnp.einsum("nthk,hkf->ntf", mixed, w["attention_output/kernel"])
+    return out + w["attention_output/bias"]
+
+
+def attention(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
+    """Keras' ``MultiHeadAttention`` over one sequence ``(N, T, F)`` as query,
+    key and value: each projected to ``(N, T, heads, key_dim)`` by kernels
+    ``(F, heads, key_dim)`` plus biases, the query scaled by
+    ``1 / sqrt(key_dim)``, softmax over the keys of ``q . k``, the values
+    mixed by those weights, projected back by ``(heads, key_dim, F)``."""
+    prefix = f"{name}/"
+    w = {k.removeprefix(prefix): v for k, v in params.items() if k.startswith(prefix)}
+    return _attention(h, w)  # type: ignore[no-any-return]
+
+
+def add(h: tuple[jax.Array, ...], params: Params, spec: ModelSpec, name: str) -> Any:
+    """The sum of the outputs the layer takes (a residual connection)."""
+    total = h[0]
+    for other in h[1:]:
+        total = total + other
+    return total
+
+
+@jax.jit
+def gelu(h: jax.Array) -> jax.Array:
+    """Keras' default GELU, the exact one: ``h / 2 * (1 + erf(h / sqrt(2)))``."""
+    return 0.5 * h * (1 + lax.erf(h / jnp.sqrt(jnp.asarray(2, h.dtype))))
+
+
+@jax.jit
 def relu(h: jax.Array) -> jax.Array:
     return jnp.maximum(h, 0)
 

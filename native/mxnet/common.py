@@ -50,6 +50,8 @@ def arrays(params: Params) -> Params:
 def to_input(x: np.ndarray) -> nd.NDArray:
     if x.ndim == 4:
         x = x.transpose(0, 3, 1, 2)  # (N, H, W, C) -> (N, C, H, W)
+    # Token ids (N, T) too: MXNet's Embedding takes float indices (exact
+    # below 2**24).
     return nd.array(np.ascontiguousarray(x), ctx=CTX, dtype="float32")
 
 

@@ -21,6 +21,7 @@ is padded explicitly (``pad``) and the window then runs unpadded.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import mxnet as mx
@@ -152,6 +153,192 @@ def lstm(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     steps, (last, _) = F.contrib.foreach(cell, time_major, [zeros(), zeros()])
     # every step's hidden state (N, T, u), or the last (N, u)
     return F.swapaxes(steps, 0, 1) if layer.return_sequences else last
+
+
+def embedding(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """Each token id's row of the table ``(vocab, dim)``: ``(N, T) -> (N, T,
+    dim)``; the table's gradient is dense."""
+    vocab, dim = spec.param(f"{name}/embeddings").shape
+    table = params[f"{name}/embeddings"]
+    return namespace(h).Embedding(h, table, input_dim=vocab, output_dim=dim)
+
+
+def _sequence_pads(h: Any, spec: ModelSpec, name: str) -> tuple[int, int]:
+    """(before, after) for layer ``name`` over time: from the array's own
+    ``(N, T, F)`` shape imperatively, from the spec's for a symbol."""
+    steps = h.shape[1] if isinstance(h, mx.nd.NDArray) else input_of(spec, name)[0]
+    return padding_of(spec.layer(name), steps)
+
+
+def _as_rows(h: Any) -> Any:
+    """``(N, T, F) -> (N, F, 1, T)``: a sequence as one-row images, so that
+    MXNet's 2-D convolution, pooling and ``pad`` (4-D only) serve 1-D layers."""
+    return namespace(h).expand_dims(namespace(h).swapaxes(h, 1, 2), axis=2)
+
+
+def _from_rows(h: Any) -> Any:
+    """``(N, F, 1, T) -> (N, T, F)``, ``_as_rows``' inverse."""
+    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    return F.swapaxes(F.reshape(h, (0, 0, -3)), 1, 2)
+
+
+def conv1d(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """Convolution over time with the layer's strides and padding; weight
+    ``(out, in, k)``, run as a one-row 2-D convolution (``_as_rows``)."""
+    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    k, _, filters = spec.param(f"{name}/kernel").shape  # canonical (k, in, out)
+    stride = spec.layer(name).stride
+    before, after = _sequence_pads(h, spec, name)
+    rows = _as_rows(h)
+    if before != after:
+        rows, before = _padded(rows, (0, 0, before, after), 0.0), 0
+    y = F.Convolution(
+        rows,
+        F.expand_dims(params[f"{name}/kernel"], axis=2),  # (o, i, k) -> (o, i, 1, k)
+        params[f"{name}/bias"],
+        kernel=(1, k),
+        stride=(1, stride),
+        num_filter=filters,
+        pad=(0, before),
+    )
+    return _from_rows(y)
+
+
+def _pool1d(h: Any, spec: ModelSpec, name: str, kind: str) -> Any:
+    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    layer = spec.layer(name)
+    size, stride = (1, layer.size), (1, layer.stride)
+    before, after = _sequence_pads(h, spec, name)
+    rows = _as_rows(h)
+    if not before + after:
+        return _from_rows(F.Pooling(rows, kernel=size, stride=stride, pool_type=kind))
+    pads = (0, 0, before, after)
+    if kind == "max":  # -inf padding never wins
+        padded = _padded(rows, pads, float("-inf"))
+        return _from_rows(
+            F.Pooling(padded, kernel=size, stride=stride, pool_type="max")
+        )
+    sums = F.Pooling(_padded(rows, pads, 0.0), kernel=size, stride=stride, pool_type="sum")
+    ones = _padded(F.ones_like(rows), pads, 0.0)
+    counts = F.Pooling(ones, kernel=size, stride=stride, pool_type="sum")
+    return _from_rows(sums / counts)
+
+
+def max_pool1d(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """The largest value of each window over time."""
+    return _pool1d(h, spec, name, "max")
+
+
+def avg_pool1d(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """The mean of each window over its positions inside the sequence."""
+    return _pool1d(h, spec, name, "avg")
+
+
+def global_avg_pool(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """The mean over every position: rows and columns of ``(N, C, H, W)``,
+    time steps of ``(N, T, F)`` (which of the two: from the spec, as a
+    symbol has no shape)."""
+    images = len(input_of(spec, name)) == 3
+    return namespace(h).mean(h, axis=(2, 3) if images else 1)
+
+
+def gru(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """Keras' GRU (``reset_after=True``) written out: ``x_t W + b_in`` and
+    ``h U + b_rec`` each split into gates ``z, r, h``; ``z`` and ``r``
+    sigmoid of their sums; the candidate ``tanh(x_h + r * rec_h)``; ``h = z *
+    h + (1 - z) * candidate``, run over time with ``contrib.foreach``.
+    Weights ``(3u, F)``, ``(3u, u)``, bias ``(2, 3u)``."""
+    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    kernel, recurrent = params[f"{name}/kernel"], params[f"{name}/recurrent_kernel"]
+    bias = params[f"{name}/bias"]
+    layer = spec.layer(name)
+    units = layer.size
+    # (2, 3u) -> the input bias and the recurrent bias, each (3u,)
+    input_bias, recurrent_bias = (
+        F.reshape(F.slice_axis(bias, 0, row, row + 1), (-1,)) for row in (0, 1)
+    )
+
+    def cell(x_t: Any, states: list[Any]) -> Any:
+        (state,) = states
+        x_z, x_r, x_h = F.split(
+            F.FullyConnected(x_t, kernel, input_bias, num_hidden=3 * units),
+            num_outputs=3,
+            axis=1,
+        )
+        h_z, h_r, h_h = F.split(
+            F.FullyConnected(state, recurrent, recurrent_bias, num_hidden=3 * units),
+            num_outputs=3,
+            axis=1,
+        )
+        z, r = F.sigmoid(x_z + h_z), F.sigmoid(x_r + h_r)
+        state = z * state + (1 - z) * F.tanh(x_h + r * h_h)
+        return state, [state]
+
+    first = F.slice_axis(F.slice_axis(h, 1, 0, 1), 2, 0, 1)  # (N, 1, 1)
+    zeros = F.broadcast_axis(F.zeros_like(F.reshape(first, (0, 1))), axis=1, size=units)
+    time_major = F.swapaxes(h, 0, 1)  # (N, T, F) -> (T, N, F)
+    steps, (last,) = F.contrib.foreach(cell, time_major, [zeros])
+    # every step's hidden state (N, T, u), or the last (N, u)
+    return F.swapaxes(steps, 0, 1) if layer.return_sequences else last
+
+
+def layer_norm(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """Over the last axis: ``(h - mean) / sqrt(variance + epsilon) * gamma +
+    beta``, the variance without Bessel's correction, as Keras has it."""
+    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    epsilon = spec.layer(name).norm_epsilon
+    centered = F.broadcast_sub(h, F.mean(h, axis=-1, keepdims=True))
+    variance = F.mean(F.square(centered), axis=-1, keepdims=True)
+    scaled = F.broadcast_mul(centered, F.rsqrt(variance + epsilon))
+    gamma, beta = params[f"{name}/gamma"], params[f"{name}/beta"]
+    return F.broadcast_add(F.broadcast_mul(scaled, gamma), beta)
+
+
+def attention(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """Keras' ``MultiHeadAttention`` over one sequence ``(N, T, F)`` as query,
+    key and value: each projected by ``(heads * key_dim, F)`` weights plus
+    biases and split into heads, the query scaled by ``1 / sqrt(key_dim)``,
+    softmax over the keys of ``q . k`` (``batch_dot`` over batch x heads),
+    the values mixed by those weights, projected back by ``(F, heads *
+    key_dim)``."""
+    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    layer = spec.layer(name)
+    heads, key_dim = layer.heads, layer.size
+    features = spec.param(f"{name}/attention_output/bias").shape[0]
+
+    def project(part: str) -> Any:  # (N, T, F) -> (N * heads, T, key_dim)
+        y = F.FullyConnected(
+            h,
+            params[f"{name}/{part}/kernel"],
+            params[f"{name}/{part}/bias"],
+            num_hidden=heads * key_dim,
+            flatten=False,
+        )
+        y = F.transpose(F.reshape(y, (0, 0, heads, key_dim)), (0, 2, 1, 3))
+        return F.reshape(y, (-3, 0, 0))  # (N, heads, T, k) -> (N * heads, T, k)
+
+    q, k, v = project("query"), project("key"), project("value")
+    q = q / math.sqrt(key_dim)  # Keras scales the query
+    weights = F.softmax(F.batch_dot(q, k, transpose_b=True), axis=-1)  # (N*h, T, T)
+    mixed = F.reshape(F.batch_dot(weights, v), (-4, -1, heads, 0, 0))  # (N,h,T,k)
+    mixed = F.reshape(F.transpose(mixed, (0, 2, 1, 3)), (0, 0, -3))  # (N, T, h*k)
+    return F.FullyConnected(
+        mixed,
+        params[f"{name}/attention_output/kernel"],
+        params[f"{name}/attention_output/bias"],
+        num_hidden=features,
+        flatten=False,
+    )
+
+
+def add(h: tuple[Any, ...], params: Any, spec: ModelSpec, name: str) -> Any:
+    """The sum of the outputs the layer takes (a residual connection)."""
+    return namespace(h[0]).add_n(*h)
+
+
+def gelu(h: Any) -> Any:
+    """Keras' default GELU, the exact one: ``h / 2 * (1 + erf(h / sqrt(2)))``."""
+    return 0.5 * h * (1 + namespace(h).erf(h / math.sqrt(2)))
 
 
 def relu(h: Any) -> Any:

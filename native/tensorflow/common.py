@@ -55,6 +55,8 @@ def arrays(params: Params) -> Params:
 
 
 def to_input(x: np.ndarray) -> tf.Tensor:
+    if np.issubdtype(x.dtype, np.integer):
+        return tf.constant(x, dtype=tf.int32)  # token ids (N, T)
     return tf.constant(x, dtype=DTYPE)  # already (N, H, W, C) or (N, T, F)
 
 

@@ -88,6 +88,107 @@ def lstm(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     return hs[-1]  # the last hidden state (N, u)
 
 
+def embedding(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
+    """Each token id's row of the table ``(vocab, dim)``: ``(N, T) -> (N, T,
+    dim)``."""
+    return tf.gather(params[f"{name}/embeddings"], h)
+
+
+def conv1d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
+    """Convolution over time with the layer's strides and padding; kernel
+    ``(k, in, out)``, sequences ``(N, T, F)``."""
+    layer = spec.layer(name)
+    padding = layer.padding.upper()
+    if layer.padding not in PADDINGS:  # a deliberate fault's: padded by hand
+        h = tf.pad(h, [[0, 0], list(padding_of(layer, h.shape[1])), [0, 0]])
+        padding = "VALID"
+    h = tf.nn.conv1d(h, params[f"{name}/kernel"], layer.stride, padding)
+    return tf.nn.bias_add(h, params[f"{name}/bias"])
+
+
+def max_pool1d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
+    """The largest value of each window over time."""
+    layer = spec.layer(name)
+    return tf.nn.max_pool1d(h, layer.size, layer.stride, layer.padding.upper())
+
+
+def avg_pool1d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
+    """The mean of each window over its positions inside the sequence."""
+    layer = spec.layer(name)
+    return tf.nn.avg_pool1d(h, layer.size, layer.stride, layer.padding.upper())
+
+
+def global_avg_pool(
+    h: tf.Tensor, params: Params, spec: ModelSpec, name: str
+) -> tf.Tensor:
+    """The mean over every position (time steps, or rows and columns)."""
+    return tf.reduce_mean(h, axis=list(range(1, len(h.shape) - 1)))
+
+
+def gru(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
+    """Keras' GRU (``reset_after=True``) written out: ``x_t W + b_in`` and
+    ``h U + b_rec`` each split into gates ``z, r, h``; ``z`` and ``r``
+    sigmoid of their sums; the candidate ``tanh(x_h + r * rec_h)``; ``h = z *
+    h + (1 - z) * candidate``, run over time with ``tf.scan``.  Kernel
+    ``(F, 3u)``, recurrent kernel ``(u, 3u)``, bias ``(2, 3u)``."""
+    kernel, recurrent = params[f"{name}/kernel"], params[f"{name}/recurrent_kernel"]
+    bias = params[f"{name}/bias"]
+    layer = spec.layer(name)
+
+    def cell(state: tf.Tensor, x_t: tf.Tensor) -> tf.Tensor:
+        x_z, x_r, x_h = tf.split(tf.matmul(x_t, kernel) + bias[0], 3, axis=-1)
+        h_z, h_r, h_h = tf.split(tf.matmul(state, recurrent) + bias[1], 3, axis=-1)
+        z, r = tf.sigmoid(x_z + h_z), tf.sigmoid(x_r + h_r)
+        return z * state + (1 - z) * tf.tanh(x_h + r * h_h)
+
+    zeros = tf.zeros((tf.shape(h)[0], layer.size), h.dtype)
+    time_major = tf.transpose(h, (1, 0, 2))  # (N, T, F) -> (T, N, F)
+    hs = tf.scan(cell, time_major, initializer=zeros)
+    if layer.return_sequences:
+        return tf.transpose(hs, (1, 0, 2))  # (T, N, u) -> (N, T, u)
+    return hs[-1]  # the last hidden state (N, u)
+
+
+def layer_norm(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
+    """Over the last axis: ``(h - mean) / sqrt(variance + epsilon) * gamma +
+    beta``, the variance without Bessel's correction, as Keras has it."""
+    epsilon = spec.layer(name).norm_epsilon
+    mean = tf.reduce_mean(h, axis=-1, keepdims=True)
+    variance = tf.reduce_mean(tf.square(h - mean), axis=-1, keepdims=True)
+    scaled = (h - mean) * tf.math.rsqrt(variance + epsilon)
+    return scaled * params[f"{name}/gamma"] + params[f"{name}/beta"]
+
+
+def attention(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
+    """Keras' ``MultiHeadAttention`` over one sequence ``(N, T, F)`` as query,
+    key and value: each projected to ``(N, T, heads, key_dim)`` by kernels
+    ``(F, heads, key_dim)`` plus biases, the query scaled by
+    ``1 / sqrt(key_dim)``, softmax over the keys of ``q . k``, the values
+    mixed by those weights, projected back by ``(heads, key_dim, F)``."""
+
+    def project(part: str) -> tf.Tensor:  # (N, T, F) -> (N, T, heads, key_dim)
+        kernel, bias = params[f"{name}/{part}/kernel"], params[f"{name}/{part}/bias"]
+        return tf.einsum("ntf,fhk->nthk", h, kernel) + bias
+
+    q, k, v = project("query"), project("key"), project("value")
+    q = q / tf.sqrt(tf.cast(q.shape[-1], q.dtype))  # Keras scales the query
+    scores = tf.einsum("nthk,nshk->nhts", q, k)  # (N, heads, T, T)
+    weights = tf.nn.softmax(scores, axis=-1)
+    mixed = tf.einsum("nhts,nshk->nthk", weights, v)
+    out = tf.einsum("nthk,hkf->ntf", mixed, params[f"{name}/attention_output/kernel"])
+    return out + params[f"{name}/attention_output/bias"]
+
+
+def add(h: tuple[tf.Tensor, ...], params: Params, spec: ModelSpec, name: str) -> Any:
+    """The sum of the outputs the layer takes (a residual connection)."""
+    return tf.add_n(list(h))
+
+
+def gelu(h: tf.Tensor) -> tf.Tensor:
+    """Keras' default GELU, the exact one: ``h / 2 * (1 + erf(h / sqrt(2)))``."""
+    return 0.5 * h * (1 + tf.math.erf(h / tf.sqrt(tf.constant(2, h.dtype))))
+
+
 def relu(h: tf.Tensor) -> tf.Tensor:
     return tf.nn.relu(h)
 

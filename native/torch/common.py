@@ -58,6 +58,8 @@ def arrays(params: Params) -> Params:
 def to_input(x: np.ndarray) -> torch.Tensor:
     if x.ndim == 4:
         x = x.transpose(0, 3, 1, 2)  # (N, H, W, C) -> (N, C, H, W)
+    if np.issubdtype(x.dtype, np.integer):  # token ids (N, T)
+        return torch.tensor(x, dtype=torch.int64, device=DEVICE)
     return torch.tensor(np.ascontiguousarray(x), dtype=DTYPE, device=DEVICE)
 
 

@@ -14,6 +14,8 @@ is padded explicitly (``F.pad``) and the window then runs unpadded.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -109,6 +111,141 @@ def lstm(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.T
             steps.append(state)
     # every step's hidden state (N, T, u), or the last (N, u)
     return torch.stack(steps, dim=1) if layer.return_sequences else state
+
+
+def embedding(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """Each token id's row of the table ``(vocab, dim)``: ``(N, T) -> (N, T,
+    dim)``."""
+    return F.embedding(h, params[f"{name}/embeddings"])
+
+
+def _pads1d(layer: Layer, h: torch.Tensor) -> tuple[int, int]:
+    return padding_of(layer, h.shape[2])  # of (N, F, T)
+
+
+def conv1d(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.Tensor:
+    """Convolution over time with the layer's strides and padding; kernel
+    ``(out, in, k)``.  Sequences are ``(N, T, F)`` between layers in every
+    framework, ``(N, F, T)`` inside this one."""
+    layer = spec.layer(name)
+    h = h.transpose(1, 2)  # (N, T, F) -> (N, F, T)
+    before, after = _pads1d(layer, h)
+    if before != after:
+        h, before = F.pad(h, (before, after)), 0
+    kernel, bias = params[f"{name}/kernel"], params[f"{name}/bias"]
+    y = F.conv1d(h, kernel, bias, stride=layer.stride, padding=before)
+    return y.transpose(1, 2)  # (N, F, T) -> (N, T, F)
+
+
+def max_pool1d(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """The largest value of each window over time (padded with -inf)."""
+    layer = spec.layer(name)
+    h = h.transpose(1, 2)  # (N, T, F) -> (N, F, T)
+    pads = _pads1d(layer, h)
+    if any(pads):
+        h = F.pad(h, pads, value=float("-inf"))
+    return F.max_pool1d(h, layer.size, layer.stride).transpose(1, 2)
+
+
+def avg_pool1d(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """The mean of each window over its positions inside the sequence."""
+    layer = spec.layer(name)
+    h = h.transpose(1, 2)  # (N, T, F) -> (N, F, T)
+    pads = _pads1d(layer, h)
+    if not any(pads):
+        return F.avg_pool1d(h, layer.size, layer.stride).transpose(1, 2)
+    size, stride = layer.size, layer.stride
+    sums = F.avg_pool1d(F.pad(h, pads), size, stride) * size
+    ones = F.pad(h.new_ones((1, 1, h.shape[2])), pads)
+    counts = F.avg_pool1d(ones, size, stride) * size
+    return (sums / counts).transpose(1, 2)
+
+
+def global_avg_pool(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """The mean over every position: rows and columns of ``(N, C, H, W)``,
+    time steps of ``(N, T, F)``."""
+    return h.mean(dim=(2, 3)) if h.dim() == 4 else h.mean(dim=1)
+
+
+def gru(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.Tensor:
+    """Keras' GRU (``reset_after=True``) written out: ``x_t W + b_in`` and
+    ``h U + b_rec`` each split into gates ``z, r, h`` (Keras' order, not
+    ``nn.GRU``'s ``r, z, n``); ``z`` and ``r`` sigmoid of their sums; the
+    candidate ``tanh(x_h + r * rec_h)``; ``h = z * h + (1 - z) *
+    candidate``.  Kernel ``(3u, F)``, recurrent kernel ``(3u, u)``, bias
+    ``(2, 3u)``."""
+    kernel, recurrent = params[f"{name}/kernel"], params[f"{name}/recurrent_kernel"]
+    bias = params[f"{name}/bias"]
+    layer = spec.layer(name)
+    state = h.new_zeros(h.shape[0], layer.size)
+    steps = []
+    for x_t in h.unbind(dim=1):  # (N, T, F) -> T x (N, F)
+        x_z, x_r, x_h = F.linear(x_t, kernel, bias[0]).chunk(3, dim=1)
+        h_z, h_r, h_h = F.linear(state, recurrent, bias[1]).chunk(3, dim=1)
+        z, r = torch.sigmoid(x_z + h_z), torch.sigmoid(x_r + h_r)
+        state = z * state + (1 - z) * torch.tanh(x_h + r * h_h)
+        if layer.return_sequences:
+            steps.append(state)
+    return torch.stack(steps, dim=1) if layer.return_sequences else state
+
+
+def layer_norm(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """Over the last axis: ``(h - mean) / sqrt(variance + epsilon) * gamma +
+    beta``, the variance without Bessel's correction, as Keras has it."""
+    epsilon = spec.layer(name).norm_epsilon
+    mean = h.mean(dim=-1, keepdim=True)
+    variance = (h - mean).square().mean(dim=-1, keepdim=True)
+    scaled = (h - mean) * torch.rsqrt(variance + epsilon)
+    return scaled * params[f"{name}/gamma"] + params[f"{name}/beta"]
+
+
+def attention(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """Keras' ``MultiHeadAttention`` over one sequence ``(N, T, F)`` as query,
+    key and value: each projected by ``(heads * key_dim, F)`` weights plus
+    biases and split into heads ``(N, heads, T, key_dim)``, the query scaled
+    by ``1 / sqrt(key_dim)``, softmax over the keys of ``q . k``, the values
+    mixed by those weights, projected back by ``(F, heads * key_dim)``."""
+    layer = spec.layer(name)
+    n, steps, _ = h.shape
+
+    def project(part: str) -> torch.Tensor:
+        kernel, bias = params[f"{name}/{part}/kernel"], params[f"{name}/{part}/bias"]
+        heads = F.linear(h, kernel, bias).view(n, steps, layer.heads, layer.size)
+        return heads.transpose(1, 2)  # (N, T, h, k) -> (N, h, T, k)
+
+    q, k, v = project("query"), project("key"), project("value")
+    q = q / math.sqrt(layer.size)  # Keras scales the query
+    weights = torch.softmax(q @ k.transpose(2, 3), dim=-1)  # (N, h, T, T)
+    mixed = (weights @ v).transpose(1, 2).reshape(n, steps, -1)  # (N, T, h*k)
+    kernel = params[f"{name}/attention_output/kernel"]
+    return F.linear(mixed, kernel, params[f"{name}/attention_output/bias"])
+
+
+def add(
+    h: tuple[torch.Tensor, ...], params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """The sum of the outputs the layer takes (a residual connection)."""
+    total = h[0]
+    for other in h[1:]:
+        total = total + other
+    return total
+
+
+def gelu(h: torch.Tensor) -> torch.Tensor:
+    """Keras' default GELU, the exact one: ``h / 2 * (1 + erf(h / sqrt(2)))``."""
+    return 0.5 * h * (1 + torch.erf(h / math.sqrt(2)))
 
 
 def relu(h: torch.Tensor) -> torch.Tensor:
