@@ -1,8 +1,10 @@
 """The NumPy reference every operator path is judged against.
 
 ``forward`` computes an operator of ``zoo.operators`` (canonical layout:
-NHWC images, ``(kh, kw, in, out)`` convolution kernels, ``(in, out)`` dense
-kernels, LSTM gates in Keras' ``i, f, c, o`` order) and ``backward`` adds the
+NHWC images, ``(N, T, C)`` sequences, ``(kh, kw, in, out)`` and ``(k, in,
+out)`` convolution kernels, ``(in, out)`` dense kernels, attention heads
+``(N, T, heads, key_dim)``, LSTM gates in Keras' ``i, f, c, o`` order, GRU
+gates in its ``z, r, h``) and ``backward`` adds the
 hand-written vector-Jacobian product: the gradient of ``sum_k <result_k,
 cotangent_k>`` with respect to each of the operator's ``wrt`` operands.
 
@@ -15,9 +17,12 @@ float32 path is allowed.
 Sized for the timed cases (a 4096 x 4096 GEMM, VGG16's convolutions at batch
 32): a convolution and its VJP are a sum over kernel offsets of one
 ``(N*Ho*Wo, C) @ (C, F)`` product each on the zero-padded input, so no
-im2col of the whole batch is ever built; pools reshape the cropped input into
-windows.  Sigmoid, tanh and logsumexp never overflow: at value scales 1e-3 to
-1e3 they raise no NumPy warning (underflow to zero is their intended result).
+im2col of the whole batch is ever built (a 1-D convolution is the 2-D one on
+images one row high); pools reshape the cropped input into windows.  NumPy
+has no erf: GELU takes the standard library's, element by element (0.7 s per
+4M elements), in float64 and rounded to the computation's dtype.  Sigmoid,
+tanh and logsumexp never overflow: at value scales 1e-3 to 1e3 they raise no
+NumPy warning (underflow to zero is their intended result).
 
 NumPy only, and NumPy 1.23-safe: every scalar constant is made in the
 computation's dtype, so value-based casting (NumPy 1) and NEP 50 (NumPy 2)
@@ -27,16 +32,17 @@ give the same dtypes.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from zoo.operators import ADAM, Operator, get_operator
+from zoo.operators import ADAM, INTEGER_ROLES, Operator, get_operator
 
 Arrays = dict[str, np.ndarray]
-Attributes = Mapping[str, int | str]
+Attributes = Mapping[str, int | float | str]
 Results = tuple[np.ndarray, ...]
 _Forward = Callable[[Arrays, Attributes], Results]
 _Backward = Callable[[Arrays, Attributes, Results], tuple[Results, Arrays]]
@@ -45,13 +51,14 @@ _Backward = Callable[[Arrays, Attributes, Results], tuple[Results, Arrays]]
 def forward(
     op: str,
     operands: Mapping[str, np.ndarray],
-    attributes: Mapping[str, int | str],
+    attributes: Attributes,
     dtype: type[np.floating[Any]],
 ) -> dict[str, np.ndarray]:
     """The results of ``op`` by name (``Operator.outputs``' names), computed
-    in ``dtype``: float operands are cast to it first, integer labels stay
-    integers.  A ValueError for an unknown operator (naming the known ones),
-    missing or unexpected operands, or attributes the operator cannot take."""
+    in ``dtype``: float operands are cast to it first, integer labels and
+    token ids stay integers.  A ValueError for an unknown operator (naming
+    the known ones), missing or unexpected operands, or attributes the
+    operator cannot take."""
     operator = get_operator(op)
     arrays = _cast(operator, operands, dtype)
     with np.errstate(under="ignore"):
@@ -62,7 +69,7 @@ def forward(
 def backward(
     op: str,
     operands: Mapping[str, np.ndarray],
-    attributes: Mapping[str, int | str],
+    attributes: Attributes,
     cotangents: Mapping[str, np.ndarray],
     dtype: type[np.floating[Any]],
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -108,13 +115,14 @@ def _as(array: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
 
 
 def _names(operator: Operator) -> tuple[tuple[str, ...], tuple[str, ...], set[str]]:
-    """``(inputs, outputs, labels)``: operand and result names and the
-    integer operands.  Names and roles do not depend on the dims, so any
-    dims that fit do (all ones: a 1x1 kernel, a 1x1 pool window)."""
+    """``(inputs, outputs, integers)``: operand and result names and the
+    integer operands (labels, token ids).  Names and roles do not depend on
+    the dims, so any dims that fit do (all ones: a 1x1 kernel, a 1x1 pool
+    window)."""
     ones = dict.fromkeys(operator.dims, 1)
     inputs = operator.inputs(ones)
     outputs = operator.outputs(ones)
-    labels = {o.name for o in inputs if o.role == "labels"}
+    labels = {o.name for o in inputs if o.role in INTEGER_ROLES}
     return tuple(o.name for o in inputs), tuple(o.name for o in outputs), labels
 
 
@@ -146,7 +154,7 @@ def _cast(
     return arrays
 
 
-def _attribute(op: str, attributes: Attributes, name: str) -> int | str:
+def _attribute(op: str, attributes: Attributes, name: str) -> int | float | str:
     if name not in attributes:
         raise ValueError(f"{op} needs the attribute {name!r}")
     return attributes[name]
@@ -160,6 +168,13 @@ def _positive(op: str, attributes: Attributes, name: str) -> int:
     if value < 1:
         raise ValueError(f"{op}: {name} must be at least 1, not {value}")
     return int(value)
+
+
+def _epsilon(op: str, attributes: Attributes) -> float:
+    value = _attribute(op, attributes, "epsilon")
+    if isinstance(value, bool | str) or not value > 0:
+        raise ValueError(f"{op}: epsilon must be a positive number, not {value!r}")
+    return float(value)
 
 
 # --- products ---------------------------------------------------------------------
@@ -192,17 +207,17 @@ def _dense_vjp(
 # --- convolution ------------------------------------------------------------------
 
 
-def _pads(attributes: Attributes, kernel: int) -> tuple[int, int]:
+def _pads(attributes: Attributes, kernel: int, op: str) -> tuple[int, int]:
     """Zero rows (or columns) before and after the input along one side.
     "same" pads ``kernel - 1`` in all, the extra one after as TensorFlow and
     Keras do (odd kernels: ``kernel // 2`` each side)."""
-    padding = _attribute("conv2d", attributes, "padding")
+    padding = _attribute(op, attributes, "padding")
     if padding == "valid":
         return 0, 0
     if padding == "same":
         before = (kernel - 1) // 2
         return before, kernel - 1 - before
-    raise ValueError(f"conv2d: padding must be 'same' or 'valid', not {padding!r}")
+    raise ValueError(f"{op}: padding must be 'same' or 'valid', not {padding!r}")
 
 
 @dataclass(frozen=True)
@@ -226,24 +241,27 @@ class _Padded:
         return rows.reshape(-1, self.x.shape[3])
 
 
-def _pad(x: np.ndarray, kernel: np.ndarray, attributes: Attributes) -> _Padded:
+def _pad(
+    x: np.ndarray, kernel: np.ndarray, attributes: Attributes, op: str = "conv2d"
+) -> _Padded:
     if x.ndim != 4 or kernel.ndim != 4 or kernel.shape[2] != x.shape[3]:
         raise ValueError(
-            f"conv2d: kernel {kernel.shape} does not fit an NHWC input {x.shape}"
+            f"{op}: kernel {kernel.shape} does not fit an NHWC input {x.shape}"
         )
-    top, bottom = _pads(attributes, kernel.shape[0])
-    left, right = _pads(attributes, kernel.shape[1])
+    # (a 1-D convolution's one-row kernel pads its one-row images by nothing)
+    top, bottom = _pads(attributes, kernel.shape[0], op)
+    left, right = _pads(attributes, kernel.shape[1], op)
     padded = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)))
     out_h = padded.shape[1] - kernel.shape[0] + 1
     out_w = padded.shape[2] - kernel.shape[1] + 1
     if out_h < 1 or out_w < 1:
-        raise ValueError(f"conv2d: kernel {kernel.shape} does not fit {x.shape}")
+        raise ValueError(f"{op}: kernel {kernel.shape} does not fit {x.shape}")
     return _Padded(padded, top, left, out_h, out_w)
 
 
-def _conv2d(a: Arrays, attributes: Attributes) -> Results:
+def _conv2d(a: Arrays, attributes: Attributes, op: str = "conv2d") -> Results:
     x, w = a["x"], a["w"]
-    p = _pad(x, w, attributes)
+    p = _pad(x, w, attributes, op)
     y = np.zeros((x.shape[0] * p.out_h * p.out_w, w.shape[3]), dtype=x.dtype)
     for i, j in p.offsets(w):
         y += p.window(i, j) @ w[i, j]
@@ -252,12 +270,12 @@ def _conv2d(a: Arrays, attributes: Attributes) -> Results:
 
 
 def _conv2d_vjp(
-    a: Arrays, attributes: Attributes, cot: Results
+    a: Arrays, attributes: Attributes, cot: Results, op: str = "conv2d"
 ) -> tuple[Results, Arrays]:
     (gy,) = cot
     x, w = a["x"], a["w"]
     n, h, width, c = x.shape
-    p = _pad(x, w, attributes)
+    p = _pad(x, w, attributes, op)
     y = np.zeros((n * p.out_h * p.out_w, w.shape[3]), dtype=x.dtype)
     gy_rows = gy.reshape(-1, w.shape[3])
     dw = np.empty_like(w)
@@ -277,6 +295,32 @@ def _conv2d_vjp(
         "w": dw,
         "b": gy_rows.sum(axis=0),
     }
+
+
+def _as_images(a: Arrays) -> Arrays:
+    """A 1-D convolution's operands as a 2-D one's: ``(N, T, C)`` sequences
+    as ``(N, 1, T, C)`` images, ``(k, in, out)`` kernels as ``(1, k, in,
+    out)`` (views, no copies)."""
+    x, w = a["x"], a["w"]
+    if x.ndim != 3 or w.ndim != 3:
+        raise ValueError(
+            f"conv1d: takes a sequence (N, T, C) and a kernel (k, in, out), not "
+            f"{x.shape} and {w.shape}"
+        )
+    return {"x": x[:, None], "w": w[None], "b": a["b"]}
+
+
+def _conv1d(a: Arrays, attributes: Attributes) -> Results:
+    (y,) = _conv2d(_as_images(a), attributes, "conv1d")
+    return (y[:, 0],)
+
+
+def _conv1d_vjp(
+    a: Arrays, attributes: Attributes, cot: Results
+) -> tuple[Results, Arrays]:
+    (gy,) = cot
+    (y,), grads = _conv2d_vjp(_as_images(a), attributes, (gy[:, None],), "conv1d")
+    return (y[:, 0],), {"x": grads["x"][:, 0], "w": grads["w"][0], "b": grads["b"]}
 
 
 # --- pools ------------------------------------------------------------------------
@@ -340,6 +384,20 @@ def _max_pool_vjp(
     return (flat.max(axis=-1),), {"x": _scatter(x, back)}
 
 
+def _global_avg_pool(a: Arrays, attributes: Attributes) -> Results:
+    return (a["x"].mean(axis=1),)
+
+
+def _global_avg_pool_vjp(
+    a: Arrays, attributes: Attributes, cot: Results
+) -> tuple[Results, Arrays]:
+    (gy,) = cot
+    x = a["x"]
+    share = gy / x.dtype.type(x.shape[1])
+    dx = np.ascontiguousarray(np.broadcast_to(share[:, None, :], x.shape))
+    return (x.mean(axis=1),), {"x": dx}
+
+
 # --- element-wise -----------------------------------------------------------------
 
 
@@ -396,6 +454,152 @@ def _tanh_vjp(
 ) -> tuple[Results, Arrays]:
     y, slope = _tanh_slope(a["x"])
     return (y,), {"x": cot[0] * slope}
+
+
+_ERF = np.frompyfunc(math.erf, 1, 1)
+
+
+def _gelu_parts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(Phi(x), phi(x))``: the standard normal distribution and density
+    at ``x``, in ``x``'s dtype.  Phi from the standard library's erf in
+    float64 (correctly rounded to float32 for float32: a float32 erf a few
+    ulp off is what the judge's allowance is for)."""
+    kind = x.dtype.type
+    erf = _ERF(x.astype(np.float64) / math.sqrt(2)).astype(x.dtype)
+    cdf = kind(0.5) * (kind(1) + erf)
+    pdf = np.exp(-(x * x) / kind(2)) * kind(1 / math.sqrt(2 * math.pi))
+    return cdf, pdf
+
+
+def _gelu(a: Arrays, attributes: Attributes) -> Results:
+    x = a["x"]
+    return (x * _gelu_parts(x)[0],)
+
+
+def _gelu_vjp(
+    a: Arrays, attributes: Attributes, cot: Results
+) -> tuple[Results, Arrays]:
+    x = a["x"]
+    cdf, pdf = _gelu_parts(x)
+    return (x * cdf,), {"x": cot[0] * (cdf + x * pdf)}
+
+
+# --- layer normalization ------------------------------------------------------------
+
+
+def _normalized(a: Arrays, attributes: Attributes) -> tuple[np.ndarray, np.ndarray]:
+    """``(xhat, inv)``: each row of ``x`` less its mean, times ``inv =
+    1 / sqrt(var + epsilon)``, the variance biased (over ``cols``) as
+    Keras takes it."""
+    x = a["x"]
+    epsilon = x.dtype.type(_epsilon("layer_norm", attributes))
+    centered = x - x.mean(axis=1, keepdims=True)
+    var = (centered * centered).mean(axis=1, keepdims=True)
+    inv = x.dtype.type(1) / np.sqrt(var + epsilon)
+    return centered * inv, inv
+
+
+def _layer_norm(a: Arrays, attributes: Attributes) -> Results:
+    xhat, _ = _normalized(a, attributes)
+    return (xhat * a["gamma"] + a["beta"],)
+
+
+def _layer_norm_vjp(
+    a: Arrays, attributes: Attributes, cot: Results
+) -> tuple[Results, Arrays]:
+    (gy,) = cot
+    xhat, inv = _normalized(a, attributes)
+    dxhat = gy * a["gamma"]
+    # the mean and the variance depend on every element of the row
+    dx = inv * (
+        dxhat
+        - dxhat.mean(axis=1, keepdims=True)
+        - xhat * (dxhat * xhat).mean(axis=1, keepdims=True)
+    )
+    return (xhat * a["gamma"] + a["beta"],), {
+        "x": dx,
+        "gamma": (gy * xhat).sum(axis=0),
+        "beta": gy.sum(axis=0),
+    }
+
+
+# --- embedding ----------------------------------------------------------------------
+
+
+def _ids(a: Arrays) -> np.ndarray:
+    ids, table = a["ids"], a["table"]
+    if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):
+        raise ValueError(f"embedding: token ids must lie in [0, {table.shape[0]})")
+    return ids
+
+
+def _embedding(a: Arrays, attributes: Attributes) -> Results:
+    return (a["table"][_ids(a)],)
+
+
+def _embedding_vjp(
+    a: Arrays, attributes: Attributes, cot: Results
+) -> tuple[Results, Arrays]:
+    (gy,) = cot
+    ids, table = _ids(a), a["table"]
+    dtable = np.zeros_like(table)
+    # a row looked up twice gets both cotangents: a scatter-add
+    np.add.at(dtable, ids.ravel(), gy.reshape(-1, table.shape[1]))
+    return (table[ids],), {"table": dtable}
+
+
+# --- attention ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Attention:
+    """Queries, keys and values per head ``(N, heads, T, key_dim)``, the
+    attention weights ``(N, heads, T, T)`` and the scale."""
+
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    weights: np.ndarray
+    scale: np.floating[Any]
+
+    @property
+    def y(self) -> np.ndarray:
+        """The result in canonical ``(N, T, heads, key_dim)``."""
+        return np.ascontiguousarray((self.weights @ self.v).transpose(0, 2, 1, 3))
+
+
+def _attend(a: Arrays) -> _Attention:
+    q, k, v = (a[name].transpose(0, 2, 1, 3) for name in ("q", "k", "v"))
+    scale = q.dtype.type(1 / math.sqrt(q.shape[-1]))
+    # as Keras' MultiHeadAttention: the queries scaled, then the products
+    scores = (q * scale) @ k.transpose(0, 1, 3, 2)
+    shifted = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights = shifted / shifted.sum(axis=-1, keepdims=True)
+    return _Attention(q, k, v, weights, scale)
+
+
+def _attention(a: Arrays, attributes: Attributes) -> Results:
+    return (_attend(a).y,)
+
+
+def _attention_vjp(
+    a: Arrays, attributes: Attributes, cot: Results
+) -> tuple[Results, Arrays]:
+    at = _attend(a)
+    gy = cot[0].transpose(0, 2, 1, 3)
+    dweights = gy @ at.v.transpose(0, 1, 3, 2)
+    # the softmax's Jacobian, row by row: w * (g - <w, g>)
+    dscores = at.weights * (
+        dweights - (dweights * at.weights).sum(axis=-1, keepdims=True)
+    )
+    dq = (dscores @ at.k) * at.scale
+    dk = (dscores.transpose(0, 1, 3, 2) @ at.q) * at.scale
+    dv = at.weights.transpose(0, 1, 3, 2) @ gy
+
+    def canonical(g: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(g.transpose(0, 2, 1, 3))
+
+    return (at.y,), {"q": canonical(dq), "k": canonical(dk), "v": canonical(dv)}
 
 
 # --- LSTM cell --------------------------------------------------------------------
@@ -458,6 +662,67 @@ def _lstm_cell_vjp(
         "kernel": a["x"].T @ dz,
         "recurrent_kernel": a["h"].T @ dz,
         "bias": dz.sum(axis=0),
+    }
+
+
+# --- GRU cell ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _GruStep:
+    """One step's gates (after their activations) and their derivatives
+    with respect to the pre-activations, the recurrent candidate projection
+    ``h @ U_h + b_h`` the reset gate scales, and the new state."""
+
+    z: np.ndarray
+    r: np.ndarray
+    candidate: np.ndarray  # hh, the tanh of x_h + r * recurrent_h
+    slopes: tuple[np.ndarray, np.ndarray, np.ndarray]  # z, r, hh
+    recurrent_h: np.ndarray
+    h_new: np.ndarray
+
+
+def _gru_step(a: Arrays) -> _GruStep:
+    h, bias = a["h"], a["bias"]
+    units = h.shape[1]
+    if bias.shape != (2, 3 * units):
+        raise ValueError(
+            f"gru_cell: bias must be (2, {3 * units}) (input and recurrent "
+            f"biases), not {bias.shape}"
+        )
+    xs = a["x"] @ a["kernel"] + bias[0]
+    hs = h @ a["recurrent_kernel"] + bias[1]
+    z, dz = _sigmoid_slope(xs[:, :units] + hs[:, :units])
+    r, dr = _sigmoid_slope(xs[:, units : 2 * units] + hs[:, units : 2 * units])
+    recurrent_h = hs[:, 2 * units :]
+    candidate, dc = _tanh_slope(xs[:, 2 * units :] + r * recurrent_h)
+    h_new = z * h + (h.dtype.type(1) - z) * candidate
+    return _GruStep(z, r, candidate, (dz, dr, dc), recurrent_h, h_new)
+
+
+def _gru_cell(a: Arrays, attributes: Attributes) -> Results:
+    return (_gru_step(a).h_new,)
+
+
+def _gru_cell_vjp(
+    a: Arrays, attributes: Attributes, cot: Results
+) -> tuple[Results, Arrays]:
+    (gh,) = cot
+    step = _gru_step(a)
+    dz, dr, dc = step.slopes
+    d_candidate = gh * (a["h"].dtype.type(1) - step.z) * dc
+    d_z = gh * (a["h"] - step.candidate) * dz
+    d_r = d_candidate * step.recurrent_h * dr
+    # the pre-activations' gradients by source: the input's projection, and
+    # the state's, whose candidate block the reset gate scaled
+    d_xs = np.concatenate([d_z, d_r, d_candidate], axis=1)
+    d_hs = np.concatenate([d_z, d_r, d_candidate * step.r], axis=1)
+    return (step.h_new,), {
+        "x": d_xs @ a["kernel"].T,
+        "h": d_hs @ a["recurrent_kernel"].T + gh * step.z,
+        "kernel": a["x"].T @ d_xs,
+        "recurrent_kernel": a["h"].T @ d_hs,
+        "bias": np.stack([d_xs.sum(axis=0), d_hs.sum(axis=0)]),
     }
 
 
@@ -527,12 +792,19 @@ _FORWARD: dict[str, _Forward] = {
     "matmul": _matmul,
     "dense": _dense,
     "conv2d": _conv2d,
+    "conv1d": _conv1d,
     "avg_pool": _avg_pool,
     "max_pool": _max_pool,
+    "global_avg_pool": _global_avg_pool,
     "relu": _relu,
     "sigmoid": _sigmoid,
     "tanh": _tanh,
+    "gelu": _gelu,
+    "layer_norm": _layer_norm,
+    "embedding": _embedding,
+    "attention": _attention,
     "lstm_cell": _lstm_cell,
+    "gru_cell": _gru_cell,
     "softmax_cross_entropy": _softmax_cross_entropy,
     "adam": _adam,
 }
@@ -540,11 +812,18 @@ _BACKWARD: dict[str, _Backward] = {
     "matmul": _matmul_vjp,
     "dense": _dense_vjp,
     "conv2d": _conv2d_vjp,
+    "conv1d": _conv1d_vjp,
     "avg_pool": _avg_pool_vjp,
     "max_pool": _max_pool_vjp,
+    "global_avg_pool": _global_avg_pool_vjp,
     "relu": _relu_vjp,
     "sigmoid": _sigmoid_vjp,
     "tanh": _tanh_vjp,
+    "gelu": _gelu_vjp,
+    "layer_norm": _layer_norm_vjp,
+    "embedding": _embedding_vjp,
+    "attention": _attention_vjp,
     "lstm_cell": _lstm_cell_vjp,
+    "gru_cell": _gru_cell_vjp,
     "softmax_cross_entropy": _softmax_cross_entropy_vjp,
 }

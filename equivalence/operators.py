@@ -79,6 +79,28 @@ def _dims(op: str) -> st.SearchStrategy[tuple[int, ...]]:  # noqa: PLR0911
                 )
             )
         )
+    if op == "conv1d":
+        # even widths too: "same" then pads one more after than before
+        return st.sampled_from([1, 2, 3, 5]).flatmap(
+            lambda k: st.booleans().flatmap(
+                lambda same: st.tuples(
+                    batch,
+                    st.integers(1 if same else k, 20),
+                    channels,
+                    channels,
+                    st.just(k),
+                    st.just(int(same)),
+                )
+            )
+        )
+    if op == "global_avg_pool":
+        return st.tuples(batch, st.integers(1, 20), channels)
+    if op == "layer_norm":
+        return st.tuples(st.integers(1, 16), small)
+    if op == "embedding":
+        return st.tuples(batch, st.integers(1, 12), st.integers(1, 50), channels)
+    if op == "attention":
+        return st.tuples(batch, st.integers(1, 20), st.integers(1, 4), channels)
     if op in ("avg_pool", "max_pool"):
         return st.sampled_from([2, 3]).flatmap(
             lambda size: st.tuples(
@@ -89,9 +111,9 @@ def _dims(op: str) -> st.SearchStrategy[tuple[int, ...]]:  # noqa: PLR0911
                 st.just(size),
             )
         )
-    if op in ("relu", "sigmoid", "tanh"):
+    if op in ("relu", "sigmoid", "tanh", "gelu"):
         return st.tuples(st.integers(1, 16), small)
-    if op == "lstm_cell":
+    if op in ("lstm_cell", "gru_cell"):
         return st.tuples(st.integers(1, 5), st.integers(1, 20), st.integers(1, 20))
     if op == "softmax_cross_entropy":
         return st.tuples(st.integers(1, 16), st.integers(2, 20))

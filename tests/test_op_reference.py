@@ -1,10 +1,11 @@
 """The float64 operator reference (``equivalence.op_reference``) checked
 against what does not share its code: central finite differences for every
 vector-Jacobian product, each forward pass written from its definition
-element by element (direct loops for the convolution and the pools, Keras'
-gate order for the LSTM cell, Adam's formula), and the operator table's own
-shapes.  Each comparison is also fed a deliberately wrong implementation, to
-show it can fail.  Framework-free."""
+element by element (direct loops for the convolutions, the pools, the
+embedding, layer normalization and attention, Keras' gate orders for the
+LSTM and GRU cells, Adam's formula), and the operator table's own shapes.
+Each comparison is also fed a deliberately wrong implementation, to show it
+can fail.  Framework-free."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 
 from equivalence import op_reference as ref
 from tests.conftest import draws
-from zoo.operators import ADAM, OPERATORS, Case, make_operands
+from zoo.operators import ADAM, INTEGER_ROLES, OPERATORS, Case, make_operands
 
 Arrays = dict[str, np.ndarray]
 Forward = Callable[..., dict[str, np.ndarray]]
@@ -44,11 +45,44 @@ PRECISION_TOLERANCE = 3e-5
 ROUNDING_MULTIPLE = 30.0
 
 
+SEQUENCE_OPERATORS = (
+    "conv1d",
+    "global_avg_pool",
+    "layer_norm",
+    "embedding",
+    "attention",
+)
+
+
+@st.composite
+def sequence_dims(draw: st.DrawFn, op: str) -> tuple[int, ...]:
+    """Small dims of the transformer's operators (``cases``' rules)."""
+    small = st.integers(1, 4)
+    channels = st.integers(1, 5)
+    batch = st.integers(1, 2)
+    if op == "conv1d":
+        same = draw(st.integers(0, 1))
+        # "same" pads the odd one after: even widths included
+        k = draw(st.integers(1, 4))
+        least = 1 if same else k
+        t = draw(st.integers(least, least + 4))
+        return (draw(batch), t, draw(channels), draw(channels), k, same)
+    if op == "global_avg_pool":
+        return (draw(batch), draw(st.integers(1, 5)), draw(channels))
+    if op == "layer_norm":
+        return (draw(small), draw(st.integers(1, 6)))
+    if op == "embedding":
+        return (draw(batch), draw(small), draw(st.integers(1, 6)), draw(channels))
+    return (draw(batch), draw(small), draw(st.integers(1, 3)), draw(small))
+
+
 @st.composite
 def cases(draw: st.DrawFn, op: str) -> Case:
     """A small case of ``op``: batch 1 included, odd spatial sizes (cropped
     by the pools), channels never a multiple of 8.  The tests draw per
     operator (parametrized), so that every run meets each of them."""
+    if op in SEQUENCE_OPERATORS:
+        return Case(op, draw(sequence_dims(op)), "drawn")
     small = st.integers(1, 4)
     channels = st.integers(1, 5)
     batch = st.integers(1, 2)
@@ -65,9 +99,9 @@ def cases(draw: st.DrawFn, op: str) -> Case:
         size = draw(st.sampled_from((2, 3)))
         side = st.integers(size, 2 * size + 1)
         dims = (draw(batch), draw(side), draw(side), draw(channels), size)
-    elif op in ("relu", "sigmoid", "tanh"):
+    elif op in ("relu", "sigmoid", "tanh", "gelu"):
         dims = (draw(small), draw(st.integers(1, 5)))
-    elif op == "lstm_cell":
+    elif op in ("lstm_cell", "gru_cell"):
         dims = (draw(st.integers(1, 3)), draw(small), draw(st.integers(1, 3)))
     elif op == "softmax_cross_entropy":
         dims = (draw(small), draw(st.integers(1, 5)))
@@ -158,6 +192,84 @@ def conv_by_loops(x: np.ndarray, w: np.ndarray, b: np.ndarray, same: int) -> np.
     return y
 
 
+def conv1d_by_loops(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray, same: int
+) -> np.ndarray:
+    """The 1-D convolution as its definition, with Keras' "same" padding:
+    ``(k - 1) // 2`` zeros before, the rest after."""
+    n, t, _ = x.shape
+    k, f = w.shape[0], w.shape[2]
+    before = (k - 1) // 2 if same else 0
+    steps = t if same else t - k + 1
+    y = np.zeros((n, steps, f))
+    for sample in range(n):
+        for i in range(steps):
+            for out in range(f):
+                total = float(b[out])
+                for a in range(k):
+                    r = i + a - before
+                    if 0 <= r < t:
+                        total += float(x[sample, r] @ w[a, :, out])
+                y[sample, i, out] = total
+    return y
+
+
+def layer_norm_by_loops(a: Arrays, epsilon: float) -> np.ndarray:
+    """Each row's mean and biased variance as sums, then the affine map."""
+    x = a["x"]
+    y = np.zeros_like(x)
+    for i, row in enumerate(x):
+        mean = math.fsum(row) / len(row)
+        var = math.fsum((v - mean) ** 2 for v in row) / len(row)
+        for j, v in enumerate(row):
+            normed = (v - mean) / math.sqrt(var + epsilon)
+            y[i, j] = normed * a["gamma"][j] + a["beta"][j]
+    return y
+
+
+def attention_by_loops(a: Arrays) -> np.ndarray:
+    """Each query's weights over the keys of its head, as exponentials of
+    scaled dot products over their sum, then the weighted sum of values."""
+    q, k, v = a["q"], a["k"], a["v"]
+    n, t, heads, dim = q.shape
+    y = np.zeros_like(q)
+    for sample in range(n):
+        for head in range(heads):
+            for i in range(t):
+                scores = [
+                    float(q[sample, i, head] @ k[sample, j, head]) / math.sqrt(dim)
+                    for j in range(t)
+                ]
+                top = max(scores)
+                e = [math.exp(s - top) for s in scores]
+                total = math.fsum(e)
+                for j in range(t):
+                    y[sample, i, head] += e[j] / total * v[sample, j, head]
+    return y
+
+
+def gru_by_loops(a: Arrays) -> np.ndarray:
+    """One GRU step unit by unit, Keras' gate blocks z, r, h, the reset gate
+    applied after the recurrent product (``reset_after``)."""
+    n, units = a["h"].shape
+    h_new = np.zeros((n, units))
+    for row in range(n):
+        for j in range(units):
+            xs, hs = [], []
+            for q in range(3):
+                col = q * units + j
+                xs.append(float(a["x"][row] @ a["kernel"][:, col] + a["bias"][0, col]))
+                hs.append(
+                    float(
+                        a["h"][row] @ a["recurrent_kernel"][:, col] + a["bias"][1, col]
+                    )
+                )
+            z, r = _sigmoid(xs[0] + hs[0]), _sigmoid(xs[1] + hs[1])
+            candidate = math.tanh(xs[2] + r * hs[2])
+            h_new[row, j] = z * a["h"][row, j] + (1 - z) * candidate
+    return h_new
+
+
 def pool_by_loops(x: np.ndarray, size: int, reduce: Callable[..., Any]) -> np.ndarray:
     n, h, w, c = x.shape
     y = np.zeros((n, h // size, w // size, c))
@@ -192,12 +304,44 @@ def lstm_by_loops(a: Arrays) -> tuple[np.ndarray, np.ndarray]:
     return h_new, c_new
 
 
+def sequence_by_definition(case: Case, a: Arrays) -> dict[str, np.ndarray]:
+    """``by_definition`` of the transformer's operators (but the 1-D
+    convolution) and the recurrent cells."""
+    if case.op == "global_avg_pool":
+        x = a["x"]
+        return {
+            "y": np.array(
+                [
+                    [math.fsum(x[i, :, c]) / x.shape[1] for c in range(x.shape[2])]
+                    for i in range(len(x))
+                ]
+            )
+        }
+    if case.op == "layer_norm":
+        epsilon = case.operator.attributes(case.named)["epsilon"]
+        assert isinstance(epsilon, float)
+        return {"y": layer_norm_by_loops(a, epsilon)}
+    if case.op == "embedding":
+        ids, table = a["ids"], a["table"]
+        rows = [[table[int(i)] for i in sample] for sample in ids]
+        return {"y": np.array(rows).reshape(*ids.shape, table.shape[1])}
+    if case.op == "attention":
+        return {"y": attention_by_loops(a)}
+    if case.op == "lstm_cell":
+        h_new, c_new = lstm_by_loops(a)
+        return {"h_new": h_new, "c_new": c_new}
+    return {"h_new": gru_by_loops(a)}
+
+
 def by_definition(case: Case, a: Arrays) -> dict[str, np.ndarray]:
     """The operator's results written from its definition, element by
     element in Python floats where the reference uses whole-array code."""
     d = case.named
-    if case.op == "conv2d":
-        return {"y": conv_by_loops(a["x"], a["w"], a["b"], d["same"])}
+    if case.op in ("conv2d", "conv1d"):
+        by_loops = conv_by_loops if case.op == "conv2d" else conv1d_by_loops
+        return {"y": by_loops(a["x"], a["w"], a["b"], d["same"])}
+    if case.op in SEQUENCE_OPERATORS or case.op.endswith("_cell"):
+        return sequence_by_definition(case, a)
     if case.op in ("avg_pool", "max_pool"):
         reduce = np.mean if case.op == "avg_pool" else np.max
         return {"y": pool_by_loops(a["x"], d["size"], reduce)}
@@ -210,12 +354,14 @@ def by_definition(case: Case, a: Arrays) -> dict[str, np.ndarray]:
             ]
         )
         return {"y": y + a["b"] if case.op == "dense" else y}
-    if case.op in ("relu", "sigmoid", "tanh"):
-        scalar = {"relu": lambda v: max(v, 0.0), "sigmoid": _sigmoid, "tanh": math.tanh}
+    if case.op in ("relu", "sigmoid", "tanh", "gelu"):
+        scalar = {
+            "relu": lambda v: max(v, 0.0),
+            "sigmoid": _sigmoid,
+            "tanh": math.tanh,
+            "gelu": lambda v: v / 2 * (1 + math.erf(v / math.sqrt(2))),
+        }
         return {"y": np.vectorize(scalar[case.op])(a["x"])}
-    if case.op == "lstm_cell":
-        h_new, c_new = lstm_by_loops(a)
-        return {"h_new": h_new, "c_new": c_new}
     if case.op == "softmax_cross_entropy":
         losses = [
             math.log(math.fsum(math.exp(v) for v in row)) - row[label]
@@ -633,6 +779,13 @@ def _fixed(op: str) -> Case:
         "lstm_cell": (2, 3, 4),
         "softmax_cross_entropy": (4, 5),
         "adam": (6, 7),
+        "conv1d": (2, 7, 3, 4, 2, 1),
+        "global_avg_pool": (2, 5, 3),
+        "gelu": (3, 4),
+        "layer_norm": (3, 5),
+        "embedding": (2, 5, 4, 3),
+        "attention": (2, 5, 2, 4),
+        "gru_cell": (2, 3, 4),
     }
     return Case(op, dims[op], "fixed")
 
@@ -680,6 +833,17 @@ WRONG_GRADIENTS = [
     ("lstm_cell", "kernel", lambda g: np.roll(g, g.shape[1] // 4, axis=1)),  # gates
     ("lstm_cell", "c", lambda g: -g),
     ("softmax_cross_entropy", "logits", lambda g: g * g.shape[0]),  # no batch mean
+    ("conv1d", "w", lambda g: g[::-1]),  # a correlation's gradient, flipped
+    ("conv1d", "x", lambda g: np.roll(g, 1, axis=1)),  # off by one step
+    ("global_avg_pool", "x", lambda g: g * g.shape[1]),  # a sum's, not a mean's
+    ("gelu", "x", lambda g: g / 2),
+    ("layer_norm", "x", lambda g: g[:, ::-1]),  # features reversed
+    ("layer_norm", "gamma", lambda g: g[::-1]),
+    ("embedding", "table", lambda g: np.roll(g, 1, axis=0)),  # ids off by one
+    ("attention", "k", lambda g: g.transpose(0, 2, 1, 3).reshape(g.shape)),
+    ("attention", "q", lambda g: 4 * g),  # the scale left out of the gradient
+    ("gru_cell", "bias", lambda g: g[::-1]),  # input and recurrent biases swapped
+    ("gru_cell", "h", lambda g: -g),
 ]
 
 
@@ -701,6 +865,16 @@ def _swap_first_gates(kernel: np.ndarray) -> np.ndarray:
     )
 
 
+def _swap_zr(kernel: np.ndarray) -> np.ndarray:
+    """GRU gate blocks z and r exchanged: PyTorch's r, z, n order read as
+    Keras' z, r, h."""
+    units = kernel.shape[-1] // 3
+    return np.concatenate(
+        [kernel[..., units : 2 * units], kernel[..., :units], kernel[..., 2 * units :]],
+        axis=-1,
+    )
+
+
 WRONG_OPERANDS = [
     ("conv2d", "w", lambda w: w.transpose(1, 0, 2, 3)),  # kh and kw swapped
     ("conv2d", "w", lambda w: w[::-1, ::-1]),  # a convolution, not a correlation
@@ -714,6 +888,17 @@ WRONG_OPERANDS = [
     ("lstm_cell", "kernel", _swap_first_gates),
     ("lstm_cell", "bias", _swap_first_gates),
     ("softmax_cross_entropy", "labels", lambda labels: (labels + 1) % 5),
+    ("conv1d", "w", lambda w: w[::-1]),  # a convolution, not a correlation
+    ("conv1d", "x", lambda x: x[:, ::-1]),
+    ("global_avg_pool", "x", lambda x: x * 2),
+    ("gelu", "x", lambda x: x * 1.702),  # a sigmoid's argument, not erf's
+    ("layer_norm", "x", lambda x: x.T.reshape(x.shape)),
+    ("layer_norm", "gamma", lambda g: g[::-1]),
+    ("embedding", "ids", lambda ids: (ids + 1) % 4),
+    ("attention", "q", lambda q: q * math.sqrt(q.shape[-1])),  # unscaled
+    ("attention", "v", lambda v: v.transpose(0, 2, 1, 3).reshape(v.shape)),
+    ("gru_cell", "kernel", _swap_zr),
+    ("gru_cell", "bias", lambda b: b[::-1]),  # input and recurrent biases swapped
 ]
 
 
@@ -732,7 +917,9 @@ def test_the_precision_gap_catches_bfloat16_inputs(op: str) -> None:
     """A computation on its first operand cut to bfloat16's 8 significant
     bits is far outside float32's agreement with float64."""
     case = _fixed(op)
-    first = next(o.name for o in case.operator.inputs(case.named) if o.role != "labels")
+    first = next(
+        o.name for o in case.operator.inputs(case.named) if o.role not in INTEGER_ROLES
+    )
     half = _with_operand(op, first, _bfloat16)
     assert precision_gap(case, 5, forward=half) > 3
 

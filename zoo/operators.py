@@ -9,8 +9,9 @@ heads, key_dim)``, LSTM gates in Keras' ``i, f, c, o`` order, GRU gates in
 its ``z, r, h``), which operands the backward pass
 differentiates, how much work one call does, and which keyword attributes
 (a convolution's padding, a pool's window, a layer normalization's epsilon,
-Adam's step) its implementations take.  A ``Case`` is one operator at one set of dims, labelled where it comes
-from (``square-2048``, ``vgg16-block3_conv1``).
+Adam's step) its implementations take.  A ``Case`` is one operator at one
+set of dims, labelled where it comes from (``square-2048``,
+``vgg16-block3_conv1``).
 
 Every implementation module (``zoo.keras_operators`` through ``keras.ops``;
 ``native.<framework>.operators`` through the framework's own operators)
@@ -122,9 +123,7 @@ class Operator:
         """Elements of every float operand and result: the memory one call
         touches at least once, in float32 words."""
         operands = (*self.inputs(dims), *self.outputs(dims))
-        return sum(
-            math.prod(o.shape) for o in operands if o.role not in INTEGER_ROLES
-        )
+        return sum(math.prod(o.shape) for o in operands if o.role not in INTEGER_ROLES)
 
     @property
     def has_backward(self) -> bool:
@@ -337,9 +336,7 @@ OPERATORS: dict[str, Operator] = {
             lambda d: (_heads("y", d),),
             ("q", "k", "v"),
             # two (t, key_dim) x (key_dim, t) products per head, the softmax
-            lambda d: (
-                (4.0 * d["key_dim"] + 5.0) * d["n"] * d["heads"] * d["t"] ** 2
-            ),
+            lambda d: (4.0 * d["key_dim"] + 5.0) * d["n"] * d["heads"] * d["t"] ** 2,
             compute_bound=True,
         ),
         Operator(
