@@ -169,12 +169,16 @@ def param_to_canonical(a: np.ndarray, p: Param, family: str) -> np.ndarray:
 
 # Operator operands (``zoo.operators.Operand.role``) in the ``oihw`` family:
 # images (N, H, W, C) -> (N, C, H, W), conv kernels (kh, kw, in, out) ->
-# (out, in, kh, kw), dense kernels (in, out) -> (out, in); any other role
-# keeps its canonical shape.
+# (out, in, kh, kw), 1-D conv kernels (k, in, out) -> (out, in, k), dense
+# kernels (in, out) -> (out, in), attention heads (N, T, heads, key_dim) ->
+# (N, heads, T, key_dim) (what scaled_dot_product_attention and batch_dot
+# take); any other role keeps its canonical shape (sequences (N, T, C) too).
 _ROLE_TO_OIHW: dict[str, tuple[int, ...]] = {
     "image": (0, 3, 1, 2),
     "conv_kernel": (3, 2, 0, 1),
+    "conv1d_kernel": (2, 1, 0),
     "dense_kernel": (1, 0),
+    "heads": (0, 2, 1, 3),
 }
 
 

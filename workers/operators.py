@@ -43,7 +43,7 @@ from workers import messages as m
 from workers import timing
 from workers.paths import OPERATOR_PATHS, PathInfo
 from zoo.arrays import load_npz, save_npz
-from zoo.operators import DIRECTIONS, FAULTS, Case
+from zoo.operators import DIRECTIONS, FAULTS, Attributes, Case
 
 
 def modules(path: PathInfo) -> tuple[ModuleType, ModuleType]:
@@ -70,12 +70,18 @@ def _bfloat16(a: np.ndarray) -> np.ndarray:
     return rounded.astype(np.uint32).view(np.float32)
 
 
+def _swap_z_r(a: np.ndarray) -> np.ndarray:
+    """GRU gate blocks z and r exchanged along the last axis."""
+    z, r, h = np.split(a, 3, axis=-1)
+    return np.ascontiguousarray(np.concatenate([r, z, h], axis=-1))
+
+
 def faulted(
     fault: str | None,
     case: Case,
     operands: dict[str, np.ndarray],
-    attributes: dict[str, int | str],
-) -> tuple[dict[str, np.ndarray], dict[str, int | str]]:
+    attributes: Attributes,
+) -> tuple[dict[str, np.ndarray], Attributes]:
     """The operands and attributes a path computes with under ``fault``."""
     if fault is None:
         return operands, attributes
@@ -86,8 +92,17 @@ def faulted(
     operands, attributes = dict(operands), dict(attributes)
     if fault == "gemm-transposed" and case.op in ("matmul", "dense"):
         operands["w"] = np.ascontiguousarray(operands["w"].T)
-    elif fault == "conv-padding" and case.op == "conv2d":
+    elif fault == "conv-padding" and case.op in ("conv2d", "conv1d"):
         attributes["padding"] = "valid" if attributes["padding"] == "same" else "same"
+    elif fault == "layer-norm-epsilon" and case.op == "layer_norm":
+        attributes["epsilon"] = 1e-5
+    elif fault == "attention-unscaled" and case.op == "attention":
+        # softmax((q sqrt(d)) k^T / sqrt(d)) is the unscaled softmax(q k^T)
+        scale = np.float32(math.sqrt(case.named["key_dim"]))
+        operands["q"] = operands["q"] * scale
+    elif fault == "gru-gate-order" and case.op == "gru_cell":
+        for name in ("kernel", "recurrent_kernel", "bias"):
+            operands[name] = _swap_z_r(operands[name])
     elif fault == "inputs-bfloat16":
         operands = {
             k: _bfloat16(a) if a.dtype == np.float32 else a for k, a in operands.items()

@@ -15,6 +15,21 @@ them on all three backends):
   the images to contiguous NCHW, then to ``channels_last`` memory (NHWC
   again), the kernel to ``channels_last`` OIHW, runs ``conv2d`` and permutes
   the result back to NHWC.
+- ``conv1d``: ``keras.layers.Conv1D``, ``ops.conv`` channels_last plus the
+  bias reshaped to ``(1, 1, f)``.
+- ``global_avg_pool``: ``GlobalAveragePooling1D``, ``ops.mean`` over the
+  steps.
+- ``gelu``: the ``gelu`` activation, ``ops.gelu(approximate=False)``.
+- ``layer_norm``: ``LayerNormalization.call``, ``ops.layer_normalization``
+  over the last axis (torch: ``F.layer_norm``; elsewhere moments, ``rsqrt``
+  and ``x * inv + (beta - mean * inv)``).
+- ``embedding``: ``keras.layers.Embedding.call``, ``ops.take`` along the
+  table's rows.
+- ``attention``: the core of ``MultiHeadAttention._compute_attention``
+  without dropout or mask, ``ops.dot_product_attention`` on its ``(N, T,
+  heads, key_dim)`` projections with the scale ``1 / sqrt(key_dim)``.
+- ``gru_cell``: one step of ``keras.layers.GRUCell``'s default path
+  (``implementation=2``, ``reset_after=True``), in its order of operations.
 - ``avg_pool``, ``max_pool``: the pooling layers' ``ops.average_pool`` /
   ``ops.max_pool``; torch pools a contiguous NCHW copy and returns a
   permuted (non-contiguous) NHWC view.
@@ -31,6 +46,7 @@ them on all three backends):
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from keras import ops
@@ -59,6 +75,13 @@ def conv2d(x: Tensor, w: Tensor, b: Tensor, padding: str) -> Tensor:
     return ops.add(y, ops.reshape(b, (1, 1, 1, -1)))
 
 
+def conv1d(x: Tensor, w: Tensor, b: Tensor, padding: str) -> Tensor:
+    """Stride-1 convolution over ``(N, T, C)`` with ``padding`` ``"same"`` or
+    ``"valid"``, plus bias, as ``keras.layers.Conv1D`` without activation."""
+    y = ops.conv(x, w, strides=1, padding=padding, data_format="channels_last")
+    return ops.add(y, ops.reshape(b, (1, 1, -1)))
+
+
 def avg_pool(x: Tensor, size: int) -> Tensor:
     """``size x size`` average pooling, stride ``size``, no padding."""
     return ops.average_pool(
@@ -71,6 +94,11 @@ def max_pool(x: Tensor, size: int) -> Tensor:
     return ops.max_pool(
         x, size, strides=size, padding="valid", data_format="channels_last"
     )
+
+
+def global_avg_pool(x: Tensor) -> Tensor:
+    """The mean over a sequence's steps, as ``GlobalAveragePooling1D``."""
+    return ops.mean(x, axis=1)
 
 
 def relu(x: Tensor) -> Tensor:
@@ -88,6 +116,29 @@ def tanh(x: Tensor) -> Tensor:
     return ops.tanh(x)
 
 
+def gelu(x: Tensor) -> Tensor:
+    """The exact GELU, Keras' ``gelu`` activation."""
+    return ops.gelu(x, approximate=False)
+
+
+def layer_norm(x: Tensor, gamma: Tensor, beta: Tensor, epsilon: float) -> Tensor:
+    """``LayerNormalization`` over the last axis with ``epsilon``."""
+    return ops.layer_normalization(x, gamma, beta, -1, epsilon)
+
+
+def embedding(ids: Tensor, table: Tensor) -> Tensor:
+    """The rows of ``table`` that ``ids`` name, as ``keras.layers.Embedding``."""
+    return ops.take(table, ids, axis=0)
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    """``softmax(q k^T / sqrt(key_dim)) v`` per head on ``(N, T, heads,
+    key_dim)``, as ``MultiHeadAttention`` computes it (no dropout, no mask,
+    flash attention left to the backend)."""
+    scale = 1 / math.sqrt(q.shape[-1])
+    return ops.dot_product_attention(q, k, v, scale=scale, flash_attention=None)
+
+
 def lstm_cell(  # noqa: PLR0917 (the operands arrive positionally)
     x: Tensor,
     h: Tensor,
@@ -103,6 +154,28 @@ def lstm_cell(  # noqa: PLR0917 (the operands arrive positionally)
     i, f, o = ops.sigmoid(z_i), ops.sigmoid(z_f), ops.sigmoid(z_o)
     c_new = ops.add(ops.multiply(f, c), ops.multiply(i, ops.tanh(z_c)))
     return ops.multiply(o, ops.tanh(c_new)), c_new
+
+
+def gru_cell(
+    x: Tensor,
+    h: Tensor,
+    kernel: Tensor,
+    recurrent_kernel: Tensor,
+    bias: Tensor,
+) -> Tensor:
+    """``h_new`` of one GRU step, gates in Keras' ``z, r, h`` order, in
+    ``GRUCell.call``'s order of operations (``reset_after``: ``bias`` is the
+    input bias and the recurrent one)."""
+    input_bias, recurrent_bias = (
+        ops.squeeze(e, axis=0) for e in ops.split(bias, 2, axis=0)
+    )
+    x_z, x_r, x_h = ops.split(ops.add(ops.matmul(x, kernel), input_bias), 3, axis=-1)
+    inner = ops.add(ops.matmul(h, recurrent_kernel), recurrent_bias)
+    units = h.shape[-1]
+    z = ops.sigmoid(ops.add(x_z, inner[:, :units]))
+    r = ops.sigmoid(ops.add(x_r, inner[:, units : 2 * units]))
+    candidate = ops.tanh(ops.add(x_h, ops.multiply(r, inner[:, 2 * units :])))
+    return ops.add(ops.multiply(z, h), ops.multiply(1 - z, candidate))
 
 
 def softmax_cross_entropy(logits: Tensor, labels: Tensor) -> Tensor:

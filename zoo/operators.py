@@ -454,8 +454,9 @@ def make_operands(
     """``(operands, cotangents)`` of a case, float32 (labels and ids int32),
     from ``seed``: standard normal values times ``scale``; Adam's second
     moment ``v`` is non-negative (``scale**2`` times a chi-square) and its
-    first ``m`` a tenth of the gradient's size; labels uniform over the
-    classes, token ids over the vocabulary.
+    first ``m`` a tenth of the gradient's size; attention's queries and keys
+    at most unit scale; labels uniform over the classes, token ids over the
+    vocabulary.
     One standard normal cotangent per result (empty when the operator has no
     backward pass)."""
     operator, d = case.operator, case.named
@@ -466,7 +467,15 @@ def make_operands(
             top = d["classes"] if o.role == "labels" else d["vocab"]
             operands[o.name] = rng.integers(0, top, o.shape).astype(np.int32)
             continue
-        values = rng.standard_normal(o.shape) * scale
+        # Attention's queries and keys at most at unit scale: a larger one
+        # only saturates the softmax into one-hot weights, where float64's
+        # gradients of q and k are exactly 0 and a float32 softmax that
+        # rounds its 1 to 1 - 2**-24 (TensorFlow's) leaves rounding-sized
+        # ones, which no relative error can weigh.
+        saturates = operator.name == "attention" and o.name in ("q", "k")
+        values = rng.standard_normal(o.shape) * (
+            min(scale, 1.0) if saturates else scale
+        )
         if operator.name == "adam" and o.name == "v":
             values = values * values
         elif operator.name == "adam" and o.name == "m":

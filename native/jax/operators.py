@@ -2,11 +2,15 @@
 
 One function per operator, called as ``zoo.operators`` says: operands in
 ``Operator.inputs`` order, in Keras' layouts (``LAYOUT = "keras"``: images
-``(N, H, W, C)``, conv kernels ``HWIO``, dense kernels ``(in, out)``), results
-in ``Operator.outputs`` order.  Products follow ``jax_default_matmul_precision``,
-which the worker pins to ``"highest"`` (no silent bfloat16 or TF32 passes).
-Where ``lax`` has no single primitive (the LSTM cell, the loss, Adam) the
-function writes it out from primitives, functionally: new arrays, no donation.
+``(N, H, W, C)``, sequences ``(N, T, C)``, conv kernels ``HWIO`` and ``WIO``,
+dense kernels ``(in, out)``, attention heads ``(N, T, heads, key_dim)``),
+results in ``Operator.outputs`` order.  Products follow
+``jax_default_matmul_precision``, which the worker pins to ``"highest"`` (no
+silent bfloat16 or TF32 passes).
+Where ``lax`` has no single primitive (the GELU, layer normalization, the
+embedding's lookup, attention, the LSTM and GRU cells, the loss, Adam) the
+function writes it out from primitives (and ``jnp.take``), functionally: new
+arrays, no donation.
 
 The forward pass is ``fn(*operands)`` called eagerly, no ``jax.jit``: JAX then
 dispatches each primitive on its own (compiled once per shape and cached), as
@@ -17,6 +21,7 @@ anew on every eager call; compilation happens on the closure's first call.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,6 +34,7 @@ from zoo.operators import ADAM
 
 LAYOUT = "keras"
 _NHWC = ("NHWC", "HWIO", "NHWC")
+_NWC = ("NWC", "WIO", "NWC")
 _MATMUL = (((1,), (0,)), ((), ()))  # contract x's columns with w's rows
 
 
@@ -98,6 +104,14 @@ def conv2d(x: jax.Array, w: jax.Array, b: jax.Array, padding: str) -> jax.Array:
     return y + b
 
 
+def conv1d(x: jax.Array, w: jax.Array, b: jax.Array, padding: str) -> jax.Array:
+    """Stride-1 convolution over a sequence plus bias, ``padding`` ``"same"``
+    (XLA's, as Keras': an odd pad after) or ``"valid"``; ``x`` is ``(N, T,
+    C)``, ``w`` is ``(k, in, out)``."""
+    y = lax.conv_general_dilated(x, w, (1,), padding.upper(), dimension_numbers=_NWC)
+    return y + b
+
+
 def avg_pool(x: jax.Array, size: int) -> jax.Array:
     """Means of ``size`` x ``size`` windows, stride ``size``, no padding (a
     ragged last row or column is dropped)."""
@@ -109,6 +123,11 @@ def max_pool(x: jax.Array, size: int) -> jax.Array:
     """Maxima of ``size`` x ``size`` windows, stride ``size``, no padding."""
     window = (1, size, size, 1)
     return lax.reduce_window(x, -jnp.inf, lax.max, window, window, "VALID")
+
+
+def global_avg_pool(x: jax.Array) -> jax.Array:
+    """The mean over a sequence's steps: ``(N, T, C)`` to ``(N, C)``."""
+    return lax.reduce_sum(x, (1,)) / x.shape[1]
 
 
 def relu(x: jax.Array) -> jax.Array:
@@ -123,6 +142,42 @@ def sigmoid(x: jax.Array) -> jax.Array:
 
 def tanh(x: jax.Array) -> jax.Array:
     return lax.tanh(x)
+
+
+def gelu(x: jax.Array) -> jax.Array:
+    """``x / 2 * (1 + erf(x / sqrt(2)))``, the exact GELU."""
+    return x * (lax.erf(x * (1 / math.sqrt(2))) + 1) * 0.5
+
+
+def layer_norm(
+    x: jax.Array, gamma: jax.Array, beta: jax.Array, epsilon: float
+) -> jax.Array:
+    """Each row of ``x`` less its mean, over ``sqrt(var + epsilon)`` (the
+    variance biased), times ``gamma`` plus ``beta``."""
+    cols = x.shape[1]
+    centered = x - (lax.reduce_sum(x, (1,)) / cols)[:, None]
+    var = lax.reduce_sum(centered * centered, (1,)) / cols
+    return centered * lax.rsqrt(var + epsilon)[:, None] * gamma + beta
+
+
+def embedding(ids: jax.Array, table: jax.Array) -> jax.Array:
+    """The rows of ``table`` that ``ids`` (int32, ``(N, T)``) name: ``(N, T,
+    dim)``."""
+    return jnp.take(table, ids, axis=0)
+
+
+def attention(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+    """``softmax(q k^T / sqrt(key_dim)) v`` per head; each ``(N, T, heads,
+    key_dim)``."""
+    scaled = q * (1 / math.sqrt(q.shape[-1]))
+    # contract key_dim, batch over (N, heads): scores (N, heads, T, T)
+    scores = lax.dot_general(scaled, k, (((3,), (3,)), ((0, 2), (0, 2))))
+    top = lax.stop_gradient(lax.reduce_max(scores, (3,)))
+    e = lax.exp(scores - top[..., None])
+    weights = e / lax.reduce_sum(e, (3,))[..., None]
+    # contract the keys' steps: (N, heads, T, key_dim)
+    y = lax.dot_general(weights, v, (((3,), (1,)), ((0, 1), (0, 2))))
+    return lax.transpose(y, (0, 2, 1, 3))
 
 
 def lstm_cell(  # noqa: PLR0917 (the operator's positional operands)
@@ -142,6 +197,26 @@ def lstm_cell(  # noqa: PLR0917 (the operator's positional operands)
     i, f, g, o = lax.split(z + bias, (units,) * 4, axis=1)
     c_new = lax.logistic(f) * c + lax.logistic(i) * lax.tanh(g)
     return lax.logistic(o) * lax.tanh(c_new), c_new
+
+
+def gru_cell(
+    x: jax.Array,
+    h: jax.Array,
+    kernel: jax.Array,
+    recurrent_kernel: jax.Array,
+    bias: jax.Array,
+) -> jax.Array:
+    """One GRU step, ``h_new``, gates in Keras' ``z, r, h`` order, the reset
+    gate applied after the recurrent product (``reset_after``); ``bias`` is
+    ``(2, 3u)``: input and recurrent biases."""
+    units = h.shape[1]
+    xs = lax.dot_general(x, kernel, _MATMUL) + bias[0]
+    hs = lax.dot_general(h, recurrent_kernel, _MATMUL) + bias[1]
+    x_z, x_r, x_h = lax.split(xs, (units,) * 3, axis=1)
+    h_z, h_r, h_h = lax.split(hs, (units,) * 3, axis=1)
+    z = lax.logistic(x_z + h_z)
+    candidate = lax.tanh(x_h + lax.logistic(x_r + h_r) * h_h)
+    return z * h + (1 - z) * candidate
 
 
 def softmax_cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:

@@ -4,17 +4,21 @@ One function per operator, called ``fn(*operands, **attributes)`` as
 ``zoo.operators`` says, on arrays ``to_tensor`` placed on ``common.CTX``.
 Each is the lowest-level public operator an MXNet user reaches for:
 ``nd.dot``, ``nd.FullyConnected``, ``nd.Convolution`` (``same`` padding as a
-pad of ``k // 2``), ``nd.Pooling`` and ``nd.relu`` / ``sigmoid`` / ``tanh``.
-MXNet has no LSTM-cell operator over Keras' layouts and no Keras Adam, so
-those two are written out with its product and element-wise operators, as
+pad of ``k // 2``), ``nd.Pooling``, ``nd.mean``, ``nd.relu`` / ``sigmoid`` /
+``tanh``, ``nd.LeakyReLU``'s exact GELU, ``nd.LayerNorm``, ``nd.Embedding``
+and ``nd.batch_dot`` with ``nd.softmax`` for attention.  MXNet has no LSTM-
+or GRU-cell operator over Keras' layouts and no Keras Adam, so those are
+written out with its product and element-wise operators, as
 ``native/mxnet/ops.py`` and ``common.py`` do; the loss is ``common``'s
 ``cross_entropy`` (written out too: MXNet 1.9.1's oneDNN ``log_softmax`` is
 3.5e-6 off).
 
 Layout ``oihw`` (``native.layout``'s family): images ``(N, C, H, W)``,
-conv kernels ``(out, in, kh, kw)``,
-dense kernels ``(out, in)`` as ``FullyConnected`` wants them; LSTM kernels
-keep their canonical ``(in, 4u)`` and ``(u, 4u)``.  MXNet's ``nd`` arrays
+conv kernels ``(out, in, kh, kw)`` and ``(out, in, k)``,
+dense kernels ``(out, in)`` as ``FullyConnected`` wants them, attention heads
+``(N, heads, T, key_dim)``; sequences stay ``(N, T, C)``; LSTM and GRU
+kernels keep their canonical ``(in, 4u)``, ``(u, 4u)``, ``(in, 3u)``,
+``(u, 3u)``.  MXNet's ``nd`` arrays
 have no 0-d shape: a scalar (the loss, its cotangent) is ``(1,)``.
 
 The forward pass is ``fn(*operands)`` called imperatively (no hybridize);
@@ -25,6 +29,7 @@ without Keras.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,10 +42,17 @@ from zoo.operators import ADAM
 __all__ = [
     "LAYOUT",
     "adam",
+    "attention",
     "avg_pool",
     "backward",
+    "conv1d",
     "conv2d",
     "dense",
+    "embedding",
+    "gelu",
+    "global_avg_pool",
+    "gru_cell",
+    "layer_norm",
     "lstm_cell",
     "matmul",
     "max_pool",
@@ -58,8 +70,8 @@ LAYOUT = "oihw"
 
 def to_tensor(a: np.ndarray) -> nd.NDArray:
     """``a`` on ``CTX`` in its own float dtype (a scalar as shape ``(1,)``);
-    integer labels as float32, the indices ``nd.pick`` takes (exact below
-    2**24 classes)."""
+    integer labels and token ids as float32, the indices ``nd.pick`` and
+    ``nd.Embedding`` take (exact below 2**24)."""
     if np.issubdtype(a.dtype, np.integer):
         return nd.array(a, ctx=CTX, dtype="float32")
     return nd.array(a.reshape(a.shape or (1,)), ctx=CTX, dtype=a.dtype)
@@ -120,6 +132,27 @@ def conv2d(x: nd.NDArray, w: nd.NDArray, b: nd.NDArray, padding: str) -> nd.NDAr
     return nd.Convolution(x, w, b, kernel=(k, k), num_filter=filters, pad=(pad, pad))
 
 
+def conv1d(x: nd.NDArray, w: nd.NDArray, b: nd.NDArray, padding: str) -> nd.NDArray:
+    """Stride-1 convolution over a sequence plus bias, ``padding`` ``"same"``
+    or ``"valid"``; ``x`` is ``(N, T, C)``, transposed to the ``(N, C, T)``
+    ``nd.Convolution`` takes and back, ``w`` is ``(out, in, k)``."""
+    filters, _, k = w.shape
+    pad = k // 2 if padding == "same" else 0
+    y = nd.Convolution(
+        nd.transpose(x, axes=(0, 2, 1)),
+        w,
+        b,
+        kernel=(k,),
+        num_filter=filters,
+        pad=(pad,),
+    )
+    if padding == "same" and k % 2 == 0:
+        # MXNet pads k // 2 on both sides, one more before than Keras' same:
+        # one more output, first, which Keras' does not have
+        y = nd.slice_axis(y, axis=2, begin=1, end=None)
+    return nd.transpose(y, axes=(0, 2, 1))
+
+
 def _pool(x: nd.NDArray, size: int, kind: str) -> nd.NDArray:
     # ``valid``: the floor of odd sizes, as Keras' padding="valid".
     return nd.Pooling(
@@ -141,6 +174,11 @@ def max_pool(x: nd.NDArray, size: int) -> nd.NDArray:
     return _pool(x, size, "max")
 
 
+def global_avg_pool(x: nd.NDArray) -> nd.NDArray:
+    """The mean over a sequence's steps: ``(N, T, C)`` to ``(N, C)``."""
+    return nd.mean(x, axis=1)
+
+
 def relu(x: nd.NDArray) -> nd.NDArray:
     """``max(x, 0)``."""
     return nd.relu(x)
@@ -154,6 +192,42 @@ def sigmoid(x: nd.NDArray) -> nd.NDArray:
 def tanh(x: nd.NDArray) -> nd.NDArray:
     """``tanh(x)``."""
     return nd.tanh(x)
+
+
+def gelu(x: nd.NDArray) -> nd.NDArray:
+    """``x / 2 * (1 + erf(x / sqrt(2)))``, the exact GELU (``LeakyReLU``'s
+    ``gelu`` is erf's, not the tanh approximation)."""
+    return nd.LeakyReLU(x, act_type="gelu")
+
+
+def layer_norm(
+    x: nd.NDArray, gamma: nd.NDArray, beta: nd.NDArray, epsilon: float
+) -> nd.NDArray:
+    """Each row normalized by its mean and (biased) variance, then scaled by
+    ``gamma`` and shifted by ``beta``."""
+    return nd.LayerNorm(x, gamma, beta, axis=-1, eps=epsilon)
+
+
+def embedding(ids: nd.NDArray, table: nd.NDArray) -> nd.NDArray:
+    """The rows of ``table`` that ``ids`` (float32 indices, ``(N, T)``) name:
+    ``(N, T, dim)``; the table's gradient dense."""
+    vocab, dim = table.shape
+    return nd.Embedding(ids, table, input_dim=vocab, output_dim=dim)
+
+
+def attention(q: nd.NDArray, k: nd.NDArray, v: nd.NDArray) -> nd.NDArray:
+    """``softmax(q k^T / sqrt(key_dim)) v`` per head; each ``(N, heads, T,
+    key_dim)``, the heads folded into ``batch_dot``'s batch."""
+    n, heads, steps, key_dim = q.shape
+
+    def folded(a: nd.NDArray) -> nd.NDArray:
+        return nd.reshape(a, shape=(n * heads, steps, key_dim))
+
+    scores = nd.batch_dot(
+        folded(q) * (1 / math.sqrt(key_dim)), folded(k), transpose_b=True
+    )
+    y = nd.batch_dot(nd.softmax(scores, axis=-1), folded(v))
+    return nd.reshape(y, shape=(n, heads, steps, key_dim))
 
 
 def lstm_cell(  # noqa: PLR0917 (the operands arrive positionally)
@@ -170,6 +244,25 @@ def lstm_cell(  # noqa: PLR0917 (the operands arrive positionally)
     i, f, g, o = nd.split(z, num_outputs=4, axis=1)
     c_new = nd.sigmoid(f) * c + nd.sigmoid(i) * nd.tanh(g)
     return nd.sigmoid(o) * nd.tanh(c_new), c_new
+
+
+def gru_cell(
+    x: nd.NDArray,
+    h: nd.NDArray,
+    kernel: nd.NDArray,
+    recurrent_kernel: nd.NDArray,
+    bias: nd.NDArray,
+) -> nd.NDArray:
+    """``h_new`` of one GRU step; kernels ``(in, 3u)`` and ``(u, 3u)``, gates
+    in Keras' ``z, r, h`` order, the reset gate applied after the recurrent
+    product (``reset_after``); ``bias`` ``(2, 3u)``: input, recurrent."""
+    xs = nd.broadcast_add(nd.dot(x, kernel), bias[0])
+    hs = nd.broadcast_add(nd.dot(h, recurrent_kernel), bias[1])
+    x_z, x_r, x_h = nd.split(xs, num_outputs=3, axis=1)
+    h_z, h_r, h_h = nd.split(hs, num_outputs=3, axis=1)
+    z = nd.sigmoid(x_z + h_z)
+    candidate = nd.tanh(x_h + nd.sigmoid(x_r + h_r) * h_h)
+    return z * h + (1 - z) * candidate
 
 
 def softmax_cross_entropy(logits: nd.NDArray, labels: nd.NDArray) -> nd.NDArray:

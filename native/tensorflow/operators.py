@@ -3,10 +3,12 @@
 
 One function per operator, called as ``zoo.operators`` says: operands in
 ``Operator.inputs`` order, in Keras' layouts (``LAYOUT = "keras"``: images
-``(N, H, W, C)``, conv kernels ``(kh, kw, in, out)``, dense kernels
-``(in, out)``), results in ``Operator.outputs`` order.  Where TensorFlow has
-no single operator (the LSTM cell, Adam) the function writes it out from
-element-wise and product operators, functionally: new tensors, no variables.
+``(N, H, W, C)``, sequences ``(N, T, C)``, conv kernels ``(kh, kw, in, out)``
+and ``(k, in, out)``, dense kernels ``(in, out)``, attention heads ``(N, T,
+heads, key_dim)``), results in ``Operator.outputs`` order.  Where TensorFlow
+has no single operator (attention, the LSTM and GRU cells, Adam) the function
+writes it out from element-wise and product operators, functionally: new
+tensors, no variables.
 
 Everything runs eagerly, no ``tf.function``: the forward pass is
 ``fn(*operands)`` called as it is, and the backward pass (``backward``) a
@@ -16,6 +18,7 @@ gradients.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -102,6 +105,12 @@ def conv2d(x: tf.Tensor, w: tf.Tensor, b: tf.Tensor, padding: str) -> tf.Tensor:
     return tf.nn.bias_add(tf.nn.conv2d(x, w, 1, padding.upper()), b)
 
 
+def conv1d(x: tf.Tensor, w: tf.Tensor, b: tf.Tensor, padding: str) -> tf.Tensor:
+    """Stride-1 convolution over a sequence plus bias, ``padding`` ``"same"``
+    or ``"valid"``; ``x`` is ``(N, T, C)``, ``w`` is ``(k, in, out)``."""
+    return tf.nn.bias_add(tf.nn.conv1d(x, w, 1, padding.upper()), b)
+
+
 def avg_pool(x: tf.Tensor, size: int) -> tf.Tensor:
     """Means of ``size`` x ``size`` windows, stride ``size``, no padding (a
     ragged last row or column is dropped)."""
@@ -111,6 +120,11 @@ def avg_pool(x: tf.Tensor, size: int) -> tf.Tensor:
 def max_pool(x: tf.Tensor, size: int) -> tf.Tensor:
     """Maxima of ``size`` x ``size`` windows, stride ``size``, no padding."""
     return tf.nn.max_pool2d(x, size, size, "VALID")
+
+
+def global_avg_pool(x: tf.Tensor) -> tf.Tensor:
+    """The mean over a sequence's steps: ``(N, T, C)`` to ``(N, C)``."""
+    return tf.reduce_mean(x, axis=1)
 
 
 def relu(x: tf.Tensor) -> tf.Tensor:
@@ -123,6 +137,35 @@ def sigmoid(x: tf.Tensor) -> tf.Tensor:
 
 def tanh(x: tf.Tensor) -> tf.Tensor:
     return tf.math.tanh(x)
+
+
+def gelu(x: tf.Tensor) -> tf.Tensor:
+    """``x / 2 * (1 + erf(x / sqrt(2)))``, the exact GELU."""
+    return tf.nn.gelu(x, approximate=False)
+
+
+def layer_norm(
+    x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, epsilon: float
+) -> tf.Tensor:
+    """Each row normalized by its mean and (biased) variance, then scaled by
+    ``gamma`` and shifted by ``beta``: ``tf.nn.moments`` and
+    ``tf.nn.batch_normalization`` over the last axis."""
+    mean, var = tf.nn.moments(x, axes=[1], keepdims=True)
+    return tf.nn.batch_normalization(x, mean, var, beta, gamma, epsilon)
+
+
+def embedding(ids: tf.Tensor, table: tf.Tensor) -> tf.Tensor:
+    """The rows of ``table`` that ``ids`` (``(N, T)``) name: ``(N, T, dim)``."""
+    return tf.nn.embedding_lookup(table, ids)
+
+
+def attention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor) -> tf.Tensor:
+    """``softmax(q k^T / sqrt(key_dim)) v`` per head; each ``(N, T, heads,
+    key_dim)``, transposed to ``(N, heads, T, key_dim)`` for the products."""
+    heads = [tf.transpose(a, (0, 2, 1, 3)) for a in (q, k, v)]
+    scaled = heads[0] * (1 / math.sqrt(q.shape[-1]))
+    weights = tf.nn.softmax(tf.matmul(scaled, heads[1], transpose_b=True))
+    return tf.transpose(tf.matmul(weights, heads[2]), (0, 2, 1, 3))
 
 
 def lstm_cell(  # noqa: PLR0917 (the operator's positional operands)
@@ -139,6 +182,25 @@ def lstm_cell(  # noqa: PLR0917 (the operator's positional operands)
     i, f, g, o = tf.split(tf.nn.bias_add(z, bias), 4, axis=1)
     c_new = tf.math.sigmoid(f) * c + tf.math.sigmoid(i) * tf.math.tanh(g)
     return tf.math.sigmoid(o) * tf.math.tanh(c_new), c_new
+
+
+def gru_cell(
+    x: tf.Tensor,
+    h: tf.Tensor,
+    kernel: tf.Tensor,
+    recurrent_kernel: tf.Tensor,
+    bias: tf.Tensor,
+) -> tf.Tensor:
+    """One GRU step, ``h_new``, gates in Keras' ``z, r, h`` order, the reset
+    gate applied after the recurrent product (``reset_after``); ``bias`` is
+    ``(2, 3u)``: input and recurrent biases."""
+    xs = tf.nn.bias_add(tf.raw_ops.MatMul(a=x, b=kernel), bias[0])
+    hs = tf.nn.bias_add(tf.raw_ops.MatMul(a=h, b=recurrent_kernel), bias[1])
+    x_z, x_r, x_h = tf.split(xs, 3, axis=1)
+    h_z, h_r, h_h = tf.split(hs, 3, axis=1)
+    z = tf.math.sigmoid(x_z + h_z)
+    candidate = tf.math.tanh(x_h + tf.math.sigmoid(x_r + h_r) * h_h)
+    return z * h + (1 - z) * candidate
 
 
 def softmax_cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:

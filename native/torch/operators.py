@@ -3,16 +3,20 @@
 One function per operator, called ``fn(*operands, **attributes)`` as
 ``zoo.operators`` says, on tensors ``to_tensor`` placed on ``common.DEVICE``.
 Each is the lowest-level public operator a PyTorch user reaches for:
-``torch.matmul``, ``F.linear``, ``F.conv2d`` (padding by name),
-``F.avg_pool2d`` / ``F.max_pool2d``, ``torch.relu`` / ``sigmoid`` / ``tanh``
-and ``F.cross_entropy``.  PyTorch has no LSTM-cell operator over Keras'
-layouts and no Keras Adam, so those two are written out with its product and
-element-wise operators, as ``native/torch/ops.py`` and ``common.py`` do.
+``torch.matmul``, ``F.linear``, ``F.conv2d`` and ``F.conv1d`` (padding by
+name), ``F.avg_pool2d`` / ``F.max_pool2d``, ``torch.mean``, ``torch.relu`` /
+``sigmoid`` / ``tanh``, ``F.gelu``, ``F.layer_norm``, ``F.embedding``,
+``F.scaled_dot_product_attention`` and ``F.cross_entropy``.  PyTorch has no
+LSTM- or GRU-cell operator over Keras' layouts and no Keras Adam, so those
+are written out with its product and element-wise operators, as
+``native/torch/ops.py`` and ``common.py`` do.
 
 Layout ``oihw`` (``native.layout``'s family): images ``(N, C, H, W)``,
-conv kernels ``(out, in, kh, kw)``,
-dense kernels ``(out, in)`` as ``F.linear`` wants them; LSTM kernels keep
-their canonical ``(in, 4u)`` and ``(u, 4u)``.
+conv kernels ``(out, in, kh, kw)`` and ``(out, in, k)``,
+dense kernels ``(out, in)`` as ``F.linear`` wants them, attention heads
+``(N, heads, T, key_dim)``; sequences stay ``(N, T, C)``; LSTM and GRU
+kernels keep their canonical ``(in, 4u)``, ``(u, 4u)``, ``(in, 3u)``,
+``(u, 3u)``.
 
 The forward pass is ``fn(*operands)`` called eagerly (no ``torch.compile``);
 ``backward`` builds the gradient pass once with eager autograd; ``sync``
@@ -34,10 +38,17 @@ from zoo.operators import ADAM
 __all__ = [
     "LAYOUT",
     "adam",
+    "attention",
     "avg_pool",
     "backward",
+    "conv1d",
     "conv2d",
     "dense",
+    "embedding",
+    "gelu",
+    "global_avg_pool",
+    "gru_cell",
+    "layer_norm",
     "lstm_cell",
     "matmul",
     "max_pool",
@@ -54,8 +65,8 @@ LAYOUT = "oihw"
 
 
 def to_tensor(a: np.ndarray) -> torch.Tensor:
-    """``a`` on ``DEVICE`` in its own float dtype; integer labels as int64,
-    the class indices ``F.cross_entropy`` takes."""
+    """``a`` on ``DEVICE`` in its own float dtype; integer labels and token
+    ids as int64, the indices ``F.cross_entropy`` and ``F.embedding`` take."""
     if np.issubdtype(a.dtype, np.integer):
         return torch.tensor(a, dtype=torch.int64, device=DEVICE)
     return torch.tensor(a, device=DEVICE)
@@ -116,6 +127,22 @@ def conv2d(
     return F.conv2d(x, w, b, padding=padding)
 
 
+def conv1d(
+    x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, padding: str
+) -> torch.Tensor:
+    """Stride-1 convolution over a sequence plus bias, ``padding`` ``"same"``
+    (as Keras': an odd pad after) or ``"valid"``; ``x`` is ``(N, T, C)``,
+    viewed as the ``(N, C, T)`` ``F.conv1d`` takes, and ``w`` is ``(out, in,
+    k)``."""
+    channels_first = x.transpose(1, 2)
+    k = w.shape[2]
+    if padding == "same" and k % 2 == 0:
+        # F.conv1d's "same" would pad this copy itself, and warn every call
+        channels_first = F.pad(channels_first, ((k - 1) // 2, k // 2))
+        padding = "valid"
+    return F.conv1d(channels_first, w, b, padding=padding).transpose(1, 2)
+
+
 def avg_pool(x: torch.Tensor, size: int) -> torch.Tensor:
     """``size`` x ``size`` averages, stride ``size``, no padding, floor."""
     return F.avg_pool2d(x, size)
@@ -124,6 +151,11 @@ def avg_pool(x: torch.Tensor, size: int) -> torch.Tensor:
 def max_pool(x: torch.Tensor, size: int) -> torch.Tensor:
     """``size`` x ``size`` maxima, stride ``size``, no padding, floor."""
     return F.max_pool2d(x, size)
+
+
+def global_avg_pool(x: torch.Tensor) -> torch.Tensor:
+    """The mean over a sequence's steps: ``(N, T, C)`` to ``(N, C)``."""
+    return torch.mean(x, dim=1)
 
 
 def relu(x: torch.Tensor) -> torch.Tensor:
@@ -141,6 +173,31 @@ def tanh(x: torch.Tensor) -> torch.Tensor:
     return torch.tanh(x)
 
 
+def gelu(x: torch.Tensor) -> torch.Tensor:
+    """``x / 2 * (1 + erf(x / sqrt(2)))``, the exact GELU."""
+    return F.gelu(x)
+
+
+def layer_norm(
+    x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, epsilon: float
+) -> torch.Tensor:
+    """Each row normalized by its mean and (biased) variance, then scaled by
+    ``gamma`` and shifted by ``beta``."""
+    return F.layer_norm(x, (x.shape[1],), gamma, beta, epsilon)
+
+
+def embedding(ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """The rows of ``table`` that ``ids`` (int64, ``(N, T)``) name: ``(N, T,
+    dim)``; the table's gradient dense."""
+    return F.embedding(ids, table)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``softmax(q k^T / sqrt(key_dim)) v`` per head (the default scale);
+    each ``(N, heads, T, key_dim)``."""
+    return F.scaled_dot_product_attention(q, k, v)
+
+
 def lstm_cell(  # noqa: PLR0917 (the operands arrive positionally)
     x: torch.Tensor,
     h: torch.Tensor,
@@ -155,6 +212,23 @@ def lstm_cell(  # noqa: PLR0917 (the operands arrive positionally)
     i, f, g, o = z.chunk(4, dim=1)
     c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
     return torch.sigmoid(o) * torch.tanh(c_new), c_new
+
+
+def gru_cell(
+    x: torch.Tensor,
+    h: torch.Tensor,
+    kernel: torch.Tensor,
+    recurrent_kernel: torch.Tensor,
+    bias: torch.Tensor,
+) -> torch.Tensor:
+    """``h_new`` of one GRU step; kernels ``(in, 3u)`` and ``(u, 3u)``, gates
+    in Keras' ``z, r, h`` order, the reset gate applied after the recurrent
+    product (``reset_after``); ``bias`` ``(2, 3u)``: input, recurrent."""
+    x_z, x_r, x_h = (torch.matmul(x, kernel) + bias[0]).chunk(3, dim=1)
+    h_z, h_r, h_h = (torch.matmul(h, recurrent_kernel) + bias[1]).chunk(3, dim=1)
+    z = torch.sigmoid(x_z + h_z)
+    candidate = torch.tanh(x_h + torch.sigmoid(x_r + h_r) * h_h)
+    return z * h + (1 - z) * candidate
 
 
 def softmax_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

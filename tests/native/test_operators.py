@@ -42,6 +42,17 @@ CASES = (
     Case("lstm_cell", (1, 7, 5), "batch-1"),
     Case("softmax_cross_entropy", (5, 3), "small"),
     Case("adam", (37, 3), "step-3"),
+    Case("conv1d", (2, 11, 5, 7, 3, 1), "same"),
+    Case("conv1d", (1, 9, 3, 5, 2, 1), "same-even"),  # pads one more after
+    Case("conv1d", (2, 9, 5, 7, 4, 0), "valid"),
+    Case("global_avg_pool", (2, 7, 5), "small"),
+    Case("gelu", (3, 17), "small"),
+    Case("layer_norm", (5, 13), "small"),
+    Case("embedding", (2, 9, 7, 5), "repeated-ids"),
+    Case("attention", (2, 9, 3, 5), "small"),
+    Case("attention", (1, 1, 1, 4), "one-step"),
+    Case("gru_cell", (1, 7, 5), "batch-1"),
+    Case("gru_cell", (3, 4, 6), "small"),
 )
 SCALES = (1e-3, 1.0, 1e3)
 
@@ -128,6 +139,10 @@ def test_each_operator_agrees_with_float64(
         ("conv-padding", Case("conv2d", (1, 9, 7, 3, 5, 3, 1), "same")),
         ("inputs-bfloat16", Case("matmul", (13, 13, 13), "square")),
         ("inputs-bfloat16", Case("lstm_cell", (2, 7, 5), "small")),
+        ("conv-padding", Case("conv1d", (2, 11, 5, 7, 3, 1), "same")),
+        ("layer-norm-epsilon", Case("layer_norm", (5, 13), "small")),
+        ("attention-unscaled", Case("attention", (2, 9, 3, 5), "small")),
+        ("gru-gate-order", Case("gru_cell", (3, 4, 6), "small")),
     ],
     ids=lambda v: v if isinstance(v, str) else v.id,
 )
