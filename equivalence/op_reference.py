@@ -465,7 +465,7 @@ def _gelu_parts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     float64 (correctly rounded to float32 for float32: a float32 erf a few
     ulp off is what the judge's allowance is for)."""
     kind = x.dtype.type
-    erf = _ERF(x.astype(np.float64) / math.sqrt(2)).astype(x.dtype)
+    erf = np.asarray(_ERF(x.astype(np.float64) / math.sqrt(2))).astype(x.dtype)
     cdf = kind(0.5) * (kind(1) + erf)
     pdf = np.exp(-(x * x) / kind(2)) * kind(1 / math.sqrt(2 * math.pi))
     return cdf, pdf

@@ -96,7 +96,10 @@ def _dims(op: str) -> st.SearchStrategy[tuple[int, ...]]:  # noqa: PLR0911
     if op == "global_avg_pool":
         return st.tuples(batch, st.integers(1, 20), channels)
     if op == "layer_norm":
-        return st.tuples(st.integers(1, 16), small)
+        # Over one feature the result is beta whatever x is: float64's
+        # gradients of x and gamma are exactly 0, a path's rounding leaves
+        # tiny ones, which no relative error can weigh.
+        return st.tuples(st.integers(1, 16), st.integers(2, 40))
     if op == "embedding":
         return st.tuples(batch, st.integers(1, 12), st.integers(1, 50), channels)
     if op == "attention":

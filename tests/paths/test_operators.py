@@ -25,12 +25,20 @@ pytestmark = pytest.mark.paths
 
 BACKENDS = ("jax", "tensorflow", "torch")
 # The operators whose Keras and native code differ most: products, the
-# convolution's layouts, the written-out cell, the loss, the update.
+# convolutions' layouts, the written-out cells, the loss, the update, and the
+# transformer's: Keras' fused layer normalization and attention against each
+# framework's own, attention's heads in two layouts, the embedding's
+# gradient a scatter-add.
 OPERATORS = (
     "matmul",
     "conv2d",
+    "conv1d",
     "max_pool",
+    "layer_norm",
+    "embedding",
+    "attention",
     "lstm_cell",
+    "gru_cell",
     "softmax_cross_entropy",
     "adam",
 )
@@ -58,6 +66,7 @@ def test_keras_and_native_operators_agree_with_float64(worker: Worker, op: str) 
     [
         ("gemm-transposed", "matmul", "matmul("),
         ("conv-padding", "conv2d", "conv2d("),
+        ("attention-unscaled", "attention", "attention("),
     ],
 )
 def test_a_faulty_operator_is_found_and_shrunk(
