@@ -640,7 +640,9 @@ class Checker:
             spec, case.seed, case.batch_size, max(case.steps, 1), input_shape=shape
         )
         data = self.work / "batches.npz"
-        batches = {"x": x * np.float32(case.input_scale), "y": y}
+        # Token ids are ids at any scale: only float inputs are scaled.
+        scaled = x if spec.tokens else x * np.float32(case.input_scale)
+        batches = {"x": scaled, "y": y}
         save_npz(data, batches)
         self._batches_digest = digest(batches)
         for key in [k for k in self._answers if k[1] != self._batches_digest]:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zoo.specs import get_spec
+from zoo.specs import ZERO_GRADIENT_ROLES, get_spec
 
 TOLERANCES: dict[str, float] = {"logits": 1e-5, "loss": 1e-5, "grad": 1e-4}
 # Trajectories: after training step t the loss and every parameter may differ
@@ -60,14 +60,15 @@ def tolerance(quantity: str) -> float:
     return TOLERANCES["grad" if quantity.startswith(GRAD_PREFIX) else quantity]
 
 
-def relative_error(a: np.ndarray, b: np.ndarray) -> float:
-    """Normwise relative error; ``inf`` for shape mismatches or non-finite values."""
+def relative_error(a: np.ndarray, b: np.ndarray, floor: float = 0.0) -> float:
+    """Normwise relative error, relative to the larger norm or ``floor``;
+    ``inf`` for shape mismatches or non-finite values."""
     a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
     if a64.shape != b64.shape:
         return math.inf
     if not (np.isfinite(a64).all() and np.isfinite(b64).all()):
         return math.inf
-    scale = max(float(np.linalg.norm(a64)), float(np.linalg.norm(b64)))
+    scale = max(float(np.linalg.norm(a64)), float(np.linalg.norm(b64)), floor)
     if scale == 0.0:
         return 0.0
     return float(np.linalg.norm(a64 - b64)) / scale
@@ -110,10 +111,35 @@ class PairResult:
 def quantity_error(
     a_arrays: Mapping[str, np.ndarray], b_arrays: Mapping[str, np.ndarray], key: str
 ) -> float:
-    """``relative_error`` of ``key`` on both sides; ``inf`` if a side lacks it."""
+    """``relative_error`` of ``key`` on both sides; ``inf`` if a side lacks it.
+
+    The gradient of a parameter whose gradient is zero in exact arithmetic
+    (``zoo.specs.ZERO_GRADIENT_ROLES``: an attention layer's key bias) is
+    rounding noise in every computation, float64's too, and noise against
+    noise is ~100% off: it is measured relative to the gradient of its
+    layer's partner parameter instead, so a wrong computation that gives it
+    a real gradient still shows."""
     if key not in a_arrays or key not in b_arrays:
         return math.inf
+    partner = _scale_partner(key)
+    if partner in a_arrays and partner in b_arrays:
+        floor = max(
+            float(np.linalg.norm(np.asarray(a_arrays[partner], np.float64))),
+            float(np.linalg.norm(np.asarray(b_arrays[partner], np.float64))),
+        )
+        return relative_error(a_arrays[key], b_arrays[key], floor)
     return relative_error(a_arrays[key], b_arrays[key])
+
+
+def _scale_partner(key: str) -> str:
+    """``grad:<layer>/<partner role>`` for a gradient ``grad:<layer>/<role>``
+    of a role in ``ZERO_GRADIENT_ROLES``, else ``""`` (layer names hold no
+    ``/``: ``zoo.specs``)."""
+    name = key.removeprefix("grad:")
+    layer, _, role = name.partition("/")
+    if name == key or role not in ZERO_GRADIENT_ROLES:
+        return ""
+    return f"grad:{layer}/{ZERO_GRADIENT_ROLES[role]}"
 
 
 def compare(

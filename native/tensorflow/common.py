@@ -78,7 +78,11 @@ def _taped(
     with tf.GradientTape() as tape:
         logits = apply(params, x)
         loss = cross_entropy(logits, y)
-    return logits, loss, tape.gradient(loss, params)
+    grads = tape.gradient(loss, params)
+    # An embedding's gradient comes as IndexedSlices (the rows the batch
+    # used): made dense, as it is compared and as Keras' Adam applies it
+    # (every row's moments decay each step).
+    return logits, loss, {k: tf.convert_to_tensor(g) for k, g in grads.items()}
 
 
 def _for_mode(function: Callable[..., Any], mode: str) -> Callable[..., Any]:
