@@ -21,8 +21,18 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from equivalence import op_reference as ref
+from harness.ops.measure import OPS_PROFILES
 from tests.conftest import draws
-from zoo.operators import ADAM, INTEGER_ROLES, OPERATORS, Case, make_operands
+from zoo.operators import (
+    ADAM,
+    INTEGER_ROLES,
+    OPERATORS,
+    Case,
+    make_operands,
+    model_cases,
+    timed_cases,
+)
+from zoo.specs import MODELS, VARIANTS
 
 Arrays = dict[str, np.ndarray]
 Forward = Callable[..., dict[str, np.ndarray]]
@@ -947,3 +957,39 @@ def test_adam_check_catches_an_off_by_one_step() -> None:
 
     assert adam_mismatch(Case("adam", (6, 1), "formula"), 0, forward=late) > 1e-3
     assert adam_mismatch(Case("adam", (6, 7), "formula"), 0, forward=late) > 1e-3
+
+
+# --- the cases a profile times -----------------------------------------------------
+
+
+def test_the_transformers_layers_become_cases_at_its_own_shapes() -> None:
+    """Sequences become rows (``batch * T``), attention its projections and
+    its core, GELU activations element-wise cases; adds leave none."""
+    found = {(c.op, c.dims) for c in model_cases(MODELS["transformer"], 2)}
+    assert found == {
+        ("embedding", (2, 128, 10_000, 64)),
+        ("conv1d", (2, 128, 64, 64, 3, 1)),
+        ("gelu", (256, 64)),
+        ("dense", (256, 64, 64)),
+        ("attention", (2, 128, 4, 16)),
+        ("layer_norm", (256, 64)),
+        ("dense", (256, 64, 128)),
+        ("gelu", (256, 128)),
+        ("dense", (256, 128, 64)),
+        ("global_avg_pool", (2, 128, 64)),
+        ("dense", (2, 64, 2)),
+        ("softmax_cross_entropy", (2, 2)),
+    }
+
+
+def test_layers_no_operator_expresses_are_left_out() -> None:
+    """Strided convolutions and pools that pad are no stride-1 operator's
+    cases; the rest of the model still is."""
+    ops = [c.op for c in model_cases(VARIANTS["strided-cnn"], 2)]
+    assert ops == ["conv2d", "dense", "dense", "softmax_cross_entropy"]
+
+
+@pytest.mark.parametrize("profile", list(OPS_PROFILES))
+def test_every_timed_case_fits_its_operator(profile: str) -> None:
+    for case in timed_cases(OPS_PROFILES[profile].sweep):
+        case.named  # noqa: B018 (raises for dims that do not fit)

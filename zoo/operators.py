@@ -513,7 +513,7 @@ def _rows_cols(elements: int) -> tuple[int, int]:
     return max(1, elements // cols), cols
 
 
-def _model_cases(spec: ModelSpec, batch: int) -> Iterator[Case]:
+def model_cases(spec: ModelSpec, batch: int) -> Iterator[Case]:
     """The model's layers as operator cases at ``batch``, at the shapes
     ``zoo.specs.layer_shapes`` gives them: dense layers (on a sequence, one
     row per step: ``batch * T`` rows), convolutions, pools, the LSTM's and
@@ -587,7 +587,7 @@ def timed_cases(sweep: Sweep, ops: tuple[str, ...] | None = None) -> list[Case]:
     for op in ("relu", "sigmoid", "tanh", "gelu"):
         found += [Case(op, _rows_cols(e), f"elements-{e}") for e in sweep.elements]
     for name in sweep.models:
-        found += list(_model_cases(MODELS[name], sweep.model_batch))
+        found += list(model_cases(MODELS[name], sweep.model_batch))
     lstm = MODELS["lstm"]
     features, units = lstm.input_shape[1], lstm.layers[0].size
     # the GRU cell at the LSTM's shapes: the two recurrent cells side by side

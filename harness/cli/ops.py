@@ -33,7 +33,8 @@ def add(commands: Commands) -> None:
         "--fault",
         default=None,
         help="inject a deliberate operator fault into the native paths, to see "
-        "the checks catch it (gemm-transposed, conv-padding, inputs-bfloat16)",
+        "the checks catch it (gemm-transposed, conv-padding, inputs-bfloat16, "
+        "layer-norm-epsilon, attention-unscaled, gru-gate-order)",
     )
     ops_p.add_argument(
         "--render",

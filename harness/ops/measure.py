@@ -107,7 +107,9 @@ OPS_PROFILES = {
                 elements=(64, 2**14),
                 batches=(1,),
                 model_batch=4,
-                models=("ffn", "lenet", "lstm"),
+                # the transformer at batch 4: every operator of its layers,
+                # at its 128 tokens, for little time
+                models=("ffn", "lenet", "lstm", "transformer"),
             ),
             processes=1,
             examples=3,
@@ -115,11 +117,20 @@ OPS_PROFILES = {
             min_blocks=3,
             peak_size=1024,
         ),
-        # square GEMMs to 2048 (4096 is in `large`), the models at batch 32
+        # square GEMMs to 2048 (4096 is in `large`), the four models at batch
+        # 32; the transformer's layers in `smoke` and `large` only: at batch
+        # 32 they would add an estimated 3 to 4 minutes to this profile's 11
+        # (eleven cases, five more operators searched; from a smoke run of
+        # them), while GELU (over the element sweep) and the GRU cell (at the
+        # LSTM's shapes) are timed here too
         OpsProfile("default", Sweep(gemm=(64, 128, 256, 512, 1024, 2048))),
         OpsProfile(
             "large",
-            Sweep(model_batch=128, batches=(1, 16, 256, 4096)),
+            Sweep(
+                model_batch=128,
+                batches=(1, 16, 256, 4096),
+                models=(*Sweep().models, "transformer"),
+            ),
             processes=3,
             examples=25,
             window_s=1.0,
