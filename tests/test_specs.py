@@ -30,6 +30,22 @@ def _count(name: str) -> int:
         ("lenet", 156 + 880 + 48_120 + 10_164 + 850),
         # 4u(F+u)+4u with u=128, F=50, then 128*2+2
         ("lstm", 4 * 128 * (50 + 128) + 4 * 128 + 258),
+        # embeddings 10000*64; position conv 3*64*64+64; per block: q, k, v
+        # and output 4*(64*64+64), two norms 2*128, ffn 64*128+128+128*64+64;
+        # logits 64*2+2
+        (
+            "transformer",
+            10_000 * 64
+            + 3 * 64 * 64
+            + 64
+            + 2 * (4 * (64 * 64 + 64) + 2 * 128 + 64 * 128 + 128 + 128 * 64 + 64)
+            + 130,
+        ),
+        # GRU 3u(F+u) + 2*3u: u=8 on the 8 filters, then u=6 on 8
+        (
+            "conv1d-gru",
+            3 * 6 * 8 + 8 + 2 * 8 * 8 + 8 + 24 * 16 + 48 + 18 * 14 + 36 + 12 + 14,
+        ),
     ],
 )
 def test_parameter_counts_match_hand_counts(name: str, expected: int) -> None:
@@ -68,7 +84,7 @@ def test_lenet_flatten_feeds_400_features_in_hwc() -> None:
 
 def test_unknown_model_lists_the_known_ones() -> None:
     with pytest.raises(
-        ValueError, match="known models: ffn, lenet, lstm, stacked-lstm"
+        ValueError, match="known models: conv1d-gru, ffn, gap-cnn, lenet, lstm"
     ):
         get_spec("resnet")
 
@@ -83,6 +99,7 @@ def test_workloads_follow_the_issue() -> None:
         "lenet": ("adam", 0.001, 200),
         "vgg16": ("adam", 0.01, 128),
         "lstm": ("adam", 0.01, 128),
+        "transformer": ("adam", 0.001, 32),
     }
 
 
@@ -180,14 +197,31 @@ def test_sequences_keep_their_steps_and_flatten_without_permutation() -> None:
 @pytest.mark.parametrize(
     ("layers", "message"),
     [
-        ((Layer("d", "dense", 10, activation="gelu"),), "activation 'gelu'; known"),
+        ((Layer("d", "dense", 10, activation="swish"),), "activation 'swish'; known"),
         ((Layer("d", "dense", 10, padding="full"),), "padding 'full'"),
         ((Layer("f", "flatten", activation="relu"),), "flatten layer 'f' takes no"),
         ((Layer("l", "lstm", 4), Layer("d", "dense", 10)), "needs a sequence"),
         ((Layer("c", "conv2d", 4, 3), Layer("d", "dense", 10)), "needs images"),
         ((Layer("d", "dense", 10), Layer("d", "dense", 10)), "names a layer twice"),
         ((Layer("d", "dense", 1),), "at least 2"),
-        ((Layer("e", "embedding", 4),), "unknown kind 'embedding'"),
+        ((Layer("e", "rnn", 4),), "unknown kind 'rnn'"),
+        ((Layer("d", "dense", 10, heads=2),), "dense layer 'd' takes no heads"),
+        ((Layer("d", "dense", 8), Layer("e", "embedding", 4, vocab=9)), "first"),
+        ((Layer("e", "embedding", 4),), "vocabulary of at least 2"),
+        ((Layer("a", "attention", 4),), "at least one head"),
+        ((Layer("d", "dense", 10, inputs=("x",)),), "takes x, which no earlier"),
+        ((Layer("d", "dense", 10), Layer("a", "add", inputs=("d",))), "sums two"),
+        (
+            (
+                Layer("a", "dense", 12),
+                Layer("b", "dense", 10),
+                Layer("s", "add", inputs=("a", "b")),
+            ),
+            "must have one shape",
+        ),
+        ((Layer("n", "layer_norm", epsilon=1.5), Layer("d", "dense", 2)), "epsilon"),
+        ((Layer("g", "gru", 4),), "needs a sequence"),
+        ((Layer("c", "conv1d", 4, 3),), "needs a sequence"),
     ],
 )
 def test_bad_layers_are_refused_in_one_sentence(
@@ -201,3 +235,32 @@ def test_bad_layers_are_refused_in_one_sentence(
 def test_a_window_larger_than_its_input_is_refused() -> None:
     with pytest.raises(ValueError, match="does not fit"):
         output_shape(Layer("c", "conv2d", 4, 5), (3, 3, 1))
+
+
+def test_the_transformer_is_a_graph_of_keras_layers() -> None:
+    spec = get_spec("transformer")
+    shapes = dict(zip(spec.tapped_layers(), (o for _, o in layer_shapes(spec))))
+    assert shapes["embed"] == (128, 64)
+    assert shapes["block2_norm2"] == (128, 64)
+    assert shapes["pool"] == (64,)
+    assert spec.tokens == 10_000
+    assert spec.sources("block1_add1") == ("encode", "block1_attention")
+    assert spec.sources("block1_norm1") == ("block1_add1",)
+    assert spec.param("block1_attention/query/kernel").shape == (64, 4, 16)
+    assert spec.param("block1_attention/attention_output/kernel").shape == (4, 16, 64)
+    assert spec.param("embed/embeddings").kind == "embedding"
+
+
+def test_one_dimensional_windows_by_hand() -> None:
+    shapes = [out for _, out in layer_shapes(get_spec("conv1d-gru"))]
+    assert shapes == [
+        (10, 8),  # 3-wide stride 2 'same' on 20: ceil(20/2)
+        (10, 8),  # 2-wide stride 1 'same' pool
+        (10, 8),  # 2-wide 'same' convolution, padded (0, 1)
+        (10, 8),  # 2-wide stride 1 'same' average
+        (10, 8),  # every step's state
+        (6,),  # the last state
+        (6,),
+        (2,),
+    ]
+    assert get_spec("conv1d-gru").param("gru1/bias").shape == (2, 24)

@@ -24,6 +24,19 @@ Conventions
   apart: under the 2-FLOPs-per-MAC rule it is the extra adds of one matmul over
   the concatenated ``[x, h]``.  Times ``T`` steps, whether the next layer
   takes the last hidden state or every one (``return_sequences``).
+- gelu, per output element: 5 (``x / sqrt(2)``, erf, ``+ 1``, times ``x``,
+  times 1/2).
+- conv1d: ``2*k*cin*cout*Tout`` + ``cout*Tout`` (bias) + the activation;
+  avg_pool1d, max_pool1d: ``k`` per output; global_avg_pool: one add per
+  input element and one division per output; embedding: 0 (a gather).
+- gru, per time step: ``2*F*3u + 2*u*3u`` (projections) + ``6u`` (the input
+  and the recurrent bias) + ``11u`` gate work (``GRU_GATE_FLOPS_PER_UNIT``).
+- layer_norm: 7 per element (``LAYER_NORM_FLOPS_PER_ELEMENT``).
+- attention over ``T`` steps of width ``F``, ``w = heads*key_dim``: the four
+  projections ``3*2*T*F*w + 2*T*w*F`` and the two products of every query
+  with every key ``2*2*T*T*w`` count as matmul; their biases, the query's
+  scaling and the softmax (3 per score, ``heads*T*T`` scores) as elementwise.
+  add: one per output element for each input after the first.
 - Forward is per sample times the batch size.
 - Backward is 2x forward for the matmul and conv terms (one product for the
   gradient with respect to the inputs, one for the weights; the usual
@@ -37,7 +50,7 @@ Conventions
   (scale, subtract), Adam 12 (two moment updates, bias corrections, square
   root, division, update).
 
-Per-sample counts of the four models (forward is ``forward_flops(spec, 1)``;
+Per-sample counts of the reference models (forward is ``forward_flops(spec, 1)``;
 train is ``train_flops(spec, b) / b`` at the workload's batch size ``b``,
 optimizer included, so it sits near 3x forward):
 
@@ -48,7 +61,10 @@ ffn    0.000219       0.000658           128        sgd
 lenet  0.000479       0.001425           200        adam
 vgg16  0.628132       1.885145           128        adam
 lstm   0.045985       0.137546           128        adam
+trans  0.029328       0.087237           32         adam
 =====  =============  =================  =========  =========
+
+(``trans``: the transformer, 128 tokens.)
 
 VGG16 here is the CIFAR-10 variant (32x32x3, 13 'same' 3x3 convolutions,
 512-512-10 head): 313,725,952 MACs, i.e. ~0.31 GMAC or ~0.63 GFLOP per sample.
@@ -59,15 +75,31 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from zoo.specs import ModelSpec, layer_shapes
+from zoo.specs import Layer, ModelSpec, layer_shapes
 
 # FLOPs per parameter for one update; see the module docstring.
 OPTIMIZER_FLOPS_PER_PARAM = {"sgd": 2, "adam": 12}
 LOSS_FLOPS_PER_LOGIT = 5
 # 3 sigmoids + 2 tanh + 3 multiplications + 1 add, per unit and time step.
 LSTM_GATE_FLOPS_PER_UNIT = 9
-# Per output element of a layer with that activation (None: linear).
-ACTIVATION_FLOPS = {None: 0, "relu": 1, "tanh": 1, "sigmoid": 1, "softmax": 3}
+# Per unit and time step of Keras' GRU: the sums of the z and r gates'
+# halves, their sigmoids, r times the recurrent candidate, its sum and tanh,
+# z * h, 1 - z, its product and the final sum.
+GRU_GATE_FLOPS_PER_UNIT = 11
+# Per element of a layer normalization: the mean's sum, the centring, the
+# square and its sum, the scaling by 1 / sqrt(variance + epsilon), gamma, beta.
+LAYER_NORM_FLOPS_PER_ELEMENT = 7
+# Per output element of a layer with that activation (None: linear); a
+# transcendental function counts one, as in tanh; gelu is x / sqrt(2), erf,
+# + 1, times x, times 1/2.
+ACTIVATION_FLOPS = {
+    None: 0,
+    "relu": 1,
+    "tanh": 1,
+    "sigmoid": 1,
+    "softmax": 3,
+    "gelu": 5,
+}
 PHASES = ("train", "infer")
 
 
@@ -122,12 +154,48 @@ def layer_flops(
             matmul = steps * (2 * features * 4 * u + 2 * u * 4 * u)
             elementwise = steps * (4 * u + LSTM_GATE_FLOPS_PER_UNIT * u)
         else:
-            raise ValueError(
-                f"layer {layer.name!r} of {spec.name} has kind {layer.kind!r}, "
-                "which harness.core.flops cannot count; add a rule for it."
-            )
+            matmul, elementwise = _newer_kind(spec, layer, shape, out)
+            elementwise += activation
         counts.append(LayerFlops(layer.name, layer.kind, matmul, elementwise))
     return tuple(counts)
+
+
+def _newer_kind(
+    spec: ModelSpec, layer: Layer, shape: tuple[int, ...], out: tuple[int, ...]
+) -> tuple[int, int]:
+    """``(matmul, elementwise)`` of one sample through a layer of the kinds
+    after the first four models', its activation left out."""
+    outputs, inputs = math.prod(out), math.prod(shape)
+    if layer.kind == "embedding":
+        return 0, 0  # a gather: memory traffic, no arithmetic
+    if layer.kind == "conv1d":
+        return 2 * layer.kernel * shape[-1] * outputs, outputs
+    if layer.kind in ("avg_pool1d", "max_pool1d"):
+        return 0, outputs * layer.size
+    if layer.kind == "global_avg_pool":
+        return 0, inputs + outputs  # the sums, then one division each
+    if layer.kind == "gru":
+        steps, features = shape
+        u = layer.size
+        matmul = steps * (2 * features * 3 * u + 2 * u * 3 * u)
+        return matmul, steps * (2 * 3 * u + GRU_GATE_FLOPS_PER_UNIT * u)
+    if layer.kind == "layer_norm":
+        return 0, LAYER_NORM_FLOPS_PER_ELEMENT * inputs
+    if layer.kind == "attention":
+        steps, features = shape
+        width = layer.heads * layer.size  # all heads' key_dim together
+        projections = 3 * 2 * steps * features * width + 2 * steps * width * features
+        mixing = 2 * (2 * steps * steps * width)  # q . k, then weights . v
+        # biases of q, k, v and the output; the query's scaling; softmax
+        biases = 3 * steps * width + steps * features
+        softmax = ACTIVATION_FLOPS["softmax"] * layer.heads * steps * steps
+        return projections + mixing, biases + steps * width + softmax
+    if layer.kind == "add":
+        return 0, (len(layer.inputs) - 1) * outputs
+    raise ValueError(
+        f"layer {layer.name!r} of {spec.name} has kind {layer.kind!r}, "
+        "which harness.core.flops cannot count; add a rule for it."
+    )
 
 
 def _check_batch(batch_size: int) -> None:
