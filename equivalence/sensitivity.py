@@ -27,6 +27,13 @@ FAULT_CASES: dict[str, Case] = {
     "valid-padding": Case("vgg16", 0, 2),
     "activation-swapped": Case("strided-cnn", 0, 4),
     "same-padding-symmetric": Case("strided-cnn", 0, 4),
+    "attention-heads-interleaved": Case("transformer-tiny", 0, 4),
+    "attention-unscaled": Case("transformer-tiny", 0, 4),
+    "gru-gates-swapped": Case("conv1d-gru", 0, 4),
+    "layer-norm-epsilon": Case("transformer-tiny", 0, 4),
+    "gelu-tanh": Case("transformer-tiny", 0, 4),
+    "embedding-off-by-one": Case("transformer-tiny", 0, 4),
+    "conv1d-kernel-flipped": Case("conv1d-gru", 0, 4),
     "adam-eps-inside-sqrt": Case("lenet", 0, 4, steps=1),
 }
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from native.layout import param_to_canonical
 from zoo.specs import (
+    GELU_TANH,
     SYMMETRIC,
     Layer,
     ModelSpec,
@@ -190,6 +191,91 @@ def _symmetric_padding(
     return _with_layers(spec, layers), dict(weights)
 
 
+def _heads_interleaved(a: np.ndarray, p: Param) -> np.ndarray:
+    # A projection (F, heads * key_dim) split into heads as (key_dim, heads):
+    # what a hand-written reshape gets wrong when it takes heads innermost.
+    features, heads, key_dim = a.shape
+    return np.ascontiguousarray(a.reshape(features, key_dim, heads).transpose(0, 2, 1))
+
+
+def _gru_zr_swapped(a: np.ndarray, p: Param) -> np.ndarray:
+    # PyTorch's nn.GRU keeps its gates as r, z, n; read as Keras' z, r, h.
+    z, r, h = np.split(a, 3, axis=-1)
+    return np.ascontiguousarray(np.concatenate([r, z, h], axis=-1))
+
+
+def _ids_off_by_one(a: np.ndarray, p: Param) -> np.ndarray:
+    # Token id t looks up row t + 1: a table indexed as if ids started at 0
+    # where they start at 1 (or the padding row forgotten).
+    return np.ascontiguousarray(np.roll(a, -1, axis=0))
+
+
+def _kernel_flipped(a: np.ndarray, p: Param) -> np.ndarray:
+    # A true convolution (the kernel reversed in time, as np.convolve has it)
+    # where Keras, like every framework, computes a correlation.
+    return np.ascontiguousarray(a[::-1])
+
+
+def _first_attention(spec: ModelSpec) -> str:
+    return next(layer.name for layer in spec.layers if layer.kind == "attention")
+
+
+def _attention_unscaled(
+    spec: ModelSpec, weights: Mapping[str, np.ndarray]
+) -> tuple[ModelSpec, Weights]:
+    # Scores q . k without Keras' 1 / sqrt(key_dim): what the correct pass
+    # computes from a query projection sqrt(key_dim) times larger.
+    wrong = _first_attention(spec)
+    factor = np.float32(np.sqrt(spec.layer(wrong).size))
+    query = (f"{wrong}/query/kernel", f"{wrong}/query/bias")
+    return spec, {
+        name: a * factor if name in query else a for name, a in weights.items()
+    }
+
+
+# PyTorch's nn.LayerNorm default, where Keras' LayerNormalization has 1e-3.
+TORCH_LAYER_NORM_EPSILON = 1e-5
+
+
+def _first_keras_epsilon(spec: ModelSpec) -> str:
+    return next(
+        layer.name
+        for layer in spec.layers
+        if layer.kind == "layer_norm" and layer.norm_epsilon != TORCH_LAYER_NORM_EPSILON
+    )
+
+
+def _layer_norm_epsilon(
+    spec: ModelSpec, weights: Mapping[str, np.ndarray]
+) -> tuple[ModelSpec, Weights]:
+    wrong = _first_keras_epsilon(spec)
+    layers = tuple(
+        dataclasses.replace(layer, epsilon=TORCH_LAYER_NORM_EPSILON)
+        if layer.name == wrong
+        else layer
+        for layer in spec.layers
+    )
+    return _with_layers(spec, layers), dict(weights)
+
+
+def _last_gelu(spec: ModelSpec) -> str:
+    """The last GELU layer: a feed-forward one after a normalization, whose
+    inputs are of unit size, where the approximation is 1e-3 off (on the
+    small embeddings the position convolution sees it is exact to float32)."""
+    return [layer.name for layer in spec.layers if layer.activation == "gelu"][-1]
+
+
+def _gelu_tanh(
+    spec: ModelSpec, weights: Mapping[str, np.ndarray]
+) -> tuple[ModelSpec, Weights]:
+    wrong = _last_gelu(spec)
+    layers = tuple(
+        dataclasses.replace(layer, activation=GELU_TANH) if layer.name == wrong else layer
+        for layer in spec.layers
+    )
+    return _with_layers(spec, layers), dict(weights)
+
+
 def _adam_eps_inside_sqrt(
     spec: ModelSpec, weights: Mapping[str, np.ndarray]
 ) -> tuple[ModelSpec, Weights]:
@@ -251,6 +337,64 @@ FAULTS: dict[str, Fault] = {
             lambda s: any(_asymmetric_same(layer, s) for layer in s.layers),
             lambda s: Location("forward", _first_asymmetric_same(s)),
             _symmetric_padding,
+        ),
+        Fault(
+            "attention-heads-interleaved",
+            "attention's query, key and value kernels split into heads as "
+            "(key_dim, heads), not (heads, key_dim)",
+            lambda s: bool(_params_of(s, "attention_kernel")),
+            lambda s: _first_layer(s, "attention_kernel"),
+            _corrupt("attention_kernel", _heads_interleaved),
+        ),
+        Fault(
+            "attention-unscaled",
+            "attention scores q . k without the 1 / sqrt(key_dim) scaling",
+            lambda s: any(layer.kind == "attention" for layer in s.layers),
+            lambda s: Location("forward", _first_attention(s)),
+            _attention_unscaled,
+        ),
+        Fault(
+            "gru-gates-swapped",
+            "GRU input kernel loaded in PyTorch's gate order (r, z) for Keras' "
+            "(z, r)",
+            lambda s: bool(_params_of(s, "gru_kernel")),
+            lambda s: _first_layer(s, "gru_kernel"),
+            _corrupt("gru_kernel", _gru_zr_swapped),
+        ),
+        Fault(
+            "layer-norm-epsilon",
+            "layer normalization with PyTorch's default epsilon 1e-5 for Keras' "
+            "1e-3",
+            lambda s: any(
+                layer.kind == "layer_norm"
+                and layer.norm_epsilon != TORCH_LAYER_NORM_EPSILON
+                for layer in s.layers
+            ),
+            lambda s: Location("forward", _first_keras_epsilon(s)),
+            _layer_norm_epsilon,
+        ),
+        Fault(
+            "gelu-tanh",
+            "the last GELU by its tanh approximation (jax.nn.gelu's default), "
+            "not Keras' exact erf",
+            lambda s: any(layer.activation == "gelu" for layer in s.layers),
+            lambda s: Location("forward", _last_gelu(s)),
+            _gelu_tanh,
+        ),
+        Fault(
+            "embedding-off-by-one",
+            "token id t looks up the embedding row of t + 1",
+            lambda s: bool(_params_of(s, "embedding")),
+            lambda s: _first_layer(s, "embedding"),
+            _corrupt("embedding", _ids_off_by_one),
+        ),
+        Fault(
+            "conv1d-kernel-flipped",
+            "1-D convolution kernels reversed in time (a true convolution for "
+            "Keras' correlation)",
+            lambda s: bool(_params_of(s, "conv1d")),
+            lambda s: _first_layer(s, "conv1d"),
+            _corrupt("conv1d", _kernel_flipped),
         ),
         Fault(
             "adam-eps-inside-sqrt",

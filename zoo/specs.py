@@ -119,6 +119,10 @@ OPTIMIZERS = ("sgd", "adam")
 # hand-written PyTorch ``padding=k // 2`` gives.  Only the deliberate fault
 # ``same-padding-symmetric`` (``native.faults``) sets it.
 SYMMETRIC = "symmetric"
+# An activation no Keras layer has: GELU by its tanh approximation
+# (``jax.nn.gelu``'s default), which only the deliberate fault ``gelu-tanh``
+# sets; every framework's ops.py computes it as written there.
+GELU_TANH = "gelu_tanh"
 
 
 @dataclass(frozen=True)

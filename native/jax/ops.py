@@ -302,6 +302,13 @@ def gelu(h: jax.Array) -> jax.Array:
 
 
 @jax.jit
+def gelu_tanh(h: jax.Array) -> jax.Array:
+    """GELU by its tanh approximation: only the fault ``gelu-tanh`` asks."""
+    inner = jnp.sqrt(jnp.asarray(2 / jnp.pi, h.dtype)) * (h + 0.044715 * h**3)
+    return 0.5 * h * (1 + jnp.tanh(inner))
+
+
+@jax.jit
 def relu(h: jax.Array) -> jax.Array:
     return jnp.maximum(h, 0)
 

@@ -14,6 +14,7 @@ for is given as numbers (``zoo.specs.padding_of``).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import tensorflow as tf
@@ -187,6 +188,12 @@ def add(h: tuple[tf.Tensor, ...], params: Params, spec: ModelSpec, name: str) ->
 def gelu(h: tf.Tensor) -> tf.Tensor:
     """Keras' default GELU, the exact one: ``h / 2 * (1 + erf(h / sqrt(2)))``."""
     return 0.5 * h * (1 + tf.math.erf(h / tf.sqrt(tf.constant(2, h.dtype))))
+
+
+def gelu_tanh(h: tf.Tensor) -> tf.Tensor:
+    """GELU by its tanh approximation: only the fault ``gelu-tanh`` asks."""
+    inner = math.sqrt(2 / math.pi) * (h + 0.044715 * h**3)
+    return 0.5 * h * (1 + tf.tanh(inner))
 
 
 def relu(h: tf.Tensor) -> tf.Tensor:
