@@ -9,15 +9,25 @@ architecture alone decides comes before Keras deserializes anything:
 - a file that is not a Keras archive (a zip with ``config.json`` and
   ``model.weights.h5``), is larger than ``MAX_BYTES``, or whose members
   would unpack to more than that (a zip bomb): one sentence;
-- a layer outside ``SUPPORTED`` (a ``Lambda``, a custom class, an
-  ``Embedding``), an option the spec cannot express (dilation, groups, no
-  bias, dropout, a regularizer or constraint, channels-first), a shared
-  layer (called twice), a branch (a layer whose input is not the previous
-  layer's output), a model inside the model, several inputs or outputs:
-  one sentence naming the layer and what is supported.
+- a layer outside ``SUPPORTED`` (a ``Lambda``, a custom class), an option
+  the spec cannot express (dilation, groups, no bias, dropout, a mask, a
+  regularizer or constraint, channels-first, a GRU without
+  ``reset_after``, a layer normalization over another axis, attention that
+  is not self-attention or has options of its own), a shared layer (called
+  twice), a layer other than the first that takes the model's input, a model
+  inside the model, several inputs or outputs: one sentence naming the layer
+  and what is supported.
+
+A functional model is read from each layer's inbound node: a layer that
+takes the previous layer's output is written plainly, one that takes an
+earlier layer's names it in ``inputs`` (``Add`` always names the two or more
+it sums).  A ``Dropout`` of rate 0 is the identity and is left out (a layer
+that takes it takes what it took); any other rate is refused, because the
+random mask it draws in training is no two paths' alike.
 
 Then ``keras.saving.load_model(..., safe_mode=True, compile=False)`` loads
-the file and each parameter is read by layer and variable name, the way
+the file and each parameter is read by layer and variable path (an
+attention layer's ``query/kernel``), else name, the way
 ``zoo.keras_models.variable`` assigns them.
 """
 
@@ -39,60 +49,112 @@ MAX_CONFIG_BYTES = 16 << 20
 SUPPORTED = {
     "Dense": "dense",
     "Conv2D": "conv2d",
+    "Conv1D": "conv1d",
     "MaxPooling2D": "max_pool",
     "AveragePooling2D": "avg_pool",
+    "MaxPooling1D": "max_pool1d",
+    "AveragePooling1D": "avg_pool1d",
+    "GlobalAveragePooling1D": "global_avg_pool",
+    "GlobalAveragePooling2D": "global_avg_pool",
     "Flatten": "flatten",
     "LSTM": "lstm",
+    "GRU": "gru",
+    "Embedding": "embedding",
+    "LayerNormalization": "layer_norm",
+    "MultiHeadAttention": "attention",
+    "Add": "add",
 }
-_ACTIVATIONS = ("linear", "relu", "tanh", "sigmoid", "softmax")
+_ACTIVATIONS = ("linear", "relu", "tanh", "sigmoid", "softmax", "gelu")
 _SUPPORTED_TEXT = (
-    "Dense, Conv2D, MaxPooling2D, AveragePooling2D, Flatten and LSTM in one "
-    "chain from one input, activations linear, relu, tanh, sigmoid or softmax"
+    "Dense, Conv1D, Conv2D, their max and average pools, GlobalAveragePooling1D "
+    "and 2D, Flatten, LSTM, GRU, Embedding (first), LayerNormalization, "
+    "MultiHeadAttention (self-attention), Add and Dropout of rate 0, from one "
+    "input to one output, activations linear, relu, tanh, sigmoid, softmax or "
+    "gelu"
 )
+# The model's input, as the source a layer takes.
+INPUT = ""
+_REGULARIZED = (
+    ("kernel_regularizer", None),
+    ("bias_regularizer", None),
+    ("activity_regularizer", None),
+    ("kernel_constraint", None),
+    ("bias_constraint", None),
+)
+_CONVOLUTION = (
+    ("use_bias", True),
+    ("dilation_rate", 1),
+    ("groups", 1),
+    ("data_format", "channels_last"),
+    *_REGULARIZED,
+)
+_RECURRENT = (
+    ("activation", "tanh"),
+    ("recurrent_activation", "sigmoid"),
+    ("use_bias", True),
+    ("dropout", 0.0),
+    ("recurrent_dropout", 0.0),
+    ("return_state", False),
+    ("go_backwards", False),
+    ("stateful", False),
+    *_REGULARIZED,
+    ("recurrent_regularizer", None),
+    ("recurrent_constraint", None),
+)
+_CHANNELS_LAST = (("data_format", "channels_last"),)
 # Options that must hold Keras' default, or the spec would compute something
-# else: (option, what it must be).
-_MUST = {
+# else: (option, what it must be; a one-number default also matches Keras'
+# list of it, ``[1, 1]`` for a 2-D dilation).
+_MUST: dict[str, tuple[tuple[str, Any], ...]] = {
     "Dense": (
         ("use_bias", True),
-        ("kernel_regularizer", None),
-        ("bias_regularizer", None),
-        ("activity_regularizer", None),
-        ("kernel_constraint", None),
-        ("bias_constraint", None),
+        *_REGULARIZED,
         ("lora_rank", None),
+        ("quantization_config", None),
     ),
-    "Conv2D": (
-        ("use_bias", True),
-        ("dilation_rate", [1, 1]),
-        ("groups", 1),
-        ("data_format", "channels_last"),
-        ("kernel_regularizer", None),
-        ("bias_regularizer", None),
+    "Conv2D": _CONVOLUTION,
+    "Conv1D": _CONVOLUTION,
+    "MaxPooling2D": _CHANNELS_LAST,
+    "AveragePooling2D": _CHANNELS_LAST,
+    "MaxPooling1D": _CHANNELS_LAST,
+    "AveragePooling1D": _CHANNELS_LAST,
+    "GlobalAveragePooling1D": (*_CHANNELS_LAST, ("keepdims", False)),
+    "GlobalAveragePooling2D": (*_CHANNELS_LAST, ("keepdims", False)),
+    "Flatten": _CHANNELS_LAST,
+    "LSTM": _RECURRENT,
+    # reset_after=True: the recurrent bias inside the reset gate, the layout
+    # the spec's (2, 3u) bias holds.
+    "GRU": (*_RECURRENT, ("reset_after", True)),
+    "Embedding": (
+        ("mask_zero", False),
+        ("embeddings_regularizer", None),
         ("activity_regularizer", None),
-        ("kernel_constraint", None),
-        ("bias_constraint", None),
+        ("embeddings_constraint", None),
+        ("lora_rank", None),
+        ("quantization_config", None),
     ),
-    "MaxPooling2D": (("data_format", "channels_last"),),
-    "AveragePooling2D": (("data_format", "channels_last"),),
-    "Flatten": (("data_format", "channels_last"),),
-    "LSTM": (
-        ("activation", "tanh"),
-        ("recurrent_activation", "sigmoid"),
-        ("use_bias", True),
+    "LayerNormalization": (
+        ("center", True),
+        ("scale", True),
+        ("rms_scaling", False),
+        ("beta_regularizer", None),
+        ("gamma_regularizer", None),
+        ("beta_constraint", None),
+        ("gamma_constraint", None),
+    ),
+    "MultiHeadAttention": (
         ("dropout", 0.0),
-        ("recurrent_dropout", 0.0),
-        ("return_state", False),
-        ("go_backwards", False),
-        ("stateful", False),
-        ("kernel_regularizer", None),
-        ("recurrent_regularizer", None),
-        ("bias_regularizer", None),
-        ("activity_regularizer", None),
-        ("kernel_constraint", None),
-        ("recurrent_constraint", None),
-        ("bias_constraint", None),
+        ("use_bias", True),
+        ("output_shape", None),
+        ("use_gate", False),
+        ("sliding_window", None),
+        *_REGULARIZED,
     ),
 }
+# The arguments a MultiHeadAttention call may pass beyond its tensors, each
+# only at its default (a mask, a causal mask, the scores as a second output
+# would all compute something else).
+_ATTENTION_TENSORS = ("query", "value", "key")
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -139,8 +201,12 @@ def read_config(path: Path) -> dict[str, Any]:
     return config
 
 
-def _layers(config: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The model's layer entries in order, checked to be one chain."""
+Graph = list[tuple[dict[str, Any], list[str]]]
+
+
+def _layers(config: Mapping[str, Any]) -> Graph:
+    """The model's layer entries in order, each with the layers whose outputs
+    it takes (``INPUT``: the model's input), a Dropout of rate 0 left out."""
     kind = config.get("class_name")
     inner = config.get("config")
     if kind not in ("Sequential", "Functional") or not isinstance(inner, dict):
@@ -152,37 +218,112 @@ def _layers(config: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not isinstance(layers, list) or not all(isinstance(x, dict) for x in layers):
         raise ValueError("the file's config.json lists no layers")
     if kind == "Sequential":
-        return layers
-    for key in ("input_layers", "output_layers"):
-        ends = inner.get(key)  # [name, 0, 0] for one, [[name, 0, 0], ...] for several
-        if isinstance(ends, list) and ends and isinstance(ends[0], str):
-            ends = [ends]
-        if not isinstance(ends, list) or len(ends) != 1:
-            raise ValueError(
-                "the model has several inputs or outputs; only one chain from "
-                "one input to one output is supported"
-            )
-    previous = None
+        chain: Graph = []
+        previous = INPUT
+        for entry in layers:
+            if entry.get("class_name") != "InputLayer" and not _identity(entry):
+                chain.append((entry, [previous]))
+                previous = _name(entry)
+        return chain
+    return _functional(inner, layers)
+
+
+def _end(inner: Mapping[str, Any], key: str) -> Any:
+    """The one layer named by ``input_layers`` or ``output_layers``."""
+    given = inner.get(key)  # [name, 0, 0] for one, [[name, 0, 0], ...] for more
+    if isinstance(given, list) and given and isinstance(given[0], str):
+        given = [given]
+    if not isinstance(given, list) or len(given) != 1:
+        raise ValueError(
+            "the model has several inputs or outputs; only a model from one "
+            "input to one output is supported"
+        )
+    return given[0][0] if isinstance(given[0], list) and given[0] else None
+
+
+def _functional(inner: Mapping[str, Any], layers: list[dict[str, Any]]) -> Graph:
+    """A functional model's layers, each with its sources from its one
+    inbound node."""
+    _end(inner, "input_layers")
+    output = _end(inner, "output_layers")
+    # Each layer name -> the source its output stands for (a Dropout of rate
+    # 0 stands for what it takes).
+    stands_for: dict[str, str] = {}
+    graph: Graph = []
     for entry in layers:
-        name = entry.get("name") or entry.get("config", {}).get("name")
-        nodes = entry.get("inbound_nodes", [])
+        name = _name(entry)
         if entry.get("class_name") == "InputLayer":
-            previous = name
+            stands_for[name] = INPUT
             continue
-        if len(nodes) > 1:
+        nodes = entry.get("inbound_nodes", [])
+        if len(nodes) != 1:
+            what = f"called {len(nodes)} times (a shared layer)" if nodes else "unused"
+            raise ValueError(f"layer {name!r} is {what}; supported: {_SUPPORTED_TEXT}")
+        if entry.get("class_name") == "MultiHeadAttention":
+            _check_attention_call(name, nodes[0])
+        unknown = [s for s in _sources(nodes[0]) if s not in stands_for]
+        if unknown:
             raise ValueError(
-                f"layer {name!r} is called {len(nodes)} times (a shared layer); "
-                f"supported: {_SUPPORTED_TEXT}"
+                f"layer {name!r} takes {unknown[0]!r}, which is not an earlier "
+                "layer of the model's config"
             )
-        sources = _sources(nodes[0] if nodes else {})
-        if sources != [previous]:
-            raise ValueError(
-                f"layer {name!r} takes {', '.join(map(str, sources)) or 'nothing'}, "
-                f"not the layer before it ({previous}): a branch the spec cannot "
-                f"express; supported: {_SUPPORTED_TEXT}"
-            )
-        previous = name
-    return layers
+        sources = [stands_for[source] for source in _sources(nodes[0])]
+        if _identity(entry) and len(sources) == 1:
+            stands_for[name] = sources[0]
+            continue
+        graph.append((entry, sources))
+        stands_for[name] = name
+    if not graph or stands_for.get(output) != _name(graph[-1][0]):
+        raise ValueError(
+            f"the model's output is {output!r}, not the last layer of its config; "
+            "only a model that ends in its last layer is supported"
+        )
+    return graph
+
+
+def _name(entry: Mapping[str, Any]) -> str:
+    config = entry.get("config")
+    inner = config.get("name") if isinstance(config, dict) else None
+    return str(entry.get("name") or inner or "?")
+
+
+def _identity(entry: Mapping[str, Any]) -> bool:
+    """Whether ``entry`` is a Dropout of rate 0 (the identity); a Dropout of
+    any other rate is refused."""
+    if entry.get("class_name") != "Dropout" or entry.get("module") not in (
+        "keras.layers",
+        None,
+    ):
+        return False
+    rate = entry.get("config", {}).get("rate")
+    if rate != 0:
+        raise ValueError(
+            f"Dropout layer {_name(entry)!r} has rate {rate!r}: the random mask it "
+            "draws each training step is no two paths' alike, so their training "
+            "cannot be compared; remove it (or set rate=0) for the check"
+        )
+    return True
+
+
+def _check_attention_call(name: str, node: Any) -> None:
+    """A MultiHeadAttention call passes only its tensors (no mask, no causal
+    mask, no scores returned)."""
+    args = node.get("args", []) if isinstance(node, dict) else []
+    kwargs = node.get("kwargs", {}) if isinstance(node, dict) else {}
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        return  # _sources finds what there is; the count is checked after
+    extra = [
+        key
+        for key, value in kwargs.items()
+        if key not in _ATTENTION_TENSORS and value not in (None, False)
+    ]
+    if len(args) > len(_ATTENTION_TENSORS) or extra:
+        given = ", ".join(extra) or "a mask"
+        raise ValueError(
+            f"MultiHeadAttention layer {name!r} is called with {given}; supported: "
+            "self-attention called on one sequence (no mask, no causal mask, no "
+            "scores returned)"
+        )
 
 
 def _sources(node: Any) -> list[Any]:
@@ -217,13 +358,45 @@ def _pair(value: Any, what: str, name: str) -> int:
     )
 
 
-def _entry(layer: Mapping[str, Any]) -> dict[str, Any] | None:
-    """One layer's document entry (``None`` for the input layer)."""
+def _single(value: Any, what: str, name: str) -> int:
+    """A 1-D option (``3`` or ``[3]``) as one number."""
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise ValueError(f"layer {name!r} has {what} {value!r}; it must be one number")
+
+
+def _is_default(option: str, value: Any, default: Any) -> bool:
+    # Keras writes a one-number option as a list per axis (dilation [1, 1]).
+    if value == default:
+        return True
+    return isinstance(value, list) and bool(value) and all(v == default for v in value)
+
+
+def _activation(name: str, config: Mapping[str, Any]) -> str:
+    activation = config.get("activation", "linear")
+    if not isinstance(activation, str):
+        # A function object (a lambda, gelu with approximate=True through
+        # functools.partial) serializes as a table, never as a built-in's name.
+        raise ValueError(
+            f"layer {name!r} has an activation function of its own, not a "
+            f"built-in's name (the exact gelu is 'gelu'); supported: "
+            f"{', '.join(_ACTIVATIONS)}"
+        )
+    if activation not in _ACTIVATIONS:
+        raise ValueError(
+            f"layer {name!r} has activation {activation!r}; supported: "
+            f"{', '.join(_ACTIVATIONS)}"
+        )
+    return activation
+
+
+def _entry(layer: Mapping[str, Any]) -> dict[str, Any]:
+    """One layer's document entry, its options checked (not its inputs)."""
     cls = layer.get("class_name")
     config = layer.get("config", {})
-    name = config.get("name", "?")
-    if cls == "InputLayer":
-        return None
+    name = _name(layer)
     if cls in ("Sequential", "Functional", "Model"):
         raise ValueError(
             f"layer {name!r} is a model inside the model; supported: {_SUPPORTED_TEXT}"
@@ -240,42 +413,85 @@ def _entry(layer: Mapping[str, Any]) -> dict[str, Any] | None:
         )
     for option, default in _MUST.get(cls, ()):
         value = config.get(option, default)
-        if value != default and not (
-            option == "dilation_rate" and value in (1, [1, 1])
-        ):
+        if not _is_default(option, value, default):
             raise ValueError(
                 f"{cls} layer {name!r} has {option}={value!r}, which the tool does "
                 f"not compute; it needs {option}={default!r}"
             )
     entry: dict[str, Any] = {"kind": SUPPORTED[cls], "name": name}
-    activation = config.get("activation", "linear")
-    if cls in ("Dense", "Conv2D"):
-        if activation not in _ACTIVATIONS:
-            raise ValueError(
-                f"layer {name!r} has activation {activation!r}; supported: "
-                f"{', '.join(_ACTIVATIONS)}"
-            )
-        entry["activation"] = activation
-    if cls in ("Dense", "LSTM"):
+    if cls in ("Dense", "Conv2D", "Conv1D"):
+        entry["activation"] = _activation(name, config)
+    if cls in ("Dense", "LSTM", "GRU"):
         entry["units"] = config.get("units")
-    if cls == "Conv2D":
-        entry["filters"] = config.get("filters")
-        entry["kernel_size"] = _pair(config.get("kernel_size"), "kernel_size", name)
-        entry["strides"] = _pair(config.get("strides", 1), "strides", name)
-        entry["padding"] = config.get("padding", "valid")
-    if cls in ("MaxPooling2D", "AveragePooling2D"):
-        size = _pair(config.get("pool_size"), "pool_size", name)
-        strides = config.get("strides")
-        entry["pool_size"] = size
-        entry["strides"] = size if strides is None else _pair(strides, "strides", name)
-        entry["padding"] = config.get("padding", "valid")
-    if cls == "LSTM":
+    if cls in ("LSTM", "GRU"):
         entry["return_sequences"] = bool(config.get("return_sequences", False))
+    if cls in _WINDOWED:
+        entry.update(_window(cls, name, config))
+    if cls == "Embedding":
+        entry["input_dim"] = config.get("input_dim")
+        entry["output_dim"] = config.get("output_dim")
+    if cls == "LayerNormalization":
+        axis = config.get("axis", -1)
+        if axis not in (-1, [-1]):
+            raise ValueError(
+                f"LayerNormalization layer {name!r} normalizes over axis {axis!r}; "
+                "the tool computes axis=-1 (the features) only"
+            )
+        entry["epsilon"] = config.get("epsilon", 1e-3)
+    if cls == "MultiHeadAttention":
+        entry.update(_attention(name, config))
     return entry
 
 
-def _input_shape(layers: list[dict[str, Any]]) -> list[Any]:
-    for layer in layers:
+_WINDOWED = (
+    "Conv2D",
+    "Conv1D",
+    "MaxPooling2D",
+    "AveragePooling2D",
+    "MaxPooling1D",
+    "AveragePooling1D",
+)
+
+
+def _window(cls: str, name: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """A convolution's or pool's window, step and padding in document words."""
+    read = _pair if cls.endswith("2D") else _single
+    entry: dict[str, Any] = {"padding": config.get("padding", "valid")}
+    if cls.startswith("Conv"):
+        entry["filters"] = config.get("filters")
+        entry["kernel_size"] = read(config.get("kernel_size"), "kernel_size", name)
+        entry["strides"] = read(config.get("strides", 1), "strides", name)
+        return entry
+    size = read(config.get("pool_size"), "pool_size", name)
+    strides = config.get("strides")
+    entry["pool_size"] = size
+    entry["strides"] = size if strides is None else read(strides, "strides", name)
+    return entry
+
+
+def _attention(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """A MultiHeadAttention's heads and key_dim, its other shape options
+    checked to be Keras' defaults for self-attention over a sequence."""
+    key_dim, value_dim = config.get("key_dim"), config.get("value_dim")
+    if value_dim is not None and value_dim != key_dim:
+        raise ValueError(
+            f"MultiHeadAttention layer {name!r} has value_dim={value_dim!r} and "
+            f"key_dim={key_dim!r}; the tool computes value_dim equal to key_dim "
+            "(or None) only"
+        )
+    # Built on a sequence (B, T, F), Keras writes its default axes as [1].
+    axes = config.get("attention_axes")
+    if axes not in (None, 1, [1]):
+        raise ValueError(
+            f"MultiHeadAttention layer {name!r} has attention_axes={axes!r}; the "
+            "tool computes attention over a sequence's steps only (None)"
+        )
+    return {"num_heads": config.get("num_heads"), "key_dim": key_dim}
+
+
+def _input_shape(config: Mapping[str, Any]) -> list[Any]:
+    inner = config.get("config", {})
+    for layer in inner.get("layers", []) if isinstance(inner, dict) else []:
         config = layer.get("config", {})
         shape = config.get("batch_shape") or config.get("batch_input_shape")
         if shape is None and layer.get("build_config"):
@@ -328,13 +544,58 @@ def _workload(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def document_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """The model document of a Keras archive's config (no Keras needed)."""
-    layers = _layers(config)
-    entries = [e for e in (_entry(layer) for layer in layers) if e is not None]
+    graph = _layers(config)
+    entries: list[dict[str, Any]] = []
+    for layer, sources in graph:
+        entry = _entry(layer)
+        name = entry["name"]
+        if layer.get("class_name") == "MultiHeadAttention" and len(set(sources)) > 1:
+            raise ValueError(
+                f"MultiHeadAttention layer {name!r} takes its query, value and key "
+                f"from different layers ({', '.join(s or 'the input' for s in sources)}"
+                "); the tool computes self-attention, one sequence as all three"
+            )
+        taken = sources if entry["kind"] == "add" else sorted(set(sources))
+        if (entry["kind"] == "add") != (len(taken) > 1) or not taken:
+            raise ValueError(
+                f"layer {name!r} takes {len(taken)} tensor(s); an Add sums two or "
+                "more, every other layer takes one (no mask, no initial state)"
+            )
+        if INPUT in taken and (entries or entry["kind"] == "add"):
+            raise ValueError(
+                f"layer {name!r} takes the model's input, which only the first "
+                "layer may; start the model with one layer every branch takes"
+            )
+        previous = entries[-1]["name"] if entries else INPUT
+        if entry["kind"] == "add":
+            entry["inputs"] = list(taken)
+        elif taken != [previous]:
+            entry["inputs"] = taken
+        entries.append(entry)
+    if entries and entries[0]["kind"] == "embedding":
+        dtype = _input_dtype(config)
+        if dtype is not None and not dtype.startswith(("int", "uint")):
+            raise ValueError(
+                f"the model's input is {dtype} but its first layer is an Embedding, "
+                "which takes token ids; give keras.Input dtype='int32'"
+            )
     return {
-        "input_shape": _input_shape(layers),
+        "input_shape": _input_shape(config),
         "layers": entries,
         "workload": _workload(config),
     }
+
+
+def _input_dtype(config: Mapping[str, Any]) -> str | None:
+    """The dtype the model's InputLayer states, if it has one."""
+    inner = config.get("config", {})
+    for layer in inner.get("layers", []) if isinstance(inner, dict) else []:
+        if isinstance(layer, dict) and layer.get("class_name") == "InputLayer":
+            dtype = layer.get("config", {}).get("dtype")
+            if isinstance(dtype, dict):  # a DTypePolicy
+                dtype = dtype.get("config", {}).get("name")
+            return dtype if isinstance(dtype, str) else None
+    return None
 
 
 def load(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -354,9 +615,24 @@ def load(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
             str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         )
         raise ValueError(f"Keras cannot load {path}: {first}") from None
-    # each parameter by layer and variable name, as zoo.keras_models assigns it
-    weights = {
-        p.name: np.asarray(keras.ops.convert_to_numpy(variable(model, p)), np.float32)
-        for p in spec.params
-    }
+    # Each parameter by layer and variable path, else name, as
+    # zoo.keras_models assigns it: a layer of several sublayers (attention's
+    # query, key, value and output) names its variables by path only.
+    weights: dict[str, np.ndarray] = {}
+    for p in spec.params:
+        try:
+            found = variable(model, p)
+        except (KeyError, ValueError):
+            raise ValueError(
+                f"{path}: layer {p.layer!r} as Keras loads it holds no variable "
+                f"{p.role!r} (at {p.layer}/{p.role} or by that name), which its "
+                "config says it has"
+            ) from None
+        value = np.asarray(keras.ops.convert_to_numpy(found), np.float32)
+        if value.shape != p.shape:
+            raise ValueError(
+                f"{path}: {p.name} as Keras loads it has shape {value.shape}, "
+                f"where the config says {p.shape}"
+            )
+        weights[p.name] = value
     return document, weights

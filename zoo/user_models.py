@@ -18,6 +18,24 @@ a Keras worker) or from a table a user wrote::
 layer's name defaults to ``<kind>_<position>``, the classes are the last
 layer's outputs, the workload defaults to ``DEFAULT_WORKLOAD``.
 
+Each kind takes Keras' words for its options (``SIZE_WORDS``,
+``OPTION_WORDS``): an ``embedding`` ``input_dim`` and ``output_dim``, an
+``attention`` ``num_heads`` and ``key_dim``, a ``layer_norm`` ``epsilon``, a
+``gru`` ``units`` and ``return_sequences``, 1-D convolutions and pools like
+2-D ones.  A layer takes the previous layer's output unless its ``inputs``
+lists the names of the earlier layers it takes: one for any kind (a branch
+of a functional model), two or more for an ``add``, which always names them::
+
+    {"input_shape": [16],
+     "layers": [{"kind": "embedding", "name": "embed", "input_dim": 100,
+                 "output_dim": 8},
+                {"kind": "attention", "name": "att", "num_heads": 2,
+                 "key_dim": 4},
+                {"kind": "add", "name": "res", "inputs": ["embed", "att"]},
+                {"kind": "layer_norm"},
+                {"kind": "global_avg_pool"},
+                {"kind": "dense", "units": 2}]}
+
 ``register`` names a model by its file's stem and a digest of its document
 and its weights, ``<stem>-<12 hex digits>``, so two different files with one
 name never pool and a changed file is a new model, never judged by an old
@@ -49,6 +67,7 @@ import numpy as np
 from zoo.arrays import digest, save_npz
 from zoo.specs import (
     LAYER_KINDS,
+    LAYER_NORM_EPSILON,
     LAYER_OPTIONS,
     OPTIMIZERS,
     PADDINGS,
@@ -66,9 +85,15 @@ DEFAULT_WORKLOAD = {"optimizer": "adam", "learning_rate": 0.001, "batch_size": 3
 SIZE_WORDS = {
     "dense": "units",
     "lstm": "units",
+    "gru": "units",
     "conv2d": "filters",
+    "conv1d": "filters",
     "avg_pool": "pool_size",
     "max_pool": "pool_size",
+    "avg_pool1d": "pool_size",
+    "max_pool1d": "pool_size",
+    "embedding": "output_dim",
+    "attention": "key_dim",
 }
 # The document's words for ``zoo.specs.Layer``'s options.
 OPTION_WORDS = {
@@ -77,7 +102,14 @@ OPTION_WORDS = {
     "padding": "padding",
     "activation": "activation",
     "return_sequences": "return_sequences",
+    "vocab": "input_dim",
+    "heads": "num_heads",
+    "epsilon": "epsilon",
 }
+# The kinds whose last layer's size is the model's classes.
+_SCORING = ("dense", "lstm", "gru")
+# Options a document always writes out: they have no default in Keras.
+_ALWAYS = ("kernel", "vocab", "heads")
 _NAME = re.compile(r"[A-Za-z0-9_.]+")
 _STORED = re.compile(r"(?P<stem>[A-Za-z0-9_.]+)-(?P<digest>[0-9a-f]{12})")
 
@@ -118,7 +150,7 @@ def _field(where: str, mapping: Mapping[str, Any], key: str, kind: type) -> Any:
     return value
 
 
-def _layer(entry: Any, position: int) -> Layer:
+def _layer(entry: Any, position: int, previous: str | None) -> Layer:
     where = f"layer {position + 1}"
     if not isinstance(entry, Mapping):
         raise ValueError(f"{where} must be a table of its kind and options")
@@ -131,7 +163,12 @@ def _layer(entry: Any, position: int) -> Layer:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ValueError(f"{where}: name {name!r} must be letters, digits, _ or .")
     where = f"{kind} layer {name!r}"
-    words = {"kind", "name", *(OPTION_WORDS[o] for o in LAYER_OPTIONS[kind])}
+    words = {
+        "kind",
+        "name",
+        "inputs",
+        *(OPTION_WORDS[o] for o in LAYER_OPTIONS[kind]),
+    }
     size_word = SIZE_WORDS.get(kind)
     if size_word:
         words.add(size_word)
@@ -146,6 +183,10 @@ def _layer(entry: Any, position: int) -> Layer:
         # Keras' default step written out (strides=1, a pool's own window):
         # the same layer as one that leaves it out.
         layer = dataclasses.replace(layer, strides=0)
+    if layer.epsilon == LAYER_NORM_EPSILON:
+        layer = dataclasses.replace(layer, epsilon=0.0)  # Keras' default, written
+    if kind != "add" and previous is not None and layer.inputs == (previous,):
+        layer = dataclasses.replace(layer, inputs=())  # the previous layer's, named
     return layer
 
 
@@ -155,7 +196,7 @@ def _options(where: str, kind: str, entry: Mapping[str, Any]) -> dict[str, Any]:
     size_word = SIZE_WORDS.get(kind)
     if size_word:
         options["size"] = _field(where, entry, size_word, int)
-    if "kernel_size" in entry or kind == "conv2d":
+    if "kernel_size" in entry or kind in ("conv2d", "conv1d"):
         options["kernel"] = _field(where, entry, "kernel_size", int)
     if "strides" in entry:
         options["strides"] = _field(where, entry, "strides", int)
@@ -171,6 +212,33 @@ def _options(where: str, kind: str, entry: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(entry["return_sequences"], bool):
             raise ValueError(f"{where}: return_sequences must be true or false")
         options["return_sequences"] = entry["return_sequences"]
+    options.update(_newer_options(where, kind, entry))
+    return options
+
+
+def _newer_options(where: str, kind: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The options of the kinds after the first (an embedding's vocabulary,
+    attention heads, a layer normalization's epsilon) and a layer's inputs."""
+    options: dict[str, Any] = {}
+    if "input_dim" in entry or kind == "embedding":
+        options["vocab"] = _field(where, entry, "input_dim", int)
+    if "num_heads" in entry or kind == "attention":
+        options["heads"] = _field(where, entry, "num_heads", int)
+    if "epsilon" in entry:
+        epsilon = _field(where, entry, "epsilon", float)
+        if not 0 < epsilon < 1:
+            raise ValueError(f"{where}: epsilon must be above 0 and below 1")
+        options["epsilon"] = float(epsilon)
+    if "inputs" in entry:
+        inputs = entry["inputs"]
+        if not isinstance(inputs, list | tuple) or not all(
+            isinstance(source, str) for source in inputs
+        ):
+            raise ValueError(
+                f"{where}: inputs must be a list of earlier layers' names, "
+                f"not {inputs!r}"
+            )
+        options["inputs"] = tuple(inputs)
     return options
 
 
@@ -232,9 +300,12 @@ def spec_from_document(
         raise ValueError("a model needs a list of layers")
     if len(entries) > 1000:
         raise ValueError(f"a model of {len(entries)} layers is more than 1,000")
-    layers = tuple(_layer(entry, i) for i, entry in enumerate(entries))
+    built: list[Layer] = []
+    for i, entry in enumerate(entries):
+        built.append(_layer(entry, i, built[-1].name if built else None))
+    layers = tuple(built)
     last = layers[-1]
-    classes = last.size if last.kind in ("dense", "lstm") else 0
+    classes = last.size if last.kind in _SCORING else 0
     if "classes" in document and document["classes"] != classes:
         raise ValueError(
             f"classes is {document['classes']!r} but the last layer, "
@@ -261,8 +332,10 @@ def document_of(spec: ModelSpec) -> dict[str, Any]:
         defaults = Layer(layer.name, layer.kind)
         for option in LAYER_OPTIONS[layer.kind]:
             value = getattr(layer, option)
-            if value != getattr(defaults, option) or option == "kernel":
+            if value != getattr(defaults, option) or option in _ALWAYS:
                 entry[OPTION_WORDS[option]] = value
+        if layer.inputs:
+            entry["inputs"] = list(layer.inputs)
         layers.append(entry)
     w = spec.workload
     return {
