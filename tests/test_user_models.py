@@ -127,6 +127,24 @@ def test_a_table_takes_the_new_kinds_in_keras_words() -> None:
     assert user_models.spec_from_document("t", table).layer("norm").epsilon == 0
 
 
+def test_a_toml_table_of_the_new_kinds_is_a_model(tmp_path: Path) -> None:
+    from workers.user_model import model_from_file
+
+    def inline(layer: dict[str, Any]) -> str:
+        return "{" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in layer.items()) + "}"
+
+    lines = [
+        "[model]",
+        f"input_shape = {TRANSFORMER_TABLE['input_shape']}",
+        "layers = [",
+        *(f"  {inline(layer)}," for layer in TRANSFORMER_TABLE["layers"]),
+        "]",
+    ]
+    (tmp_path / "mine.toml").write_text("\n".join(lines) + "\n")
+    spec = get_spec(model_from_file(tmp_path / "mine.toml", tmp_path / "models"))
+    assert spec.layers == user_models.spec_from_document("t", TRANSFORMER_TABLE).layers
+
+
 def test_a_branch_names_an_earlier_layer() -> None:
     table = copy.deepcopy(TRANSFORMER_TABLE)
     # the GRU takes the normalized sequence, leaving the conv and pool aside
