@@ -132,14 +132,23 @@ def quantity_error(
 
 
 def _scale_partner(key: str) -> str:
-    """``grad:<layer>/<partner role>`` for a gradient ``grad:<layer>/<role>``
-    of a role in ``ZERO_GRADIENT_ROLES``, else ``""`` (layer names hold no
-    ``/``: ``zoo.specs``)."""
-    name = key.removeprefix("grad:")
+    """For a parameter of a role in ``ZERO_GRADIENT_ROLES``, the quantity of
+    its layer's partner parameter that sets its scale: ``grad:<layer>/<partner
+    role>`` for its gradient ``grad:<layer>/<role>``, ``step<t>/<layer>/<partner
+    role>`` for its value after training step ``t`` (its updates are Adam's
+    steps on rounding noise: a zero-initialized one, Keras' default, holds
+    nothing else); else ``""``.  Layer names hold no ``/`` (``zoo.specs``)."""
+    head, _, name = key.partition(":") if key.startswith("grad:") else ("", "", key)
+    if not head:
+        step, _, name = key.partition("/")
+        if not (step.startswith("step") and step[4:].isdigit()):
+            return ""
+        head = step
     layer, _, role = name.partition("/")
-    if name == key or role not in ZERO_GRADIENT_ROLES:
+    if role not in ZERO_GRADIENT_ROLES:
         return ""
-    return f"grad:{layer}/{ZERO_GRADIENT_ROLES[role]}"
+    joiner = ":" if head == "grad" else "/"
+    return f"{head}{joiner}{layer}/{ZERO_GRADIENT_ROLES[role]}"
 
 
 def compare(

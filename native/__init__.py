@@ -45,6 +45,7 @@ Importing this package imports no framework (``MODES``, ``modes_of`` and
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib
 import types
@@ -152,6 +153,28 @@ def load_apply(framework: str, spec: ModelSpec) -> Apply:
         from native import compose
 
         _PASSES[key] = cast("Apply", functools.partial(compose.apply, ops, spec=spec))
+    return _PASSES[key]
+
+
+def at_shape(apply: Apply, shape: tuple[int, ...]) -> Apply:
+    """``apply``'s forward pass for inputs of ``shape`` (without the batch):
+    ``apply`` itself when its spec has that input shape, else the pass of the
+    same spec at that shape.  A traced graph that fixes operator attributes
+    from the spec's shapes (MXNet's hybridized one: a 'same' padding depends
+    on its input's length) needs it for a sequence of another length."""
+    spec: ModelSpec = apply.keywords["spec"]  # type: ignore[attr-defined]
+    if spec.input_shape == shape:
+        return apply
+    ops = apply.args[0]  # type: ignore[attr-defined]
+    # The spec's parameters are the same at any sequence length; a copy keeps
+    # a deliberately faulty spec's layers as they are (``native.faults``).
+    moved = copy.copy(spec)
+    object.__setattr__(moved, "input_shape", shape)
+    key = (ops, shape, moved.layers, moved.params)
+    if key not in _PASSES:
+        from native import compose
+
+        _PASSES[key] = cast("Apply", functools.partial(compose.apply, ops, spec=moved))
     return _PASSES[key]
 
 

@@ -9,6 +9,7 @@ from equivalence.compare import (
     TOLERANCES,
     compare,
     compare_trajectory,
+    quantity_error,
     relative_error,
     step_tolerance,
 )
@@ -118,3 +119,27 @@ def test_a_shorter_trajectory_fails() -> None:
         "step3/fc1/kernel",
         "step3/fc1/bias",
     }
+
+
+def test_a_gradient_zero_in_exact_arithmetic_is_judged_on_its_layers_scale() -> None:
+    """An attention layer's key bias has no gradient in exact arithmetic:
+    two correct computations' rounding noise is ~100% apart relative to
+    itself, but tiny against the key kernel's gradient; a computation that
+    gives it a real gradient is still far off."""
+    rng = np.random.default_rng(0)
+    kernel = rng.standard_normal((8, 2, 4))
+    noise_a, noise_b = (rng.standard_normal((2, 4)) * 1e-9 for _ in range(2))
+    a = {"grad:att/key/kernel": kernel, "grad:att/key/bias": noise_a}
+    b = {"grad:att/key/kernel": kernel, "grad:att/key/bias": noise_b}
+    assert relative_error(noise_a, noise_b) > 0.5
+    assert quantity_error(a, b, "grad:att/key/bias") < 1e-8
+    wrong = {**b, "grad:att/key/bias": rng.standard_normal((2, 4))}
+    assert quantity_error(a, wrong, "grad:att/key/bias") > 0.1
+    # the bias after a training step: Adam's steps on noise, on the same scale
+    a = {"step1/att/key/kernel": kernel, "step1/att/key/bias": noise_a}
+    b = {"step1/att/key/kernel": kernel, "step1/att/key/bias": noise_b}
+    assert quantity_error(a, b, "step1/att/key/bias") < 1e-8
+    # any other bias is judged on its own scale
+    a = {"grad:att/query/kernel": kernel, "grad:att/query/bias": noise_a}
+    b = {"grad:att/query/kernel": kernel, "grad:att/query/bias": noise_b}
+    assert quantity_error(a, b, "grad:att/query/bias") > 0.5

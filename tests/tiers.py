@@ -29,6 +29,11 @@ TIERS = ("fast", "full")
 # 'same' pools, tanh, sigmoid, softmax, stacked LSTMs, dense on sequences):
 # small, so both tiers check every path on them.
 OPTION_MODELS = ("strided-cnn", "stacked-lstm")
+# The variants that carry the layer kinds today's models are made of
+# (embeddings, attention, residual adds, layer normalization, GELU, 1-D
+# convolutions and pools, GRUs, global average pooling): small, so both
+# tiers check every path on them.
+KIND_MODELS = ("transformer-tiny", "conv1d-gru", "gap-cnn")
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,9 @@ class Sizes:
     # The VGG16 family: the model itself, or its narrow twin (same blocks and
     # layer kinds, same module, a sixteenth of the filters).
     vgg16: str
+    # The transformer family: the model itself, or its tiny twin (the same
+    # layer kinds and block, one block of width 8 over 12 tokens of 50).
+    transformer: str
     # The named variants the native tests check in process besides one model
     # of each family.
     variants: tuple[str, ...]
@@ -59,7 +67,8 @@ class Sizes:
     @property
     def families(self) -> tuple[str, ...]:
         """One model of each reference model's family, at this tier's size."""
-        return tuple(self.vgg16 if name == "vgg16" else name for name in MODELS)
+        scaled = {"vgg16": self.vgg16, "transformer": self.transformer}
+        return tuple(scaled.get(name, name) for name in MODELS)
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -69,7 +78,8 @@ class Sizes:
 SIZES = {
     "fast": Sizes(
         vgg16="vgg16-narrow",
-        variants=OPTION_MODELS,
+        transformer="transformer-tiny",
+        variants=(*OPTION_MODELS, "conv1d-gru", "gap-cnn"),
         lstm_long=40,
         draw_factor=0.25,
         mode_models=("ffn",),
@@ -78,7 +88,8 @@ SIZES = {
     ),
     "full": Sizes(
         vgg16="vgg16",
-        variants=("vgg-rysia", "vgg16-narrow", *OPTION_MODELS),
+        transformer="transformer",
+        variants=("vgg-rysia", "vgg16-narrow", *OPTION_MODELS, *KIND_MODELS),
         lstm_long=None,
         draw_factor=1.0,
         mode_models=("ffn", "lenet", "lstm"),

@@ -82,7 +82,7 @@ def options(spec: ModelSpec) -> set[str]:
     for layer in spec.layers:
         for option in LAYER_OPTIONS[layer.kind]:
             value = getattr(layer, option)
-            if option == "kernel":
+            if option in ("kernel", "vocab", "heads"):
                 continue  # a size, not a setting
             if option == "strides":  # Keras' default step, or another
                 default = Layer(layer.name, layer.kind, layer.size).stride

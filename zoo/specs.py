@@ -104,10 +104,10 @@ POOLS = ("avg_pool", "max_pool", "avg_pool1d", "max_pool1d")
 # is Keras' default, the exact one: ``x / 2 * (1 + erf(x / sqrt(2)))``.
 ACTIVATIONS = (None, "relu", "tanh", "sigmoid", "softmax", "gelu")
 # Parameters whose gradient is zero in exact arithmetic, by role, each with
-# the role of the same layer's parameter whose gradient sets the scale its
-# rounding noise is judged on (``equivalence.compare.quantity_error``): an
-# attention layer's key bias adds one number to all of a query's scores,
-# which the softmax over them ignores.
+# the role of the same layer's parameter whose gradient (and value after a
+# training step) sets the scale its rounding noise is judged on
+# (``equivalence.compare.quantity_error``): an attention layer's key bias adds
+# one number to all of a query's scores, which the softmax over them ignores.
 ZERO_GRADIENT_ROLES = {"key/bias": "key/kernel"}
 # Keras' LayerNormalization epsilon, when a layer does not set its own.
 LAYER_NORM_EPSILON = 1e-3

@@ -30,6 +30,7 @@ from native.mxnet.common import (
     to_numpy,
     update,
 )
+from native import at_shape
 from native.protocol import Apply
 from zoo.specs import Workload
 
@@ -61,8 +62,14 @@ class Model(gluon.HybridBlock):
             param.set_data(nd.array(arrays[name], ctx=CTX, dtype="float32"))
             setattr(self, attr, param)
 
-    def bind(self, apply: Apply) -> Model:
-        """Use ``apply`` as the forward pass and compile it (once)."""
+    def bind(self, apply: Apply, x: nd.NDArray) -> Model:
+        """Use ``apply`` as the forward pass for inputs shaped as ``x`` and
+        compile it (once per pass and input shape: the graph fixes every
+        operator attribute, a sequence's padding included)."""
+        shape = tuple(x.shape[1:])
+        if len(shape) == 3:  # images (C, H, W) -> canonical (H, W, C)
+            shape = (*shape[1:], shape[0])
+        apply = at_shape(apply, shape)
         if self.apply_fn is not apply:
             self.apply_fn = apply
             # Not static_shape: with it, MXNet 1.9.1 computes the LSTM's
@@ -93,7 +100,7 @@ def arrays(params: Model) -> dict[str, nd.NDArray]:
 def loss_and_grads(
     apply: Apply, params: Model, x: nd.NDArray, y: nd.NDArray
 ) -> tuple[nd.NDArray, nd.NDArray, dict[str, nd.NDArray]]:
-    net = params.bind(apply)
+    net = params.bind(apply, x)
     with autograd.record():
         logits = net(x)
         loss = cross_entropy(logits, y)
@@ -102,7 +109,7 @@ def loss_and_grads(
 
 
 def inference(apply: Apply, params: Model, x: nd.NDArray) -> nd.NDArray:
-    return params.bind(apply)(x)
+    return params.bind(apply, x)(x)
 
 
 def make_train_state(params: Model, workload: Workload) -> TrainState:

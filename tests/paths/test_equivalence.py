@@ -19,10 +19,11 @@ from hypothesis import strategies as st
 from equivalence.__main__ import ACCURACY_SPREAD, DEFAULT_STEPS
 from equivalence.check import Case, Checker, ModelReport
 from equivalence.sensitivity import FAULT_CASES, check_fault
+from native.faults import Location
 from tests import tiers
 from tests.conftest import draws
 from tests.paths.conftest import UNAVAILABLE, require
-from tests.tiers import OPTION_MODELS, Sizes
+from tests.tiers import KIND_MODELS, OPTION_MODELS, Sizes
 from workers.launch import PROJECT_ROOT
 from workers.paths import OPTIONAL_FRAMEWORKS, PATHS
 from zoo.specs import get_spec
@@ -49,10 +50,45 @@ def _explain(report: ModelReport) -> str:
 
 def _assert_all_agree(checker: Checker, case: Case) -> None:
     report = checker.check(case)
-    assert report.ok, _explain(report)
-    assert set(report.verdicts.values()) == {"pass"}, _explain(report)
+    verdicts = dict(report.verdicts)
+    if verdicts.get(KERAS_EMBEDDING_BUG) == "fail":
+        _assert_it_is_the_embedding_bug(report)
+        del verdicts[KERAS_EMBEDDING_BUG]
+    else:
+        assert report.ok, _explain(report)
+    assert report.reference_error is None, _explain(report)
+    assert set(verdicts.values()) == {"pass"}, _explain(report)
     if case.steps:
         assert len(report.trajectory_pairs) == len(report.pairs)
+
+
+# Keras 3.15 on TensorFlow squares an embedding gradient's IndexedSlices
+# before the rows of a token that occurs twice in a batch are summed, so
+# Adam's second moment of that row is wrong from the first step (Σg² for
+# (Σg)²; docs/results/transformer.md).  The checks catch it: a model with
+# an embedding fails its training there, and only its training.
+KERAS_EMBEDDING_BUG = "keras-tensorflow"
+
+
+def _assert_it_is_the_embedding_bug(report: ModelReport) -> None:
+    spec = get_spec(report.case.model)
+    assert spec.tokens and report.case.steps, _explain(report)
+    failing = {e.quantity for e in report.judgements[KERAS_EMBEDDING_BUG].failures}
+    assert all(q.startswith("step") for q in failing), _explain(report)
+    located = report.localizations[KERAS_EMBEDDING_BUG].first
+    assert located == Location("update", spec.layers[0].name), _explain(report)
+
+
+def test_keras_on_tensorflow_updates_repeated_token_rows_wrongly(
+    checker: Checker,
+) -> None:
+    """If this fails because keras-tensorflow passes, Keras fixed the bug:
+    drop ``KERAS_EMBEDDING_BUG`` and say so in docs/results/transformer.md."""
+    report = checker.check(Case("transformer-tiny", 0, 4, steps=1))
+    assert report.verdicts[KERAS_EMBEDDING_BUG] == "fail", _explain(report)
+    _assert_it_is_the_embedding_bug(report)
+    others = {p: v for p, v in report.verdicts.items() if p != KERAS_EMBEDDING_BUG}
+    assert set(others.values()) == {"pass"}, _explain(report)
 
 
 # Inputs from 1/16 to 16 times the standard-normal data: saturated LSTM gates
@@ -100,11 +136,18 @@ def test_lstm_paths_agree(  # noqa: PLR0917 (one argument per drawn value)
 # The layer options users' models bring (tests/tiers.py, OPTION_MODELS):
 # strided and unevenly padded convolutions and pools, tanh, sigmoid and
 # softmax, stacked LSTMs and a dense layer on every step of a sequence.
+#
+# The layer kinds today's models are made of (KIND_MODELS): embeddings,
+# attention, residual adds, layer normalization, GELU, 1-D convolutions and
+# pools, GRUs, global average pooling.
 @settings(max_examples=draws(6))
 @example(model="strided-cnn", seed=1, batch=8, seq_len=None, scale=1.0, steps=2)
 @example(model="stacked-lstm", seed=2, batch=4, seq_len=9, scale=1.0, steps=2)
+@example(model="transformer-tiny", seed=3, batch=4, seq_len=7, scale=1.0, steps=2)
+@example(model="conv1d-gru", seed=4, batch=5, seq_len=13, scale=1.0, steps=2)
+@example(model="gap-cnn", seed=5, batch=3, seq_len=None, scale=1.0, steps=2)
 @given(
-    model=st.sampled_from(OPTION_MODELS),
+    model=st.sampled_from((*OPTION_MODELS, *KIND_MODELS)),
     seed=seeds,
     batch=st.integers(1, 16),
     seq_len=st.integers(1, 20),
@@ -120,7 +163,8 @@ def test_layer_option_paths_agree(  # noqa: PLR0917 (one argument per drawn valu
     scale: float,
     steps: int,
 ) -> None:
-    length = seq_len if model == "stacked-lstm" else None
+    sequences = ("stacked-lstm", "transformer-tiny", "conv1d-gru")
+    length = seq_len if model in sequences else None
     _assert_all_agree(checker, Case(model, seed, batch, length, scale, steps))
 
 
