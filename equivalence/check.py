@@ -78,7 +78,9 @@ _Answer = tuple[Reply, dict[str, np.ndarray] | None]  # a reply, the arrays writ
 # The LSTM's second case: short enough that its first time step still moves
 # the logits (at the workload's 250, skipping step 1 moves them by 1.6e-7).
 SHORT_SEQ_LEN = 12
-VERDICT_ORDER = ("pass", "unavailable", "unchecked", "fail", "error")
+# ``infer-only`` is the gate's (``harness.core.gate.INFER_ONLY``): a path
+# whose training alone fails.
+VERDICT_ORDER = ("pass", "unavailable", "infer-only", "unchecked", "fail", "error")
 # How many worker processes compute at once during a check: one per CPU this
 # process may use.  Each request goes to another process, so they cannot
 # change each other's results; only the wall time of a check changes.

@@ -9,10 +9,10 @@ order: the block, then the layer's activation, then ``tap(name, h)`` (every
 layer but ``flatten``: ``ModelSpec.tapped_layers``).  A layer takes the
 previous layer's output, or the outputs of the earlier layers its ``inputs``
 names (a residual ``add`` is handed the tuple of them), so a Transformer's
-blocks are walked and tapped layer by layer like any other model.  The walk is plain Python
-over a spec that does not change, so under ``jax.jit``, ``tf.function``,
-``torch.compile`` or a hybridized MXNet block it traces to the same program
-a hand-unrolled forward pass gives.
+blocks are walked and tapped layer by layer like any other model.  The walk
+is plain Python over a spec that does not change, so under ``jax.jit``,
+``tf.function``, ``torch.compile`` or a hybridized MXNet block it traces to
+the same program a hand-unrolled forward pass gives.
 
 Framework-free: the framework comes in with ``ops``.
 """

@@ -270,7 +270,9 @@ def _gelu_tanh(
 ) -> tuple[ModelSpec, Weights]:
     wrong = _last_gelu(spec)
     layers = tuple(
-        dataclasses.replace(layer, activation=GELU_TANH) if layer.name == wrong else layer
+        dataclasses.replace(layer, activation=GELU_TANH)
+        if layer.name == wrong
+        else layer
         for layer in spec.layers
     )
     return _with_layers(spec, layers), dict(weights)
@@ -355,16 +357,14 @@ FAULTS: dict[str, Fault] = {
         ),
         Fault(
             "gru-gates-swapped",
-            "GRU input kernel loaded in PyTorch's gate order (r, z) for Keras' "
-            "(z, r)",
+            "GRU input kernel loaded in PyTorch's gate order (r, z) for Keras' (z, r)",
             lambda s: bool(_params_of(s, "gru_kernel")),
             lambda s: _first_layer(s, "gru_kernel"),
             _corrupt("gru_kernel", _gru_zr_swapped),
         ),
         Fault(
             "layer-norm-epsilon",
-            "layer normalization with PyTorch's default epsilon 1e-5 for Keras' "
-            "1e-3",
+            "layer normalization with PyTorch's default epsilon 1e-5 for Keras' 1e-3",
             lambda s: any(
                 layer.kind == "layer_norm"
                 and layer.norm_epsilon != TORCH_LAYER_NORM_EPSILON

@@ -239,7 +239,8 @@ def test_a_window_larger_than_its_input_is_refused() -> None:
 
 def test_the_transformer_is_a_graph_of_keras_layers() -> None:
     spec = get_spec("transformer")
-    shapes = dict(zip(spec.tapped_layers(), (o for _, o in layer_shapes(spec))))
+    outputs = (o for _, o in layer_shapes(spec))
+    shapes = dict(zip(spec.tapped_layers(), outputs, strict=True))
     assert shapes["embed"] == (128, 64)
     assert shapes["block2_norm2"] == (128, 64)
     assert shapes["pool"] == (64,)

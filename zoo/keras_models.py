@@ -47,7 +47,9 @@ def _keras_layer(layer: Layer, shape: tuple[int, ...]) -> keras.layers.Layer:
     return _newer_layer(layer, shape)
 
 
-def _newer_layer(layer: Layer, shape: tuple[int, ...]) -> keras.layers.Layer:
+def _newer_layer(  # noqa: PLR0911 (one Keras layer per kind)
+    layer: Layer, shape: tuple[int, ...]
+) -> keras.layers.Layer:
     """The kinds after the first four models' (``shape``: the layer's input,
     without the batch)."""
     n = layer.name

@@ -314,7 +314,9 @@ def window_out(layer: Layer, side: int) -> int:
     return (side + before + after - layer.window) // layer.stride + 1
 
 
-def output_shape(layer: Layer, shape: tuple[int, ...]) -> tuple[int, ...]:
+def output_shape(  # noqa: PLR0911, PLR0912 (one rule per layer kind)
+    layer: Layer, shape: tuple[int, ...]
+) -> tuple[int, ...]:
     """The shape (without the batch) ``layer`` gives for input ``shape`` (an
     ``add``'s inputs all have it); a ValueError in one sentence when the
     layer cannot take it."""
@@ -670,7 +672,7 @@ def encoder_block(
 
 
 def transformer_layers(
-    vocab: int, heads: int, key_dim: int, hidden: int, blocks: int, classes: int
+    vocab: int, *, heads: int, key_dim: int, hidden: int, blocks: int, classes: int
 ) -> tuple[Layer, ...]:
     """A Transformer encoder classifier from Keras' own layers: token
     embeddings; positions encoded by a convolution over them, added back (the
@@ -742,7 +744,9 @@ def _build_models() -> dict[str, ModelSpec]:
             "transformer",
             (128,),
             2,
-            transformer_layers(TRANSFORMER_VOCAB, 4, 16, 128, 2, 2),
+            transformer_layers(
+                TRANSFORMER_VOCAB, heads=4, key_dim=16, hidden=128, blocks=2, classes=2
+            ),
             Workload("imdb", "adam", 0.001, 32),
         ),
     ]
@@ -805,7 +809,7 @@ VARIANTS: dict[str, ModelSpec] = {
         "transformer-tiny",
         (12,),
         2,
-        transformer_layers(50, 2, 4, 16, 1, 2),
+        transformer_layers(50, heads=2, key_dim=4, hidden=16, blocks=1, classes=2),
         Workload("imdb", "adam", 0.001, 16),
         module="transformer",
     ),

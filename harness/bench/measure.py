@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from harness.core import pairing, records
 from harness.core.cells import Cell, Plan, Unit
 from harness.core.flops import step_flops
-from harness.core.gate import checked_batches, checked_weights
+from harness.core.gate import INFER_ONLY, checked_batches, checked_weights
 from harness.core.placement import of_profile
 from harness.core.profiles import Profile, Settings
 from harness.core.resources import resource_summary, usage_summary
@@ -129,7 +129,7 @@ class Measuring:
         """Measure ``unit`` (or write why it is not timed), printing a
         progress line per process."""
         timeable = {
-            p: self.plan.allow_unverified or verdicts[p] in ("pass", "unavailable")
+            p: self.plan.allow_unverified or verified(verdicts[p], unit.phase)
             for p in unit.paths
         }
         if unit.paired and all(timeable.values()):
@@ -214,7 +214,7 @@ class Measuring:
             repeat,
             status=status,
             equivalence=verdict,
-            verified=verdict == "pass",
+            verified=verified(verdict, cell.phase),
             values=values,
             summary=summary,
             settings=_settings_used(request),
@@ -258,7 +258,7 @@ class Measuring:
                 unit.repeat,
                 status=status,
                 equivalence=verdicts[path],
-                verified=verdicts[path] == "pass",
+                verified=verified(verdicts[path], cell.phase),
                 values=values.get(api, {}),
                 summary=summary,
                 settings=_settings_used(request),
@@ -387,6 +387,15 @@ def _pair_line(
     return line + (f"; stopped: {reason}" if reason else "")
 
 
+def verified(verdict: str, phase: str) -> bool:
+    """Whether a cell of ``phase`` may be timed under the gate's ``verdict``:
+    a pass (or a path not installed here, which then reports itself); an
+    ``infer-only`` path for inference."""
+    return verdict in ("pass", "unavailable") or (
+        verdict == INFER_ONLY and phase == "infer"
+    )
+
+
 def _held_back_because(verdict: str) -> str:
     """Why a cell with ``verdict`` was not timed, and what to do about it."""
     if verdict == "stale":
@@ -399,6 +408,12 @@ def _held_back_because(verdict: str) -> str:
             "equivalence verdict 'unchecked': the gate has no verdict under this "
             "cell's key in the results folder; run 'python -m harness gate' "
             "first; not timed"
+        )
+    if verdict == INFER_ONLY:
+        return (
+            "equivalence verdict 'infer-only': its training steps do not agree "
+            "with float64 (its forward pass and gradients do); training not "
+            "timed; pass --allow-unverified to time it anyway"
         )
     return (
         f"equivalence verdict {verdict!r}: not timed; pass --allow-unverified "

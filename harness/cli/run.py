@@ -66,7 +66,7 @@ def run_command(args: argparse.Namespace) -> int:
     130 on Ctrl-C; how to resume when the run stopped early."""
     profile, models, paths, phases = selection(args)
     from harness.bench.run import RunStoppedError, run
-    from harness.core.records import outcome, read
+    from harness.core.records import ACCEPTED, outcome, read
 
     executor = None
     if args.executor == "slurm":
@@ -98,7 +98,7 @@ def run_command(args: argparse.Namespace) -> int:
     counts, line = outcome(read(out))
     print(f"records written to {out}")
     print(line)
-    return 0 if set(counts) <= {"ok"} else 1
+    return 0 if set(counts) <= ACCEPTED else 1
 
 
 def _slowdowns(given: list[str]) -> dict[str, float]:

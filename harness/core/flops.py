@@ -160,7 +160,7 @@ def layer_flops(
     return tuple(counts)
 
 
-def _newer_kind(
+def _newer_kind(  # noqa: PLR0911 (one rule per layer kind)
     spec: ModelSpec, layer: Layer, shape: tuple[int, ...], out: tuple[int, ...]
 ) -> tuple[int, int]:
     """``(matmul, elementwise)`` of one sample through a layer of the kinds

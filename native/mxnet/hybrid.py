@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from mxnet import autograd, gluon, nd
 
+from native import at_shape
 from native.mxnet import common
 from native.mxnet.common import (
     CTX,
@@ -30,7 +31,6 @@ from native.mxnet.common import (
     to_numpy,
     update,
 )
-from native import at_shape
 from native.protocol import Apply
 from zoo.specs import Workload
 

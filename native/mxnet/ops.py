@@ -218,7 +218,8 @@ def _pool1d(h: Any, spec: ModelSpec, name: str, kind: str) -> Any:
         return _from_rows(
             F.Pooling(padded, kernel=size, stride=stride, pool_type="max")
         )
-    sums = F.Pooling(_padded(rows, pads, 0.0), kernel=size, stride=stride, pool_type="sum")
+    padded = _padded(rows, pads, 0.0)
+    sums = F.Pooling(padded, kernel=size, stride=stride, pool_type="sum")
     ones = _padded(F.ones_like(rows), pads, 0.0)
     counts = F.Pooling(ones, kernel=size, stride=stride, pool_type="sum")
     return _from_rows(sums / counts)

@@ -72,7 +72,8 @@ KERAS_EMBEDDING_BUG = "keras-tensorflow"
 
 def _assert_it_is_the_embedding_bug(report: ModelReport) -> None:
     spec = get_spec(report.case.model)
-    assert spec.tokens and report.case.steps, _explain(report)
+    assert spec.tokens, _explain(report)
+    assert report.case.steps, _explain(report)
     failing = {e.quantity for e in report.judgements[KERAS_EMBEDDING_BUG].failures}
     assert all(q.startswith("step") for q in failing), _explain(report)
     located = report.localizations[KERAS_EMBEDDING_BUG].first

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from equivalence.check import Checker
+from harness.bench.measure import verified
 from harness.core.gate import verify
 from tests.paths.conftest import require
 
@@ -21,18 +22,21 @@ pytestmark = pytest.mark.paths
 
 
 def _gate(
-    checker: Checker, results: Path, faults: dict[str, str] | None = None
+    checker: Checker,
+    results: Path,
+    faults: dict[str, str] | None = None,
+    model: str = "ffn",
 ) -> tuple[dict[str, str], list[str]]:
     lines: list[str] = []
     verdicts = verify(
-        ["ffn"],
+        [model],
         list(checker.workers),
         results,
         log=lines.append,
         faults=faults,
         checker=checker,
     )
-    return verdicts["ffn"], lines
+    return verdicts[model], lines
 
 
 def test_every_paths_timed_closures_compute_what_was_checked(
@@ -74,3 +78,21 @@ def test_a_fault_in_a_timed_closure_alone_fails_its_path_at_the_gate(
     assert again == verdicts
     assert lines[0] == "equivalence ffn: cached verdicts still valid"
     assert lines[1].startswith(f"equivalence ffn: native-torch: {reason}")
+
+
+def test_a_path_whose_training_alone_is_wrong_is_timed_for_inference_only(
+    checker: Checker, tmp_path: Path
+) -> None:
+    # Adam's epsilon inside the square root: the forward pass and the
+    # gradients are right, the update is not (as Keras on TensorFlow's Adam
+    # on an embedding: docs/results/transformer.md).
+    require(checker, "native-torch")
+    faults = {"native-torch": "adam-eps-inside-sqrt"}
+    verdicts, lines = _gate(checker, tmp_path, faults, model="lenet")
+    assert verdicts["native-torch"] == "infer-only", lines
+    said = [line for line in lines if "native-torch infer-only: " in line]
+    assert len(said) == 1, lines
+    assert "first parts from float64 at update" in said[0]
+    assert said[0].endswith("so it is timed for inference only")
+    assert verified(verdicts["native-torch"], "infer")
+    assert not verified(verdicts["native-torch"], "train")
