@@ -17,7 +17,7 @@ import pytest
 from tests.datafiles import MNIST_NAMES, idx_bytes, write_cifar, write_imdb, write_mnist
 from zoo import datasets
 from zoo.datasets import DataError, cifar10, imdb, mnist
-from zoo.specs import MODELS
+from zoo.specs import MODELS, get_spec
 
 
 @pytest.mark.parametrize("gzipped", [True, False])
@@ -188,6 +188,21 @@ def test_imdb_reviews_become_deterministic_features(tmp_path: Path) -> None:
     kept = tokens[int(order[0]) : int(order[0]) + 1]
     first = imdb.sequences(kept, imdb.build_vocabulary(tokens, 5), 7)[0]
     assert np.array_equal(split.train_x[0], table[first])
+
+
+def test_a_model_with_an_embedding_reads_imdb_as_token_ids(tmp_path: Path) -> None:
+    write_imdb(tmp_path)
+    spec = get_spec("transformer-tiny")  # 50 rows: 48 words and the two reserved
+    split = datasets.load(spec, tmp_path, datasets.Options(sequence_length=12))
+    assert split.train_x.shape == (12, 12)
+    assert split.train_x.dtype == np.int32
+    assert 0 <= split.train_x.min() and split.train_x.max() < spec.tokens
+    # the same ids the features of the LSTM are looked up by
+    where = tmp_path / "aclImdb"
+    features = imdb.load(where, length=12, vocabulary=48, glove=None, seed=0)
+    table = imdb.table(imdb.build_vocabulary(imdb.reviews(where, "train")[0], 48), 0)
+    assert np.array_equal(table[split.train_x], features.train_x)
+    assert np.array_equal(split.train_y, features.train_y)
 
 
 def test_imdb_is_cut_before_its_features_are_built_and_the_same(tmp_path: Path) -> None:

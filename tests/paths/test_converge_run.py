@@ -7,10 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from equivalence.check import Checker
 from harness.converge import report
 from harness.converge.run import run_converge
+from harness.core.gate import verify
 from harness.core.profiles import PROFILES
-from tests.datafiles import write_mnist
+from tests.datafiles import write_imdb, write_mnist
+from tests.paths.conftest import require
 
 pytestmark = pytest.mark.paths
 
@@ -59,3 +62,41 @@ def test_converge_trains_gated_paths_on_idx_files_and_reports(
     text = report.text(found)
     assert "ensemble of 3 runs on native-torch" in text
     assert "agrees" in text
+
+
+def test_a_model_with_an_embedding_converges_on_imdb_token_ids(
+    checker: Checker, gated: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The transformer's family trains on the ids of IMDB's reader (tiny
+    reviews here), gated like any model."""
+    paths = ["keras-jax", "native-torch"]
+    for path in paths:
+        require(checker, path)
+    found = verify(["transformer-tiny"], paths, gated, checker=checker)
+    assert set(found["transformer-tiny"].values()) == {"pass"}, found
+    write_imdb(tmp_path / "data", per_folder=8)
+    profile = PROFILES["converge"]
+    settings = profile.converge.model_copy(
+        update={
+            "epochs": 1,
+            "ensemble": 0,
+            "per_model": {
+                "transformer-tiny": {"target": 0.1, "batch_size": 8},
+            },
+        }
+    )
+    profile = profile.model_copy(update={"converge": settings})
+    out = run_converge(
+        profile,
+        gated,
+        models=["transformer-tiny"],
+        paths=paths,
+        data_dir=tmp_path / "data",
+    )
+    assert "token ids" in capsys.readouterr().err
+    runs = report.load(out).models["transformer-tiny"]
+    assert [r["path"] for r in runs.paths] == paths
+    for r in runs.paths:
+        assert r["status"] == "ok", r.get("error")
+        assert r["batches_per_epoch"] == 2  # 16 reviews in batches of 8
+        assert all(0.0 <= a <= 1.0 for a in r["accuracy"])

@@ -191,16 +191,20 @@ def load(spec: ModelSpec, data_dir: Path | None, options: Options = Options()) -
     elif dataset == "cifar10":
         split = cifar10.load(Path(data_dir) / FOLDERS[dataset])
     else:
-        # IMDB is cut to the samples asked for before its features are built.
+        # IMDB is cut to the samples asked for before its features are built;
+        # a model with an embedding takes the ids, from as many words as its
+        # table has rows besides the two reserved ids.
         length = options.sequence_length or spec.input_shape[0]
+        vocabulary = spec.tokens - 2 if spec.tokens else options.vocabulary
         return check_split(
             imdb.load(
                 Path(data_dir) / FOLDERS[dataset],
                 length=length,
-                vocabulary=options.vocabulary,
+                vocabulary=vocabulary,
                 glove=options.glove,
                 seed=options.seed,
                 samples=(options.train_samples, options.test_samples),
+                tokens=bool(spec.tokens),
             ),
             classes,
         )

@@ -19,7 +19,9 @@ From text to the LSTM's input, deterministically:
    with 0 in front (Keras' ``pad_sequences`` defaults), so the LSTM's final
    state has just read the review's end.
 4. **Features**: each id becomes 50 numbers from a fixed table (padding:
-   zeros).  By default the table is seeded: ``rng(seed).standard_normal``
+   zeros); a model that starts with an embedding (the transformer) takes
+   the ids themselves instead (``tokens``), its vocabulary the embedding's
+   rows less the two reserved ids.  By default the table is seeded: ``rng(seed).standard_normal``
    scaled by ``1/sqrt(50)``, so a feature vector has about unit length.  With a
    GloVe file (``glove.6B.50d.txt``: a word and 50 numbers per line) the
    words it has take its vectors, the others keep their seeded ones.
@@ -165,11 +167,13 @@ def load(
     glove: Path | None,
     seed: int,
     samples: tuple[int | None, int | None] = (None, None),
+    tokens: bool = False,
 ) -> Split:
-    """Both splits of ``where`` as features ``(N, length, 50)``: the
-    ``samples`` (training, test; None: all) that ``zoo.datasets.orders``
-    keeps, in its order, each built only once it is kept and its size
-    checked (``zoo.datasets.MAX_BYTES``)."""
+    """Both splits of ``where`` as features ``(N, length, 50)``, or with
+    ``tokens`` as int32 ids ``(N, length)``: the ``samples`` (training,
+    test; None: all) that ``zoo.datasets.orders`` keeps, in its order, each
+    built only once it is kept and its size checked
+    (``zoo.datasets.MAX_BYTES``)."""
     if length < 1 or vocabulary < 1:
         raise DataError("IMDB needs a sequence length and a vocabulary of at least 1")
     flat = not (where / "train").is_dir() and (where.parent / "train").is_dir()
@@ -185,13 +189,22 @@ def load(
     test_texts, test_y = reviews(where, "test")
     source = f"IMDB reviews in {where}"
     train_order, test_order = orders((len(train_y), len(test_y)), samples, seed, source)
+    width = 1 if tokens else FEATURES
     for name, order in (("training", train_order), ("test", test_order)):
         within_limit(
-            len(order) * length * FEATURES * 4,
+            len(order) * length * width * 4,
             f"IMDB's {name} features ({len(order)} reviews x {length} tokens x "
-            f"{FEATURES} float32; lower the samples or sequence_length)",
+            f"{width} 4-byte values; lower the samples or sequence_length)",
         )
     words = build_vocabulary(train_texts, vocabulary)
+    if tokens:
+        return Split(
+            sequences([train_texts[i] for i in train_order], words, length),
+            train_y[train_order],
+            sequences([test_texts[i] for i in test_order], words, length),
+            test_y[test_order],
+            source=f"{source} (token ids: {len(words)} words, last {length} tokens)",
+        )
     features = table(words, seed, glove)
     how = f"{len(words)} words, last {length} tokens, " + (
         f"GloVe {Path(glove).name}" if glove else f"seeded features (seed {seed})"
