@@ -196,7 +196,8 @@ def test_a_model_with_an_embedding_reads_imdb_as_token_ids(tmp_path: Path) -> No
     split = datasets.load(spec, tmp_path, datasets.Options(sequence_length=12))
     assert split.train_x.shape == (12, 12)
     assert split.train_x.dtype == np.int32
-    assert 0 <= split.train_x.min() and split.train_x.max() < spec.tokens
+    assert split.train_x.min() >= 0
+    assert split.train_x.max() < spec.tokens
     # the same ids the features of the LSTM are looked up by
     where = tmp_path / "aclImdb"
     features = imdb.load(where, length=12, vocabulary=48, glove=None, seed=0)

@@ -24,6 +24,7 @@ from harness.core.flops import step_flops
 from harness.core.gate import INFER_ONLY, checked_batches, checked_weights
 from harness.core.placement import of_profile
 from harness.core.profiles import Profile, Settings
+from harness.core.records import verified
 from harness.core.resources import resource_summary, usage_summary
 from harness.core.seeds import WEIGHTS_SEED
 from workers.launch import Reply, Worker
@@ -385,15 +386,6 @@ def _pair_line(
     if shared["contended"]:
         line += f", MACHINE BUSY ({shared.get('others_cpu', 0):.2f} cores taken)"
     return line + (f"; stopped: {reason}" if reason else "")
-
-
-def verified(verdict: str, phase: str) -> bool:
-    """Whether a cell of ``phase`` may be timed under the gate's ``verdict``:
-    a pass (or a path not installed here, which then reports itself); an
-    ``infer-only`` path for inference."""
-    return verdict in ("pass", "unavailable") or (
-        verdict == INFER_ONLY and phase == "infer"
-    )
 
 
 def _held_back_because(verdict: str) -> str:

@@ -362,6 +362,15 @@ HELD_BACK_TRAINING = "not-timed (training not equivalent)"
 ACCEPTED = frozenset({"ok", HELD_BACK_TRAINING})
 
 
+def verified(verdict: str, phase: str) -> bool:
+    """Whether a cell of ``phase`` may be timed under the gate's ``verdict``:
+    a pass (or a path not installed here, which then reports itself); an
+    ``infer-only`` path for inference."""
+    return verdict in ("pass", "unavailable") or (
+        verdict == INFER_ONLY and phase == "infer"
+    )
+
+
 def _ending(record: Record) -> str:
     held = record.status == "not-timed" and record.equivalence == INFER_ONLY
     return HELD_BACK_TRAINING if held else record.status

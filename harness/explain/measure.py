@@ -95,8 +95,24 @@ def explain(
         for framework in frameworks:
             levels = levels_of(framework)
             failing = [f"{p} {verdicts[p]}" for p in levels if verdicts[p] != "pass"]
+            # An infer-only level (its training alone disagrees with float64)
+            # is explained for inference.
+            measured = [
+                phase
+                for phase in phases
+                if all(records.verified(verdicts[p], phase) for p in levels)
+            ]
             if all(verdicts[p] == "unavailable" for p in levels):
                 failing = [f"{framework} is not installed here"]
+            elif failing and measured and not allow_unverified:
+                left = ", ".join(ph for ph in phases if ph not in measured)
+                log(
+                    f"explain {model} {framework}: {left} not measured: "
+                    f"{', '.join(failing)} in the equivalence gate"
+                )
+                failing = []
+            else:
+                measured = list(phases)
             if failing and not allow_unverified:
                 why = f"not measured: {', '.join(failing)} in the equivalence gate"
                 log(f"explain {model} {framework}: {why}")
@@ -121,8 +137,8 @@ def explain(
             )
             cell.unverified = bool(failing)
             with kept_off(where):
-                cell.measure(phases, batch_sizes, processes)
-                cell.profile_levels(phases)
+                cell.measure(measured, batch_sizes, processes)
+                cell.profile_levels(measured)
     render(out)
     return out
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from equivalence.check import Checker
-from harness.bench.measure import verified
 from harness.core.gate import verify
+from harness.core.records import verified
 from tests.paths.conftest import require
 
 pytestmark = pytest.mark.paths

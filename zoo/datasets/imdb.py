@@ -21,8 +21,9 @@ From text to the LSTM's input, deterministically:
 4. **Features**: each id becomes 50 numbers from a fixed table (padding:
    zeros); a model that starts with an embedding (the transformer) takes
    the ids themselves instead (``tokens``), its vocabulary the embedding's
-   rows less the two reserved ids.  By default the table is seeded: ``rng(seed).standard_normal``
-   scaled by ``1/sqrt(50)``, so a feature vector has about unit length.  With a
+   rows less the two reserved ids.  By default the table is seeded:
+   ``rng(seed).standard_normal`` scaled by ``1/sqrt(50)``, so a feature
+   vector has about unit length.  With a
    GloVe file (``glove.6B.50d.txt``: a word and 50 numbers per line) the
    words it has take its vectors, the others keep their seeded ones.
 """
