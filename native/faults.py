@@ -19,6 +19,7 @@ import copy
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -124,9 +125,16 @@ def _first_same_conv(spec: ModelSpec) -> str:
 def _valid_padding(
     spec: ModelSpec, weights: Mapping[str, np.ndarray]
 ) -> tuple[ModelSpec, Weights]:
-    wrong = _first_same_conv(spec)
+    return _layer_changed(spec, weights, _first_same_conv(spec), padding="valid")
+
+
+def _layer_changed(
+    spec: ModelSpec, weights: Mapping[str, np.ndarray], name: str, **changes: Any
+) -> tuple[ModelSpec, Weights]:
+    """``spec`` with layer ``name`` computed with ``changes`` (a padding, an
+    activation, an epsilon), and the weights as they are."""
     layers = tuple(
-        dataclasses.replace(layer, padding="valid") if layer.name == wrong else layer
+        dataclasses.replace(layer, **changes) if layer.name == name else layer
         for layer in spec.layers
     )
     return _with_layers(spec, layers), dict(weights)
@@ -154,13 +162,8 @@ def _activation_swapped(
     spec: ModelSpec, weights: Mapping[str, np.ndarray]
 ) -> tuple[ModelSpec, Weights]:
     wrong = _first_squashing(spec)
-    layers = tuple(
-        dataclasses.replace(layer, activation=_SWAPPED[layer.activation])
-        if layer.name == wrong and layer.activation is not None
-        else layer
-        for layer in spec.layers
-    )
-    return _with_layers(spec, layers), dict(weights)
+    swapped = _SWAPPED[spec.layer(wrong).activation or ""]
+    return _layer_changed(spec, weights, wrong, activation=swapped)
 
 
 def _asymmetric_same(layer: Layer, spec: ModelSpec) -> bool:
@@ -184,11 +187,7 @@ def _symmetric_padding(
     spec: ModelSpec, weights: Mapping[str, np.ndarray]
 ) -> tuple[ModelSpec, Weights]:
     wrong = _first_asymmetric_same(spec)
-    layers = tuple(
-        dataclasses.replace(layer, padding=SYMMETRIC) if layer.name == wrong else layer
-        for layer in spec.layers
-    )
-    return _with_layers(spec, layers), dict(weights)
+    return _layer_changed(spec, weights, wrong, padding=SYMMETRIC)
 
 
 def _heads_interleaved(a: np.ndarray, p: Param) -> np.ndarray:
@@ -249,13 +248,7 @@ def _layer_norm_epsilon(
     spec: ModelSpec, weights: Mapping[str, np.ndarray]
 ) -> tuple[ModelSpec, Weights]:
     wrong = _first_keras_epsilon(spec)
-    layers = tuple(
-        dataclasses.replace(layer, epsilon=TORCH_LAYER_NORM_EPSILON)
-        if layer.name == wrong
-        else layer
-        for layer in spec.layers
-    )
-    return _with_layers(spec, layers), dict(weights)
+    return _layer_changed(spec, weights, wrong, epsilon=TORCH_LAYER_NORM_EPSILON)
 
 
 def _last_gelu(spec: ModelSpec) -> str:
@@ -268,14 +261,7 @@ def _last_gelu(spec: ModelSpec) -> str:
 def _gelu_tanh(
     spec: ModelSpec, weights: Mapping[str, np.ndarray]
 ) -> tuple[ModelSpec, Weights]:
-    wrong = _last_gelu(spec)
-    layers = tuple(
-        dataclasses.replace(layer, activation=GELU_TANH)
-        if layer.name == wrong
-        else layer
-        for layer in spec.layers
-    )
-    return _with_layers(spec, layers), dict(weights)
+    return _layer_changed(spec, weights, _last_gelu(spec), activation=GELU_TANH)
 
 
 def _adam_eps_inside_sqrt(
