@@ -7,10 +7,10 @@ Every framework package (``native.jax``, ``native.tensorflow``,
   models (loading arrays, feeding data, the loss and its gradients, the
   hand-written SGD and Adam, waiting for the device), meeting
   ``native.protocol.Framework``;
-- ``ops.py``: the building blocks with the same signatures everywhere,
-  ``dense``, ``conv2d``, ``max_pool``, ``avg_pool``, ``flatten`` and ``lstm``
-  as ``block(h, params, spec, name)``, ``relu``, ``tanh``, ``sigmoid`` and
-  ``softmax`` as ``activation(h)``;
+- ``ops.py``: the building blocks with the same signatures everywhere, one
+  per layer kind of ``zoo.specs.LAYER_KINDS`` (``dense``, ``conv2d``, ...,
+  ``attention``, ``add``) as ``block(h, params, spec, name)`` and one per
+  activation (``relu``, ..., ``gelu``) as ``activation(h)``;
 - ``operators.py``: every operator of ``zoo.operators`` through the
   framework's own operators, with the conversions, autodiff and wait the
   operator benchmarks use (``python -m harness ops``; the same surface in
@@ -147,13 +147,7 @@ def load_apply(framework: str, spec: ModelSpec) -> Apply:
     """
     load_framework(framework)
     package = framework.split("-", maxsplit=1)[0]
-    ops = importlib.import_module(f"native.{package}.ops")
-    key = (ops, spec.input_shape, spec.layers, spec.params)
-    if key not in _PASSES:
-        from native import compose
-
-        _PASSES[key] = cast("Apply", functools.partial(compose.apply, ops, spec=spec))
-    return _PASSES[key]
+    return _bound(importlib.import_module(f"native.{package}.ops"), spec)
 
 
 def at_shape(apply: Apply, shape: tuple[int, ...]) -> Apply:
@@ -170,11 +164,17 @@ def at_shape(apply: Apply, shape: tuple[int, ...]) -> Apply:
     # a deliberately faulty spec's layers as they are (``native.faults``).
     moved = copy.copy(spec)
     object.__setattr__(moved, "input_shape", shape)
-    key = (ops, shape, moved.layers, moved.params)
+    return _bound(ops, moved)
+
+
+def _bound(ops: Any, spec: ModelSpec) -> Apply:
+    """``native.compose.apply`` over ``ops`` with ``spec`` bound, one object
+    per (ops, input shape, layers, parameters)."""
+    key = (ops, spec.input_shape, spec.layers, spec.params)
     if key not in _PASSES:
         from native import compose
 
-        _PASSES[key] = cast("Apply", functools.partial(compose.apply, ops, spec=moved))
+        _PASSES[key] = cast("Apply", functools.partial(compose.apply, ops, spec=spec))
     return _PASSES[key]
 
 

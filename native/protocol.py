@@ -67,6 +67,48 @@ class Ops(Protocol):
         """The LSTM over ``(N, T, F)``: the last hidden state ``(N, u)``, or
         every step's ``(N, T, u)`` with ``return_sequences``."""
 
+    def embedding(
+        self, h: Tensor, params: Params, spec: ModelSpec, name: str
+    ) -> Tensor:
+        """Each token id's row of the table: ``(N, T) -> (N, T, dim)``."""
+
+    def conv1d(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
+        """A convolution over time with the layer's strides and padding; a
+        sequence ``(N, T, F)`` in and out in every layout."""
+
+    def max_pool1d(
+        self, h: Tensor, params: Params, spec: ModelSpec, name: str
+    ) -> Tensor:
+        """The largest value of each window over time."""
+
+    def avg_pool1d(
+        self, h: Tensor, params: Params, spec: ModelSpec, name: str
+    ) -> Tensor:
+        """The mean of each window's steps inside the sequence."""
+
+    def global_avg_pool(
+        self, h: Tensor, params: Params, spec: ModelSpec, name: str
+    ) -> Tensor:
+        """The mean over every position: ``(N, T, F) -> (N, F)``, images
+        ``-> (N, C)``."""
+
+    def gru(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
+        """Keras' GRU (``reset_after=True``) over ``(N, T, F)``, as ``lstm``
+        returns its states."""
+
+    def layer_norm(
+        self, h: Tensor, params: Params, spec: ModelSpec, name: str
+    ) -> Tensor:
+        """Normalized over the last axis, then ``gamma`` and ``beta``."""
+
+    def attention(
+        self, h: Tensor, params: Params, spec: ModelSpec, name: str
+    ) -> Tensor:
+        """Keras' ``MultiHeadAttention`` with ``h`` as query, key and value."""
+
+    def add(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
+        """The sum of the tuple of outputs ``h`` the layer takes."""
+
     def relu(self, h: Tensor) -> Tensor: ...
 
     def tanh(self, h: Tensor) -> Tensor: ...
@@ -75,6 +117,9 @@ class Ops(Protocol):
 
     def softmax(self, h: Tensor) -> Tensor:
         """Over the last axis."""
+
+    def gelu(self, h: Tensor) -> Tensor:
+        """Keras' exact GELU, ``h / 2 * (1 + erf(h / sqrt(2)))``."""
 
 
 class Framework(Protocol):
