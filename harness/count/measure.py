@@ -203,10 +203,12 @@ def count(
     for framework, paths in served.items():
         counted = []
         for model, phase, batch in cells:
+            # an infer-only path (its training alone disagrees) counts inference
             failing = [
                 f"{p} {verdicts[model][p]}"
                 for p in paths
-                if verdicts[model][p] != "pass"
+                if not records.verified(verdicts[model][p], phase)
+                or verdicts[model][p] == "unavailable"
             ]
             if failing and not allow_unverified:
                 why = f"{', '.join(failing)} in the equivalence gate"
