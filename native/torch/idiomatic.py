@@ -80,9 +80,23 @@ def _module(layer: Layer, spec: ModelSpec) -> list[nn.Module]:
     return [_Recurrent(features, layer.size, layer.return_sequences)]
 
 
+# The layer kinds an ``nn.Sequential`` of stock modules here computes as the
+# native path does; the transformer's kinds (a residual graph, attention in
+# Keras' layout) have none yet.
+KINDS = ("dense", "conv2d", "avg_pool", "max_pool", "flatten", "lstm")
+
+
 def build(spec: ModelSpec, arrays: Mapping[str, np.ndarray]) -> nn.Sequential:
     """The model as ``nn.Sequential``, loaded with ``arrays`` (this framework's
-    layout, ``native.layout.to_native``)."""
+    layout, ``native.layout.to_native``); a ValueError in one sentence for a
+    layer this module has no stock module for."""
+    missing = sorted({layer.kind for layer in spec.layers} - set(KINDS))
+    if missing or any(layer.inputs for layer in spec.layers):
+        raise ValueError(
+            f"{spec.name} has layers no nn.Sequential here computes "
+            f"({', '.join(missing) or 'a residual graph'}): the idiomatic "
+            f"PyTorch yardstick takes {', '.join(KINDS)}"
+        )
     modules: dict[str, nn.Module] = {}
     for layer in spec.layers:
         # The module with the weights is named after the layer, the padding
