@@ -254,13 +254,16 @@ def gru(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     bias = params[f"{name}/bias"]
     layer = spec.layer(name)
     units = layer.size
-    # (2, 3u) -> the input bias and the recurrent bias, each (3u,)
-    input_bias, recurrent_bias = (
-        F.reshape(F.slice_axis(bias, 0, row, row + 1), (-1,)) for row in (0, 1)
-    )
 
     def cell(x_t: Any, states: list[Any]) -> Any:
         (state,) = states
+        # (2, 3u) -> the input bias and the recurrent bias, each (3u,); sliced
+        # inside the loop's body, which may only close over the block's own
+        # inputs: hybridized, a body closing over symbols made outside it
+        # computed wrong logits here, or crashed.
+        input_bias, recurrent_bias = (
+            F.reshape(F.slice_axis(bias, 0, row, row + 1), (-1,)) for row in (0, 1)
+        )
         x_z, x_r, x_h = F.split(
             F.FullyConnected(x_t, kernel, input_bias, num_hidden=3 * units),
             num_outputs=3,
