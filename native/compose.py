@@ -14,6 +14,17 @@ is plain Python over a spec that does not change, so under ``jax.jit``,
 ``tf.function``, ``torch.compile`` or a hybridized MXNet block it traces to
 the same program a hand-unrolled forward pass gives.
 
+Two kinds compute differently in a training step (``zoo.specs.TRAINING_KINDS``),
+which ``training=True`` asks for (``train_forward``): a ``batch_norm``
+normalizes with the batch's statistics (``ops.batch_norm_train``) and writes
+its new moving statistics, Keras' ``moving * momentum + batch * (1 -
+momentum)``, into ``updates``; a ``dropout`` drops (``ops.dropout``, with
+``rng`` where the framework's randomness is explicit: a JAX key).  In
+inference a batch normalization uses its moving statistics and a dropout is
+the identity, as at rate 0 in training.  A dropout that drops also taps its
+input, as ``<name>/input``, for the check that it dropped as dropout must
+(``workers.protocol.check_dropout``).
+
 Framework-free: the framework comes in with ``ops``.
 """
 
@@ -26,21 +37,56 @@ from zoo.specs import ModelSpec
 
 
 def apply(
-    ops: Any, params: Any, x: Tensor, spec: ModelSpec, tap: Tap = no_tap
+    ops: Any,
+    params: Any,
+    x: Tensor,
+    spec: ModelSpec,
+    tap: Tap = no_tap,
+    *,
+    training: bool = False,
+    updates: dict[str, Tensor] | None = None,
+    rng: Any = None,
 ) -> Tensor:
     """The model's outputs (logits) for input batch ``x`` in ``ops``'
-    framework and layout."""
+    framework and layout; with ``training``, as a training step computes
+    them (see the module docstring)."""
     h = x
     outputs: dict[str, Tensor] = {}
-    for layer in spec.layers:
+    for index, layer in enumerate(spec.layers):
         if layer.kind == "add":
             h = tuple(outputs[name] for name in layer.inputs)
         elif layer.inputs:
             h = outputs[layer.inputs[0]]
-        h = getattr(ops, layer.kind)(h, params, spec, layer.name)
+        if layer.kind == "dropout":
+            if training and layer.rate:
+                h = tap(f"{layer.name}/input", h)  # for the dropout check
+                h = ops.dropout(h, layer.rate, rng, index)
+        elif layer.kind == "batch_norm" and training:
+            h, mean, variance = ops.batch_norm_train(h, params, spec, layer.name)
+            if updates is not None:
+                keep = layer.norm_momentum
+                for stat, batch in (
+                    ("moving_mean", mean),
+                    ("moving_variance", variance),
+                ):
+                    moving = params[f"{layer.name}/{stat}"]
+                    updates[f"{layer.name}/{stat}"] = moving * keep + batch * (1 - keep)
+        else:
+            h = getattr(ops, layer.kind)(h, params, spec, layer.name)
         if layer.activation is not None:
             h = getattr(ops, layer.activation)(h)
         if layer.kind != "flatten":  # see ModelSpec.tapped_layers
             h = tap(layer.name, h)
         outputs[layer.name] = h
     return h
+
+
+def train_forward(
+    apply: Any, params: Any, x: Tensor, rng: Any = None
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """``apply`` (a bound pass of ``native.load_apply``) as a training step
+    runs it: the logits, and the new value of every state parameter by name
+    (a batch normalization's moving statistics; none for other models)."""
+    updates: dict[str, Tensor] = {}
+    logits = apply(params, x, training=True, updates=updates, rng=rng)
+    return logits, updates

@@ -114,6 +114,8 @@ _TO_OIHW: dict[str, Converter] = {
     "gru_bias": _identity,
     "embedding": _identity,
     "gamma": _identity,
+    "moving_mean": _identity,
+    "moving_variance": _identity,
     "attention_kernel": _heads_to_rows,
     "attention_bias": _heads_flat,
     "attention_output": _output_to_rows,
@@ -132,6 +134,8 @@ _FROM_OIHW: dict[str, Converter] = {
     "gru_bias": _identity,
     "embedding": _identity,
     "gamma": _identity,
+    "moving_mean": _identity,
+    "moving_variance": _identity,
     "attention_kernel": _rows_to_heads,
     "attention_bias": _heads_unflat,
     "attention_output": _rows_to_output,
@@ -201,6 +205,14 @@ def operand_to_canonical(a: np.ndarray, role: str, family: str) -> np.ndarray:
 def to_canonical(
     spec: ModelSpec, native: Mapping[str, np.ndarray], family: str
 ) -> dict[str, np.ndarray]:
-    """Convert arrays (weights or gradients) in ``family`` layout to canonical."""
+    """Convert arrays (weights or gradients) in ``family`` layout to canonical:
+    every parameter, or (gradients) every trained one."""
     _check_family(family)
-    return {p.name: param_to_canonical(native[p.name], p, family) for p in spec.params}
+    missing = [p.name for p in spec.params if p.trainable and p.name not in native]
+    if missing:
+        raise KeyError(f"{spec.name}: no array for {', '.join(missing)}")
+    return {
+        p.name: param_to_canonical(native[p.name], p, family)
+        for p in spec.params
+        if p.name in native
+    }

@@ -33,7 +33,13 @@ import numpy as np
 from native import load_framework
 from workers import keras_levels
 from workers.paths import STEPS_PER_EXECUTION, default_mode
-from workers.protocol import Predictor, TrainCheck, Trainer, check_training
+from workers.protocol import (
+    Predictor,
+    TrainCheck,
+    Trainer,
+    check_dropout,
+    check_training,
+)
 from zoo.specs import ModelSpec
 
 # ``Model.compile`` keyword arguments of each mode that is not a backend's
@@ -86,6 +92,8 @@ class KerasRunner:
         model = self._model(spec, weights, x)
         loss_fn = self._loss_fn()
         logits, loss, grads = _GRADS[self.backend](model, loss_fn, x, y)
+        if spec.dropout:  # after: a training pass updates the moving statistics
+            self._check_dropout(model, spec, x)
         by_variable = dict(
             zip((id(v) for v in model.trainable_variables), grads, strict=True)
         )
@@ -96,8 +104,30 @@ class KerasRunner:
                 )
             )
             for p in spec.params
+            if p.trainable  # a batch normalization's statistics get none
         }
         return np.asarray(logits), float(loss), canonical
+
+    def _check_dropout(self, model: Any, spec: ModelSpec, x: np.ndarray) -> None:
+        """A ValueError unless every dropout, at its rate in one training
+        forward pass on ``x``, dropped as dropout must (``check_dropout``)."""
+        layers = [d for d in spec.layers if d.kind == "dropout" and d.rate]
+        ends = []
+        for layer in layers:
+            keras_layer = model.get_layer(layer.name)
+            ends += [keras_layer.input, keras_layer.output]
+        probe = self.keras.Model(model.inputs, ends)
+        ops = self.keras.ops
+        values = [
+            ops.convert_to_numpy(v)
+            for v in probe(ops.convert_to_tensor(x), training=True)
+        ]
+        for i, layer in enumerate(layers):
+            problem = check_dropout(
+                layer.name, layer.rate, values[2 * i], values[2 * i + 1]
+            )
+            if problem:
+                raise ValueError(problem)
 
     def _compiled(
         self, spec: ModelSpec, weights: Mapping[str, np.ndarray], x: np.ndarray

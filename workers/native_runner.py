@@ -21,8 +21,15 @@ from typing import Any
 import numpy as np
 
 from native import OPTIMIZERS, layout, load_apply, load_framework
+from native.compose import train_forward
 from native.protocol import Params, Tensor, TrainState
-from workers.protocol import Predictor, TrainCheck, Trainer, check_training
+from workers.protocol import (
+    Predictor,
+    TrainCheck,
+    Trainer,
+    check_dropout,
+    check_training,
+)
 from zoo.specs import ModelSpec
 
 Batch = tuple[Tensor, Tensor]
@@ -83,12 +90,38 @@ class NativeRunner:
             fw.to_input(x),
             fw.to_labels(y),
         )
-        native = {name: fw.to_numpy(g) for name, g in grads.items()}
+        if spec.dropout:
+            self._check_dropout(spec, weights, x)
+        # Gradients of the trained parameters only: in inference a batch
+        # normalization's moving statistics have one, which Keras never takes.
+        trained = spec.trainable_names()
+        native = {name: fw.to_numpy(g) for name, g in grads.items() if name in trained}
         return (
             fw.to_numpy(logits),
             float(fw.to_numpy(loss).item()),
             layout.to_canonical(spec, native, fw.LAYOUT),
         )
+
+    def _check_dropout(
+        self, spec: ModelSpec, weights: Mapping[str, np.ndarray], x: np.ndarray
+    ) -> None:
+        """A ValueError unless every dropout, at its rate in one training
+        forward pass on ``x``, dropped as dropout must (``check_dropout``)."""
+        fw, taps = self.fw, {}
+
+        def record(name: str, h: Tensor) -> Tensor:
+            taps[name] = fw.to_numpy(h)
+            return h
+
+        apply = load_apply(self.framework, spec)
+        arrays = fw.arrays(self.init(spec, weights))
+        apply(arrays, fw.to_input(x), tap=record, training=True)
+        for layer in spec.layers:
+            if layer.kind == "dropout" and layer.rate:
+                given, got = taps[f"{layer.name}/input"], taps[layer.name]
+                problem = check_dropout(layer.name, layer.rate, given, got)
+                if problem:
+                    raise ValueError(problem)
 
     def activations(
         self, spec: ModelSpec, weights: Mapping[str, np.ndarray], x: np.ndarray
@@ -249,7 +282,13 @@ class Session:
         loss = math.nan
         if with_loss:
             params = fw.state_params(self.state)
-            _, value, _ = fw.loss_and_grads(self.apply, params, xt, yt)
+            if self.spec.trains_differently:
+                # The loss a training step computes (Keras' train_on_batch
+                # reports it): batch statistics, as ``train_step`` runs.
+                logits, _ = train_forward(self.apply, fw.arrays(params), xt)
+                value = fw.cross_entropy(logits, yt)
+            else:
+                _, value, _ = fw.loss_and_grads(self.apply, params, xt, yt)
             loss = float(fw.to_numpy(value).item())
         self.state = fw.train_step(self.apply, self.state, xt, yt)
         fw.sync(self.state)

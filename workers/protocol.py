@@ -199,3 +199,48 @@ class NativeOnly(Protocol):
     ) -> Callable[[int], None]:
         """Like ``trainer``, with the framework's idiomatic fast training step
         (``native.<framework>.idiomatic``), for the floors benchmark."""
+
+
+# A dropout's kept fraction may miss ``1 - rate`` by chance; the allowance is
+# Hoeffding's bound at this probability, so no check fails by luck in a
+# lifetime of runs.  Kept values must be the input over ``1 - rate`` to a few
+# float32 roundings (TensorFlow multiplies by the reciprocal).
+DROPOUT_CHANCE = 1e-12
+DROPOUT_SCALE_TOLERANCE = 8 * float(np.finfo(np.float32).eps)
+
+
+def check_dropout(
+    name: str, rate: float, inputs: np.ndarray, outputs: np.ndarray
+) -> str | None:
+    """``None`` when dropout layer ``name`` at ``rate``, run in training on
+    ``inputs``, gave ``outputs`` as dropout must: each nonzero input either
+    zero or scaled by ``1 / (1 - rate)``, and the fraction kept ``1 - rate``
+    within Hoeffding's bound at ``DROPOUT_CHANCE``; else what it did."""
+    x = np.asarray(inputs, np.float64).ravel()
+    y = np.asarray(outputs, np.float64).ravel()
+    if x.shape != y.shape:
+        return (
+            f"dropout layer {name!r} changed the shape {inputs.shape} to "
+            f"{outputs.shape}"
+        )
+    live = x != 0
+    n = int(live.sum())
+    if n == 0:
+        return None  # nothing to drop: every input is zero
+    kept = live & (y != 0)
+    expected = x[kept] / (1 - rate)
+    scale = np.abs(y[kept] - expected) / np.abs(expected)
+    if scale.size and scale.max() > DROPOUT_SCALE_TOLERANCE:
+        return (
+            f"dropout layer {name!r} at rate {rate} kept values off the input "
+            f"over 1 - rate by up to {scale.max():.1e} relative"
+        )
+    fraction = float(kept.sum()) / n
+    bound = math.sqrt(math.log(2 / DROPOUT_CHANCE) / (2 * n))
+    if abs(fraction - (1 - rate)) > bound:
+        return (
+            f"dropout layer {name!r} at rate {rate} kept {fraction:.3f} of {n} "
+            f"values, outside {1 - rate:.3f} +- {bound:.3f} (Hoeffding at "
+            f"{DROPOUT_CHANCE:g})"
+        )
+    return None

@@ -2,7 +2,8 @@
 
 Every layer kind of ``zoo.specs`` is Keras' own layer with Keras' defaults
 (an ``attention`` layer is ``MultiHeadAttention`` over one sequence as query,
-key and value; a ``gru`` is ``GRU`` with ``reset_after=True``).
+key and value; a ``gru`` is ``GRU`` with ``reset_after=True``; a
+``batch_norm``'s moving statistics are its non-trainable variables).
 
 Import this only in a process whose ``KERAS_BACKEND`` is already set: Keras
 picks its backend once per process, at import.
@@ -81,6 +82,12 @@ def _newer_layer(  # noqa: PLR0911 (one Keras layer per kind)
         return keras.layers.MultiHeadAttention(layer.heads, layer.size, name=n)
     if layer.kind == "add":
         return keras.layers.Add(name=n)
+    if layer.kind == "batch_norm":
+        return keras.layers.BatchNormalization(
+            momentum=layer.norm_momentum, epsilon=layer.norm_epsilon, name=n
+        )
+    if layer.kind == "dropout":
+        return keras.layers.Dropout(layer.rate, name=n)
     raise ValueError(f"layer {layer.name!r} has unknown kind {layer.kind!r}")
 
 

@@ -19,7 +19,11 @@ uses to exchange weights and gradients:
 - conv1d kernel ``(k, in, out)``; embeddings ``(vocab, dim)``;
 - GRU kernel ``(in, 3u)``, recurrent kernel ``(u, 3u)``, bias ``(2, 3u)`` (input
   bias, recurrent bias: Keras' ``reset_after=True``), gates ``z, r, h``;
-- layer normalization ``gamma`` and ``beta`` ``(F,)``;
+- layer normalization ``gamma`` and ``beta`` ``(F,)``; batch normalization
+  the same over the last (channel) axis, and its ``moving_mean`` and
+  ``moving_variance`` ``(F,)``: state, not trained (``STATE_KINDS``), which a
+  training step sets from the batch as Keras does and which are compared
+  after each step like the weights;
 - multi-head attention as Keras' ``EinsumDense`` sublayers: ``query``, ``key``
   and ``value`` kernels ``(F, heads, key_dim)`` with biases ``(heads,
   key_dim)``, the output kernel ``(heads, key_dim, F)`` with bias ``(F,)``.
@@ -39,7 +43,7 @@ on a sequence ``(T, F)`` applies to its last axis, as Keras applies it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 KINDS = (
     "dense",
@@ -58,7 +62,12 @@ KINDS = (
     "attention_kernel",
     "attention_bias",
     "attention_output",
+    "moving_mean",
+    "moving_variance",
 )
+# Parameter kinds that are state, not trained: a batch normalization's moving
+# statistics, which a training step sets from the batch (``Param.trainable``).
+STATE_KINDS = ("moving_mean", "moving_variance")
 # The layer kinds a model is made of, and the options each takes beyond its
 # size (``Layer``); ``zoo.user_models`` reads a table or a Keras file into these.
 LAYER_KINDS = (
@@ -77,6 +86,8 @@ LAYER_KINDS = (
     "layer_norm",
     "attention",
     "add",
+    "batch_norm",
+    "dropout",
 )
 LAYER_OPTIONS: dict[str, tuple[str, ...]] = {
     "dense": ("activation",),
@@ -94,7 +105,12 @@ LAYER_OPTIONS: dict[str, tuple[str, ...]] = {
     "layer_norm": ("epsilon",),
     "attention": ("heads",),
     "add": (),
+    "batch_norm": ("epsilon", "momentum"),
+    "dropout": ("rate",),
 }
+# Kinds that compute differently in a training step than in inference: a
+# batch normalization (batch statistics, moving ones updated) and dropout.
+TRAINING_KINDS = ("batch_norm", "dropout")
 # Kinds whose window slides over one axis (a sequence ``(T, F)``) or two
 # (images ``(H, W, C)``).
 WINDOWED_1D = ("conv1d", "avg_pool1d", "max_pool1d")
@@ -109,8 +125,10 @@ ACTIVATIONS = (None, "relu", "tanh", "sigmoid", "softmax", "gelu")
 # (``equivalence.compare.quantity_error``): an attention layer's key bias adds
 # one number to all of a query's scores, which the softmax over them ignores.
 ZERO_GRADIENT_ROLES = {"key/bias": "key/kernel"}
-# Keras' LayerNormalization epsilon, when a layer does not set its own.
+# Keras' LayerNormalization and BatchNormalization epsilon, and the
+# BatchNormalization momentum, when a layer does not set its own.
 LAYER_NORM_EPSILON = 1e-3
+BATCH_NORM_MOMENTUM = 0.99
 PADDINGS = ("valid", "same")
 # The optimizers a workload may name: every native framework's common.py
 # writes each out with Keras' formulas (``native.OPTIMIZERS`` is this).
@@ -138,7 +156,9 @@ class Layer:
     ``ACTIVATIONS``; ``return_sequences`` whether an LSTM or GRU gives every
     step's hidden state ``(T, u)`` or only the last ``(u,)``; ``vocab`` an
     embedding's number of token ids; ``heads`` an attention layer's;
-    ``epsilon`` a layer normalization's (0: Keras' ``LAYER_NORM_EPSILON``);
+    ``epsilon`` a layer or batch normalization's (0: Keras'
+    ``LAYER_NORM_EPSILON``); ``momentum`` a batch normalization's (0: Keras'
+    ``BATCH_NORM_MOMENTUM``); ``rate`` a dropout's fraction dropped;
     ``inputs`` the earlier layers whose outputs this layer takes (empty: the
     previous layer's; ``add`` names two).
 
@@ -159,6 +179,8 @@ class Layer:
     heads: int = 0
     epsilon: float = 0.0
     inputs: tuple[str, ...] = ()
+    momentum: float = 0.0
+    rate: float = 0.0
 
     def __repr__(self) -> str:
         shown = [
@@ -182,16 +204,31 @@ class Layer:
 
     @property
     def norm_epsilon(self) -> float:
-        """A layer normalization's epsilon: its own, or Keras' default."""
+        """A layer or batch normalization's epsilon: its own, or Keras' default."""
         return self.epsilon or LAYER_NORM_EPSILON
 
+    @property
+    def norm_momentum(self) -> float:
+        """A batch normalization's momentum: its own, or Keras' default."""
+        return self.momentum or BATCH_NORM_MOMENTUM
 
-_QUIET = ("strides", "return_sequences", "vocab", "heads", "epsilon", "inputs")
+
+_QUIET = (
+    "strides",
+    "return_sequences",
+    "vocab",
+    "heads",
+    "epsilon",
+    "inputs",
+    "momentum",
+    "rate",
+)
 
 
 @dataclass(frozen=True)
 class Param:
-    """One trainable array in canonical (Keras) layout."""
+    """One array of a model's state in canonical (Keras) layout: a trained
+    weight, or (``STATE_KINDS``) a statistic a training step sets."""
 
     name: str
     shape: tuple[int, ...]
@@ -199,6 +236,11 @@ class Param:
     layer: str
     role: str
     feature_shape: tuple[int, int, int] | None = None
+
+    @property
+    def trainable(self) -> bool:
+        """Whether an optimizer trains it (and a gradient is compared)."""
+        return self.kind not in STATE_KINDS
 
 
 @dataclass(frozen=True)
@@ -258,6 +300,21 @@ class ModelSpec:
             if p.name == name:
                 return p
         raise KeyError(f"{self.name} has no parameter {name!r}")
+
+    def trainable_names(self) -> tuple[str, ...]:
+        """The parameters an optimizer trains (all but ``STATE_KINDS``)."""
+        return tuple(p.name for p in self.params if p.trainable)
+
+    @property
+    def trains_differently(self) -> bool:
+        """Whether a training step's forward pass differs from inference's
+        (``TRAINING_KINDS``)."""
+        return any(layer.kind in TRAINING_KINDS for layer in self.layers)
+
+    @property
+    def dropout(self) -> bool:
+        """Whether a layer drops at a nonzero rate."""
+        return any(layer.kind == "dropout" and layer.rate for layer in self.layers)
 
     def tapped_layers(self) -> tuple[str, ...]:
         """Layers whose outputs are compared when localizing a divergence: all
@@ -365,7 +422,7 @@ def output_shape(  # noqa: PLR0911, PLR0912 (one rule per layer kind)
                 f"attention layer {n!r} needs a sequence (T, F), not {shape}"
             )
         return shape
-    if kind in ("layer_norm", "add"):
+    if kind in ("layer_norm", "add", "batch_norm", "dropout"):
         return shape
     raise ValueError(
         f"layer {n!r} has unknown kind {kind!r}; known: {', '.join(LAYER_KINDS)}"
@@ -439,6 +496,8 @@ def _check_options(layer: Layer) -> None:
         raise ValueError(f"attention layer {n!r} needs at least one head")
     if not 0 <= layer.epsilon < 1:
         raise ValueError(f"layer {n!r} needs an epsilon in [0, 1)")
+    if not 0 <= layer.momentum < 1 or not 0 <= layer.rate < 1:
+        raise ValueError(f"layer {n!r} needs a momentum and a rate in [0, 1)")
     for f in fields(layer):
         foreign = f.name in _OPTIONAL and f.name not in LAYER_OPTIONS[layer.kind]
         if foreign and getattr(layer, f.name) != f.default:
@@ -457,9 +516,18 @@ _OPTIONAL = (
     "vocab",
     "heads",
     "epsilon",
+    "momentum",
+    "rate",
 )
 # Kinds that have no size of their own (their output keeps the input's width).
-_SIZELESS = ("flatten", "global_avg_pool", "layer_norm", "add")
+_SIZELESS = (
+    "flatten",
+    "global_avg_pool",
+    "layer_norm",
+    "add",
+    "batch_norm",
+    "dropout",
+)
 
 
 def _check_graph(spec: ModelSpec) -> None:
@@ -578,11 +646,22 @@ def _more_params(layer: Layer, shape: tuple[int, ...]) -> list[Param]:
             ),
             Param(f"{n}/bias", (2, 3 * u), "gru_bias", n, "bias"),
         ]
-    if layer.kind == "layer_norm":
-        return [
+    if layer.kind in ("layer_norm", "batch_norm"):
+        scale = [
             Param(f"{n}/gamma", (features,), "gamma", n, "gamma"),
             Param(f"{n}/beta", (features,), "bias", n, "beta"),
         ]
+        state = [
+            Param(f"{n}/moving_mean", (features,), "moving_mean", n, "moving_mean"),
+            Param(
+                f"{n}/moving_variance",
+                (features,),
+                "moving_variance",
+                n,
+                "moving_variance",
+            ),
+        ]
+        return scale if layer.kind == "layer_norm" else scale + state
     if layer.kind == "attention":
         heads, key_dim = layer.heads, layer.size
         params = []
@@ -620,7 +699,7 @@ def _more_params(layer: Layer, shape: tuple[int, ...]) -> list[Param]:
                 "attention_output/bias",
             ),
         ]
-    return []  # pools, flatten, add: no parameters
+    return []  # pools, flatten, add, dropout: no parameters
 
 
 def _dense(name: str, units: int, activation: str | None = "relu") -> Layer:
@@ -835,6 +914,24 @@ VARIANTS: dict[str, ModelSpec] = {
         ),
         Workload("imdb", "adam", 0.001, 16),
     ),
+    # Batch normalization over an image's channels and over features (its
+    # own epsilon and momentum), and dropout: training and inference differ.
+    "bn-dropout-cnn": ModelSpec(
+        "bn-dropout-cnn",
+        (28, 28, 1),
+        10,
+        (
+            Layer("conv", "conv2d", 8, 3, "same", strides=2),  # 14x14
+            Layer("conv_norm", "batch_norm"),
+            Layer("pool", "max_pool", 2, padding="same"),  # 7x7
+            Layer("flatten", "flatten"),
+            _dense("fc", 16, None),
+            Layer("fc_norm", "batch_norm", epsilon=1e-5, momentum=0.9),
+            Layer("drop", "dropout", rate=0.25),
+            _dense("logits", 10, None),
+        ),
+        Workload("mnist", "adam", 0.001, 16),
+    ),
     # The mean over an image's positions.
     "gap-cnn": ModelSpec(
         "gap-cnn",
@@ -848,6 +945,19 @@ VARIANTS: dict[str, ModelSpec] = {
         Workload("mnist", "adam", 0.001, 16),
     ),
 }
+
+
+def without_dropout(spec: ModelSpec) -> ModelSpec:
+    """``spec`` with every dropout at rate 0: what a training trajectory is
+    compared on (random drops cannot agree between paths; at rate 0 a dropout
+    is the identity, and the pass is otherwise the one timed)."""
+    if not spec.dropout:
+        return spec
+    layers = tuple(
+        replace(layer, rate=0.0) if layer.kind == "dropout" else layer
+        for layer in spec.layers
+    )
+    return replace(spec, layers=layers)
 
 
 def get_spec(name: str) -> ModelSpec:

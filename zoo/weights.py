@@ -47,9 +47,9 @@ def _draw(rng: np.random.Generator, param: Param) -> np.ndarray:
         return _orthogonal(rng, param.shape)
     if param.kind == "embedding":
         return rng.uniform(-EMBEDDING_RANGE, EMBEDDING_RANGE, size=param.shape)
-    if param.kind == "gamma":
+    if param.kind in ("gamma", "moving_variance"):  # near Keras' ones
         return 1.0 + rng.uniform(-BIAS_RANGE, BIAS_RANGE, size=param.shape)
-    if param.kind in ("bias", "lstm_bias", "gru_bias", "attention_bias"):
+    if param.kind in ("bias", "lstm_bias", "gru_bias", "attention_bias", "moving_mean"):
         bias = rng.uniform(-BIAS_RANGE, BIAS_RANGE, size=param.shape)
         if param.kind == "lstm_bias":
             units = param.shape[0] // 4

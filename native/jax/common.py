@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from native.compose import train_forward
 from native.protocol import Apply
 from zoo.specs import Workload
 
@@ -82,6 +83,26 @@ def objective(
         return loss(logits, y), logits
 
     return value
+
+
+def training_objective(
+    apply: Apply, loss: Callable[..., Any] = cross_entropy
+) -> Callable[..., Any]:
+    """``(params, x, y, rng) -> (loss, updates)``: the loss of the forward
+    pass as a training step runs it (``native.compose.train_forward``) and
+    the new values of the state parameters it sets."""
+
+    def value(params: Params, x: jax.Array, y: jax.Array, rng: Any) -> Any:
+        logits, updates = train_forward(apply, params, x, rng)
+        return loss(logits, y), updates
+
+    return value
+
+
+def step_key(step: jax.Array) -> jax.Array:
+    """The random key of training step ``step`` (dropout's): a fixed seed
+    folded with the count, so every step draws anew and a run repeats."""
+    return jax.random.fold_in(jax.random.key(0), step)
 
 
 @functools.cache
@@ -137,7 +158,7 @@ def state_params(state: TrainState) -> Params:
 
 def _sgd(state: TrainState, grads: Params) -> TrainState:
     lr = state.workload.learning_rate
-    params = {k: p - lr * grads[k] for k, p in state.params.items()}
+    params = {**state.params, **{k: state.params[k] - lr * g for k, g in grads.items()}}
     return TrainState(params, state.m, state.v, state.step + 1, state.workload)
 
 
@@ -145,27 +166,36 @@ def _adam(state: TrainState, grads: Params) -> TrainState:
     w = state.workload
     t = (state.step + 1).astype(DTYPE)
     alpha = w.learning_rate * jnp.sqrt(1 - w.beta_2**t) / (1 - w.beta_1**t)
-    m = {k: m + (grads[k] - m) * (1 - w.beta_1) for k, m in state.m.items()}
-    v = {k: v + (grads[k] ** 2 - v) * (1 - w.beta_2) for k, v in state.v.items()}
-    eps, params = w.epsilon, {}
-    for k, p in state.params.items():
+    m, v, params, eps = dict(state.m), dict(state.v), dict(state.params), w.epsilon
+    for k, g in grads.items():
+        m[k] = m[k] + (g - m[k]) * (1 - w.beta_1)
+        v[k] = v[k] + (g**2 - v[k]) * (1 - w.beta_2)
         root = jnp.sqrt(v[k] + eps) if w.epsilon_inside_sqrt else jnp.sqrt(v[k]) + eps
-        params[k] = p - m[k] * alpha / root
+        params[k] = params[k] - m[k] * alpha / root
     return TrainState(params, m, v, state.step + 1, w)
 
 
-def update(state: TrainState, grads: Params) -> TrainState:
-    """One optimizer step with Keras' formulas: the new state."""
-    return (_sgd if state.workload.optimizer == "sgd" else _adam)(state, grads)
+def update(
+    state: TrainState, grads: Params, updates: Params | None = None
+) -> TrainState:
+    """One optimizer step with Keras' formulas: the new state.  ``updates``:
+    the state parameters a training forward pass set (a batch
+    normalization's moving statistics), which take their new values instead
+    of an optimizer step (their moments stay zero, never used)."""
+    updates = updates or {}
+    trained = {k: g for k, g in grads.items() if k not in updates}
+    new = (_sgd if state.workload.optimizer == "sgd" else _adam)(state, trained)
+    params = {**new.params, **updates}
+    return TrainState(params, new.m, new.v, new.step, new.workload)
 
 
 @functools.cache
 def _jitted_step(apply: Apply) -> Any:
-    loss_grad = jax.grad(objective(apply), has_aux=True)
+    loss_grad = jax.grad(training_objective(apply), has_aux=True)
 
     def step(state: TrainState, x: jax.Array, y: jax.Array) -> TrainState:
-        grads, _ = loss_grad(state.params, x, y)
-        return update(state, grads)
+        grads, updates = loss_grad(state.params, x, y, step_key(state.step))
+        return update(state, grads, updates)
 
     return jax.jit(step, donate_argnums=0)
 

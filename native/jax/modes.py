@@ -61,11 +61,17 @@ def _inference(apply: Apply, params: Params, x: jax.Array) -> jax.Array:
     return apply(params, x)
 
 
+@functools.cache
+def _layer_step_grads(apply: Apply) -> Any:
+    return jax.grad(common.training_objective(apply, _cross_entropy), has_aux=True)
+
+
 def _train_step(
     apply: Apply, state: TrainState, x: jax.Array, y: jax.Array
 ) -> TrainState:
-    _, grads = _layer_grads(apply)(state.params, x, y)
-    return _update(state, grads)  # type: ignore[no-any-return]
+    key = common.step_key(state.step)
+    grads, updates = _layer_step_grads(apply)(state.params, x, y, key)
+    return _update(state, grads, updates)  # type: ignore[no-any-return]
 
 
 def framework(mode: str) -> Framework:

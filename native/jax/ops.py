@@ -262,6 +262,47 @@ def layer_norm(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.
     return _layer_norm(h, gamma, beta, epsilon)  # type: ignore[no-any-return]
 
 
+def _normalized(
+    h: jax.Array,
+    stats: tuple[jax.Array, jax.Array],
+    params: Params,
+    spec: ModelSpec,
+    name: str,
+) -> jax.Array:
+    """As Keras' ``ops.batch_normalization`` writes it: ``h * inv + (beta -
+    mean * inv)`` with ``inv = gamma / sqrt(variance + epsilon)``."""
+    (mean, variance), epsilon = stats, spec.layer(name).norm_epsilon
+    inv = lax.rsqrt(variance + epsilon) * params[f"{name}/gamma"]
+    return h * inv + (params[f"{name}/beta"] - mean * inv)
+
+
+def batch_norm(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
+    """Inference: over the last (channel) axis with the moving statistics."""
+    stats = params[f"{name}/moving_mean"], params[f"{name}/moving_variance"]
+    return _normalized(h, stats, params, spec, name)
+
+
+def batch_norm_train(
+    h: jax.Array, params: Params, spec: ModelSpec, name: str
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Training: with the batch's mean and variance over every axis but the
+    last (the variance without Bessel's correction, as Keras has it); also
+    returns those statistics for the moving averages."""
+    axes = tuple(range(h.ndim - 1))
+    mean = jnp.mean(h, axis=axes)
+    variance = jnp.mean(jnp.square(h - mean), axis=axes)
+    return _normalized(h, (mean, variance), params, spec, name), mean, variance
+
+
+def dropout(h: jax.Array, rate: float, rng: Any, index: int) -> jax.Array:
+    """Each element kept with probability ``1 - rate`` and scaled by ``1 /
+    (1 - rate)``, as Keras' JAX backend draws it, from ``rng`` (a key) folded
+    with the layer's index (a fixed key when none is given)."""
+    key = jax.random.fold_in(jax.random.key(0) if rng is None else rng, index)
+    keep = jax.random.bernoulli(key, 1 - rate, h.shape)
+    return jnp.where(keep, h / (1 - rate), jnp.zeros_like(h))
+
+
 @jax.jit
 def _attention(h: jax.Array, w: dict[str, jax.Array]) -> jax.Array:
     def project(part: str) -> jax.Array:  # (N, T, F) -> (N, T, heads, key_dim)

@@ -26,6 +26,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, nd
 
+from native.compose import train_forward
 from native.protocol import Apply
 from zoo.specs import Workload
 
@@ -113,8 +114,8 @@ def state_params(state: TrainState) -> Any:
 
 def _sgd(state: TrainState, params: Params, grads: Params) -> None:
     lr = state.workload.learning_rate
-    for name, p in params.items():
-        p[:] = p - lr * grads[name]
+    for name, g in grads.items():
+        params[name][:] = params[name] - lr * g
 
 
 def _adam(state: TrainState, params: Params, grads: Params) -> None:
@@ -124,26 +125,37 @@ def _adam(state: TrainState, params: Params, grads: Params) -> None:
     t, b1, b2 = np.float32(state.step + 1), np.float32(w.beta_1), np.float32(w.beta_2)
     alpha = float(np.float32(w.learning_rate) * np.sqrt(1 - b2**t) / (1 - b1**t))
     eps = w.epsilon
-    for name, p in params.items():
-        g, m, v = grads[name], state.m[name], state.v[name]
+    for name, g in grads.items():
+        p, m, v = params[name], state.m[name], state.v[name]
         m[:] = m + (g - m) * (1 - w.beta_1)
         v[:] = v + (g * g - v) * (1 - w.beta_2)
         root = nd.sqrt(v + eps) if w.epsilon_inside_sqrt else nd.sqrt(v) + eps
         p[:] = p - m * alpha / root
 
 
-def update(state: TrainState, params: Params, grads: Params) -> None:
+def update(
+    state: TrainState, params: Params, grads: Params, updates: Params | None = None
+) -> None:
     """One optimizer step on ``params`` (the state's parameter arrays) in
-    place, with Keras' formulas."""
+    place, with Keras' formulas, for the parameters in ``grads``; the state
+    parameters the training forward pass set (``updates``: a batch
+    normalization's moving statistics) take their new values instead."""
     (_sgd if state.workload.optimizer == "sgd" else _adam)(state, params, grads)
+    for name, value in (updates or {}).items():
+        params[name][:] = value
     state.step += 1
 
 
 def train_step(
     apply: Apply, state: TrainState, x: nd.NDArray, y: nd.NDArray
 ) -> TrainState:
-    _, _, grads = loss_and_grads(apply, state.params, x, y)
-    update(state, arrays(state.params), grads)
+    params = state.params
+    with autograd.record():
+        logits, updates = train_forward(apply, params, x)
+        loss = cross_entropy(logits, y)
+    loss.backward()
+    grads = {name: p.grad for name, p in params.items() if name not in updates}
+    update(state, params, grads, updates)
     return state
 
 

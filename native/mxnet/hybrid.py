@@ -18,6 +18,7 @@ import numpy as np
 from mxnet import autograd, gluon, nd
 
 from native import at_shape
+from native.compose import train_forward
 from native.mxnet import common
 from native.mxnet.common import (
     CTX,
@@ -55,6 +56,11 @@ class Model(gluon.HybridBlock):
     def __init__(self, arrays: Mapping[str, np.ndarray]) -> None:
         super().__init__(prefix="")
         self.apply_fn: Apply | None = None
+        # Whether the compiled graph is the pass a training step runs
+        # (``native.compose.train_forward``), and the state parameters it
+        # sets, in the order the graph returns their new values.
+        self.training = False
+        self.state_names: list[str] = []
         self.names = {_attribute(name): name for name in arrays}
         for attr, name in self.names.items():
             param = self.params.get(attr, shape=arrays[name].shape)
@@ -62,16 +68,17 @@ class Model(gluon.HybridBlock):
             param.set_data(nd.array(arrays[name], ctx=CTX, dtype="float32"))
             setattr(self, attr, param)
 
-    def bind(self, apply: Apply, x: nd.NDArray) -> Model:
-        """Use ``apply`` as the forward pass for inputs shaped as ``x`` and
-        compile it (once per pass and input shape: the graph fixes every
-        operator attribute, a sequence's padding included)."""
+    def bind(self, apply: Apply, x: nd.NDArray, training: bool = False) -> Model:
+        """Use ``apply`` as the forward pass for inputs shaped as ``x``, as
+        inference or a training step runs it, and compile it (once per pass,
+        input shape and purpose: the graph fixes every operator attribute, a
+        sequence's padding included)."""
         shape = tuple(x.shape[1:])
         if len(shape) == 3:  # images (C, H, W) -> canonical (H, W, C)
             shape = (*shape[1:], shape[0])
         apply = at_shape(apply, shape)
-        if self.apply_fn is not apply:
-            self.apply_fn = apply
+        if self.apply_fn is not apply or self.training != training:
+            self.apply_fn, self.training = apply, training
             # Not static_shape: with it, MXNet 1.9.1 computes the LSTM's
             # contrib.foreach loop wrongly (the equivalence checks caught it).
             self.hybridize(static_alloc=True)
@@ -80,7 +87,11 @@ class Model(gluon.HybridBlock):
     def hybrid_forward(self, F: Any, x: Any, **params: Any) -> Any:
         assert self.apply_fn is not None
         canonical = {self.names[attr]: p for attr, p in params.items()}
-        return self.apply_fn(canonical, x)  # F is x's namespace: apply picks it
+        if not self.training:
+            return self.apply_fn(canonical, x)  # F is x's namespace: apply picks it
+        logits, updates = train_forward(self.apply_fn, canonical, x)
+        self.state_names = sorted(updates)  # traced once: fixes the order
+        return [logits, *(updates[name] for name in self.state_names)]
 
     def arrays(self) -> dict[str, nd.NDArray]:
         return {self.names[a]: getattr(self, a).data() for a in self.names}
@@ -121,8 +132,14 @@ def make_train_state(params: Model, workload: Workload) -> TrainState:
 def train_step(
     apply: Apply, state: TrainState, x: nd.NDArray, y: nd.NDArray
 ) -> TrainState:
-    _, _, grads = loss_and_grads(apply, state.params, x, y)
-    update(state, arrays(state.params), grads)
+    net = state.params.bind(apply, x, training=True)
+    with autograd.record():
+        logits, *values = net(x)
+        loss = cross_entropy(logits, y)
+    loss.backward()
+    updates = dict(zip(net.state_names, values, strict=True))
+    grads = {k: g for k, g in net.grads().items() if k not in updates}
+    update(state, arrays(state.params), grads, updates)
     return state
 
 

@@ -298,6 +298,58 @@ def layer_norm(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     return F.broadcast_add(F.broadcast_mul(scaled, gamma), beta)
 
 
+def _channels(spec: ModelSpec, name: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The axes a batch normalization averages over, and the shape its
+    per-channel vectors broadcast as: channels are axis 1 of images ``(N, C,
+    H, W)``, the last axis otherwise (from the spec: a symbol has no shape)."""
+    rank = len(input_of(spec, name)) + 1
+    if rank == 4:
+        return (0, 2, 3), (1, -1, 1, 1)
+    return tuple(range(rank - 1)), (1,) * (rank - 1) + (-1,)
+
+
+def _normalized(
+    h: Any, stats: tuple[Any, Any], params: Any, spec: ModelSpec, name: str
+) -> Any:
+    """As Keras' ``ops.batch_normalization`` writes it: ``h * inv + (beta -
+    mean * inv)`` with ``inv = gamma / sqrt(variance + epsilon)``."""
+    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    _, shape = _channels(spec, name)
+    (mean, variance), epsilon = stats, spec.layer(name).norm_epsilon
+    inv = F.rsqrt(variance + epsilon) * params[f"{name}/gamma"]
+    shift = params[f"{name}/beta"] - mean * inv
+    scaled = F.broadcast_mul(h, F.reshape(inv, shape))
+    return F.broadcast_add(scaled, F.reshape(shift, shape))
+
+
+def batch_norm(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """Inference: over the channels with the moving statistics."""
+    mean, variance = params[f"{name}/moving_mean"], params[f"{name}/moving_variance"]
+    return _normalized(h, (mean, variance), params, spec, name)
+
+
+def batch_norm_train(
+    h: Any, params: Any, spec: ModelSpec, name: str
+) -> tuple[Any, Any, Any]:
+    """Training: with the batch's mean and variance over every axis but the
+    channels' (the variance without Bessel's correction, as Keras has it);
+    also returns those statistics for the moving averages."""
+    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    axes, shape = _channels(spec, name)
+    mean = F.mean(h, axis=axes)
+    centered = F.broadcast_sub(h, F.reshape(mean, shape))
+    variance = F.mean(F.square(centered), axis=axes)
+    out = _normalized(h, (mean, variance), params, spec, name)
+    return out, F.stop_gradient(mean), F.stop_gradient(variance)
+
+
+def dropout(h: Any, rate: float, rng: Any, index: int) -> Any:
+    """Each element kept with probability ``1 - rate`` and scaled by ``1 /
+    (1 - rate)`` (``Dropout`` in mode ``always``: whether or not autograd
+    records, MXNet's own random state)."""
+    return namespace(h).Dropout(h, p=rate, mode="always")
+
+
 def attention(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     """Keras' ``MultiHeadAttention`` over one sequence ``(N, T, F)`` as query,
     key and value: each projected by ``(heads * key_dim, F)`` weights plus

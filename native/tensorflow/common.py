@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from native.compose import train_forward
 from native.protocol import Apply
 from zoo.specs import Workload
 
@@ -93,6 +94,21 @@ def _for_mode(function: Callable[..., Any], mode: str) -> Callable[..., Any]:
     return tf.function(function, jit_compile=mode == "xla")  # type: ignore[no-any-return]
 
 
+def _taped_training(
+    apply: Apply, params: Params, x: tf.Tensor, y: tf.Tensor
+) -> tuple[dict[str, tf.Tensor], dict[str, tf.Tensor]]:
+    """The gradients of the trained parameters through the forward pass as a
+    training step runs it (``native.compose.train_forward``), and the new
+    values of the state parameters it sets (a batch normalization's moving
+    statistics, which get no gradient)."""
+    with tf.GradientTape() as tape:
+        logits, updates = train_forward(apply, params, x)
+        loss = cross_entropy(logits, y)
+    trained = {k: p for k, p in params.items() if k not in updates}
+    grads = tape.gradient(loss, trained)
+    return {k: tf.convert_to_tensor(g) for k, g in grads.items()}, updates
+
+
 @functools.cache
 def grads_function(apply: Apply, mode: str) -> Callable[..., Any]:
     """``(params, x, y) -> (logits, loss, grads)`` in ``mode``."""
@@ -141,8 +157,8 @@ def state_params(state: TrainState) -> Params:
 
 def _sgd(state: TrainState, grads: dict[str, tf.Tensor]) -> None:
     lr = state.workload.learning_rate
-    for name, p in state.params.items():
-        p.assign_sub(lr * grads[name])
+    for name, g in grads.items():
+        state.params[name].assign_sub(lr * g)
 
 
 def _adam(state: TrainState, grads: dict[str, tf.Tensor]) -> None:
@@ -151,8 +167,8 @@ def _adam(state: TrainState, grads: dict[str, tf.Tensor]) -> None:
     t = tf.cast(state.step + 1, DTYPE)
     alpha = w.learning_rate * tf.sqrt(1 - w.beta_2**t) / (1 - w.beta_1**t)
     eps = w.epsilon
-    for name, p in state.params.items():
-        g, m, v = grads[name], state.m[name], state.v[name]
+    for name, g in grads.items():
+        p, m, v = state.params[name], state.m[name], state.v[name]
         m.assign_add((g - m) * (1 - w.beta_1))
         v.assign_add((g * g - v) * (1 - w.beta_2))
         root = tf.sqrt(v + eps) if w.epsilon_inside_sqrt else tf.sqrt(v) + eps
@@ -175,8 +191,10 @@ def step_function(apply: Apply, workload: Workload, mode: str) -> Callable[..., 
         x: tf.Tensor,
         y: tf.Tensor,
     ) -> None:
-        _, _, grads = _taped(apply, params, x, y)
+        grads, updates = _taped_training(apply, params, x, y)
         update(TrainState(params, m, v, count, workload), grads)
+        for name, value in updates.items():  # state: set, not trained
+            params[name].assign(value)
         count.assign_add(1)
 
     return _for_mode(step, mode)

@@ -160,6 +160,40 @@ def layer_norm(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.T
     return scaled * params[f"{name}/gamma"] + params[f"{name}/beta"]
 
 
+def _normalized(
+    h: Any, stats: tuple[Any, Any], params: Params, spec: ModelSpec, name: str
+) -> tf.Tensor:
+    """As Keras' ``ops.batch_normalization`` writes it: ``h * inv + (beta -
+    mean * inv)`` with ``inv = gamma / sqrt(variance + epsilon)``."""
+    (mean, variance), epsilon = stats, spec.layer(name).norm_epsilon
+    inv = tf.math.rsqrt(variance + epsilon) * params[f"{name}/gamma"]
+    return h * inv + (params[f"{name}/beta"] - mean * inv)
+
+
+def batch_norm(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
+    """Inference: over the last (channel) axis with the moving statistics."""
+    mean, variance = params[f"{name}/moving_mean"], params[f"{name}/moving_variance"]
+    return _normalized(h, (mean, variance), params, spec, name)
+
+
+def batch_norm_train(
+    h: tf.Tensor, params: Params, spec: ModelSpec, name: str
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Training: with the batch's mean and variance over every axis but the
+    last (the variance without Bessel's correction, as Keras has it); also
+    returns those statistics for the moving averages."""
+    axes = list(range(len(h.shape) - 1))
+    mean = tf.reduce_mean(h, axis=axes)
+    variance = tf.reduce_mean(tf.square(h - mean), axis=axes)
+    return _normalized(h, (mean, variance), params, spec, name), mean, variance
+
+
+def dropout(h: tf.Tensor, rate: float, rng: Any, index: int) -> tf.Tensor:
+    """Each element kept with probability ``1 - rate`` and scaled by ``1 /
+    (1 - rate)`` (``tf.nn.dropout``, TensorFlow's own random state)."""
+    return tf.nn.dropout(h, rate)
+
+
 def attention(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     """Keras' ``MultiHeadAttention`` over one sequence ``(N, T, F)`` as query,
     key and value: each projected to ``(N, T, heads, key_dim)`` by kernels

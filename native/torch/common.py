@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from native.compose import train_forward
 from native.protocol import Apply
 from zoo.specs import Workload
 
@@ -116,8 +117,8 @@ def state_params(state: TrainState) -> Params:
 @torch.no_grad()
 def _sgd(state: TrainState, grads: Params) -> None:
     lr = state.workload.learning_rate
-    for name, p in state.params.items():
-        p.sub_(grads[name], alpha=lr)
+    for name, g in grads.items():
+        state.params[name].sub_(g, alpha=lr)
 
 
 @torch.no_grad()
@@ -128,26 +129,42 @@ def _adam(state: TrainState, grads: Params) -> None:
     t = torch.tensor(state.step + 1, dtype=DTYPE)
     alpha = (w.learning_rate * (1 - w.beta_2**t).sqrt() / (1 - w.beta_1**t)).item()
     eps = w.epsilon
-    for name, p in state.params.items():
-        g, m, v = grads[name], state.m[name], state.v[name]
+    for name, g in grads.items():
+        p, m, v = state.params[name], state.m[name], state.v[name]
         m.add_(g - m, alpha=1 - w.beta_1)
         v.add_(g * g - v, alpha=1 - w.beta_2)
         root = (v + eps).sqrt() if w.epsilon_inside_sqrt else v.sqrt() + eps
         p.sub_(m * alpha / root)
 
 
-def update(state: TrainState, grads: Params) -> None:
+def update(state: TrainState, grads: Params, updates: Params | None = None) -> None:
     """One optimizer step on the state's parameters in place, with Keras'
-    formulas (eager in every mode: ``native.torch.modes``)."""
+    formulas (eager in every mode: ``native.torch.modes``); ``updates``: the
+    new values of the state parameters the training forward pass set (a
+    batch normalization's moving statistics), copied in, not trained."""
     (_sgd if state.workload.optimizer == "sgd" else _adam)(state, grads)
+    with torch.no_grad():
+        for name, value in (updates or {}).items():
+            state.params[name].copy_(value)
     state.step += 1
+
+
+def training_grads(
+    loss: torch.Tensor, params: Params, updates: Params
+) -> dict[str, torch.Tensor]:
+    """The gradients of ``loss`` for the trained parameters: all but the
+    state parameters the forward pass set (``updates``)."""
+    trained = [name for name in params if name not in updates]
+    grads = torch.autograd.grad(loss, [params[name] for name in trained])
+    return dict(zip(trained, grads, strict=True))
 
 
 def train_step(
     apply: Apply, state: TrainState, x: torch.Tensor, y: torch.Tensor
 ) -> TrainState:
-    _, _, grads = loss_and_grads(apply, state.params, x, y)
-    update(state, grads)
+    logits, updates = train_forward(apply, state.params, x)
+    loss = cross_entropy(logits, y)
+    update(state, training_grads(loss, state.params, updates), updates)
     return state
 
 

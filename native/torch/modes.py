@@ -26,6 +26,7 @@ from typing import Any, cast
 import torch
 
 import native
+from native.compose import train_forward
 from native.protocol import Apply, Framework
 from native.torch import common
 from native.torch.common import Params, TrainState
@@ -67,11 +68,23 @@ def _inference(apply: Apply, params: Params, x: torch.Tensor) -> torch.Tensor:
     return _compiled_apply(apply)(params, x)  # type: ignore[no-any-return]
 
 
+@functools.cache
+def _compiled_training(apply: Apply) -> Any:
+    def objective(
+        params: Params, x: torch.Tensor, y: torch.Tensor
+    ) -> tuple[torch.Tensor, Params]:
+        logits, updates = train_forward(apply, params, x)
+        return common.cross_entropy(logits, y), updates
+
+    return torch.compile(objective)
+
+
 def _train_step(
     apply: Apply, state: TrainState, x: torch.Tensor, y: torch.Tensor
 ) -> TrainState:
-    _, _, grads = _loss_and_grads(apply, state.params, x, y)
-    common.update(state, grads)
+    loss, updates = _compiled_training(apply)(state.params, x, y)
+    grads = common.training_grads(loss, state.params, updates)
+    common.update(state, grads, updates)
     return state
 
 

@@ -15,6 +15,7 @@ is padded explicitly (``F.pad``) and the window then runs unpadded.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -207,6 +208,54 @@ def layer_norm(
     variance = (h - mean).square().mean(dim=-1, keepdim=True)
     scaled = (h - mean) * torch.rsqrt(variance + epsilon)
     return scaled * params[f"{name}/gamma"] + params[f"{name}/beta"]
+
+
+def _channels(h: torch.Tensor) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The axes a batch normalization averages over, and the shape its
+    per-channel vectors broadcast as: channels are axis 1 of images ``(N, C,
+    H, W)``, the last axis otherwise."""
+    if h.dim() == 4:
+        return (0, 2, 3), (1, -1, 1, 1)
+    return tuple(range(h.dim() - 1)), (-1,)
+
+
+def _normalized(
+    h: Any, stats: tuple[Any, Any], params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """As Keras' ``ops.batch_normalization`` writes it: ``h * inv + (beta -
+    mean * inv)`` with ``inv = gamma / sqrt(variance + epsilon)``."""
+    _, shape = _channels(h)
+    (mean, variance), epsilon = stats, spec.layer(name).norm_epsilon
+    inv = torch.rsqrt(variance + epsilon) * params[f"{name}/gamma"]
+    shift = params[f"{name}/beta"] - mean * inv
+    return h * inv.reshape(shape) + shift.reshape(shape)
+
+
+def batch_norm(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """Inference: over the channels with the moving statistics."""
+    mean, variance = params[f"{name}/moving_mean"], params[f"{name}/moving_variance"]
+    return _normalized(h, (mean, variance), params, spec, name)
+
+
+def batch_norm_train(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Training: with the batch's mean and variance over every axis but the
+    channels' (the variance without Bessel's correction, as Keras has it);
+    also returns those statistics, detached, for the moving averages."""
+    axes, shape = _channels(h)
+    mean = h.mean(dim=axes)
+    variance = (h - mean.reshape(shape)).square().mean(dim=axes)
+    out = _normalized(h, (mean, variance), params, spec, name)
+    return out, mean.detach(), variance.detach()
+
+
+def dropout(h: torch.Tensor, rate: float, rng: object, index: int) -> torch.Tensor:
+    """Each element kept with probability ``1 - rate`` and scaled by ``1 /
+    (1 - rate)`` (``F.dropout``, PyTorch's own generator)."""
+    return F.dropout(h, rate, training=True)
 
 
 def attention(
