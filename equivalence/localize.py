@@ -73,8 +73,16 @@ def _param_layers(spec: ModelSpec) -> list[str]:
     return list(dict.fromkeys(p.layer for p in spec.params))
 
 
-def _keys(spec: ModelSpec, layer: str, prefix: str) -> list[str]:
-    return [prefix + p.name for p in spec.params if p.layer == layer]
+def _keys(
+    spec: ModelSpec, layer: str, prefix: str, trained: bool = False
+) -> list[str]:
+    """The arrays of ``layer``'s parameters under ``prefix``: every one, or
+    (``trained``: gradients) those an optimizer trains."""
+    return [
+        prefix + p.name
+        for p in spec.params
+        if p.layer == layer and (p.trainable or not trained)
+    ]
 
 
 def _steps(trajectory: Arrays) -> int:
@@ -125,7 +133,7 @@ def layer_errors(
         )
     )
     for layer in reversed(_param_layers(spec)):
-        keys = _keys(spec, layer, GRAD_PREFIX)
+        keys = _keys(spec, layer, GRAD_PREFIX, trained=True)
         errors.append(
             LayerError(
                 "backward",

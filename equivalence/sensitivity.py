@@ -34,6 +34,7 @@ FAULT_CASES: dict[str, Case] = {
     "gelu-tanh": Case("transformer-tiny", 0, 4),
     "embedding-off-by-one": Case("transformer-tiny", 0, 4),
     "conv1d-kernel-flipped": Case("conv1d-gru", 0, 4),
+    "batch-norm-momentum-swapped": Case("bn-dropout-cnn", 0, 4, steps=1),
     "adam-eps-inside-sqrt": Case("lenet", 0, 4, steps=1),
 }
 

@@ -264,6 +264,21 @@ def _gelu_tanh(
     return _layer_changed(spec, weights, _last_gelu(spec), activation=GELU_TANH)
 
 
+def _first_batch_norm(spec: ModelSpec) -> str:
+    return next(layer.name for layer in spec.layers if layer.kind == "batch_norm")
+
+
+def _momentum_swapped(
+    spec: ModelSpec, weights: Mapping[str, np.ndarray]
+) -> tuple[ModelSpec, Weights]:
+    # PyTorch's convention (new = (1 - m) * moving + m * batch, m = 0.1) read
+    # as Keras' (new = m * moving + (1 - m) * batch, m = 0.99): the moving
+    # statistics kept with the weight the batch should get.
+    wrong = _first_batch_norm(spec)
+    momentum = 1 - spec.layer(wrong).norm_momentum
+    return _layer_changed(spec, weights, wrong, momentum=momentum)
+
+
 def _adam_eps_inside_sqrt(
     spec: ModelSpec, weights: Mapping[str, np.ndarray]
 ) -> tuple[ModelSpec, Weights]:
@@ -381,6 +396,14 @@ FAULTS: dict[str, Fault] = {
             lambda s: bool(_params_of(s, "conv1d")),
             lambda s: _first_layer(s, "conv1d"),
             _corrupt("conv1d", _kernel_flipped),
+        ),
+        Fault(
+            "batch-norm-momentum-swapped",
+            "batch normalization's moving statistics updated with momentum and "
+            "1 - momentum exchanged (PyTorch's convention for Keras')",
+            lambda s: any(layer.kind == "batch_norm" for layer in s.layers),
+            lambda s: Location("update", _first_batch_norm(s)),
+            _momentum_swapped,
         ),
         Fault(
             "adam-eps-inside-sqrt",

@@ -95,14 +95,15 @@ def _for_mode(function: Callable[..., Any], mode: str) -> Callable[..., Any]:
 
 
 def _taped_training(
-    apply: Apply, params: Params, x: tf.Tensor, y: tf.Tensor
+    apply: Apply, params: Params, x: tf.Tensor, y: tf.Tensor, step: tf.Variable
 ) -> tuple[dict[str, tf.Tensor], dict[str, tf.Tensor]]:
     """The gradients of the trained parameters through the forward pass as a
     training step runs it (``native.compose.train_forward``), and the new
     values of the state parameters it sets (a batch normalization's moving
-    statistics, which get no gradient)."""
+    statistics, which get no gradient); ``step``, the count of steps taken,
+    seeds dropout's draws."""
     with tf.GradientTape() as tape:
-        logits, updates = train_forward(apply, params, x)
+        logits, updates = train_forward(apply, params, x, rng=step)
         loss = cross_entropy(logits, y)
     trained = {k: p for k, p in params.items() if k not in updates}
     grads = tape.gradient(loss, trained)
@@ -191,7 +192,7 @@ def step_function(apply: Apply, workload: Workload, mode: str) -> Callable[..., 
         x: tf.Tensor,
         y: tf.Tensor,
     ) -> None:
-        grads, updates = _taped_training(apply, params, x, y)
+        grads, updates = _taped_training(apply, params, x, y, count)
         update(TrainState(params, m, v, count, workload), grads)
         for name, value in updates.items():  # state: set, not trained
             params[name].assign(value)

@@ -190,8 +190,13 @@ def batch_norm_train(
 
 def dropout(h: tf.Tensor, rate: float, rng: Any, index: int) -> tf.Tensor:
     """Each element kept with probability ``1 - rate`` and scaled by ``1 /
-    (1 - rate)`` (``tf.nn.dropout``, TensorFlow's own random state)."""
-    return tf.nn.dropout(h, rate)
+    (1 - rate)``, drawn statelessly from the seed ``(rng, index)``: ``rng``
+    the train step's count (0 when none is given), ``index`` the layer's.
+    Stateless, as Keras' TensorFlow backend draws it: op determinism (which
+    the equivalence checks turn on) refuses an unseeded random op."""
+    step = tf.cast(0 if rng is None else rng, tf.int64)
+    seed = tf.stack([step, tf.constant(index, tf.int64)])
+    return tf.nn.experimental.stateless_dropout(h, rate, seed)
 
 
 def attention(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
