@@ -109,6 +109,28 @@ class Ops(Protocol):
     def add(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
         """The sum of the tuple of outputs ``h`` the layer takes."""
 
+    def batch_norm(
+        self, h: Tensor, params: Params, spec: ModelSpec, name: str
+    ) -> Tensor:
+        """Inference: normalized over the channels (the last axis; axis 1 of
+        an ``oihw`` image) with the moving statistics, then ``gamma`` and
+        ``beta``, as Keras computes it."""
+
+    def batch_norm_train(
+        self, h: Tensor, params: Params, spec: ModelSpec, name: str
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Training: the same with the batch's mean and (biased) variance over
+        every axis but the channels; returns the output and those two
+        statistics (no gradient through them), which ``native.compose`` turns
+        into the new moving ones."""
+
+    def dropout(self, h: Tensor, rate: float, rng: Any, index: int) -> Tensor:
+        """Training at ``rate`` (inference never calls it: the identity): each
+        element zeroed with probability ``rate``, the rest scaled by ``1 /
+        (1 - rate)``; ``rng`` the step's randomness where the framework's is
+        explicit (JAX's key, TensorFlow's stateless seed), ``index`` the
+        layer's, folded in."""
+
     def relu(self, h: Tensor) -> Tensor: ...
 
     def tanh(self, h: Tensor) -> Tensor: ...

@@ -14,6 +14,7 @@ from zoo.specs import (
     layer_shapes,
     output_shape,
     same_padding,
+    without_dropout,
 )
 
 
@@ -84,7 +85,7 @@ def test_lenet_flatten_feeds_400_features_in_hwc() -> None:
 
 def test_unknown_model_lists_the_known_ones() -> None:
     with pytest.raises(
-        ValueError, match="known models: conv1d-gru, ffn, gap-cnn, lenet, lstm"
+        ValueError, match="known models: bn-dropout-cnn, conv1d-gru, ffn, gap-cnn"
     ):
         get_spec("resnet")
 
@@ -222,6 +223,9 @@ def test_sequences_keep_their_steps_and_flatten_without_permutation() -> None:
         ((Layer("n", "layer_norm", epsilon=1.5), Layer("d", "dense", 2)), "epsilon"),
         ((Layer("g", "gru", 4),), "needs a sequence"),
         ((Layer("c", "conv1d", 4, 3),), "needs a sequence"),
+        ((Layer("o", "dropout", rate=1.0), Layer("d", "dense", 2)), "a rate in"),
+        ((Layer("b", "batch_norm", momentum=-1), Layer("d", "dense", 2)), "momentum"),
+        ((Layer("b", "batch_norm", rate=0.5), Layer("d", "dense", 2)), "takes no rate"),
     ],
 )
 def test_bad_layers_are_refused_in_one_sentence(
@@ -265,3 +269,24 @@ def test_one_dimensional_windows_by_hand() -> None:
         (2,),
     ]
     assert get_spec("conv1d-gru").param("gru1/bias").shape == (2, 24)
+
+
+def test_batch_norm_state_is_not_trained_and_dropout_is_lifted_for_checks() -> None:
+    """A batch normalization's moving statistics are parameters that no
+    optimizer trains; ``without_dropout`` is the same model at rate 0 (what
+    trajectories are compared on), everything else unchanged."""
+    spec = get_spec("bn-dropout-cnn")
+    state = [p.name for p in spec.params if not p.trainable]
+    assert state == [
+        "conv_norm/moving_mean",
+        "conv_norm/moving_variance",
+        "fc_norm/moving_mean",
+        "fc_norm/moving_variance",
+    ]
+    assert set(spec.trainable_names()) == {p.name for p in spec.params} - set(state)
+    assert spec.trains_differently and spec.dropout
+    lifted = without_dropout(spec)
+    assert lifted.layer("drop").rate == 0.0 and not lifted.dropout
+    assert lifted.params == spec.params and lifted.name == spec.name
+    assert spec.layer("fc_norm").norm_momentum == 0.9
+    assert spec.layer("conv_norm").norm_momentum == 0.99  # Keras' default

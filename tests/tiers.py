@@ -31,9 +31,9 @@ TIERS = ("fast", "full")
 OPTION_MODELS = ("strided-cnn", "stacked-lstm")
 # The variants that carry the layer kinds today's models are made of
 # (embeddings, attention, residual adds, layer normalization, GELU, 1-D
-# convolutions and pools, GRUs, global average pooling): small, so both
-# tiers check every path on them.
-KIND_MODELS = ("transformer-tiny", "conv1d-gru", "gap-cnn")
+# convolutions and pools, GRUs, global average pooling, batch normalization,
+# dropout): small, so both tiers check every path on them.
+KIND_MODELS = ("transformer-tiny", "conv1d-gru", "gap-cnn", "bn-dropout-cnn")
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,9 @@ Conventions
   input element and one division per output; embedding: 0 (a gather).
 - gru, per time step: ``2*F*3u + 2*u*3u`` (projections) + ``6u`` (the input
   and the recurrent bias) + ``11u`` gate work (``GRU_GATE_FLOPS_PER_UNIT``).
-- layer_norm: 7 per element (``LAYER_NORM_FLOPS_PER_ELEMENT``).
+- layer_norm: 7 per element (``LAYER_NORM_FLOPS_PER_ELEMENT``); batch_norm:
+  2 per element as inference computes it (a training step's batch statistics,
+  4 more, are left out); dropout: 0 (its training mask is left out too).
 - attention over ``T`` steps of width ``F``, ``w = heads*key_dim``: the four
   projections ``3*2*T*F*w + 2*T*w*F`` and the two products of every query
   with every key ``2*2*T*T*w`` count as matmul; their biases, the query's
@@ -89,6 +91,11 @@ GRU_GATE_FLOPS_PER_UNIT = 11
 # Per element of a layer normalization: the mean's sum, the centring, the
 # square and its sum, the scaling by 1 / sqrt(variance + epsilon), gamma, beta.
 LAYER_NORM_FLOPS_PER_ELEMENT = 7
+# A batch normalization with its statistics: a multiply and an add per element
+# (scale and shift folded per channel); training also takes the batch's mean
+# and variance, about 4 more per element, which one forward count for both
+# leaves out.
+BATCH_NORM_FLOPS_PER_ELEMENT = 2
 # Per output element of a layer with that activation (None: linear); a
 # transcendental function counts one, as in tanh; gelu is x / sqrt(2), erf,
 # + 1, times x, times 1/2.
@@ -192,6 +199,10 @@ def _newer_kind(  # noqa: PLR0911 (one rule per layer kind)
         return projections + mixing, biases + steps * width + softmax
     if layer.kind == "add":
         return 0, (len(layer.inputs) - 1) * outputs
+    if layer.kind == "batch_norm":
+        return 0, BATCH_NORM_FLOPS_PER_ELEMENT * inputs
+    if layer.kind == "dropout":
+        return 0, 0  # the identity in inference; a mask in training, uncounted
     raise ValueError(
         f"layer {layer.name!r} of {spec.name} has kind {layer.kind!r}, "
         "which harness.core.flops cannot count; add a rule for it."
@@ -219,7 +230,8 @@ def optimizer_flops(spec: ModelSpec) -> int:
             f"{spec.name} uses optimizer {optimizer!r}, which harness.core.flops "
             f"cannot count; known: {', '.join(OPTIMIZER_FLOPS_PER_PARAM)}."
         )
-    params = sum(math.prod(p.shape) for p in spec.params)
+    # A batch normalization's moving statistics are set, not trained.
+    params = sum(math.prod(p.shape) for p in spec.params if p.trainable)
     return OPTIMIZER_FLOPS_PER_PARAM[optimizer] * params
 
 

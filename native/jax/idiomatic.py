@@ -27,6 +27,12 @@ def make_step(
 ) -> Callable[[jax.Array, jax.Array], Any]:
     """``step(x, y)``: one Optax step from ``arrays`` (this framework's layout)
     onwards, returning the new state to wait on."""
+    if spec.trains_differently:
+        raise ValueError(
+            f"{spec.name} trains differently from how it infers (batch "
+            "normalization or dropout), which the JAX yardstick's one pass "
+            "does not compute"
+        )
     w = spec.workload
     optimizer = (
         optax.sgd(w.learning_rate)

@@ -44,6 +44,7 @@ from zoo.specs import (
     LAYER_KINDS,
     MODELS,
     VARIANTS,
+    Layer,
     ModelSpec,
     Workload,
     layer_shapes,
@@ -85,10 +86,12 @@ def test_every_framework_folder_has_the_same_files(package: str) -> None:
 
 def test_ops_meet_the_ops_protocol(runner: NativeRunner) -> None:
     """Every block and activation ``native.compose`` may call, with the
-    protocol's parameters; one per layer kind and activation of the specs."""
+    protocol's parameters; one per layer kind and activation of the specs,
+    and a batch normalization's training pass."""
     ops = importlib.import_module(f"native.{_package(runner)}.ops")
     members = [m for m in vars(Ops) if not m.startswith("_")]
-    assert set(members) == {*LAYER_KINDS, *(a for a in ACTIVATIONS if a)}
+    expected = {*LAYER_KINDS, *(a for a in ACTIVATIONS if a), "batch_norm_train"}
+    assert set(members) == expected
     for member in members:
         assert callable(getattr(ops, member, None)), member
         assert _parameters(getattr(ops, member)) == _parameters(getattr(Ops, member))
@@ -485,3 +488,52 @@ def test_state_params_follow_training(runner: NativeRunner, model: str) -> None:
     assert tuple(logits.shape) == (2, spec.classes)
     assert math.isfinite(float(fw.to_numpy(loss).item()))
     assert set(grads) == set(weights)
+
+
+# Batch normalization and dropout: what a training step computes ------------
+
+NORMED = ModelSpec(
+    "normed",
+    (6,),
+    3,
+    (
+        Layer("fc", "dense", 5),
+        Layer("norm", "batch_norm", momentum=0.9),
+        Layer("logits", "dense", 3),
+    ),
+    Workload("mnist", "sgd", 0.1, 8),
+)
+
+
+def test_batch_norm_sets_its_moving_statistics_as_keras_does(
+    runner: NativeRunner,
+) -> None:
+    """One training step: the moving statistics become ``0.9 * moving + 0.1 *
+    batch`` (the batch's mean and biased variance of the dense layer's
+    outputs, in float64 NumPy); the trained parameters move, by gradients
+    through the batch statistics."""
+    weights = make_weights(NORMED, 4)
+    x, y = make_batches(NORMED, 4, 8, 1)
+    trained = _trained(runner, NORMED, weights, (x[0], y[0]), 1)
+    h = x[0].astype(np.float64) @ weights["fc/kernel"] + weights["fc/bias"]
+    for stat, batch in (("moving_mean", h.mean(0)), ("moving_variance", h.var(0))):
+        expected = 0.9 * weights[f"norm/{stat}"] + 0.1 * batch
+        assert relative_error(trained[f"norm/{stat}"], expected) < 1e-5, stat
+    assert not np.allclose(trained["norm/gamma"], weights["norm/gamma"])
+
+
+def test_a_dropout_that_does_not_drop_is_caught(
+    runner: NativeRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``evaluate`` checks every dropout at its rate: the correct one passes,
+    one that keeps everything (scaled, but never dropping) is named."""
+    spec = VARIANTS["bn-dropout-cnn"]
+    weights = make_weights(spec, 5)
+    x, y = make_batches(spec, 5, 64, 1)
+    runner.evaluate(spec, weights, x[0], y[0])
+    ops = importlib.import_module(f"native.{_package(runner)}.ops")
+    monkeypatch.setattr(ops, "dropout", lambda h, rate, rng, index: h / (1 - rate))
+    with pytest.raises(
+        ValueError, match="dropout layer 'drop' at rate 0.25 kept 1.000 of"
+    ):
+        runner.evaluate(spec, weights, x[0], y[0])

@@ -140,13 +140,16 @@ def test_lstm_paths_agree(  # noqa: PLR0917 (one argument per drawn value)
 #
 # The layer kinds today's models are made of (KIND_MODELS): embeddings,
 # attention, residual adds, layer normalization, GELU, 1-D convolutions and
-# pools, GRUs, global average pooling.
+# pools, GRUs, global average pooling, batch normalization (its moving
+# statistics compared after every step) and dropout (trajectories at rate 0,
+# the rate itself checked in every evaluation).
 @settings(max_examples=draws(6))
 @example(model="strided-cnn", seed=1, batch=8, seq_len=None, scale=1.0, steps=2)
 @example(model="stacked-lstm", seed=2, batch=4, seq_len=9, scale=1.0, steps=2)
 @example(model="transformer-tiny", seed=3, batch=4, seq_len=7, scale=1.0, steps=2)
 @example(model="conv1d-gru", seed=4, batch=5, seq_len=13, scale=1.0, steps=2)
 @example(model="gap-cnn", seed=5, batch=3, seq_len=None, scale=1.0, steps=2)
+@example(model="bn-dropout-cnn", seed=6, batch=6, seq_len=None, scale=1.0, steps=2)
 @given(
     model=st.sampled_from((*OPTION_MODELS, *KIND_MODELS)),
     seed=seeds,
