@@ -24,6 +24,7 @@ from harness.core.gate import (
     checked_weights,
     library_versions,
     sources_digest,
+    training_checks,
     verdict_key,
 )
 from workers.launch import Reply
@@ -239,3 +240,11 @@ def test_the_verdict_key_follows_the_weights_content() -> None:
     a = digest(make_weights(spec, 0))
     b = digest(make_weights(spec, 1))
     assert _key(weights_sha=a) != _key(weights_sha=b)
+
+
+def test_the_record_says_how_layers_that_train_differently_were_checked() -> None:
+    checked = training_checks(get_spec("bn-dropout-cnn"))
+    assert checked is not None
+    assert "batch normalization (conv_norm, fc_norm)" in checked
+    assert "dropout (drop at 0.25)" in checked and "Hoeffding" in checked
+    assert training_checks(get_spec("ffn")) is None

@@ -88,6 +88,31 @@ INFER_ONLY_SENTENCE = (
     "update does not, so it is timed for inference only"
 )
 CACHE_NAME = "verdicts.json"
+
+
+def training_checks(spec: ModelSpec) -> str | None:
+    """What the verdict of a model whose training pass differs from its
+    inference (``zoo.specs.TRAINING_KINDS``) checked of those layers, in one
+    sentence for its record; ``None`` for any other model."""
+    parts = []
+    norms = [layer.name for layer in spec.layers if layer.kind == "batch_norm"]
+    if norms:
+        parts.append(
+            f"batch normalization ({', '.join(norms)}): batch statistics in "
+            "training, moving ones in inference, the moving statistics "
+            "compared after every step like the weights"
+        )
+    drops = [f"{x.name} at {x.rate:g}" for x in spec.layers if x.kind == "dropout"]
+    if drops:
+        parts.append(
+            f"dropout ({', '.join(drops)}): the identity in inference (logits) "
+            "and at rate 0 (trajectory and timed closures), and at its rate "
+            "in one training pass of every path: kept fraction within "
+            "Hoeffding's bound and kept values scaled by 1 / (1 - rate)"
+        )
+    return "; ".join(parts) or None
+
+
 CACHE_SCHEMA_VERSION = 1
 # What the gate checks beyond the paths' agreement: the timed closures
 # against the same path's checked results (part of every verdict's key).
@@ -178,6 +203,7 @@ class _Entry(BaseModel):
     verdict: str
     created: str
     reason: str | None = None  # why the timed closures failed it
+    checked: str | None = None  # how layers that train differently were checked
 
 
 class _Cache(BaseModel):
@@ -589,18 +615,22 @@ def verify(
             report = reports[0]
             for sentence in _vote_sentences(reports):
                 log(f"equivalence {model}: {sentence}")
+            if training_checks(get_spec(model)):
+                log(f"equivalence {model}: checked {training_checks(get_spec(model))}")
             for p in report.verdicts:
                 verdict, reason = _path_verdict(
                     checker, reports, p, weights, faults.get(p)
                 )
                 if reason is not None:
                     log(f"equivalence {model}: {p} {verdict}: {reason}")
+                checked = training_checks(get_spec(model))
                 entries[keys[p]] = {
                     "model": model,
                     "path": p,
                     "verdict": verdict,
                     "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                     **({} if reason is None else {"reason": reason}),
+                    **({} if checked is None else {"checked": checked}),
                 }
             _save(cache_file, entries)
             verdicts[model] = {
