@@ -1,12 +1,18 @@
 """Users' models without a framework: documents, the store and its names,
 and every refusal the architecture alone decides (``zoo.user_models``, the
 config half of ``zoo.keras_import``).  The Keras half runs in
-``tests/paths/test_user_model.py``."""
+``tests/paths/test_user_model.py``, but for one file of batch normalization
+and dropout, saved by Keras in a process of its own and read here through
+the Keras worker that reads a user's file."""
 
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
+import os
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -62,8 +68,8 @@ def test_a_table_names_layers_and_takes_keras_defaults() -> None:
     ("change", "message"),
     [
         (
-            lambda d: d["layers"].append({"kind": "dropout"}),
-            "kind 'dropout'; supported",
+            lambda d: d["layers"].append({"kind": "spatial_dropout"}),
+            "kind 'spatial_dropout'; supported",
         ),
         (lambda d: d["layers"][0].update(dilation=2), "dilation, which it does not"),
         (lambda d: d["layers"][0].update(padding="full"), "padding must be valid or"),
@@ -174,6 +180,96 @@ def test_a_branch_names_an_earlier_layer() -> None:
 )
 def test_a_bad_new_kind_is_one_sentence(change: Any, message: str) -> None:
     document = copy.deepcopy(TRANSFORMER_TABLE)
+    change(document)
+    with pytest.raises(ValueError, match=message) as caught:
+        user_models.spec_from_document("t", document)
+    assert "\n" not in str(caught.value)
+
+
+BN_TABLE: dict[str, Any] = {
+    "input_shape": [8, 8, 1],
+    "layers": [
+        {"kind": "conv2d", "name": "conv", "filters": 4, "kernel_size": 3},
+        {"kind": "batch_norm", "name": "conv_norm"},
+        {"kind": "flatten", "name": "flatten"},
+        {"kind": "dense", "name": "fc", "units": 6},
+        {"kind": "batch_norm", "name": "fc_norm", "epsilon": 1e-5, "momentum": 0.9},
+        {"kind": "dropout", "name": "drop", "rate": 0.3},
+        {"kind": "dense", "name": "logits", "units": 3},
+    ],
+}
+
+
+def test_a_table_takes_batch_norm_and_dropout_in_keras_words() -> None:
+    spec = user_models.spec_from_document("t", BN_TABLE)
+    fc_norm, conv_norm = spec.layer("fc_norm"), spec.layer("conv_norm")
+    assert (fc_norm.kind, fc_norm.norm_epsilon, fc_norm.norm_momentum) == (
+        "batch_norm",
+        1e-5,
+        0.9,
+    )
+    assert (conv_norm.epsilon, conv_norm.momentum) == (0, 0)  # Keras' defaults
+    assert (spec.layer("drop").kind, spec.layer("drop").rate) == ("dropout", 0.3)
+    assert spec.dropout
+    assert [
+        (p.role, p.shape, p.trainable) for p in spec.params if p.layer == "fc_norm"
+    ] == [
+        ("gamma", (6,), True),
+        ("beta", (6,), True),
+        ("moving_mean", (6,), False),
+        ("moving_variance", (6,), False),
+    ]
+    document = user_models.document_of(spec)
+    assert document["layers"][4:6] == [
+        {"kind": "batch_norm", "name": "fc_norm", "epsilon": 1e-5, "momentum": 0.9},
+        {"kind": "dropout", "name": "drop", "rate": 0.3},
+    ]
+    assert document["layers"][1] == {"kind": "batch_norm", "name": "conv_norm"}
+    # Keras' defaults written out are the defaults: the same layer and name
+    table = copy.deepcopy(BN_TABLE)
+    table["layers"][1].update(epsilon=1e-3, momentum=0.99)
+    assert user_models.spec_from_document("t", table).layers == spec.layers
+    assert user_models.register("bn.toml", table) == user_models.register(
+        "bn.toml", BN_TABLE
+    )
+    # a dropout of rate 0 is the identity, still a layer of the table
+    table["layers"][5]["rate"] = 0
+    still = user_models.spec_from_document("t", table)
+    assert still.layer("drop").rate == 0
+    assert not still.dropout
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda d: d["layers"][1].update(momentum=0),
+            "batch_norm layer 'conv_norm': momentum must be above 0 and below 1",
+        ),
+        (lambda d: d["layers"][4].update(momentum=1.0), "momentum must be above 0"),
+        (lambda d: d["layers"][4].update(momentum="slow"), "momentum must be a num"),
+        (
+            lambda d: d["layers"][4].update(epsilon=0),
+            "batch_norm layer 'fc_norm': epsilon must be above 0",
+        ),
+        (
+            lambda d: d["layers"][5].update(rate=1),
+            "dropout layer 'drop': rate must be at least 0 and below 1",
+        ),
+        (lambda d: d["layers"][5].update(rate=-0.1), "rate must be at least 0"),
+        (lambda d: d["layers"][5].update(rate=True), "rate must be a number"),
+        (
+            lambda d: d["layers"][1].update(rate=0.5),
+            "batch_norm layer 'conv_norm' has rate, which it does not take",
+        ),
+        (
+            lambda d: d["layers"][5].update(momentum=0.9),
+            "dropout layer 'drop' has momentum, which it does not take",
+        ),
+    ],
+)
+def test_a_bad_batch_norm_or_dropout_is_one_sentence(change: Any, message: str) -> None:
+    document = copy.deepcopy(BN_TABLE)
     change(document)
     with pytest.raises(ValueError, match=message) as caught:
         user_models.spec_from_document("t", document)
@@ -628,7 +724,9 @@ def test_more_refusals_of_newer_layers_are_one_sentence() -> None:
     config = _transformer()
     lambda_gelu = {"module": "builtins", "class_name": "function", "config": "f"}
     refusals = {
-        "rate 0.5: the random mask": _with_layer(config, "drop", rate=0.5),
+        r"Dropout layer 'drop' has noise_shape=\[None, 1, 6\], which the tool": (
+            _with_layer(config, "drop", rate=0.5, noise_shape=[None, 1, 6])
+        ),
         r"Conv1D layer 'position' has dilation_rate=\[2\]": _with_layer(
             config, "position", dilation_rate=[2]
         ),
@@ -703,6 +801,234 @@ def test_several_inputs_and_an_open_input_shape_are_refused() -> None:
     config["config"]["layers"][0]["config"]["batch_shape"] = [None, None, 8]
     with pytest.raises(ValueError, match="is not fixed; give every axis"):
         keras_import.document_from_config(config)
+
+
+# --- batch normalization and dropout --------------------------------------------
+
+BATCH_NORM = {
+    "axis": -1,
+    "momentum": 0.99,
+    "epsilon": 0.001,
+    "center": True,
+    "scale": True,
+    "beta_regularizer": None,
+    "gamma_regularizer": None,
+    "beta_constraint": None,
+    "gamma_constraint": None,
+    "synchronized": False,
+    "renorm": False,
+    "renorm_clipping": None,
+    "renorm_momentum": 0.99,
+    "trainable": True,
+}
+FC_NORM = BATCH_NORM | {"momentum": 0.9, "epsilon": 1e-5}
+DROPOUT = {"rate": 0.3, "seed": 7, "noise_shape": None}
+
+
+def _built(layer: dict[str, Any], *shape: int | None) -> dict[str, Any]:
+    """``layer`` as Keras writes it once built on an input of ``shape``."""
+    return {**layer, "build_config": {"input_shape": list(shape)}}
+
+
+def _bn_cnn(
+    conv_norm: dict[str, Any] = BATCH_NORM,
+    fc_norm: dict[str, Any] = FC_NORM,
+    drop: dict[str, Any] = DROPOUT,
+    built: bool = True,
+) -> dict[str, Any]:
+    """Conv2D -> BatchNormalization over its channels -> pool -> Flatten ->
+    Dense -> BatchNormalization (momentum 0.9, epsilon 1e-5) -> Dropout 0.3
+    -> Dense, as Keras 3.15 writes a Sequential of them."""
+    norm = _layer("BatchNormalization", "conv_norm", **conv_norm)
+    return _sequential(
+        _layer("Conv2D", "conv", **CONV, activation="relu"),  # 4x4x4
+        _built(norm, None, 4, 4, 4) if built else norm,
+        _layer("MaxPooling2D", "pool", pool_size=[2, 2], strides=None),
+        _layer("Flatten", "flatten"),
+        _layer("Dense", "fc", units=6, activation="linear"),
+        _built(_layer("BatchNormalization", "fc_norm", **fc_norm), None, 6),
+        _layer("Dropout", "drop", **drop),
+        _layer("Dense", "logits", **DENSE),
+    )
+
+
+def test_batch_norm_and_dropout_configs_become_a_document() -> None:
+    document = keras_import.document_from_config(_bn_cnn())
+    entries = {entry["name"]: entry for entry in document["layers"]}
+    assert entries["conv_norm"] == {
+        "kind": "batch_norm",
+        "name": "conv_norm",
+        "epsilon": 0.001,
+        "momentum": 0.99,
+    }
+    assert entries["fc_norm"] == {
+        "kind": "batch_norm",
+        "name": "fc_norm",
+        "epsilon": 1e-5,
+        "momentum": 0.9,
+    }
+    assert entries["drop"] == {"kind": "dropout", "name": "drop", "rate": 0.3}
+    spec = user_models.spec_from_document("m", document)
+    assert [layer.kind for layer in spec.layers][4:] == [
+        "dense",
+        "batch_norm",
+        "dropout",
+        "dense",
+    ]
+    assert (spec.layer("conv_norm").epsilon, spec.layer("conv_norm").momentum) == (
+        0,
+        0,
+    )
+    assert (spec.layer("fc_norm").epsilon, spec.layer("fc_norm").momentum) == (
+        1e-5,
+        0.9,
+    )
+    assert spec.layer("drop").rate == 0.3
+    assert spec.param("conv_norm/moving_variance").shape == (4,)
+    # The channels' axis as Keras writes it when the model gives it: a list,
+    # or counted with the batch (3 of an image's 4 axes) once built.
+    for axis in ([-1], 3):
+        given = keras_import.document_from_config(_bn_cnn(BATCH_NORM | {"axis": axis}))
+        assert given["layers"][1]["kind"] == "batch_norm"
+    # A Dropout of rate 0 is still the identity, left out.
+    plain = keras_import.document_from_config(_bn_cnn(drop=DROPOUT | {"rate": 0.0}))
+    assert [entry["name"] for entry in plain["layers"]][-2:] == ["fc_norm", "logits"]
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            _bn_cnn(BATCH_NORM | {"axis": 1}),
+            r"BatchNormalization layer 'conv_norm' normalizes over axis 1 of its "
+            r"input \[None, 4, 4, 4\]; the tool computes the last axis",
+        ),
+        (
+            _bn_cnn(BATCH_NORM | {"axis": 3}, built=False),
+            "BatchNormalization layer 'conv_norm' normalizes over axis 3; the tool",
+        ),
+        (
+            _bn_cnn(BATCH_NORM | {"center": False}),
+            "BatchNormalization layer 'conv_norm' has center=False, which the tool",
+        ),
+        (_bn_cnn(BATCH_NORM | {"scale": False}), "layer 'conv_norm' has scale=False"),
+        (
+            _bn_cnn(fc_norm=FC_NORM | {"renorm": True}),
+            "BatchNormalization layer 'fc_norm' has renorm=True, which the tool",
+        ),
+        (
+            _bn_cnn(fc_norm=FC_NORM | {"synchronized": True}),
+            "layer 'fc_norm' has synchronized=True",
+        ),
+        (
+            _bn_cnn(fc_norm=FC_NORM | {"trainable": False}),
+            "layer 'fc_norm' has trainable=False",
+        ),
+        (
+            _bn_cnn(fc_norm=FC_NORM | {"gamma_regularizer": {"class_name": "L2"}}),
+            "layer 'fc_norm' has gamma_regularizer=",
+        ),
+        (
+            _bn_cnn(fc_norm=FC_NORM | {"momentum": 0.0}),
+            "batch_norm layer 'fc_norm': momentum must be above 0 and below 1",
+        ),
+        (
+            _bn_cnn(drop=DROPOUT | {"noise_shape": [None, 1]}),
+            r"Dropout layer 'drop' has noise_shape=\[None, 1\], which the tool",
+        ),
+        (
+            _bn_cnn(drop=DROPOUT | {"rate": 1.0}),
+            "dropout layer 'drop': rate must be at least 0 and below 1",
+        ),
+    ],
+)
+def test_a_batch_norm_or_dropout_the_spec_cannot_express_is_one_sentence(
+    config: dict[str, Any], message: str
+) -> None:
+    # as keras_import.load refuses it: the document, then its spec
+    with pytest.raises(ValueError, match=message) as caught:
+        user_models.spec_from_document("m", keras_import.document_from_config(config))
+    assert "\n" not in str(caught.value)
+
+
+# Saves a Keras Sequential of Conv2D -> BatchNormalization (over axis 3, the
+# channels, as a user may write it) -> ... -> Dense -> BatchNormalization
+# (momentum 0.9, epsilon 1e-5) -> Dropout(0.3) -> Dense, every variable
+# (moving statistics included) set away from its initial value, and each
+# variable by its layer's name and its own (``variables.npz``).
+SAVE_BN_CNN = """
+import sys
+import keras
+import numpy as np
+layers = keras.layers
+model = keras.Sequential([
+    keras.Input((8, 8, 1)),
+    layers.Conv2D(4, 3, strides=2, padding="same", activation="relu", name="conv"),
+    layers.BatchNormalization(axis=3, name="conv_norm"),
+    layers.MaxPooling2D(2, name="pool"),
+    layers.Flatten(name="flatten"),
+    layers.Dense(6, name="fc"),
+    layers.BatchNormalization(momentum=0.9, epsilon=1e-5, name="fc_norm"),
+    layers.Dropout(0.3, seed=7, name="drop"),
+    layers.Dense(3, name="logits"),
+])
+rng = np.random.default_rng(5)
+for v in model.weights:
+    v.assign(rng.uniform(0.1, 2.0, v.shape).astype("float32"))
+model.save(sys.argv[1] + "/bn_cnn.keras")
+np.savez(sys.argv[1] + "/variables.npz",
+         **{f"{layer.name}/{v.name}": keras.ops.convert_to_numpy(v)
+            for layer in model.layers for v in layer.weights})
+"""
+
+
+@pytest.mark.skipif(
+    any(importlib.util.find_spec(m) is None for m in ("keras", "torch")),
+    reason="Keras on PyTorch is not installed",
+)
+def test_a_saved_batch_norm_and_dropout_model_comes_back_with_its_statistics(
+    tmp_path: Path,
+) -> None:
+    from workers.launch import PROJECT_ROOT
+    from workers.user_model import model_from_file
+
+    # Keras in a process of its own: this one imports no framework.
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "KERAS_BACKEND": "torch"}
+    done = subprocess.run(
+        [sys.executable, "-c", SAVE_BN_CNN, str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    spec = get_spec(model_from_file(tmp_path / "bn_cnn.keras", tmp_path / "models"))
+    assert [layer.kind for layer in spec.layers] == [
+        "conv2d",
+        "batch_norm",
+        "max_pool",
+        "flatten",
+        "dense",
+        "batch_norm",
+        "dropout",
+        "dense",
+    ]
+    conv_norm, fc_norm = spec.layer("conv_norm"), spec.layer("fc_norm")
+    assert (conv_norm.norm_epsilon, conv_norm.norm_momentum) == (1e-3, 0.99)
+    assert (fc_norm.norm_epsilon, fc_norm.norm_momentum) == (1e-5, 0.9)
+    assert spec.layer("drop").rate == 0.3
+    weights = make_weights(spec, 0)  # the file's own, whatever the seed
+    with np.load(tmp_path / "variables.npz") as saved:
+        variables = dict(saved)
+    assert weights.keys() == variables.keys()
+    for name, value in variables.items():
+        assert np.array_equal(weights[name], value), name
+    # the moving statistics are the file's, not Keras' initial zeros and ones
+    for stat in ("conv_norm/moving_mean", "fc_norm/moving_variance"):
+        assert spec.param(stat).shape == weights[stat].shape
+        assert not np.any(np.isin(weights[stat], (0.0, 1.0))), stat
 
 
 # --- the archive -----------------------------------------------------------------

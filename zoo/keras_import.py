@@ -10,20 +10,26 @@ architecture alone decides comes before Keras deserializes anything:
   ``model.weights.h5``), is larger than ``MAX_BYTES``, or whose members
   would unpack to more than that (a zip bomb): one sentence;
 - a layer outside ``SUPPORTED`` (a ``Lambda``, a custom class), an option
-  the spec cannot express (dilation, groups, no bias, dropout, a mask, a
-  regularizer or constraint, channels-first, a GRU without
-  ``reset_after``, a layer normalization over another axis, attention that
-  is not self-attention or has options of its own), a shared layer (called
-  twice), a layer other than the first that takes the model's input, a model
-  inside the model, several inputs or outputs: one sentence naming the layer
-  and what is supported.
+  the spec cannot express (dilation, groups, no bias, a recurrent or
+  attention layer's own dropout, a mask, a regularizer or constraint,
+  channels-first, a GRU without ``reset_after``, a layer or batch
+  normalization over another axis, a batch normalization without its
+  offset or scale, renormalized, synchronized or frozen, a ``Dropout`` with
+  a ``noise_shape``, attention that is not self-attention or has options
+  of its own), a shared layer (called twice), a layer other than the first
+  that takes the model's input, a model inside the model, several inputs
+  or outputs: one sentence naming the layer and what is supported.
 
 A functional model is read from each layer's inbound node: a layer that
 takes the previous layer's output is written plainly, one that takes an
 earlier layer's names it in ``inputs`` (``Add`` always names the two or more
 it sums).  A ``Dropout`` of rate 0 is the identity and is left out (a layer
-that takes it takes what it took); any other rate is refused, because the
-random mask it draws in training is no two paths' alike.
+that takes it takes what it took); one of any other rate below 1 is a
+``dropout`` of that rate (its ``seed`` is not kept: the tool compares
+training trajectories at rate 0, ``zoo.specs.without_dropout``, and checks
+each path's dropout at its rate on its own).  A ``BatchNormalization``
+over the last axis is a ``batch_norm`` with its ``epsilon`` and
+``momentum``; its moving statistics are read with its weights.
 
 Then ``keras.saving.load_model(..., safe_mode=True, compile=False)`` loads
 the file and each parameter is read by layer and variable path (an
@@ -61,16 +67,18 @@ SUPPORTED = {
     "GRU": "gru",
     "Embedding": "embedding",
     "LayerNormalization": "layer_norm",
+    "BatchNormalization": "batch_norm",
     "MultiHeadAttention": "attention",
     "Add": "add",
+    "Dropout": "dropout",
 }
 _ACTIVATIONS = ("linear", "relu", "tanh", "sigmoid", "softmax", "gelu")
 _SUPPORTED_TEXT = (
     "Dense, Conv1D, Conv2D, their max and average pools, GlobalAveragePooling1D "
     "and 2D, Flatten, LSTM, GRU, Embedding (first), LayerNormalization, "
-    "MultiHeadAttention (self-attention), Add and Dropout of rate 0, from one "
-    "input to one output, activations linear, relu, tanh, sigmoid, softmax or "
-    "gelu"
+    "BatchNormalization (over the last axis), MultiHeadAttention "
+    "(self-attention), Add and Dropout, from one input to one output, "
+    "activations linear, relu, tanh, sigmoid, softmax or gelu"
 )
 # The model's input, as the source a layer takes.
 INPUT = ""
@@ -142,6 +150,21 @@ _MUST: dict[str, tuple[tuple[str, Any], ...]] = {
         ("beta_constraint", None),
         ("gamma_constraint", None),
     ),
+    # Keras 3 runs a frozen (trainable=False) BatchNormalization in inference
+    # mode in training too: the moving statistics, none updated.
+    "BatchNormalization": (
+        ("center", True),
+        ("scale", True),
+        ("renorm", False),
+        ("synchronized", False),
+        ("trainable", True),
+        ("beta_regularizer", None),
+        ("gamma_regularizer", None),
+        ("beta_constraint", None),
+        ("gamma_constraint", None),
+    ),
+    # A mask shared along an axis (one per channel, say) draws something else.
+    "Dropout": (("noise_shape", None),),
     "MultiHeadAttention": (
         ("dropout", 0.0),
         ("use_bias", True),
@@ -288,21 +311,16 @@ def _name(entry: Mapping[str, Any]) -> str:
 
 
 def _identity(entry: Mapping[str, Any]) -> bool:
-    """Whether ``entry`` is a Dropout of rate 0 (the identity); a Dropout of
-    any other rate is refused."""
+    """Whether ``entry`` is a Dropout of rate 0 (the identity, left out); a
+    Dropout of any other rate is a layer (``_entry`` checks it)."""
     if entry.get("class_name") != "Dropout" or entry.get("module") not in (
         "keras.layers",
         None,
     ):
         return False
-    rate = entry.get("config", {}).get("rate")
-    if rate != 0:
-        raise ValueError(
-            f"Dropout layer {_name(entry)!r} has rate {rate!r}: the random mask it "
-            "draws each training step is no two paths' alike, so their training "
-            "cannot be compared; remove it (or set rate=0) for the check"
-        )
-    return True
+    config = entry.get("config")
+    rate = config.get("rate") if isinstance(config, dict) else None
+    return isinstance(rate, int | float) and not isinstance(rate, bool) and rate == 0
 
 
 def _check_attention_call(name: str, node: Any) -> None:
@@ -430,17 +448,51 @@ def _entry(layer: Mapping[str, Any]) -> dict[str, Any]:
     if cls == "Embedding":
         entry["input_dim"] = config.get("input_dim")
         entry["output_dim"] = config.get("output_dim")
-    if cls == "LayerNormalization":
-        axis = config.get("axis", -1)
-        if axis not in (-1, [-1]):
-            raise ValueError(
-                f"LayerNormalization layer {name!r} normalizes over axis {axis!r}; "
-                "the tool computes axis=-1 (the features) only"
-            )
-        entry["epsilon"] = config.get("epsilon", 1e-3)
+    if cls in ("LayerNormalization", "BatchNormalization"):
+        entry.update(_normalization(cls, name, layer))
+    if cls == "Dropout":
+        entry["rate"] = config.get("rate")  # user_models checks it is in [0, 1)
     if cls == "MultiHeadAttention":
         entry.update(_attention(name, config))
     return entry
+
+
+def _normalization(cls: str, name: str, layer: Mapping[str, Any]) -> dict[str, Any]:
+    """A layer or batch normalization's epsilon (and a batch normalization's
+    momentum), its axis checked to be the last."""
+    config = layer.get("config", {})
+    if cls == "BatchNormalization":
+        _check_batch_norm_axis(name, layer)
+        return {
+            "epsilon": config.get("epsilon", 1e-3),
+            "momentum": config.get("momentum", 0.99),
+        }
+    axis = config.get("axis", -1)
+    if axis not in (-1, [-1]):
+        raise ValueError(
+            f"LayerNormalization layer {name!r} normalizes over axis {axis!r}; "
+            "the tool computes axis=-1 (the features) only"
+        )
+    return {"epsilon": config.get("epsilon", 1e-3)}
+
+
+def _check_batch_norm_axis(name: str, layer: Mapping[str, Any]) -> None:
+    """A BatchNormalization normalizes each channel, the last axis: Keras
+    writes ``-1``, or the axis it was given, which counts the batch (``3``
+    for images) and is the last when its built input has that many more."""
+    axis = layer.get("config", {}).get("axis", -1)
+    if isinstance(axis, list) and len(axis) == 1:
+        axis = axis[0]
+    build = layer.get("build_config")
+    shape = build.get("input_shape") if isinstance(build, dict) else None
+    last = len(shape) - 1 if isinstance(shape, list) else None
+    if not isinstance(axis, bool) and (axis == -1 or (last and axis == last)):
+        return
+    of = f" of its input {shape}" if isinstance(shape, list) else ""
+    raise ValueError(
+        f"BatchNormalization layer {name!r} normalizes over axis {axis!r}{of}; "
+        "the tool computes the last axis (the channels or features) only"
+    )
 
 
 _WINDOWED = (

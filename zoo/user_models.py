@@ -21,8 +21,11 @@ layer's outputs, the workload defaults to ``DEFAULT_WORKLOAD``.
 Each kind takes Keras' words for its options (``SIZE_WORDS``,
 ``OPTION_WORDS``): an ``embedding`` ``input_dim`` and ``output_dim``, an
 ``attention`` ``num_heads`` and ``key_dim``, a ``layer_norm`` ``epsilon``, a
-``gru`` ``units`` and ``return_sequences``, 1-D convolutions and pools like
-2-D ones.  A layer takes the previous layer's output unless its ``inputs``
+``batch_norm`` (over the last axis) ``epsilon`` and ``momentum`` (each above
+0 and below 1; Keras' defaults, 0.001 and 0.99, when left out), a
+``dropout`` ``rate`` (at least 0, below 1; 0 when left out), a ``gru``
+``units`` and ``return_sequences``, 1-D convolutions and pools like 2-D
+ones.  A layer takes the previous layer's output unless its ``inputs``
 lists the names of the earlier layers it takes: one for any kind (a branch
 of a functional model), two or more for an ``add``, which always names them::
 
@@ -66,6 +69,7 @@ import numpy as np
 
 from zoo.arrays import digest, save_npz
 from zoo.specs import (
+    BATCH_NORM_MOMENTUM,
     LAYER_KINDS,
     LAYER_NORM_EPSILON,
     LAYER_OPTIONS,
@@ -105,6 +109,8 @@ OPTION_WORDS = {
     "vocab": "input_dim",
     "heads": "num_heads",
     "epsilon": "epsilon",
+    "momentum": "momentum",
+    "rate": "rate",
 }
 # The kinds whose last layer's size is the model's classes.
 _SCORING = ("dense", "lstm", "gru")
@@ -185,6 +191,8 @@ def _layer(entry: Any, position: int, previous: str | None) -> Layer:
         layer = dataclasses.replace(layer, strides=0)
     if layer.epsilon == LAYER_NORM_EPSILON:
         layer = dataclasses.replace(layer, epsilon=0.0)  # Keras' default, written
+    if layer.momentum == BATCH_NORM_MOMENTUM:
+        layer = dataclasses.replace(layer, momentum=0.0)  # the same
     if kind != "add" and previous is not None and layer.inputs == (previous,):
         layer = dataclasses.replace(layer, inputs=())  # the previous layer's, named
     return layer
@@ -218,7 +226,8 @@ def _options(where: str, kind: str, entry: Mapping[str, Any]) -> dict[str, Any]:
 
 def _newer_options(where: str, kind: str, entry: Mapping[str, Any]) -> dict[str, Any]:
     """The options of the kinds after the first (an embedding's vocabulary,
-    attention heads, a layer normalization's epsilon) and a layer's inputs."""
+    attention heads, a layer or batch normalization's epsilon, a batch
+    normalization's momentum, a dropout's rate) and a layer's inputs."""
     options: dict[str, Any] = {}
     if "input_dim" in entry or kind == "embedding":
         options["vocab"] = _field(where, entry, "input_dim", int)
@@ -229,6 +238,16 @@ def _newer_options(where: str, kind: str, entry: Mapping[str, Any]) -> dict[str,
         if not 0 < epsilon < 1:
             raise ValueError(f"{where}: epsilon must be above 0 and below 1")
         options["epsilon"] = float(epsilon)
+    if "momentum" in entry:
+        momentum = _field(where, entry, "momentum", float)
+        if not 0 < momentum < 1:
+            raise ValueError(f"{where}: momentum must be above 0 and below 1")
+        options["momentum"] = float(momentum)
+    if "rate" in entry:
+        rate = _field(where, entry, "rate", float)
+        if not 0 <= rate < 1:
+            raise ValueError(f"{where}: rate must be at least 0 and below 1")
+        options["rate"] = float(rate)
     if "inputs" in entry:
         inputs = entry["inputs"]
         if not isinstance(inputs, list | tuple) or not all(

@@ -169,6 +169,11 @@ def test_layer_option_paths_agree(  # noqa: PLR0917 (one argument per drawn valu
 ) -> None:
     sequences = ("stacked-lstm", "transformer-tiny", "conv1d-gru")
     length = seq_len if model in sequences else None
+    if model == "bn-dropout-cnn":
+        # A batch normalization over features of one sample outputs its beta
+        # whatever came in: every gradient before it is zero in exact
+        # arithmetic, rounding noise in every run, float64's too.
+        batch = max(batch, 2)
     _assert_all_agree(checker, Case(model, seed, batch, length, scale, steps))
 
 
