@@ -73,15 +73,15 @@ def _param_layers(spec: ModelSpec) -> list[str]:
     return list(dict.fromkeys(p.layer for p in spec.params))
 
 
-def _keys(
-    spec: ModelSpec, layer: str, prefix: str, trained: bool = False
-) -> list[str]:
-    """The arrays of ``layer``'s parameters under ``prefix``: every one, or
-    (``trained``: gradients) those an optimizer trains."""
+def _keys(spec: ModelSpec, layer: str, prefix: str, trained: bool = False) -> list[str]:
+    """The arrays of ``layer``'s parameters under ``prefix``: for gradients
+    (``trained``) those an optimizer trains, for training steps every one
+    whose steps are not rounding noise (``ModelSpec.noise_trained``)."""
+    noise = () if trained else spec.noise_trained()
     return [
         prefix + p.name
         for p in spec.params
-        if p.layer == layer and (p.trainable or not trained)
+        if p.layer == layer and (p.trainable or not trained) and p.name not in noise
     ]
 
 

@@ -246,5 +246,6 @@ def test_the_record_says_how_layers_that_train_differently_were_checked() -> Non
     checked = training_checks(get_spec("bn-dropout-cnn"))
     assert checked is not None
     assert "batch normalization (conv_norm, fc_norm)" in checked
-    assert "dropout (drop at 0.25)" in checked and "Hoeffding" in checked
+    assert "dropout (drop at 0.25)" in checked
+    assert "Hoeffding" in checked
     assert training_checks(get_spec("ffn")) is None

@@ -284,9 +284,15 @@ def test_batch_norm_state_is_not_trained_and_dropout_is_lifted_for_checks() -> N
         "fc_norm/moving_variance",
     ]
     assert set(spec.trainable_names()) == {p.name for p in spec.params} - set(state)
-    assert spec.trains_differently and spec.dropout
+    assert spec.trains_differently
+    assert spec.dropout
     lifted = without_dropout(spec)
-    assert lifted.layer("drop").rate == 0.0 and not lifted.dropout
-    assert lifted.params == spec.params and lifted.name == spec.name
+    assert lifted.layer("drop").rate == 0.0
+    assert not lifted.dropout
+    assert lifted.params == spec.params
+    assert lifted.name == spec.name
+    # biases only a batch normalization takes: zero training gradient
+    assert spec.noise_trained() == ("conv/bias", "fc/bias")
+    assert MODELS["transformer"].noise_trained() == ()
     assert spec.layer("fc_norm").norm_momentum == 0.9
     assert spec.layer("conv_norm").norm_momentum == 0.99  # Keras' default

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 import numpy as np
 
@@ -18,12 +18,13 @@ from workers.protocol import Predictor, Session, Trainer
 
 
 def trajectory(
-    session: Session, xs: np.ndarray, ys: np.ndarray
+    session: Session, xs: np.ndarray, ys: np.ndarray, skip: Collection[str] = ()
 ) -> dict[str, np.ndarray]:
     """One optimizer step per mini-batch of ``xs``/``ys``.
 
     Returns ``loss`` (one loss per step, at the parameters before it) and, for
-    every step ``t`` (from 1) and parameter, ``step<t>/<name>``: the canonical
+    every step ``t`` (from 1) and parameter but those in ``skip``
+    (``ModelSpec.noise_trained``), ``step<t>/<name>``: the canonical
     parameter after that step.
     """
     arrays: dict[str, np.ndarray] = {}
@@ -31,7 +32,8 @@ def trajectory(
     for t, (x, y) in enumerate(zip(xs, ys, strict=True), start=1):
         losses.append(session.step(x, y))
         for name, a in session.params().items():
-            arrays[f"step{t}/{name}"] = a
+            if name not in skip:
+                arrays[f"step{t}/{name}"] = a
     arrays["loss"] = np.asarray(losses, np.float64)
     return arrays
 

@@ -316,6 +316,26 @@ class ModelSpec:
         """Whether a layer drops at a nonzero rate."""
         return any(layer.kind == "dropout" and layer.rate for layer in self.layers)
 
+    def noise_trained(self) -> tuple[str, ...]:
+        """Parameters whose gradient in a training step is zero in exact
+        arithmetic: the bias of a dense or convolution layer without an
+        activation whose output only batch normalizations take (the batch
+        mean removes it).  Their steps are rounding noise in every run,
+        float64's too, and Adam makes each a full step of either sign, so
+        their values after training steps are not compared (their gradient
+        in inference, where the moving mean leaves it, still is)."""
+        takers: dict[str, set[str]] = {}
+        for layer in self.layers:
+            for source in self.sources(layer.name):
+                takers.setdefault(source, set()).add(layer.kind)
+        return tuple(
+            f"{layer.name}/bias"
+            for layer in self.layers
+            if layer.kind in ("dense", "conv2d", "conv1d")
+            and layer.activation is None
+            and takers.get(layer.name) == {"batch_norm"}
+        )
+
     def tapped_layers(self) -> tuple[str, ...]:
         """Layers whose outputs are compared when localizing a divergence: all
         but ``flatten``, whose output order differs by design between layouts

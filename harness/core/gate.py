@@ -322,12 +322,20 @@ def timed_disagreement(
     named; the timed predictor's logits of mini-batch ``batch_index``
     (``timed["logits"][batch_index]``) against the checked logits of that
     mini-batch (``Evaluate``) within the logits tolerance.  A quantity one
-    side lacks counts as an infinite error."""
+    side lacks counts as an infinite error; a parameter whose training steps
+    are rounding noise (``ModelSpec.noise_trained``) is not compared."""
     problems = []
     prefix = f"step{steps}/"
     names = sorted(
-        {k.removeprefix(prefix) for k in trajectory if k.startswith(prefix)}
-        | {k.removeprefix(PARAM_PREFIX) for k in timed if k.startswith(PARAM_PREFIX)}
+        (
+            {k.removeprefix(prefix) for k in trajectory if k.startswith(prefix)}
+            | {
+                k.removeprefix(PARAM_PREFIX)
+                for k in timed
+                if k.startswith(PARAM_PREFIX)
+            }
+        )
+        - set(get_spec(model).noise_trained())  # rounding noise in every run
     )
     errors = {
         name: _error(timed.get(PARAM_PREFIX + name), trajectory.get(prefix + name))

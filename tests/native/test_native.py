@@ -534,6 +534,6 @@ def test_a_dropout_that_does_not_drop_is_caught(
     ops = importlib.import_module(f"native.{_package(runner)}.ops")
     monkeypatch.setattr(ops, "dropout", lambda h, rate, rng, index: h / (1 - rate))
     with pytest.raises(
-        ValueError, match="dropout layer 'drop' at rate 0.25 kept 1.000 of"
+        ValueError, match=r"dropout layer 'drop' at rate 0\.25 kept 1\.000 of"
     ):
         runner.evaluate(spec, weights, x[0], y[0])
