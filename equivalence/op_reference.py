@@ -523,6 +523,43 @@ def _layer_norm_vjp(
     }
 
 
+# --- batch normalization ------------------------------------------------------------
+
+
+def _batch_normalized(
+    a: Arrays, attributes: Attributes
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(xhat, inv)``: each column of ``x`` (a channel) less its mean over
+    the rows (the batch), times ``inv = 1 / sqrt(var + epsilon)``, the
+    variance biased (over ``rows``) as Keras' training step takes it."""
+    x = a["x"]
+    epsilon = x.dtype.type(_epsilon("batch_norm", attributes))
+    centered = x - x.mean(axis=0)
+    var = (centered * centered).mean(axis=0)
+    inv = x.dtype.type(1) / np.sqrt(var + epsilon)
+    return centered * inv, inv
+
+
+def _batch_norm(a: Arrays, attributes: Attributes) -> Results:
+    xhat, _ = _batch_normalized(a, attributes)
+    return (xhat * a["gamma"] + a["beta"],)
+
+
+def _batch_norm_vjp(
+    a: Arrays, attributes: Attributes, cot: Results
+) -> tuple[Results, Arrays]:
+    (gy,) = cot
+    xhat, inv = _batch_normalized(a, attributes)
+    dxhat = gy * a["gamma"]
+    # the batch's mean and variance depend on every row of the column
+    dx = inv * (dxhat - dxhat.mean(axis=0) - xhat * (dxhat * xhat).mean(axis=0))
+    return (xhat * a["gamma"] + a["beta"],), {
+        "x": dx,
+        "gamma": (gy * xhat).sum(axis=0),
+        "beta": gy.sum(axis=0),
+    }
+
+
 # --- embedding ----------------------------------------------------------------------
 
 
@@ -801,6 +838,7 @@ _FORWARD: dict[str, _Forward] = {
     "tanh": _tanh,
     "gelu": _gelu,
     "layer_norm": _layer_norm,
+    "batch_norm": _batch_norm,
     "embedding": _embedding,
     "attention": _attention,
     "lstm_cell": _lstm_cell,
@@ -821,6 +859,7 @@ _BACKWARD: dict[str, _Backward] = {
     "tanh": _tanh_vjp,
     "gelu": _gelu_vjp,
     "layer_norm": _layer_norm_vjp,
+    "batch_norm": _batch_norm_vjp,
     "embedding": _embedding_vjp,
     "attention": _attention_vjp,
     "lstm_cell": _lstm_cell_vjp,

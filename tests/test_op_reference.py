@@ -2,8 +2,9 @@
 against what does not share its code: central finite differences for every
 vector-Jacobian product, each forward pass written from its definition
 element by element (direct loops for the convolutions, the pools, the
-embedding, layer normalization and attention, Keras' gate orders for the
-LSTM and GRU cells, Adam's formula), and the operator table's own shapes.
+embedding, layer and batch normalization and attention, Keras' gate orders
+for the LSTM and GRU cells, Adam's formula), and the operator table's own
+shapes.
 Each comparison is also fed a deliberately wrong implementation, to show it
 can fail.  Framework-free."""
 
@@ -115,6 +116,9 @@ def cases(draw: st.DrawFn, op: str) -> Case:
         dims = (draw(st.integers(1, 3)), draw(small), draw(st.integers(1, 3)))
     elif op == "softmax_cross_entropy":
         dims = (draw(small), draw(st.integers(1, 5)))
+    elif op == "batch_norm":
+        # one row and two included: the reference stays exact and finite
+        dims = (draw(st.integers(1, 6)), draw(channels))
     else:
         dims = (draw(st.integers(1, 6)), draw(st.integers(1, 12)))
     return Case(op, dims, "drawn")
@@ -237,6 +241,22 @@ def layer_norm_by_loops(a: Arrays, epsilon: float) -> np.ndarray:
     return y
 
 
+def batch_norm_by_loops(a: Arrays, epsilon: float) -> np.ndarray:
+    """Each column's (channel's) mean and biased variance over the rows (the
+    batch) as sums, then the affine map."""
+    x = a["x"]
+    rows, channels = x.shape
+    y = np.zeros_like(x)
+    for j in range(channels):
+        column = [float(v) for v in x[:, j]]
+        mean = math.fsum(column) / rows
+        var = math.fsum((v - mean) ** 2 for v in column) / rows
+        for i, v in enumerate(column):
+            normed = (v - mean) / math.sqrt(var + epsilon)
+            y[i, j] = normed * a["gamma"][j] + a["beta"][j]
+    return y
+
+
 def attention_by_loops(a: Arrays) -> np.ndarray:
     """Each query's weights over the keys of its head, as exponentials of
     scaled dot products over their sum, then the weighted sum of values."""
@@ -316,7 +336,7 @@ def lstm_by_loops(a: Arrays) -> tuple[np.ndarray, np.ndarray]:
 
 def sequence_by_definition(case: Case, a: Arrays) -> dict[str, np.ndarray]:
     """``by_definition`` of the transformer's operators (but the 1-D
-    convolution) and the recurrent cells."""
+    convolution), batch normalization and the recurrent cells."""
     if case.op == "global_avg_pool":
         x = a["x"]
         return {
@@ -327,10 +347,13 @@ def sequence_by_definition(case: Case, a: Arrays) -> dict[str, np.ndarray]:
                 ]
             )
         }
-    if case.op == "layer_norm":
+    if case.op in ("layer_norm", "batch_norm"):
         epsilon = case.operator.attributes(case.named)["epsilon"]
         assert isinstance(epsilon, float)
-        return {"y": layer_norm_by_loops(a, epsilon)}
+        by_loops = (
+            layer_norm_by_loops if case.op == "layer_norm" else batch_norm_by_loops
+        )
+        return {"y": by_loops(a, epsilon)}
     if case.op == "embedding":
         ids, table = a["ids"], a["table"]
         rows = [[table[int(i)] for i in sample] for sample in ids]
@@ -350,7 +373,7 @@ def by_definition(case: Case, a: Arrays) -> dict[str, np.ndarray]:
     if case.op in ("conv2d", "conv1d"):
         by_loops = conv_by_loops if case.op == "conv2d" else conv1d_by_loops
         return {"y": by_loops(a["x"], a["w"], a["b"], d["same"])}
-    if case.op in SEQUENCE_OPERATORS or case.op.endswith("_cell"):
+    if case.op in (*SEQUENCE_OPERATORS, "batch_norm") or case.op.endswith("_cell"):
         return sequence_by_definition(case, a)
     if case.op in ("avg_pool", "max_pool"):
         reduce = np.mean if case.op == "avg_pool" else np.max
@@ -793,6 +816,7 @@ def _fixed(op: str) -> Case:
         "global_avg_pool": (2, 5, 3),
         "gelu": (3, 4),
         "layer_norm": (3, 5),
+        "batch_norm": (5, 3),
         "embedding": (2, 5, 4, 3),
         "attention": (2, 5, 2, 4),
         "gru_cell": (2, 3, 4),
@@ -849,6 +873,8 @@ WRONG_GRADIENTS = [
     ("gelu", "x", lambda g: g / 2),
     ("layer_norm", "x", lambda g: g[:, ::-1]),  # features reversed
     ("layer_norm", "gamma", lambda g: g[::-1]),
+    ("batch_norm", "x", lambda g: g[::-1]),  # samples reversed
+    ("batch_norm", "gamma", lambda g: g[::-1]),
     ("embedding", "table", lambda g: np.roll(g, 1, axis=0)),  # ids off by one
     ("attention", "k", lambda g: g.transpose(0, 2, 1, 3).reshape(g.shape)),
     ("attention", "q", lambda g: 4 * g),  # the scale left out of the gradient
@@ -864,6 +890,26 @@ WRONG_GRADIENTS = [
 )
 def test_finite_differences_catch_a_wrong_vjp(op: str, name: str, wrong: Any) -> None:
     assert fd_mismatch(_fixed(op), 5, backward=_with_gradient(op, name, wrong)) > 1e3
+
+
+def _constant_statistics(
+    op: str, operands: Any, attributes: Any, cotangents: Any, dtype: Any
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """``ref.backward``, except that batch_norm's gradient of ``x`` takes the
+    batch's mean and variance for constants (``gamma * inv * g``, what a
+    ``stop_gradient`` on the moments gives)."""
+    results, grads = ref.backward(op, operands, attributes, cotangents, dtype)
+    if op == "batch_norm":
+        x = np.asarray(operands["x"], dtype)
+        inv = 1 / np.sqrt(x.var(axis=0) + attributes["epsilon"])
+        grads = {**grads, "x": cotangents["y"] * operands["gamma"] * inv}
+    return results, grads
+
+
+def test_finite_differences_catch_batch_statistics_taken_for_constants() -> None:
+    case = _fixed("batch_norm")
+    assert fd_mismatch(case, 5) <= 1
+    assert fd_mismatch(case, 5, backward=_constant_statistics) > 1e3
 
 
 def _swap_first_gates(kernel: np.ndarray) -> np.ndarray:
@@ -904,6 +950,8 @@ WRONG_OPERANDS = [
     ("gelu", "x", lambda x: x * 1.702),  # a sigmoid's argument, not erf's
     ("layer_norm", "x", lambda x: x.T.reshape(x.shape)),
     ("layer_norm", "gamma", lambda g: g[::-1]),
+    ("batch_norm", "x", lambda x: x.T.reshape(x.shape)),  # channels-first read
+    ("batch_norm", "gamma", lambda g: g[::-1]),
     ("embedding", "ids", lambda ids: (ids + 1) % 4),
     ("attention", "q", lambda q: q * math.sqrt(q.shape[-1])),  # unscaled
     ("attention", "v", lambda v: v.transpose(0, 2, 1, 3).reshape(v.shape)),
@@ -920,6 +968,37 @@ WRONG_OPERANDS = [
 def test_the_definition_catches_a_wrong_forward(op: str, name: str, wrong: Any) -> None:
     forward = _with_operand(op, name, wrong)
     assert definition_mismatch(_fixed(op), 5, forward=forward) > 1e-2
+
+
+def _bessel(
+    op: str, operands: Any, attributes: Any, dtype: Any
+) -> dict[str, np.ndarray]:
+    """``ref.forward``, except that batch_norm divides by the unbiased
+    (Bessel-corrected) variance, as PyTorch's ``running_var`` takes it."""
+    if op != "batch_norm":
+        return ref.forward(op, operands, attributes, dtype)
+    x = np.asarray(operands["x"], dtype)
+    normed = (x - x.mean(axis=0)) / np.sqrt(
+        x.var(axis=0, ddof=1) + attributes["epsilon"]
+    )
+    return {"y": normed * operands["gamma"] + operands["beta"]}
+
+
+def _over_features(
+    op: str, operands: Any, attributes: Any, dtype: Any
+) -> dict[str, np.ndarray]:
+    """``ref.forward``, except that batch_norm normalizes each row over its
+    channels (a layer normalization) instead of each channel over the rows."""
+    return ref.forward(
+        "layer_norm" if op == "batch_norm" else op, operands, attributes, dtype
+    )
+
+
+@pytest.mark.parametrize("wrong", [_bessel, _over_features])
+def test_the_definition_catches_a_wrong_batch_statistic(wrong: Forward) -> None:
+    case = _fixed("batch_norm")
+    assert definition_mismatch(case, 5) < 1e-12
+    assert definition_mismatch(case, 5, forward=wrong) > 1e-2
 
 
 @pytest.mark.parametrize("op", list(OPERATORS))
@@ -980,6 +1059,36 @@ def test_the_transformers_layers_become_cases_at_its_own_shapes() -> None:
         ("dense", (2, 64, 2)),
         ("softmax_cross_entropy", (2, 2)),
     }
+
+
+def test_batch_norms_become_cases_and_dropout_none() -> None:
+    """bn-dropout-cnn at batch 4: the image batch norm over ``N * H * W``
+    rows of 8 channels, the feature one over ``N`` rows of 16; the dropout
+    leaves no case (its random mask has no float64 reference: every
+    evaluation checks it with ``workers.protocol.check_dropout``), nor do the
+    strided convolution and the pool that pads.  At batch 2 the feature batch
+    norm, over two rows, is left out."""
+    spec = VARIANTS["bn-dropout-cnn"]
+    assert [(c.op, c.dims, c.label) for c in model_cases(spec, 4)] == [
+        ("batch_norm", (4 * 14 * 14, 8), "bn-dropout-cnn-conv_norm"),
+        ("dense", (4, 7 * 7 * 8, 16), "bn-dropout-cnn-fc"),
+        ("batch_norm", (4, 16), "bn-dropout-cnn-fc_norm"),
+        ("dense", (4, 16, 10), "bn-dropout-cnn-logits"),
+        ("softmax_cross_entropy", (4, 10), "bn-dropout-cnn-loss"),
+    ]
+    norms = [c.dims for c in model_cases(spec, 2) if c.op == "batch_norm"]
+    assert norms == [(2 * 14 * 14, 8)]
+
+
+@pytest.mark.parametrize("profile", list(OPS_PROFILES))
+def test_every_profile_times_batch_norm_over_three_rows_or_more(
+    profile: str,
+) -> None:
+    """No profile's models has a batch normalization: the element sweep
+    gives it its cases, each over enough rows for its statistics."""
+    found = timed_cases(OPS_PROFILES[profile].sweep, ("batch_norm",))
+    assert found
+    assert all(c.named["rows"] >= 3 for c in found)
 
 
 def test_layers_no_operator_expresses_are_left_out() -> None:

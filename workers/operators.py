@@ -96,6 +96,14 @@ def faulted(
         attributes["padding"] = "valid" if attributes["padding"] == "same" else "same"
     elif fault == "layer-norm-epsilon" and case.op == "layer_norm":
         attributes["epsilon"] = 1e-5
+    elif fault == "batch-norm-unbiased-variance" and case.op == "batch_norm":
+        # gamma (x - mean) / sqrt(var n / (n - 1) + eps), the unbiased
+        # variance's, is the biased normalization with gamma sqrt((n - 1) / n)
+        # and eps (n - 1) / n: the same y, and so the same gradients of x and
+        # beta (gamma's is the scaled gamma's)
+        kept = (case.named["rows"] - 1) / case.named["rows"]
+        operands["gamma"] = operands["gamma"] * np.float32(math.sqrt(kept))
+        attributes["epsilon"] = float(attributes["epsilon"]) * kept
     elif fault == "attention-unscaled" and case.op == "attention":
         # softmax((q sqrt(d)) k^T / sqrt(d)) is the unscaled softmax(q k^T)
         scale = np.float32(math.sqrt(case.named["key_dim"]))

@@ -23,6 +23,10 @@ them on all three backends):
 - ``layer_norm``: ``LayerNormalization.call``, ``ops.layer_normalization``
   over the last axis (torch: ``F.layer_norm``; elsewhere moments, ``rsqrt``
   and ``x * inv + (beta - mean * inv)``).
+- ``batch_norm``: ``BatchNormalization.call`` in training on ``(rows,
+  channels)``: ``ops.moments`` over the rows (torch: ``E[x^2] - E[x]^2``;
+  JAX and TensorFlow: the mean of squared deviations), then
+  ``ops.batch_normalization`` over the last axis.
 - ``embedding``: ``keras.layers.Embedding.call``, ``ops.take`` along the
   table's rows.
 - ``attention``: the core of ``MultiHeadAttention._compute_attention``
@@ -124,6 +128,15 @@ def gelu(x: Tensor) -> Tensor:
 def layer_norm(x: Tensor, gamma: Tensor, beta: Tensor, epsilon: float) -> Tensor:
     """``LayerNormalization`` over the last axis with ``epsilon``."""
     return ops.layer_normalization(x, gamma, beta, -1, epsilon)
+
+
+def batch_norm(x: Tensor, gamma: Tensor, beta: Tensor, epsilon: float) -> Tensor:
+    """``BatchNormalization`` over the last axis in a training step, with
+    ``epsilon``: the batch's mean and (biased) variance over the rows."""
+    mean, variance = ops.moments(x, axes=[0])
+    return ops.batch_normalization(
+        x, mean, variance, axis=-1, offset=beta, scale=gamma, epsilon=epsilon
+    )
 
 
 def embedding(ids: Tensor, table: Tensor) -> Tensor:

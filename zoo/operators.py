@@ -8,9 +8,9 @@ sequences ``(N, T, C)``, convolution kernels ``(kh, kw, in, out)`` and
 heads, key_dim)``, LSTM gates in Keras' ``i, f, c, o`` order, GRU gates in
 its ``z, r, h``), which operands the backward pass
 differentiates, how much work one call does, and which keyword attributes
-(a convolution's padding, a pool's window, a layer normalization's epsilon,
-Adam's step) its implementations take.  A ``Case`` is one operator at one
-set of dims, labelled where it comes from (``square-2048``,
+(a convolution's padding, a pool's window, a layer or batch normalization's
+epsilon, Adam's step) its implementations take.  A ``Case`` is one operator
+at one set of dims, labelled where it comes from (``square-2048``,
 ``vgg16-block3_conv1``).
 
 Every implementation module (``zoo.keras_operators`` through ``keras.ops``;
@@ -29,8 +29,8 @@ the forward pass and that gradient together.
 ``make_operands`` builds a case's operands from a seed and a value scale
 with NumPy, so the orchestrator's float64 reference and every worker compute
 on the same float32 numbers; ``timed_cases`` lists the cases a benchmark
-profile times: square GEMMs, element-wise sweeps, and the models' own shapes
-at a chosen batch size.
+profile times: square GEMMs, element-wise sweeps (batch normalization's
+too), and the models' own shapes at a chosen batch size.
 """
 
 from __future__ import annotations
@@ -60,6 +60,10 @@ FAULTS = {
     "operator runs",
     "layer-norm-epsilon": "layer_norm takes PyTorch's default epsilon 1e-5 where "
     "Keras' 1e-3 is asked",
+    "batch-norm-unbiased-variance": "batch_norm divides by the unbiased (Bessel-"
+    "corrected) variance, PyTorch's running_var's, where Keras' biased one is "
+    "asked (given as gamma * sqrt((n - 1) / n) and epsilon * (n - 1) / n: the "
+    "same y and gradients of x and beta; gamma's is the scaled gamma's)",
     "attention-unscaled": "attention leaves out the 1/sqrt(key_dim) scale of its "
     "scores (the queries arrive multiplied by sqrt(key_dim))",
     "gru-gate-order": "gru_cell reads its gate blocks in PyTorch's r, z, h order "
@@ -78,6 +82,11 @@ ROLES = (
 # Roles of integer operands: never differentiated, never counted as memory
 # traffic in float32 words, drawn uniformly over their range.
 INTEGER_ROLES = ("labels", "ids")
+# The fewest rows a batch normalization case takes its statistics over: over
+# one its result is beta whatever x is (float64's gradients of x and gamma
+# exactly 0, and PyTorch refuses it); over two, x's gradient carries a factor
+# epsilon / (var + epsilon), a cancellation that rounding swamps at scale.
+BATCH_NORM_MIN_ROWS = 3
 
 
 @dataclass(frozen=True)
@@ -313,6 +322,26 @@ OPERATORS: dict[str, Operator] = {
             lambda d: {"epsilon": LAYER_NORM_EPSILON},
         ),
         Operator(
+            "batch_norm",
+            ("rows", "channels"),
+            "a training step's batch normalization over the rows of each channel "
+            "(a layer's input as (batch * positions, channels)): x * inv + (beta - "
+            "mean * inv), inv = gamma / sqrt(var + epsilon), the batch's mean and "
+            "biased variance (Keras' epsilon 1e-3)",
+            lambda d: (
+                Operand("x", (d["rows"], d["channels"])),
+                Operand("gamma", (d["channels"],)),
+                Operand("beta", (d["channels"],)),
+            ),
+            lambda d: (Operand("y", (d["rows"], d["channels"])),),
+            ("x", "gamma", "beta"),
+            # mean 1, variance 3, x * inv + shift 2 per element (inv and the
+            # shift once per channel)
+            lambda d: 6.0 * d["rows"] * d["channels"],
+            # Keras' BatchNormalization epsilon is its LayerNormalization's
+            lambda d: {"epsilon": LAYER_NORM_EPSILON},
+        ),
+        Operator(
             "embedding",
             ("n", "t", "vocab", "dim"),
             "table[ids]: token ids (n, t) in [0, vocab) to rows of a (vocab, "
@@ -498,8 +527,9 @@ def make_operands(
 @dataclass(frozen=True)
 class Sweep:
     """What a benchmark profile times: square GEMM sides, element counts
-    (element-wise operators and Adam), batch sizes for the LSTM cell and the
-    loss, and the batch at which the models' own shapes run."""
+    (element-wise operators, batch normalization and Adam), batch sizes for
+    the LSTM cell and the loss, and the batch at which the models' own shapes
+    run."""
 
     gemm: tuple[int, ...] = (64, 128, 256, 512, 1024, 2048, 4096)
     elements: tuple[int, ...] = (2**6, 2**10, 2**14, 2**18, 2**22)
@@ -513,15 +543,24 @@ def _rows_cols(elements: int) -> tuple[int, int]:
     return max(1, elements // cols), cols
 
 
+def _rows_channels(elements: int) -> tuple[int, int]:
+    """A batch normalization of about ``elements``: as many rows as channels,
+    up to 256 channels (a convolution's), then more rows."""
+    channels = min(256, max(1, math.isqrt(elements)))
+    return max(1, elements // channels), channels
+
+
 def model_cases(spec: ModelSpec, batch: int) -> Iterator[Case]:
     """The model's layers as operator cases at ``batch``, at the shapes
     ``zoo.specs.layer_shapes`` gives them: dense layers (on a sequence, one
     row per step: ``batch * T`` rows), convolutions, pools, the LSTM's and
-    GRU's cell, embeddings, layer normalizations (a row per step),
+    GRU's cell, embeddings, layer normalizations (a row per step), batch
+    normalizations (a row per sample and position, over at least three),
     attention (its four projections as dense cases, then its core), GELU
     activations, the mean over a sequence, and the loss.  Layers no
     operator expresses are left out: strided convolutions, pools whose
-    stride is not their window or that pad, 1-D pools, adds, flatten."""
+    stride is not their window or that pad, 1-D pools, adds, flatten,
+    dropout."""
     for layer, (shape, out) in zip(spec.layers, layer_shapes(spec), strict=True):
         label = f"{spec.name}-{layer.name}"
         yield from _layer_cases(layer, shape, batch, label)
@@ -557,6 +596,9 @@ def _layer_cases(layer: Layer, shape: Shape, batch: int, label: str) -> Iterator
         yield Case("embedding", (batch, t, layer.vocab, layer.size), label)
     elif kind == "layer_norm":
         yield Case("layer_norm", (rows, shape[-1]), label)
+    elif kind == "batch_norm" and rows >= BATCH_NORM_MIN_ROWS:
+        # a training step's: (N, H, W, C) images as (N * H * W, C) rows
+        yield Case("batch_norm", (rows, shape[-1]), label)
     elif kind == "global_avg_pool" and len(shape) == 2:
         t, c = shape
         yield Case("global_avg_pool", (batch, t, c), label)
@@ -567,6 +609,11 @@ def _layer_cases(layer: Layer, shape: Shape, batch: int, label: str) -> Iterator
         yield Case("dense", (rows, features, width), f"{label}-projection")
         yield Case("attention", (batch, t, layer.heads, layer.size), label)
         yield Case("dense", (rows, width, features), f"{label}-output")
+    elif kind == "dropout":
+        # Nothing: dropout's random mask has no float64 reference to judge it
+        # against.  Every evaluation checks it on its own instead
+        # (``workers.protocol.check_dropout``).
+        return
 
 
 def _adam_sizes(models: tuple[str, ...]) -> list[int]:
@@ -586,6 +633,13 @@ def timed_cases(sweep: Sweep, ops: tuple[str, ...] | None = None) -> list[Case]:
     found: list[Case] = [Case("matmul", (n, n, n), f"square-{n}") for n in sweep.gemm]
     for op in ("relu", "sigmoid", "tanh", "gelu"):
         found += [Case(op, _rows_cols(e), f"elements-{e}") for e in sweep.elements]
+    # no profile's models has a batch normalization: it is timed over the
+    # element sweep (and at a model's own shapes where one has it)
+    found += [
+        Case("batch_norm", _rows_channels(e), f"elements-{e}")
+        for e in sweep.elements
+        if _rows_channels(e)[0] >= BATCH_NORM_MIN_ROWS
+    ]
     for name in sweep.models:
         found += list(model_cases(MODELS[name], sweep.model_batch))
     lstm = MODELS["lstm"]

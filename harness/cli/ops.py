@@ -34,7 +34,8 @@ def add(commands: Commands) -> None:
         default=None,
         help="inject a deliberate operator fault into the native paths, to see "
         "the checks catch it (gemm-transposed, conv-padding, inputs-bfloat16, "
-        "layer-norm-epsilon, attention-unscaled, gru-gate-order)",
+        "layer-norm-epsilon, batch-norm-unbiased-variance, attention-unscaled, "
+        "gru-gate-order)",
     )
     ops_p.add_argument(
         "--render",

@@ -7,10 +7,10 @@ dense kernels ``(in, out)``, attention heads ``(N, T, heads, key_dim)``),
 results in ``Operator.outputs`` order.  Products follow
 ``jax_default_matmul_precision``, which the worker pins to ``"highest"`` (no
 silent bfloat16 or TF32 passes).
-Where ``lax`` has no single primitive (the GELU, layer normalization, the
-embedding's lookup, attention, the LSTM and GRU cells, the loss, Adam) the
-function writes it out from primitives (and ``jnp.take``), functionally: new
-arrays, no donation.
+Where ``lax`` has no single primitive (the GELU, layer and batch
+normalization, the embedding's lookup, attention, the LSTM and GRU cells, the
+loss, Adam) the function writes it out from primitives (and ``jnp.take``),
+functionally: new arrays, no donation.
 
 The forward pass is ``fn(*operands)`` called eagerly, no ``jax.jit``: JAX then
 dispatches each primitive on its own (compiled once per shape and cached), as
@@ -158,6 +158,21 @@ def layer_norm(
     centered = x - (lax.reduce_sum(x, (1,)) / cols)[:, None]
     var = lax.reduce_sum(centered * centered, (1,)) / cols
     return centered * lax.rsqrt(var + epsilon)[:, None] * gamma + beta
+
+
+def batch_norm(
+    x: jax.Array, gamma: jax.Array, beta: jax.Array, epsilon: float
+) -> jax.Array:
+    """A training step's batch normalization of ``(rows, channels)``: each
+    channel's mean and (biased) variance over the rows, then ``x * inv +
+    (beta - mean * inv)`` with ``inv = gamma / sqrt(var + epsilon)``, as
+    ``native.jax.ops.batch_norm_train`` computes it."""
+    rows = x.shape[0]
+    mean = lax.reduce_sum(x, (0,)) / rows
+    centered = x - mean
+    var = lax.reduce_sum(centered * centered, (0,)) / rows
+    inv = lax.rsqrt(var + epsilon) * gamma
+    return x * inv + (beta - mean * inv)
 
 
 def embedding(ids: jax.Array, table: jax.Array) -> jax.Array:

@@ -8,7 +8,8 @@ pad of ``k // 2``), ``nd.Pooling``, ``nd.mean``, ``nd.relu`` / ``sigmoid`` /
 ``tanh``, ``nd.LeakyReLU``'s exact GELU, ``nd.LayerNorm``, ``nd.Embedding``
 and ``nd.batch_dot`` with ``nd.softmax`` for attention.  MXNet has no LSTM-
 or GRU-cell operator over Keras' layouts and no Keras Adam, so those are
-written out with its product and element-wise operators, as
+written out with its product and element-wise operators, and a training
+step's batch normalization with ``nd.mean`` and broadcasts, as
 ``native/mxnet/ops.py`` and ``common.py`` do; the loss is ``common``'s
 ``cross_entropy`` (written out too: MXNet 1.9.1's oneDNN ``log_softmax`` is
 3.5e-6 off).
@@ -45,6 +46,7 @@ __all__ = [
     "attention",
     "avg_pool",
     "backward",
+    "batch_norm",
     "conv1d",
     "conv2d",
     "dense",
@@ -206,6 +208,23 @@ def layer_norm(
     """Each row normalized by its mean and (biased) variance, then scaled by
     ``gamma`` and shifted by ``beta``."""
     return nd.LayerNorm(x, gamma, beta, axis=-1, eps=epsilon)
+
+
+def batch_norm(
+    x: nd.NDArray, gamma: nd.NDArray, beta: nd.NDArray, epsilon: float
+) -> nd.NDArray:
+    """A training step's batch normalization of ``(rows, channels)``: each
+    channel's mean and (biased) variance over the rows, then ``x * inv +
+    (beta - mean * inv)`` with ``inv = gamma / sqrt(var + epsilon)``, as
+    ``native.mxnet.ops.batch_norm_train`` computes it."""
+    channels = (1, x.shape[1])
+    mean = nd.mean(x, axis=0)
+    centered = nd.broadcast_sub(x, nd.reshape(mean, shape=channels))
+    var = nd.mean(nd.square(centered), axis=0)
+    inv = nd.rsqrt(var + epsilon) * gamma
+    shift = beta - mean * inv
+    scaled = nd.broadcast_mul(x, nd.reshape(inv, shape=channels))
+    return nd.broadcast_add(scaled, nd.reshape(shift, shape=channels))
 
 
 def embedding(ids: nd.NDArray, table: nd.NDArray) -> nd.NDArray:

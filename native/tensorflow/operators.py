@@ -154,6 +154,17 @@ def layer_norm(
     return tf.nn.batch_normalization(x, mean, var, beta, gamma, epsilon)
 
 
+def batch_norm(
+    x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, epsilon: float
+) -> tf.Tensor:
+    """A training step's batch normalization of ``(rows, channels)``: each
+    channel normalized by its mean and (biased) variance over the rows, then
+    scaled by ``gamma`` and shifted by ``beta``: ``tf.nn.moments`` over the
+    rows and ``tf.nn.batch_normalization``."""
+    mean, var = tf.nn.moments(x, axes=[0])
+    return tf.nn.batch_normalization(x, mean, var, beta, gamma, epsilon)
+
+
 def embedding(ids: tf.Tensor, table: tf.Tensor) -> tf.Tensor:
     """The rows of ``table`` that ``ids`` (``(N, T)``) name: ``(N, T, dim)``."""
     return tf.nn.embedding_lookup(table, ids)

@@ -5,7 +5,8 @@ One function per operator, called ``fn(*operands, **attributes)`` as
 Each is the lowest-level public operator a PyTorch user reaches for:
 ``torch.matmul``, ``F.linear``, ``F.conv2d`` and ``F.conv1d`` (padding by
 name), ``F.avg_pool2d`` / ``F.max_pool2d``, ``torch.mean``, ``torch.relu`` /
-``sigmoid`` / ``tanh``, ``F.gelu``, ``F.layer_norm``, ``F.embedding``,
+``sigmoid`` / ``tanh``, ``F.gelu``, ``F.layer_norm``, ``F.batch_norm``
+(training: the batch's statistics, no running ones), ``F.embedding``,
 ``F.scaled_dot_product_attention`` and ``F.cross_entropy``.  PyTorch has no
 LSTM- or GRU-cell operator over Keras' layouts and no Keras Adam, so those
 are written out with its product and element-wise operators, as
@@ -41,6 +42,7 @@ __all__ = [
     "attention",
     "avg_pool",
     "backward",
+    "batch_norm",
     "conv1d",
     "conv2d",
     "dense",
@@ -184,6 +186,17 @@ def layer_norm(
     """Each row normalized by its mean and (biased) variance, then scaled by
     ``gamma`` and shifted by ``beta``."""
     return F.layer_norm(x, (x.shape[1],), gamma, beta, epsilon)
+
+
+def batch_norm(
+    x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, epsilon: float
+) -> torch.Tensor:
+    """A training step's batch normalization of ``(rows, channels)``: each
+    channel normalized by its mean and (biased) variance over the rows, then
+    scaled by ``gamma`` and shifted by ``beta`` (``F.batch_norm`` in training
+    without running statistics: PyTorch's unbiased variance only updates
+    those, which are not kept here)."""
+    return F.batch_norm(x, None, None, gamma, beta, training=True, eps=epsilon)
 
 
 def embedding(ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:

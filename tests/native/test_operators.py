@@ -48,6 +48,9 @@ CASES = (
     Case("global_avg_pool", (2, 7, 5), "small"),
     Case("gelu", (3, 17), "small"),
     Case("layer_norm", (5, 13), "small"),
+    Case("batch_norm", (7, 5), "small"),
+    Case("batch_norm", (3, 13), "three-rows"),  # the fewest a search draws
+    Case("batch_norm", (392, 8), "image-rows"),  # bn-dropout-cnn's at batch 2
     Case("embedding", (2, 9, 7, 5), "repeated-ids"),
     Case("attention", (2, 9, 3, 5), "small"),
     Case("attention", (1, 1, 1, 4), "one-step"),
@@ -141,6 +144,7 @@ def test_each_operator_agrees_with_float64(
         ("inputs-bfloat16", Case("lstm_cell", (2, 7, 5), "small")),
         ("conv-padding", Case("conv1d", (2, 11, 5, 7, 3, 1), "same")),
         ("layer-norm-epsilon", Case("layer_norm", (5, 13), "small")),
+        ("batch-norm-unbiased-variance", Case("batch_norm", (392, 8), "image-rows")),
         ("attention-unscaled", Case("attention", (2, 9, 3, 5), "small")),
         ("gru-gate-order", Case("gru_cell", (3, 4, 6), "small")),
     ],

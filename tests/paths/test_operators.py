@@ -28,13 +28,15 @@ BACKENDS = ("jax", "tensorflow", "torch")
 # convolutions' layouts, the written-out cells, the loss, the update, and the
 # transformer's: Keras' fused layer normalization and attention against each
 # framework's own, attention's heads in two layouts, the embedding's
-# gradient a scatter-add.
+# gradient a scatter-add; batch normalization (Keras' torch backend takes
+# the variance as E[x^2] - E[x]^2, PyTorch's F.batch_norm its own kernel).
 OPERATORS = (
     "matmul",
     "conv2d",
     "conv1d",
     "max_pool",
     "layer_norm",
+    "batch_norm",
     "embedding",
     "attention",
     "lstm_cell",
