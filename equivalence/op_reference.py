@@ -484,80 +484,57 @@ def _gelu_vjp(
     return (x * cdf,), {"x": cot[0] * (cdf + x * pdf)}
 
 
-# --- layer normalization ------------------------------------------------------------
+# --- layer and batch normalization ------------------------------------------------
+#
+# One normalization, two axes: a layer normalization takes each row's
+# statistics (over its features, axis 1), a batch normalization in training
+# each column's (a channel's, over the batch, axis 0).  The variance is the
+# biased one in both, as Keras takes it.
+_NORM_AXIS = {"layer_norm": 1, "batch_norm": 0}
 
 
-def _normalized(a: Arrays, attributes: Attributes) -> tuple[np.ndarray, np.ndarray]:
-    """``(xhat, inv)``: each row of ``x`` less its mean, times ``inv =
-    1 / sqrt(var + epsilon)``, the variance biased (over ``cols``) as
-    Keras takes it."""
-    x = a["x"]
-    epsilon = x.dtype.type(_epsilon("layer_norm", attributes))
-    centered = x - x.mean(axis=1, keepdims=True)
-    var = (centered * centered).mean(axis=1, keepdims=True)
-    inv = x.dtype.type(1) / np.sqrt(var + epsilon)
-    return centered * inv, inv
-
-
-def _layer_norm(a: Arrays, attributes: Attributes) -> Results:
-    xhat, _ = _normalized(a, attributes)
-    return (xhat * a["gamma"] + a["beta"],)
-
-
-def _layer_norm_vjp(
-    a: Arrays, attributes: Attributes, cot: Results
-) -> tuple[Results, Arrays]:
-    (gy,) = cot
-    xhat, inv = _normalized(a, attributes)
-    dxhat = gy * a["gamma"]
-    # the mean and the variance depend on every element of the row
-    dx = inv * (
-        dxhat
-        - dxhat.mean(axis=1, keepdims=True)
-        - xhat * (dxhat * xhat).mean(axis=1, keepdims=True)
-    )
-    return (xhat * a["gamma"] + a["beta"],), {
-        "x": dx,
-        "gamma": (gy * xhat).sum(axis=0),
-        "beta": gy.sum(axis=0),
-    }
-
-
-# --- batch normalization ------------------------------------------------------------
-
-
-def _batch_normalized(
-    a: Arrays, attributes: Attributes
+def _normalized(
+    op: str, a: Arrays, attributes: Attributes
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(xhat, inv)``: each column of ``x`` (a channel) less its mean over
-    the rows (the batch), times ``inv = 1 / sqrt(var + epsilon)``, the
-    variance biased (over ``rows``) as Keras' training step takes it."""
-    x = a["x"]
-    epsilon = x.dtype.type(_epsilon("batch_norm", attributes))
-    centered = x - x.mean(axis=0)
-    var = (centered * centered).mean(axis=0)
+    """``(xhat, inv)``: ``x`` less its mean over ``op``'s axis, times ``inv
+    = 1 / sqrt(var + epsilon)``."""
+    x, axis = a["x"], _NORM_AXIS[op]
+    epsilon = x.dtype.type(_epsilon(op, attributes))
+    centered = x - x.mean(axis=axis, keepdims=True)
+    var = (centered * centered).mean(axis=axis, keepdims=True)
     inv = x.dtype.type(1) / np.sqrt(var + epsilon)
     return centered * inv, inv
 
 
-def _batch_norm(a: Arrays, attributes: Attributes) -> Results:
-    xhat, _ = _batch_normalized(a, attributes)
-    return (xhat * a["gamma"] + a["beta"],)
+def _norm(op: str) -> _Forward:
+    def forward(a: Arrays, attributes: Attributes) -> Results:
+        xhat, _ = _normalized(op, a, attributes)
+        return (xhat * a["gamma"] + a["beta"],)
+
+    return forward
 
 
-def _batch_norm_vjp(
-    a: Arrays, attributes: Attributes, cot: Results
-) -> tuple[Results, Arrays]:
-    (gy,) = cot
-    xhat, inv = _batch_normalized(a, attributes)
-    dxhat = gy * a["gamma"]
-    # the batch's mean and variance depend on every row of the column
-    dx = inv * (dxhat - dxhat.mean(axis=0) - xhat * (dxhat * xhat).mean(axis=0))
-    return (xhat * a["gamma"] + a["beta"],), {
-        "x": dx,
-        "gamma": (gy * xhat).sum(axis=0),
-        "beta": gy.sum(axis=0),
-    }
+def _norm_vjp(
+    op: str,
+) -> _Backward:
+    def vjp(a: Arrays, attributes: Attributes, cot: Results) -> tuple[Results, Arrays]:
+        (gy,) = cot
+        xhat, inv = _normalized(op, a, attributes)
+        dxhat = gy * a["gamma"]
+        # the mean and the variance depend on every element along the axis
+        axis = _NORM_AXIS[op]
+        dx = inv * (
+            dxhat
+            - dxhat.mean(axis=axis, keepdims=True)
+            - xhat * (dxhat * xhat).mean(axis=axis, keepdims=True)
+        )
+        return (xhat * a["gamma"] + a["beta"],), {
+            "x": dx,
+            "gamma": (gy * xhat).sum(axis=0),
+            "beta": gy.sum(axis=0),
+        }
+
+    return vjp
 
 
 # --- embedding ----------------------------------------------------------------------
@@ -837,8 +814,8 @@ _FORWARD: dict[str, _Forward] = {
     "sigmoid": _sigmoid,
     "tanh": _tanh,
     "gelu": _gelu,
-    "layer_norm": _layer_norm,
-    "batch_norm": _batch_norm,
+    "layer_norm": _norm("layer_norm"),
+    "batch_norm": _norm("batch_norm"),
     "embedding": _embedding,
     "attention": _attention,
     "lstm_cell": _lstm_cell,
@@ -858,8 +835,8 @@ _BACKWARD: dict[str, _Backward] = {
     "sigmoid": _sigmoid_vjp,
     "tanh": _tanh_vjp,
     "gelu": _gelu_vjp,
-    "layer_norm": _layer_norm_vjp,
-    "batch_norm": _batch_norm_vjp,
+    "layer_norm": _norm_vjp("layer_norm"),
+    "batch_norm": _norm_vjp("batch_norm"),
     "embedding": _embedding_vjp,
     "attention": _attention_vjp,
     "lstm_cell": _lstm_cell_vjp,
