@@ -247,28 +247,34 @@ def gru(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     """Keras' GRU (``reset_after=True``) written out: ``x_t W + b_in`` and
     ``h U + b_rec`` each split into gates ``z, r, h``; ``z`` and ``r``
     sigmoid of their sums; the candidate ``tanh(x_h + r * rec_h)``; ``h = z *
-    h + (1 - z) * candidate``, run over time with ``contrib.foreach``.
-    Weights ``(3u, F)``, ``(3u, u)``, bias ``(2, 3u)``."""
+    h + (1 - z) * candidate``, unrolled over the sequence's steps (known from
+    the array, or the spec for a symbol).  Not ``contrib.foreach``: MXNet
+    1.9.1's cached graph of two stacked GRU loops after the padded 1-D
+    convolutions of ``conv1d-gru`` computed wrong logits now and then, or
+    crashed (docs/testing.md).  Weights ``(3u, F)``, ``(3u, u)``, bias ``(2,
+    3u)``."""
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     kernel, recurrent = params[f"{name}/kernel"], params[f"{name}/recurrent_kernel"]
     bias = params[f"{name}/bias"]
     layer = spec.layer(name)
     units = layer.size
-
-    def cell(x_t: Any, states: list[Any]) -> Any:
-        (state,) = states
-        # (2, 3u) -> the input bias and the recurrent bias, each (3u,); sliced
-        # inside the loop's body, which may only close over the block's own
-        # inputs: hybridized, a body closing over symbols made outside it
-        # computed wrong logits here, or crashed.
-        input_bias, recurrent_bias = (
-            F.reshape(F.slice_axis(bias, 0, row, row + 1), (-1,)) for row in (0, 1)
-        )
-        x_z, x_r, x_h = F.split(
-            F.FullyConnected(x_t, kernel, input_bias, num_hidden=3 * units),
-            num_outputs=3,
-            axis=1,
-        )
+    steps = h.shape[1] if isinstance(h, mx.nd.NDArray) else input_of(spec, name)[0]
+    # (2, 3u) -> the input bias and the recurrent bias, each (3u,)
+    input_bias, recurrent_bias = (
+        F.reshape(F.slice_axis(bias, 0, row, row + 1), (-1,)) for row in (0, 1)
+    )
+    # every step's gate inputs at once: (N, T, F) -> (N, T, 3u), split by step
+    inputs = F.FullyConnected(
+        h, kernel, input_bias, num_hidden=3 * units, flatten=False
+    )
+    per_step = F.split(inputs, num_outputs=steps, axis=1, squeeze_axis=True)
+    if steps == 1:
+        per_step = [per_step]
+    first = F.slice_axis(F.slice_axis(h, 1, 0, 1), 2, 0, 1)  # (N, 1, 1)
+    state = F.broadcast_axis(F.zeros_like(F.reshape(first, (0, 1))), axis=1, size=units)
+    states = []
+    for x_t in per_step:
+        x_z, x_r, x_h = F.split(x_t, num_outputs=3, axis=1)
         h_z, h_r, h_h = F.split(
             F.FullyConnected(state, recurrent, recurrent_bias, num_hidden=3 * units),
             num_outputs=3,
@@ -276,14 +282,9 @@ def gru(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
         )
         z, r = F.sigmoid(x_z + h_z), F.sigmoid(x_r + h_r)
         state = z * state + (1 - z) * F.tanh(x_h + r * h_h)
-        return state, [state]
-
-    first = F.slice_axis(F.slice_axis(h, 1, 0, 1), 2, 0, 1)  # (N, 1, 1)
-    zeros = F.broadcast_axis(F.zeros_like(F.reshape(first, (0, 1))), axis=1, size=units)
-    time_major = F.swapaxes(h, 0, 1)  # (N, T, F) -> (T, N, F)
-    steps, (last,) = F.contrib.foreach(cell, time_major, [zeros])
+        states.append(state)
     # every step's hidden state (N, T, u), or the last (N, u)
-    return F.swapaxes(steps, 0, 1) if layer.return_sequences else last
+    return F.stack(*states, axis=1) if layer.return_sequences else state
 
 
 def layer_norm(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
