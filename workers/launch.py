@@ -466,6 +466,35 @@ def _pinned(cpus: tuple[int, ...] | None) -> list[str]:
     return ["-c", _PIN_AND_EXEC, ",".join(str(c) for c in cpus)]
 
 
+# Set for a worker whose helper threads are free (``harness.core.placement``):
+# the CPUs all its threads may use once its frameworks are loaded.
+RELEASE_VARIABLE = "HARNESS_HELPER_CPUS"
+
+
+def release_helpers() -> list[int] | None:
+    """Let every thread of this process, and every thread it starts from
+    now on, run on the CPUs ``RELEASE_VARIABLE`` names; the CPUs, or None
+    where it is unset.  Called once the worker's frameworks are loaded and
+    have sized their thread pools for the one CPU it started on.
+
+    Raises ValueError, in one sentence, for a value that names no CPUs."""
+    value = os.environ.get(RELEASE_VARIABLE)
+    if not value:
+        return None
+    try:
+        cpus = _check_cpus(tuple(int(c) for c in value.split(",")))
+    except ValueError:
+        cpus = None
+    if not cpus:
+        raise ValueError(
+            f"{RELEASE_VARIABLE} must list CPU numbers like 0,1, got {value!r:.80}"
+        )
+    for task in Path("/proc/self/task").iterdir():
+        with contextlib.suppress(OSError, ValueError):  # a thread that ended
+            os.sched_setaffinity(int(task.name), cpus)
+    return list(cpus)
+
+
 def usable_cpus() -> int:
     """The CPUs this process may run on: its affinity (what a Slurm task, a
     container's cpuset or ``taskset`` leaves it), not the machine's count."""

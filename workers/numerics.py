@@ -63,6 +63,10 @@ def _pin_jax(deterministic: bool) -> dict[str, Any]:
     import jax
 
     jax.config.update("jax_default_matmul_precision", "highest")
+    # XLA's CPU client sizes its thread pool from the CPUs the process may use
+    # when it is created: create it now, while the worker is on its own CPU
+    # (workers.launch.release_helpers may let its threads use more later).
+    jax.devices()
     return {"jax_default_matmul_precision": "highest"}
 
 

@@ -48,8 +48,8 @@ from typing import IO, Any
 
 import numpy as np
 
+from workers import launch, numerics, protocol, runs, timing
 from workers import messages as m
-from workers import numerics, protocol, runs, timing
 from workers.paths import PathInfo, get_path
 from workers.protocol import NativeOnly, Runner
 from zoo import user_models
@@ -704,6 +704,9 @@ def main(argv: list[str]) -> int:
         runner, *partner_runners = load_runners(path, partner_paths)
         pinned.update(numerics.pin_framework(path.framework, deterministic))
         pinned.update(numerics.pin_compiler(path.framework, modes))
+        # Every pool is sized for the worker's own CPU by now: where the
+        # placement frees helper threads, they may use the other CPUs from here.
+        launch.release_helpers()
         affinity = cpu_affinity()
 
         def platform_of(served: Served) -> dict[str, Any]:

@@ -15,7 +15,10 @@ process, which goes first drawn at random for every block.
 Around every timed region, outside it, ``getrusage`` of the whole process
 (every thread): user and system CPU seconds, page faults and context switches
 per step or mini-batch (``USAGE``), so that a record says how much of its wall
-time was the process' own work, the kernel's, or waiting.
+time was the process' own work, the kernel's, or waiting; and ``ready_s``,
+the time the timing thread itself spent ready to run but waiting for a CPU
+(Linux' schedstat): a helper thread of the framework, or any other process,
+holding the CPU the computation needs (docs/methodology.md, "Helper threads").
 
 Framework-free except the self-check's reference timers, which import their
 framework lazily.
@@ -30,6 +33,7 @@ import random
 import resource
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from workers.messages import (
     InferAnswer,
@@ -56,18 +60,35 @@ USAGE = {
 }
 
 
+# Where Linux keeps this thread's scheduler times: nanoseconds on a CPU, then
+# nanoseconds runnable but waiting for one, then the number of time slices.
+SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
+def ready_wait_s() -> float:
+    """Seconds the calling thread has spent ready to run but waiting for a
+    CPU since it started; NaN where the kernel does not say."""
+    try:
+        return int(Path(SCHEDSTAT).read_text().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return math.nan
+
+
 def _rusage() -> tuple[float, ...]:
     got = resource.getrusage(resource.RUSAGE_SELF)
-    return tuple(float(getattr(got, name)) for name in USAGE.values())
+    return (*(float(getattr(got, name)) for name in USAGE.values()), ready_wait_s())
 
 
 def _usage_per(before: tuple[float, ...], units: int) -> dict[str, float]:
     """The process' use since ``before`` (``_rusage()``), per step or
-    mini-batch of the ``units`` the region held."""
+    mini-batch of the ``units`` the region held, and the timing thread's
+    wait for a CPU (``ready_s``, left out where the kernel does not say)."""
     after = _rusage()
-    return {
-        key: (a - b) / units for key, a, b in zip(USAGE, after, before, strict=True)
-    }
+    keys = (*USAGE, "ready_s")
+    out = {key: (a - b) / units for key, a, b in zip(keys, after, before, strict=True)}
+    if not math.isfinite(out["ready_s"]):
+        del out["ready_s"]
+    return out
 
 
 def time_training(

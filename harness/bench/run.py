@@ -44,6 +44,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,6 +183,11 @@ class Executor(Protocol):
     def execute(self, plan: Plan, units: list[Unit], context: RunContext) -> None: ...
 
 
+# The clock the budget of extra processes is read from; tests put a fake one
+# in its place (a test never waits on wall-clock time).
+clock = time.monotonic
+
+
 @dataclass
 class RunContext:
     """What the executors of one run share."""
@@ -254,8 +260,17 @@ def _run(
     )
     todo = [u for u in plan.units if not _done(u, done)]
     executor.execute(plan, todo, context)
-    while True:
-        extra = extension(plan, records.read(out) if out.is_file() else [], keys)
+    # With a budget for extra processes, one cell at a time, the widest first;
+    # without one, a round of every cell that wants one.
+    budget = profile.extend_budget_s
+    started = clock()
+    while budget is None or clock() - started < budget:
+        extra = extension(
+            plan,
+            records.read(out) if out.is_file() else [],
+            keys,
+            limit=None if budget is None else 1,
+        )
         if not extra:
             break
         plan = plan.model_copy(update={"units": (*plan.units, *extra)})

@@ -32,6 +32,7 @@ Framework-free.
 from __future__ import annotations
 
 import json
+import math
 import os
 import zlib
 from collections.abc import Iterable, Sequence
@@ -253,12 +254,16 @@ def _unit(
 
 
 def extension(
-    plan: Plan, recs: Iterable[records.Record], keys: dict[str, dict[str, str]]
+    plan: Plan,
+    recs: Iterable[records.Record],
+    keys: dict[str, dict[str, str]],
+    limit: int | None = None,
 ) -> list[Unit]:
-    """The next round of every pair cell that wants one more process
+    """The next round of the pair cells that want one more process
     (``pairing.stop_reason`` finds no reason to stop yet, ``max_repeats``
-    allows one and some process of it gave a ratio), grouped by pair and
-    numbered after the plan's last unit."""
+    allows one and some process of it gave a ratio), the widest interval
+    first, at most ``limit`` of them (None: all), numbered after the plan's
+    last unit: time goes where the interval is widest."""
     profile = plan.get_profile()
     standing = pairing.standings(list(recs))
     last: dict[pairing.PairCell, Unit] = {}
@@ -267,7 +272,9 @@ def extension(
             cell = unit.pair_cell()
             if cell not in last or unit.repeat > last[cell].repeat:
                 last[cell] = unit
-    wanted: list[tuple[tuple[str, ...], tuple[str, str, int, int | None], int]] = []
+    wanted: list[
+        tuple[float, tuple[str, ...], tuple[str, str, int, int | None], int]
+    ] = []
     for cell, unit in last.items():
         settings = profile.settings(cell.model)
         have = standing.get(cell, pairing.Standing())
@@ -276,14 +283,18 @@ def extension(
         # failed): more processes would not narrow anything.
         if repeat >= settings.max_repeats or not have.repeats:
             continue
-        if pairing.stop_reason(have, len(have.repeats), profile, cell.model)[0]:
+        stop, found = pairing.stop_reason(have, len(have.repeats), profile, cell.model)
+        if stop:
             continue
         where = (unit.model, unit.phase, unit.batch_size, unit.threads)
-        wanted.append((unit.paths, where, repeat))
-    wanted.sort(key=lambda w: (w[0], w[2]))  # one worker per pair and repeat
+        width = found.half_width if found is not None else math.inf
+        wanted.append((width, unit.paths, where, repeat))
+    wanted.sort(key=lambda w: -w[0])  # the widest first
+    chosen = wanted[:limit] if limit is not None else wanted
+    chosen.sort(key=lambda w: (w[1], w[3]))  # one worker per pair and repeat
     return [
         _unit(len(plan.units) + i, profile.seed, paths, where, repeat=r, keys=keys)
-        for i, (paths, where, r) in enumerate(wanted)
+        for i, (_, paths, where, r) in enumerate(chosen)
     ]
 
 

@@ -529,6 +529,25 @@ class Profile(_Schema):
         "intra-op threads (the last ones) and keep the orchestrator on the "
         "others while it measures (harness.core.placement)",
     )
+    extend_budget_s: float | None = Field(
+        None,
+        gt=0,
+        le=86_400,
+        allow_inf_nan=False,
+        description="seconds the run may spend on extra processes of paired "
+        "cells after their repeats, one cell at a time, the widest interval "
+        "first (each cell still within its ratio_target, cell_budget_s and "
+        "max_repeats); unset: every cell that wants one gets one per round",
+    )
+    helpers: Literal["free", "confined"] = Field(
+        "free",
+        description="where the threads a framework runs beside the computation "
+        "(tf.data's pipeline, inter-op and engine threads) may run when the "
+        "worker is isolated: free, on any CPU this process may use while the "
+        "orchestrator stays off the worker's own; confined, on the worker's "
+        "CPUs only, taking turns with the computation (docs/methodology.md, "
+        '"Helper threads")',
+    )
     threads: Annotated[
         dict[ThreadPool, ThreadCount],
         AfterValidator(lambda given: ONE_THREAD | given),
@@ -630,6 +649,10 @@ class Profile(_Schema):
             del content["thread_counts"]
         if content["isolate"]:  # as digests were before the key
             del content["isolate"]
+        if content["helpers"] == "confined":  # as digests were before the key
+            del content["helpers"]
+        if content["extend_budget_s"] is None:  # as digests were before the key
+            del content["extend_budget_s"]
         if content["peak_s"] == 1.0:  # as digests were before the key
             del content["peak_s"]
         content["settings"] = {

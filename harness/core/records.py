@@ -294,6 +294,7 @@ class _Summary(_Measured):
     usage_user_s: Seconds | None = None
     usage_sys_s: Seconds | None = None
     usage_minflt: Seconds | None = None
+    usage_ready_s: Seconds | None = None
 
 
 class _Platform(_Measured):

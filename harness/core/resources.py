@@ -38,8 +38,9 @@ def resource_summary(resources: dict[str, Any]) -> dict[str, Any]:
     return found | {"contended": contended(resources)}
 
 
-# workers.timing.USAGE: getrusage per step or mini-batch of the timed regions
-USAGE_KEYS = ("user_s", "sys_s", "minflt", "majflt", "nvcsw", "nivcsw")
+# workers.timing.USAGE: getrusage per step or mini-batch of the timed regions,
+# and the timing thread's wait for a CPU (ready_s; older workers lack it)
+USAGE_KEYS = ("user_s", "sys_s", "minflt", "majflt", "nvcsw", "nivcsw", "ready_s")
 
 
 def usage_summary(usage: Any) -> dict[str, float]:

@@ -50,12 +50,15 @@ class Estimate:
 
 
 def threads_label(threads: Any) -> str:
-    """``1 thread, own CPU`` and the like, from a record's
-    ``platform["threads"]``; ``?`` where it was not recorded."""
+    """``1 thread, own CPU, helpers free`` and the like, from a record's
+    ``platform["threads"]`` (``helpers`` unrecorded: confined, as every
+    worker was before the key); ``?`` where it was not recorded."""
     if not isinstance(threads, dict) or "intra_op" not in threads:
         return "?"
     n = threads["intra_op"]
-    own = ", own CPU" if threads.get("isolated") else ""
+    own = ", own CPU" if threads.get("isolated") is True else ""
+    if own and threads.get("helpers") == "free":
+        own += ", helpers free"
     return f"{n} thread{'s' if n != 1 else ''}{own}"
 
 

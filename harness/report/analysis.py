@@ -37,6 +37,7 @@ from harness.core.machines import NAME_VARIABLE
 from harness.core.pairing import standings
 from harness.core.records import Record, final, pooling_conflict
 from harness.stats import paired, robust
+from harness.stats.paired import is_wide
 from workers.paths import PATHS
 
 CellKey = tuple[str, str, str, int]
@@ -222,7 +223,7 @@ def _cell_row(cell: PooledCell) -> dict[str, Any]:
     row["check"] = (
         "above peak: missing sync?" if peak is not None and peak > 1.0 else None
     )
-    row["busy"] = "contended" if any(_busy(r) for r in cell.records) else None
+    row["busy"] = busy_mark(cell.records)
     row["equivalence"] = cell.equivalence
     row["mark"] = "unverified" if cell.unverified else None
     return row
@@ -304,6 +305,15 @@ def overhead_rows(recs: Iterable[Record]) -> list[dict[str, Any]]:
             *(keras.records if keras else ()),
             *(native.records if native else ()),
         ]
+        wide = (
+            ratio is not None
+            and low is not None
+            and high is not None
+            and is_wide(ratio, low, high)
+        )
+        unverified = bool(
+            (keras and keras.unverified) or (native and native.unverified)
+        )
         rows.append(
             {
                 "model": model,
@@ -326,14 +336,13 @@ def overhead_rows(recs: Iterable[Record]) -> list[dict[str, Any]]:
                     else "unpaired"
                 ),
                 "stopped": _stopped(records_of) if found is not None else None,
-                "busy": ("contended" if any(_busy(r) for r in records_of) else None),
+                "busy": busy_mark(records_of),
                 "keras_equivalence": keras.equivalence if keras else None,
                 "native_equivalence": native.equivalence if native else None,
-                "mark": (
-                    "unverified"
-                    if (keras and keras.unverified) or (native and native.unverified)
-                    else None
-                ),
+                "mark": ", ".join(
+                    m for m, on in (("unverified", unverified), ("wide", wide)) if on
+                )
+                or None,
             }
         )
     return rows
@@ -342,6 +351,53 @@ def overhead_rows(recs: Iterable[Record]) -> list[dict[str, Any]]:
 def _busy(record: Record) -> bool:
     """Measured while other processes took CPU time (``workers.resources``)."""
     return record.status == "ok" and record.summary.get("contended") is True
+
+
+# A timing thread that waited for a CPU more than this share of its time was
+# kept from it (a helper thread of its framework or another process on its
+# CPU: docs/methodology.md, "Helper threads").
+WAITED = 0.10
+
+
+def waited(record: Record) -> float | None:
+    """The share of ``record``'s time per step or mini-batch its timing
+    thread spent ready to run but waiting for a CPU (median of its blocks);
+    None where the worker did not say (an older worker, no schedstat)."""
+    if record.status != "ok":
+        return None
+    ready = record.summary.get("usage_ready_s")
+    wall = record.summary.get(
+        "median_step_s" if record.phase == "train" else "median_batch_s"
+    )
+    if not isinstance(ready, int | float) or not isinstance(wall, int | float):
+        return None
+    return float(ready) / float(wall) if wall > 0 else None
+
+
+def busy_mark(recs: Iterable[Record]) -> str | None:
+    """``contended`` where a repeat met other processes' load, ``waited N%``
+    where a timing thread waited for a CPU more than ``WAITED`` of its time
+    (the largest share), both where both; None for neither."""
+    recs = list(recs)
+    marks = []
+    if any(_busy(r) for r in recs):
+        marks.append("contended")
+    shares = [w for r in recs if (w := waited(r)) is not None]
+    if shares and max(shares) > WAITED:
+        marks.append(f"waited {max(shares):.0%}")
+    return ", ".join(marks) or None
+
+
+def precision(recs: Iterable[Record]) -> tuple[float, int, int] | None:
+    """The median 95% CI half-width of the paired overhead ratios in
+    ``recs``, how many there are, and how many of them are ``wide``; None
+    without any."""
+    found = [s.estimate() for s in standings(list(recs)).values()]
+    widths = [e.half_width for e in found if e is not None]
+    if not widths:
+        return None
+    wide = sum(1 for e in found if e is not None and e.wide)
+    return statistics.median(widths), len(widths), wide
 
 
 def _stopped(recs: list[Record]) -> str | None:
@@ -427,6 +483,8 @@ def compare_pair_rows(
         verdict = "same"
         if min(before.processes, after.processes) < PAIRED_MIN_PROCESSES:
             verdict = "too few processes"
+        elif before.wide or after.wide:
+            verdict = "wide: no verdict"
         elif c.p < PAIRED_ALPHA:
             verdict = "higher" if c.change > 0 else "lower"
         rows.append(
@@ -515,13 +573,14 @@ def machine_overhead_rows(
             "phase": phase,
             "batch_size": batch,
         }
-        marked = False
+        marks: dict[str, None] = {}
         for name, found in per.items():
             r = found.get((model, framework, phase, batch), {})
             for column in ("overhead", "overhead_ci_low", "overhead_ci_high"):
                 row[f"{name}_{column}"] = r.get(column)
-            marked = marked or r.get("mark") == "unverified"
-        row["mark"] = "unverified" if marked else None
+            seen = (r.get("mark") or "").split(", ")
+            marks.update(dict.fromkeys(m for m in seen if m))
+        row["mark"] = ", ".join(marks) or None
         if any(row[f"{name}_overhead"] is not None for name in per):
             rows.append(row)
     return rows
@@ -540,7 +599,7 @@ def run_to_run(runs: list[list[Record]]) -> float | None:
         found = {}
         for cell, standing in standings(recs).items():
             estimate = standing.estimate()
-            if estimate is not None:
+            if estimate is not None and not estimate.wide:
                 found[
                     f"{cell.model} {cell.framework} {cell.phase} {cell.batch_size}"
                 ] = estimate.ratio

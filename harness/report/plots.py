@@ -5,7 +5,8 @@ matplotlib is imported only here and only when plotting, with the Agg backend
 only when the records hold data for it:
 
 - ``overhead.png``: Keras over native time per model and framework, one panel
-  per phase, with bootstrap 95% CI error bars; 1.0 means no overhead.
+  per phase, with bootstrap 95% CI error bars; 1.0 means no overhead.  A
+  ``wide`` ratio (CI half-width above 10%) is drawn pale and hatched.
 - ``throughput.png``: inference samples per second against batch size, one
   line per path, one panel per model; only when some path was timed at
   several batch sizes.
@@ -45,6 +46,7 @@ from harness.report.analysis import (
     throughput,
     train_step_ms,
 )
+from harness.stats import paired
 
 
 def _pyplot() -> Any:
@@ -64,11 +66,13 @@ def _grouped_bars(
     ax: Any,
     groups: list[str],
     series: dict[str, dict[str, Interval]],
+    faded: set[tuple[str, str]] | None = None,
 ) -> None:
-    """Bars per group (x) and series (colour): value with (low, high) errors."""
+    """Bars per group (x) and series (colour): value with (low, high) errors;
+    the bars of ``faded`` (series, group) pairs pale and hatched."""
     width = 0.8 / max(len(series), 1)
     for i, (name, points) in enumerate(series.items()):
-        xs, ys, lows, highs = [], [], [], []
+        xs, ys, lows, highs, pale = [], [], [], [], []
         for g, group in enumerate(groups):
             if group in points:
                 value, low, high = points[group]
@@ -76,7 +80,12 @@ def _grouped_bars(
                 ys.append(value)
                 lows.append(max(value - low, 0.0))
                 highs.append(max(high - value, 0.0))
-        ax.bar(xs, ys, width, yerr=[lows, highs], capsize=2, label=name)
+                pale.append((name, group) in (faded or set()))
+        bars = ax.bar(xs, ys, width, yerr=[lows, highs], capsize=2, label=name)
+        for bar, dim in zip(bars, pale, strict=True):
+            if dim:
+                bar.set_alpha(0.35)  # a wide ratio: shown, no finding
+                bar.set_hatch("//")
     ax.set_xticks(range(len(groups)), groups)
     ax.legend(fontsize="small")
 
@@ -95,6 +104,7 @@ def _overhead(plt: Any, recs: list[Record], out: Path) -> Path | None:
     for ax, phase in zip(axes[0], phases, strict=True):
         series: dict[str, dict[str, Interval]] = {}
         groups: list[str] = []
+        faded: set[tuple[str, str]] = set()
         for r in rows:
             if r["phase"] != phase:
                 continue
@@ -106,9 +116,17 @@ def _overhead(plt: Any, recs: list[Record], out: Path) -> Path | None:
                 r["overhead_ci_low"],
                 r["overhead_ci_high"],
             )
-        _grouped_bars(ax, groups, series)
+            if "wide" in (r["mark"] or "").split(", "):
+                faded.add((r["framework"], group))
+        _grouped_bars(ax, groups, series, faded)
         ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
-        ax.set_title(f"{phase}: Keras / native time (95% CI)")
+        title = f"{phase}: Keras / native time (95% CI)"
+        if faded:
+            title += (
+                f"\npale, hatched: wide (CI half-width above {paired.WIDE:.0%}), "
+                "no finding"
+            )
+        ax.set_title(title)
         ax.set_ylabel("overhead (x)")
     return _save(plt, fig, out / "overhead.png")
 

@@ -51,6 +51,7 @@ from harness.report.analysis import (
     machine_cell_rows,
     machine_overhead_rows,
     overhead_rows,
+    precision,
     run_to_run,
 )
 from harness.report.threads import (
@@ -59,7 +60,7 @@ from harness.report.threads import (
     overhead_by_count,
     scaling_rows,
 )
-from harness.stats import robust
+from harness.stats import paired, robust
 from workers.resources import CONTENDED_CORES, CONTENDED_STEAL
 
 FORMATS = ("table", "markdown", "csv", "json")
@@ -299,7 +300,7 @@ def _safe(name: str) -> str:
 def _machine_notes(records_path: Path, recs: list[Record]) -> list[str]:
     """Whether the machine of ``recs`` was busy, and how much the ratios of
     the runs of the same machine in the same folder moved from run to run."""
-    notes = _busy_note(recs)
+    notes = _busy_note(recs) + _precision_note(recs)
     name = name_of(recs[0])
     runs = []
     for path in sorted(records_path.parent.glob("run-*.jsonl")):
@@ -316,6 +317,21 @@ def _machine_notes(records_path: Path, recs: list[Record]) -> list[str]:
             f"ratios over {len(runs)} runs in {records_path.parent}: {variation:.1%}"
         )
     return notes
+
+
+def _precision_note(recs: list[Record]) -> list[str]:
+    """How precise the paired ratios are, and which are too wide to read."""
+    found = precision(recs)
+    if found is None:
+        return []
+    median, count, wide = found
+    line = f"paired overhead ratios: median 95% CI half-width {median:.1%} over {count}"
+    if wide:
+        line += (
+            f"; {wide} wide (half-width above {paired.WIDE:.0%}: marked wide, "
+            "faded in the plot, left out of every comparison and run-to-run figure)"
+        )
+    return [line]
 
 
 def _busy_note(recs: list[Record], name: str | None = None) -> list[str]:

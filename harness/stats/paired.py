@@ -57,6 +57,16 @@ RESAMPLES = 2000
 EXACT_MAX = 2000  # beyond this many values, HL uses a subset of Walsh averages
 WALSH_SUBSET = 2_000_000  # how many Walsh averages that subset holds
 
+# A ratio whose 95% CI half-width is above this share of it is ``wide``: shown,
+# marked, and no finding (no summary, no comparison, no run-to-run figure).
+WIDE = 0.10
+
+
+def is_wide(ratio: float, low: float, high: float) -> bool:
+    """Whether the interval ``[low, high]`` of ``ratio`` is too wide to hold
+    a finding (half-width above ``WIDE`` of the ratio)."""
+    return not ratio > 0 or (high - low) / 2 / ratio > WIDE
+
 
 @dataclass(frozen=True)
 class RatioEstimate:
@@ -68,6 +78,10 @@ class RatioEstimate:
     half_width: float  # (high - low) / 2 / ratio: 0.02 means +-2%
     processes: int  # processes with at least one block
     blocks: int  # blocks over all of them
+
+    @property
+    def wide(self) -> bool:
+        return is_wide(self.ratio, self.low, self.high)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,232 @@
+"""Helper threads: where a worker's threads may run (``helpers``: ``free``
+or ``confined``, ``harness.core.placement``), and the check that catches a
+thread of the worker taking the CPU its timed thread needs (the timing
+thread's wait for a CPU, ``ready_s``, marked ``waited`` in the report).
+
+A stand-in worker (a Python process pinned to one CPU, no framework) times
+paired blocks of work that leaves the GIL, as a framework's kernels do,
+with a thread beside them that spins the same way, as a helper thread of a
+framework might."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.core import pairing, placement
+from harness.core.placement import place
+from harness.report.analysis import WAITED, busy_mark, waited
+from tests.helpers import profile, record
+from workers import launch, messages, timing
+from workers.launch import RELEASE_VARIABLE
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+needs_two_cpus = pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs two CPUs this process may use",
+)
+
+
+@pytest.fixture
+def four_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(placement, "usable", lambda: [0, 1, 2, 3])
+
+
+def test_free_helpers_start_on_one_cpu_and_are_released_to_every_cpu(
+    four_cpus: None,
+) -> None:
+    where = place({"intra_op": 1, "inter_op": 1}, helpers="free")
+    assert where.worker_cpus == (3,)  # where its pools are sized
+    assert where.helper_cpus == (0, 1, 2, 3)  # where its threads may run then
+    assert where.env[RELEASE_VARIABLE] == "0,1,2,3"
+    assert where.orchestrator_cpus == (0, 1, 2)  # off CPU 3, the computation's
+    assert where.record()["helpers"] == "free"
+    assert where.record()["helper_cpus"] == [0, 1, 2, 3]
+    assert where.record()["isolated"] is True
+
+
+def test_confined_helpers_share_the_workers_cpu(four_cpus: None) -> None:
+    where = place({"intra_op": 1, "inter_op": 1}, helpers="confined")
+    assert where.worker_cpus == (3,)
+    assert where.helper_cpus is None
+    assert RELEASE_VARIABLE not in where.env
+    assert where.record()["helpers"] == "confined"
+
+
+def test_a_sweep_or_named_cpus_stay_confined(four_cpus: None) -> None:
+    swept = place({"intra_op": 1}, count=2, helpers="free")
+    assert (swept.worker_cpus, swept.helpers) == ((2, 3), "confined")
+    named = place({"intra_op": 1}, pin_cpus=(1,), helpers="free")
+    assert (named.worker_cpus, named.helpers) == ((1,), "confined")
+    unpinned = place({"intra_op": 1}, isolate=False, helpers="free")
+    assert (unpinned.worker_cpus, unpinned.helpers) == (None, "confined")
+
+
+RELEASE = textwrap.dedent(
+    """
+    import json, os, sys, threading
+    os.sched_setaffinity(0, [int(sys.argv[1])])
+    from workers import launch
+    early = {}
+    ready, go = threading.Event(), threading.Event()
+
+    def before():
+        ready.set()
+        go.wait()
+        early["before"] = sorted(os.sched_getaffinity(0))
+
+    old = threading.Thread(target=before)
+    old.start()
+    ready.wait()
+    start = sorted(os.sched_getaffinity(0))
+    released = launch.release_helpers()
+    go.set()
+    old.join()
+    later = {}
+    def after():
+        later["after"] = sorted(os.sched_getaffinity(0))
+
+    new = threading.Thread(target=after)
+    new.start()
+    new.join()
+    main = sorted(os.sched_getaffinity(0))
+    print(json.dumps([start, released, main, early["before"], later["after"]]))
+    """
+)
+
+
+@needs_two_cpus
+def test_release_lets_every_thread_use_the_helper_cpus(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker pinned to one CPU, its threads (one started before, one
+    after) all on every CPU once released; a malformed value refused."""
+    cpus = sorted(os.sched_getaffinity(0))
+    env = {**os.environ, RELEASE_VARIABLE: ",".join(map(str, cpus))}
+    done = subprocess.run(
+        [sys.executable, "-c", RELEASE, str(cpus[-1])],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+        check=True,
+    )
+    start, released, main, before, after = json.loads(done.stdout)
+    assert start == [cpus[-1]]
+    assert released == main == before == after == cpus
+    monkeypatch.setenv(RELEASE_VARIABLE, "none")
+    with pytest.raises(ValueError, match="must list CPU numbers like 0,1"):
+        launch.release_helpers()
+    monkeypatch.delenv(RELEASE_VARIABLE)
+    assert launch.release_helpers() is None  # unset: nothing to release
+
+
+def test_the_default_profile_frees_helpers_and_records_it() -> None:
+    from harness.core.profiles import get_profile
+
+    assert get_profile("default").helpers == "free"
+    assert profile("default", helpers="confined").digest() != (
+        get_profile("default").digest()
+    )
+
+
+def _ready_share(answer: messages.PairedAnswer) -> dict[str, float | None]:
+    """Each side's share of its time its timing thread waited for a CPU, as
+    the report reads it from the records a pair process writes."""
+    cell = pairing.PairCell("ffn", "torch", "train", 8)
+    shares: dict[str, float | None] = {}
+    for api, values in pairing.sides(answer, cell).items():
+        made = record(
+            f"{api}-torch",
+            values=values,
+            summary=pairing.summary("train", values),
+        )
+        shares[api] = waited(made)
+        assert (busy_mark([made]) or "").startswith("waited") == (
+            (shares[api] or 0.0) > WAITED
+        )
+    return shares
+
+
+STAND_IN = textwrap.dedent(
+    """
+    import hashlib, json, os, sys, threading
+    os.sched_setaffinity(0, [int(sys.argv[1])])
+    from workers import messages, timing
+
+    data = b"x" * (1 << 16)  # hashlib leaves the GIL for data this long
+
+    def work(n=1):
+        for _ in range(n * 40):
+            hashlib.sha256(data).digest()
+
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            hashlib.sha256(data).digest()
+
+    if sys.argv[2] == "spin":
+        threading.Thread(target=spin, daemon=True).start()
+    answer = timing.time_paired(
+        work, work, "train", steps=5, batches_per_round=1, window_s=0.0,
+        min_blocks=6, max_blocks=6, warmup_runs=1, seed=0,
+    )
+    stop.set()
+    print(json.dumps(messages.encode(answer)))
+    """
+)
+
+
+@pytest.mark.skipif(
+    not Path(timing.SCHEDSTAT).exists() or not hasattr(os, "sched_setaffinity"),
+    reason="needs Linux' per-thread schedstat and CPU affinity",
+)
+def test_a_helper_thread_spinning_on_the_timed_cpu_is_caught() -> None:
+    """With a spinning thread on its one CPU the timing thread waits for the
+    CPU about half the time (the scheduler shares it between the two): the
+    report marks the cell ``waited``.  Without the spinner nothing here says
+    how long it waits: another process on the machine may take that CPU too,
+    and a test never depends on the machine being quiet."""
+    cpu = max(os.sched_getaffinity(0))
+    done = subprocess.run(
+        [sys.executable, "-c", STAND_IN, str(cpu), "spin"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=True,
+    )
+    answer = messages.decode_answer(
+        messages.Paired(
+            model="ffn", weights="-", data="-", phase="train", steps=5, window_s=0.0
+        ),
+        json.loads(done.stdout),
+    )
+    assert isinstance(answer, messages.PairedAnswer)
+    shares = _ready_share(answer)
+    assert all(share is not None and share > WAITED for share in shares.values())
+
+
+def test_waited_reads_the_ready_share_and_an_older_record_has_none() -> None:
+    quiet = record(summary={"median_step_s": 0.010, "usage_ready_s": 0.0005})
+    kept = record(summary={"median_step_s": 0.010, "usage_ready_s": 0.004})
+    older = record(summary={"median_step_s": 0.010})
+    assert waited(quiet) == pytest.approx(0.05)
+    assert busy_mark([quiet]) is None
+    assert busy_mark([quiet, kept]) == "waited 40%"
+    assert waited(older) is None
+    assert busy_mark([older]) is None
+    contended = record(
+        summary={"median_step_s": 0.010, "usage_ready_s": 0.004, "contended": True}
+    )
+    assert busy_mark([contended]) == "contended, waited 40%"

@@ -1,0 +1,232 @@
+"""Wide intervals: a ratio whose 95% CI half-width is above 10% is shown,
+marked ``wide`` in the table and faded in the plot, and no summary or
+comparison treats it as a finding; extra processes go to the widest
+interval first, within the run's budget for them (a fake clock).
+
+Framework-free: records are made here, workers are shell scripts."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import harness.bench.run
+from harness.core import records
+from harness.core.cells import extension, new_plan
+from harness.report.analysis import (
+    compare_pair_rows,
+    overhead_rows,
+    precision,
+    run_to_run,
+)
+from harness.report.tables import report
+from harness.stats import paired
+from tests.helpers import (
+    READY,
+    FakeClock,
+    fake_python,
+    no_framework,
+    profile,
+    record,
+)
+
+
+def _pairs(
+    ratio: float,
+    processes: int,
+    seed: int,
+    *,
+    spread: float,
+    model: str = "ffn",
+    run_id: str = "r",
+) -> list[records.Record]:
+    """Paired records of ffn on PyTorch whose processes' ratios scatter by
+    ``spread`` (log-normal), 20 block pairs each."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for repeat in range(processes):
+        native = list(0.001 * np.exp(rng.normal(0, 0.01, 20)))
+        factor = ratio * np.exp(rng.normal(0, spread))
+        keras = [n * factor for n in native]
+        for api, blocks, partner in (
+            ("keras", keras, "native-torch"),
+            ("native", native, "keras-torch"),
+        ):
+            out.append(
+                record(
+                    f"{api}-torch",
+                    model=model,
+                    run_id=run_id,
+                    batch_size=128,
+                    repeat=repeat,
+                    values={"block_s": blocks, "step_s": blocks, "partner": partner},
+                    summary={"median_step_s": float(np.median(blocks))},
+                    platform={"hostname": "h"},
+                )
+            )
+    return out
+
+
+WIDE = _pairs(2.0, 3, seed=0, spread=0.4)
+NARROW = _pairs(2.0, 3, seed=1, spread=0.002)
+
+
+def test_the_stand_ins_are_what_they_claim() -> None:
+    (wide,) = overhead_rows(WIDE)
+    (narrow,) = overhead_rows(NARROW)
+    half = {
+        name: (r["overhead_ci_high"] - r["overhead_ci_low"]) / 2 / r["overhead"]
+        for name, r in (("wide", wide), ("narrow", narrow))
+    }
+    assert half["wide"] > paired.WIDE > 0.01 > half["narrow"]
+
+
+def test_a_wide_ratio_is_marked_and_a_narrow_one_is_not() -> None:
+    (wide,) = overhead_rows(WIDE)
+    (narrow,) = overhead_rows(NARROW)
+    assert wide["mark"] == "wide"
+    assert narrow["mark"] is None
+    unverified = [
+        dataclasses.replace(r, verified=False) if r.api == "keras" else r for r in WIDE
+    ]
+    assert overhead_rows(unverified)[0]["mark"] == "unverified, wide"
+
+
+def test_is_wide_at_the_threshold() -> None:
+    assert not paired.is_wide(1.0, 0.91, 1.09)
+    assert paired.is_wide(1.0, 0.89, 1.11)
+    assert paired.is_wide(0.0, 0.0, 0.0)  # no ratio to read
+
+
+def test_no_comparison_gives_a_verdict_on_a_wide_ratio() -> None:
+    doubled = _pairs(4.0, 3, seed=2, spread=0.002)
+    (row,) = compare_pair_rows(WIDE, doubled)
+    assert row["verdict"] == "wide: no verdict"
+    (row,) = compare_pair_rows(NARROW, doubled)
+    assert row["verdict"] == "higher"  # the same change, read from narrow ones
+
+
+def test_run_to_run_leaves_a_wide_ratio_out() -> None:
+    moved = _pairs(2.2, 3, seed=3, spread=0.002)
+    assert run_to_run([NARROW, moved]) == pytest.approx(0.1, abs=0.01)
+    assert run_to_run([WIDE, moved]) is None  # the only cell is wide in one run
+
+
+def test_precision_counts_the_wide_ones() -> None:
+    other = _pairs(2.0, 3, seed=4, spread=0.002, model="lenet")
+    median, count, wide = precision([*WIDE, *other])
+    assert (count, wide) == (2, 1)
+    assert median > 0.05
+
+
+def test_the_report_marks_a_wide_ratio_and_says_so(tmp_path: Path) -> None:
+    out = tmp_path / "run-1.jsonl"
+    for r in [*WIDE, *_pairs(2.0, 3, seed=4, spread=0.002, model="lenet")]:
+        records.append(out, r)
+    text = report(out, "table", "overhead")
+    assert "wide" in text
+    assert "1 wide (half-width above 10%" in text
+    assert "median 95% CI half-width" in text
+
+
+def test_the_plot_fades_a_wide_ratio(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from harness.report import plots
+
+    drawn: dict[str, list[Any]] = {}
+    real = plots._grouped_bars
+
+    def spy(ax: Any, groups: Any, series: Any, faded: Any = None) -> None:
+        drawn.setdefault("faded", []).append(set(faded or ()))
+        real(ax, groups, series, faded)
+        drawn.setdefault("alphas", []).append([p.get_alpha() for p in ax.patches])
+
+    plots._grouped_bars = spy  # type: ignore[assignment]
+    try:
+        plots.write_plots(
+            [*WIDE, *_pairs(2.0, 3, seed=4, spread=0.002, model="lenet")], tmp_path
+        )
+    finally:
+        plots._grouped_bars = real  # type: ignore[assignment]
+    # the overhead plot's one panel (the step-time plot draws bars too)
+    assert drawn["faded"][0] == {("torch", "ffn")}
+    assert sorted(drawn["alphas"][0], key=lambda a: a or 1.0) == [0.35, None]
+
+
+# --- extra processes: the widest first, within the run's budget ----------------
+
+
+def test_extension_picks_the_widest_interval_first() -> None:
+    plan = new_plan(
+        "r",
+        profile(repeats=3, max_repeats=10, cell_budget_s=86_400.0, ratio_target=0.001),
+        models=["ffn", "lenet"],
+        paths=["keras-torch", "native-torch"],
+        phases=["train"],
+        keys={},
+    )
+    batch = {u.model: u.batch_size for u in plan.units}
+    recs = [
+        dataclasses.replace(r, batch_size=batch[r.model])
+        for r in [
+            *_pairs(2.0, 3, seed=5, spread=0.05),
+            *_pairs(2.0, 3, seed=6, spread=0.3, model="lenet"),
+        ]
+    ]
+    both = extension(plan, recs, {})
+    assert sorted(u.model for u in both) == ["ffn", "lenet"]
+    (widest,) = extension(plan, recs, {}, limit=1)
+    assert widest.model == "lenet"
+    assert widest.repeat == 3
+
+
+def _wandering_worker(tmp_path: Path) -> str:
+    """A paired worker whose processes alternate ratios 2.4 and 1.6: the
+    interval never narrows, so only a cap stops the rounds."""
+    answers = tmp_path / "answers"
+    answers.mkdir()
+    for i, ratio in enumerate((2.4, 1.6)):
+        native = [0.001 * (1 + 0.001 * k) for k in range(6)]
+        result = {
+            "keras_first_s": 0.5,
+            "native_first_s": 0.1,
+            "keras_s": [n * ratio for n in native],
+            "native_s": native,
+            "keras_first": [k % 2 == 0 for k in range(6)],
+        }
+        (answers / str(i)).write_text(
+            json.dumps({"status": "ok", "result": result}) + "\n"
+        )
+    starts = tmp_path / "starts"
+    return fake_python(
+        tmp_path,
+        f"echo start >> {starts}\n"
+        f"n=$(( ($(wc -l < {starts}) - 1) % 2 ))\n"
+        f"echo '{READY}'\n"
+        f"while read line; do cat {answers}/$n; done",
+    )
+
+
+def test_the_run_budget_for_extra_processes_is_read_from_its_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each reading of the fake clock moves it 100 s: a 150 s budget lets one
+    extra process start and no second, though the cell's own caps allow 48."""
+    no_framework(monkeypatch)
+    monkeypatch.setenv("HARNESS_PYTHON_TORCH", _wandering_worker(tmp_path))
+    monkeypatch.setattr(harness.bench.run, "clock", FakeClock(read_s=100.0))
+    out = harness.bench.run.run(
+        profile(
+            repeats=2, max_repeats=50, cell_budget_s=86_400.0, extend_budget_s=150.0
+        ),
+        models=["ffn"],
+        paths=["keras-torch", "native-torch"],
+        phases=["train"],
+        results_dir=tmp_path,
+    )
+    assert sorted({r.repeat for r in records.read(out)}) == [0, 1, 2]
