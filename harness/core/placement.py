@@ -21,9 +21,9 @@ variables say), and once its frameworks are loaded the worker lets all its
 threads use every CPU this process may (``workers.launch.release_helpers``),
 so tf.data's pipeline and the inter-op or engine threads run beside the
 computation as on a user's machine; ``confined`` keeps every thread of the
-worker on its own CPU, where they take turns with the computation (and Keras on TensorFlow waits 20-40 ms
-per ``fit`` or ``predict`` call on a tf.data timer that never waits there
-with a second CPU: docs/methodology.md, "Helper threads").  Where nothing is
+worker on its own CPU, where they take turns with the computation (and
+Keras on TensorFlow waits 20-40 ms per ``predict`` call on a tf.data timer
+that a second CPU never shows: docs/methodology.md, "Helper threads").  Where nothing is
 left for the orchestrator (all cores asked for, or a one-CPU cgroup) the
 two share, and the record says ``isolated: false``.
 """
