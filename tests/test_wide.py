@@ -230,3 +230,29 @@ def test_the_run_budget_for_extra_processes_is_read_from_its_clock(
         results_dir=tmp_path,
     )
     assert sorted({r.repeat for r in records.read(out)}) == [0, 1, 2]
+
+
+def test_run_to_run_compares_only_runs_measured_with_the_same_threads(
+    tmp_path: Path,
+) -> None:
+    """A confined run beside two free ones measured another quantity: the
+    run-to-run figure of the free ones counts two runs, not three."""
+
+    def placed(recs: list[records.Record], helpers: str) -> list[records.Record]:
+        threads = {"intra_op": 1, "inter_op": 1, "isolated": True, "helpers": helpers}
+        return [
+            dataclasses.replace(r, platform={**r.platform, "threads": threads})
+            for r in recs
+        ]
+
+    runs = [
+        placed(_pairs(2.0, 3, seed=7, spread=0.002), "free"),
+        placed(_pairs(2.1, 3, seed=8, spread=0.002), "free"),
+        placed(_pairs(3.0, 3, seed=9, spread=0.002), "confined"),
+    ]
+    for i, recs in enumerate(runs):
+        for r in recs:
+            records.append(tmp_path / f"run-{i}.jsonl", r)
+    text = report(tmp_path / "run-1.jsonl", "table", "overhead")
+    assert "ratios over 2 runs" in text
+    assert "measured with the same threads and CPUs: 5." in text  # 2.1 / 2.0

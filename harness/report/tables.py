@@ -302,10 +302,18 @@ def _machine_notes(records_path: Path, recs: list[Record]) -> list[str]:
     the runs of the same machine in the same folder moved from run to run."""
     notes = _busy_note(recs) + _precision_note(recs)
     name = name_of(recs[0])
+    # Runs of this machine measured as these were: a run whose workers ran
+    # with other threads or CPUs (a confined run beside a free one) measured
+    # another quantity, and its ratios are no repeat of these.
+    placed = _placement(recs[0])
     runs = []
     for path in sorted(records_path.parent.glob("run-*.jsonl")):
         try:
-            found = [r for r in scan(path).records if name_of(r) == name]
+            found = [
+                r
+                for r in scan(path).records
+                if name_of(r) == name and _placement(r) == placed
+            ]
         except ValueError:
             continue
         if found:
@@ -314,9 +322,15 @@ def _machine_notes(records_path: Path, recs: list[Record]) -> list[str]:
     if variation is not None:
         notes.append(
             f"machine {name}: median run-to-run variation of the paired overhead "
-            f"ratios over {len(runs)} runs in {records_path.parent}: {variation:.1%}"
+            f"ratios over {len(runs)} runs in {records_path.parent} measured with "
+            f"the same threads and CPUs: {variation:.1%}"
         )
     return notes
+
+
+def _placement(record: Record) -> str:
+    """Where ``record``'s worker ran (``platform["threads"]``), comparable."""
+    return json.dumps(record.platform.get("threads"), sort_keys=True, default=str)
 
 
 def _precision_note(recs: list[Record]) -> list[str]:
