@@ -55,8 +55,8 @@ BEFORE = {
             warmup_rounds=1,
             pair_window_s=1.0,
             ratio_target=0.01,
-            cell_budget_s=30.0,
-            max_repeats=4,
+            cell_budget_s=90.0,
+            max_repeats=8,
         ),
         per_model={
             "ffn": {
@@ -90,6 +90,8 @@ BEFORE = {
             },
         },
         fresh_worker_per_cell=False,
+        extend_budget_s=180.0,
+        helpers="free",
     ),
     "paper": Profile(
         name="paper",
@@ -213,7 +215,7 @@ def test_setting_outside_its_table() -> None:
         "default.toml: repeats is not a known key (settings belong in the "
         "[settings] table); known keys: description, models, paths, phases, "
         "seed, data, fresh_worker_per_cell, peak_s, timeout_s, paired, pin_cpus, "
-        "isolate, threads, "
+        "isolate, extend_budget_s, helpers, threads, "
         "thread_counts, "
         "settings, per_model, count, versions, converge"
     )

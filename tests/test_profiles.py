@@ -45,8 +45,8 @@ def test_settings_are_hashable_immutable_values() -> None:
         latency=True,
         pair_window_s=1.0,
         ratio_target=0.01,
-        cell_budget_s=30.0,
-        max_repeats=4,
+        cell_budget_s=90.0,
+        max_repeats=8,
     )
     assert ffn == again
     assert {ffn: "ffn"}[again] == "ffn"
@@ -161,8 +161,10 @@ def test_setting_every_phase_keeps_the_digest_it_had_when_all_were_required() ->
     # Computed before the phases' settings became optional: a blueprint that
     # sets them all (every shipped one does) keeps its digest, so --resume
     # still takes runs measured before (at the threads that were the default
-    # then).
+    # then, and with helper threads confined, as every worker was before the
+    # key: a blueprint that leaves it out now frees them, another measure).
     text = """
+helpers = "confined"
 models = ["ffn", "lstm"]
 phases = ["train", "infer"]
 [threads]

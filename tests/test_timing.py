@@ -6,6 +6,7 @@ sums and differences of clock readings are then exact."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -26,14 +27,19 @@ from workers.timing import (
 class FakeProcess:
     """A fake clock and fake ``getrusage`` counters that move only as the
     stand-in work says: ``work(s)`` is ``s`` seconds on the CPU, ``sleep(s)``
-    ``s`` seconds waiting (one voluntary context switch)."""
+    ``s`` seconds waiting (one voluntary context switch), ``queue(s)`` ``s``
+    seconds ready to run but waiting for a CPU (``ready_s``)."""
 
     def __init__(self, clock: FakeClock) -> None:
         self.clock = clock
-        self.used = dict.fromkeys(USAGE, 0.0)
+        self.used = dict.fromkeys((*USAGE, "ready_s"), 0.0)
 
     def rusage(self) -> tuple[float, ...]:
-        return tuple(self.used[key] for key in USAGE)
+        return tuple(self.used[key] for key in (*USAGE, "ready_s"))
+
+    def queue(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+        self.used["ready_s"] += seconds
 
     def work(self, seconds: float) -> None:
         self.clock.advance(seconds)
@@ -58,7 +64,7 @@ def process(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> FakeProcess:
 
 def _usage(**used: float) -> dict[str, float]:
     """A usage row: ``used``, every other counter 0."""
-    return {**dict.fromkeys(USAGE, 0.0), **used}
+    return {**dict.fromkeys((*USAGE, "ready_s"), 0.0), **used}
 
 
 def test_training_times_first_step_apart_then_runs(clock: FakeClock) -> None:
@@ -144,6 +150,9 @@ def test_usage_tells_work_from_waiting_per_step(process: FakeProcess) -> None:
     assert busy.usage == [_usage(user_s=2.0**-6)] * 2
     # one sleep per run of three steps: a third of a switch per step
     assert idle.usage == [_usage(nvcsw=1 / 3)] * 2
+    # held off the CPU (a helper thread on it): the wait, per step
+    kept = time_training(lambda n: process.queue(2.0**-6 * n), steps=3, runs=2)
+    assert kept.usage == [_usage(ready_s=2.0**-6)] * 2
 
 
 def test_usage_is_read_from_getrusage() -> None:
@@ -157,7 +166,9 @@ def test_usage_is_read_from_getrusage() -> None:
     idle = time_training(lambda n: time.sleep(0.001 * n), steps=3, runs=2)
     assert busy.usage is not None
     assert idle.usage is not None
-    assert [set(u) for u in busy.usage] == [set(USAGE)] * 2
+    # the timing thread's wait for a CPU where the kernel says (Linux)
+    ready = {"ready_s"} if Path(timing.SCHEDSTAT).exists() else set()
+    assert [set(u) for u in busy.usage] == [set(USAGE) | ready] * 2
     assert all(u["user_s"] + u["sys_s"] > 0 for u in busy.usage)
     assert all(u["nvcsw"] >= 1 / 3 for u in idle.usage)
 
