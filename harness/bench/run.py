@@ -21,8 +21,11 @@ each process the first step (compilation, tracing, allocation) and the
 warm-up are timed apart from the steady state.  Thread settings and CPUs
 are set explicitly for every worker and recorded
 (``harness.core.placement``): by default one intra-op thread in a worker
-pinned to a CPU of its own, this process kept on the others while it
-measures.
+started on a CPU of its own, its other threads then free to use every CPU,
+this process kept off the worker's own while it measures.  After every
+pair cell's repeats, extra processes go to the cell whose interval is
+widest, one at a time, while the profile's ``extend_budget_s`` lasts (read
+from :data:`clock`; without a budget, a round of every cell that wants one).
 
 Records are appended to ``<results>/run-<time>-<pid>.jsonl`` as each cell's
 repeat ends, so a crash loses nothing measured; ``resume`` continues an
