@@ -1,7 +1,8 @@
-"""Helper threads: where a worker's threads may run (``helpers``: ``free``
-or ``confined``, ``harness.core.placement``), and the check that catches a
-thread of the worker taking the CPU its timed thread needs (the timing
-thread's wait for a CPU, ``ready_s``, marked ``waited`` in the report).
+"""Helper threads: a worker releasing its threads to every CPU (``helpers =
+"free"``; the placements themselves: ``tests/test_placement.py``), and the
+check that catches a thread of the worker taking the CPU its timed thread
+needs (the timing thread's wait for a CPU, ``ready_s``, marked ``waited`` in
+the report).
 
 A stand-in worker (a Python process pinned to one CPU, no framework) times
 paired blocks of work that leaves the GIL, as a framework's kernels do,
@@ -19,55 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.core import pairing, placement
-from harness.core.placement import place
+from harness.core import pairing
 from harness.report.analysis import WAITED, busy_mark, waited
 from tests.helpers import profile, record
+from tests.test_placement import needs_two_cpus
 from workers import launch, messages, timing
 from workers.launch import RELEASE_VARIABLE
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-needs_two_cpus = pytest.mark.skipif(
-    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-    reason="needs two CPUs this process may use",
-)
-
-
-@pytest.fixture
-def four_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(placement, "usable", lambda: [0, 1, 2, 3])
-
-
-def test_free_helpers_start_on_one_cpu_and_are_released_to_every_cpu(
-    four_cpus: None,
-) -> None:
-    where = place({"intra_op": 1, "inter_op": 1}, helpers="free")
-    assert where.worker_cpus == (3,)  # where its pools are sized
-    assert where.helper_cpus == (0, 1, 2, 3)  # where its threads may run then
-    assert where.env[RELEASE_VARIABLE] == "0,1,2,3"
-    assert where.orchestrator_cpus == (0, 1, 2)  # off CPU 3, the computation's
-    assert where.record()["helpers"] == "free"
-    assert where.record()["helper_cpus"] == [0, 1, 2, 3]
-    assert where.record()["isolated"] is True
-
-
-def test_confined_helpers_share_the_workers_cpu(four_cpus: None) -> None:
-    where = place({"intra_op": 1, "inter_op": 1}, helpers="confined")
-    assert where.worker_cpus == (3,)
-    assert where.helper_cpus is None
-    assert RELEASE_VARIABLE not in where.env
-    assert where.record()["helpers"] == "confined"
-
-
-def test_a_sweep_or_named_cpus_stay_confined(four_cpus: None) -> None:
-    swept = place({"intra_op": 1}, count=2, helpers="free")
-    assert (swept.worker_cpus, swept.helpers) == ((2, 3), "confined")
-    named = place({"intra_op": 1}, pin_cpus=(1,), helpers="free")
-    assert (named.worker_cpus, named.helpers) == ((1,), "confined")
-    unpinned = place({"intra_op": 1}, isolate=False, helpers="free")
-    assert (unpinned.worker_cpus, unpinned.helpers) == (None, "confined")
 
 
 RELEASE = textwrap.dedent(

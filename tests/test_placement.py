@@ -10,6 +10,7 @@ import pytest
 
 from harness.core import placement
 from harness.core.placement import kept_off, place
+from workers.launch import RELEASE_VARIABLE
 
 needs_two_cpus = pytest.mark.skipif(
     not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
@@ -89,3 +90,36 @@ def test_kept_off_moves_every_thread_and_puts_them_back() -> None:
     assert seen == {"main": off, "old": off, "new": off}
     assert not off & set(where.worker_cpus)
     assert after == home
+
+
+# --- helper threads: free (released to every CPU) or confined ------------------
+
+
+def test_free_helpers_start_on_one_cpu_and_are_released_to_every_cpu(
+    four_cpus: None,
+) -> None:
+    where = place({"intra_op": 1, "inter_op": 1}, helpers="free")
+    assert where.worker_cpus == (3,)  # where its pools are sized
+    assert where.helper_cpus == (0, 1, 2, 3)  # where its threads may run then
+    assert where.env[RELEASE_VARIABLE] == "0,1,2,3"
+    assert where.orchestrator_cpus == (0, 1, 2)  # off CPU 3, the computation's
+    assert where.record()["helpers"] == "free"
+    assert where.record()["helper_cpus"] == [0, 1, 2, 3]
+    assert where.record()["isolated"] is True
+
+
+def test_confined_helpers_share_the_workers_cpu(four_cpus: None) -> None:
+    where = place({"intra_op": 1, "inter_op": 1}, helpers="confined")
+    assert where.worker_cpus == (3,)
+    assert where.helper_cpus is None
+    assert RELEASE_VARIABLE not in where.env
+    assert where.record()["helpers"] == "confined"
+
+
+def test_a_sweep_or_named_cpus_stay_confined(four_cpus: None) -> None:
+    swept = place({"intra_op": 1}, count=2, helpers="free")
+    assert (swept.worker_cpus, swept.helpers) == ((2, 3), "confined")
+    named = place({"intra_op": 1}, pin_cpus=(1,), helpers="free")
+    assert (named.worker_cpus, named.helpers) == ((1,), "confined")
+    unpinned = place({"intra_op": 1}, isolate=False, helpers="free")
+    assert (unpinned.worker_cpus, unpinned.helpers) == (None, "confined")
