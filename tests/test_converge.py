@@ -131,6 +131,11 @@ def test_the_report_gives_time_to_target_and_catches_a_wrong_path(
     assert table["keras-jax"][-1] == "not trained"
     text = report.text(found)
     assert "ensemble of 4 runs on native-torch" in text
+    # The answer first: who does not agree, and Keras' time to target.
+    answer = text.index("- ffn: ")
+    assert answer < text.index("== ffn")
+    assert "agree; not: keras-jax, native-jax" in text[answer:]
+    assert "over native's: torch 1.00x" in text[answer:]
     assert "differs: epoch 1" in text
     fixed = [r for r in records if r["path"] not in ("native-jax", "keras-jax")]
     (tmp_path / "again").mkdir()

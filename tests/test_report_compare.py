@@ -48,6 +48,10 @@ def test_an_injected_slowdown_is_flagged_and_nothing_else(tmp_path: Path) -> Non
     slow = [r for r in rows if r["path"] == SLOW_PATH]
     assert all(r["change_pct"] == pytest.approx(20, abs=5) for r in slow)
     assert all(r["p_value"] < 0.05 for r in slow)
+    # The answer first: how many cells changed, before the table.
+    text = compare_report(old, new, "markdown")
+    assert text.index("## The answer: what changed") < text.index("## change per cell")
+    assert "- cells that changed (p < 0.05, each cell alone): 2 slower, of" in text
 
 
 def test_too_few_samples_are_said_so(tmp_path: Path) -> None:

@@ -341,6 +341,12 @@ def test_a_release_that_changed_the_overhead_is_marked_and_a_rerun_is_not(
     assert [r["verdict"] for r in rows] == [None, "higher", "same"]
     assert rows[1]["change_ci_low_pct"] <= 8.0 <= rows[1]["change_ci_high_pct"]
     assert rows[0]["overhead_ci_low"] <= 4.0 <= rows[0]["overhead_ci_high"]
+    # The answer first: the one change, then how many were tested.
+    text = versions_report.text(base, "markdown")
+    answer = text.index("## The answer: what changed between releases")
+    assert answer < text.index("## Overhead (Keras / native time) per release")
+    assert "- ffn train on torch b128: overhead higher at keras 3.10.0" in text
+    assert "1 of 2 changes from one release to the next were flagged" in text
 
 
 def test_a_release_the_gate_fails_or_pip_cannot_build_is_shown_not_timed(

@@ -71,8 +71,9 @@ def add(commands: Commands) -> None:
         "--plots",
         type=Path,
         metavar="DIR",
-        help="write the run's plots (PNG) and its tables as Markdown "
-        "(report.md) into DIR and print their file names",
+        help="write the run's plots (PNG), its report as Markdown (report.md, "
+        "the plots inline) and as one self-contained HTML file (report.html) "
+        "into DIR and print their file names",
     )
     rep_p.add_argument(
         "--check",
@@ -90,6 +91,7 @@ def report_command(args: argparse.Namespace) -> int:
 
     Raises ValueError or FileNotFoundError for anything the user can fix."""
     from harness.core.records import ACCEPTED, outcome
+    from harness.report import html
     from harness.report.tables import (
         latest_run,
         load,
@@ -137,10 +139,12 @@ def report_command(args: argparse.Namespace) -> int:
                 "harness extra (pip install -e '.[harness]')"
             ) from None
         markdown = args.plots / "report.md"
+        inline = [p.relative_to(args.plots).as_posix() for p in written]
         markdown.write_text(
-            render_report(records_path, recs, "markdown", args.table) + "\n"
+            render_report(records_path, recs, "markdown", args.table, inline) + "\n"
         )
-        print("\n".join(str(p) for p in [markdown, *written]))
+        page = html.write(markdown)
+        print("\n".join(str(p) for p in [markdown, page, *written]))
     else:
         print(report(records_path, args.format, args.table))
         if args.format in ("table", "markdown"):

@@ -198,7 +198,7 @@ HEADERS = [
 
 def text(found: Converged) -> str:
     """Every model's table, with its data, target and allowance."""
-    parts = [f"converge records: {found.file}"]
+    parts = [f"converge records: {found.file}", "", *answer(found)]
     if found.skipped:
         parts.append(f"({found.skipped} lines of another format skipped)")
     for runs in found.models.values():
@@ -227,6 +227,35 @@ def text(found: Converged) -> str:
             tabulate(rows(runs), headers=HEADERS, disable_numparse=True),
         ]
     return "\n".join(parts)
+
+
+def answer(found: Converged) -> list[str]:
+    """The answer first, one line per model: which paths agree with the
+    ensemble, and Keras' time to the target over its native path's per
+    framework."""
+    out = ["answer:"]
+    for runs in found.models.values():
+        verdicts = {r["path"]: runs.verdict(r) for r in runs.paths}
+        off = sorted(path for path, v in verdicts.items() if v != "agrees")
+        agree = (
+            f"all {len(verdicts)} paths agree with the ensemble"
+            if not off
+            else f"{len(verdicts) - len(off)} of {len(verdicts)} paths agree; "
+            f"not: {', '.join(off)}"
+        )
+        ratios = []
+        for row in rows(runs):
+            path, over = row[0], row[5]
+            if path.startswith("keras-") and over != "-":
+                ratios.append(f"{path.removeprefix('keras-')} {over}x")
+        target = runs.info.get("target")
+        to = (
+            f"; Keras' time to accuracy {target:.3f} over native's: {', '.join(ratios)}"
+            if ratios and isinstance(target, int | float)
+            else ""
+        )
+        out.append(f"- {runs.model}: {agree}{to}")
+    return out
 
 
 # One colour per framework: Keras solid, native dashed.

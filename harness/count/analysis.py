@@ -235,8 +235,41 @@ def _pct(x: float) -> str:
 
 
 def markdown(found: dict[str, Any]) -> str:
-    """The tables of one count run."""
+    """The tables of one count run: the answer (Keras over native, as work)
+    first, then the functions Keras adds to, then every path's counts."""
     lines = [
+        "## The answer: Keras over native, as work (callgrind instructions)",
+        "",
+    ]
+    lines += [
+        f"- {p['model']} {p['phase']} on {p['framework']} b{p['batch']}: Keras runs "
+        f"{p['work_ratio']:.2f}x native's instructions, {_m(p['added_non_kernel'])} M "
+        "more outside kernels per step"
+        for p in found["pairs"]
+    ] or ["- no Keras path was counted beside its native path"]
+    lines += [
+        "",
+        "| model | framework | phase | batch | keras M | native M | work ratio | "
+        "Keras adds, non-kernel M | Keras adds, kernel M |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for p in found["pairs"]:
+        lines.append(
+            f"| {p['model']} | {p['framework']} | {p['phase']} | {p['batch']} | "
+            f"{_m(p['keras'])} | {_m(p['native'])} | {p['work_ratio']:.3f} | "
+            f"{_m(p['added_non_kernel'])} | {_m(p['added_kernel'])} |"
+        )
+    for p in found["pairs"]:
+        if p["top_added"]:
+            lines += [
+                "",
+                f"Functions Keras adds most to, {p['model']} {p['framework']} "
+                f"{p['phase']} b{p['batch']} (thousands of instructions per step):",
+                "",
+            ]
+            lines += [f"- {n / 1e3:.1f}k {name[:140]}" for name, n in p["top_added"]]
+    lines += [
+        "",
         "## Instructions per step (callgrind)",
         "",
         "Millions of instructions per training step or inference mini-batch; "
@@ -262,29 +295,6 @@ def markdown(found: dict[str, Any]) -> str:
             f"{_pct(r['non_kernel_spread'])} | {_pct(r['non_kernel_block_spread'])} | "
             f"{r['processes']} |"
         )
-    lines += [
-        "",
-        "## Keras over native, as work",
-        "",
-        "| model | framework | phase | batch | keras M | native M | work ratio | "
-        "Keras adds, non-kernel M | Keras adds, kernel M |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for p in found["pairs"]:
-        lines.append(
-            f"| {p['model']} | {p['framework']} | {p['phase']} | {p['batch']} | "
-            f"{_m(p['keras'])} | {_m(p['native'])} | {p['work_ratio']:.3f} | "
-            f"{_m(p['added_non_kernel'])} | {_m(p['added_kernel'])} |"
-        )
-    for p in found["pairs"]:
-        if p["top_added"]:
-            lines += [
-                "",
-                f"Functions Keras adds most to, {p['model']} {p['framework']} "
-                f"{p['phase']} b{p['batch']} (thousands of instructions per step):",
-                "",
-            ]
-            lines += [f"- {n / 1e3:.1f}k {name[:140]}" for name, n in p["top_added"]]
     lines += _time_markdown(found.get("time") or {"rates": [], "split": []})
     if found["not_counted"]:
         lines += ["", "Not counted:", ""]

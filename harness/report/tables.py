@@ -33,6 +33,8 @@ import io
 import json
 import re
 import sys
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +42,7 @@ from tabulate import tabulate
 
 from harness.core.machines import describe, group, name_of
 from harness.core.records import Record, scan
-from harness.report import modes
+from harness.report import modes, summary
 from harness.report.analysis import (
     PAIRED_ALPHA,
     busy_cells,
@@ -163,10 +165,18 @@ def report(records_path: Path, fmt: str, table: str) -> str:
     return render_report(records_path, load(records_path), fmt, table)
 
 
-def render_report(records_path: Path, recs: list[Record], fmt: str, table: str) -> str:
+def render_report(
+    records_path: Path,
+    recs: list[Record],
+    fmt: str,
+    table: str,
+    plots: Sequence[str] = (),
+) -> str:
     """:func:`report` of records already loaded from ``records_path``; the
     records of several machines get each machine's tables apart, then side by
-    side (csv and json: the ``table`` named, with a ``machine`` column)."""
+    side (csv and json: the ``table`` named, with a ``machine`` column).
+    ``plots``: the plot files written beside the report (paths relative to
+    it, as :func:`plots_by_machine` names them), shown inline."""
     groups = group(recs)
     if fmt not in ("table", "markdown"):
         if table == "machines":
@@ -187,17 +197,22 @@ def render_report(records_path: Path, recs: list[Record], fmt: str, table: str) 
             fmt,
         )
     if len(groups) == 1:
-        return "\n\n".join(
-            [f"records: {records_path}", *_tables(records_path, recs, fmt)]
-        )
+        return "\n\n".join([_title(fmt), *_tables(records_path, recs, fmt, plots)])
     sections = [
         f"records: {records_path} ({len(groups)} machines: "
         f"{', '.join(groups)}; each one's tables apart, then side by side)"
     ]
     for name, mine in groups.items():
         sections.append(_heading(f"machine {name}", fmt))
-        sections += [s for s in _tables(records_path, mine, fmt) if s]
+        prefix = f"machine-{_safe(name)}/"
+        mine_plots = [p for p in plots if p.startswith(prefix)]
+        sections += [s for s in _tables(records_path, mine, fmt, mine_plots) if s]
     return "\n\n".join(sections + _side_by_side(groups, fmt))
+
+
+def _title(fmt: str) -> str:
+    title = "What Keras costs over hand-written native code"
+    return f"# {title}" if fmt == "markdown" else f"{title}\n{'=' * len(title)}"
 
 
 def _heading(title: str, fmt: str) -> str:
@@ -205,13 +220,32 @@ def _heading(title: str, fmt: str) -> str:
     return f"# {title}" if fmt == "markdown" else f"{title}\n{'=' * len(title)}"
 
 
-def _tables(records_path: Path, recs: list[Record], fmt: str) -> list[str]:
-    """The sections of one machine's report: its cells, its Keras/native
-    ratios, its execution modes where timed, its thread sweep where there
-    is one, and the notes about it."""
+def _tables(
+    records_path: Path, recs: list[Record], fmt: str, plots: Sequence[str] = ()
+) -> list[str]:
+    """The sections of one machine's report, in the order a reader asks
+    (``harness.report.summary``): what was measured where, the answer,
+    the baseline's standing, the largest overheads and where their time
+    goes, what to doubt, the plots; then the details: every ratio, the
+    execution modes and thread sweep where timed, the notes, and every
+    cell last."""
     sweep = _threads_section(recs, fmt)
     recs = main_records(recs)
+    overheads = overhead_rows(recs)
     return [
+        *_summary_sections(records_path, recs, overheads, fmt),
+        *_plots_section(plots, fmt),
+        _section(
+            "Keras over native, every batch size (overhead: paired cells, the "
+            "Hodges-Lehmann estimate of the block pairs' Keras/native ratio "
+            "with a bootstrap 95% CI over processes and blocks; unpaired ones, "
+            "keras_ms / native_ms)",
+            render(overheads, fmt),
+            fmt,
+        ),
+        *_modes_section(recs, fmt),
+        *sweep,
+        "\n".join(_bullet(n, fmt) for n in _machine_notes(records_path, recs)),
         _section(
             "cells (time: ms per training step or per inference "
             "mini-batch; median, IQR and bootstrap 95% CI of the median "
@@ -219,18 +253,99 @@ def _tables(records_path: Path, recs: list[Record], fmt: str) -> list[str]:
             render(cell_rows(recs), fmt),
             fmt,
         ),
-        _section(
-            "Keras over native (overhead: paired cells, the Hodges-Lehmann "
-            "estimate of the block pairs' Keras/native ratio with a "
-            "bootstrap 95% CI over processes and blocks; unpaired ones, "
-            "keras_ms / native_ms)",
-            render(overhead_rows(recs), fmt),
-            fmt,
-        ),
-        *_modes_section(recs, fmt),
-        *sweep,
-        "\n".join(_machine_notes(records_path, recs)),
     ]
+
+
+def _bullet(line: str, fmt: str) -> str:
+    return f"- {line}" if fmt == "markdown" else line
+
+
+def _summary_sections(
+    records_path: Path,
+    recs: list[Record],
+    overheads: list[dict[str, Any]],
+    fmt: str,
+) -> list[str]:
+    """The header, the answer, the baseline, the findings and the doubts
+    (``harness.report.summary``)."""
+    results = records_path.parent
+    machine = name_of(recs[0])
+    found = summary.ratios(overheads)
+    sections = [
+        "\n".join(_bullet(line, fmt) for line in summary.header(records_path, recs))
+    ]
+    answer = summary.answer(found)
+    if answer:
+        sections.append(
+            _section(
+                "The answer: Keras over native (time per step or mini-batch, "
+                "above 1 Keras costs time; geometric mean over the models at "
+                "their training batch size, with the 95% interval of how well "
+                "these models were measured)",
+                render(answer, fmt),
+                fmt,
+            )
+        )
+        sections.append(
+            _section(
+                "per model (Keras over native; marks: unverified, wide, busy)",
+                render(summary.per_model(found), fmt),
+                fmt,
+            )
+        )
+    else:
+        sections.append(
+            _section("The answer", "no Keras/native pair was timed in this run", fmt)
+        )
+    base = summary.baseline(found, summary.floors(results, machine))
+    if base:
+        slower = [r for r in base if r["native"] == "native slower"]
+        said = (
+            f"{len(slower)} native step(s) slower than the framework's idiomatic "
+            "one: for them Keras over the idiomatic step, what a user of the "
+            "framework would compare against, is larger than Keras over native"
+            if slower
+            else "no native step is slower than its framework's idiomatic one"
+        )
+        sections.append(
+            _section(
+                "the baseline's standing (harness floors: the native training "
+                f"step against its framework's idiomatic one; {said})",
+                render(base, fmt),
+                fmt,
+            )
+        )
+    findings = summary.findings(found, results, machine, recs[0].profile)
+    sections.append(
+        _section(
+            f"findings: the largest overheads (at least {summary.LARGE}x, verified)",
+            "\n".join(_bullet(f.text(), fmt) for f in findings)
+            or f"no verified overhead of {summary.LARGE}x or more",
+            fmt,
+        )
+    )
+    doubts = summary.doubts(recs, found)
+    sections.append(
+        _section(
+            "doubts",
+            "\n".join(_bullet(d, fmt) for d in doubts)
+            or "none: every cell quiet, verified and timed, every ratio's "
+            f"interval within {paired.WIDE:.0%}",
+            fmt,
+        )
+    )
+    return sections
+
+
+def _plots_section(plots: Sequence[str], fmt: str) -> list[str]:
+    """The plots, inline (Markdown) or named (plain text)."""
+    if not plots:
+        return []
+    if fmt == "markdown":
+        body = "\n\n".join(f"![{Path(p).stem}]({p})" for p in plots)
+    else:
+        body = "\n".join(plots)
+    return [_section("plots", body, fmt)]
 
 
 def _threads_section(recs: list[Record], fmt: str) -> list[str]:
@@ -461,6 +576,33 @@ def _compare_notes(rows: list[dict[str, Any]]) -> list[str]:
     return notes
 
 
+def _compare_answer(
+    rows: list[dict[str, Any]], pairs: list[dict[str, Any]]
+) -> list[str]:
+    """The changed paired ratios, each, and how many cells got slower or
+    faster: the comparison's answer, before its tables."""
+    lines = [
+        f"Keras over native {r['verdict']}: {r['model']} {r['phase']} on "
+        f"{r['framework']} b{r['batch_size']}, {r['change_pct']:+.1f}% "
+        f"[{r['change_ci_low_pct']:+.1f}, {r['change_ci_high_pct']:+.1f}]"
+        for r in pairs
+        if r["verdict"] in ("higher", "lower")
+    ]
+    if pairs:
+        wide = sum(1 for r in pairs if str(r["verdict"]).startswith("wide"))
+        lines.append(
+            f"{len(lines)} of {len(pairs)} paired overhead ratios changed"
+            + (f" ({wide} too wide for a verdict)" if wide else "")
+        )
+    counted = Counter(r["verdict"] for r in rows)
+    how = ", ".join(f"{counted[v]} {v}" for v in ("slower", "faster") if counted[v])
+    lines.append(
+        f"cells that changed (p < {robust.ALPHA}, each cell alone): "
+        + (f"{how}, of {len(rows)}" if how else f"none of {len(rows)}")
+    )
+    return lines
+
+
 def compare_report(old_path: Path, new_path: Path, fmt: str) -> str:
     """Which cells got slower or faster from ``old_path`` to ``new_path``
     (two-sided Mann-Whitney U on the pooled samples, p < 0.05).
@@ -480,7 +622,14 @@ def compare_report(old_path: Path, new_path: Path, fmt: str) -> str:
             f"{PAIRED_ALPHA} (hierarchical bootstrap over processes and blocks)"
         )
     bullet = "- " if fmt == "markdown" else ""
-    sections = [f"old: {old_path}\nnew: {new_path}"]
+    sections = [
+        f"old: {old_path}\nnew: {new_path}",
+        _section(
+            "The answer: what changed",
+            "\n".join(bullet + line for line in _compare_answer(rows, pairs)),
+            fmt,
+        ),
+    ]
     if pairs:
         sections.append(
             _section(

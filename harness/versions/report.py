@@ -215,17 +215,48 @@ def text(base: Path, fmt: str) -> str:
     v = Versions(base)
     if fmt in ("csv", "json"):
         return render(overhead_version_rows(v), fmt)
+    overheads = overhead_version_rows(v)
     sections: list[tuple[str, Callable[[Versions], list[dict[str, Any]]]]] = [
-        ("Environments", environment_rows),
-        ("Overhead (Keras / native time) per release", overhead_version_rows),
+        ("Overhead (Keras / native time) per release", lambda _: overheads),
         ("Instructions per step per release", count_version_rows),
+        ("Environments", environment_rows),
     ]
-    parts = []
+    parts = [
+        _titled(
+            "The answer: what changed between releases", _answer(overheads, fmt), fmt
+        )
+    ]
     for title, build in sections:
         rows = build(v)
         if rows:
             parts.append(_titled(title, render(rows, fmt), fmt))
     return "\n\n".join(parts)
+
+
+def _answer(rows: list[dict[str, Any]], fmt: str) -> str:
+    """Each overhead that changed from one release to the next (the paired
+    test's ``higher`` or ``lower``), then how many changes were tested."""
+    tested = [r for r in rows if r["verdict"] is not None]
+    moved = [r for r in tested if r["verdict"] in ("higher", "lower")]
+    bullet = "- " if fmt == "markdown" else ""
+    lines = [
+        f"{bullet}{r['model']} {r['phase']} on {r['framework']} b{r['batch_size']}: "
+        f"overhead {r['verdict']} at {r['releases']}, {r['overhead']:.2f} "
+        f"({r['change_pct']:+.0f}% [{r['change_ci_low_pct']:+.0f}, "
+        f"{r['change_ci_high_pct']:+.0f}])"
+        for r in moved
+        if r["change_pct"] is not None
+        and r["change_ci_low_pct"] is not None
+        and r["change_ci_high_pct"] is not None
+    ]
+    releases = len({r["releases"] for r in rows})
+    lines.append(
+        f"{bullet}{len(moved)} of {len(tested)} changes from one release to the "
+        f"next were flagged, over {releases} releases"
+        if tested
+        else f"{bullet}no cell was timed in two releases: nothing to compare"
+    )
+    return "\n".join(lines)
 
 
 def _titled(title: str, body: str, fmt: str) -> str:

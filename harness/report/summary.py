@@ -1,0 +1,604 @@
+"""What a run's report says first: the answer, its largest overheads
+explained, the baseline's own standing and what to doubt (issue 46).
+
+A reader of a benchmark asks, in this order: on what was it measured; what
+does Keras cost over hand-written code on each framework; where are the
+large costs and where does their time go; how good is the yardstick; and
+which figures should I not trust.  :mod:`harness.report.tables` prints these
+sections first and the detailed tables after them.
+
+- **The answer** (:func:`answer`): per framework and phase the geometric
+  mean of Keras' overhead over the models, each model at its training
+  batch size (inference at the same size).  Its interval is the normal
+  interval of the mean of the logarithms, each model's standard error
+  taken from its own 95% interval (half its width in logs over 1.96): it
+  says how well these models were measured, not how the overhead of other
+  models would fall.  A ratio the gate did not verify is left out, and
+  named.
+- **Findings** (:func:`findings`): the largest overheads (at every batch
+  size), each with where its time goes where ``harness explain`` or
+  ``harness count`` measured that cell in the results folder, else the
+  command that would.
+- **The baseline** (:func:`baseline`): ``harness floors`` records of this
+  machine time each native training step against its framework's
+  idiomatic one; Keras over the idiomatic step is Keras over native times
+  native over idiomatic.
+- **Doubts** (:func:`doubts`): busy cells, wide intervals, unverified
+  cells and cells that failed or were held back, each with its reason.
+
+Every figure is computed from rows :mod:`harness.report.analysis` made or
+from records and files checked on reading (a file of another shape is
+passed over, never indexed unchecked).  Framework-free.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from harness.core import validated
+from harness.core.machines import describe, name_of
+from harness.core.records import Record, final, outcome, scan
+from harness.core.validated import Finite
+from harness.report.analysis import busy_cells, cells
+from harness.stats import paired, robust
+
+# The z of a two-sided 95% normal interval.
+Z95 = statistics.NormalDist().inv_cdf(0.975)
+# Overheads at least this large are findings, the largest first, at most
+# FINDINGS of them.
+LARGE = 1.5
+FINDINGS = 5
+# A part of a Keras step named in a finding: at least this share of it.
+PART_SHARE = 0.10
+# A native step slower than its framework's idiomatic one by more than this
+# (``harness.bench.floors.SLOWER``, kept here: the report does not import
+# the floors runner) makes Keras over native flatter than what a user of
+# the framework would see.
+SLOWER = 1.05
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """One Keras/native overhead: the ratio, its 95% interval and its marks
+    (``unverified``, ``wide``, a busy mark)."""
+
+    model: str
+    framework: str
+    phase: str
+    batch: int
+    value: float
+    low: float
+    high: float
+    marks: tuple[str, ...]
+
+    @property
+    def verified(self) -> bool:
+        return "unverified" not in self.marks
+
+    def text(self) -> str:
+        return f"{self.value:.2f} [{self.low:.2f}, {self.high:.2f}]"
+
+
+def ratios(rows: Iterable[dict[str, Any]]) -> list[Ratio]:
+    """The ratios of ``harness.report.analysis.overhead_rows`` that have an
+    interval, in the rows' order."""
+    out = []
+    for row in rows:
+        value, low, high = (
+            row.get("overhead"),
+            row.get("overhead_ci_low"),
+            row.get("overhead_ci_high"),
+        )
+        if value is None or low is None or high is None or value <= 0 or low <= 0:
+            continue
+        marks = [m for m in (row.get("mark") or "").split(", ") if m]
+        if row.get("busy"):
+            marks.append(str(row["busy"]))
+        out.append(
+            Ratio(
+                row["model"],
+                row["framework"],
+                row["phase"],
+                row["batch_size"],
+                float(value),
+                float(low),
+                float(high),
+                tuple(marks),
+            )
+        )
+    return out
+
+
+def headline(found: Sequence[Ratio]) -> list[Ratio]:
+    """One ratio per model, framework and phase: at the model's training
+    batch size (inference too), or, for a model without training cells,
+    its largest batch."""
+    train = {r.model: r.batch for r in found if r.phase == "train"}
+    largest: dict[str, int] = {}
+    for r in found:
+        largest[r.model] = max(largest.get(r.model, 0), r.batch)
+    return [r for r in found if r.batch == train.get(r.model, largest[r.model])]
+
+
+def geometric_mean(
+    estimates: Sequence[tuple[float, float, float]],
+) -> tuple[float, float, float]:
+    """The geometric mean of (value, low, high) estimates and its 95%
+    interval: the mean of the logarithms plus or minus 1.96 standard
+    errors, each estimate's standard error half its interval's width in
+    logarithms over 1.96 (so an asymmetric interval counts by its width).
+
+    Raises ValueError for no estimate or one that is not positive."""
+    if not estimates:
+        raise ValueError("a geometric mean of no estimate")
+    if any(min(e) <= 0 for e in estimates):
+        raise ValueError("a geometric mean of ratios needs positive values")
+    n = len(estimates)
+    centre = sum(math.log(v) for v, _, _ in estimates) / n
+    errors = [
+        (math.log(high) - math.log(low)) / (2 * Z95) for _, low, high in estimates
+    ]
+    spread = math.sqrt(sum(e * e for e in errors)) / n
+    return (
+        math.exp(centre),
+        math.exp(centre - Z95 * spread),
+        math.exp(centre + Z95 * spread),
+    )
+
+
+def answer(found: Sequence[Ratio]) -> list[dict[str, Any]]:
+    """Per framework and phase: the geometric mean of the headline ratios of
+    the verified models with its interval, which models it takes, and the
+    ones left out (unverified)."""
+    groups: dict[tuple[str, str], list[Ratio]] = {}
+    for r in headline(found):
+        groups.setdefault((r.framework, r.phase), []).append(r)
+    rows = []
+    for (framework, phase), members in sorted(
+        groups.items(), key=lambda kv: (kv[0][0], kv[0][1] != "train")
+    ):
+        taken = [r for r in members if r.verified]
+        row: dict[str, Any] = {"framework": framework, "phase": phase}
+        if taken:
+            g, low, high = geometric_mean([(r.value, r.low, r.high) for r in taken])
+            row["keras_over_native"] = f"{g:.2f} [{low:.2f}, {high:.2f}]"
+        else:
+            row["keras_over_native"] = None
+        row["models"] = ", ".join(r.model for r in taken) or None
+        wide = [r.model for r in taken if "wide" in r.marks]
+        row["of_them_wide"] = ", ".join(wide) or None
+        row["left_out"] = (
+            ", ".join(f"{r.model} (unverified)" for r in members if not r.verified)
+            or None
+        )
+        rows.append(row)
+    return rows
+
+
+def per_model(found: Sequence[Ratio]) -> list[dict[str, Any]]:
+    """One row per model: its headline ratio per framework and phase, with
+    its marks."""
+    out: dict[str, dict[str, Any]] = {}
+    chosen = headline(found)
+    columns = sorted(
+        {(r.framework, r.phase) for r in chosen}, key=lambda k: (k[0], k[1] != "train")
+    )
+    for r in chosen:
+        row = out.setdefault(
+            r.model,
+            {"model": r.model, "batch": r.batch}
+            | {f"{f} {ph}": None for f, ph in columns},
+        )
+        mark = f" ({', '.join(r.marks)})" if r.marks else ""
+        row[f"{r.framework} {r.phase}"] = f"{r.value:.2f}{mark}"
+    return list(out.values())
+
+
+# --- the baseline: harness floors --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Floor:
+    """A native training step against its framework's idiomatic one, from a
+    ``harness floors`` records file: medians and the 95% interval of
+    native / idiomatic."""
+
+    framework: str
+    model: str
+    batch: int
+    native_s: float
+    idiomatic_s: float
+    low: float
+    high: float
+    source: str
+
+    @property
+    def ratio(self) -> float:
+        return self.native_s / self.idiomatic_s
+
+
+def floors(results_dir: Path, machine: str) -> dict[tuple[str, str, int], Floor]:
+    """(framework, model, batch) -> the newest ``harness floors`` figure of
+    ``machine`` in ``results_dir``; a file that cannot be read is passed
+    over."""
+    found: dict[tuple[str, str, int], Floor] = {}
+    for path in sorted(results_dir.glob("floors-*.jsonl")):
+        try:
+            recs = scan(path).records
+        except (OSError, ValueError):
+            continue
+        steps: dict[tuple[str, str, int, str], list[float]] = {}
+        for r in recs:
+            if r.status != "ok" or name_of(r) != machine or r.phase != "train":
+                continue
+            step_s = r.values.get("step_s")
+            if not isinstance(step_s, list) or not step_s:
+                continue
+            if not all(
+                isinstance(v, int | float) and math.isfinite(v) and v > 0
+                for v in step_s
+            ):
+                continue
+            steps[r.framework, r.model, r.batch_size, r.api] = [
+                float(v) for v in step_s
+            ]
+        for (framework, model, batch, api), native in steps.items():
+            idiomatic = steps.get((framework, model, batch, "idiomatic"))
+            if api != "path" or idiomatic is None:
+                continue
+            low, high = robust.ratio_ci(native, idiomatic)
+            found[framework, model, batch] = Floor(
+                framework,
+                model,
+                batch,
+                statistics.median(native),
+                statistics.median(idiomatic),
+                low,
+                high,
+                path.name,
+            )
+    return found
+
+
+def baseline(
+    found: Sequence[Ratio], floored: dict[tuple[str, str, int], Floor]
+) -> list[dict[str, Any]]:
+    """Per training ratio with a floors figure: native over idiomatic and
+    Keras over the idiomatic step beside Keras over native (its interval
+    the product of both intervals' ends: wider than either, as it must
+    be)."""
+    rows = []
+    for r in found:
+        f = floored.get((r.framework, r.model, r.batch))
+        if r.phase != "train" or f is None:
+            continue
+        stands = (
+            "native slower"
+            if f.low > SLOWER
+            else "native faster"
+            if f.high < 1 / SLOWER
+            else "about equal"
+        )
+        rows.append(
+            {
+                "model": r.model,
+                "framework": r.framework,
+                "batch": r.batch,
+                "keras_over_native": r.text(),
+                "native_over_idiomatic": f"{f.ratio:.2f} [{f.low:.2f}, {f.high:.2f}]",
+                "keras_over_idiomatic": (
+                    f"{r.value * f.ratio:.2f} [{r.low * f.low:.2f}, "
+                    f"{r.high * f.high:.2f}]"
+                ),
+                "native": stands,
+                "floors": f.source,
+            }
+        )
+    return rows
+
+
+# --- findings: where a large overhead's time goes ---------------------------------
+
+
+class _Figure(validated.Schema):
+    us: Finite
+    low: Finite
+    high: Finite
+
+
+class _Explained(validated.Schema):
+    """What a finding reads of a cell of an explain run's analysis."""
+
+    model: str
+    framework: str
+    phase: str
+    batch: int
+    total: _Figure
+    parts: dict[str, _Figure]
+
+
+class _Counted(validated.Schema):
+    """What a finding reads of a pair of a count run's analysis."""
+
+    model: str
+    framework: str
+    phase: str
+    batch: int
+    work_ratio: Finite
+    added_non_kernel: Finite
+    top_added: list[tuple[str, Finite]] = Field(default_factory=list)
+
+
+def explained(
+    results_dir: Path, machine: str
+) -> dict[tuple[str, str, str], tuple[str, dict[str, Any]]]:
+    """(model, framework, phase) -> (explain run folder name, cell), the
+    newest run of ``machine`` that analysed it; runs and cells of another
+    shape are passed over."""
+    found: dict[tuple[str, str, str], tuple[str, dict[str, Any]]] = {}
+    for analysis in sorted(results_dir.glob("explain-*/explain.json")):
+        try:
+            host = json.loads(
+                (analysis.parent / "explain.jsonl").read_text().splitlines()[0]
+            ).get("host", {})
+            cells_ = json.loads(analysis.read_text()).get("cells")
+        except (OSError, ValueError, IndexError, AttributeError):
+            continue
+        named = host.get("machine", {}) if isinstance(host, dict) else {}
+        if isinstance(named, dict) and named.get("name") not in (None, machine):
+            continue
+        for cell in cells_ if isinstance(cells_, list) else []:
+            if validated.fits(_Explained, cell):
+                key = (cell["model"], cell["framework"], cell["phase"])
+                found[key] = (analysis.parent.name, cell)
+    return found
+
+
+def counted(
+    results_dir: Path,
+) -> dict[tuple[str, str, str, int], tuple[str, dict[str, Any]]]:
+    """(model, framework, phase, batch) -> (count run folder name, pair), the
+    newest count run that counted it; pairs of another shape passed over."""
+    found: dict[tuple[str, str, str, int], tuple[str, dict[str, Any]]] = {}
+    for analysis in sorted(results_dir.glob("count-*/count.json")):
+        try:
+            pairs = json.loads(analysis.read_text()).get("pairs")
+        except (OSError, ValueError, AttributeError):
+            continue
+        for pair in pairs if isinstance(pairs, list) else []:
+            if validated.fits(_Counted, pair):
+                key = (pair["model"], pair["framework"], pair["phase"], pair["batch"])
+                found[key] = (analysis.parent.name, pair)
+    return found
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A large overhead and what is known of where its time goes."""
+
+    ratio: Ratio
+    where: tuple[str, ...]  # sentences from explain and count records
+    command: str | None  # what would explain it, where nothing does yet
+
+    def text(self) -> str:
+        r = self.ratio
+        head = (
+            f"{r.model} {r.phase} on {r.framework} (batch {r.batch}): Keras "
+            f"{r.text()}x native" + (f" ({', '.join(r.marks)})" if r.marks else "")
+        )
+        tail = list(self.where)
+        if self.command:
+            tail.append(f"not explained yet: `{self.command}`")
+        return head + ". " + " ".join(tail)
+
+
+def findings(
+    found: Sequence[Ratio],
+    results_dir: Path,
+    machine: str,
+    profile: str,
+) -> list[Finding]:
+    """The ``FINDINGS`` largest verified overheads of at least ``LARGE``
+    (the largest of each model, framework and phase), each with its explain
+    parts and count figures where the results folder holds them, else the
+    explain command for that cell."""
+    largest: dict[tuple[str, str, str], Ratio] = {}
+    for r in found:
+        if not r.verified or r.value < LARGE:
+            continue
+        key = (r.model, r.framework, r.phase)
+        if key not in largest or r.value > largest[key].value:
+            largest[key] = r
+    large = sorted(largest.values(), key=lambda r: -r.value)[:FINDINGS]
+    if not large:
+        return []
+    explains = explained(results_dir, machine)
+    counts = counted(results_dir)
+    out = []
+    for r in large:
+        where = []
+        cell = explains.get((r.model, r.framework, r.phase))
+        if cell is not None:
+            where.append(_explain_sentence(*cell, r.batch))
+        pair = counts.get((r.model, r.framework, r.phase, r.batch))
+        if pair is not None:
+            where.append(_count_sentence(*pair))
+        command = None
+        if not where:
+            command = (
+                f"python -m harness explain --profile {profile} --models {r.model} "
+                f"--frameworks {r.framework} --phases {r.phase} --results {results_dir}"
+            )
+        out.append(Finding(r, tuple(where), command))
+    return out
+
+
+def _explain_sentence(run: str, cell: dict[str, Any], batch: int) -> str:
+    """The parts of a Keras step beyond native work that take at least
+    ``PART_SHARE`` of it, largest first."""
+    total = cell["total"]["us"]
+    parts = sorted(
+        (
+            (name, figure["us"])
+            for name, figure in cell["parts"].items()
+            if name != "native"
+        ),
+        key=lambda kv: -kv[1],
+    )
+    named = [
+        f"{name} {us / 1e3:.3g} ms ({us / total:.0%})"
+        for name, us in parts
+        if total > 0 and us / total >= PART_SHARE
+    ]
+    native = cell["parts"].get("native")
+    at = "" if cell["batch"] == batch else f" at batch {cell['batch']}"
+    own = (
+        f"; native work {native['us'] / total:.0%}"
+        if native is not None and total > 0
+        else ""
+    )
+    what = ", ".join(named) if named else "no part beyond native work above 10%"
+    return f"Where Keras' step goes{at} (harness explain, {run}): {what}{own}."
+
+
+def _count_sentence(run: str, pair: dict[str, Any]) -> str:
+    """Keras' work over native's and the function it adds most to."""
+    top = ""
+    if pair["top_added"]:
+        name, n = pair["top_added"][0]
+        top = f"; most in {name[:100]} ({n / 1e6:.3g} M)"
+    return (
+        f"Instructions (harness count, {run}): Keras does {pair['work_ratio']:.2f}x "
+        f"native's work and adds {pair['added_non_kernel'] / 1e6:.3g} M outside "
+        f"kernels per step{top}."
+    )
+
+
+# --- doubts ------------------------------------------------------------------------
+
+
+def doubts(recs: list[Record], found: Sequence[Ratio]) -> list[str]:
+    """Every figure to doubt, one line each with its reason: busy or
+    waiting cells, wide ratios, unverified cells, cells that failed or were
+    held back."""
+    out = []
+    for r in found:
+        busy = [m for m in r.marks if m.startswith(("contended", "waited"))]
+        if busy:
+            out.append(
+                f"busy: {r.model} {r.phase} on {r.framework} b{r.batch} "
+                f"({', '.join(busy)}: other processes or a helper thread took "
+                "its CPU while it was timed)"
+            )
+    for r in found:
+        if "wide" in r.marks:
+            half = (r.high - r.low) / 2 / r.value
+            out.append(
+                f"wide: {r.model} {r.phase} on {r.framework} b{r.batch} "
+                f"{r.text()} (95% CI half-width {half:.0%}, above "
+                f"{paired.WIDE:.0%}: too uncertain to compare)"
+            )
+    for cell in cells(recs).values():
+        where = f"{cell.model} {cell.path} {cell.phase} b{cell.batch_size}"
+        if cell.unverified:
+            out.append(
+                f"unverified: {where} (equivalence verdict "
+                f"'{cell.equivalence}': timed without the gate's pass)"
+            )
+        failed = [r for r in cell.records if r.status != "ok"]
+        if failed:
+            reasons = sorted(
+                {_first_line(r.error) or f"verdict '{r.equivalence}'" for r in failed}
+            )
+            out.append(
+                f"{failed[0].status}: {where}, {len(failed)} of "
+                f"{len(cell.records)} repeats ({'; '.join(reasons)})"
+            )
+    return out
+
+
+def _first_line(text: str | None) -> str | None:
+    if not text:
+        return None
+    return text.strip().splitlines()[0][:200] if text.strip() else None
+
+
+# --- the header --------------------------------------------------------------------
+
+
+def header(records_path: Path, recs: list[Record]) -> list[str]:
+    """What was measured where: the machine, its threads, the libraries,
+    the profile and run, quiet or busy, what the gate said and how the
+    cell repeats ended."""
+    machine = describe(name_of(recs[0]), recs)
+    isa = str(machine.get("cpu_isa") or "")
+    wide_isa = "AVX-512" if "avx512f" in isa.split() else "no AVX-512"
+    threads = _threads(recs)
+    run_id = recs[0].run_id or records_path.stem.removeprefix("run-")
+    busy = busy_cells(recs)
+    cpu = ", ".join(str(v) for v in (machine.get("cpu_model"), machine.get("cpu")) if v)
+    return [
+        f"machine: {machine['machine']}, {cpu or 'CPU not recorded'} "
+        f"({isa or 'ISA not recorded'}: {wide_isa}), {machine.get('cores')} cores"
+        + (f", {machine['memory_gb']} GB" if machine.get("memory_gb") else ""),
+        f"threads: {threads}",
+        f"libraries: {machine.get('frameworks') or 'not recorded'}",
+        f"profile {recs[0].profile}, run {run_id}"
+        f"{_date(run_id) or _date(records_path.stem.removeprefix('run-'))}; "
+        f"records {records_path}",
+        "quiet: no cell was measured while other processes took CPU time"
+        if not busy
+        else f"BUSY: {busy} cells measured while other processes took CPU time "
+        "(see doubts)",
+        f"gate: {_gate(recs)}",
+        outcome(recs)[1],
+    ]
+
+
+def _date(run_id: str) -> str:
+    """`` (YYYY-MM-DD HH:MM)`` from a run id that starts with its time."""
+    stamp = run_id.split("-")
+    if len(stamp) >= 2 and len(stamp[0]) == 8 and len(stamp[1]) == 6:
+        d, t = stamp[0], stamp[1]
+        if (d + t).isdigit():
+            return f" ({d[:4]}-{d[4:6]}-{d[6:]} {t[:2]}:{t[2:4]})"
+    return ""
+
+
+def _threads(recs: list[Record]) -> str:
+    """The workers' threads and CPUs, as the records name them."""
+    found = {
+        json.dumps(r.platform.get("threads"), sort_keys=True, default=str)
+        for r in recs
+        if isinstance(r.platform.get("threads"), dict)
+    }
+    if len(found) != 1:
+        return "not recorded" if not found else f"{len(found)} settings (see cells)"
+    t = json.loads(found.pop())
+    parts = [f"{t.get('intra_op', '?')} intra-op, {t.get('inter_op', '?')} inter-op"]
+    if t.get("worker_cpus"):
+        parts.append(f"worker on CPU {','.join(map(str, t['worker_cpus']))}")
+    if t.get("helpers"):
+        parts.append(f"helper threads {t['helpers']}")
+    return ", ".join(parts)
+
+
+def _gate(recs: list[Record]) -> str:
+    """How many (model, path) the gate passed, and the others' verdicts."""
+    verdicts: dict[tuple[str, str], str] = {}
+    for r in final(recs):
+        verdicts[r.model, r.path] = r.equivalence
+    passed = sum(1 for v in verdicts.values() if v == "pass")
+    others = sorted(
+        f"{model} {path} {v}" for (model, path), v in verdicts.items() if v != "pass"
+    )
+    line = f"{passed} of {len(verdicts)} model paths pass"
+    return line + (f"; {', '.join(others)}" if others else "")
