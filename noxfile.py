@@ -194,7 +194,8 @@ def bench(session: nox.Session) -> None:
         success_codes=[0, 1],
     )
     session.run("python", "-m", "harness", "report", "--results", RESULTS)
-    # The same tables as Markdown, and the plots, in results/report/.
+    # The same report as Markdown with its plots inline, and as one
+    # self-contained report.html, in results/report/.
     session.run(
         "python",
         "-m",

@@ -16,6 +16,7 @@ from harness.core.profiles import PROFILES
 from harness.report.analysis import cell_rows, cpu_per_step, overhead_rows
 from harness.report.tables import report
 from tests.helpers import record
+from tests.test_report_html import _external_references
 
 
 def _write(tmp_path: Path) -> Path:
@@ -380,6 +381,12 @@ def test_plots_are_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert (tmp_path / "cli" / "train_step.png").is_file()
     markdown = (tmp_path / "cli" / "report.md").read_text()
     assert "| model" in markdown  # GitHub Markdown tables
+    # Every plot inline, and the same report as one self-contained page.
+    for png in ("overhead.png", "throughput.png", "train_step.png"):
+        assert f"]({png})" in markdown
+    page = (tmp_path / "cli" / "report.html").read_text()
+    assert page.count('src="data:image/png;base64,') == 3
+    assert _external_references(page) == []
 
 
 def test_a_run_resumes_only_on_the_machine_code_and_profile_that_began_it(
