@@ -211,6 +211,15 @@ def test_a_finding_without_records_gives_the_command_that_explains_it(
         )
 
 
+def test_a_finding_at_another_batch_asks_explain_to_sweep_it(tmp_path: Path) -> None:
+    found = [_ratio("ffn", 2.0), _ratio("ffn", 30.0, phase="infer", batch=1)]
+    found.append(_ratio("ffn", 5.0, phase="infer"))
+    (small, _) = summary.findings(found, tmp_path, "box", "default")
+    assert small.ratio.batch == 1
+    assert small.command is not None
+    assert small.command.endswith(" --batch-sizes 1,128")
+
+
 def test_a_finding_picks_up_the_count_record_of_its_cell(tmp_path: Path) -> None:
     folder = tmp_path / "count-20261127-000000"
     folder.mkdir()
@@ -282,6 +291,10 @@ def test_keras_over_the_idiomatic_step_stands_beside_keras_over_native(
     assert row["native"] == "native slower"
     assert row["native_over_idiomatic"].startswith("2.16 ")
     assert row["keras_over_idiomatic"].startswith(f"{5.7 * 0.1585 / 0.0733:.2f} ")
+    said = summary.standing([row], floored.values())
+    assert said.startswith("native slower than the idiomatic step: lstm on torch")
+    assert "(Keras over the idiomatic step larger than over native there)" in said
+    assert said.endswith("from floors-20261127-000000.jsonl")
 
 
 # --- doubts ---------------------------------------------------------------------
@@ -332,9 +345,9 @@ def test_the_report_leads_with_its_answer_and_ends_with_the_cells(
     order = [
         "machine: box",
         "## The answer",
-        "## per model",
-        "## findings",
-        "## doubts",
+        "## Per model",
+        "## Findings",
+        "## Doubts",
         "![overhead](overhead.png)",
         "## Keras over native, every batch size",
         "## cells",
@@ -344,4 +357,4 @@ def test_the_report_leads_with_its_answer_and_ends_with_the_cells(
     assert "gate: 4 of 4 model paths pass" in text
     assert "no AVX-512" in text
     assert "(2026-11-27 10:15)" in text
-    assert "lenet train on torch (batch 128): Keras 3.00" in text
+    assert "lenet train on torch (batch 128): Keras/native 3.00" in text

@@ -135,11 +135,17 @@ def _throughput(plt: Any, by_key: dict[CellKey, PooledCell], out: Path) -> Path 
     lines = throughput(by_key)
     if not any(len(p) > 1 for paths in lines.values() for p in paths.values()):
         return None
-    models = sorted(lines)
+    # Only the models timed at several batch sizes make a line; at most
+    # three panels a row, so each stays readable on a page.
+    models = sorted(m for m in lines if any(len(p) > 1 for p in lines[m].values()))
+    columns = min(3, len(models))
+    rows = math.ceil(len(models) / columns)
     fig, axes = plt.subplots(
-        1, len(models), figsize=(5 * len(models), 4), squeeze=False
+        rows, columns, figsize=(5 * columns, 4 * rows), squeeze=False
     )
-    for ax, model in zip(axes[0], models, strict=True):
+    for ax in axes.flat[len(models) :]:
+        ax.set_visible(False)
+    for ax, model in zip(axes.flat, models, strict=False):
         for path, points in sorted(lines[model].items()):
             ax.plot(
                 [b for b, _ in points], [v for _, v in points], marker="o", label=path

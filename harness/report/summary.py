@@ -268,6 +268,29 @@ def floors(results_dir: Path, machine: str) -> dict[tuple[str, str, int], Floor]
     return found
 
 
+def standing(rows: Sequence[dict[str, Any]], floored: Iterable[Floor]) -> str:
+    """One sentence on :func:`baseline`'s rows: which native steps are
+    slower or faster than their framework's idiomatic one, and from which
+    floors records."""
+    said = []
+    for stands, effect in (("native slower", "larger"), ("native faster", "smaller")):
+        which = [
+            f"{r['model']} on {r['framework']}" for r in rows if r["native"] == stands
+        ]
+        if which:
+            said.append(
+                f"{stands} than the idiomatic step: {', '.join(which)} (Keras over "
+                f"the idiomatic step {effect} than over native there)"
+            )
+    sources = sorted({f.source for f in floored})
+    return (
+        "; ".join(said) or "every native step about as fast as the idiomatic one"
+    ) + (
+        ". Keras over the idiomatic step is what a user of that framework would "
+        f"compare against; from {', '.join(sources)}"
+    )
+
+
 def baseline(
     found: Sequence[Ratio], floored: dict[tuple[str, str, int], Floor]
 ) -> list[dict[str, Any]]:
@@ -299,7 +322,6 @@ def baseline(
                     f"{r.high * f.high:.2f}]"
                 ),
                 "native": stands,
-                "floors": f.source,
             }
         )
     return rows
@@ -391,8 +413,8 @@ class Finding:
     def text(self) -> str:
         r = self.ratio
         head = (
-            f"{r.model} {r.phase} on {r.framework} (batch {r.batch}): Keras "
-            f"{r.text()}x native" + (f" ({', '.join(r.marks)})" if r.marks else "")
+            f"{r.model} {r.phase} on {r.framework} (batch {r.batch}): "
+            f"Keras/native {r.text()}" + (f" ({', '.join(r.marks)})" if r.marks else "")
         )
         tail = list(self.where)
         if self.command:
@@ -422,6 +444,7 @@ def findings(
         return []
     explains = explained(results_dir, machine)
     counts = counted(results_dir)
+    own = {(r.model, r.framework, r.phase): r.batch for r in headline(found)}
     out = []
     for r in large:
         where = []
@@ -437,6 +460,12 @@ def findings(
                 f"python -m harness explain --profile {profile} --models {r.model} "
                 f"--frameworks {r.framework} --phases {r.phase} --results {results_dir}"
             )
+            # explain takes its parts at the model's batch size; a finding at
+            # another one needs it in the sweep, whose fixed cost explains it.
+            batch = own.get((r.model, r.framework, r.phase), r.batch)
+            if batch != r.batch:
+                sizes = sorted({r.batch, batch})
+                command += f" --batch-sizes {','.join(map(str, sizes))}"
         out.append(Finding(r, tuple(where), command))
     return out
 

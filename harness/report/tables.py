@@ -278,18 +278,22 @@ def _summary_sections(
     if answer:
         sections.append(
             _section(
-                "The answer: Keras over native (time per step or mini-batch, "
-                "above 1 Keras costs time; geometric mean over the models at "
-                "their training batch size, with the 95% interval of how well "
-                "these models were measured)",
-                render(answer, fmt),
+                "The answer: Keras over native",
+                "Keras' time over the hand-written native model's, per training "
+                "step or inference mini-batch (above 1, Keras costs time): the "
+                "geometric mean over the models, each at its training batch "
+                "size, with the 95% interval of how well these models were "
+                "measured.\n\n" + render(answer, fmt),
                 fmt,
             )
         )
         sections.append(
             _section(
-                "per model (Keras over native; marks: unverified, wide, busy)",
-                render(summary.per_model(found), fmt),
+                "Per model",
+                "Keras over native at the model's training batch size; marks: "
+                "unverified, wide (95% CI half-width above "
+                f"{paired.WIDE:.0%}), busy.\n\n"
+                + render(summary.per_model(found), fmt),
                 fmt,
             )
         )
@@ -297,37 +301,37 @@ def _summary_sections(
         sections.append(
             _section("The answer", "no Keras/native pair was timed in this run", fmt)
         )
-    base = summary.baseline(found, summary.floors(results, machine))
+    floored = summary.floors(results, machine)
+    base = summary.baseline(found, floored)
     if base:
-        slower = [r for r in base if r["native"] == "native slower"]
-        said = (
-            f"{len(slower)} native step(s) slower than the framework's idiomatic "
-            "one: for them Keras over the idiomatic step, what a user of the "
-            "framework would compare against, is larger than Keras over native"
-            if slower
-            else "no native step is slower than its framework's idiomatic one"
-        )
         sections.append(
             _section(
-                "the baseline's standing (harness floors: the native training "
-                f"step against its framework's idiomatic one; {said})",
-                render(base, fmt),
+                "The baseline's standing",
+                "`harness floors`: each native training step against its "
+                "framework's idiomatic one (`nn.Module` with `torch.optim`, the "
+                "jitted step with Optax, the step compiled by XLA); "
+                f"{summary.standing(base, floored.values())}.\n\n" + render(base, fmt),
                 fmt,
             )
         )
     findings = summary.findings(found, results, machine, recs[0].profile)
     sections.append(
         _section(
-            f"findings: the largest overheads (at least {summary.LARGE}x, verified)",
-            "\n".join(_bullet(f.text(), fmt) for f in findings)
-            or f"no verified overhead of {summary.LARGE}x or more",
+            "Findings: the largest overheads",
+            f"Verified overheads of {summary.LARGE}x or more, the largest of each "
+            "model, framework and phase, with where the time goes where "
+            "`harness explain` or `harness count` measured the cell.\n\n"
+            + (
+                "\n".join(_bullet(f.text(), fmt) for f in findings)
+                or f"none of {summary.LARGE}x or more"
+            ),
             fmt,
         )
     )
     doubts = summary.doubts(recs, found)
     sections.append(
         _section(
-            "doubts",
+            "Doubts",
             "\n".join(_bullet(d, fmt) for d in doubts)
             or "none: every cell quiet, verified and timed, every ratio's "
             f"interval within {paired.WIDE:.0%}",
@@ -345,7 +349,7 @@ def _plots_section(plots: Sequence[str], fmt: str) -> list[str]:
         body = "\n\n".join(f"![{Path(p).stem}]({p})" for p in plots)
     else:
         body = "\n".join(plots)
-    return [_section("plots", body, fmt)]
+    return [_section("Plots", body, fmt)]
 
 
 def _threads_section(recs: list[Record], fmt: str) -> list[str]:
