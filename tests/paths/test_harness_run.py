@@ -13,6 +13,7 @@ from harness.bench.run import run
 from harness.core import records
 from harness.core.gate import verify
 from harness.core.profiles import PROFILES
+from harness.report.analysis import overhead_rows
 from harness.report.tables import report
 from workers.paths import OPTIONAL_FRAMEWORKS, PATHS, PHASES
 
@@ -67,7 +68,12 @@ def test_smoke_run_records_every_cell_behind_the_gate(
     text = report(out, "table", "overhead")
     assert "keras-jax" in text
     assert "overhead" in text
-    assert "unverified" not in text
+    # No row marked unverified and no unverified cell among the doubts (the
+    # legend above the per-model table names the mark).
+    assert all("unverified" not in (row["mark"] or "") for row in overhead_rows(recs))
+    assert "unverified:" not in text
+    passed = len({r.path for r in recs if r.equivalence == "pass"})
+    assert f"gate: {passed} of {len(PATHS)} model paths pass" in text
     # The verdicts are cached: a second gate reuses them without a check.
     lines: list[str] = []
     again = verify(["ffn"], ["native-torch"], gated, log=lines.append)
