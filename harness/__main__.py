@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.cli import (
+    bisect,
     converge,
     count,
     explain,
@@ -34,6 +35,7 @@ def _parser() -> argparse.ArgumentParser:
         explain,
         count,
         versions,
+        bisect,
         converge,
         ops,
         selfcheck,

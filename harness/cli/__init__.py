@@ -5,6 +5,7 @@ builds the parser from them and dispatches):
 - ``units``: ``plan``, ``run-cell`` and ``gate``, a run taken apart into units;
 - ``floors``: each native path against its framework's idiomatic step;
 - ``explain``: Keras' overhead taken apart;
+- ``bisect``: the Keras release between two that changed a cell;
 - ``ops``: every operator through keras.ops and each framework's own;
 - ``selfcheck``: the harness' timer against each framework's;
 - ``report``: tables, comparisons and plots from a run's records;

@@ -1,0 +1,176 @@
+"""A bisection's write-up: ``bisect.md`` (every release visited, with its
+figure) and, where a release changed the cell, ``finding-<cell>.md``, a
+report a Keras maintainer can act on: the releases on each side, the
+figures, the functions whose instructions moved, the machine and library
+versions, and a reproducer that needs Keras and the backend only
+(``harness.versions.reproducer``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.core.records import host_platform
+from harness.versions.bisect import Bisection, Part
+from harness.versions.overlay import UNDER, prepare, size
+from harness.versions.reproducer import script
+from harness.versions.signals import Cell, counted_rows
+from workers.launch import PROJECT_ROOT
+
+TOP = 12  # functions listed per finding
+
+
+def summary(cell: Cell, found: Bisection, out: Path, elapsed_s: float) -> str:
+    """``bisect.md``: the verdict, each release visited, the cost."""
+    disk = sum(
+        size(PROJECT_ROOT / UNDER / f"keras-{r}" / "site")
+        for r in found.order
+        if (PROJECT_ROOT / UNDER / f"keras-{r}" / "site").is_dir()
+    )
+    lines = [
+        f"# Bisection of {cell.model} {cell.phase} on {cell.path} ({cell.signal})",
+        "",
+        f"**{found.verdict()}**",
+        "",
+        f"{len(found.releases)} releases from {found.releases[0]} to "
+        f"{found.releases[-1]}; {found.visits} visited, in this order: "
+        f"{', '.join(found.order)}; {elapsed_s / 60:.1f} min; overlays "
+        f"{disk / 1e6:.0f} MB on disk; profile {cell.profile}; runs in {out}.",
+        "",
+        "| release | figure [range] | |",
+        "| --- | --- | --- |",
+    ]
+    for release in found.releases:
+        f = found.figures.get(release)
+        if f is not None:
+            lines.append(f"| {release} | {f.text()} | {f.note} |")
+    if found.parts:
+        lines += ["", "| part | from | to | kind | share of the change |"]
+        lines.append("| --- | --- | --- | --- | --- |")
+        for n, p in enumerate(found.parts, 1):
+            lines.append(
+                f"| {n} | {p.before.release} {p.before.text()} | "
+                f"{p.after.release} {p.after.text()} | {p.kind} | {p.share:.0%} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def moved_functions(
+    cell: Cell, part: Part, out: Path
+) -> list[tuple[str, float, float]]:
+    """The functions whose instructions per step moved most between the two
+    sides of ``part`` (callgrind's, grouped as ``harness count`` groups
+    them): (function, before, after), the largest change first."""
+    sides = []
+    for figure in (part.before, part.after):
+        rows = counted_rows(cell, out / f"keras-{figure.release}")
+        sides.append({} if rows is None else rows[cell.path].get("functions", {}))
+    before, after = sides
+    names = set(before) | set(after)
+    moved = [(n, float(before.get(n, 0.0)), float(after.get(n, 0.0))) for n in names]
+    moved.sort(key=lambda m: -abs(m[2] - m[1]))
+    return moved[:TOP]
+
+
+def _main_part(found: Bisection) -> Part:
+    return max(found.parts, key=lambda p: abs(p.share))
+
+
+def write(cell: Cell, found: Bisection, out: Path, python: str) -> Path:
+    """``finding-<cell>.md`` and the reproducer beside it; the finding's
+    path."""
+    part = _main_part(found)
+    host = host_platform()
+    reproducer = out / f"reproduce-{cell.name}.py"
+    reproducer.write_text(script(cell, prepare(part.before.release, python)))
+    lines = [
+        f"# Keras {part.after.release}: {cell.model} {cell.phase} on "
+        f"{cell.framework} changed",
+        "",
+        found.verdict() + ".",
+        "",
+        f"- before: keras {part.before.release}, {_figure(cell, part.before)}",
+        f"- after: keras {part.after.release}, {_figure(cell, part.after)}",
+        f"- every release measured: {', '.join(found.order)} (bisect.md)",
+        f"- machine: {_machine(host)}",
+        f"- libraries besides Keras: {_libraries(cell)}",
+        "",
+    ]
+    if cell.signal == "instructions":
+        lines += [
+            "## What moved (callgrind, instructions per step of the Keras path)",
+            "",
+            "| function | before | after | change |",
+            "| --- | ---: | ---: | ---: |",
+        ]
+        for name, b, a in moved_functions(cell, part, out):
+            lines.append(
+                f"| `{name[:120]}` | {b / 1e3:,.1f}k | {a / 1e3:,.1f}k | "
+                f"{(a - b) / 1e3:+,.1f}k |"
+            )
+        lines.append("")
+    lines += [
+        "## Reproduce it with Keras and the backend only",
+        "",
+        "```sh",
+        f"python -m venv keras-{part.before.release} && "
+        f"keras-{part.before.release}/bin/pip install keras=={part.before.release} "
+        f"{_backend_pin(cell)} numpy",
+        f"python -m venv keras-{part.after.release} && "
+        f"keras-{part.after.release}/bin/pip install keras=={part.after.release} "
+        f"{_backend_pin(cell)} numpy",
+        f"keras-{part.before.release}/bin/python {reproducer.name}",
+        f"keras-{part.after.release}/bin/python {reproducer.name}",
+        "```",
+        "",
+        f"The script ({reproducer.name}, beside this file) builds the model, "
+        "times one loop and prints seconds per step; with `--calls` it counts "
+        "Keras' Python function calls in one step (cProfile), which differ "
+        "between the two releases where the interpreter's share is the change.",
+    ]
+    path = out / f"finding-{cell.name}.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _figure(cell: Cell, figure: Any) -> str:
+    unit = (
+        "instructions per step of the Keras path"
+        if cell.signal == "instructions"
+        else "Keras/native time ratio"
+    )
+    return f"{figure.text()} {unit} {figure.note}".strip()
+
+
+def _machine(host: dict[str, Any]) -> str:
+    machine = host.get("machine") or {}
+    return ", ".join(
+        str(v)
+        for v in (
+            machine.get("cpu_model"),
+            machine.get("cpu"),
+            machine.get("cpu_isa"),
+            f"{machine.get('cores')} cores",
+            host.get("python") and f"Python {host.get('python')}",
+        )
+        if v
+    )
+
+
+def _libraries(cell: Cell) -> str:
+    from harness.versions.matrix import project_pins
+
+    pins = project_pins()
+    return json.dumps({k: v for k, v in pins.items() if k != "keras"}) + (
+        " (torch==2.13.0)" if cell.framework == "torch" else ""
+    )
+
+
+def _backend_pin(cell: Cell) -> str:
+    from harness.versions.matrix import project_requirements
+
+    wanted = {"torch": "torch==", "tensorflow": "tensorflow-cpu==", "jax": "jax=="}
+    prefix = wanted[cell.framework]
+    return " ".join(r for r in project_requirements() if r.startswith(prefix))

@@ -1,0 +1,159 @@
+"""``harness bisect``: the search over releases with pip and the counts stood
+in for: a step at a known release found in the expected number of visits,
+a slope reported as one, a release pip lacks refused before anything is
+measured, a cell no Keras release can change refused in one sentence, and
+the overlay's requirements read from a wheel.
+
+Framework-free."""
+
+from __future__ import annotations
+
+import math
+import zipfile
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from harness.versions import bisect
+from harness.versions.bisect import Figure
+from harness.versions.overlay import requirements, unmet
+from harness.versions.signals import Cell, check
+
+PIP_OUTPUT = """keras (3.15.1)
+Available versions: 3.15.1, 3.15.0, 3.14.1, 3.14.0, 3.13.2, 3.13.1, 3.13.0, \
+3.12.4, 3.12.3, 3.12.2, 3.12.1, 3.12.0, 3.11.3, 3.11.2, 3.11.1, 3.11.0, \
+3.10.0, 3.9.2, 3.9.0, 3.15.2rc1
+  INSTALLED: 3.15.1
+"""
+RELEASES = bisect.between("3.10.0", "3.15.1", bisect.versions_of(PIP_OUTPUT))
+
+
+class Counts:
+    """A stand-in measurement: instructions per step at each release from
+    ``level(index)``, with a 0.1% range, and the releases it was asked for."""
+
+    def __init__(self, level: object) -> None:
+        self.level = level
+        self.asked: list[str] = []
+
+    def __call__(self, release: str) -> Figure:
+        self.asked.append(release)
+        value = self.level(RELEASES.index(release))  # type: ignore[operator]
+        return Figure(release, value, value * 0.9995, value * 1.0005)
+
+
+def test_pip_s_releases_between_two_are_in_release_order() -> None:
+    assert RELEASES[0] == "3.10.0"
+    assert RELEASES[-1] == "3.15.1"
+    assert len(RELEASES) == 17  # 3.10.0, fifteen between, 3.15.1
+    assert "3.15.2rc1" not in RELEASES  # no pre-release
+    assert RELEASES.index("3.11.0") < RELEASES.index("3.12.0")
+
+
+@pytest.mark.parametrize("culprit", ["3.10.0", "3.11.0", "3.12.3", "3.15.0", "3.15.1"])
+def test_a_step_is_found_at_its_release_in_about_log2_n_visits(culprit: str) -> None:
+    at = RELEASES.index(culprit)
+    measure = Counts(lambda i: 8e6 * (1.2 if i >= max(at, 1) else 1.0))
+    found = bisect.bisect(RELEASES, measure, floor=0.003)
+    expected = max(at, 1)
+    (step,) = found.parts
+    assert (step.kind, step.after.release) == ("step", RELEASES[expected])
+    assert step.before.release == RELEASES[expected - 1]
+    assert step.share == pytest.approx(1.0)
+    # both ends, then one release per halving
+    assert found.visits <= 2 + math.ceil(math.log2(len(RELEASES) - 1))
+    assert len(set(measure.asked)) == len(measure.asked)  # none measured twice
+    assert found.verdict().startswith(f"a step at {RELEASES[expected]}: ")
+
+
+def test_two_steps_are_a_slope_with_each_step_s_share() -> None:
+    # +21% at 3.11.0, +21% again at 3.13.0: neither carries 80% of the change
+    at = (RELEASES.index("3.11.0"), RELEASES.index("3.13.0"))
+    measure = Counts(lambda i: 1e6 * 1.21 ** sum(i >= a for a in at))
+    found = bisect.bisect(RELEASES, measure, floor=0.003)
+    assert [(p.kind, p.after.release) for p in found.parts] == [
+        ("step", "3.11.0"),
+        ("step", "3.13.0"),
+    ]
+    shares = [p.share for p in found.parts]
+    assert sum(shares) == pytest.approx(1.0)
+    assert shares[0] == pytest.approx(0.21 / 0.4641, rel=1e-3)
+    assert found.verdict().startswith("a slope")
+
+
+def test_a_change_below_the_floor_at_every_release_is_a_spread() -> None:
+    # 0.1% a release, 1.6% in all: no neighbouring pair differs
+    found = bisect.bisect(RELEASES, Counts(lambda i: 1e6 * 1.001**i), floor=0.003)
+    assert found.changed
+    assert {p.kind for p in found.parts} == {"spread"}
+    assert found.verdict().startswith("a slope")
+    assert sum(p.share for p in found.parts) == pytest.approx(1.0)
+
+
+def test_no_change_is_said_after_two_visits() -> None:
+    found = bisect.bisect(RELEASES, Counts(lambda i: 5e6), floor=0.003)
+    assert found.visits == 2
+    assert found.verdict().startswith("no change from 3.10.0")
+
+
+def test_a_noisy_figure_is_no_change() -> None:
+    def wide(release: str) -> Figure:
+        value = 1.2 if release == "3.15.1" else 1.0
+        return Figure(release, value, value * 0.8, value * 1.25)
+
+    assert not bisect.bisect(RELEASES, wide, floor=0.02).changed
+
+
+def test_a_release_pip_lacks_is_refused_before_anything_is_measured() -> None:
+    available = bisect.versions_of(PIP_OUTPUT)
+    with pytest.raises(ValueError, match=r"pip has no keras 3\.9\.1"):
+        bisect.between("3.9.1", "3.15.1", available)
+    with pytest.raises(ValueError, match="older release first"):
+        bisect.between("3.15.1", "3.10.0", available)
+    with pytest.raises(ValueError, match="not a release"):
+        bisect.between("three", "3.15.1", available)
+    with pytest.raises(ValueError, match="no 'Available versions' line"):
+        bisect.versions_of("ERROR: No matching distribution found for keras")
+
+
+@pytest.mark.parametrize(
+    ("path", "said"),
+    [
+        ("native-torch", "does not import Keras"),
+        ("native-mxnet", "does not import Keras"),
+        ("keras-caffe", "no path 'keras-caffe'"),
+    ],
+)
+def test_a_cell_no_keras_release_changes_is_refused_in_one_sentence(
+    path: str, said: str
+) -> None:
+    with pytest.raises(ValueError, match=said):
+        check(Cell("lenet", path, "train", "count"))
+
+
+def test_the_signal_is_instructions_where_counts_repeat_and_time_for_jax() -> None:
+    assert Cell("lenet", "keras-torch", "train", "count").signal == "instructions"
+    assert Cell("lenet", "keras-tensorflow", "infer", "count").signal == "instructions"
+    assert Cell("lenet", "keras-jax", "train", "count").signal == "time"
+
+
+def test_the_overlay_adds_only_what_the_base_environment_lacks(tmp_path: Path) -> None:
+    wheel = tmp_path / "keras-9.9.9-py3-none-any.whl"
+    metadata = "\n".join(
+        [
+            "Name: keras",
+            "Version: 9.9.9",
+            "Requires-Dist: numpy",
+            "Requires-Dist: optree>=0.20",
+            "Requires-Dist: newthing",
+            'Requires-Dist: tensorflow ; extra == "backend"',
+        ]
+    )
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("keras-9.9.9.dist-info/METADATA", metadata)
+    wanted = requirements(wheel)
+    assert [r.name for r in wanted] == ["numpy", "optree", "newthing"]
+    have = {"numpy": "1.26.4", "optree": "0.13.0"}
+    assert unmet(wanted, have) == ["optree>=0.20", "newthing"]
+    assert unmet([Requirement("numpy>=1.2")], have) == []
