@@ -8,6 +8,7 @@ Framework-free."""
 
 from __future__ import annotations
 
+import json
 import math
 import zipfile
 from pathlib import Path
@@ -17,8 +18,9 @@ from packaging.requirements import Requirement
 
 from harness.versions import bisect
 from harness.versions.bisect import Figure
+from harness.versions.finding import moved_calls, moved_functions, summary
 from harness.versions.overlay import requirements, unmet
-from harness.versions.signals import Cell, check
+from harness.versions.signals import Cell, check, measurer
 
 PIP_OUTPUT = """keras (3.15.1)
 Available versions: 3.15.1, 3.15.0, 3.14.1, 3.14.0, 3.13.2, 3.13.1, 3.13.0, \
@@ -157,3 +159,58 @@ def test_the_overlay_adds_only_what_the_base_environment_lacks(tmp_path: Path) -
     have = {"numpy": "1.26.4", "optree": "0.13.0"}
     assert unmet(wanted, have) == ["optree>=0.20", "newthing"]
     assert unmet([Requirement("numpy>=1.2")], have) == []
+
+
+def _count_run(folder: Path, keras_work: float, functions: dict[str, float]) -> None:
+    """A count run's analysis of LeNet training on PyTorch, as the release's
+    folder of a bisection holds it."""
+    run = folder / "count-20261127-000000"
+    run.mkdir(parents=True)
+    rows = [
+        {
+            "model": "lenet",
+            "phase": "train",
+            "batch": 16,
+            "path": path,
+            "work": work,
+            "work_spread": 0.0004,
+            "work_block_spread": 0.0002,
+            "functions": functions if path == "keras-torch" else {},
+        }
+        for path, work in (("keras-torch", keras_work), ("native-torch", 2e6))
+    ]
+    (run / "count.json").write_text(json.dumps({"paths": rows}))
+
+
+def test_a_release_s_count_is_read_back_and_the_functions_that_moved_named(
+    tmp_path: Path,
+) -> None:
+    cell = Cell("lenet", "keras-torch", "train", "count")
+    _count_run(tmp_path / "keras-3.10.0", 8e6, {"interpreter a": 1e6, "kernel b": 5e5})
+    _count_run(
+        tmp_path / "keras-3.11.0", 9.6e6, {"interpreter a": 2.5e6, "kernel b": 5e5}
+    )
+    measure = measurer(cell, tmp_path, "python", log=lambda _: None)
+    before, after = measure("3.10.0"), measure("3.11.0")  # read, not run
+    assert (before.value, after.value) == (8e6, 9.6e6)
+    assert before.low == pytest.approx(8e6 * (1 - 0.0002))
+    assert "native 2 M" in before.note
+    part = bisect.Part(before, after, "step", 1.0)
+    moved = moved_functions(cell, part, tmp_path)
+    assert moved[0] == ("interpreter a", 1e6, 2.5e6)
+    found = bisect.Bisection(["3.10.0", "3.11.0"], {"3.10.0": before, "3.11.0": after})
+    found.order, found.parts = ["3.10.0", "3.11.0"], [part]
+    text = summary(cell, found, tmp_path, 90.0)
+    assert "**a step at 3.11.0" in text
+    assert "| 3.11.0 | 9.6e+06 [" in text
+
+
+def test_the_keras_functions_whose_calls_moved_are_named_largest_first() -> None:
+    before = {"calls": {"a.py:f": 10, "b.py:g": 5, "c.py:h": 7}}
+    after = {"calls": {"a.py:f": 10, "b.py:g": 25, "d.py:new": 3}}
+    assert moved_calls(before, after) == [
+        ("b.py:g", 5, 25),
+        ("c.py:h", 7, 0),
+        ("d.py:new", 0, 3),
+    ]
+    assert moved_calls(None, after) == []

@@ -9,13 +9,14 @@ versions, and a reproducer that needs Keras and the backend only
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from harness.core.records import host_platform
 from harness.versions.bisect import Bisection, Part
-from harness.versions.overlay import UNDER, prepare, size
-from harness.versions.reproducer import script
+from harness.versions.overlay import UNDER, Overlay, prepare, size
+from harness.versions.reproducer import REPEATS, STEPS, script
 from harness.versions.signals import Cell, counted_rows
 from workers.launch import PROJECT_ROOT
 
@@ -74,6 +75,41 @@ def moved_functions(
     return moved[:TOP]
 
 
+def run_reproducer(
+    reproducer: Path, overlay: Overlay, *args: str
+) -> dict[str, Any] | None:
+    """The reproducer's JSON line in ``overlay`` (None where it failed)."""
+    done = subprocess.run(
+        [overlay.python, str(reproducer), *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=overlay.environment(),
+        cwd=reproducer.parent,
+        check=False,
+    )
+    try:
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def moved_calls(
+    before: dict[str, Any] | None, after: dict[str, Any] | None
+) -> list[tuple[str, int, int]]:
+    """The Keras functions whose calls per loop moved most between two
+    ``--calls`` lines: (file:function, before, after), largest change
+    first."""
+    if not before or not after:
+        return []
+    b, a = before.get("calls", {}), after.get("calls", {})
+    moved = [(n, int(b.get(n, 0)), int(a.get(n, 0))) for n in set(a) | set(b)]
+    moved = [m for m in moved if m[1] != m[2]]
+    moved.sort(key=lambda m: (-abs(m[2] - m[1]), m[0]))
+    return moved[:TOP]
+
+
 def _main_part(found: Bisection) -> Part:
     return max(found.parts, key=lambda p: abs(p.share))
 
@@ -111,7 +147,33 @@ def write(cell: Cell, found: Bisection, out: Path, python: str) -> Path:
                 f"{(a - b) / 1e3:+,.1f}k |"
             )
         lines.append("")
+    sides = [prepare(part.before.release, python), prepare(part.after.release, python)]
+    timed = [run_reproducer(reproducer, o) for o in sides]
+    calls = moved_calls(*(run_reproducer(reproducer, o, "--calls") for o in sides))
+    if calls:
+        lines += [
+            f"## Which Keras functions (calls in one loop of {STEPS} steps, "
+            "cProfile, the reproducer's `--calls`)",
+            "",
+            "| Keras file:function | before | after | change |",
+            "| --- | ---: | ---: | ---: |",
+        ]
+        lines += [f"| `{n}` | {b} | {a} | {a - b:+d} |" for n, b, a in calls]
+        lines.append("")
     lines += [
+        "## The reproducer on its own",
+        "",
+        "Run here, in the two overlays (median seconds per step of "
+        f"{REPEATS} loops, this machine, whatever else ran):",
+        "",
+    ]
+    lines += [
+        f"- keras {o.release}: "
+        + (f"{t['seconds_per_step'] * 1e3:.2f} ms" if t else "did not run")
+        for o, t in zip(sides, timed, strict=True)
+    ]
+    lines += [
+        "",
         "## Reproduce it with Keras and the backend only",
         "",
         "```sh",
