@@ -18,6 +18,7 @@ refused before anything is built (``harness.versions.bisect.between``).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -149,9 +150,17 @@ def size(folder: Path) -> int:
 def prepare(
     release: str, python: str = sys.executable, root: Path = PROJECT_ROOT
 ) -> Overlay:
-    """The overlay of keras ``release`` over ``python``, built or reused.
+    """The overlay of keras ``release`` over ``python``, built or reused;
+    one process at a time builds it (two bisections may share a release).
 
     Raises ValueError with pip's reason when it cannot be built."""
+    (root / UNDER).mkdir(parents=True, exist_ok=True)
+    with (root / UNDER / f"keras-{release}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _prepare(release, python, root)
+
+
+def _prepare(release: str, python: str, root: Path) -> Overlay:
     home = root / UNDER / f"keras-{release}"
     site = home / "site"
     stamp = home / STAMP
