@@ -84,6 +84,25 @@ def test_two_steps_are_a_slope_with_each_step_s_share() -> None:
     assert found.verdict().startswith("a slope")
 
 
+def test_a_rise_and_a_fall_are_said_as_such_not_as_one_step() -> None:
+    # +70% at 3.12.0, then -33% at 3.14.0: 14% in all, but no release made it
+    up, down = RELEASES.index("3.12.0"), RELEASES.index("3.14.0")
+    measure = Counts(
+        lambda i: (
+            2.16e7 * (1.7 if up <= i < down else 1.0) * (1.14 if i >= down else 1.0)
+        )
+    )
+    found = bisect.bisect(RELEASES, measure, floor=0.003)
+    assert [(p.kind, p.after.release) for p in found.parts] == [
+        ("step", "3.12.0"),
+        ("step", "3.14.0"),
+    ]
+    verdict = found.verdict()
+    assert verdict.startswith("up and down from 3.10.0")
+    assert "step 3.11.3 -> 3.12.0 +70.0%" in verdict
+    assert "step 3.13.2 -> 3.14.0 -32.9%" in verdict
+
+
 def test_a_change_below_the_floor_at_every_release_is_a_spread() -> None:
     # 0.1% a release, 1.6% in all: no neighbouring pair differs
     found = bisect.bisect(RELEASES, Counts(lambda i: 1e6 * 1.001**i), floor=0.003)

@@ -150,6 +150,13 @@ class Bisection:
         )
         if not self.parts:
             return f"no change {span} beyond the signal's noise"
+        if len({p.share > 0 for p in self.parts}) > 1:
+            described = "; ".join(
+                f"{p.kind} {p.before.release} -> {p.after.release} "
+                f"{p.after.value / p.before.value - 1:+.1%}"
+                for p in self.parts
+            )
+            return f"up and down {span}, no one release's doing: {described}"
         steps = [p for p in self.parts if p.kind == "step"]
         main = max(steps, key=lambda p: abs(p.share), default=None)
         if main is not None and abs(main.share) >= STEP_SHARE:
@@ -159,7 +166,8 @@ class Bisection:
                 f"{main.after.release} ({main.share:.0%} of the change {span})"
             )
         described = "; ".join(
-            f"{p.kind} {p.before.release} -> {p.after.release} {p.share:.0%}"
+            f"{p.kind} {p.before.release} -> {p.after.release} "
+            f"{p.after.value / p.before.value - 1:+.1%} ({p.share:.0%})"
             for p in self.parts
         )
         return f"a slope, the change {span} made in parts: {described}"
