@@ -21,6 +21,7 @@ from tabulate import tabulate
 from harness.core import jsonl, records
 from harness.core.profiles import Profile
 from harness.core.seeds import DATA_SEED, WEIGHTS_SEED
+from harness.report.summary import SLOWER
 from native import IDIOMATIC
 from workers.launch import Worker
 from workers.messages import Floor, FloorAnswer, encode
@@ -28,7 +29,6 @@ from zoo.data import batches_file
 from zoo.specs import get_spec
 from zoo.weights import weights_file
 
-SLOWER = 1.05
 VARIANTS = ("path", "idiomatic")  # the fields of workers.messages.FloorAnswer
 # Timed runs of each variant in its one process (not repeats: those are fresh
 # processes, and floors compares two steps inside one).

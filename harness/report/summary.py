@@ -59,9 +59,8 @@ FINDINGS = 5
 # A part of a Keras step named in a finding: at least this share of it.
 PART_SHARE = 0.10
 # A native step slower than its framework's idiomatic one by more than this
-# (``harness.bench.floors.SLOWER``, kept here: the report does not import
-# the floors runner) makes Keras over native flatter than what a user of
-# the framework would see.
+# (``harness floors`` flags it; the report, below the runner, keeps it)
+# makes Keras over native flatter than what a user of the framework sees.
 SLOWER = 1.05
 
 

@@ -23,17 +23,17 @@ environment, :mod:`harness.versions.overlay`).
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from packaging.version import InvalidVersion, Version
 
+from harness.versions.environments import _run_pip
+
 # One step carrying at least this share of the change is the change's step.
 STEP_SHARE = 0.8
 _AVAILABLE = re.compile(r"Available versions:\s*(.+)")
-PIP_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -73,19 +73,7 @@ def pip_releases(package: str = "keras") -> list[str]:
     """Every release of ``package`` pip can install here.
 
     Raises ValueError when pip cannot say."""
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "pip", "index", "versions", package],
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            timeout=PIP_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise ValueError(
-            f"pip did not list {package}'s releases in {PIP_TIMEOUT_S:.0f} s"
-        ) from None
+    done = _run_pip([sys.executable, "-m", "pip", "index", "versions", package])
     if done.returncode != 0:
         raise ValueError(f"pip cannot list {package}'s releases: {done.stderr[-300:]}")
     return versions_of(done.stdout)

@@ -226,7 +226,7 @@ def _libraries(cell: Cell) -> str:
 
     pins = project_pins()
     return json.dumps({k: v for k, v in pins.items() if k != "keras"}) + (
-        " (torch==2.13.0)" if cell.framework == "torch" else ""
+        f" ({_backend_pin(cell)})"
     )
 
 

@@ -32,11 +32,11 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from harness.versions.environments import _pip_error, _run_pip
 from workers.launch import PROJECT_ROOT
 
 UNDER = Path(".nox") / "release-overlays"
 STAMP = "harness-overlay.json"
-PIP_TIMEOUT_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -121,25 +121,9 @@ def unmet(wanted: list[Requirement], have: dict[str, str]) -> list[str]:
 
 
 def _pip(*args: str) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(
-            [sys.executable, "-m", "pip", *args, "--quiet"],
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            timeout=PIP_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return subprocess.CompletedProcess(
-            args, 1, "", f"pip did not finish in {PIP_TIMEOUT_S:.0f} s"
-        )
-
-
-def _failed(done: subprocess.CompletedProcess[str]) -> str:
-    lines = [ln for ln in (done.stderr or done.stdout).splitlines() if ln.strip()]
-    errors = [ln for ln in lines if ln.startswith("ERROR:")]
-    return ((errors or lines or ["pip failed"])[-1]).removeprefix("ERROR: ")[:300]
+    """pip with ``args``, by ``harness.versions.environments``' runner (its
+    timeout, its output kept)."""
+    return _run_pip([sys.executable, "-m", "pip", *args, "--quiet"])
 
 
 def size(folder: Path) -> int:
@@ -177,13 +161,13 @@ def _prepare(release: str, python: str, root: Path) -> Overlay:
         wheels = sorted(Path(folder).glob("keras-*.whl"))
         if got.returncode != 0 or not wheels:
             shutil.rmtree(home, ignore_errors=True)
-            raise ValueError(f"pip cannot fetch keras {release}: {_failed(got)}")
+            raise ValueError(f"pip cannot fetch keras {release}: {_pip_error(got)}")
         added = unmet(requirements(wheels[0]), installed(python))
         done = _pip(
             "install", "--no-deps", "--target", str(site), str(wheels[0]), *added
         )
     if done.returncode != 0:
         shutil.rmtree(home, ignore_errors=True)
-        raise ValueError(f"pip cannot install keras {release}: {_failed(done)}")
+        raise ValueError(f"pip cannot install keras {release}: {_pip_error(done)}")
     stamp.write_text(json.dumps({"release": release, "python": python, "added": added}))
     return Overlay(release, python, site, tuple(added), size(site))
