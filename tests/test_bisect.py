@@ -18,8 +18,9 @@ from packaging.requirements import Requirement
 
 from harness.versions import bisect
 from harness.versions.bisect import Figure
+from harness.versions import finding
 from harness.versions.finding import moved_calls, moved_functions, summary
-from harness.versions.overlay import requirements, unmet
+from harness.versions.overlay import Overlay, requirements, unmet
 from harness.versions.signals import Cell, check, measurer
 
 PIP_OUTPUT = """keras (3.15.1)
@@ -233,3 +234,68 @@ def test_the_keras_functions_whose_calls_moved_are_named_largest_first() -> None
         ("d.py:new", 0, 3),
     ]
     assert moved_calls(None, after) == []
+
+
+def _explain_run(folder: Path, step_us: float, parts: dict[str, float]) -> None:
+    """A stand-in ``harness explain`` run of LeNet's PyTorch inference."""
+    run = folder / "explain-20261127-120000-1"
+    run.mkdir(parents=True)
+    (run / "explain.jsonl").write_text(json.dumps({"kind": "host", "host": {}}) + "\n")
+
+    def span(us: float) -> dict[str, float]:
+        return {"us": us, "low": us * 0.95, "high": us * 1.05}
+
+    cell = {
+        "model": "lenet",
+        "framework": "torch",
+        "phase": "infer",
+        "batch": 8,
+        "total": span(step_us),
+        "parts": {name: span(us) for name, us in parts.items()},
+    }
+    (run / "explain.json").write_text(json.dumps({"cells": [cell]}))
+
+
+def test_explain_s_parts_before_and_after_are_read_and_ordered_by_their_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cell = Cell("lenet", "keras-torch", "infer", "count")
+    asked: list[tuple[str, ...]] = []
+    monkeypatch.setattr(finding, "harness_in", lambda _o, *args: asked.append(args))
+    sides = [Overlay(r, "python", tmp_path, (), 0) for r in ("3.11.3", "3.12.0")]
+    _explain_run(
+        tmp_path / "explain" / "keras-3.11.3",
+        900.0,
+        {"native": 400.0, "tree": 100.0, "loop": 300.0},
+    )
+    _explain_run(
+        tmp_path / "explain" / "keras-3.12.0",
+        1500.0,
+        {"native": 400.0, "tree": 650.0, "loop": 350.0},
+    )
+    before, after = (finding.explain_cell(cell, o, tmp_path, "here") for o in sides)
+    assert asked == []  # both read back, none run again
+    rows = finding.explained_parts(before, after)
+    assert [r[0] for r in rows] == ["step", "tree", "loop", "native"]
+    assert rows[0][1] == (900.0, 855.0, 945.0) and rows[1][2] is not None
+    assert rows[1][2][0] == 650.0
+
+
+def test_explain_is_run_at_the_profile_s_batch_where_no_run_is_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cell = Cell("lenet", "keras-torch", "infer", "count")
+    asked: list[tuple[str, ...]] = []
+    monkeypatch.setattr(finding, "harness_in", lambda _o, *args: asked.append(args))
+    # a run of another shape (no total) is passed over, so explain runs
+    broken = tmp_path / "explain" / "keras-3.12.0" / "explain-20261127-120000-1"
+    broken.mkdir(parents=True)
+    (broken / "explain.jsonl").write_text('{"kind": "host", "host": {}}\n')
+    (broken / "explain.json").write_text('{"cells": [{"model": "lenet"}]}')
+    side = Overlay("3.12.0", "python", tmp_path, (), 0)
+    assert finding.explain_cell(cell, side, tmp_path, "here") is None
+    (args,) = asked
+    assert args[0] == "explain"
+    assert args[args.index("--batch-sizes") + 1] == "8"
+    assert args[args.index("--results") + 1].endswith("explain/keras-3.12.0")
+    assert finding.explained_parts(None, None) == []

@@ -13,12 +13,15 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from harness.core.profiles import get_profile
 from harness.core.records import host_platform
+from harness.report.summary import explained
 from harness.versions.bisect import Bisection, Part
 from harness.versions.overlay import UNDER, Overlay, prepare, size
 from harness.versions.reproducer import REPEATS, STEPS, script
-from harness.versions.signals import Cell, counted_rows
+from harness.versions.signals import Cell, counted_rows, harness_in
 from workers.launch import PROJECT_ROOT
+from zoo.specs import get_spec
 
 TOP = 12  # functions listed per finding
 
@@ -110,6 +113,96 @@ def moved_calls(
     return moved[:TOP]
 
 
+def explain_cell(
+    cell: Cell, overlay: Overlay, out: Path, machine: str
+) -> dict[str, Any] | None:
+    """``harness explain``'s analysis of the cell (at the profile's batch
+    size) in ``overlay``, run into ``out/explain/keras-<release>`` unless a
+    run of this machine is there already; None where it did not run (its
+    gate failed, say)."""
+    folder = (out / "explain" / f"keras-{overlay.release}").absolute()
+    found = explained(folder, machine).get((cell.model, cell.framework, cell.phase))
+    if found is None:
+        settings = get_profile(cell.profile).settings(cell.model)
+        batch = settings.batch_size or get_spec(cell.model).workload.batch_size
+        harness_in(
+            overlay,
+            "explain",
+            *("--profile", cell.profile, "--models", cell.model),
+            *("--frameworks", cell.framework, "--phases", cell.phase),
+            *("--batch-sizes", str(batch), "--results", str(folder)),
+        )
+        found = explained(folder, machine).get((cell.model, cell.framework, cell.phase))
+    return None if found is None else found[1]
+
+
+Span = tuple[float, float, float]  # microseconds: value, low, high
+
+
+def explained_parts(
+    before: dict[str, Any] | None, after: dict[str, Any] | None
+) -> list[tuple[str, Span | None, Span | None]]:
+    """The Keras step's parts (``harness explain``'s, microseconds with their
+    intervals) on each side, the whole step first, then by the size of their
+    change; a part one side lacks is None there."""
+    if not before and not after:
+        return []
+
+    def span(cell: dict[str, Any] | None, part: str) -> Span | None:
+        if not cell:
+            return None
+        f = cell["total"] if part == "step" else cell["parts"].get(part)
+        return (
+            None if f is None else (float(f["us"]), float(f["low"]), float(f["high"]))
+        )
+
+    def moved(row: tuple[str, Span | None, Span | None]) -> float:
+        b, a = row[1], row[2]
+        return abs((a[0] if a else 0.0) - (b[0] if b else 0.0))
+
+    names = {*(before or {}).get("parts", {}), *(after or {}).get("parts", {})}
+    rows = sorted(
+        ((n, span(before, n), span(after, n)) for n in names),
+        key=lambda r: (-moved(r), r[0]),
+    )
+    return [("step", span(before, "step"), span(after, "step")), *rows]
+
+
+def _explain_lines(cell: Cell, sides: list[Overlay], out: Path) -> list[str]:
+    machine = str((host_platform().get("machine") or {}).get("name"))
+    rows = explained_parts(*(explain_cell(cell, o, out, machine) for o in sides))
+    if not rows:
+        return [
+            "## Where the step's time goes",
+            "",
+            f"`harness explain` did not run in either overlay (see {out / 'explain'}).",
+            "",
+        ]
+
+    def ms(s: Span | None) -> str:
+        return (
+            "-"
+            if s is None
+            else f"{s[0] / 1e3:.3f} [{s[1] / 1e3:.3f}, {s[2] / 1e3:.3f}]"
+        )
+
+    def change(b: Span | None, a: Span | None) -> str:
+        return "-" if a is None or b is None else f"{(a[0] - b[0]) / 1e3:+.3f}"
+
+    lines = [
+        "## Where the step's time goes (`harness explain`, before and after)",
+        "",
+        "Each side's Keras step taken apart by `harness explain` in its overlay, "
+        "milliseconds with their 95% intervals (time: whatever else ran on this "
+        f"machine shows in it; the runs are in {out / 'explain'}):",
+        "",
+        "| part | before, ms | after, ms | change, ms |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    lines += [f"| {n} | {ms(b)} | {ms(a)} | {change(b, a)} |" for n, b, a in rows]
+    return [*lines, ""]
+
+
 def _main_part(found: Bisection) -> Part:
     return max(found.parts, key=lambda p: abs(p.share))
 
@@ -148,6 +241,7 @@ def write(cell: Cell, found: Bisection, out: Path, python: str) -> Path:
             )
         lines.append("")
     sides = [prepare(part.before.release, python), prepare(part.after.release, python)]
+    lines += _explain_lines(cell, sides, out)
     timed = [run_reproducer(reproducer, o) for o in sides]
     calls = moved_calls(*(run_reproducer(reproducer, o, "--calls") for o in sides))
     if calls:

@@ -89,7 +89,8 @@ def check(cell: Cell) -> None:
         raise ValueError(f"phase {cell.phase!r}: give train or infer")
 
 
-def _harness(overlay: Overlay, *args: str) -> subprocess.CompletedProcess[str]:
+def harness_in(overlay: Overlay, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m harness ARGS`` with ``overlay``'s Keras; its output."""
     return subprocess.run(
         [overlay.python, "-m", "harness", *args],
         cwd=PROJECT_ROOT,
@@ -118,7 +119,7 @@ def measurer(
                 args = ["count", *common, "--frameworks", cell.framework]
             else:
                 args = ["run", *common, "--paths", f"{cell.path},{cell.native}"]
-            done = _harness(overlay, *args)
+            done = harness_in(overlay, *args)
             found = _read(cell, folder)
             if found is None:
                 tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
