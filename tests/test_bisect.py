@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from harness.versions import bisect
+from harness.versions import bisect, finding
 from harness.versions.bisect import Figure
-from harness.versions import finding
 from harness.versions.finding import moved_calls, moved_functions, summary
 from harness.versions.overlay import Overlay, requirements, unmet
 from harness.versions.signals import Cell, check, measurer
@@ -277,7 +276,8 @@ def test_explain_s_parts_before_and_after_are_read_and_ordered_by_their_change(
     assert asked == []  # both read back, none run again
     rows = finding.explained_parts(before, after)
     assert [r[0] for r in rows] == ["step", "tree", "loop", "native"]
-    assert rows[0][1] == (900.0, 855.0, 945.0) and rows[1][2] is not None
+    assert rows[0][1] == (900.0, 855.0, 945.0)
+    assert rows[1][2] is not None
     assert rows[1][2][0] == 650.0
 
 

@@ -1,5 +1,7 @@
 """``harness converge`` without frameworks: the allowance the ensemble sets
-and the verdicts it gives (a deliberately wrong curve caught), time to
+and the verdicts it gives (a deliberately wrong curve caught), the
+ensemble's implementations' vote (a fault in one of them named, the others
+judging; no majority said), time to
 target, the report of a records file, the worker's loop with stand-in
 closures, the nudged weights and the command's refusals."""
 
@@ -15,7 +17,7 @@ import pytest
 
 from harness.__main__ import main
 from harness.converge import report
-from harness.converge.agreement import band, disagreement, reached
+from harness.converge.agreement import apart, band, disagreement, reached, vote
 from harness.converge.run import nudged
 from harness.core.profiles import PROFILES, parse_blueprint
 from workers import messages, runs
@@ -115,7 +117,9 @@ def test_the_report_gives_time_to_target_and_catches_a_wrong_path(
     found = report.load(report.latest(_write(tmp_path, records)))
     assert found.skipped == 1
     runs_ = found.models["ffn"]
-    assert len(runs_.curves()) == 4  # the plain run and three nudged
+    # a file written before the vote: native-torch alone judges, and says so
+    assert runs_.implementations() == ["native-torch"]
+    assert len(runs_.curves("native-torch")) == 4  # the plain run and three nudged
     verdicts = {r["path"]: runs_.verdict(r) for r in runs_.paths}
     assert verdicts["native-torch"] == "agrees"
     assert verdicts["keras-torch"] == "agrees"
@@ -131,6 +135,7 @@ def test_the_report_gives_time_to_target_and_catches_a_wrong_path(
     assert table["keras-jax"][-1] == "not trained"
     text = report.text(found)
     assert "ensemble of 4 runs on native-torch" in text
+    assert "native-torch alone judges: a fault its nudged runs share" in text
     # The answer first: who does not agree, and Keras' time to target.
     answer = text.index("- ffn: ")
     assert answer < text.index("== ffn")
@@ -336,3 +341,158 @@ def test_a_record_the_report_cannot_read_is_skipped_and_named(
     file.write_text(json.dumps(bad) + "\n" + json.dumps({"schema": 1}) + "\n")
     with pytest.raises(ValueError, match=r"holds no converge records \(2 lines"):
         report.load(file)
+
+
+# Three implementations' runs (plain first) on 1,000 test samples: torch,
+# jax and tensorflow apart by a sample or two, as chaos leaves correct ones.
+VOTERS = {
+    "native-torch": [
+        [0.500, 0.700, 0.800],
+        [0.501, 0.701, 0.800],
+        [0.500, 0.699, 0.801],
+    ],
+    "native-jax": [[0.501, 0.700, 0.801], [0.502, 0.701, 0.801], [0.500, 0.700, 0.802]],
+    "native-tensorflow": [
+        [0.500, 0.701, 0.800],
+        [0.501, 0.700, 0.799],
+        [0.501, 0.701, 0.800],
+    ],
+}
+
+
+def _shifted(curves: list[list[float]], by: float, after: int = 0) -> list[list[float]]:
+    """An implementation's runs with a fault they all share: every accuracy
+    from epoch ``after`` on moved by ``by``."""
+    return [[a + (by if e >= after else 0.0) for e, a in enumerate(c)] for c in curves]
+
+
+def test_implementations_apart_by_chaos_agree_and_all_judge() -> None:
+    decided = vote(VOTERS, 1000)
+    assert decided.judges == tuple(VOTERS)
+    assert not decided.odd
+    assert decided.sentence is None
+    assert apart(VOTERS["native-torch"], VOTERS["native-jax"], 1000) is None
+    # a path is judged against the others' runs, never its own alone
+    own = decided.band_for("native-torch")
+    assert own is not None
+    assert own.runs == 6
+    allowed = decided.band_for("keras-torch")
+    assert allowed is not None
+    assert allowed.runs == 9
+
+
+def test_a_fault_in_one_ensemble_implementation_is_named_and_the_others_judge() -> None:
+    # the issue's held-out fault: native PyTorch's accuracy count off by a
+    # few samples in every one of its runs (they share its code)
+    faulty = {**VOTERS, "native-torch": _shifted(VOTERS["native-torch"], 0.006, 1)}
+    decided = vote(faulty, 1000)
+    assert decided.judges == ("native-jax", "native-tensorflow")
+    assert decided.odd == ("native-torch",)
+    assert decided.sentence is not None
+    assert decided.sentence.startswith(
+        "ODD ONE OUT: native-torch's training or scoring disagrees with "
+        "native-jax and native-tensorflow, which agree, from epoch 2"
+    )
+    assert "every path is judged against native-jax and native-tensorflow" in (
+        decided.sentence
+    )
+    # a path computing correctly agrees; the faulty implementation's own path
+    # (its plain run) differs
+    assert disagreement([0.501, 0.700, 0.800], decided.band_for("keras-jax")) is None
+    torch_band = decided.band_for("native-torch")
+    assert torch_band is not None
+    assert disagreement(faulty["native-torch"][0], torch_band) is not None
+
+
+def test_no_two_implementations_agreeing_judges_nothing_and_says_so() -> None:
+    split = {
+        "native-torch": VOTERS["native-torch"],
+        "native-jax": _shifted(VOTERS["native-jax"], 0.01),
+        "native-tensorflow": _shifted(VOTERS["native-tensorflow"], -0.01),
+    }
+    decided = vote(split, 1000)
+    assert decided.judges == ()
+    assert decided.band_for("keras-jax") is None
+    assert decided.sentence is not None
+    assert decided.sentence.startswith(
+        "no two of the ensemble's implementations (native-torch, native-jax, "
+        "native-tensorflow) agree"
+    )
+    assert decided.sentence.endswith("so no path can be judged")
+    # two that disagree are no majority either
+    two = vote({k: split[k] for k in ("native-torch", "native-jax")}, 1000)
+    assert two.judges == ()
+
+
+def test_an_implementation_with_fewer_than_two_runs_cannot_vote() -> None:
+    decided = vote(
+        {**VOTERS, "native-tensorflow": VOTERS["native-tensorflow"][:1]}, 1000
+    )
+    assert decided.judges == ("native-torch", "native-jax")
+    assert decided.absent == ("native-tensorflow",)
+    assert not decided.odd
+    assert decided.sentence is not None
+    assert "native-tensorflow cannot vote" in decided.sentence
+
+
+def test_agreement_between_implementations_allows_one_sample_and_never_narrows() -> (
+    None
+):
+    # identical runs one sample apart agree (the floor of one test sample)
+    a, b = [[0.5, 0.6], [0.5, 0.6]], [[0.501, 0.601], [0.501, 0.601]]
+    assert apart(a, b, 1000) is None
+    # two samples apart, where no run spread: they are apart at epoch 1
+    c = [[0.502, 0.6], [0.502, 0.6]]
+    found = apart(a, c, 1000)
+    assert found is not None
+    assert found.startswith("from epoch 1")
+    # a spread of 3 samples at epoch 1 allows 3 at epoch 2, where they agree
+    wide = [[0.497, 0.6], [0.5, 0.6]]
+    assert apart(wide, [[0.503, 0.603], [0.503, 0.603]], 1000) is None
+
+
+def test_the_report_names_a_faulty_ensemble_implementation_and_fails(
+    tmp_path: Path,
+) -> None:
+    faulty = {**VOTERS, "native-torch": _shifted(VOTERS["native-torch"], 0.006, 1)}
+    records = []
+    for impl, curves in faulty.items():
+        records.append(_record(impl, curves[0], ensemble_paths=list(VOTERS)))
+        records += [
+            _record(impl, c, role="ensemble", nudge=n, ensemble_paths=list(VOTERS))
+            for n, c in enumerate(curves[1:], start=1)
+        ]
+    records.append(
+        _record("keras-torch", [0.500, 0.700, 0.801], ensemble_paths=list(VOTERS))
+    )
+    for r in records:
+        del r["ensemble_path"]
+    found = report.load(report.latest(_write(tmp_path, records)))
+    runs_ = found.models["ffn"]
+    verdicts = {r["path"]: runs_.verdict(r) for r in runs_.paths}
+    assert verdicts["keras-torch"] == "agrees"  # the correct paths pass
+    assert verdicts["native-jax"] == verdicts["native-tensorflow"] == "agrees"
+    assert verdicts["native-torch"].startswith("differs: epoch 2")  # the wrong one
+    assert not found.ok
+    text = report.text(found)
+    assert "ODD ONE OUT: native-torch's training or scoring" in text
+    assert "ensemble of 6 runs on native-jax and native-tensorflow" in text
+    answer = text[text.index("- ffn: ") :]
+    assert answer.index("ODD ONE OUT") < answer.index("== ffn")
+    assert found.closing() == (
+        "converge FAILED: ffn: the ensemble's native-torch disagreed with the other "
+        "implementations, so a judge was wrong; ffn: native-torch did not train or "
+        "agree"
+    )
+    # an odd one out not trained as a path still fails the run
+    only = [
+        r for r in records if r["path"] != "native-torch" or r["role"] == "ensemble"
+    ]
+    (tmp_path / "again").mkdir()
+    again = report.load(report.latest(_write(tmp_path / "again", only)))
+    assert all(
+        again.models["ffn"].verdict(r) == "agrees" for r in again.models["ffn"].paths
+    )
+    assert not again.ok
+    assert "native-torch disagreed" in again.closing()
+    assert "did not train" not in again.closing()

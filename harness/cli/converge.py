@@ -45,8 +45,8 @@ def add(commands: Commands) -> None:
 
 def converge_command(args: argparse.Namespace) -> int:
     """The ``converge`` command: 0 when every path trained and agrees with
-    the ensemble's allowance, 1 otherwise; ValueError for what the user can
-    fix."""
+    the judges' allowance and every implementation of the ensemble is among
+    the judges, 1 otherwise; ValueError for what the user can fix."""
     from harness.converge import report
     from harness.converge.run import run_converge
 
@@ -78,4 +78,5 @@ def converge_command(args: argparse.Namespace) -> int:
     found = report.load(records)
     print()
     print(report.text(found))
+    print(found.closing())
     return 0 if found.ok else 1

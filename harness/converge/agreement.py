@@ -4,7 +4,7 @@ Training is chaotic: two correct float32 paths that round one operation
 differently part ways step by step, and after a few epochs their test
 accuracies differ by a few samples for no fault of either.  How much is
 measured, not guessed: the *ensemble* is ``k`` runs of one path (the
-profile's ``ensemble_path``) from the canonical weights with every weight
+profile's ``ensemble_paths``, each) from the canonical weights with every weight
 nudged by one float32 ulp in a seeded random direction, beside its run from
 the weights as they are.  At epoch ``e`` the ensemble's accuracies span
 ``[low_e, high_e]``; a path agrees when its accuracy lies within
@@ -21,13 +21,32 @@ allowance (LeNet's ensemble agreed exactly at epochs 4 and 16 of a run
 where the paths were one sample apart there).  One test sample is the
 smallest step an accuracy can take.  docs/results/converge.md shows the
 spreads measured.
+
+**No judge is one implementation** (``vote``): the ensemble runs on
+several paths (``ensemble_paths``: native PyTorch, JAX and TensorFlow by
+default), each nudged ``k`` times.  A fault one of them shares with its
+nudged copies (a wrong accuracy count, a drift that only shows after
+hundreds of steps) moves its whole ensemble, so a single one would judge
+with the fault.  Two implementations agree when, at every epoch, the gap
+between their ranges of accuracies is at most
+``max(the widest span so far of either, 1 / test samples)``: the same
+allowance a path gets, symmetric, and over all of each one's runs rather
+than one lucky curve.  As in the float64 gate's vote
+(``equivalence.reference.vote``), the judges are the implementation that
+agrees with the most others and those agreeing with it; one left outside
+is the *odd one out*, named with the first epoch it leaves the others'
+band, and every path is judged against the band of the judges' runs
+pooled, never its own implementation's (``Vote.band_for``).  When no two
+agree nothing is judged, and that is said.
 Framework-free.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+ROUNDING = 1e-9  # accuracies are counts over test samples: 0.501 - 0.5 > 0.001
 
 
 @dataclass(frozen=True)
@@ -70,6 +89,121 @@ def disagreement(curve: Sequence[float], allowed: Band) -> str | None:
                 f"{allowed.runs} runs nudged by one ulp, widened by its widest so far"
             )
     return None
+
+
+def apart(
+    a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], test_samples: int
+) -> str | None:
+    """None when two implementations' runs ``a`` and ``b`` agree (see the
+    module's docstring), else one sentence naming the first epoch where the
+    gap between their ranges exceeds the allowance."""
+    epochs = min(len(c) for c in [*a, *b])
+    widest = 1.0 / test_samples
+    for e in range(epochs):
+        in_a, in_b = [c[e] for c in a], [c[e] for c in b]
+        widest = max(widest, max(in_a) - min(in_a), max(in_b) - min(in_b))
+        gap = max(min(in_a) - max(in_b), min(in_b) - max(in_a), 0.0)
+        if gap > widest + ROUNDING:
+            return (
+                f"from epoch {e + 1} (accuracies {min(in_a):.4f}-{max(in_a):.4f} "
+                f"against {min(in_b):.4f}-{max(in_b):.4f}, {gap * test_samples:.0f} "
+                f"test samples apart, allowed {widest * test_samples:.0f})"
+            )
+    return None
+
+
+@dataclass(frozen=True)
+class Vote:
+    """What the ensemble's implementations decided: the judges (empty when
+    no two agree), the odd ones out (those that disagree with the judges),
+    those absent (fewer than two runs trained: they cannot vote), their
+    runs, and a sentence wherever the judges are fewer than the
+    implementations."""
+
+    judges: tuple[str, ...]
+    odd: tuple[str, ...]
+    absent: tuple[str, ...]
+    runs: Mapping[str, Sequence[Sequence[float]]] = field(repr=False)
+    test_samples: int
+    sentence: str | None = None
+
+    def band_for(self, path: str) -> Band | None:
+        """The allowance on ``path``'s curve: the judges' runs pooled, less
+        ``path``'s own where another judge is left (a path is never judged
+        by its own implementation's runs alone, when it can be helped);
+        None when nothing can judge."""
+        judges = [j for j in self.judges if j != path] or list(self.judges)
+        return band([c for j in judges for c in self.runs[j]], self.test_samples)
+
+
+def vote(runs: Mapping[str, Sequence[Sequence[float]]], test_samples: int) -> Vote:
+    """The judges among the ensemble's implementations: ``runs`` holds, per
+    implementation in the profile's order, its accuracy curves (the plain
+    run and the nudged ones); one with fewer than two cannot vote."""
+    able = {i: c for i, c in runs.items() if len(c) >= 2 and test_samples >= 1}
+    unable = [i for i in runs if i not in able]
+    why = {
+        (a, b): apart(able[a], able[b], test_samples)
+        for n, a in enumerate(able)
+        for b in list(able)[n + 1 :]
+    }
+
+    def agrees(a: str, b: str) -> bool:
+        return a == b or why.get((a, b), why.get((b, a))) is None
+
+    count = {i: sum(agrees(i, j) for j in able if j != i) for i in able}
+    best = max(able, key=lambda i: count[i], default=None)
+    cannot = "; ".join(
+        f"{i} cannot vote: fewer than two of its runs trained" for i in unable
+    )
+    if best is None or (count[best] == 0 and len(able) > 1):
+        pairs = "; ".join(f"{a} and {b} apart {w}" for (a, b), w in why.items() if w)
+        return Vote(
+            (),
+            tuple(able),
+            tuple(unable),
+            runs,
+            test_samples,
+            f"no two of the ensemble's implementations ({', '.join(runs)}) agree "
+            f"({'; '.join(s for s in (pairs, cannot) if s) or 'none trained'}), "
+            "so no path can be judged",
+        )
+    judges = tuple(i for i in able if agrees(best, i))
+    odd = tuple(i for i in able if i not in judges)
+    if len(judges) == 1:  # odd is empty: two able ones that disagree returned above
+        return Vote(
+            judges,
+            odd,
+            tuple(unable),
+            runs,
+            test_samples,
+            "; ".join(
+                s
+                for s in (
+                    cannot,
+                    f"{best} alone judges: a fault its nudged runs share with it "
+                    "cannot be seen (the profile's ensemble_paths want two or more)",
+                )
+                if s
+            ),
+        )
+    said = [
+        f"ODD ONE OUT: {i}'s training or scoring disagrees with "
+        f"{' and '.join(judges)}, which agree, {why.get((best, i), why.get((i, best)))}"
+        for i in odd
+    ]
+    if cannot:
+        said.append(cannot)
+    if not said:
+        return Vote(judges, odd, tuple(unable), runs, test_samples)
+    return Vote(
+        judges,
+        odd,
+        tuple(unable),
+        runs,
+        test_samples,
+        "; ".join(said) + f"; every path is judged against {' and '.join(judges)}",
+    )
 
 
 def reached(

@@ -1,7 +1,8 @@
 """Reading a converge run's records: per model, each path's time and steps
-to the target, its final accuracy, and whether its curve stays within the
-ensemble's allowance (``harness.converge.agreement``); the accuracy-against-
-time curves as a plot.  Framework-free."""
+to the target, its final accuracy, the ensemble's vote on who judges, and
+whether each path's curve stays within the judges' allowance
+(``harness.converge.agreement``); the accuracy-against-time curves as a
+plot.  Framework-free."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 from tabulate import tabulate
 
-from harness.converge.agreement import Band, band, disagreement, reached
+from harness.converge.agreement import Vote, disagreement, reached, vote
 from harness.core import validated
 from harness.core.validated import Count, Seconds
 from workers.paths import get_path
@@ -31,7 +32,8 @@ class Record(validated.Schema):
     role: Literal["path", "ensemble"] = "path"
     status: str
     verdict: str | None = None
-    ensemble_path: str | None = None
+    ensemble_path: str | None = None  # records before the vote: one implementation
+    ensemble_paths: list[str] | None = None
     source: str | None = None
     target: Fraction | None = None
     train_samples: Count | None = None
@@ -70,27 +72,38 @@ class ModelRuns:
     paths: list[dict[str, Any]] = field(default_factory=list)
     ensemble: list[dict[str, Any]] = field(default_factory=list)
 
-    def curves(self) -> list[list[float]]:
-        """The ensemble's accuracy curves: its nudged runs and the plain run
-        of its path."""
-        plain = [
+    def implementations(self) -> list[str]:
+        """The ensemble's paths, in the profile's order (a record written
+        before the vote names one)."""
+        named = self.info.get("ensemble_paths") or [self.info.get("ensemble_path")]
+        return [str(p) for p in named if p]
+
+    def curves(self, implementation: str) -> list[list[float]]:
+        """One implementation's accuracy curves: its plain run (as a path or
+        as the ensemble's nudge 0) first, then its nudged runs."""
+        mine = [
             r
-            for r in self.paths
-            if r["path"] == self.info.get("ensemble_path") and r.get("status") == "ok"
+            for r in self.paths + self.ensemble
+            if r["path"] == implementation and r.get("status") == "ok"
         ]
-        return [r["accuracy"] for r in plain + self.ensemble if r.get("status") == "ok"]
+        mine.sort(key=lambda r: (r.get("role") == "ensemble", r.get("nudge") or 0))
+        return [r["accuracy"] for r in mine]
 
     @property
-    def band(self) -> Band | None:
-        return band(self.curves(), int(self.info.get("test_samples") or 0))
+    def vote(self) -> Vote:
+        return vote(
+            {i: self.curves(i) for i in self.implementations()},
+            int(self.info.get("test_samples") or 0),
+        )
 
-    def verdict(self, record: dict[str, Any]) -> str:
+    def verdict(self, record: dict[str, Any], decided: Vote | None = None) -> str:
         """``agrees``, ``differs: <why>``, or why it cannot be said."""
         if record.get("status") != "ok":
             return str(record.get("status"))
-        allowed = self.band
+        decided = decided or self.vote
+        allowed = decided.band_for(record["path"])
         if allowed is None:
-            return "no ensemble"
+            return "no judge" if self.implementations() else "no ensemble"
         why = disagreement(record["accuracy"], allowed)
         return "agrees" if why is None else f"differs: {why}"
 
@@ -105,9 +118,38 @@ class Converged:
 
     @property
     def ok(self) -> bool:
-        """Every path trained and agrees."""
-        return all(
-            m.verdict(r) == "agrees" for m in self.models.values() for r in m.paths
+        """Every path trained and agrees, and every implementation of the
+        ensemble is among the judges (one found wrong is the tool's own
+        trust failing, whether or not its path was trained)."""
+        for m in self.models.values():
+            decided = m.vote
+            if decided.odd or not decided.judges:
+                return False
+            if any(m.verdict(r, decided) != "agrees" for r in m.paths):
+                return False
+        return True
+
+    def closing(self) -> str:
+        """The run's last line: all agree, or what failed, an ensemble
+        implementation found wrong first (the tool's own judge)."""
+        said = []
+        for m in self.models.values():
+            decided = m.vote
+            if not decided.judges:
+                said.append(f"{m.model}: no judge ({decided.sentence})")
+                continue
+            if decided.odd:
+                said.append(
+                    f"{m.model}: the ensemble's {' and '.join(decided.odd)} "
+                    "disagreed with the other implementations, so a judge was wrong"
+                )
+            off = [r["path"] for r in m.paths if m.verdict(r, decided) != "agrees"]
+            if off:
+                said.append(f"{m.model}: {', '.join(off)} did not train or agree")
+        return (
+            "converge: every path trained and agrees with the judges"
+            if not said
+            else "converge FAILED: " + "; ".join(said)
         )
 
 
@@ -143,10 +185,15 @@ def load(file: Path) -> Converged:
 def rows(runs: ModelRuns) -> list[list[Any]]:
     """One row per path (``HEADERS``): the table of ``text``."""
     target = runs.info.get("target")
+    decided = runs.vote
     out: list[list[Any]] = []
     for r in runs.paths:
         if r.get("status") != "ok":
-            why = "not trained" if r.get("status") == "not-trained" else runs.verdict(r)
+            why = (
+                "not trained"
+                if r.get("status") == "not-trained"
+                else runs.verdict(r, decided)
+            )
             out.append([r["path"], r.get("verdict"), *["-"] * 6, why])
             continue
         accuracy, seconds = r["accuracy"], r["train_s"]
@@ -163,7 +210,7 @@ def rows(runs: ModelRuns) -> list[list[Any]]:
                 "-" if hit is None or native is None else f"{hit[1] / native:.2f}",
                 "-" if hit is None else hit[0] * int(runs.info["batches_per_epoch"]),
                 f"{steady:.2f}",
-                runs.verdict(r),
+                runs.verdict(r, decided),
             ]
         )
     return out
@@ -204,11 +251,12 @@ def text(found: Converged) -> str:
     for runs in found.models.values():
         info = runs.info
         target = info.get("target")
-        allowed = runs.band
+        decided = runs.vote
+        allowed = decided.band_for("")
         width = (
             "no ensemble ran"
             if allowed is None
-            else f"ensemble of {allowed.runs} runs on {info.get('ensemble_path')}; "
+            else f"ensemble of {allowed.runs} runs on {' and '.join(decided.judges)}; "
             f"allowance at the last epoch {allowed.low[-1]:.4f} to "
             f"{allowed.high[-1]:.4f}"
         )
@@ -220,6 +268,7 @@ def text(found: Converged) -> str:
             f"{info.get('batch_size')}, "
             f"{info.get('test_samples')} test samples; target "
             f"{'none' if target is None else f'{target:.3f}'}; {width}",
+            *([decided.sentence] if decided.sentence else []),
             "s to target: training seconds (the timed closure, compilation in the "
             "first epoch) summed to the first epoch at the target; x native: a "
             "Keras path's over its framework's native path; s per epoch: the "
@@ -235,10 +284,12 @@ def answer(found: Converged) -> list[str]:
     framework."""
     out = ["answer:"]
     for runs in found.models.values():
-        verdicts = {r["path"]: runs.verdict(r) for r in runs.paths}
+        decided = runs.vote
+        verdicts = {r["path"]: runs.verdict(r, decided) for r in runs.paths}
         off = sorted(path for path, v in verdicts.items() if v != "agrees")
         agree = (
-            f"all {len(verdicts)} paths agree with the ensemble"
+            f"all {len(verdicts)} paths agree with "
+            f"{' and '.join(decided.judges) or 'no judge'}"
             if not off
             else f"{len(verdicts) - len(off)} of {len(verdicts)} paths agree; "
             f"not: {', '.join(off)}"
@@ -254,7 +305,8 @@ def answer(found: Converged) -> list[str]:
             if ratios and isinstance(target, int | float)
             else ""
         )
-        out.append(f"- {runs.model}: {agree}{to}")
+        judged = f" ({decided.sentence})" if decided.sentence else ""
+        out.append(f"- {runs.model}: {agree}{to}{judged}")
     return out
 
 

@@ -4,7 +4,8 @@ Records go to ``<results>/converge/converge-<time>-<pid>.jsonl``
 (``jsonl.claim``: two runs never share one), one line per training run as
 it ends (``harness.core.jsonl``), so a crash loses at most the run under
 way.  Each names the model, the path, its role (``path``, or
-``ensemble`` with its ``nudge``: 0 for the weights as they are), the gate's
+``ensemble`` with its ``nudge``: 0 for the weights as they are), the
+ensemble's implementations (``ensemble_paths``), the gate's
 verdict, the data it trained on, the per-epoch training seconds, test
 accuracy and losses, and the worker's platform and this machine.
 Framework-free.
@@ -133,16 +134,18 @@ class Plan:
             if self.verdicts[model].get(p) == "pass" or self.allow_unverified
         ]
 
-    def ensemble(self, model: str) -> list[int]:
-        """The nudges the ensemble runs (none when its path failed the gate)."""
-        path = self.profile.converge.ensemble_path
-        if (
-            self.verdicts[model].get(path) != "pass"
-            or not self.profile.converge.ensemble
-        ):
-            return []
-        plain = [] if path in self.trained(model) else [0]
-        return plain + list(range(1, self.profile.converge.ensemble + 1))
+    def ensemble(self, model: str) -> list[tuple[str, int]]:
+        """The ensemble's runs, ``(path, nudge)``: of each of its paths that
+        passed the gate, the plain run (nudge 0) unless the path trains
+        anyway, then its nudged ones."""
+        runs = []
+        for path in self.profile.converge.ensemble_paths:
+            if self.verdicts[model].get(path) != "pass":
+                continue
+            plain = [] if path in self.trained(model) else [0]
+            nudges = plain + list(range(1, self.profile.converge.ensemble + 1))
+            runs += [(path, n) for n in nudges]
+        return runs
 
 
 def run_converge(
@@ -165,8 +168,8 @@ def run_converge(
             f"converge {p.model}: {p.source}; {p.train_samples} training samples "
             f"({p.batches} mini-batches of {p.batch_size}), {p.test_samples} test"
         )
-    ensemble_path = profile.converge.ensemble_path
-    gated = paths if ensemble_path in paths else [*paths, ensemble_path]
+    ensemble_paths = list(profile.converge.ensemble_paths)
+    gated = [*paths, *(p for p in ensemble_paths if p not in paths)]
     verdicts = gate.verify(models, gated, results, weights_seed=0, log=log)
     plan = Plan(profile, prepared, verdicts, paths, allow_unverified)
     out = jsonl.claim(results / FOLDER, "converge", ".jsonl")
@@ -179,11 +182,11 @@ def run_converge(
         base = {
             "schema": SCHEMA,
             "model": model,
-            "ensemble_path": ensemble_path,
+            "ensemble_paths": ensemble_paths,
             **prepared[model].describe(),
         }
         planned = [(p, 0, "path") for p in paths] + [
-            (ensemble_path, n, "ensemble") for n in plan.ensemble(model)
+            (p, n, "ensemble") for p, n in plan.ensemble(model)
         ]
         for path, nudge, role in planned:
             verdict = verdicts[model][path]

@@ -443,12 +443,17 @@ class ConvergeSettings(ConvergeModel):
         4,
         ge=1,
         le=64,
-        description="runs of one path from weights nudged by one float32 ulp, "
-        "whose spread sets the allowance on the paths' accuracy curves (at "
-        "least 1: without it no path can be judged)",
+        description="runs of each ensemble path from weights nudged by one "
+        "float32 ulp, whose spread sets the allowance on the paths' accuracy "
+        "curves (at least 1: without it no path can be judged)",
     )
-    ensemble_path: PathName = Field(
-        "native-torch", description="the path the ensemble runs on"
+    ensemble_paths: Annotated[
+        tuple[PathName, ...], Field(min_length=1, max_length=8), _DistinctList()
+    ] = Field(
+        ("native-torch", "native-jax", "native-tensorflow"),
+        description="the independent implementations the ensemble runs on; they "
+        "vote, and one that disagrees with the others is named and judges "
+        "nothing (one alone cannot be checked)",
     )
     per_model: dict[ModelName, ConvergeReplacements] = Field(
         default_factory=dict,

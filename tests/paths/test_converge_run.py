@@ -1,5 +1,6 @@
 """``harness converge`` end to end on tiny MNIST IDX files: the gate's
-cached verdicts, two paths, the ensemble, the records and the report."""
+cached verdicts, two paths, the ensemble of two implementations and their
+vote, the records and the report."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def test_converge_trains_gated_paths_on_idx_files_and_reports(
         update={
             "epochs": 2,
             "ensemble": 2,
+            "ensemble_paths": ("native-torch", "native-jax"),
             "per_model": {
                 "ffn": {"target": 0.1, "batch_size": 64, "learning_rate": 0.05}
             },
@@ -46,7 +48,14 @@ def test_converge_trains_gated_paths_on_idx_files_and_reports(
     found = report.load(out)
     runs = found.models["ffn"]
     assert [r["path"] for r in runs.paths] == ["keras-jax", "native-torch"]
-    assert [r["nudge"] for r in runs.ensemble] == [1, 2]
+    # native-torch trains as a path, so its plain run is that one
+    assert [(r["path"], r["nudge"]) for r in runs.ensemble] == [
+        ("native-torch", 1),
+        ("native-torch", 2),
+        ("native-jax", 0),
+        ("native-jax", 1),
+        ("native-jax", 2),
+    ]
     for r in runs.paths + runs.ensemble:
         assert r["status"] == "ok", r.get("error")
         assert r["verdict"] == "pass"
@@ -57,10 +66,12 @@ def test_converge_trains_gated_paths_on_idx_files_and_reports(
         assert r["learning_rate"] == 0.05
         assert r["test_samples"] == len(written["test_y"])
         assert r["machine"]["cpu_isa"]
-    assert len(runs.curves()) == 3  # native-torch as it is, and two nudges
+    assert runs.implementations() == ["native-torch", "native-jax"]
+    assert len(runs.curves("native-torch")) == 3  # as it is, and two nudges
+    assert runs.vote.judges == ("native-torch", "native-jax")
     assert found.ok, report.text(found)
     text = report.text(found)
-    assert "ensemble of 3 runs on native-torch" in text
+    assert "ensemble of 6 runs on native-torch and native-jax" in text
     assert "agrees" in text
 
 
