@@ -18,8 +18,10 @@ epochs, and the spread across paths.  Numerics are pinned (no TF32, highest
 matmul precision, deterministic algorithms) and the settings printed.
 
 Exits 1 on any disagreement, failed path or accuracy spread above
-``ACCURACY_SPREAD``, 2 on bad arguments.  ``--out`` writes the verdicts as
-JSON.
+``ACCURACY_SPREAD``, and on a reference implementation found wrong (an odd
+one out of the float64 vote, ``ModelReport.reference_sound``) even when
+every path it judged passed; 2 on bad arguments.  ``--out`` writes the
+verdicts as JSON.
 """
 
 from __future__ import annotations
@@ -51,14 +53,17 @@ from equivalence.compare import (
     step_tolerance,
 )
 from equivalence.localize import Localization
-from equivalence.reference import FLOOR, IMPLEMENTATIONS, MULTIPLE
+from equivalence.reference import FLOOR, IMPLEMENTATIONS, MULTIPLE, thinned
 from equivalence.sensitivity import run_suite
 from native.faults import FAULTS
 from workers.paths import MODE_PATHS, PATHS, get_path, integer, number, parse_list
 from workers.user_model import model_from_file
 from zoo.specs import MODELS, VARIANTS, get_spec
 
-VERDICT_SCHEMA_VERSION = 4  # 4: the float64 vote (reference, odd one out)
+# 4: the float64 vote (reference, odd one out); 5: per case
+# ``reference_sound``, what was wrong with an odd one out
+# (``reference_fault``) and the allowances it left thinner (``thinned``)
+VERDICT_SCHEMA_VERSION = 5
 # Training steps compared by default: two for VGG16, whose trajectories part
 # chaotically after that (see TRAJECTORY_TOLERANCE) and whose parameters take
 # 60 MB a step per path.
@@ -136,6 +141,9 @@ def _print_judgements(report: ModelReport) -> None:
             rows, headers=[*headers, "m", "repeat", "verdict"], disable_numparse=True
         )
     )
+    fewer = thinned(vote, report.verdicts) if vote is not None else None
+    if fewer is not None:
+        print(f"FEWER BASELINES: {fewer}")
 
 
 def _print_report(report: ModelReport) -> None:
@@ -408,15 +416,37 @@ def main(argv: list[str] | None = None) -> int:
                     accuracies.append(accuracy)
     if args.out:
         _write_verdicts(args.out, reports, args, {**faults, **source_faults})
-    bad = [r.case.model for r in reports if not r.ok]
+    line = _closing(reports, accuracies)
+    print(f"\n{line or 'all paths agree'}")
+    return 1 if line else 0
+
+
+def _closing(reports: list[ModelReport], accuracies: list[AccuracyReport]) -> str:
+    """The run's closing line when it failed, else "": the models where a
+    path disagrees (``ModelReport.paths_pass``) or the accuracy spread, and
+    apart from them the reference implementations found wrong
+    (``ModelReport.reference_sound``), which fail the run even when every
+    path they judged passed."""
+    bad = [r.case.model for r in reports if not r.paths_pass]
     bad += [
         f"{a.model} accuracy"
         for a in accuracies
         if a.spread > ACCURACY_SPREAD
         or any(not o.ok and not missing_framework(p, o) for p, o in a.outcomes.items())
     ]
-    print("\nall paths agree" if not bad else f"\ndisagreement in: {', '.join(bad)}")
-    return 1 if bad else 0
+    wrong = {
+        f"in {r.case.model}, {r.vote.fault}": None
+        for r in reports
+        if r.vote is not None and r.vote.odd is not None
+    }
+    parts = [f"disagreement in: {', '.join(dict.fromkeys(bad))}"] if bad else []
+    if wrong:
+        lead = "" if bad else "every path agrees with the float64 reference, but "
+        parts.append(
+            f"{lead}a reference implementation was found wrong, which fails the "
+            f"check: {'; '.join(wrong)}"
+        )
+    return "; and ".join(parts)
 
 
 def _fault_suite(paths: list[str], timeout: float) -> int:
@@ -521,6 +551,9 @@ def _write_verdicts(
                 "case": r.case.describe(),
                 "reference": r.vote.reference if r.vote else None,
                 "odd_one_out": r.vote.odd if r.vote else None,
+                "reference_sound": r.reference_sound,
+                "reference_fault": r.vote.fault if r.vote else None,
+                "thinned": thinned(r.vote, r.verdicts) if r.vote else None,
                 "verdicts": r.verdicts,
                 "multiples": r.multiples,
                 "localizations": {

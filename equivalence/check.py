@@ -8,13 +8,15 @@ float32; the float64 runs vote on the reference and name an odd one out,
 and every path's every quantity is judged against the reference, allowing a
 multiple of the largest error the float32 runs make
 (``equivalence.reference``); so a verdict never depends on which other paths
-were chosen.  A path that fails, and an odd one out, is localized against
-the reference: the first layer where the two part ways
-(``equivalence.localize``).  The pairwise table (every pair of paths, fixed
-tolerances, ``equivalence.compare``) is kept for reading, not for verdicts.
-With ``repeat``, each path evaluates the case twice in its process and the
-report says whether the bits were identical.  ``accuracy`` trains on real
-digits and compares the test accuracy every path reaches.
+were chosen.  A case passes when every path passes and no reference
+implementation was found wrong (``ModelReport.ok``).  A path that fails, and
+an odd one out, is localized against the reference: the first layer where
+the two part ways (``equivalence.localize``).  The pairwise table (every
+pair of paths, fixed tolerances, ``equivalence.compare``) is kept for
+reading, not for verdicts.  With ``repeat``, each path evaluates the case
+twice in its process and the report says whether the bits were identical.
+``accuracy`` trains on real digits and compares the test accuracy every path
+reaches.
 
 Framework-free: the paths run in workers (``workers.launch``), one process per
 path kept open across models and cases, so Hypothesis can draw many cases
@@ -191,13 +193,29 @@ class ModelReport:
     trajectories: Results = field(default_factory=dict, repr=False)
 
     @property
-    def ok(self) -> bool:
-        """The reference ran, every path passed its judgement, and no path
-        failed to produce its arrays (one whose optional framework is not
-        installed here excepted)."""
+    def paths_pass(self) -> bool:
+        """A reference was chosen, every path passed its judgement, and no
+        path failed to produce its arrays (one whose optional framework is
+        not installed here excepted)."""
         return self.reference_error is None and all(
             v in ("pass", "unavailable") for v in self.verdicts.values()
         )
+
+    @property
+    def reference_sound(self) -> bool:
+        """The judges can be trusted: every reference implementation ran and
+        voted with the reference (``Vote.sound``).  With an odd one out every
+        path is still judged, against the others, but one of the tool's own
+        float64 implementations was found wrong."""
+        return self.vote is not None and self.vote.sound
+
+    @property
+    def ok(self) -> bool:
+        """The case passed: every path passed (``paths_pass``) and its judges
+        were sound (``reference_sound``).  Either alone fails it: a wrong
+        reference implementation is a failure of the tool's own trust, even
+        when every path it judged passed."""
+        return self.paths_pass and self.reference_sound
 
 
 @dataclass
@@ -267,13 +285,14 @@ def _read_only(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _run_name(implementation: str, dtype: str) -> str:
-    """The name of a reference run's worker: ``native-jax.float64``."""
+def run_name(implementation: str, dtype: str) -> str:
+    """The name of a reference run (and of its worker):
+    ``native-jax.float64``."""
     return f"{implementation}.{dtype}"
 
 
 @dataclass(frozen=True)
-class _Run:
+class ReferenceRun:
     """One reference run's arrays: its evaluation, and its trajectory split
     per step (``None`` for a case without training steps)."""
 
@@ -285,12 +304,12 @@ class _Run:
         return {**self.evaluated, **(self.trajectory or {})}
 
 
-def _vote(model: str, runs: dict[str, _Run], failures: dict[str, str]) -> Vote:
+def _vote(model: str, runs: dict[str, ReferenceRun], failures: dict[str, str]) -> Vote:
     """``equivalence.reference.vote`` over the implementations whose float64
     and float32 runs both gave arrays; the others count as failed."""
     pairs, failed = {}, {}
     for impl in IMPLEMENTATIONS:
-        names = [_run_name(impl, dtype) for dtype in ("float64", "float32")]
+        names = [run_name(impl, dtype) for dtype in ("float64", "float32")]
         if all(n in runs for n in names):
             pairs[impl] = (runs[names[0]].merged, runs[names[1]].merged)
         else:
@@ -305,19 +324,56 @@ class _Judged:
     baselines (of the implementations that agree with it) that set the
     allowances."""
 
-    def __init__(self, decided: Vote, runs: dict[str, _Run]) -> None:
+    def __init__(self, decided: Vote, runs: dict[str, ReferenceRun]) -> None:
         if decided.reference is None:
             raise ValueError("no reference was chosen")
         self.label = f"{decided.reference} float64"
-        self.reference_name = _run_name(decided.reference, "float64")
+        self.reference_name = run_name(decided.reference, "float64")
         self.reference = runs[self.reference_name]
         self.baselines = {
-            impl: runs[_run_name(impl, "float32")] for impl in decided.agreeing
+            impl: runs[run_name(impl, "float32")] for impl in decided.agreeing
         }
 
     @property
     def baselines_merged(self) -> dict[str, dict[str, np.ndarray]]:
         return {impl: run.merged for impl, run in self.baselines.items()}
+
+
+def decide(
+    report: ModelReport, runs: dict[str, ReferenceRun], failures: dict[str, str]
+) -> _Judged | None:
+    """Let the reference runs (``runs``, by ``run_name``; ``failures``: why
+    the others stopped) vote, and judge every path of ``report`` (its
+    ``outcomes``, ``evaluated`` and ``trajectories``) against the float64 run
+    they chose: fills its ``vote``, ``reference_error``, ``judgements``,
+    ``multiples`` and ``verdicts``.  The judges, or ``None`` when no two
+    float64 runs agreed.  Reads arrays only: no worker is asked."""
+    report.vote = _vote(report.case.model, runs, failures)
+    report.reference_error = (
+        report.vote.sentence if report.vote.reference is None else None
+    )
+    judged = _Judged(report.vote, runs) if report.vote.reference else None
+    if judged is not None:
+        model = report.case.model
+        for path, arrays in report.evaluated.items():
+            mine = {**arrays, **per_step(report.trajectories.get(path, {}))}
+            result = judge(
+                model, path, mine, judged.reference.merged, judged.baselines_merged
+            )
+            report.judgements[path] = result
+            report.multiples[path] = needed_multiple(result)
+    # pass/fail from the judgement; error for a path that failed to run (or
+    # to start, unless its optional framework is not installed here:
+    # unavailable), and for every path when no two float64 runs agreed
+    for path, outcome in report.outcomes.items():
+        found = report.judgements.get(path)
+        if missing_framework(path, outcome):
+            report.verdicts[path] = "unavailable"
+        elif not outcome.ok or found is None:
+            report.verdicts[path] = "error"
+        else:
+            report.verdicts[path] = "pass" if found.ok else "fail"
+    return judged
 
 
 class _Taps:
@@ -336,7 +392,7 @@ class _Taps:
         self.taken: dict[str, tuple[dict[str, np.ndarray], str | None]] = {}
 
     def get(self, name: str) -> tuple[dict[str, np.ndarray], str | None]:
-        """The activations of a path or reference run (by ``_run_name``) and
+        """The activations of a path or reference run (by ``run_name``) and
         the error that stopped its forward pass, if one did."""
         if name not in self.taken:
             if name in self.checker.workers:
@@ -363,8 +419,8 @@ def _reference_worker(implementation: str, dtype: str) -> Worker:
 
 def _reuse(
     report: ModelReport, faults: dict[str, str], source_faults: dict[str, str]
-) -> dict[str, _Run]:
-    """The float32 baselines a path already computed, by ``_run_name``: an
+) -> dict[str, ReferenceRun]:
+    """The float32 baselines a path already computed, by ``run_name``: an
     implementation's own path in its default mode, given no fault but the
     one in its code, runs the very code and settings its float32 worker
     would, so its arrays are that run's."""
@@ -376,24 +432,30 @@ def _reuse(
         if impl not in report.evaluated or (steps and impl not in report.trajectories):
             continue
         trajectory = per_step(report.trajectories[impl]) if steps else None
-        reused[_run_name(impl, "float32")] = _Run(report.evaluated[impl], trajectory)
+        reused[run_name(impl, "float32")] = ReferenceRun(
+            report.evaluated[impl], trajectory
+        )
     return reused
 
 
-def _triple(run: _Run, activations: dict[str, np.ndarray]) -> Triple:
+def _triple(run: ReferenceRun, activations: dict[str, np.ndarray]) -> Triple:
     return (activations, run.evaluated, run.trajectory)
 
 
 def _localize_odd(
-    spec: ModelSpec, decided: Vote, judged: _Judged, runs: dict[str, _Run], taps: _Taps
+    spec: ModelSpec,
+    decided: Vote,
+    judged: _Judged,
+    runs: dict[str, ReferenceRun],
+    taps: _Taps,
 ) -> Localization:
     """Where the odd one out's float64 run first parts from the reference's,
     each layer held to ``CROSS_CHECK_SHARE`` of what a path is allowed."""
     odd = str(decided.odd)
-    name = _run_name(odd, "float64")
+    name = run_name(odd, "float64")
     mine, error = taps.get(name)
     bases = [
-        _triple(run, taps.get(_run_name(impl, "float32"))[0])
+        _triple(run, taps.get(run_name(impl, "float32"))[0])
         for impl, run in judged.baselines.items()
     ]
     odd_steps, reference_steps = runs[name].trajectory, judged.reference.trajectory
@@ -469,7 +531,7 @@ class Checker:
         else:
             self.references = _side_by_side(
                 {
-                    _run_name(impl, "float64"): functools.partial(
+                    run_name(impl, "float64"): functools.partial(
                         _reference_worker, impl, "float64"
                     )
                     for impl in IMPLEMENTATIONS
@@ -492,7 +554,7 @@ class Checker:
 
     def _call(self, path: str, request: Evaluate | Activations | Trajectory) -> _Answer:
         """One request to ``path``'s worker (or a reference run's, by
-        ``_run_name``), its reply and the arrays it wrote (into a file of
+        ``run_name``), its reply and the arrays it wrote (into a file of
         this checker's, whatever ``out`` the request names).  An answer the
         worker gave already for these batches is given again (``_answers``),
         except under ``repeat``, whose point is to ask twice.  A request with
@@ -524,7 +586,7 @@ class Checker:
             self._answers.pop(stale, None)
 
     def _worker(self, name: str) -> Worker:
-        """The worker of a path, or of a reference run (by ``_run_name``).
+        """The worker of a path, or of a reference run (by ``run_name``).
         An implementation's float32 run goes to its own path's worker when
         one is open (same code, same settings: the same bits; the request
         carries no deliberate fault), else to a worker of its own, started
@@ -569,15 +631,15 @@ class Checker:
         self,
         requests: list[Evaluate | Trajectory],
         source_faults: dict[str, str],
-        reused: dict[str, _Run],
-    ) -> tuple[dict[str, _Run], dict[str, str]]:
+        reused: dict[str, ReferenceRun],
+    ) -> tuple[dict[str, ReferenceRun], dict[str, str]]:
         """Every reference run's arrays for ``requests`` (a trajectory's split
-        per step), and why a run failed, by ``_run_name``; ``reused``: runs
+        per step), and why a run failed, by ``run_name``; ``reused``: runs
         a path already made (``_reuse``)."""
-        runs: dict[str, _Run] = dict(reused)
+        runs: dict[str, ReferenceRun] = dict(reused)
         failures: dict[str, str] = {}
         names = [
-            _run_name(i, d) for i in IMPLEMENTATIONS for d in ("float64", "float32")
+            run_name(i, d) for i in IMPLEMENTATIONS for d in ("float64", "float32")
         ]
         done = _side_by_side(
             {
@@ -600,8 +662,8 @@ class Checker:
 
     def _reference_run(
         self, name: str, requests: list[Evaluate | Trajectory], fault: str | None
-    ) -> _Run | str:
-        """One reference run (by ``_run_name``) of ``requests`` in order, or
+    ) -> ReferenceRun | str:
+        """One reference run (by ``run_name``) of ``requests`` in order, or
         why it stopped."""
         parts = []
         for request in requests:
@@ -611,7 +673,7 @@ class Checker:
             parts.append(
                 per_step(arrays) if isinstance(request, Trajectory) else arrays
             )
-        return _Run(parts[0], parts[1] if len(parts) > 1 else None)
+        return ReferenceRun(parts[0], parts[1] if len(parts) > 1 else None)
 
     def check(
         self,
@@ -678,52 +740,19 @@ class Checker:
         report.evaluated, report.trajectories = evaluated, trajectories
         reused = _reuse(report, faults, source_faults)
         runs, failures = self._run_references(requests, source_faults, reused)
-        report.vote = _vote(case.model, runs, failures)
-        report.reference_error = (
-            report.vote.sentence if report.vote.reference is None else None
-        )
+        judged = decide(report, runs, failures)
         activations = Activations(
             model=case.model, weights=str(weights), data=str(data), out=""
         )
         taps = _Taps(self, activations, faults, source_faults)
-        judged = _Judged(report.vote, runs) if report.vote.reference else None
-        if judged is not None:
-            self._judge(report, judged)
-        self._verdicts(report)
-        if judged is not None:
+        if judged is not None and report.vote is not None:
             self._localize(report, judged, taps)
             odd = report.vote.odd
-            if odd is not None and _run_name(odd, "float64") in runs:
+            if odd is not None and run_name(odd, "float64") in runs:
                 report.odd_localization = _localize_odd(
                     spec, report.vote, judged, runs, taps
                 )
         return report
-
-    @staticmethod
-    def _judge(report: ModelReport, judged: _Judged) -> None:
-        model = report.case.model
-        for path, arrays in report.evaluated.items():
-            mine = {**arrays, **per_step(report.trajectories.get(path, {}))}
-            result = judge(
-                model, path, mine, judged.reference.merged, judged.baselines_merged
-            )
-            report.judgements[path] = result
-            report.multiples[path] = needed_multiple(result)
-
-    @staticmethod
-    def _verdicts(report: ModelReport) -> None:
-        """``pass``/``fail`` from the judgement; ``error`` for a path that
-        failed to run (or to start, unless its optional framework is not
-        installed here: ``unavailable``), and for every path when no two
-        float64 runs agreed."""
-        for path, outcome in report.outcomes.items():
-            judged = report.judgements.get(path)
-            if missing_framework(path, outcome):
-                report.verdicts[path] = "unavailable"
-            elif not outcome.ok or judged is None:
-                report.verdicts[path] = "error"
-            else:
-                report.verdicts[path] = "pass" if judged.ok else "fail"
 
     def _localize(self, report: ModelReport, judged: _Judged, taps: _Taps) -> None:
         """Localize every failing path against the float64 reference, each

@@ -12,9 +12,13 @@ PyTorch, JAX and TensorFlow models with every parameter and input in float64,
 float64 runs agree when every quantity is within ``CROSS_CHECK_SHARE`` of what
 a path is allowed on it.  The reference is the first implementation that
 another one agrees with (``vote``); one that the other two contradict (or
-whose run failed) is the *odd one out*: its model code is wrong, the report
-names it and the checker localizes it against the reference, and every path
-is still judged.  Only when no two agree is nothing judged.
+whose run failed) is the *odd one out*: the report names it and what was
+wrong with it (``Vote.fault``: a float64 run that computed in float32 is a
+dtype fault, told apart from wrong model code by what it measurably is), the
+checker localizes it against the reference, and every path is still judged.
+A vote with an odd one out is not ``Vote.sound``: the tool's own judges were
+found wrong, which fails the check even when every path passes.  Only when
+no two agree is nothing judged.
 
 **The allowance** on each quantity comes from the float32 runs of the same
 implementations (the *baselines*, never given a deliberate fault):
@@ -33,7 +37,8 @@ kernels were that lucky and every other path failed; JAX's and TensorFlow's
 float32 runs were not (docs/equivalence.md).  A path is never allowed what
 its own implementation's baseline got (``own_implementation``): a fault that
 shows only in float32 in that code is in its baseline too.  Baselines of an
-odd one out are dropped.
+odd one out are dropped, so with one out some paths' allowances rest on a
+single float32 baseline (``thinned``).
 
 The multiple adapts the allowance to the case: a gradient that nearly cancels
 has a large float32 error for every correct computation, a well-conditioned
@@ -48,7 +53,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -205,13 +210,23 @@ def disagreement(
 class Vote:
     """What the float64 runs decided: the implementation whose run judges
     (``None`` when no two agree), the implementations that agree with it,
-    the odd one out (``None`` when there is none), and a sentence for
-    either of the last two cases."""
+    the odd one out (``None`` when there is none), a sentence for either of
+    the last two cases, and for an odd one out what was wrong with it in a
+    phrase that names it (``fault``)."""
 
     reference: str | None
     agreeing: tuple[str, ...]
     odd: str | None = None
     sentence: str | None = None
+    fault: str | None = None
+
+    @property
+    def sound(self) -> bool:
+        """Whether the judges can be trusted: a reference was chosen and
+        every implementation voted with it.  An odd one out still lets every
+        path be judged (against the others), but one of the tool's own
+        reference implementations was found wrong, a failure in itself."""
+        return self.reference is not None and self.odd is None
 
 
 def vote(
@@ -225,7 +240,8 @@ def vote(
     implementation agreeing with the most others (ties in
     ``IMPLEMENTATIONS`` order), if it agrees with at least one; an
     implementation that agrees with no other, or failed, is the odd one out
-    when it is the only one outside the agreement."""
+    when it is the only one outside the agreement, and what was wrong with
+    it is said (``odd_fault``)."""
     failures = dict(failures or {})
     present = [i for i in IMPLEMENTATIONS if i in runs]
     why = {
@@ -257,18 +273,122 @@ def vote(
         return Vote(best, agreeing)
     odd = outside[0]
     if odd in failures:
-        verdict = f"{odd} cannot vote: its reference runs failed ({failures[odd]})"
+        fault = f"{odd} cannot vote: its reference runs failed"
+        verdict = f"{fault} ({failures[odd]})"
     else:
+        fault, evidence = odd_fault(model, odd, runs, agreeing)
         where = why.get((best, odd), why.get((odd, best)))
         verdict = (
-            f"{odd}'s model code is wrong: its float64 run disagrees with "
-            f"{others}, which agree, {where}"
+            f"{fault}: {evidence + '; ' if evidence else ''}its float64 run "
+            f"disagrees with {others}, which agree, {where}"
         )
     return Vote(
         best,
         agreeing,
         odd,
         f"{verdict}; every path is judged against {best}'s float64 run",
+        fault,
+    )
+
+
+def odd_fault(
+    model: str,
+    odd: str,
+    runs: Mapping[str, tuple[Arrays, Arrays]],
+    agreeing: tuple[str, ...],
+) -> tuple[str, str | None]:
+    """What was wrong with ``odd``, whose float64 run ``agreeing`` (the
+    first of them the reference) contradict: a phrase naming it, and the
+    measured fact behind it (``None`` for wrong model code).
+
+    A float64 run that returned arrays of a narrower float dtype computed in
+    it: a dtype fault (its model code may be wrong too, when it is farther
+    off than float32 rounding explains).  One that returned float64 arrays
+    but is no closer to the reference than a float32 computation (it passes
+    as a float32 path would, ``MULTIPLE``, where float64 runs that agree do
+    so to ~1e-15) computed in float32 somewhere: a dtype fault too.  Anything
+    farther off is the model code."""
+    run, reference = runs[odd][0], runs[agreeing[0]][0]
+    baselines = {i: runs[i][1] for i in agreeing}
+    m = needed_multiple(judge(model, odd, run, reference, baselines))
+    dtypes = {q: np.asarray(a).dtype for q, a in run.items()}
+    floats = [q for q in sorted(run, key=_walking_order) if dtypes[q].kind == "f"]
+    narrow = [q for q in floats if dtypes[q].itemsize < 8]
+    if narrow:
+        kinds = " and ".join(sorted({str(dtypes[q]) for q in narrow}))
+        shown = ", ".join(narrow[:2]) + (", ..." if len(narrow) > 2 else "")
+        evidence = (
+            f"it returned {kinds} arrays for {len(narrow)} of its {len(floats)} "
+            f"quantities ({shown})"
+        )
+        if kinds == "float32" and m > MULTIPLE:
+            return (
+                f"{odd}'s float64 run computed in float32 (a dtype fault), and "
+                f"its model code may be wrong too",
+                f"{evidence}, and it is farther off than float32 rounding "
+                f"explains (m = {m:.3g})",
+            )
+        return (
+            f"{odd}'s float64 run computed in {kinds} (a dtype fault, not its "
+            "model code)",
+            evidence,
+        )
+    if m <= MULTIPLE:
+        agree = max(
+            (
+                quantity_error(reference, runs[i][0], q)
+                for i in agreeing[1:]
+                for q in set(reference) | set(runs[i][0])
+            ),
+            default=0.0,
+        )
+        return (
+            f"{odd}'s float64 run computed in float32 somewhere (a dtype fault, "
+            "not its model code)",
+            f"it is as far from {agreeing[0]}'s float64 run as a float32 "
+            f"computation (m = {m:.3g}), where {' and '.join(agreeing)} agree "
+            f"to {agree:.1e}",
+        )
+    return f"{odd}'s model code is wrong", None
+
+
+def allowance_baselines(path: str, agreeing: Iterable[str]) -> tuple[str, ...]:
+    """The implementations whose float32 baselines set ``path``'s allowance
+    when ``agreeing`` vote together: all of them but its own."""
+    own = own_implementation(path)
+    return tuple(i for i in agreeing if i != own)
+
+
+def allowance_note(decided: Vote, path: str) -> str | None:
+    """The float32 baselines ``path``'s allowance rested on, as a phrase,
+    when an odd one out left it fewer than a full vote would
+    (``native-tensorflow's float32 baseline alone``); else ``None``."""
+    if decided.reference is None or decided.odd is None:
+        return None
+    mine = allowance_baselines(path, decided.agreeing)
+    if len(mine) >= len(allowance_baselines(path, IMPLEMENTATIONS)):
+        return None
+    named = " and ".join(f"{i}'s" for i in mine)
+    return f"{named} float32 baseline{'s' if len(mine) > 1 else ' alone'}"
+
+
+def thinned(decided: Vote, paths: Iterable[str]) -> str | None:
+    """One sentence, when an odd one out is dropped: on which float32
+    baselines the allowances of ``paths`` now rest, the paths left with one
+    named first (one float32 computation's luck is all such an allowance
+    holds; docs/equivalence.md); ``None`` when every implementation voted."""
+    groups: dict[str, list[str]] = {}
+    for path in paths:
+        note = allowance_note(decided, path)
+        if note is not None:
+            groups.setdefault(note, []).append(path)
+    if not groups:
+        return None
+    ordered = sorted(groups.items(), key=lambda item: not item[0].endswith("alone"))
+    named = "; ".join(f"{note} for {', '.join(group)}" for note, group in ordered)
+    return (
+        f"with {decided.odd} out of the vote, allowances rest on fewer float32 "
+        f"baselines: {named}"
     )
 
 

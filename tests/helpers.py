@@ -15,6 +15,9 @@ values that matter to it.
   work says so; :func:`fake_clock` puts one in place of the timing loops'
   clock (``workers.timing.clock``), so a test asserts on what they computed,
   never on how fast the machine is.
+- :func:`judged`: an equivalence case judged against float64 as the checker
+  judges one, on stand-in arrays (no worker), with one reference
+  implementation's float64 run wrong in a chosen way, or none.
 """
 
 from __future__ import annotations
@@ -24,11 +27,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import workers.timing
+from equivalence.check import Case, ModelReport, ReferenceRun, decide, run_name
+from equivalence.reference import IMPLEMENTATIONS, own_implementation
 from harness.core import records
 from harness.core.profiles import PROFILES, Profile, Settings
+from workers.launch import Reply
 
 # What a worker says once it has started (workers.messages).
 READY = '{"status": "ready", "platform": {}}'
@@ -211,3 +218,79 @@ def fake_clock(monkeypatch: pytest.MonkeyPatch, read_s: float = 0.0) -> FakeCloc
     clock = FakeClock(read_s)
     monkeypatch.setattr(workers.timing, "clock", clock)
     return clock
+
+
+# The paths :func:`judged` checks by default: a Keras path and each reference
+# implementation's own.
+JUDGED_PATHS = ("keras-jax", "native-jax", "native-tensorflow", "native-torch")
+
+
+def judged(
+    case: Case | None = None,
+    paths: tuple[str, ...] = JUDGED_PATHS,
+    *,
+    odd: str | None = None,
+    fault: str = "float32",
+) -> ModelReport:
+    """``case`` (default ffn) judged as ``Checker.check`` judges it
+    (``equivalence.check.decide``), on stand-in arrays: a float64 reference
+    (logits, loss, two gradients), every path and every reference
+    implementation's float32 run that reference rounded to float32, each a
+    few roundings differently, and every float64 run the reference itself,
+    to rounding, but ``odd``'s, which is wrong by ``fault``:
+
+    - ``float32``: it computed in float32 and returned float32 arrays;
+    - ``float32-as-float64``: the same computation, returned as float64;
+    - ``model-code``: its logits are 0.1% off, in both its runs, as a fault
+      in its code is;
+    - ``crashed``: its runs failed.
+    """
+    case = case or Case("ffn")
+    rng = np.random.default_rng(0)
+    reference = {
+        "logits": rng.standard_normal((8, 10)),
+        "loss": np.asarray(2.3),  # a worker's loss is a Python float
+        "grad:fc1/kernel": rng.standard_normal((6, 10)),
+        "grad:fc1/bias": rng.standard_normal(10),
+    }
+
+    def float32(k: int, dtype: type = np.float32) -> dict[str, np.ndarray]:
+        """A float32 computation, ``k`` float32 roundings off (as k kernels
+        that round differently would be); its loss a float64 array, as a
+        worker's is."""
+        return {
+            q: np.asarray(
+                np.asarray(a * (1 + k * 3e-8), np.float32),
+                np.float64 if q == "loss" else dtype,
+            )
+            for q, a in reference.items()
+        }
+
+    def code_fault(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {**arrays, "logits": arrays["logits"] * 1.001}
+
+    report = ModelReport(case)
+    for k, path in enumerate(paths, start=1):
+        arrays = float32(k % 3 + 1)
+        if path == odd and fault == "model-code" and own_implementation(path):
+            arrays = code_fault(arrays)
+        report.outcomes[path] = Reply("ok")
+        report.evaluated[path] = arrays
+    runs, failures = {}, {}
+    for k, impl in enumerate(IMPLEMENTATIONS, start=1):
+        float64 = {q: a * (1 + k * 1e-15) for q, a in reference.items()}
+        baseline = float32(k)
+        if impl == odd:
+            float64 = {
+                "float32": float32(10),
+                "float32-as-float64": float32(10, np.float64),
+                "model-code": code_fault(float64),
+            }.get(fault, float64)
+            baseline = code_fault(baseline) if fault == "model-code" else baseline
+        if impl == odd and fault == "crashed":
+            failures[run_name(impl, "float64")] = "crashed"
+            continue
+        runs[run_name(impl, "float64")] = ReferenceRun(float64, None)
+        runs[run_name(impl, "float32")] = ReferenceRun(baseline, None)
+    decide(report, runs, failures)
+    return report

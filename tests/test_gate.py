@@ -1,4 +1,7 @@
-"""The gate's cache key changes with everything that could change a verdict."""
+"""The gate's cache key changes with everything that could change a verdict;
+its cache is read only when it has the right shape (an older one without the
+reference notes included); and a float64 reference implementation found
+wrong is in every verdict it caches."""
 
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ from hypothesis import strategies as st
 
 from equivalence.check import Case, ModelReport
 from equivalence.reference import Vote
+from harness.__main__ import main as harness_main
+from harness.core import gate
 from harness.core.gate import (
     CACHE_NAME,
     CACHE_SCHEMA_VERSION,
@@ -26,7 +31,9 @@ from harness.core.gate import (
     sources_digest,
     training_checks,
     verdict_key,
+    wrong_references,
 )
+from tests.helpers import JUDGED_PATHS, judged
 from workers.launch import Reply
 from zoo.arrays import digest, load_npz, save_npz
 from zoo.data import make_batches
@@ -249,3 +256,116 @@ def test_the_record_says_how_layers_that_train_differently_were_checked() -> Non
     assert "dropout (drop at 0.25)" in checked
     assert "Hoeffding" in checked
     assert training_checks(get_spec("ffn")) is None
+
+
+# --- a reference implementation found wrong ---------------------------------------
+
+
+class _Judging:
+    """A stand-in ``equivalence.check.Checker`` for the gate: every case
+    judged on stand-in arrays (``tests.helpers.judged``), ``odd``'s float64
+    run computed in float32; no worker."""
+
+    def __init__(self, odd: str | None) -> None:
+        self.odd = odd
+        self.workers = dict.fromkeys(JUDGED_PATHS)
+
+    def check(self, case: Case, **kwargs: Any) -> ModelReport:
+        return judged(case, tuple(kwargs["paths"]), odd=self.odd)
+
+
+class _NotAsked:
+    workers = dict.fromkeys(JUDGED_PATHS)
+
+    def check(self, case: Case, **kwargs: Any) -> ModelReport:
+        raise AssertionError("a cached verdict was checked again")
+
+
+@pytest.mark.parametrize("odd", [None, "native-torch"])
+def test_a_wrong_reference_is_in_every_verdict_the_gate_caches(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    odd: str | None,
+) -> None:
+    monkeypatch.setattr(gate, "library_versions", lambda python: {"python": python})
+    # the timed closures' check asks a worker: here they agree
+    monkeypatch.setattr(gate, "_timed_verdict", lambda *args: ("pass", None))
+    lines: list[str] = []
+    keys: dict[str, dict[str, str]] = {}
+    paths = list(JUDGED_PATHS)
+    found = gate.verify(
+        ["ffn"], paths, tmp_path, log=lines.append, checker=_Judging(odd), keys_out=keys
+    )
+    # every correct path is judged and passes (and is timed) either way
+    assert found == {"ffn": dict.fromkeys(paths, "pass")}
+    entries = json.loads((tmp_path / CACHE_NAME).read_text())["verdicts"]
+    cached = {entries[keys["ffn"][p]]["path"]: entries[keys["ffn"][p]] for p in paths}
+    wrong = wrong_references(tmp_path, {"ffn": keys["ffn"].values()})
+    # ``harness gate`` (from the cache now) fails on it, saying what was wrong
+    command = ["gate", "--profile", "smoke", "--models", "ffn"]
+    command += ["--paths", ",".join(paths), "--results", str(tmp_path)]
+    assert harness_main(command) == (0 if odd is None else 1)
+    printed = capsys.readouterr().out.splitlines()
+    if odd is None:
+        assert not any("REFERENCE WRONG" in line for line in printed)
+        assert all(
+            "reference" not in e and "allowance" not in e for e in cached.values()
+        )
+        assert wrong == {}
+        assert not any("REFERENCE WRONG" in line for line in lines)
+        return
+    sentences = {e["reference"] for e in cached.values()}
+    (sentence,) = sentences
+    assert sentence.startswith(
+        "native-torch's float64 run computed in float32 (a dtype fault, not its "
+        "model code)"
+    )
+    assert wrong == {"ffn": sentence}
+    assert printed[-1] == f"REFERENCE WRONG for ffn: {sentence}"
+    assert cached["native-jax"]["allowance"] == (
+        "its allowance rested on native-tensorflow's float32 baseline alone "
+        "(native-torch out of the vote)"
+    )
+    assert "allowance" not in cached["native-torch"]  # never had its own
+    assert f"equivalence REFERENCE WRONG for ffn: {sentence}" in lines
+    assert any(
+        line.startswith("equivalence ffn: with native-torch out") for line in lines
+    )
+    # from the cache, it is said again
+    again: list[str] = []
+    gate.verify(["ffn"], paths, tmp_path, log=again.append, checker=_NotAsked())
+    assert f"equivalence REFERENCE WRONG for ffn: {sentence}" in again
+    assert (
+        "equivalence ffn: native-jax: its allowance rested on native-tensorflow's "
+        "float32 baseline alone (native-torch out of the vote)"
+    ) in again
+
+
+def test_a_verdicts_cache_from_before_the_reference_notes_still_reads(
+    tmp_path: Path,
+) -> None:
+    cache = tmp_path / CACHE_NAME
+    old = {"k": {**_GOOD_ENTRY, "reason": "why"}}
+    cache.write_text(
+        json.dumps({"schema_version": CACHE_SCHEMA_VERSION, "verdicts": old})
+    )
+    lines: list[str] = []
+    assert _load(cache, lines.append) == old
+    assert lines == []
+    assert wrong_references(tmp_path, {"ffn": ["k", None, "unknown"]}) == {}
+    noted = {"k": {**_GOOD_ENTRY, "reference": "x is wrong"}}
+    cache.write_text(
+        json.dumps({"schema_version": CACHE_SCHEMA_VERSION, "verdicts": noted})
+    )
+    assert wrong_references(tmp_path, {"ffn": ["k"]}) == {"ffn": "x is wrong"}
+    # a note of the wrong type is no cache this code reads: never trusted,
+    # and left for the gate to set aside
+    broken = {"k": {**_GOOD_ENTRY, "reference": 7}}
+    cache.write_text(
+        json.dumps({"schema_version": CACHE_SCHEMA_VERSION, "verdicts": broken})
+    )
+    assert wrong_references(tmp_path, {"ffn": ["k"]}) == {}
+    assert cache.exists()
+    assert _load(cache, lines.append) == {}
+    assert "verdicts.k.reference" in lines[0]

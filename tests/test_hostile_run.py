@@ -1,5 +1,6 @@
 """``harness run`` against a hostile world: full disks, Ctrl-C, bad results
-folders, crashing and babbling workers, edited profiles.  Each test feeds one
+folders, crashing and babbling workers, edited profiles, a float64 reference
+implementation found wrong.  Each test feeds one
 kind of bad input and checks that it ends in one sentence (or a correct
 result), that no record is lost, and the exit status.
 
@@ -24,7 +25,7 @@ import harness.bench.run
 import harness.core.resources
 from harness.__main__ import main
 from harness.bench.run import run
-from harness.core import records
+from harness.core import gate, records
 from harness.core.profiles import PROFILES
 from tests.helpers import (
     ANSWER,
@@ -367,6 +368,38 @@ def test_exit_status_is_zero_only_when_every_cell_repeat_is_ok(
     assert main([*ARGS, "--phases", "train", "--results", str(tmp_path / "c")]) == 0
     out = capsys.readouterr().out
     assert out.endswith("1 cell repeats: 1 not-timed (training not equivalent)\n")
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_a_reference_found_wrong_fails_the_run_and_its_report_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_gate: Any, wrong: bool
+) -> None:
+    """The gate passed the path against the implementations that agree, so
+    it is timed; but a reference implementation was found wrong, so the run
+    (and ``report --check``) ends non-zero, saying what was wrong."""
+    sentence = "native-torch's float64 run computed in float32 (a dtype fault)"
+
+    def verify(models: list[str], paths: list[str], results: Path, **kw: Any) -> Any:
+        kw["keys_out"].update({"ffn": {"native-torch": "key"}})
+        entry = {"model": "ffn", "path": "native-torch", "verdict": "pass"}
+        entry |= {"created": "now", **({"reference": sentence} if wrong else {})}
+        gate._save(results / gate.CACHE_NAME, {"key": entry})
+        return {"ffn": {"native-torch": "pass"}}
+
+    no_gate.setenv("HARNESS_PYTHON_TORCH", fake_python(tmp_path, answer=ANSWER))
+    no_gate.setattr(harness.bench.run, "verify", verify)
+    no_gate.setattr(harness.core.resources, "contended", lambda resources: False)
+    results = tmp_path / "results"
+    code = main([*ARGS, "--phases", "train", "--results", str(results)])
+    (out,) = results.glob("run-*.jsonl")
+    (timed,) = records.read(out)
+    assert (timed.status, timed.equivalence, timed.verified) == ("ok", "pass", True)
+    said = f"REFERENCE WRONG for ffn: {sentence}"
+    lines = capsys.readouterr().out.splitlines()
+    assert code == (1 if wrong else 0)
+    assert (said in lines) is wrong
+    assert main(["report", str(out), "--check"]) == code
+    assert (said in capsys.readouterr().err.splitlines()) is wrong
 
 
 def test_outcome_counts_final_records_and_unverified_ones(tmp_path: Path) -> None:

@@ -1,30 +1,37 @@
 """Judging against float64 (``equivalence.reference``): a path passes a
 quantity when its error against float64 is at most MULTIPLE times the largest
 error of the correct float32 baselines (plus FLOOR), a path's own
-implementation's left out; three float64 runs vote on the reference; and each
-wrong input is caught."""
+implementation's left out; three float64 runs vote on the reference; an odd
+one out fails the check (``python -m equivalence`` exits 1) with every path
+still judged, named a dtype fault or wrong model code by what it measurably
+is; and each wrong input is caught."""
 
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from equivalence.check import missing_framework
+import equivalence.__main__ as equivalence_cli
+from equivalence.check import Case, ModelReport, missing_framework
 from equivalence.compare import step_tolerance
 from equivalence.reference import (
     FLOOR,
     IMPLEMENTATIONS,
     MULTIPLE,
+    allowance_note,
     allowed,
     judge,
     needed_multiple,
     own_implementation,
     per_step,
+    thinned,
     trajectory_floor,
     vote,
 )
+from tests.helpers import JUDGED_PATHS, judged
 from workers.launch import Reply
 
 
@@ -243,3 +250,147 @@ def test_float64_runs_must_agree_far_closer_than_a_path() -> None:
     assert result.odd == "native-tensorflow"
     same = vote("m", _runs({"native-tensorflow": 1e-15}))
     assert same.odd is None
+
+
+# --- an odd one out: a failure of the tool's own trust ----------------------------
+
+
+@pytest.mark.parametrize("fault", ["float32", "float32-as-float64", "crashed"])
+def test_an_odd_one_out_fails_the_case_with_every_path_still_judged(
+    fault: str,
+) -> None:
+    sound = judged()
+    assert (sound.paths_pass, sound.reference_sound, sound.ok) == (True, True, True)
+    report = judged(odd="native-torch", fault=fault)
+    # every correct path is judged and keeps its pass ...
+    assert report.verdicts == dict.fromkeys(JUDGED_PATHS, "pass")
+    assert set(report.judgements) == set(JUDGED_PATHS)
+    assert report.paths_pass
+    # ... but the judges were not sound, and that fails the case
+    assert report.vote is not None
+    assert report.vote.odd == "native-torch"
+    assert not report.vote.sound
+    assert not report.reference_sound
+    assert not report.ok
+
+
+@pytest.mark.parametrize("fault", ["float32", "float32-as-float64"])
+def test_a_float64_run_computed_in_float32_is_named_a_dtype_fault(fault: str) -> None:
+    decided = judged(odd="native-torch", fault=fault).vote
+    assert decided is not None
+    assert decided.fault is not None
+    assert decided.sentence is not None
+    assert decided.fault.startswith("native-torch's float64 run computed in float32")
+    assert decided.fault.endswith("(a dtype fault, not its model code)")
+    assert "model code is wrong" not in decided.sentence
+    # the measured fact behind it: the dtype it returned, else how far off
+    # it is against what float32 computations are
+    if fault == "float32":
+        assert "it returned float32 arrays for 3 of its 4 quantities" in (
+            decided.sentence
+        )
+    else:
+        assert "as far from native-jax's float64 run as a float32 computation" in (
+            decided.sentence
+        )
+
+
+def test_a_disagreement_beyond_float32_rounding_is_still_the_model_code() -> None:
+    decided = judged(odd="native-torch", fault="model-code").vote
+    assert decided is not None
+    assert decided.fault == "native-torch's model code is wrong"
+    assert "dtype" not in str(decided.sentence)
+    # float32 arrays that are also far beyond float32's rounding: both said
+    runs = _runs({"native-jax": 1e-3})
+    runs["native-jax"] = (
+        {k: np.asarray(v, np.float32) for k, v in runs["native-jax"][0].items()},
+        runs["native-jax"][1],
+    )
+    both = vote("m", runs)
+    assert both.fault == (
+        "native-jax's float64 run computed in float32 (a dtype fault), and its "
+        "model code may be wrong too"
+    )
+    assert "farther off than float32 rounding explains" in str(both.sentence)
+
+
+def test_the_allowances_an_odd_one_out_leaves_thinner_are_said() -> None:
+    paths = ["keras-jax", "native-jax", "native-jax@jit", "native-tensorflow"]
+    paths.append("native-torch")
+    decided = judged(odd="native-torch").vote
+    assert decided is not None
+    assert thinned(decided, paths) == (
+        "with native-torch out of the vote, allowances rest on fewer float32 "
+        "baselines: native-tensorflow's float32 baseline alone for native-jax, "
+        "native-jax@jit; native-jax's float32 baseline alone for "
+        "native-tensorflow; native-jax's and native-tensorflow's float32 "
+        "baselines for keras-jax"
+    )
+    # native-torch's own allowance never had its own baseline: unchanged
+    assert allowance_note(decided, "native-torch") is None
+    assert allowance_note(decided, "native-jax") == (
+        "native-tensorflow's float32 baseline alone"
+    )
+    full = judged().vote
+    assert full is not None
+    assert thinned(full, paths) is None
+    assert allowance_note(full, "native-jax") is None
+
+
+def _stand_in_checker(odd: str | None, fault: str) -> type:
+    """A stand-in for ``equivalence.check.Checker`` in ``main``: no worker,
+    each case judged on stand-in arrays (``tests.helpers.judged``)."""
+
+    class StandIn:
+        def __init__(self, paths: list[str], **_: object) -> None:
+            self.workers = {
+                p: SimpleNamespace(platform={}, failure=None) for p in paths
+            }
+
+        def __enter__(self) -> StandIn:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def check(self, case: Case, *_: object, **__: object) -> ModelReport:
+            return judged(case, tuple(self.workers), odd=odd, fault=fault)
+
+    return StandIn
+
+
+@pytest.mark.parametrize("odd", [None, "native-torch"])
+def test_an_odd_one_out_exits_non_zero_with_every_correct_path_still_judged(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], odd: str
+) -> None:
+    monkeypatch.setattr(equivalence_cli, "Checker", _stand_in_checker(odd, "float32"))
+    argv = ["--models", "ffn", "--paths", ",".join(JUDGED_PATHS)]
+    code = equivalence_cli.main([*argv, "--steps", "0", "--epochs", "0"])
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    verdicts = {
+        words[0]: words[-1]
+        for words in map(str.split, lines)
+        if words and words[0] in JUDGED_PATHS
+    }
+    assert verdicts == dict.fromkeys(JUDGED_PATHS, "pass")  # passes kept
+    if odd is None:
+        assert code == 0
+        assert lines[-1] == "all paths agree"
+        assert "FEWER BASELINES" not in out
+        return
+    assert code == 1
+    assert "all paths agree" not in out
+    assert lines[-1] == (
+        "every path agrees with the float64 reference, but a reference "
+        "implementation was found wrong, which fails the check: in ffn, "
+        "native-torch's float64 run computed in float32 (a dtype fault, not "
+        "its model code)"
+    )
+    assert "ODD ONE OUT: native-torch's float64 run computed in float32" in out
+    # beside the verdicts: which allowances rest on one baseline
+    fewer = next(line for line in lines if line.startswith("FEWER BASELINES: "))
+    assert "native-tensorflow's float32 baseline alone for native-jax" in fewer
+    assert lines.index(fewer) > max(
+        i for i, line in enumerate(lines) if line.split()[:1] == ["native-torch"]
+    )

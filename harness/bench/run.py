@@ -71,6 +71,7 @@ from harness.core.gate import (
     cached_verdict,
     verdict_keys,
     verify,
+    wrong_references,
 )
 from harness.core.peak import measure_matmul_peak
 from harness.core.placement import kept_off, of_profile
@@ -348,6 +349,22 @@ def run_cell(plan_path: Path, index: int, results_dir: Path) -> list[records.Rec
     mine = {(cell, unit.repeat) for cell in unit.cells()}
     written = [r for r in records.read(out) if (cell_of(r), r.repeat) in mine]
     return written[-len(mine) :]
+
+
+def run_references(out: Path, results_dir: Path) -> dict[str, str]:
+    """Per model of the run whose records are ``out``, what the gate found
+    wrong with the float64 reference its verdicts rest on
+    (``harness.core.gate.wrong_references``), under the verdict keys the
+    run's plan names; empty when every reference was sound, or the plan is
+    not in ``results_dir`` or cannot be read."""
+    try:
+        plan = read_plan(plan_file(results_dir, out.stem.removeprefix("run-")))
+    except (OSError, ValueError):
+        return {}
+    keys: dict[str, set[str | None]] = {}
+    for unit in plan.units:
+        keys.setdefault(unit.model, set()).update(unit.verdict_keys.values())
+    return wrong_references(results_dir, keys)
 
 
 def _unit_verdicts(unit: Unit, results_dir: Path) -> dict[str, str]:

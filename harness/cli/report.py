@@ -79,7 +79,8 @@ def add(commands: Commands) -> None:
         "--check",
         action="store_true",
         help="then exit 1 unless every cell repeat of the run is ok (how many "
-        "failed, diverged or were not timed is printed)",
+        "failed, diverged or were not timed is printed) and the gate found no "
+        "float64 reference implementation wrong",
     )
     rep_p.set_defaults(handler=report_command)
 
@@ -147,6 +148,7 @@ def report_command(args: argparse.Namespace) -> int:
         print("\n".join(str(p) for p in [markdown, page, *written]))
     else:
         print(report(records_path, args.format, args.table))
+        sound = _references(records_path)
         if args.format in ("table", "markdown"):
             _explained(results)
             _counted(results)
@@ -155,7 +157,7 @@ def report_command(args: argparse.Namespace) -> int:
     if args.check:
         counts, line = outcome(load(records_path))
         print(line, file=sys.stderr)
-        return 0 if set(counts) <= ACCEPTED else 1
+        return 0 if set(counts) <= ACCEPTED and sound else 1
     return 0
 
 
@@ -200,6 +202,20 @@ def _converge(args: argparse.Namespace) -> int:
             raise ValueError(f"--plots {args.plots} is a file; give a folder")
         print(converge_report.plot(found, args.plots))
     return 0 if found.ok else 1
+
+
+def _references(records_path: Path) -> bool:
+    """Say what the gate found wrong with the float64 reference that judged
+    the run's paths (its plan and verdicts beside its records), one line per
+    model, to stderr (the report itself stays parseable in every format);
+    whether nothing was."""
+    from harness.bench.run import run_references
+    from harness.core.gate import reference_line
+
+    wrong = run_references(records_path, records_path.parent)
+    for model, sentence in wrong.items():
+        print(reference_line(model, sentence), file=sys.stderr)
+    return not wrong
 
 
 def _explained(results: Path) -> None:

@@ -62,10 +62,13 @@ def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     """The ``run`` command: 0 when every cell repeat is ok, 1 when any
-    failed, diverged or was held back by the gate (the counts are printed),
+    failed, diverged or was held back by the gate (the counts are printed)
+    or when the gate found a float64 reference implementation wrong (the
+    paths it judged were timed, and the closing lines say what was wrong),
     130 on Ctrl-C; how to resume when the run stopped early."""
     profile, models, paths, phases = selection(args)
-    from harness.bench.run import RunStoppedError, run
+    from harness.bench.run import RunStoppedError, run, run_references
+    from harness.core.gate import reference_line
     from harness.core.records import ACCEPTED, outcome, read
 
     executor = None
@@ -98,7 +101,10 @@ def run_command(args: argparse.Namespace) -> int:
     counts, line = outcome(read(out))
     print(f"records written to {out}")
     print(line)
-    return 0 if set(counts) <= ACCEPTED else 1
+    wrong = run_references(out, args.results)
+    for model, sentence in wrong.items():
+        print(reference_line(model, sentence))
+    return 0 if set(counts) <= ACCEPTED and not wrong else 1
 
 
 def _slowdowns(given: list[str]) -> dict[str, float]:

@@ -130,13 +130,17 @@ def run_cell_command(args: argparse.Namespace) -> int:
 
 
 def gate_command(args: argparse.Namespace) -> int:
-    """Check (or reuse) every verdict: 0 when every path may be timed."""
+    """Check (or reuse) every verdict: 0 when every path may be timed and
+    no float64 reference implementation was found wrong (each named)."""
     from tabulate import tabulate
 
-    from harness.core.gate import verify
+    from harness.core.gate import reference_line, verify, wrong_references
 
     profile, models, paths, _ = selection(args)
-    verdicts = verify(models, paths, args.results, timeout=profile.timeout_s)
+    keys: dict[str, dict[str, str]] = {}
+    verdicts = verify(
+        models, paths, args.results, timeout=profile.timeout_s, keys_out=keys
+    )
     rows = [{"model": m, **found} for m, found in verdicts.items()]
     print(tabulate(rows, headers="keys"))
     timeable = all(
@@ -144,4 +148,7 @@ def gate_command(args: argparse.Namespace) -> int:
         for found in verdicts.values()
         for v in found.values()
     )
-    return 0 if timeable else 1
+    wrong = wrong_references(args.results, {m: k.values() for m, k in keys.items()})
+    for model, sentence in wrong.items():
+        print(reference_line(model, sentence))
+    return 0 if timeable and not wrong else 1

@@ -25,6 +25,16 @@ the model is checked again (each against the float64 reference, so the
 others' verdicts come at little extra cost).  A cache file of the wrong shape
 is set aside and rebuilt.
 
+A float64 vote with an odd one out (a reference implementation found wrong,
+or one that could not vote) still judges every path, against the
+implementations that agree, and a path that passed is timed; but every
+verdict of that model records what was wrong with the reference
+(``reference``) and, where the odd one's float32 baseline was dropped from
+a path's allowance, on which baselines the allowance rested (``allowance``).
+The gate logs both, cached or fresh, and ``harness gate``, ``harness run``
+and ``harness report --check`` end non-zero, saying what was wrong
+(``wrong_references``): the tool's own judge needs fixing.
+
 The checks run each path's own check tasks (Evaluate, Trajectory), but the
 timing runs the closures ``workers.serve`` builds for it (the ``Trainer`` and
 ``Predictor``; Keras' ``fit`` and ``predict``).  So a path the checks pass is
@@ -50,7 +60,7 @@ import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +75,14 @@ from equivalence.compare import (
     step_tolerance,
     tolerance,
 )
-from equivalence.reference import CROSS_CHECK_SHARE, FLOOR, IMPLEMENTATIONS, MULTIPLE
+from equivalence.reference import (
+    CROSS_CHECK_SHARE,
+    FLOOR,
+    IMPLEMENTATIONS,
+    MULTIPLE,
+    allowance_note,
+    thinned,
+)
 from harness.core import records
 from workers.frameworks import distributions, incomplete
 from workers.launch import PROJECT_ROOT
@@ -204,6 +221,12 @@ class _Entry(BaseModel):
     created: str
     reason: str | None = None  # why the timed closures failed it
     checked: str | None = None  # how layers that train differently were checked
+    # what was wrong with the float64 reference that judged it (an odd one
+    # out of the vote, or no agreement), and the float32 baselines its
+    # allowance rested on when the odd one's were dropped; both absent from
+    # verdicts cached before they existed
+    reference: str | None = None
+    allowance: str | None = None
 
 
 class _Cache(BaseModel):
@@ -486,6 +509,82 @@ def _vote_sentences(reports: list[ModelReport]) -> list[str]:
     return [s for s in dict.fromkeys(said) if s is not None]
 
 
+def _allowance(reports: list[ModelReport], path: str) -> str | None:
+    """On which float32 baselines ``path``'s allowance rested where an odd
+    one out left it fewer (``equivalence.reference.allowance_note``), once
+    per distinct case; ``None`` when every implementation voted."""
+    notes = [
+        f"its allowance rested on {note} ({r.vote.odd} out of the vote)"
+        for r in reports
+        if r.vote is not None
+        for note in [allowance_note(r.vote, path)]
+        if note is not None
+    ]
+    return "; ".join(dict.fromkeys(notes)) or None
+
+
+def _log_vote(
+    model: str, reports: list[ModelReport], log: Callable[[str], None]
+) -> str | None:
+    """Log what the float64 votes of ``reports`` found wrong with the
+    reference and which allowances that left thinner; returns what was
+    wrong, as every verdict of the model records it (``None`` when sound)."""
+    wrong = "; ".join(_vote_sentences(reports)) or None
+    if wrong is not None:
+        log(f"equivalence {reference_line(model, wrong)}")
+    said = (thinned(r.vote, r.verdicts) for r in reports if r.vote is not None)
+    for fewer in dict.fromkeys(said):
+        if fewer is not None:
+            log(f"equivalence {model}: {fewer}")
+    return wrong
+
+
+def _log_cached(
+    model: str, entries: list[dict[str, str]], log: Callable[[str], None]
+) -> None:
+    """Log what cached verdicts of ``model`` say beside the verdict: a wrong
+    reference once, each path's reason and thinner allowance."""
+    for sentence in dict.fromkeys(e["reference"] for e in entries if "reference" in e):
+        log(f"equivalence {reference_line(model, sentence)}")
+    for entry in entries:
+        for field in ("reason", "allowance"):
+            if field in entry:
+                log(f"equivalence {model}: {entry['path']}: {entry[field]}")
+
+
+def reference_line(model: str, sentence: str) -> str:
+    """How the gate, ``harness run`` and the report say that the float64
+    reference which judged ``model`` was found wrong."""
+    return f"REFERENCE WRONG for {model}: {sentence}"
+
+
+def wrong_references(
+    results_dir: Path, keys: Mapping[str, Iterable[str | None]]
+) -> dict[str, str]:
+    """Per model, what the verdicts cached in ``results_dir`` under ``keys``
+    (by model) say was wrong with the float64 reference that judged them;
+    a model whose reference was sound, or whose verdicts are not cached, is
+    left out.  Only reads: a cache this code cannot read says nothing here
+    (the gate sets it aside when it next runs)."""
+    try:
+        cache = _Cache.model_validate_json((results_dir / CACHE_NAME).read_bytes())
+    except (OSError, ValidationError):
+        return {}
+    entries = cache.verdicts if cache.schema_version == CACHE_SCHEMA_VERSION else {}
+    found = {}
+    for model, model_keys in keys.items():
+        said = [
+            entry.reference
+            for k in model_keys
+            if k is not None
+            for entry in [entries.get(k)]
+            if entry is not None and entry.reference is not None
+        ]
+        if said:
+            found[model] = "; ".join(dict.fromkeys(said))
+    return found
+
+
 def _key_inputs(
     paths: list[str],
 ) -> tuple[list[str], str, dict[str, dict[str, str | None]]]:
@@ -597,9 +696,7 @@ def verify(
             if all(keys[p] in entries for p in paths):
                 verdicts[model] = {p: entries[keys[p]]["verdict"] for p in paths}
                 log(f"equivalence {model}: cached verdicts still valid")
-                for p in paths:
-                    if "reason" in entries[keys[p]]:
-                        log(f"equivalence {model}: {p}: {entries[keys[p]]['reason']}")
+                _log_cached(model, [entries[keys[p]] for p in paths], log)
                 continue
             log(
                 f"equivalence {model}: checking {len(known)} path"
@@ -621,8 +718,7 @@ def verify(
                 for n in seq_lens(model)
             ]
             report = reports[0]
-            for sentence in _vote_sentences(reports):
-                log(f"equivalence {model}: {sentence}")
+            wrong = _log_vote(model, reports, log)
             if training_checks(get_spec(model)):
                 log(f"equivalence {model}: checked {training_checks(get_spec(model))}")
             for p in report.verdicts:
@@ -631,14 +727,18 @@ def verify(
                 )
                 if reason is not None:
                     log(f"equivalence {model}: {p} {verdict}: {reason}")
-                checked = training_checks(get_spec(model))
+                notes = {
+                    "reason": reason,
+                    "checked": training_checks(get_spec(model)),
+                    "reference": wrong,
+                    "allowance": _allowance(reports, p),
+                }
                 entries[keys[p]] = {
                     "model": model,
                     "path": p,
                     "verdict": verdict,
                     "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                    **({} if reason is None else {"reason": reason}),
-                    **({} if checked is None else {"checked": checked}),
+                    **{k: v for k, v in notes.items() if v is not None},
                 }
             _save(cache_file, entries)
             verdicts[model] = {
