@@ -51,7 +51,7 @@ def summary(cell: Cell, found: Bisection, out: Path, elapsed_s: float) -> str:
         if f is not None:
             lines.append(f"| {release} | {f.text()} | {f.note} |")
     if found.parts:
-        lines += ["", "| part | from | to | kind | share of the change |"]
+        lines += ["", "| part | from | to | kind | share of the net change (over 100% where others go the other way) |"]
         lines.append("| --- | --- | --- | --- | --- |")
         for n, p in enumerate(found.parts, 1):
             lines.append(
