@@ -222,6 +222,14 @@ def test_a_release_s_count_is_read_back_and_the_functions_that_moved_named(
     text = summary(cell, found, tmp_path, 90.0)
     assert "**a step at 3.11.0" in text
     assert "| 3.11.0 | 9.6e+06 [" in text
+    # the cost counts what each release's measuring took, whichever run of
+    # the bisection measured it; a time not kept, or not a time, is said
+    assert "measuring 0.0 min (2 releases measured before times were kept)" in text
+    (tmp_path / "keras-3.10.0" / "measure_s.txt").write_text("90\n")
+    (tmp_path / "keras-3.11.0" / "measure_s.txt").write_text("nan\n")
+    text = summary(cell, found, tmp_path, 6.0)
+    assert "measuring 1.5 min (1 release measured before" in text
+    assert "this run 0.1 min" in text
 
 
 def test_the_keras_functions_whose_calls_moved_are_named_largest_first() -> None:

@@ -19,7 +19,7 @@ from harness.report.summary import explained
 from harness.versions.bisect import Bisection, Part
 from harness.versions.overlay import UNDER, Overlay, prepare, size
 from harness.versions.reproducer import REPEATS, STEPS, script
-from harness.versions.signals import Cell, counted_rows, harness_in
+from harness.versions.signals import Cell, counted_rows, harness_in, measured_s
 from workers.launch import PROJECT_ROOT
 from zoo.specs import get_spec
 
@@ -27,7 +27,17 @@ TOP = 12  # functions listed per finding
 
 
 def summary(cell: Cell, found: Bisection, out: Path, elapsed_s: float) -> str:
-    """``bisect.md``: the verdict, each release visited, the cost."""
+    """``bisect.md``: the verdict, each release visited, the cost (the
+    releases' measuring times as each was measured, so a resumed bisection
+    counts what earlier runs of it spent; ``elapsed_s``: this run's)."""
+    times = [measured_s(out / f"keras-{r}") for r in found.order]
+    known = [t for t in times if t is not None]
+    unknown = len(times) - len(known)
+    spent = f"measuring {sum(known) / 60:.1f} min" + (
+        f" ({unknown} release{'s' * (unknown != 1)} measured before times were kept)"
+        if unknown
+        else ""
+    )
     disk = sum(
         size(PROJECT_ROOT / UNDER / f"keras-{r}" / "site")
         for r in found.order
@@ -40,7 +50,8 @@ def summary(cell: Cell, found: Bisection, out: Path, elapsed_s: float) -> str:
         "",
         f"{len(found.releases)} releases from {found.releases[0]} to "
         f"{found.releases[-1]}; {found.visits} visited, in this order: "
-        f"{', '.join(found.order)}; {elapsed_s / 60:.1f} min; overlays "
+        f"{', '.join(found.order)}; {spent}, this run {elapsed_s / 60:.1f} "
+        "min; overlays "
         f"{disk / 1e6:.0f} MB on disk; profile {cell.profile}; runs in {out}.",
         "",
         "| release | figure [range] | |",
@@ -51,7 +62,11 @@ def summary(cell: Cell, found: Bisection, out: Path, elapsed_s: float) -> str:
         if f is not None:
             lines.append(f"| {release} | {f.text()} | {f.note} |")
     if found.parts:
-        lines += ["", "| part | from | to | kind | share of the net change (over 100% where others go the other way) |"]
+        lines += [
+            "",
+            "| part | from | to | kind | share of the net change (over 100% "
+            "where others go the other way) |",
+        ]
         lines.append("| --- | --- | --- | --- | --- |")
         for n, p in enumerate(found.parts, 1):
             lines.append(

@@ -21,7 +21,9 @@ it is there, so an interrupted bisection resumes where it stopped.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +38,7 @@ from workers.paths import PATHS
 
 COUNT_FLOOR = 0.003  # a count change smaller than 0.3% is no change
 TIME_FLOOR = 0.02  # nor a ratio change smaller than 2%
+MEASURED_S = "measure_s.txt"  # a release's measuring time, in its folder
 COUNTED = ("torch", "tensorflow")
 TIMED = ("jax",)
 Log = Callable[[str], None]
@@ -119,8 +122,11 @@ def measurer(
                 args = ["count", *common, "--frameworks", cell.framework]
             else:
                 args = ["run", *common, "--paths", f"{cell.path},{cell.native}"]
+            started = time.monotonic()
             done = harness_in(overlay, *args)
             found = _read(cell, folder)
+            if found is not None:
+                (folder / MEASURED_S).write_text(f"{time.monotonic() - started:.1f}\n")
             if found is None:
                 tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
                 raise ValueError(
@@ -131,6 +137,17 @@ def measurer(
         return found
 
     return measure
+
+
+def measured_s(folder: Path) -> float | None:
+    """How long measuring the release of ``folder`` took (its gate and its
+    run), as the bisection that measured it wrote; None where it was not
+    written (or is not a number of seconds)."""
+    try:
+        seconds = float((folder / MEASURED_S).read_text())
+    except (OSError, ValueError):
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 def _read(cell: Cell, folder: Path) -> Figure | None:
