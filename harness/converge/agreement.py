@@ -170,40 +170,19 @@ def vote(runs: Mapping[str, Sequence[Sequence[float]]], test_samples: int) -> Vo
         )
     judges = tuple(i for i in able if agrees(best, i))
     odd = tuple(i for i in able if i not in judges)
-    if len(judges) == 1:  # odd is empty: two able ones that disagree returned above
-        return Vote(
-            judges,
-            odd,
-            tuple(unable),
-            runs,
-            test_samples,
-            "; ".join(
-                s
-                for s in (
-                    cannot,
-                    f"{best} alone judges: a fault its nudged runs share with it "
-                    "cannot be seen (the profile's ensemble_paths want two or more)",
-                )
-                if s
-            ),
-        )
     said = [
         f"ODD ONE OUT: {i}'s training or scoring disagrees with "
         f"{' and '.join(judges)}, which agree, {why.get((best, i), why.get((i, best)))}"
         for i in odd
-    ]
-    if cannot:
-        said.append(cannot)
-    if not said:
-        return Vote(judges, odd, tuple(unable), runs, test_samples)
-    return Vote(
-        judges,
-        odd,
-        tuple(unable),
-        runs,
-        test_samples,
-        "; ".join(said) + f"; every path is judged against {' and '.join(judges)}",
-    )
+    ] + ([cannot] if cannot else [])
+    if len(judges) == 1:  # odd is empty: two able ones that disagree returned above
+        said.append(
+            f"{best} alone judges: a fault its nudged runs share with it cannot "
+            "be seen (the profile's ensemble_paths want two or more)"
+        )
+    elif said:
+        said.append(f"every path is judged against {' and '.join(judges)}")
+    return Vote(judges, odd, tuple(unable), runs, test_samples, "; ".join(said) or None)
 
 
 def reached(
