@@ -9,16 +9,21 @@ nudged by one float32 ulp in a seeded random direction, beside its run from
 the weights as they are.  At epoch ``e`` the ensemble's accuracies span
 ``[low_e, high_e]``; a path agrees when its accuracy lies within
 
-    [low_e - m_e, high_e + m_e],
-    m_e = max(largest span of epochs 1..e, 1 / test samples)
+    [low_e - m, high_e + m],
+    m = max(largest span of any epoch of the run, 1 / test samples)
 
 at every epoch both ran.  The span widens the band on each side because a
 few runs underestimate the spread of many (of ``k + 1`` exchangeable runs,
 a new one falls outside their span with probability ``2 / (k + 2)``).  It
-is the largest span *so far*, not this epoch's, because chaos does not
-contract: an epoch at which the runs happen to agree must not narrow the
+is the largest span over the whole run, not this epoch's nor the largest
+so far: an epoch at which the runs happen to agree must not narrow the
 allowance (LeNet's ensemble agreed exactly at epochs 4 and 16 of a run
-where the paths were one sample apart there).  One test sample is the
+where the paths were one sample apart there), and correct paths that round
+differently at every step part sooner than one path's one-ulp nudges
+spread (LeNet on the AVX-512 host: Keras and native JAX, rounding as XLA
+does, 2 test samples from the oneDNN paths at epoch 2 and 4 at epoch 3,
+while every nudged run of each implementation was still identical there;
+the nudged runs spread by up to 6 samples later).  One test sample is the
 smallest step an accuracy can take.  docs/results/converge.md shows the
 spreads measured.
 
@@ -30,19 +35,14 @@ hundreds of steps) moves its whole ensemble, so a single one would judge
 with the fault.  Two implementations agree when, at every epoch, the gap
 between their ranges of accuracies is at most
 ``max(the widest span of either over the whole run, 1 / test samples)``:
-symmetric, over all of each one's runs rather than one lucky curve, and
-over the whole run rather than so far, because implementations that round
-differently at every step part sooner than one implementation's one-ulp
-nudges (measured: LeNet on the AVX-512 host, XLA's and oneDNN's
-convolutions 4 test samples apart at epoch 3 while each one's nudged runs
-were still identical, spreading by up to 6 later; docs/results/converge.md).
-A fault smaller than that spread cannot be told from chaos, and is not
-claimed to be.  As in the float64 gate's vote
+the allowance a path gets, symmetric, and over all of each one's runs
+rather than one lucky curve.  A fault smaller than that spread cannot be
+told from chaos, and is not claimed to be.  As in the float64 gate's vote
 (``equivalence.reference.vote``), the judges are the implementation that
 agrees with the most others and those agreeing with it; one left outside
 is the *odd one out*, named with the first epoch it leaves the others'
 band, and every path is judged against the band of the judges' runs
-pooled, never its own implementation's (``Vote.band_for``).  When no two
+pooled (``Vote.allowed``).  When no two
 agree nothing is judged, and that is said.
 Framework-free.
 """
@@ -73,15 +73,11 @@ def band(curves: Sequence[Sequence[float]], test_samples: int) -> Band | None:
     if len(curves) < 2 or test_samples < 1:
         return None
     epochs = min(len(c) for c in curves)
-    low, high = [], []
-    widest = 1.0 / test_samples
-    for e in range(epochs):
-        values = [c[e] for c in curves]
-        lo, hi = min(values), max(values)
-        widest = max(widest, hi - lo)
-        low.append(lo - widest)
-        high.append(hi + widest)
-    return Band(tuple(low), tuple(high), len(curves))
+    at = [[c[e] for c in curves] for e in range(epochs)]
+    widest = max([1.0 / test_samples] + [max(v) - min(v) for v in at])
+    low = tuple(min(v) - widest for v in at)
+    high = tuple(max(v) + widest for v in at)
+    return Band(low, high, len(curves))
 
 
 def disagreement(curve: Sequence[float], allowed: Band) -> str | None:
@@ -92,7 +88,8 @@ def disagreement(curve: Sequence[float], allowed: Band) -> str | None:
             return (
                 f"epoch {e + 1}: accuracy {accuracy:.4f} outside "
                 f"[{allowed.low[e]:.4f}, {allowed.high[e]:.4f}], the spread of "
-                f"{allowed.runs} runs nudged by one ulp, widened by its widest so far"
+                f"{allowed.runs} runs nudged by one ulp, widened by its widest "
+                "over the run"
             )
     return None
 
@@ -134,13 +131,12 @@ class Vote:
     test_samples: int
     sentence: str | None = None
 
-    def band_for(self, path: str) -> Band | None:
-        """The allowance on ``path``'s curve: the judges' runs pooled, less
-        ``path``'s own where another judge is left (a path is never judged
-        by its own implementation's runs alone, when it can be helped);
-        None when nothing can judge."""
-        judges = [j for j in self.judges if j != path] or list(self.judges)
-        return band([c for j in judges for c in self.runs[j]], self.test_samples)
+    @property
+    def allowed(self) -> Band | None:
+        """The allowance on every path's curve: the judges' runs pooled (an
+        implementation's own path among them: the vote has judged its runs,
+        as a whole, against the others'); None when nothing can judge."""
+        return band([c for j in self.judges for c in self.runs[j]], self.test_samples)
 
 
 def vote(runs: Mapping[str, Sequence[Sequence[float]]], test_samples: int) -> Vote:

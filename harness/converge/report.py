@@ -101,7 +101,7 @@ class ModelRuns:
         if record.get("status") != "ok":
             return str(record.get("status"))
         decided = decided or self.vote
-        allowed = decided.band_for(record["path"])
+        allowed = decided.allowed
         if allowed is None:
             return "no judge" if self.implementations() else "no ensemble"
         why = disagreement(record["accuracy"], allowed)
@@ -252,7 +252,7 @@ def text(found: Converged) -> str:
         info = runs.info
         target = info.get("target")
         decided = runs.vote
-        allowed = decided.band_for("")
+        allowed = decided.allowed
         width = (
             "no ensemble ran"
             if allowed is None
