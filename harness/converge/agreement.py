@@ -110,8 +110,9 @@ def apart(
         if gap > widest + ROUNDING:
             return (
                 f"from epoch {e + 1} (accuracies {min(in_a):.4f}-{max(in_a):.4f} "
-                f"against {min(in_b):.4f}-{max(in_b):.4f}, {gap * test_samples:.0f} "
-                f"test samples apart, allowed {widest * test_samples:.0f})"
+                f"against {min(in_b):.4f}-{max(in_b):.4f}: "
+                f"{gap * test_samples:.3g} test samples apart, allowed "
+                f"{widest * test_samples:.3g})"
             )
     return None
 
