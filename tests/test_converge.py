@@ -493,7 +493,7 @@ def test_correct_implementations_that_part_early_are_not_an_odd_one_out() -> Non
 
 
 def test_the_report_names_a_faulty_ensemble_implementation_and_fails(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     faulty = {**VOTERS, "native-torch": _shifted(VOTERS["native-torch"], 0.006, 1)}
     records = []
@@ -537,3 +537,6 @@ def test_the_report_names_a_faulty_ensemble_implementation_and_fails(
     assert not again.ok
     assert "native-torch disagreed" in again.closing()
     assert "did not train" not in again.closing()
+    # the report command says it last and exits 1
+    assert main(["report", "--converge", str(tmp_path / "again" / "converge")]) == 1
+    assert capsys.readouterr().out.rstrip().endswith(again.closing())

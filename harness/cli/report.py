@@ -185,7 +185,8 @@ def _versions(args: argparse.Namespace) -> int:
 
 def _converge(args: argparse.Namespace) -> int:
     """``--converge DIR``: time to accuracy per path (``harness.converge``);
-    1 when a path did not train or its curve differs."""
+    1 when a path did not train or its curve differs, or the ensemble's
+    vote found one of its implementations wrong or none to judge."""
     from harness.converge import report as converge_report
 
     if args.records or args.compare or args.machines or args.check:
@@ -201,6 +202,7 @@ def _converge(args: argparse.Namespace) -> int:
         if args.plots.exists() and not args.plots.is_dir():
             raise ValueError(f"--plots {args.plots} is a file; give a folder")
         print(converge_report.plot(found, args.plots))
+    print(found.closing())
     return 0 if found.ok else 1
 
 
