@@ -540,3 +540,33 @@ def test_the_report_names_a_faulty_ensemble_implementation_and_fails(
     # the report command says it last and exits 1
     assert main(["report", "--converge", str(tmp_path / "again" / "converge")]) == 1
     assert capsys.readouterr().out.rstrip().endswith(again.closing())
+
+
+def test_a_fault_in_a_path_outside_the_ensemble_is_blamed_on_it_alone(
+    tmp_path: Path,
+) -> None:
+    records = []
+    for impl, curves in VOTERS.items():
+        records.append(_record(impl, curves[0], ensemble_paths=list(VOTERS)))
+        records += [
+            _record(impl, c, role="ensemble", nudge=n, ensemble_paths=list(VOTERS))
+            for n, c in enumerate(curves[1:], start=1)
+        ]
+    wrong = _shifted([[0.500, 0.700, 0.801]], 0.006, 1)[0]  # Keras' count off
+    records.append(_record("keras-torch", wrong, ensemble_paths=list(VOTERS)))
+    records.append(
+        _record("keras-jax", [0.501, 0.700, 0.800], ensemble_paths=list(VOTERS))
+    )
+    for r in records:
+        del r["ensemble_path"]
+    found = report.load(report.latest(_write(tmp_path, records)))
+    runs_ = found.models["ffn"]
+    assert runs_.vote.judges == tuple(VOTERS)
+    assert not runs_.vote.odd
+    verdicts = {r["path"]: runs_.verdict(r) for r in runs_.paths}
+    assert verdicts.pop("keras-torch").startswith("differs: epoch 2")
+    assert set(verdicts.values()) == {"agrees"}
+    assert not found.ok
+    assert found.closing() == (
+        "converge FAILED: ffn: keras-torch did not train or agree"
+    )
