@@ -252,7 +252,7 @@ def test_a_converge_request_trains_at_its_learning_rate(
     assert get_spec("ffn").workload.learning_rate == 0.01  # the shared spec kept
 
 
-def test_nudged_weights_move_every_value_by_exactly_one_ulp() -> None:
+def test_nudged_weights_move_every_value_by_exactly_the_ulps_asked() -> None:
     weights = {
         "a": np.linspace(-1, 1, 101, dtype=np.float32),
         "b": np.ones(3, np.float32),
@@ -265,6 +265,13 @@ def test_nudged_weights_move_every_value_by_exactly_one_ulp() -> None:
         assert moved[name].dtype == np.float32
     assert not np.array_equal(moved["a"], nudged(weights, seed=2)["a"])
     assert np.array_equal(moved["a"], nudged(weights, seed=1)["a"])
+    far = nudged(weights, seed=1, ulps=64)
+    steps = np.abs(far["b"].view(np.int32) - weights["b"].view(np.int32))
+    assert (steps == 64).all()
+    # the same coins: 64 steps the way one step went
+    assert (
+        np.sign(far["a"] - weights["a"]) == np.sign(moved["a"] - weights["a"])
+    ).all()
 
 
 def test_the_converge_blueprints_set_a_budget_per_model() -> None:

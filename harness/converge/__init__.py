@@ -7,11 +7,12 @@ What it adds to the per-step timings: whether the 16 native versions learn
 what Keras learns, and how long each path takes to reach a target accuracy.
 
 - ``run``: the data (``zoo.datasets``), the float64 gate (a path that fails
-  it is not trained), the paths, then the *ensemble*: runs of one path from
-  weights nudged by one float32 ulp, which measure how far float32 chaos
-  alone moves an accuracy curve; records in ``converge.jsonl``, a line per
+  it is not trained), the paths, then the *ensemble*: runs of native
+  PyTorch, JAX and TensorFlow from weights nudged by 64 float32 ulps, which
+  vote on who judges and measure how far float32 chaos alone moves an
+  accuracy curve; records in ``converge.jsonl``, a line per
   run as it ends.
-- ``agreement``: the allowance the ensemble sets and each path's verdict.
+- ``agreement``: the vote, the allowance the judges set and each path's verdict.
 - ``report``: time and steps to target, final accuracy, agreement, and
   accuracy-against-time curves.
 """

@@ -3,10 +3,15 @@
 Training is chaotic: two correct float32 paths that round one operation
 differently part ways step by step, and after a few epochs their test
 accuracies differ by a few samples for no fault of either.  How much is
-measured, not guessed: the *ensemble* is ``k`` runs of one path (the
-profile's ``ensemble_paths``, each) from the canonical weights with every weight
-nudged by one float32 ulp in a seeded random direction, beside its run from
-the weights as they are.  At epoch ``e`` the ensemble's accuracies span
+measured, not guessed: the *ensemble* is ``k`` runs of each of the
+profile's ``ensemble_paths`` from the canonical weights with every weight
+nudged by ``nudge_ulps`` float32 ulps (64) in a seeded random direction,
+beside its run from the weights as they are.  Why 64, not one: a nudge
+perturbs once, while two implementations round differently at every step;
+on LeNet, one-ulp nudges left each implementation's runs identical for
+three epochs while XLA's and oneDNN's rounding parted them by 4 test
+samples, and 64-ulp nudges spread each implementation's runs as far as
+that (docs/results/converge.md).  At epoch ``e`` the ensemble's accuracies span
 ``[low_e, high_e]``; a path agrees when its accuracy lies within
 
     [low_e - m, high_e + m],
@@ -88,8 +93,7 @@ def disagreement(curve: Sequence[float], allowed: Band) -> str | None:
             return (
                 f"epoch {e + 1}: accuracy {accuracy:.4f} outside "
                 f"[{allowed.low[e]:.4f}, {allowed.high[e]:.4f}], the spread of "
-                f"{allowed.runs} runs nudged by one ulp, widened by its widest "
-                "over the run"
+                f"{allowed.runs} nudged runs, widened by its widest over the run"
             )
     return None
 

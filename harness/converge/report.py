@@ -34,6 +34,7 @@ class Record(validated.Schema):
     verdict: str | None = None
     ensemble_path: str | None = None  # records before the vote: one implementation
     ensemble_paths: list[str] | None = None
+    nudge_ulps: Annotated[int, Field(ge=1)] | None = None  # before: one ulp
     source: str | None = None
     target: Fraction | None = None
     train_samples: Count | None = None

@@ -104,15 +104,20 @@ def prepare(
     )
 
 
-def nudged(weights: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
-    """Every weight moved by one float32 ulp, up or down by a seeded coin."""
+def nudged(
+    weights: dict[str, np.ndarray], seed: int, ulps: int = 1
+) -> dict[str, np.ndarray]:
+    """Every weight moved by ``ulps`` float32 ulps (steps to the next
+    float32, one at a time), up or down by a seeded coin."""
     rng = np.random.default_rng(seed)
     out = {}
     for name in sorted(weights):
         w = np.asarray(weights[name], np.float32)
         up = rng.integers(0, 2, size=w.shape).astype(bool)
         toward = np.where(up, np.float32(np.inf), np.float32(-np.inf))
-        out[name] = np.nextafter(w, toward.astype(np.float32))
+        for _ in range(ulps):
+            w = np.nextafter(w, toward.astype(np.float32))
+        out[name] = w
     return out
 
 
@@ -183,6 +188,7 @@ def run_converge(
             "schema": SCHEMA,
             "model": model,
             "ensemble_paths": ensemble_paths,
+            "nudge_ulps": profile.converge.nudge_ulps,
             **prepared[model].describe(),
         }
         planned = [(p, 0, "path") for p in paths] + [
@@ -222,8 +228,9 @@ def train(
     cache = prepared.file.parent
     weights, weights_sha = gate.checked_weights(spec, 0, cache)
     if nudge:
-        moved = nudged(load_npz(weights), nudge)
-        weights = cache / f"weights-{spec.name}-nudge{nudge}.npz"
+        ulps = profile.converge.nudge_ulps
+        moved = nudged(load_npz(weights), nudge, ulps)
+        weights = cache / f"weights-{spec.name}-nudge{nudge}-{ulps}ulp.npz"
         save_npz(weights, moved)
         weights_sha = digest(moved)
     budget = prepared.budget

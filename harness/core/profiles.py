@@ -447,6 +447,14 @@ class ConvergeSettings(ConvergeModel):
         "float32 ulp, whose spread sets the allowance on the paths' accuracy "
         "curves (at least 1: without it no path can be judged)",
     )
+    nudge_ulps: int = Field(
+        64,
+        ge=1,
+        le=4096,
+        description="how far each weight of a nudged run moves, in float32 ulps: "
+        "64 makes one implementation's runs part as soon as two "
+        "implementations' do (one ulp was too little: docs/results/converge.md)",
+    )
     ensemble_paths: Annotated[
         tuple[PathName, ...], Field(min_length=1, max_length=8), _DistinctList()
     ] = Field(
