@@ -371,6 +371,25 @@ VOTERS = {
 }
 
 
+def _voted(
+    implementations: dict[str, list[list[float]]], paths: dict[str, list[float]]
+) -> list[dict[str, Any]]:
+    """Records of a run with the vote: each implementation's plain run (as a
+    path) and nudged runs, then ``paths``."""
+    named = {"ensemble_paths": list(implementations)}
+    records = []
+    for impl, curves in implementations.items():
+        records.append(_record(impl, curves[0], **named))
+        records += [
+            _record(impl, c, role="ensemble", nudge=n, **named)
+            for n, c in enumerate(curves[1:], start=1)
+        ]
+    records += [_record(p, curve, **named) for p, curve in paths.items()]
+    for r in records:
+        del r["ensemble_path"]
+    return records
+
+
 def _shifted(curves: list[list[float]], by: float, after: int = 0) -> list[list[float]]:
     """An implementation's runs with a fault they all share: every accuracy
     from epoch ``after`` on moved by ``by``."""
@@ -503,18 +522,7 @@ def test_the_report_names_a_faulty_ensemble_implementation_and_fails(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     faulty = {**VOTERS, "native-torch": _shifted(VOTERS["native-torch"], 0.006, 1)}
-    records = []
-    for impl, curves in faulty.items():
-        records.append(_record(impl, curves[0], ensemble_paths=list(VOTERS)))
-        records += [
-            _record(impl, c, role="ensemble", nudge=n, ensemble_paths=list(VOTERS))
-            for n, c in enumerate(curves[1:], start=1)
-        ]
-    records.append(
-        _record("keras-torch", [0.500, 0.700, 0.801], ensemble_paths=list(VOTERS))
-    )
-    for r in records:
-        del r["ensemble_path"]
+    records = _voted(faulty, {"keras-torch": [0.500, 0.700, 0.801]})
     found = report.load(report.latest(_write(tmp_path, records)))
     runs_ = found.models["ffn"]
     verdicts = {r["path"]: runs_.verdict(r) for r in runs_.paths}
@@ -552,20 +560,8 @@ def test_the_report_names_a_faulty_ensemble_implementation_and_fails(
 def test_a_fault_in_a_path_outside_the_ensemble_is_blamed_on_it_alone(
     tmp_path: Path,
 ) -> None:
-    records = []
-    for impl, curves in VOTERS.items():
-        records.append(_record(impl, curves[0], ensemble_paths=list(VOTERS)))
-        records += [
-            _record(impl, c, role="ensemble", nudge=n, ensemble_paths=list(VOTERS))
-            for n, c in enumerate(curves[1:], start=1)
-        ]
     wrong = _shifted([[0.500, 0.700, 0.801]], 0.006, 1)[0]  # Keras' count off
-    records.append(_record("keras-torch", wrong, ensemble_paths=list(VOTERS)))
-    records.append(
-        _record("keras-jax", [0.501, 0.700, 0.800], ensemble_paths=list(VOTERS))
-    )
-    for r in records:
-        del r["ensemble_path"]
+    records = _voted(VOTERS, {"keras-torch": wrong, "keras-jax": [0.501, 0.700, 0.800]})
     found = report.load(report.latest(_write(tmp_path, records)))
     runs_ = found.models["ffn"]
     assert runs_.vote.judges == tuple(VOTERS)
