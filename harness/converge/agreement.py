@@ -89,7 +89,7 @@ def disagreement(curve: Sequence[float], allowed: Band) -> str | None:
     """None when ``curve`` lies within ``allowed`` at every epoch both have,
     else one sentence naming the first epoch where it does not."""
     for e, accuracy in enumerate(curve[: len(allowed.low)]):
-        if not allowed.low[e] <= accuracy <= allowed.high[e]:
+        if not allowed.low[e] - ROUNDING <= accuracy <= allowed.high[e] + ROUNDING:
             return (
                 f"epoch {e + 1}: accuracy {accuracy:.4f} outside "
                 f"[{allowed.low[e]:.4f}, {allowed.high[e]:.4f}], the spread of "

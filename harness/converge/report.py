@@ -122,17 +122,20 @@ class Converged:
         """Every path trained and agrees, and every implementation of the
         ensemble is among the judges (one found wrong is the tool's own
         trust failing, whether or not its path was trained)."""
-        for m in self.models.values():
-            decided = m.vote
-            if decided.odd or not decided.judges:
-                return False
-            if any(m.verdict(r, decided) != "agrees" for r in m.paths):
-                return False
-        return True
+        return not self.failures()
 
     def closing(self) -> str:
-        """The run's last line: all agree, or what failed, an ensemble
-        implementation found wrong first (the tool's own judge)."""
+        """The run's last line: all agree, or what failed."""
+        said = self.failures()
+        return (
+            "converge: every path trained and agrees with the judges"
+            if not said
+            else "converge FAILED: " + "; ".join(said)
+        )
+
+    def failures(self) -> list[str]:
+        """What failed, per model: no judge, an ensemble implementation
+        found wrong (the tool's own judge) first, then the paths."""
         said = []
         for m in self.models.values():
             decided = m.vote
@@ -147,11 +150,7 @@ class Converged:
             off = [r["path"] for r in m.paths if m.verdict(r, decided) != "agrees"]
             if off:
                 said.append(f"{m.model}: {', '.join(off)} did not train or agree")
-        return (
-            "converge: every path trained and agrees with the judges"
-            if not said
-            else "converge FAILED: " + "; ".join(said)
-        )
+        return said
 
 
 def latest(folder: Path) -> Path:

@@ -443,9 +443,9 @@ class ConvergeSettings(ConvergeModel):
         4,
         ge=1,
         le=64,
-        description="runs of each ensemble path from weights nudged by one "
-        "float32 ulp, whose spread sets the allowance on the paths' accuracy "
-        "curves (at least 1: without it no path can be judged)",
+        description="runs of each ensemble path from weights nudged by "
+        "nudge_ulps float32 ulps, whose spread sets the allowance on the "
+        "paths' accuracy curves (at least 1: without it no path can be judged)",
     )
     nudge_ulps: int = Field(
         64,

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from packaging.version import InvalidVersion, Version
 
-from harness.versions.environments import _run_pip
+from harness.versions.environments import run_pip
 
 # One step carrying at least this share of the change is the change's step.
 STEP_SHARE = 0.8
@@ -73,7 +73,7 @@ def pip_releases(package: str = "keras") -> list[str]:
     """Every release of ``package`` pip can install here.
 
     Raises ValueError when pip cannot say."""
-    done = _run_pip([sys.executable, "-m", "pip", "index", "versions", package])
+    done = run_pip([sys.executable, "-m", "pip", "index", "versions", package])
     if done.returncode != 0:
         raise ValueError(f"pip cannot list {package}'s releases: {done.stderr[-300:]}")
     return versions_of(done.stdout)

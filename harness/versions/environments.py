@@ -74,7 +74,7 @@ def _wanted(combination: Combination, root: Path) -> dict[str, object]:
     }
 
 
-def _pip_error(done: subprocess.CompletedProcess[str]) -> str:
+def pip_error(done: subprocess.CompletedProcess[str]) -> str:
     """pip's reason for failing, in one line."""
     lines = [ln.strip() for ln in (done.stderr or done.stdout or "").splitlines()]
     errors = [ln for ln in lines if ln.startswith("ERROR:")]
@@ -112,7 +112,7 @@ def prepare(
     for requirement in varied_requirements(combination, root):
         found = _download(requirement)
         if found.returncode != 0:
-            return Environment(combination, None, f"pip: {_pip_error(found)}")
+            return Environment(combination, None, f"pip: {pip_error(found)}")
     if home.exists():
         why = "changed" if isinstance(kept, dict) else "was not finished"
         log(f"{combination.label}: its environment {why}; building it again")
@@ -138,7 +138,7 @@ def _download(requirement: str) -> subprocess.CompletedProcess[str]:
     away after (pip's cache keeps it for the build): whether it exists."""
     with tempfile.TemporaryDirectory(prefix="harness-release-") as folder:
         pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet"]
-        return _run_pip([*pip, "--dest", folder, requirement])
+        return run_pip([*pip, "--dest", folder, requirement])
 
 
 def _venv(home: Path) -> subprocess.CompletedProcess[str]:
@@ -152,10 +152,10 @@ def _venv(home: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _pip(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return _run_pip([str(python), "-m", "pip", "install", "--quiet", *args])
+    return run_pip([str(python), "-m", "pip", "install", "--quiet", *args])
 
 
-def _run_pip(command: list[str]) -> subprocess.CompletedProcess[str]:
+def run_pip(command: list[str]) -> subprocess.CompletedProcess[str]:
     """``command`` (a pip), its output kept; a pip that does not finish in
     :data:`PIP_TIMEOUT_S` fails with a line saying so."""
     try:
@@ -177,20 +177,20 @@ def _build(
 ) -> Environment:
     venv = _venv(home)
     if venv.returncode != 0:
-        reason = f"cannot create a virtual environment: {_pip_error(venv)}"
+        reason = f"cannot create a virtual environment: {pip_error(venv)}"
         return Environment(combination, None, reason)
     python = home / "bin" / "python"
     first = _pip(
         python, "-e", f"{root}[{PROJECT_EXTRAS}]", *combination.requirements(root)
     )
     if first.returncode != 0:
-        return Environment(combination, None, f"pip: {_pip_error(first)}")
+        return Environment(combination, None, f"pip: {pip_error(first)}")
     notes: list[str] = []
     keras = combination.keras_requirement(root)
     if keras is not None:
         second = _pip(python, keras)
         if second.returncode != 0:
-            return Environment(combination, None, f"pip: {_pip_error(second)}")
+            return Environment(combination, None, f"pip: {pip_error(second)}")
         notes = [f"installed anyway: {line}" for line in _conflicts(second)]
     found = installed_releases(str(python))
     if found != combination.release:

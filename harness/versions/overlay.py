@@ -32,7 +32,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from harness.versions.environments import _pip_error, _run_pip
+from harness.versions.environments import pip_error, run_pip
 from workers.launch import PROJECT_ROOT
 
 UNDER = Path(".nox") / "release-overlays"
@@ -123,7 +123,7 @@ def unmet(wanted: list[Requirement], have: dict[str, str]) -> list[str]:
 def _pip(*args: str) -> subprocess.CompletedProcess[str]:
     """pip with ``args``, by ``harness.versions.environments``' runner (its
     timeout, its output kept)."""
-    return _run_pip([sys.executable, "-m", "pip", *args, "--quiet"])
+    return run_pip([sys.executable, "-m", "pip", *args, "--quiet"])
 
 
 def size(folder: Path) -> int:
@@ -161,13 +161,13 @@ def _prepare(release: str, python: str, root: Path) -> Overlay:
         wheels = sorted(Path(folder).glob("keras-*.whl"))
         if got.returncode != 0 or not wheels:
             shutil.rmtree(home, ignore_errors=True)
-            raise ValueError(f"pip cannot fetch keras {release}: {_pip_error(got)}")
+            raise ValueError(f"pip cannot fetch keras {release}: {pip_error(got)}")
         added = unmet(requirements(wheels[0]), installed(python))
         done = _pip(
             "install", "--no-deps", "--target", str(site), str(wheels[0]), *added
         )
     if done.returncode != 0:
         shutil.rmtree(home, ignore_errors=True)
-        raise ValueError(f"pip cannot install keras {release}: {_pip_error(done)}")
+        raise ValueError(f"pip cannot install keras {release}: {pip_error(done)}")
     stamp.write_text(json.dumps({"release": release, "python": python, "added": added}))
     return Overlay(release, python, site, tuple(added), size(site))
