@@ -1,5 +1,5 @@
 """Sessions: ``nox -s tests``, ``nox -s tests-full``, ``nox -s coverage``,
-``nox -s explore``, ``nox -s bench``, ``nox -s ops``,
+``nox -s explore``, ``nox -s bench``, ``nox -s fresh``, ``nox -s ops``,
 ``nox -s floors``, ``nox -s count``, ``nox -s versions``, ``nox -s cluster``,
 ``nox -s lint``.
 
@@ -17,8 +17,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import nox
 
@@ -172,6 +177,48 @@ def _profile_and_options(posargs: list[str]) -> tuple[str, list[str]]:
     return "default", list(posargs)
 
 
+class Step(NamedTuple):
+    """One ``python -m harness`` command of a session, and the exit statuses
+    that let the session go on.  Each session's commands are written once, in
+    the functions below, and the tests run them as shipped
+    (``tests/paths/test_front_door.py``, ``tests/test_versions.py``)."""
+
+    argv: tuple[str, ...]
+    success_codes: tuple[int, ...] = (0,)
+
+
+def _harness(session: nox.Session, steps: Sequence[Step]) -> None:
+    for step in steps:
+        session.run(
+            "python",
+            "-m",
+            "harness",
+            *step.argv,
+            success_codes=list(step.success_codes),
+        )
+
+
+def bench_steps(
+    profile: str, options: Sequence[str] = (), results: str = RESULTS
+) -> list[Step]:
+    """``nox -s bench``'s commands: the timings behind the equivalence gate,
+    the report, then the same report with its plots, checked."""
+    return [
+        # Exit status 1 (a cell failed, diverged or was held back) still has a
+        # report worth reading; --check below fails the session afterwards.
+        Step(
+            ("run", "--profile", profile, "--results", results, *options),
+            (0, 1),
+        ),
+        Step(("report", "--results", results)),
+        # The same report as Markdown with its plots inline, and as one
+        # self-contained report.html, in results/report/.
+        Step(
+            ("report", "--results", results, "--plots", f"{results}/report", "--check")
+        ),
+    ]
+
+
 @nox.session
 def bench(session: nox.Session) -> None:
     """Timings behind the equivalence gate (``harness run`` checks every path
@@ -179,34 +226,39 @@ def bench(session: nox.Session) -> None:
     profile, options = _profile_and_options(session.posargs)
     session.install("-e", ".[frameworks,harness]")
     _mxnet_env(session)
-    # Exit status 1 (a cell failed, diverged or was held back) still has a
-    # report worth reading; --check below fails the session afterwards.
+    _harness(session, bench_steps(profile, options))
+
+
+@nox.session
+def fresh(session: nox.Session) -> None:
+    """The front door as a new user meets it: clones the committed HEAD into a
+    temporary folder and runs ``nox -s bench -- smoke`` there (environments
+    built from nothing), then prints its exit status and wall time.  Arguments
+    replace ``smoke`` (``nox -s fresh -- default``).  Uncommitted changes are
+    not in the clone; the folder is kept when the run fails."""
+    args = session.posargs or ["smoke"]
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    folder = Path(tempfile.mkdtemp(prefix="zoo-fresh-"))
     session.run(
-        "python",
-        "-m",
-        "harness",
-        "run",
-        "--profile",
-        profile,
-        "--results",
-        RESULTS,
-        *options,
-        success_codes=[0, 1],
+        "git", "clone", "--quiet", str(Path().absolute()), str(folder), external=True
     )
-    session.run("python", "-m", "harness", "report", "--results", RESULTS)
-    # The same report as Markdown with its plots inline, and as one
-    # self-contained report.html, in results/report/.
-    session.run(
-        "python",
-        "-m",
-        "harness",
-        "report",
-        "--results",
-        RESULTS,
-        "--plots",
-        f"{RESULTS}/report",
-        "--check",
+    command = [sys.executable, "-m", "nox", "-s", "bench", "--", *args]
+    start = time.monotonic()
+    code = subprocess.run(command, cwd=folder, check=False).returncode
+    took = time.monotonic() - start
+    said = (
+        f"fresh clone of {head}: nox -s bench -- {' '.join(args)} exited {code} "
+        f"in {int(took // 60)} min {took % 60:.0f} s"
     )
+    if code != 0:
+        session.error(f"{said}; the clone is kept in {folder}")
+    shutil.rmtree(folder)
+    session.log(said)
 
 
 @nox.session
@@ -268,6 +320,17 @@ def _valgrind(session: nox.Session) -> None:
     )
 
 
+def count_steps(profile: str, results: str = RESULTS) -> list[Step]:
+    """``nox -s count``'s commands: the timing and the count of one profile,
+    then the report, whose count section relates the two."""
+    common = ("--profile", profile, "--results", results)
+    return [
+        Step(("run", *common), (0, 1)),
+        Step(("count", *common)),
+        Step(("report", "--results", results)),
+    ]
+
+
 @nox.session
 def count(session: nox.Session) -> None:
     """Keras' overhead as instructions (``harness count``, under callgrind),
@@ -280,10 +343,30 @@ def count(session: nox.Session) -> None:
     _valgrind(session)
     session.install("-e", ".[frameworks,harness]")
     _mxnet_env(session)
-    common = ("--profile", profile, "--results", RESULTS)
-    session.run("python", "-m", "harness", "run", *common, success_codes=[0, 1])
-    session.run("python", "-m", "harness", "count", *common)
-    session.run("python", "-m", "harness", "report", "--results", RESULTS)
+    _harness(session, count_steps(profile))
+
+
+def converge_steps(
+    profile: str, options: Sequence[str] = (), results: str = RESULTS
+) -> list[Step]:
+    """``nox -s converge``'s commands: time to accuracy, then its report and
+    plot (each exits 1 when a path did not train or agree: said, not fatal)."""
+    return [
+        Step(
+            ("converge", "--profile", profile, "--results", results, *options),
+            (0, 1),
+        ),
+        Step(
+            (
+                "report",
+                "--converge",
+                f"{results}/converge",
+                "--plots",
+                f"{results}/plots",
+            ),
+            (0, 1),
+        ),
+    ]
 
 
 @nox.session
@@ -298,29 +381,23 @@ def converge(session: nox.Session) -> None:
     profile = args.pop(0) if args and not args[0].startswith("-") else "converge"
     session.install("-e", ".[frameworks,harness]")
     _mxnet_env(session)
-    session.run(
-        "python",
-        "-m",
-        "harness",
-        "converge",
-        "--profile",
-        profile,
-        "--results",
-        RESULTS,
-        *args,
-        success_codes=[0, 1],
-    )
-    session.run(
-        "python",
-        "-m",
-        "harness",
-        "report",
-        "--converge",
-        f"{RESULTS}/converge",
-        "--plots",
-        f"{RESULTS}/plots",
-        success_codes=[0, 1],
-    )
+    _harness(session, converge_steps(profile, args))
+
+
+def versions_steps(
+    profile: str, options: Sequence[str] = (), results: str = RESULTS
+) -> list[Step]:
+    """``nox -s versions``'s commands: the releases measured, then the report
+    and its plot beside the releases' folders."""
+    found = f"{results}/versions"
+    return [
+        Step(
+            ("versions", "--profile", profile, "--results", results, *options),
+            (0, 1),
+        ),
+        Step(("report", "--versions", found)),
+        Step(("report", "--versions", found, "--plots", found)),
+    ]
 
 
 @nox.session
@@ -335,23 +412,7 @@ def versions(session: nox.Session) -> None:
     args = list(session.posargs)
     profile = args.pop(0) if args and not args[0].startswith("-") else "versions"
     session.install("-e", ".[frameworks,harness]")
-    session.run(
-        "python",
-        "-m",
-        "harness",
-        "versions",
-        "--profile",
-        profile,
-        "--results",
-        RESULTS,
-        *args,
-        success_codes=[0, 1],
-    )
-    found = f"{RESULTS}/versions"
-    session.run("python", "-m", "harness", "report", "--versions", found)
-    session.run(
-        "python", "-m", "harness", "report", "--versions", found, "--plots", found
-    )
+    _harness(session, versions_steps(profile, args))
 
 
 @nox.session

@@ -18,6 +18,7 @@ from harness.versions import environments, matrix
 from harness.versions import report as versions_report
 from harness.versions import run as versions_run
 from tests.helpers import record
+from tests.sessions import noxfile
 from tests.test_count import run_lines
 
 PINS = matrix.project_pins()
@@ -392,17 +393,18 @@ def test_report_versions_prints_tables_and_draws_the_plot(
             json.dumps(line) + "\n" for line in run_lines(lines, [2_000_000] * 2)
         )
         (counted / "count.jsonl").write_text(text)
-    assert main(["report", "--versions", str(base)]) == 0
+    # nox -s versions' two reports, as the session runs them
+    table, plotted = noxfile().versions_steps("versions", results=str(base.parent))[1:]
+    assert "--plots" in plotted.argv
+    assert main(list(table.argv)) == 0
     shown = capsys.readouterr().out
     assert "Overhead (Keras / native time) per release" in shown
     assert "higher" in shown
     assert "Instructions per step per release" in shown
     assert "changed" in shown  # Keras' count moved 5%
-    assert (
-        main(["report", "--versions", str(base), "--plots", str(tmp_path / "p")]) == 0
-    )
-    assert (tmp_path / "p" / "versions.png").stat().st_size > 0
-    assert "| keras 3.10.0 |" in (tmp_path / "p" / "versions.md").read_text()
+    assert main(list(plotted.argv)) == 0
+    assert (base / "versions.png").stat().st_size > 0
+    assert "| keras 3.10.0 |" in (base / "versions.md").read_text()
 
 
 def test_report_versions_without_a_run_says_what_to_run(

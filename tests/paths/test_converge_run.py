@@ -15,6 +15,8 @@ from harness.core.gate import verify
 from harness.core.profiles import PROFILES
 from tests.datafiles import write_imdb, write_mnist
 from tests.paths.conftest import require
+from tests.sessions import noxfile, run_step, said
+from tests.tiers import Sizes, full_only
 
 pytestmark = pytest.mark.paths
 
@@ -73,13 +75,30 @@ def test_converge_trains_gated_paths_on_idx_files_and_reports(
     text = report.text(found)
     assert "ensemble of 6 runs on native-torch and native-jax" in text
     assert "agrees" in text
+    # nox -s converge's report, as the session runs it: text, plot, exit 0
+    (shipped,) = noxfile().converge_steps("converge", results=str(gated))[1:]
+    assert "--plots" in shipped.argv
+    done = run_step(shipped, tmp_path)
+    assert done.returncode == 0, said(done)
+    assert "ensemble of 6 runs" in done.stdout
+    assert (gated / "plots" / "converge.png").read_bytes().startswith(b"\x89PNG")
 
 
+@pytest.mark.sized
 def test_a_model_with_an_embedding_converges_on_imdb_token_ids(
-    checker: Checker, gated: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    checker: Checker,
+    gated: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    size: Sizes,
 ) -> None:
     """The transformer's family trains on the ids of IMDB's reader (tiny
     reviews here), gated like any model."""
+    full_only(
+        size,
+        "a second converge run end to end, on IMDB token ids (61 s); the fast "
+        "tier reads IMDB in tests/test_datasets.py and runs converge once above",
+    )
     paths = ["keras-jax", "native-torch"]
     for path in paths:
         require(checker, path)
