@@ -1,5 +1,8 @@
 """A run that diverged to NaN or inf says so, and a worker refuses data the
-gate did not check: real workers, every path of this environment.
+gate did not check: real workers, PyTorch's two paths in the fast tier
+(each check is the same few lines of ``workers.protocol`` in every runner,
+and every path's worker is exercised by the gate's tests), every path of this
+environment in the full tier.
 
 Each path runs in a worker process of its own (``workers.launch.Worker``),
 as in a benchmark, because Keras picks its backend once per process.  The
@@ -23,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests import tiers
 from workers import messages as m
 from workers.launch import Reply, Worker
 from workers.paths import PATHS, interpreter
@@ -122,6 +126,9 @@ NEEDS = {
 }
 MXNET = ("native-mxnet", "native-mxnet-hybrid")
 assert set(NEEDS) | set(MXNET) == set(PATHS)
+# The paths each tier runs these checks on (tests/tiers.py).
+TORCH = ["keras-torch", "native-torch"]
+CHECKED = [*NEEDS, *MXNET] if tiers.size().full_only else TORCH
 
 
 def _skip_unless_runnable(path_id: str) -> None:
@@ -159,7 +166,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return {name: str(root / f"{name}.npz") for name in arrays}
 
 
-@pytest.fixture(scope="module", params=[*NEEDS, *MXNET])
+@pytest.fixture(scope="module", params=CHECKED)
 def worker(request: pytest.FixtureRequest) -> Iterator[Worker]:
     _skip_unless_runnable(request.param)
     with Worker(request.param, start_timeout=120) as started:

@@ -61,6 +61,12 @@ CASES = [
 ]
 
 
+# Compared in process in the full tier only: torch.compile takes some 30 s
+# for ffn alone, and the fast tier gates native-torch@compile through its
+# worker against float64 (tests/paths/test_modes.py).
+FULL_TIER_ONLY = {("torch", "compile")}
+
+
 # What a mode computed, as NumPy arrays by quantity name.
 Outcome = dict[str, np.ndarray]
 
@@ -124,6 +130,12 @@ def _tolerance(name: str) -> float:
 def pair(request: pytest.FixtureRequest) -> tuple[Outcome, Outcome]:
     """(the mode's outcome, the default mode's) for one case."""
     package, mode, model = request.param
+    if (package, mode) in FULL_TIER_ONLY:
+        tiers.full_only(
+            tiers.size(),
+            f"{package}'s {mode} mode compared in process (its worker is gated "
+            "against float64 in the fast tier)",
+        )
     return _outcome(package, mode, model), _outcome(package, MODES[package][0], model)
 
 

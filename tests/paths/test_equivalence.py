@@ -23,7 +23,7 @@ from native.faults import Location
 from tests import tiers
 from tests.conftest import draws
 from tests.paths.conftest import UNAVAILABLE, require
-from tests.tiers import KIND_MODELS, OPTION_MODELS, Sizes
+from tests.tiers import KIND_MODELS, OPTION_MODELS, Sizes, full_only
 from workers.launch import PROJECT_ROOT
 from workers.paths import OPTIONAL_FRAMEWORKS, PATHS
 from zoo.specs import get_spec
@@ -80,11 +80,17 @@ def _assert_it_is_the_embedding_bug(report: ModelReport) -> None:
     assert located == Location("update", spec.layers[0].name), _explain(report)
 
 
+@pytest.mark.sized
 def test_keras_on_tensorflow_updates_repeated_token_rows_wrongly(
-    checker: Checker,
+    checker: Checker, size: Sizes
 ) -> None:
     """If this fails because keras-tensorflow passes, Keras fixed the bug:
     drop ``KERAS_EMBEDDING_BUG`` and say so in docs/results/transformer.md."""
+    full_only(
+        size,
+        "that Keras 3.15 on TensorFlow still has the embedding bug (18 s): the "
+        "pins only change with a release, which runs the full tier",
+    )
     report = checker.check(Case("transformer-tiny", 0, 4, steps=1))
     assert report.verdicts[KERAS_EMBEDDING_BUG] == "fail", _explain(report)
     _assert_it_is_the_embedding_bug(report)

@@ -15,14 +15,21 @@ from harness.core.gate import verify
 from harness.core.profiles import PROFILES
 from harness.report.analysis import overhead_rows
 from harness.report.tables import report
+from tests.tiers import Sizes, full_only
 from workers.paths import OPTIONAL_FRAMEWORKS, PATHS, PHASES
 
 pytestmark = pytest.mark.paths
 
 
+@pytest.mark.sized
 def test_smoke_run_records_every_cell_behind_the_gate(
-    gated: Path, capsys: pytest.CaptureFixture[str]
+    gated: Path, capsys: pytest.CaptureFixture[str], size: Sizes
 ) -> None:
+    full_only(
+        size,
+        "harness run through every path (27 s); the fast tier runs nox -s "
+        "bench's own commands through PyTorch (test_front_door.py)",
+    )
     out = run(
         PROFILES["smoke"],
         models=["ffn"],
@@ -111,19 +118,22 @@ def test_the_gate_holds_back_an_unverified_path_unless_forced(
     assert "unverified" in report(out, "table", "overhead")
 
 
+@pytest.mark.sized
 def test_floors_time_every_native_path_against_its_idiomatic_step(
-    tmp_path: Path,
+    tmp_path: Path, size: Sizes
 ) -> None:
     from harness.bench.floors import floors, native_frameworks
 
+    # a command through one framework in the fast tier, every one in the full
+    frameworks = native_frameworks() if size.full_only else ["torch"]
     out, rows = floors(
         PROFILES["smoke"],
         models=["ffn"],
-        frameworks=native_frameworks(),
+        frameworks=frameworks,
         results_dir=tmp_path,
         runs=1,
     )
-    assert [r["framework"] for r in rows] == native_frameworks()
+    assert [r["framework"] for r in rows] == frameworks
     assert all(r["native/idiomatic"] is not None for r in rows), rows
     recs = records.read(out)
     assert {r.api for r in recs} == {"path", "idiomatic"}

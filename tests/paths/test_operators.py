@@ -17,6 +17,7 @@ import pytest
 
 from equivalence.operators import OpChecker, search
 from harness.ops.measure import operator_paths
+from tests.tiers import Sizes, full_only
 from workers.launch import PROJECT_ROOT, Worker
 from workers.messages import OpPrepare, OpPreparedAnswer, OpTime, OpTimeAnswer
 from zoo.operators import Case, make_operands
@@ -151,7 +152,15 @@ def _records(tmp_path: Path) -> list[dict]:
     return [json.loads(line) for line in records.read_text().splitlines()]
 
 
-def test_the_command_times_what_agreed_and_writes_its_report(tmp_path: Path) -> None:
+@pytest.mark.sized
+def test_the_command_times_what_agreed_and_writes_its_report(
+    tmp_path: Path, size: Sizes
+) -> None:
+    full_only(
+        size,
+        "a second harness ops run end to end, with nothing faulty (21 s); the "
+        "fast tier's run below carries a fault and writes the same report",
+    )
     done = _ops(tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     recs = _records(tmp_path)
@@ -176,6 +185,14 @@ def test_a_faulty_operator_is_not_timed(tmp_path: Path) -> None:
     assert status[("matmul", "keras-torch")] == "ok"
     assert status[("relu", "native-torch")] == "ok"  # the fault touches GEMMs only
     assert "matmul on native-torch disagrees" in done.stdout
+    # what agreed is timed and reported as in a run without a fault
+    assert {r["phase"] for r in recs if r["status"] == "ok"} == {"forward", "backward"}
+    assert "Per-call overhead of keras.ops" in done.stdout
+    (folder,) = tmp_path.glob("ops-*")
+    assert (folder / "ops-relu.png").exists()
+    lines = [json.loads(x) for x in (folder / "gate.jsonl").read_text().splitlines()]
+    (peak,) = [x for x in lines if x["kind"] == "peak"]
+    assert min(peak["flops_per_s"]) > 0
 
 
 def test_a_bad_option_is_one_sentence(tmp_path: Path) -> None:

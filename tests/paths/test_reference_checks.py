@@ -16,6 +16,7 @@ import pytest
 from equivalence.check import WORKER_ENV, Case, Checker
 from equivalence.reference import IMPLEMENTATIONS
 from native.faults import FAULTS
+from tests.tiers import Sizes, full_only
 from workers.launch import PROJECT_ROOT, Worker
 from workers.messages import Evaluate
 from zoo.arrays import load_npz
@@ -64,7 +65,13 @@ def test_blame_does_not_depend_on_the_paths_chosen(checker: Checker) -> None:
     assert localization.first == FAULTS["missing-bias"].target(get_spec("lenet"))
 
 
-def test_the_lstm_is_checked_short_and_long_and_repeats_its_bits() -> None:
+@pytest.mark.sized
+def test_the_lstm_is_checked_short_and_long_and_repeats_its_bits(size: Sizes) -> None:
+    full_only(
+        size,
+        "a second python -m equivalence run end to end, on the LSTM (17 s); "
+        "the fast tier runs the command once (test_equivalence.py)",
+    )
     result = _cli(
         "--models", "lstm", "--paths", "native-torch,native-jax",
         "--steps", "0", "--epochs", "0", "--batch-size", "2",
@@ -105,9 +112,16 @@ def test_a_fault_in_a_reference_implementation_is_named_and_the_rest_judged(
     assert report.localizations[implementation].first == target
 
 
+@pytest.mark.sized
 def test_a_path_stands_in_for_its_float32_baseline_bit_for_bit(
-    checker: Checker, tmp_path: Path
+    checker: Checker, tmp_path: Path, size: Sizes
 ) -> None:
+    full_only(
+        size,
+        "that the reused float32 baselines are the bits of workers of their "
+        "own (17 s, three fresh workers): the full tier runs after any change "
+        "to native/ or equivalence/",
+    )
     # The checker takes an implementation's float32 baseline from its own
     # path's worker (``Checker._worker``, ``equivalence.check._reuse``):
     # sound only because a worker of its own, as a baseline would otherwise

@@ -163,9 +163,10 @@ def test_a_damaged_weights_file_is_one_sentence(saved: Path, tmp_path: Path) -> 
 def test_every_path_of_an_example_passes_the_float64_judge(
     tmp_path: Path, size: Sizes
 ) -> None:
-    # keras-team/keras#20902's model in the fast tier (its stacked LSTMs and
-    # sequences reach every path only here; the fault suite runs every path
-    # on strided-cnn's options); all four in the full tier.  The transformer
+    # keras-team/keras#20902's model through PyTorch's two paths in the fast
+    # tier (the command once, through one framework; its stacked LSTMs reach
+    # every path in test_equivalence.py, on stacked-lstm), all four through
+    # every path in the full tier.  The transformer
     # is judged on its forward pass and gradients only: after an Adam step
     # its attention key bias, zero in Keras' file and with a gradient zero in
     # exact arithmetic, is rounding noise in float64 too, which the float64
@@ -178,8 +179,10 @@ def test_every_path_of_an_example_passes_the_float64_judge(
         "sigmoid_mlp": ("--steps", "2", "--seq-len", "6"),
         "tiny_transformer": ("--steps", "0"),
     }
-    if not size.full_only:
+    paths = list(PATHS)
+    if not size.full_only:  # the command through one framework
         examples = {"stacked_lstm": examples["stacked_lstm"]}
+        paths = ["keras-torch", "native-torch"]
     for example, options in examples.items():
         done = _python(
             tmp_path,
@@ -189,6 +192,8 @@ def test_every_path_of_an_example_passes_the_float64_judge(
             str(EXAMPLES / f"{example}.keras"),
             "--batch-size",
             "4",
+            "--paths",
+            ",".join(paths),
             *options,
             timeout=900,
         )
@@ -200,7 +205,7 @@ def test_every_path_of_an_example_passes_the_float64_judge(
         verdicts = {
             r[0]: r[-1] for r in rows if r and r[0] in PATHS and "/" not in r[-1]
         }
-        assert set(verdicts) == set(PATHS)
+        assert set(verdicts) == set(paths)
         for path, verdict in verdicts.items():
             optional = PATHS[path].framework in OPTIONAL_FRAMEWORKS
             assert verdict == "pass" or (optional and verdict == "unavailable"), path
