@@ -400,6 +400,12 @@ def test_a_reference_found_wrong_fails_the_run_and_its_report_check(
     assert (said in lines) is wrong
     assert main(["report", str(out), "--check"]) == code
     assert (said in capsys.readouterr().err.splitlines()) is wrong
+    # the same with the plots, as nox -s bench ends (this combination raised
+    # UnboundLocalError at c0073ac)
+    plotted = ["report", str(out), "--plots", str(tmp_path / "plots"), "--check"]
+    assert main(plotted) == code
+    assert (said in capsys.readouterr().err.splitlines()) is wrong
+    assert (tmp_path / "plots" / "report.html").is_file()
 
 
 def test_outcome_counts_final_records_and_unverified_ones(tmp_path: Path) -> None:

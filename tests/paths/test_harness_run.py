@@ -140,9 +140,15 @@ def test_floors_time_every_native_path_against_its_idiomatic_step(
     assert all(len(r.values["step_s"]) == 1 for r in recs)
 
 
+@pytest.mark.sized
 def test_an_interrupted_run_resumes_without_redoing_finished_cells(
-    gated: Path,
+    gated: Path, size: Sizes
 ) -> None:
+    full_only(
+        size,
+        "a resumed harness run through real workers (10 s); the fast tier "
+        "resumes runs with stand-in workers (tests/test_hostile_run.py)",
+    )
     kwargs = {
         "models": ["ffn"],
         "paths": ["native-torch", "keras-torch"],

@@ -10,12 +10,20 @@ from harness.bench.run import run
 from harness.core import records
 from harness.core.profiles import PROFILES
 from harness.report.tables import report
+from tests.tiers import Sizes, full_only
 from workers.paths import get_path
 
 pytestmark = pytest.mark.paths
 
 
-def test_a_run_times_modes_unpaired_and_reports_them(gated: Path) -> None:
+@pytest.mark.sized
+def test_a_run_times_modes_unpaired_and_reports_them(gated: Path, size: Sizes) -> None:
+    full_only(
+        size,
+        "a second harness run end to end, timing modes (24 s); the fast tier "
+        "gates every mode's timed closures (test_modes.py) and reports modes "
+        "from records (tests/test_mode_report.py)",
+    )
     # two modes of one framework (JAX's workers start in half TensorFlow's
     # time); every mode is timed through its worker by the gate's closures
     # check (test_modes.py)

@@ -38,7 +38,14 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     )
 
 
-def test_a_native_path_that_crashes_at_start_up_fails_the_check() -> None:
+@pytest.mark.sized
+def test_a_native_path_that_crashes_at_start_up_fails_the_check(size: Sizes) -> None:
+    full_only(
+        size,
+        "a second python -m equivalence run end to end, a path crashing at "
+        "start-up (18 s); the fast tier runs the command once "
+        "(test_equivalence.py) and a worker dying at start in test_launch.py",
+    )
     # An environment that makes native PyTorch's own code raise at import, as
     # a source fault would (the float64 reference sets its own dtype).
     result = _cli(
