@@ -229,7 +229,8 @@ def bench(session: nox.Session) -> None:
     _harness(session, bench_steps(profile, options))
 
 
-@nox.session
+# no environment of its own: it runs nox itself, in the clone
+@nox.session(venv_backend="none")
 def fresh(session: nox.Session) -> None:
     """The front door as a new user meets it: clones the committed HEAD into a
     temporary folder and runs ``nox -s bench -- smoke`` there (environments
