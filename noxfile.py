@@ -106,8 +106,9 @@ def _pytest_both_environments(session: nox.Session, tier: str) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The fast tier (what CI runs): every path, mode, layer kind, command
-    and failure mode at test sizes; then ``tests/native`` in the MXNet
+    """The fast tier (what CI runs): every path, mode, layer kind, fault and
+    worker task through real workers once, every command end to end once
+    through one framework, at test sizes; then ``tests/native`` in the MXNet
     environment.  Further arguments go to pytest."""
     _test_env(session)
     _pytest_both_environments(session, "fast")

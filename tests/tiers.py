@@ -7,9 +7,12 @@ size matters it carries ``@pytest.mark.sized`` and reads its sizes from
 tier, not the test, decides how big a model, how long a sequence and how many
 draws.  ``pytest -m sized`` lists exactly the tests the tier changes.
 
-The fast tier proves the code: every path, mode, layer kind, command and
-failure mode at the smallest size that exercises it (VGG16's blocks and layer
-kinds at a sixteenth of its filters; the LSTM at a short sequence).  The full
+The fast tier proves the code: every path, execution mode, layer kind, fault
+and worker task through real workers once, and every command end to end once
+through one framework (the same command through the others, or run a second
+time, is the full tier's: ``full_only``), at the smallest size that exercises
+it (VGG16's blocks and layer kinds at a sixteenth of its filters; the LSTM at
+a short sequence).  The full
 sizes are what every ``harness run`` checks anyway before it times anything
 (the gate): the full tier runs the suite at today's sizes, for a release or
 after a change to ``native/`` or ``equivalence/`` (docs/testing.md).
