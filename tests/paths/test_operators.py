@@ -17,7 +17,7 @@ import pytest
 
 from equivalence.operators import OpChecker, search
 from harness.ops.measure import operator_paths
-from tests.tiers import Sizes, full_only
+from tests.tiers import Sizes, draws_at, full_only
 from workers.launch import PROJECT_ROOT, Worker
 from workers.messages import OpPrepare, OpPreparedAnswer, OpTime, OpTimeAnswer
 from zoo.operators import Case, make_operands
@@ -55,13 +55,18 @@ def worker(request: pytest.FixtureRequest) -> Iterator[Worker]:
         yield w
 
 
+# Each operator's drawn cases on each path: four in the full tier, the fast
+# tier's share of them (tests/tiers.py), as every Hypothesis test's draws.
+OPERATOR_DRAWS = draws_at(4)
+
+
 @pytest.mark.parametrize("op", OPERATORS)
 def test_keras_and_native_operators_agree_with_float64(worker: Worker, op: str) -> None:
     with OpChecker(worker) as checker:
         for path in (worker.path.id, *(p.id for p in worker.partners)):
-            verdict = search(op, path, checker.evaluate, examples=4)
+            verdict = search(op, path, checker.evaluate, examples=OPERATOR_DRAWS)
             assert verdict.ok, (verdict.counterexample, verdict.why)
-            assert verdict.examples >= 4
+            assert verdict.examples >= OPERATOR_DRAWS
 
 
 @pytest.mark.parametrize(
