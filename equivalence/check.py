@@ -98,9 +98,10 @@ _T = TypeVar("_T")
 
 def seq_lens(model: str, given: int | None = None) -> list[int | None]:
     """The sequence lengths to check ``model`` at: ``given``, or else for a
-    model over sequences (an LSTM's) the workload's (``None``) and
-    ``SHORT_SEQ_LEN``; other models have none."""
-    if len(get_spec(model).input_shape) != 2:
+    model that takes sequences of any length (an LSTM's: ``free_length``)
+    the workload's (``None``) and ``SHORT_SEQ_LEN``; other models only at
+    their own input's (a ``Flatten`` over ``(28, 28)`` images fixes it)."""
+    if not get_spec(model).free_length:
         return [None]
     return [given] if given is not None else [None, SHORT_SEQ_LEN]
 

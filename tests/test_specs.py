@@ -195,6 +195,41 @@ def test_sequences_keep_their_steps_and_flatten_without_permutation() -> None:
     assert flat.param("d/kernel").kind == "dense"
 
 
+def test_only_a_model_whose_input_length_is_free_is_checked_at_other_lengths() -> None:
+    from equivalence.check import SHORT_SEQ_LEN, seq_lens
+
+    workload = MODELS["ffn"].workload
+    # TensorFlow's beginner example: (28, 28) images, no channel axis,
+    # flattened into a dense layer whose kernel fixes the 28 rows
+    rows = ModelSpec(
+        "rows",
+        (28, 28),
+        10,
+        (Layer("f", "flatten"), Layer("d", "dense", 10)),
+        workload,
+    )
+    assert not rows.free_length
+    for free in ("lstm", "stacked-lstm", "conv1d-gru"):
+        assert MODELS.get(free, VARIANTS.get(free)).free_length, free
+        assert seq_lens(free) == [None, SHORT_SEQ_LEN]
+        assert seq_lens(free, 5) == [5]
+    # an LSTM's sequence flattened fixes its length too
+    flat = ModelSpec(
+        "f",
+        (6, 4),
+        3,
+        (
+            Layer("l", "lstm", 5, return_sequences=True),
+            Layer("f", "flatten"),
+            Layer("d", "dense", 3),
+        ),
+        workload,
+    )
+    assert not flat.free_length
+    for fixed in ("ffn", "lenet", "gap-cnn", "transformer-tiny"):
+        assert seq_lens(fixed) == [None], fixed
+
+
 @pytest.mark.parametrize(
     ("layers", "message"),
     [

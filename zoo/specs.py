@@ -349,6 +349,16 @@ class ModelSpec:
         raise KeyError(f"{self.name} has no layer {name!r}")
 
     @property
+    def free_length(self) -> bool:
+        """Whether the model takes sequences of any length: its input is
+        (steps, features) and no ``flatten`` fixes the number of steps for
+        the layer after it (``(28, 28)`` images flattened into a dense layer
+        take 28 rows and no other number)."""
+        return len(self.input_shape) == 2 and all(
+            layer.kind != "flatten" for layer in self.layers
+        )
+
+    @property
     def tokens(self) -> int:
         """How many token ids the model's input draws from, when it takes
         token ids (its first layer is an embedding); 0 when it takes floats."""
