@@ -180,7 +180,13 @@ def test_sequences_keep_their_steps_and_flatten_without_permutation() -> None:
     assert shapes == [(12, 16), (12, 8), (8,), (2,)]
     assert spec.param("project/kernel").shape == (16, 8)
     assert spec.param("lstm2/kernel").shape == (8, 32)
-    flat = ModelSpec(
+    # a sequence is (N, T, F) in every layout: no row permutation needed
+    assert _lstm_flattened().param("d/kernel").kind == "dense"
+
+
+def _lstm_flattened() -> ModelSpec:
+    """An LSTM's whole sequence flattened into a dense layer."""
+    return ModelSpec(
         "f",
         (6, 4),
         3,
@@ -191,8 +197,6 @@ def test_sequences_keep_their_steps_and_flatten_without_permutation() -> None:
         ),
         MODELS["lstm"].workload,
     )
-    # a sequence is (N, T, F) in every layout: no row permutation needed
-    assert flat.param("d/kernel").kind == "dense"
 
 
 def test_only_a_model_whose_input_length_is_free_is_checked_at_other_lengths() -> None:
@@ -214,18 +218,7 @@ def test_only_a_model_whose_input_length_is_free_is_checked_at_other_lengths() -
         assert seq_lens(free) == [None, SHORT_SEQ_LEN]
         assert seq_lens(free, 5) == [5]
     # an LSTM's sequence flattened fixes its length too
-    flat = ModelSpec(
-        "f",
-        (6, 4),
-        3,
-        (
-            Layer("l", "lstm", 5, return_sequences=True),
-            Layer("f", "flatten"),
-            Layer("d", "dense", 3),
-        ),
-        workload,
-    )
-    assert not flat.free_length
+    assert not _lstm_flattened().free_length
     for fixed in ("ffn", "lenet", "gap-cnn", "transformer-tiny"):
         assert seq_lens(fixed) == [None], fixed
 
