@@ -127,8 +127,7 @@ NEEDS = {
 MXNET = ("native-mxnet", "native-mxnet-hybrid")
 assert set(NEEDS) | set(MXNET) == set(PATHS)
 # The paths each tier runs these checks on (tests/tiers.py).
-TORCH = ["keras-torch", "native-torch"]
-CHECKED = [*NEEDS, *MXNET] if tiers.size().full_only else TORCH
+CHECKED = [*NEEDS, *MXNET] if tiers.size().full_only else [*tiers.COMMAND_PATHS]
 
 
 def _skip_unless_runnable(path_id: str) -> None:

@@ -25,9 +25,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from workers.paths import PATHS
 from zoo.specs import MODELS
 
 TIERS = ("fast", "full")
+# The one framework the fast tier sends a command through end to end (the
+# others are the full tier's): PyTorch, whose Keras and native paths share one
+# paired worker, the cheapest start; and its paths.
+COMMAND_FRAMEWORK = "torch"
+COMMAND_PATHS = tuple(p for p, i in PATHS.items() if i.framework == COMMAND_FRAMEWORK)
 # The variants that carry the layer options users' models bring (strides,
 # 'same' pools, tanh, sigmoid, softmax, stacked LSTMs, dense on sequences):
 # small, so both tiers check every path on them.

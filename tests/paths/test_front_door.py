@@ -17,11 +17,12 @@ import pytest
 
 from harness.core import records
 from tests.sessions import noxfile, run_step, said
+from tests.tiers import COMMAND_PATHS
 from workers.paths import PHASES
 
 pytestmark = pytest.mark.paths
 
-PATHS = ("keras-torch", "native-torch")
+PATHS = COMMAND_PATHS
 
 
 def test_the_bench_session_runs_to_its_checked_report_with_plots(

@@ -15,7 +15,7 @@ from harness.core.gate import verify
 from harness.core.profiles import PROFILES
 from harness.report.analysis import overhead_rows
 from harness.report.tables import report
-from tests.tiers import Sizes, full_only
+from tests.tiers import COMMAND_FRAMEWORK, Sizes, full_only
 from workers.paths import OPTIONAL_FRAMEWORKS, PATHS, PHASES
 
 pytestmark = pytest.mark.paths
@@ -125,7 +125,7 @@ def test_floors_time_every_native_path_against_its_idiomatic_step(
     from harness.bench.floors import floors, native_frameworks
 
     # a command through one framework in the fast tier, every one in the full
-    frameworks = native_frameworks() if size.full_only else ["torch"]
+    frameworks = native_frameworks() if size.full_only else [COMMAND_FRAMEWORK]
     out, rows = floors(
         PROFILES["smoke"],
         models=["ffn"],

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.tiers import OPTION_MODELS, Sizes
+from tests.tiers import COMMAND_PATHS, OPTION_MODELS, Sizes
 from workers.launch import PROJECT_ROOT
 from workers.paths import OPTIONAL_FRAMEWORKS, PATHS
 from workers.user_model import model_from_file
@@ -182,7 +182,7 @@ def test_every_path_of_an_example_passes_the_float64_judge(
     paths = list(PATHS)
     if not size.full_only:  # the command through one framework
         examples = {"stacked_lstm": examples["stacked_lstm"]}
-        paths = ["keras-torch", "native-torch"]
+        paths = list(COMMAND_PATHS)
     for example, options in examples.items():
         done = _python(
             tmp_path,
