@@ -454,3 +454,48 @@ def cluster(session: nox.Session) -> None:
         external=True,
     )
     session.run("python", "cluster/same_cells.py", results)
+
+
+GALLERY_RESULTS = Path("gallery-results")
+
+
+@nox.session
+def gallery(session: nox.Session) -> None:
+    """The gallery of public examples' models (``examples/gallery.py``): each
+    built into ``gallery-results/<name>.keras`` and checked with ``python -m
+    equivalence --model`` (its verdicts in ``<name>.json``; its standard
+    error, with the door's sentence when the model is refused, in
+    ``<name>.stderr``); then the table (``examples/gallery_table.py``),
+    also written to ``gallery-results/gallery.md``.  Arguments: gallery
+    names (default: all of them, the folder rebuilt from nothing); a model
+    that fails or is refused does not stop the others."""
+    session.install("-e", ".[frameworks,harness]")
+    _mxnet_env(session)
+    results = GALLERY_RESULTS
+    if not session.posargs and results.exists():
+        shutil.rmtree(results)
+    session.run("python", "examples/gallery.py", str(results), *session.posargs)
+    names = session.posargs or sorted(p.stem for p in results.glob("*.keras"))
+    for name in names:
+        verdicts, stderr = results / f"{name}.json", results / f"{name}.stderr"
+        verdicts.unlink(missing_ok=True)
+        with stderr.open("w") as err:
+            # 1: a path disagreed; 2: the door refused the model
+            session.run(
+                "python",
+                "-m",
+                "equivalence",
+                "--model",
+                str(results / f"{name}.keras"),
+                "--out",
+                str(verdicts),
+                success_codes=[0, 1, 2],
+                stderr=err,
+            )
+    session.run(
+        "python",
+        "examples/gallery_table.py",
+        str(results),
+        "--markdown",
+        str(results / "gallery.md"),
+    )

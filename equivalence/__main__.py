@@ -62,8 +62,10 @@ from zoo.specs import MODELS, VARIANTS, get_spec
 
 # 4: the float64 vote (reference, odd one out); 5: per case
 # ``reference_sound``, what was wrong with an odd one out
-# (``reference_fault``) and the allowances it left thinner (``thinned``)
-VERDICT_SCHEMA_VERSION = 5
+# (``reference_fault``) and the allowances it left thinner (``thinned``);
+# 6: per case ``shown_verdicts`` (``infer-only`` where only training failed)
+# and ``notes`` (what Keras is known to compute differently, by path)
+VERDICT_SCHEMA_VERSION = 6
 # Training steps compared by default: two for VGG16, whose trajectories part
 # chaotically after that (see TRAJECTORY_TOLERANCE) and whose parameters take
 # 60 MB a step per path.
@@ -99,7 +101,8 @@ def _print_judgements(report: ModelReport) -> None:
     """Per path: worst error against float64 per kind of quantity, its "m",
     its repeatability and verdict."""
     rows = []
-    for path, verdict in report.verdicts.items():
+    for path in report.verdicts:
+        verdict = report.shown_verdict(path)
         result = report.judgements.get(path)
         repeat = report.repeat_errors.get(path)
         row = [path]
@@ -144,6 +147,9 @@ def _print_judgements(report: ModelReport) -> None:
     fewer = thinned(vote, report.verdicts) if vote is not None else None
     if fewer is not None:
         print(f"FEWER BASELINES: {fewer}")
+    for path in report.verdicts:
+        for note in report.notes(path):
+            print(f"{path}: {note}")
 
 
 def _print_report(report: ModelReport) -> None:
@@ -555,6 +561,8 @@ def _write_verdicts(
                 "reference_fault": r.vote.fault if r.vote else None,
                 "thinned": thinned(r.vote, r.verdicts) if r.vote else None,
                 "verdicts": r.verdicts,
+                "shown_verdicts": {p: r.shown_verdict(p) for p in r.verdicts},
+                "notes": {p: r.notes(p) for p in r.verdicts if r.notes(p)},
                 "multiples": r.multiples,
                 "localizations": {
                     p: str(loc.first) for p, loc in r.localizations.items()

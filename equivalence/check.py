@@ -39,6 +39,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from equivalence import keras_known
 from equivalence.compare import (
     TOLERANCES,
     PairResult,
@@ -80,9 +81,10 @@ _Answer = tuple[Reply, dict[str, np.ndarray] | None]  # a reply, the arrays writ
 # The LSTM's second case: short enough that its first time step still moves
 # the logits (at the workload's 250, skipping step 1 moves them by 1.6e-7).
 SHORT_SEQ_LEN = 12
-# ``infer-only`` is the gate's (``harness.core.gate.INFER_ONLY``): a path
-# whose training alone fails.
-VERDICT_ORDER = ("pass", "unavailable", "infer-only", "unchecked", "fail", "error")
+# ``infer-only``: a path whose training alone fails (``ModelReport.shown_verdict``,
+# the gate's ``harness.core.gate.INFER_ONLY``).
+INFER_ONLY = "infer-only"
+VERDICT_ORDER = ("pass", "unavailable", INFER_ONLY, "unchecked", "fail", "error")
 # How many worker processes compute at once during a check: one per CPU this
 # process may use.  Each request goes to another process, so they cannot
 # change each other's results; only the wall time of a check changes.
@@ -217,6 +219,35 @@ class ModelReport:
         reference implementation is a failure of the tool's own trust, even
         when every path it judged passed."""
         return self.paths_pass and self.reference_sound
+
+    def failing(self, path: str) -> list[str]:
+        """The quantities ``path`` has beyond their allowance."""
+        judged = self.judgements.get(path)
+        return [e.quantity for e in judged.failures] if judged is not None else []
+
+    def trains_wrong_only(self, path: str) -> bool:
+        """Whether every quantity ``path`` failed on is one of a training
+        step (``step<t>/...``): its logits, loss and gradients agree with
+        float64 and only its optimizer's update does not (the gate's
+        ``infer-only``: its inference is timed, its training held back)."""
+        failing = self.failing(path)
+        return bool(failing) and all(q.startswith("step") for q in failing)
+
+    def shown_verdict(self, path: str) -> str:
+        """``path``'s verdict as the gate would give it: ``infer-only`` for
+        a ``fail`` of its training steps alone."""
+        verdict = self.verdicts.get(path, "error")
+        return (
+            INFER_ONLY
+            if verdict == "fail" and self.trains_wrong_only(path)
+            else verdict
+        )
+
+    def notes(self, path: str) -> list[str]:
+        """What Keras is known to compute differently on this path
+        (``equivalence.keras_known``): by-design differences, and the Keras
+        bug its failures are, if they are exactly one's."""
+        return keras_known.notes(get_spec(self.case.model), path, self.failing(path))
 
 
 @dataclass

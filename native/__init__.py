@@ -56,6 +56,7 @@ from zoo.specs import OPTIMIZERS as SPEC_OPTIMIZERS
 
 if TYPE_CHECKING:
     from native.protocol import Apply, Framework
+    from zoo.losses import Objective
     from zoo.specs import ModelSpec
 
 FRAMEWORKS = ("jax", "tensorflow", "torch", "mxnet", "mxnet-hybrid")
@@ -142,12 +143,19 @@ def load_apply(framework: str, spec: ModelSpec) -> Apply:
     The same object for the same forward pass: JAX, TensorFlow and the modes
     that compile cache their compiled functions per ``apply`` object, so a new
     one per call would compile again every time.  Specs that differ only in
-    their workload share one (the workload does not shape the pass); another
-    model or a spec changed by a deliberate fault gets its own.
+    their optimizer or batch share one; another model, another loss
+    (``objective_of``) or a spec changed by a deliberate fault gets its own.
     """
     load_framework(framework)
     package = framework.split("-", maxsplit=1)[0]
     return _bound(importlib.import_module(f"native.{package}.ops"), spec)
+
+
+def objective_of(apply: Apply) -> Objective:
+    """The loss a pass of ``load_apply`` trains with (its spec's
+    ``Workload.objective``), which every ``common.loss`` takes."""
+    spec: ModelSpec = apply.keywords["spec"]  # type: ignore[attr-defined]
+    return spec.workload.objective
 
 
 def at_shape(apply: Apply, shape: tuple[int, ...]) -> Apply:
@@ -169,8 +177,8 @@ def at_shape(apply: Apply, shape: tuple[int, ...]) -> Apply:
 
 def _bound(ops: Any, spec: ModelSpec) -> Apply:
     """``native.compose.apply`` over ``ops`` with ``spec`` bound, one object
-    per (ops, input shape, layers, parameters)."""
-    key = (ops, spec.input_shape, spec.layers, spec.params)
+    per (ops, input shape, layers, parameters, loss)."""
+    key = (ops, spec.input_shape, spec.layers, spec.params, spec.workload.objective)
     if key not in _PASSES:
         from native import compose
 
@@ -178,5 +186,5 @@ def _bound(ops: Any, spec: ModelSpec) -> Apply:
     return _PASSES[key]
 
 
-# One bound forward pass per (ops, input shape, layers, parameters).
+# One bound forward pass per (ops, input shape, layers, parameters, loss).
 _PASSES: dict[tuple[Any, ...], Apply] = {}

@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from native.layout import param_to_canonical
 from zoo.specs import (
     GELU_TANH,
     SYMMETRIC,
@@ -66,22 +65,39 @@ def _corrupt(
     kind: str, corrupt: Callable[[np.ndarray, Param], np.ndarray]
 ) -> Callable[[ModelSpec, Mapping[str, np.ndarray]], tuple[ModelSpec, Weights]]:
     """A weights fault: ``corrupt`` applied to every parameter of ``kind``."""
+    return _corrupt_params(lambda spec: _params_of(spec, kind), corrupt)
+
+
+def _corrupt_params(
+    chosen: Callable[[ModelSpec], list[Param]],
+    corrupt: Callable[[np.ndarray, Param], np.ndarray],
+) -> Callable[[ModelSpec, Mapping[str, np.ndarray]], tuple[ModelSpec, Weights]]:
+    """A weights fault: ``corrupt`` applied to the ``chosen`` parameters."""
 
     def inject(
         spec: ModelSpec, weights: Mapping[str, np.ndarray]
     ) -> tuple[ModelSpec, Weights]:
+        names = {p.name for p in chosen(spec)}
         return spec, {
-            p.name: corrupt(weights[p.name], p) if p.kind == kind else weights[p.name]
+            p.name: corrupt(weights[p.name], p) if p.name in names else weights[p.name]
             for p in spec.params
         }
 
     return inject
 
 
+def _after_flatten(spec: ModelSpec) -> list[Param]:
+    """The dense kernels right after a flatten of images."""
+    return [p for p in spec.params if p.feature_shape is not None]
+
+
 def _unpermuted_flatten(a: np.ndarray, p: Param) -> np.ndarray:
-    # What a converter that only transposes (forgetting the row permutation)
-    # loads into an NCHW framework, read back through the correct inverse.
-    return param_to_canonical(np.ascontiguousarray(a.T), p, "oihw")
+    # A kernel whose rows are read in C, H, W order where the flatten gives
+    # H, W, C (what mixing PyTorch's flatten order into Keras' weights does).
+    assert p.feature_shape is not None
+    h, w, c = p.feature_shape
+    rows = a.reshape(c, h, w, -1).transpose(1, 2, 0, 3)  # (C,H,W,out) -> (H,W,C,out)
+    return np.ascontiguousarray(rows.reshape(a.shape))
 
 
 def _conv_hw_swapped(a: np.ndarray, p: Param) -> np.ndarray:
@@ -292,9 +308,9 @@ FAULTS: dict[str, Fault] = {
         Fault(
             "unpermuted-flatten",
             "dense layer after flatten loaded with its rows in C,H,W order",
-            lambda s: bool(_params_of(s, "dense_after_flatten")),
-            lambda s: _first_layer(s, "dense_after_flatten"),
-            _corrupt("dense_after_flatten", _unpermuted_flatten),
+            lambda s: bool(_after_flatten(s)),
+            lambda s: Location("forward", _after_flatten(s)[0].layer),
+            _corrupt_params(_after_flatten, _unpermuted_flatten),
         ),
         Fault(
             "conv-hw-swapped",

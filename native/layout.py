@@ -6,17 +6,22 @@ Two layout families exist among the native paths:
   converters are the identity (``(in, out)`` kernels, ``(kh, kw, in, out)``
   convolutions, channels-last activations).
 - ``oihw``: PyTorch and MXNet put the output axis first and use channels-first
-  activations.  Dense kernels ``(in, out) -> (out, in)``; conv kernels
-  ``(kh, kw, in, out) -> (out, in, kh, kw)``; a dense kernel right after a
-  flatten additionally has its input rows permuted from ``H, W, C`` order to
-  ``C, H, W`` order; LSTM and GRU kernels are transposed with the gates kept
-  in Keras' order (``i, f, c, o``; ``z, r, h``); conv1d kernels ``(k, in,
-  out) -> (out, in, k)``; an attention layer's query, key and value kernels
-  ``(F, heads, key_dim) -> (heads * key_dim, F)`` and biases ``(heads,
-  key_dim) -> (heads * key_dim,)``, its output kernel ``(heads, key_dim, F)
-  -> (F, heads * key_dim)``: the ``(out, in)`` weights ``F.linear`` and
-  ``FullyConnected`` take, heads outermost.  Embeddings, GRU biases and layer
-  normalization keep their shapes.
+  activations.  Dense kernels ``(in, out) -> (out, in)``; conv kernels ``(kh,
+  kw, in, out) -> (out, in, kh, kw)``; LSTM and GRU kernels are transposed
+  with the gates kept in Keras' order (``i, f, c, o``; ``z, r, h``); conv1d
+  kernels ``(k, in, out) -> (out, in, k)``; an attention layer's query, key
+  and value kernels ``(F, heads, key_dim) -> (heads * key_dim, F)`` and biases
+  ``(heads, key_dim) -> (heads * key_dim,)``, its output kernel ``(heads,
+  key_dim, F) -> (F, heads * key_dim)``: the ``(out, in)`` weights
+  ``F.linear`` and ``FullyConnected`` take, heads outermost.  Embeddings, GRU
+  biases and layer normalization keep their shapes.
+
+A flatten of images puts the features in Keras' ``H, W, C`` order in every
+framework (PyTorch and MXNet move the channels last first: ``flatten`` in
+their ``ops.py``), so whatever stands between a flatten and the layer that
+takes its output (a dropout, a normalization, several layers) has the same
+features in the same order everywhere, and a dense kernel after it is an
+ordinary dense kernel.
 
 Converters are chosen by the parameter's declared ``kind``, never by its name.
 Every converter has an inverse; ``to_native`` and ``to_canonical`` are each
@@ -54,22 +59,6 @@ def _conv_from_oihw(a: np.ndarray, p: Param) -> np.ndarray:
     return np.ascontiguousarray(a.transpose(2, 3, 1, 0))  # (o,i,kh,kw) -> (kh,kw,i,o)
 
 
-def _flatten_dense_to_oihw(a: np.ndarray, p: Param) -> np.ndarray:
-    assert p.feature_shape is not None
-    h, w, c = p.feature_shape
-    out = a.shape[1]
-    chw = a.reshape(h, w, c, out).transpose(2, 0, 1, 3)  # rows (h,w,c) -> (c,h,w)
-    return np.ascontiguousarray(chw.reshape(c * h * w, out).T)  # -> (out, c*h*w)
-
-
-def _flatten_dense_from_oihw(a: np.ndarray, p: Param) -> np.ndarray:
-    assert p.feature_shape is not None
-    h, w, c = p.feature_shape
-    out = a.shape[0]
-    chw = a.T.reshape(c, h, w, out).transpose(1, 2, 0, 3)  # rows (c,h,w) -> (h,w,c)
-    return np.ascontiguousarray(chw.reshape(h * w * c, out))
-
-
 def _conv1d_swap(a: np.ndarray, p: Param) -> np.ndarray:
     return np.ascontiguousarray(a.transpose(2, 1, 0))  # (k,i,o) <-> (o,i,k)
 
@@ -102,7 +91,6 @@ def _rows_to_output(a: np.ndarray, p: Param) -> np.ndarray:
 
 _TO_OIHW: dict[str, Converter] = {
     "dense": _transpose,
-    "dense_after_flatten": _flatten_dense_to_oihw,
     "bias": _identity,
     "conv2d": _conv_to_oihw,
     "conv1d": _conv1d_swap,
@@ -122,7 +110,6 @@ _TO_OIHW: dict[str, Converter] = {
 }
 _FROM_OIHW: dict[str, Converter] = {
     "dense": _transpose,
-    "dense_after_flatten": _flatten_dense_from_oihw,
     "bias": _identity,
     "conv2d": _conv_from_oihw,
     "conv1d": _conv1d_swap,

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from zoo.losses import Objective
 from zoo.specs import ModelSpec, Workload
 
 Params = Any  # the framework's own container of parameter tensors
@@ -159,16 +160,18 @@ class Framework(Protocol):
         """A canonical-layout input batch -> this framework's layout and device."""
 
     def to_labels(self, y: np.ndarray) -> Tensor:
-        """Integer class labels -> this framework's tensor on its device."""
+        """Targets (int class ids, or float rows: ``zoo.losses.draw_targets``)
+        -> this framework's tensor on its device."""
 
-    def cross_entropy(self, logits: Tensor, y: Tensor) -> Tensor:
-        """Mean negative log-likelihood of the true class, from logits."""
+    def loss(self, outputs: Tensor, y: Tensor, objective: Objective) -> Tensor:
+        """The mean of ``objective``'s loss over the batch, written out with
+        Keras' formulas (``zoo.losses``)."""
 
     def loss_and_grads(
         self, apply: Apply, params: Params, x: Tensor, y: Tensor
     ) -> tuple[Tensor, Tensor, Mapping[str, Tensor]]:
-        """Logits, mean cross-entropy and gradients by name in this framework's
-        layout (compiled where the framework compiles)."""
+        """Outputs, mean loss (``native.objective_of(apply)``) and gradients by
+        name in this framework's layout (compiled where the framework compiles)."""
 
     def inference(self, apply: Apply, params: Params, x: Tensor) -> Tensor:
         """Logits without gradient bookkeeping (may return before they are ready)."""

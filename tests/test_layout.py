@@ -50,19 +50,17 @@ def test_every_model_round_trips(spec: ModelSpec, family: str) -> None:
     assert all(np.array_equal(back[k], v) for k, v in canonical.items())
 
 
-def test_flatten_permutation_matches_an_explicit_loop() -> None:
+def test_a_dense_kernel_after_a_flatten_is_a_plain_dense_kernel() -> None:
+    """Every framework flattens images in Keras' H, W, C order (``flatten``
+    in each ``ops.py``), so the kernel only has its axes swapped."""
     spec = _tiny_cnn(2, 3, 4, 4)
     p = spec.param("out/kernel")
+    assert p.kind == "dense"
+    assert p.feature_shape == (2, 3, 4)
     kernel = np.arange(2 * 3 * 4 * 3, dtype=np.float32).reshape(24, 3)
-    native = layout.to_native(spec, {**make_weights(spec, 0), p.name: kernel}, "oihw")[
-        p.name
-    ]
-    for h in range(2):
-        for w in range(3):
-            for c in range(4):
-                keras_row = (h * 3 + w) * 4 + c  # H, W, C flatten order
-                torch_col = (c * 2 + h) * 3 + w  # C, H, W flatten order
-                np.testing.assert_array_equal(native[:, torch_col], kernel[keras_row])
+    weights = {**make_weights(spec, 0), p.name: kernel}
+    native = layout.to_native(spec, weights, "oihw")[p.name]
+    np.testing.assert_array_equal(native, kernel.T)
 
 
 def test_conv_kernel_goes_to_out_in_kh_kw() -> None:

@@ -77,7 +77,7 @@ def test_rysia_variant_is_a_configuration_of_the_same_builder() -> None:
 def test_lenet_flatten_feeds_400_features_in_hwc() -> None:
     p = MODELS["lenet"].param("fc1/kernel")
     assert (p.kind, p.feature_shape, p.shape) == (
-        "dense_after_flatten",
+        "dense",
         (5, 5, 16),
         (400, 120),
     )
@@ -114,14 +114,17 @@ def test_every_workload_uses_keras_adam_epsilon() -> None:
 # The text the verdict cache keys each built-in model on (``repr``, in
 # ``harness.core.gate.verdict_key``), as it was before the layer options and
 # the composition walker came (issue 43): the options show only when set, so
-# the reference models' verdict keys did not move.
+# the reference models' verdict keys did not move.  Those with a flatten of
+# images moved once, on purpose, in issue 60: PyTorch and MXNet flatten in
+# Keras' order since, so the kernel after it is a plain ``dense`` (a cached
+# verdict of the old native code must not stand for the new).
 REPR_SHA256 = {
     "ffn": "fb3c78384e14761154af851f7e80a76fe6fcd62f206d1e9623ce086b403338bf",
-    "lenet": "d978e024fe6ee4677a1ca140fb2d06c6410913ecc1d76513cae520df637ab16a",
-    "vgg16": "49e29aa797ddc10b0ee811877816b78f227838ddad159eb57e27c80aa25826e0",
+    "lenet": "4e79565dcc87c2f7e9e696544b795641f0a82d4ec2b22f1fd867497cf90d69d0",
+    "vgg16": "c80330aa3019be91e705edf8a39e6aeb9032cdff399294c74ed920b862bf60da",
     "lstm": "19c057a54c4862d2b3304e2ab808e5e2dec9fa3fbf43e1f66149c4c263c2fee8",
-    "vgg-rysia": "634915f6bcc4192fdfba41bb08d9570ab03181ad055e72e57397a0b609085d53",
-    "vgg16-narrow": "ebaab11b3f786a2565b94464e1c9c5b52856512aa90a4a6e0bce8438aebaa194",
+    "vgg-rysia": "bb65a8cd852874313fa251828cc530443c0ae70c32a614408d9f57d639f7b79f",
+    "vgg16-narrow": "4a127ea8d966d6d68cffc26b15d19c70dc455743e52d388a78eed6100341f39d",
 }
 
 

@@ -392,6 +392,66 @@ def test_a_config_becomes_a_document() -> None:
     assert (spec.workload.optimizer, spec.workload.learning_rate) == ("sgd", 0.05)
 
 
+@pytest.mark.parametrize(
+    ("activation", "units", "loss", "objective"),
+    [
+        (
+            "softmax",
+            10,
+            "sparse_categorical_crossentropy",
+            ("sparse_categorical_crossentropy", False),
+        ),
+        ("sigmoid", 1, "binary_crossentropy", ("binary_crossentropy", False)),
+        ("linear", 1, "mse", ("mean_squared_error", False)),
+        (
+            "linear",
+            10,
+            {"class_name": "CategoricalCrossentropy", "config": {"from_logits": True}},
+            ("categorical_crossentropy", True),
+        ),
+    ],
+)
+def test_the_loss_is_the_one_the_file_was_compiled_with(
+    activation: str, units: int, loss: object, objective: tuple[str, bool]
+) -> None:
+    config = _sequential(
+        _layer("Flatten", "f"), _layer("Dense", "d", units=units, activation=activation)
+    )
+    config["compile_config"] = {"loss": loss}
+    spec = user_models.spec_from_document(
+        "m", keras_import.document_from_config(config)
+    )
+    assert tuple(spec.workload.objective) == objective
+    assert spec.classes == units
+    # and the document the store keeps says so, so a stored model trains on it
+    again = user_models.spec_from_document("m", user_models.document_of(spec))
+    assert again.workload == spec.workload
+
+
+def test_an_uncompiled_file_trains_on_the_default_loss() -> None:
+    config = _sequential(_layer("Flatten", "f"), _layer("Dense", "d", **DENSE))
+    document = keras_import.document_from_config(config)
+    spec = user_models.spec_from_document("m", document)
+    assert spec.workload.objective == ("sparse_categorical_crossentropy", True)
+    assert "loss" not in user_models.document_of(spec)["workload"]  # digests stay
+
+
+def test_a_loss_the_tool_does_not_compute_is_refused_from_the_file() -> None:
+    config = _sequential(_layer("Flatten", "f"), _layer("Dense", "d", **DENSE))
+    config["compile_config"] = {"loss": "huber"}
+    with pytest.raises(ValueError, match="compiled with loss 'huber'"):
+        keras_import.document_from_config(config)
+
+
+def test_a_single_output_cannot_train_on_a_categorical_loss() -> None:
+    config = _sequential(
+        _layer("Flatten", "f"), _layer("Dense", "d", units=1, activation="linear")
+    )
+    document = keras_import.document_from_config(config)  # the default loss
+    with pytest.raises(ValueError, match="needs at least 2"):
+        user_models.spec_from_document("m", document)
+
+
 def test_a_functional_chain_is_read_in_order() -> None:
     config = _functional(
         (_layer("Flatten", "f"), [["input"]]),

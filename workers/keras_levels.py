@@ -86,7 +86,7 @@ def _resident_trainer(
 ) -> Trainer:
     batch = xs.shape[1]
     x_all = keras.ops.convert_to_tensor(xs.reshape(-1, *xs.shape[2:]))
-    y_all = keras.ops.convert_to_tensor(ys.reshape(-1))
+    y_all = keras.ops.convert_to_tensor(ys.reshape(-1, *ys.shape[2:]))
     probe = model.trainable_variables[-1]
     # Slices of the resident tensors, made once per step count (the first
     # call for a count is the warm-up, never a timed block).

@@ -40,6 +40,7 @@ from workers.protocol import (
     check_dropout,
     check_training,
 )
+from zoo.losses import LOSSES
 from zoo.specs import ModelSpec
 
 # ``Model.compile`` keyword arguments of each mode that is not a backend's
@@ -79,8 +80,12 @@ class KerasRunner:
         self.models.set_weights(model, spec, weights)
         return model
 
-    def _loss_fn(self) -> Any:
-        return self.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    def _loss_fn(self, spec: ModelSpec) -> Any:
+        """Keras' own loss object for the spec's ``Workload.objective``."""
+        goal = spec.workload.objective
+        facts = LOSSES[goal.loss]
+        cls = getattr(self.keras.losses, facts.keras_class)
+        return cls(from_logits=goal.from_logits) if facts.takes_logits else cls()
 
     def evaluate(
         self,
@@ -90,7 +95,7 @@ class KerasRunner:
         y: np.ndarray,
     ) -> tuple[np.ndarray, float, dict[str, np.ndarray]]:
         model = self._model(spec, weights, x)
-        loss_fn = self._loss_fn()
+        loss_fn = self._loss_fn(spec)
         logits, loss, grads = _GRADS[self.backend](model, loss_fn, x, y)
         if spec.dropout:  # after: a training pass updates the moving statistics
             self._check_dropout(model, spec, x)
@@ -142,7 +147,9 @@ class KerasRunner:
                 w.learning_rate, beta_1=w.beta_1, beta_2=w.beta_2, epsilon=w.epsilon
             )
         )
-        model.compile(optimizer=optimizer, loss=self._loss_fn(), **self.compile_args)
+        model.compile(
+            optimizer=optimizer, loss=self._loss_fn(spec), **self.compile_args
+        )
         self._check_mode(model, spec)
         return model
 
@@ -179,7 +186,7 @@ class KerasRunner:
         def check(steps: int) -> TrainCheck:
             i = max(steps, 1) - 1
             return check_training(
-                self._loss(model, xs[i], ys[i]), self._params(model, spec)
+                self._loss(model, spec, xs[i], ys[i]), self._params(model, spec)
             )
 
         if self.level != "fit":
@@ -188,7 +195,7 @@ class KerasRunner:
             )
         batch = xs.shape[1]
         x_all = xs.reshape(-1, *xs.shape[2:])
-        y_all = ys.reshape(-1)
+        y_all = ys.reshape(-1, *ys.shape[2:])
         probe = model.trainable_variables[-1]
 
         def run(n: int) -> None:
@@ -207,12 +214,12 @@ class KerasRunner:
 
         return Trainer(run, check)
 
-    def _loss(self, model: Any, x: np.ndarray, y: np.ndarray) -> float:
-        """The mean cross-entropy of one batch at the model's current weights
-        (a plain forward pass: nothing compiled, no optimizer step)."""
+    def _loss(self, model: Any, spec: ModelSpec, x: np.ndarray, y: np.ndarray) -> float:
+        """The mean loss of one batch at the model's current weights (a plain
+        forward pass: nothing compiled, no optimizer step)."""
         ops = self.keras.ops
         logits = model(ops.convert_to_tensor(x), training=False)
-        loss = self._loss_fn()(ops.convert_to_tensor(y), logits)
+        loss = self._loss_fn(spec)(ops.convert_to_tensor(y), logits)
         return float(np.asarray(ops.convert_to_numpy(loss)))
 
     def _params(self, model: Any, spec: ModelSpec) -> dict[str, np.ndarray]:

@@ -170,7 +170,8 @@ class NativeRunner:
         def check(steps: int) -> TrainCheck:
             params = fw.state_params(state)
             x, y = batches[max(steps, 1) - 1]
-            loss = fw.cross_entropy(self.plain.inference(apply, params, x), y)
+            outputs = self.plain.inference(apply, params, x)
+            loss = fw.loss(outputs, y, spec.workload.objective)
             return check_training(
                 float(fw.to_numpy(loss).item()), self.export(spec, params)
             )
@@ -286,7 +287,7 @@ class Session:
                 # The loss a training step computes (Keras' train_on_batch
                 # reports it): batch statistics, as ``train_step`` runs.
                 logits, _ = train_forward(self.apply, fw.arrays(params), xt)
-                value = fw.cross_entropy(logits, yt)
+                value = fw.loss(logits, yt, self.spec.workload.objective)
             else:
                 _, value, _ = fw.loss_and_grads(self.apply, params, xt, yt)
             loss = float(fw.to_numpy(value).item())

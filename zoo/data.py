@@ -3,8 +3,9 @@
 The embedded default needs no download.  Inputs are standard-normal float32
 in canonical layout (images ``(N, H, W, C)``, sequences ``(N, T, F)``), or
 int32 token ids ``(N, T)`` drawn uniformly from the vocabulary for a model
-that starts with an embedding (``ModelSpec.tokens``); labels are int32 class
-indices.  Every path is fed the very same arrays in the same
+that starts with an embedding (``ModelSpec.tokens``); the targets are what
+the model's loss takes (``zoo.losses.draw_targets``: int32 class ids, or
+float32 one-hot, 0/1 or real rows).  Every path is fed the very same arrays in the same
 order, so a mini-batch ``i`` is identical everywhere.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from zoo.arrays import save_npz
+from zoo.losses import draw_targets
 from zoo.specs import ModelSpec
 
 
@@ -26,7 +28,7 @@ def make_batches(
     input_shape: tuple[int, ...] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``count`` stacked mini-batches, x ``(count, batch, *input)`` and y
-    ``(count, batch)``.
+    ``(count, batch)`` (class ids) or ``(count, batch, outputs)``.
 
     ``input_shape`` overrides the spec's (used for LSTM sequence lengths).
     """
@@ -39,7 +41,8 @@ def make_batches(
         x = x.astype(np.int32)
     else:
         x = rng.standard_normal((count, batch_size, *shape)).astype(np.float32)
-    y = rng.integers(0, spec.classes, size=(count, batch_size)).astype(np.int32)
+    goal = spec.workload.objective
+    y = draw_targets(rng, goal, (count, batch_size), spec.classes)
     return x, y
 
 

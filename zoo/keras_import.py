@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from zoo.losses import from_keras
 from zoo.user_models import DEFAULT_WORKLOAD
 
 MAX_BYTES = 4 << 30  # a file, or its members unpacked
@@ -561,13 +562,29 @@ def _input_shape(config: Mapping[str, Any]) -> list[Any]:
 
 
 def _workload(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The optimizer and rate the model was compiled with, where the native
-    paths write that optimizer out with Keras' constants; else the default."""
+    """The loss the model was compiled with (``zoo.losses.from_keras``: one
+    the tool does not write out is refused), and the optimizer and rate
+    where the native paths write that optimizer out with Keras' constants;
+    the defaults for what the file does not say."""
     compiled = config.get("compile_config") or {}
-    optimizer = compiled.get("optimizer") if isinstance(compiled, dict) else None
+    if not isinstance(compiled, dict):
+        compiled = {}
+    workload = {**DEFAULT_WORKLOAD, **_optimizer(compiled)}
+    if compiled.get("loss") is not None:
+        goal = from_keras(compiled["loss"])
+        workload.update(loss=goal.loss, from_logits=goal.from_logits)
+    return workload
+
+
+def _optimizer(compiled: Mapping[str, Any]) -> dict[str, Any]:
+    """``optimizer`` and ``learning_rate`` of a plain SGD or Adam (Keras'
+    constants, no extras); else nothing."""
+    optimizer = compiled.get("optimizer")
     if not isinstance(optimizer, dict):
-        return dict(DEFAULT_WORKLOAD)
+        return {}
     cls, options = optimizer.get("class_name"), optimizer.get("config", {})
+    if not isinstance(options, dict):
+        return {}
     rate = options.get("learning_rate")
     extras = (
         "weight_decay",
@@ -579,7 +596,7 @@ def _workload(config: Mapping[str, Any]) -> dict[str, Any]:
         "gradient_accumulation_steps",
     )
     if any(options.get(option) for option in extras):
-        return dict(DEFAULT_WORKLOAD)
+        return {}
     plain = {
         "Adam": options.get("beta_1", 0.9) == 0.9
         and options.get("beta_2", 0.999) == 0.999
@@ -589,9 +606,8 @@ def _workload(config: Mapping[str, Any]) -> dict[str, Any]:
     }
     if cls in plain and plain[cls] and isinstance(rate, int | float):
         # Keras keeps the rate as a float32: 0.001 comes back 0.0010000000474974513
-        rate = float(f"{rate:.8g}")
-        return {**DEFAULT_WORKLOAD, "optimizer": cls.lower(), "learning_rate": rate}
-    return dict(DEFAULT_WORKLOAD)
+        return {"optimizer": cls.lower(), "learning_rate": float(f"{rate:.8g}")}
+    return {}
 
 
 def document_from_config(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -11,9 +11,10 @@ uses to exchange weights and gradients:
 
 - dense kernel ``(in, out)``, bias ``(out,)``;
 - conv2d kernel ``(kh, kw, in, out)``, bias ``(out,)``;
-- a dense layer right after a ``flatten`` of images has kind
-  ``dense_after_flatten`` and carries the ``(H, W, C)`` feature shape it
-  flattens, because NCHW frameworks must permute its rows;
+- a ``flatten`` of images gives its features in Keras' ``H, W, C`` order in
+  every framework (``native.layout``), so a dense kernel after it is a plain
+  ``dense`` one; a dense layer right after it carries the ``(H, W, C)`` it
+  takes (``Param.feature_shape``), which a deliberate layout fault reads;
 - LSTM kernel ``(in, 4u)``, recurrent kernel ``(u, 4u)``, bias ``(4u,)``, gates
   in the order ``i, f, c, o``;
 - conv1d kernel ``(k, in, out)``; embeddings ``(vocab, dim)``;
@@ -45,9 +46,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields, replace
 
+from zoo import losses
+from zoo.losses import DEFAULT as DEFAULT_OBJECTIVE
+from zoo.losses import Objective
+
 KINDS = (
     "dense",
-    "dense_after_flatten",
     "bias",
     "conv2d",
     "conv1d",
@@ -235,6 +239,8 @@ class Param:
     kind: str
     layer: str
     role: str
+    # A dense kernel right after a flatten of images: the (H, W, C) of its
+    # input rows (only ``native.faults`` reads it: the rows in C, H, W order).
     feature_shape: tuple[int, int, int] | None = None
 
     @property
@@ -248,9 +254,10 @@ class Workload:
     """Training hyperparameters of a model's default workload.
 
     ``optimizer`` is ``sgd`` (plain, no momentum) or ``adam``; Adam's constants
-    are Keras' defaults, which every hand-written optimizer must use too.  The
-    loss is always the mean sparse categorical cross-entropy over the model's
-    outputs taken as logits.
+    are Keras' defaults, which every hand-written optimizer must use too.
+    ``loss`` and ``from_logits`` name the loss (``zoo.losses``; the default
+    is the mean sparse categorical cross-entropy over the outputs taken as
+    logits), ``objective`` holds both.
 
     ``epsilon_inside_sqrt`` places Adam's epsilon: ``False`` is Keras' Adam,
     which divides by ``sqrt(v) + epsilon``; ``True`` is the ``sqrt(v + epsilon)``
@@ -271,6 +278,23 @@ class Workload:
     beta_2: float = 0.999
     epsilon: float = 1e-7
     epsilon_inside_sqrt: bool = False
+    loss: str = DEFAULT_OBJECTIVE.loss
+    from_logits: bool = DEFAULT_OBJECTIVE.from_logits
+
+    @property
+    def objective(self) -> Objective:
+        return Objective(self.loss, self.from_logits)
+
+    def __repr__(self) -> str:
+        # The loss shows only when it is not the default, so the verdict keys
+        # of models that train on the default (``harness.core.gate``) stay.
+        quiet = ("loss", "from_logits")
+        shown = [
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f in fields(self)
+            if f.name not in quiet or self.objective != DEFAULT_OBJECTIVE
+        ]
+        return f"Workload({', '.join(shown)})"
 
 
 @dataclass(frozen=True)
@@ -338,8 +362,8 @@ class ModelSpec:
 
     def tapped_layers(self) -> tuple[str, ...]:
         """Layers whose outputs are compared when localizing a divergence: all
-        but ``flatten``, whose output order differs by design between layouts
-        (the next dense layer's output is compared instead)."""
+        but ``flatten``, which only reorders what the layer before it gave
+        (compared already; the next layer's output is compared after it)."""
         return tuple(layer.name for layer in self.layers if layer.kind != "flatten")
 
     def layer(self, name: str) -> Layer:
@@ -596,19 +620,18 @@ def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
         _check_options(layer)
     _check_graph(spec)
     # The (H, W, C) a flatten of images had, by layer name: a dense layer
-    # taking that flatten's output must have its rows permuted between layouts.
+    # right after it carries it (``Param.feature_shape``).
     images: dict[str, tuple[int, int, int]] = {}
     for layer, (shape, _) in zip(spec.layers, layer_shapes(spec), strict=True):
         n = layer.name
         source = spec.sources(n)
         flattened_from = images.get(source[0]) if source else None
         if layer.kind == "dense":
-            kind = "dense" if flattened_from is None else "dense_after_flatten"
             params += [
                 Param(
                     f"{n}/kernel",
                     (shape[-1], layer.size),
-                    kind,
+                    "dense",
                     n,
                     "kernel",
                     flattened_from,
@@ -636,17 +659,15 @@ def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
             ]
         else:
             params += _more_params(layer, shape)
-        # Only images change their element order between layouts when
-        # flattened (NHWC and NCHW); a sequence is (N, T, F) everywhere.
         if layer.kind == "flatten" and len(shape) == 3:
             images[n] = (shape[0], shape[1], shape[2])
     final = layer_shapes(spec)[-1][1] if spec.layers else spec.input_shape
-    if final != (spec.classes,) or spec.classes < 2:
+    if final != (spec.classes,):
         raise ValueError(
             f"{spec.name} ends in shape {final}; it must end in ({spec.classes},) "
-            "class scores, at least 2 (the loss is sparse categorical "
-            "cross-entropy over them)"
+            f"outputs per example, which its loss ({spec.workload.loss}) takes"
         )
+    losses.check(spec.workload.objective, spec.classes, spec.name)
     return tuple(params)
 
 

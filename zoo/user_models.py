@@ -16,7 +16,11 @@ a Keras worker) or from a table a user wrote::
 
 ``spec_from_document`` checks it and makes the ``zoo.specs.ModelSpec``; a
 layer's name defaults to ``<kind>_<position>``, the classes are the last
-layer's outputs, the workload defaults to ``DEFAULT_WORKLOAD``.
+layer's outputs, the workload defaults to ``DEFAULT_WORKLOAD``: its ``loss``
+(``zoo.losses``) is sparse categorical cross-entropy from logits unless the
+file was compiled with another or the table names one (a named
+cross-entropy takes probabilities unless ``from_logits = true``, as Keras'
+losses do).
 
 Each kind takes Keras' words for its options (``SIZE_WORDS``,
 ``OPTION_WORDS``): an ``embedding`` ``input_dim`` and ``output_dim``, an
@@ -68,6 +72,8 @@ from typing import Any
 import numpy as np
 
 from zoo.arrays import digest, save_npz
+from zoo.losses import DEFAULT as DEFAULT_OBJECTIVE
+from zoo.losses import LOSSES
 from zoo.specs import (
     BATCH_NORM_MOMENTUM,
     LAYER_KINDS,
@@ -84,7 +90,13 @@ STORE_ENV = "ZOO_MODEL_STORE"
 DEFAULT_STORE = Path("results") / "models"
 # Keras' own defaults for what a file does not say: Adam at 0.001 and
 # ``fit``'s batch of 32.
-DEFAULT_WORKLOAD = {"optimizer": "adam", "learning_rate": 0.001, "batch_size": 32}
+DEFAULT_WORKLOAD = {
+    "optimizer": "adam",
+    "learning_rate": 0.001,
+    "batch_size": 32,
+    "loss": DEFAULT_OBJECTIVE.loss,
+    "from_logits": DEFAULT_OBJECTIVE.from_logits,
+}
 # A document's word for a layer's size, by kind (Keras' argument names).
 SIZE_WORDS = {
     "dense": "units",
@@ -264,9 +276,7 @@ def _newer_options(where: str, kind: str, entry: Mapping[str, Any]) -> dict[str,
 def _workload(document: Mapping[str, Any]) -> Workload:
     given = document.get("workload", {})
     if not isinstance(given, Mapping):
-        raise ValueError(
-            "workload must be a table of optimizer, learning_rate, batch_size"
-        )
+        raise ValueError(f"workload must be a table of {', '.join(DEFAULT_WORKLOAD)}")
     unknown = sorted(set(given) - set(DEFAULT_WORKLOAD))
     if unknown:
         raise ValueError(
@@ -274,6 +284,15 @@ def _workload(document: Mapping[str, Any]) -> Workload:
             f"it takes: {', '.join(DEFAULT_WORKLOAD)}"
         )
     w = {**DEFAULT_WORKLOAD, **given}
+    if "loss" in given and "from_logits" not in given:
+        w["from_logits"] = False  # as Keras' losses default
+    if not isinstance(w["loss"], str) or not isinstance(w["from_logits"], bool):
+        raise ValueError(
+            f"workload: loss must be a name ({', '.join(LOSSES)}) and "
+            "from_logits true or false"
+        )
+    if w["loss"] in LOSSES and not LOSSES[w["loss"]].takes_logits:
+        w["from_logits"] = False
     if w["optimizer"] not in OPTIMIZERS:
         raise ValueError(
             f"workload: optimizer {w['optimizer']!r} is not one the native paths "
@@ -286,7 +305,14 @@ def _workload(document: Mapping[str, Any]) -> Workload:
             f"workload: learning_rate {rate} and batch_size {batch} must be "
             "positive (a batch at most 65,536)"
         )
-    return Workload("user", w["optimizer"], float(rate), batch)
+    return Workload(
+        "user",
+        w["optimizer"],
+        float(rate),
+        batch,
+        loss=w["loss"],
+        from_logits=w["from_logits"],
+    )
 
 
 def spec_from_document(
@@ -357,14 +383,17 @@ def document_of(spec: ModelSpec) -> dict[str, Any]:
             entry["inputs"] = list(layer.inputs)
         layers.append(entry)
     w = spec.workload
+    workload: dict[str, Any] = {
+        "optimizer": w.optimizer,
+        "learning_rate": w.learning_rate,
+        "batch_size": w.batch_size,
+    }
+    if w.objective != DEFAULT_OBJECTIVE:  # a default-loss model keeps its digest
+        workload.update(loss=w.loss, from_logits=w.from_logits)
     return {
         "input_shape": list(spec.input_shape),
         "layers": layers,
-        "workload": {
-            "optimizer": w.optimizer,
-            "learning_rate": w.learning_rate,
-            "batch_size": w.batch_size,
-        },
+        "workload": workload,
     }
 
 

@@ -46,8 +46,9 @@ Conventions
   needed) and 1x forward for the elementwise terms (bias sums, ReLU masks,
   pool routing, LSTM gates).  Elementwise work is under 1% of every model here,
   so that choice does not move the totals.
-- Loss: softmax cross-entropy over the logits, 5 FLOPs per logit per sample,
-  forward and backward together.
+- Loss: per output and sample, forward and backward together, the model's
+  loss's ``zoo.losses.Loss.flops_per_output`` (softmax cross-entropy over
+  logits 5, as before; a squared error 3).
 - Optimizer, once per step whatever the batch: plain SGD 2 FLOPs per parameter
   (scale, subtract), Adam 12 (two moment updates, bias corrections, square
   root, division, update).
@@ -77,11 +78,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from zoo.losses import LOSSES
 from zoo.specs import Layer, ModelSpec, layer_shapes
 
 # FLOPs per parameter for one update; see the module docstring.
 OPTIMIZER_FLOPS_PER_PARAM = {"sgd": 2, "adam": 12}
-LOSS_FLOPS_PER_LOGIT = 5
 # 3 sigmoids + 2 tanh + 3 multiplications + 1 add, per unit and time step.
 LSTM_GATE_FLOPS_PER_UNIT = 9
 # Per unit and time step of Keras' GRU: the sums of the z and r gates'
@@ -245,7 +246,7 @@ def train_flops(
     matmul = sum(c.matmul for c in layers)
     elementwise = sum(c.elementwise for c in layers)
     forward_and_backward = 3 * matmul + 2 * elementwise
-    loss = LOSS_FLOPS_PER_LOGIT * spec.classes
+    loss = LOSSES[spec.workload.loss].flops_per_output * spec.classes
     return batch_size * (forward_and_backward + loss) + optimizer_flops(spec)
 
 

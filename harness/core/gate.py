@@ -454,21 +454,17 @@ def _path_verdict(
         return checked, reason
     verdict, timed_reason = _timed_verdict(checker, reports[0], path, weights, fault)
     if verdict == "pass" and checked == INFER_ONLY:
-        return INFER_ONLY, f"{reason}: {INFER_ONLY_SENTENCE}"
+        known = [n for r in reports for n in r.notes(path) if n.startswith("fails as")]
+        said = "".join(f"; {n}" for n in dict.fromkeys(known))
+        return INFER_ONLY, f"{reason}: {INFER_ONLY_SENTENCE}{said}"
     return verdict, timed_reason
 
 
 def _trains_wrong_only(reports: list[ModelReport], path: str) -> bool:
-    """Whether every quantity ``path`` failed on is one of a training step
-    (``step<t>/...``): its logits, loss and gradients agree with float64 and
-    only its optimizer's update does not."""
-    failing = [
-        e.quantity
-        for report in reports
-        if path in report.judgements
-        for e in report.judgements[path].failures
-    ]
+    """Whether every quantity ``path`` failed on, over every case, is one of
+    a training step (``ModelReport.trains_wrong_only``)."""
     judged = all(path in report.judgements for report in reports)
+    failing = [q for report in reports for q in report.failing(path)]
     return judged and bool(failing) and all(q.startswith("step") for q in failing)
 
 

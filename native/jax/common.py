@@ -34,8 +34,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import native
 from native.compose import train_forward
 from native.protocol import Apply
+from zoo.losses import EPSILON, Objective
 from zoo.specs import Workload
 
 LAYOUT = "keras"
@@ -62,39 +64,62 @@ def to_input(x: np.ndarray) -> jax.Array:
 
 
 def to_labels(y: np.ndarray) -> jax.Array:
-    return jnp.asarray(y, dtype=jnp.int32)
+    if np.issubdtype(y.dtype, np.integer):  # class ids (N,)
+        return jnp.asarray(y, dtype=jnp.int32)
+    return jnp.asarray(y, dtype=DTYPE)  # float rows (N, K)
 
 
-def cross_entropy(logits: jax.Array, y: jax.Array) -> jax.Array:
-    """Mean negative log-likelihood of the true class, from logits."""
-    log_probs = logits - jax.scipy.special.logsumexp(logits, axis=1, keepdims=True)
-    return -jnp.take_along_axis(log_probs, y[:, None], axis=1).mean()
+def loss(outputs: jax.Array, y: jax.Array, objective: Objective) -> jax.Array:
+    """The batch mean of ``objective``'s loss, Keras' formulas (``zoo.losses``)."""
+    name, from_logits = objective
+    if name.endswith("categorical_crossentropy"):
+        if from_logits:
+            log_norm = jax.scipy.special.logsumexp(outputs, axis=1, keepdims=True)
+            log_probs = outputs - log_norm
+        else:  # probabilities: rescaled to sum 1, clipped, as Keras does
+            p = outputs / jnp.sum(outputs, axis=1, keepdims=True)
+            log_probs = jnp.log(jnp.clip(p, EPSILON, 1 - EPSILON))
+        if name == "sparse_categorical_crossentropy":
+            return -jnp.take_along_axis(log_probs, y[:, None], axis=1).mean()
+        return -jnp.sum(y * log_probs, axis=1).mean()
+    if name == "binary_crossentropy":
+        if from_logits:
+            log_p, log_not_p = jax.nn.log_sigmoid(outputs), jax.nn.log_sigmoid(-outputs)
+        else:
+            p = jnp.clip(outputs, EPSILON, 1 - EPSILON)
+            log_p, log_not_p = jnp.log(p), jnp.log(1 - p)
+        return -(y * log_p + (1 - y) * log_not_p).mean(axis=1).mean()
+    if name == "mean_squared_error":
+        return ((y - outputs) ** 2).mean(axis=1).mean()
+    if name == "mean_absolute_error":
+        return jnp.abs(y - outputs).mean(axis=1).mean()
+    raise ValueError(f"unknown loss {name!r}")
 
 
-def objective(
-    apply: Apply, loss: Callable[..., Any] = cross_entropy
-) -> Callable[..., Any]:
+def objective(apply: Apply, of: Callable[..., Any] = loss) -> Callable[..., Any]:
     """``(params, x, y) -> (loss, logits)``: the loss first, as
-    ``jax.grad(has_aux=True)`` wants (``loss``: the cross-entropy, or a
-    compiled one in ``native.jax.modes``)."""
+    ``jax.grad(has_aux=True)`` wants (``of``: ``loss``, or a compiled one in
+    ``native.jax.modes``, called with the pass's ``native.objective_of``)."""
+    goal = native.objective_of(apply)
 
     def value(params: Params, x: jax.Array, y: jax.Array) -> Any:
         logits = apply(params, x)
-        return loss(logits, y), logits
+        return of(logits, y, goal), logits
 
     return value
 
 
 def training_objective(
-    apply: Apply, loss: Callable[..., Any] = cross_entropy
+    apply: Apply, of: Callable[..., Any] = loss
 ) -> Callable[..., Any]:
     """``(params, x, y, rng) -> (loss, updates)``: the loss of the forward
     pass as a training step runs it (``native.compose.train_forward``) and
     the new values of the state parameters it sets."""
+    goal = native.objective_of(apply)
 
     def value(params: Params, x: jax.Array, y: jax.Array, rng: Any) -> Any:
         logits, updates = train_forward(apply, params, x, rng)
-        return loss(logits, y), updates
+        return of(logits, y, goal), updates
 
     return value
 

@@ -17,8 +17,9 @@ import jax
 import numpy as np
 import optax
 
-from native import load_apply
-from native.jax.common import cross_entropy, init
+from native import load_apply, objective_of
+from native.jax.common import init
+from native.jax.common import loss as loss_of
 from zoo.specs import ModelSpec
 
 
@@ -40,9 +41,10 @@ def make_step(
         else optax.adam(w.learning_rate, b1=w.beta_1, b2=w.beta_2, eps=w.epsilon)
     )
     apply = load_apply("jax", spec)
+    goal = objective_of(apply)
 
     def loss(params: Any, x: jax.Array, y: jax.Array) -> jax.Array:
-        return cross_entropy(apply(params, x), y)
+        return loss_of(apply(params, x), y, goal)
 
     loss_grad = jax.grad(loss)
 

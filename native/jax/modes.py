@@ -41,13 +41,13 @@ MODES = {
 DEFAULT = "jit"
 assert tuple(MODES) == native.MODES["jax"]
 
-_cross_entropy = jax.jit(common.cross_entropy)
+_loss = jax.jit(common.loss, static_argnums=2)
 _update = jax.jit(common.update)
 
 
 @functools.cache
 def _layer_grads(apply: Apply) -> Any:
-    return jax.value_and_grad(common.objective(apply, _cross_entropy), has_aux=True)
+    return jax.value_and_grad(common.objective(apply, _loss), has_aux=True)
 
 
 def _loss_and_grads(
@@ -63,7 +63,7 @@ def _inference(apply: Apply, params: Params, x: jax.Array) -> jax.Array:
 
 @functools.cache
 def _layer_step_grads(apply: Apply) -> Any:
-    return jax.grad(common.training_objective(apply, _cross_entropy), has_aux=True)
+    return jax.grad(common.training_objective(apply, _loss), has_aux=True)
 
 
 def _train_step(

@@ -26,8 +26,10 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, nd
 
+import native
 from native.compose import train_forward
 from native.protocol import Apply
+from zoo.losses import EPSILON, Objective
 from zoo.specs import Workload
 
 LAYOUT = "oihw"
@@ -57,21 +59,45 @@ def to_input(x: np.ndarray) -> nd.NDArray:
 
 
 def to_labels(y: np.ndarray) -> nd.NDArray:
-    return nd.array(y, ctx=CTX, dtype="float32")  # nd.pick takes float indices
+    # Class ids as float32 too: nd.pick takes float indices.
+    return nd.array(y, ctx=CTX, dtype="float32")
 
 
-def cross_entropy(logits: nd.NDArray, y: nd.NDArray) -> nd.NDArray:
-    """Mean negative log-likelihood of the true class, from logits.
+def loss(outputs: nd.NDArray, y: nd.NDArray, objective: Objective) -> nd.NDArray:
+    """The batch mean of ``objective``'s loss, Keras' formulas (``zoo.losses``).
 
-    Written out as ``logsumexp(z) - z[y]`` with the row maximum taken out
-    first, not with ``nd.log_softmax``: MXNet 1.9.1's CPU (oneDNN) kernel is
-    about 3.5e-6 off in its log-probabilities, which a 2-class bias gradient
-    (a batch mean of softmax minus one-hot that nearly cancels) turned into a
-    7e-4 relative error against float64 (issue 14; the LSTM at seed 15,
-    batch 4).  Every operator here is exact to float32 rounding."""
-    shifted = logits - nd.max(logits, axis=1, keepdims=True).detach()
-    log_norm = nd.log(nd.sum(nd.exp(shifted), axis=1))
-    return nd.mean(log_norm - nd.pick(shifted, y, axis=1))
+    The log-softmax is written out as ``z - logsumexp(z)`` with the row
+    maximum taken out first, not with ``nd.log_softmax``: MXNet 1.9.1's CPU
+    (oneDNN) kernel is about 3.5e-6 off in its log-probabilities, which a
+    2-class bias gradient (a batch mean of softmax minus one-hot that nearly
+    cancels) turned into a 7e-4 relative error against float64 (issue 14;
+    the LSTM at seed 15, batch 4).  Every operator here is exact to float32
+    rounding."""
+    name, from_logits = objective
+    if name.endswith("categorical_crossentropy"):
+        if from_logits:
+            shifted = outputs - nd.max(outputs, axis=1, keepdims=True).detach()
+            log_norm = nd.log(nd.sum(nd.exp(shifted), axis=1, keepdims=True))
+            log_probs = shifted - log_norm
+        else:  # probabilities: rescaled to sum 1, clipped, as Keras does
+            p = outputs / nd.sum(outputs, axis=1, keepdims=True)
+            log_probs = nd.log(nd.clip(p, EPSILON, 1 - EPSILON))
+        if name == "sparse_categorical_crossentropy":
+            return -nd.mean(nd.pick(log_probs, y, axis=1))
+        return -nd.mean(nd.sum(y * log_probs, axis=1))
+    if name == "binary_crossentropy":
+        if from_logits:  # log_sigmoid(z) = -softplus(-z), both written stably
+            log_p = -nd.Activation(-outputs, act_type="softrelu")
+            log_not_p = -nd.Activation(outputs, act_type="softrelu")
+        else:
+            p = nd.clip(outputs, EPSILON, 1 - EPSILON)
+            log_p, log_not_p = nd.log(p), nd.log(1 - p)
+        return -nd.mean(nd.mean(y * log_p + (1 - y) * log_not_p, axis=1))
+    if name == "mean_squared_error":
+        return nd.mean(nd.mean(nd.square(y - outputs), axis=1))
+    if name == "mean_absolute_error":
+        return nd.mean(nd.mean(nd.abs(y - outputs), axis=1))
+    raise ValueError(f"unknown loss {name!r}")
 
 
 def loss_and_grads(
@@ -79,9 +105,9 @@ def loss_and_grads(
 ) -> tuple[nd.NDArray, nd.NDArray, Params]:
     with autograd.record():
         logits = apply(params, x)
-        loss = cross_entropy(logits, y)
-    loss.backward()
-    return logits, loss, {name: p.grad for name, p in params.items()}
+        value = loss(logits, y, native.objective_of(apply))
+    value.backward()
+    return logits, value, {name: p.grad for name, p in params.items()}
 
 
 def inference(apply: Apply, params: Params, x: nd.NDArray) -> nd.NDArray:
@@ -152,8 +178,8 @@ def train_step(
     params = state.params
     with autograd.record():
         logits, updates = train_forward(apply, params, x)
-        loss = cross_entropy(logits, y)
-    loss.backward()
+        value = loss(logits, y, native.objective_of(apply))
+    value.backward()
     grads = {name: p.grad for name, p in params.items() if name not in updates}
     update(state, params, grads, updates)
     return state

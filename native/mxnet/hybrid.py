@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from mxnet import autograd, gluon, nd
 
+import native
 from native import at_shape
 from native.compose import train_forward
 from native.mxnet import common
@@ -24,7 +25,7 @@ from native.mxnet.common import (
     CTX,
     LAYOUT,
     TrainState,
-    cross_entropy,
+    loss,
     state_params,
     sync,
     to_input,
@@ -37,7 +38,7 @@ from zoo.specs import Workload
 
 __all__ = [
     "LAYOUT",
-    "cross_entropy",
+    "loss",
     "state_params",
     "sync",
     "to_input",
@@ -114,9 +115,9 @@ def loss_and_grads(
     net = params.bind(apply, x)
     with autograd.record():
         logits = net(x)
-        loss = cross_entropy(logits, y)
-    loss.backward()
-    return logits, loss, net.grads()
+        value = loss(logits, y, native.objective_of(apply))
+    value.backward()
+    return logits, value, net.grads()
 
 
 def inference(apply: Apply, params: Model, x: nd.NDArray) -> nd.NDArray:
@@ -135,8 +136,8 @@ def train_step(
     net = state.params.bind(apply, x, training=True)
     with autograd.record():
         logits, *values = net(x)
-        loss = cross_entropy(logits, y)
-    loss.backward()
+        value = loss(logits, y, native.objective_of(apply))
+    value.backward()
     updates = dict(zip(net.state_names, values, strict=True))
     grads = {k: g for k, g in net.grads().items() if k not in updates}
     update(state, arrays(state.params), grads, updates)

@@ -11,7 +11,7 @@ or GRU-cell operator over Keras' layouts and no Keras Adam, so those are
 written out with its product and element-wise operators, and a training
 step's batch normalization with ``nd.mean`` and broadcasts, as
 ``native/mxnet/ops.py`` and ``common.py`` do; the loss is ``common``'s
-``cross_entropy`` (written out too: MXNet 1.9.1's oneDNN ``log_softmax`` is
+``loss`` (written out too: MXNet 1.9.1's oneDNN ``log_softmax`` is
 3.5e-6 off).
 
 Layout ``oihw`` (``native.layout``'s family): images ``(N, C, H, W)``,
@@ -37,7 +37,8 @@ from typing import Any
 import numpy as np
 from mxnet import autograd, nd
 
-from native.mxnet.common import CTX, cross_entropy, to_numpy
+from native.mxnet.common import CTX, loss, to_numpy
+from zoo.losses import DEFAULT as DEFAULT_OBJECTIVE
 from zoo.operators import ADAM
 
 __all__ = [
@@ -287,7 +288,7 @@ def gru_cell(
 def softmax_cross_entropy(logits: nd.NDArray, labels: nd.NDArray) -> nd.NDArray:
     """Mean over the batch of ``logsumexp(logits) - logits[label]``, shape
     ``(1,)``; labels float32 class indices."""
-    return cross_entropy(logits, labels)
+    return loss(logits, labels, DEFAULT_OBJECTIVE)
 
 
 def adam(

@@ -115,7 +115,10 @@ def avg_pool(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
 
 
 def flatten(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
-    return namespace(h).flatten(h)  # (N, C, H, W) -> (N, C*H*W), C, H, W order
+    space = namespace(h)
+    if len(input_of(spec, name)) == 3:  # images: Keras' order (native.layout)
+        h = space.transpose(h, axes=(0, 2, 3, 1))  # (N, C, H, W) -> (N, H, W, C)
+    return space.flatten(h)  # -> (N, H*W*C), or a sequence's (N, T*F)
 
 
 def lstm(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:

@@ -36,8 +36,10 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+import native
 from native.compose import train_forward
 from native.protocol import Apply
+from zoo.losses import EPSILON, Objective
 from zoo.specs import Workload
 
 LAYOUT = "keras"
@@ -62,13 +64,38 @@ def to_input(x: np.ndarray) -> tf.Tensor:
 
 
 def to_labels(y: np.ndarray) -> tf.Tensor:
-    return tf.constant(y, dtype=tf.int32)
+    if np.issubdtype(y.dtype, np.integer):  # class ids (N,)
+        return tf.constant(y, dtype=tf.int32)
+    return tf.constant(y, dtype=DTYPE)  # float rows (N, K)
 
 
-def cross_entropy(logits: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
-    """Mean negative log-likelihood of the true class, from logits."""
-    log_probs = logits - tf.reduce_logsumexp(logits, axis=1, keepdims=True)
-    return -tf.reduce_mean(tf.gather(log_probs, y, axis=1, batch_dims=1))
+def loss(outputs: tf.Tensor, y: tf.Tensor, objective: Objective) -> tf.Tensor:
+    """The batch mean of ``objective``'s loss, Keras' formulas (``zoo.losses``)."""
+    name, from_logits = objective
+    if name.endswith("categorical_crossentropy"):
+        if from_logits:
+            log_norm = tf.reduce_logsumexp(outputs, axis=1, keepdims=True)
+            log_probs = outputs - log_norm
+        else:  # probabilities: rescaled to sum 1, clipped, as Keras does
+            p = outputs / tf.reduce_sum(outputs, axis=1, keepdims=True)
+            log_probs = tf.math.log(tf.clip_by_value(p, EPSILON, 1 - EPSILON))
+        if name == "sparse_categorical_crossentropy":
+            return -tf.reduce_mean(tf.gather(log_probs, y, axis=1, batch_dims=1))
+        return -tf.reduce_mean(tf.reduce_sum(y * log_probs, axis=1))
+    if name == "binary_crossentropy":
+        if from_logits:
+            log_p = tf.math.log_sigmoid(outputs)
+            log_not_p = tf.math.log_sigmoid(-outputs)
+        else:
+            p = tf.clip_by_value(outputs, EPSILON, 1 - EPSILON)
+            log_p, log_not_p = tf.math.log(p), tf.math.log(1 - p)
+        per_output = y * log_p + (1 - y) * log_not_p
+        return -tf.reduce_mean(tf.reduce_mean(per_output, axis=1))
+    if name == "mean_squared_error":
+        return tf.reduce_mean(tf.reduce_mean(tf.square(y - outputs), axis=1))
+    if name == "mean_absolute_error":
+        return tf.reduce_mean(tf.reduce_mean(tf.abs(y - outputs), axis=1))
+    raise ValueError(f"unknown loss {name!r}")
 
 
 def _taped(
@@ -78,12 +105,12 @@ def _taped(
     (traced into a graph, or called as they are)."""
     with tf.GradientTape() as tape:
         logits = apply(params, x)
-        loss = cross_entropy(logits, y)
-    grads = tape.gradient(loss, params)
+        value = loss(logits, y, native.objective_of(apply))
+    grads = tape.gradient(value, params)
     # An embedding's gradient comes as IndexedSlices (the rows the batch
     # used): made dense, as it is compared and as Keras' Adam applies it
     # (every row's moments decay each step).
-    return logits, loss, {k: tf.convert_to_tensor(g) for k, g in grads.items()}
+    return logits, value, {k: tf.convert_to_tensor(g) for k, g in grads.items()}
 
 
 def _for_mode(function: Callable[..., Any], mode: str) -> Callable[..., Any]:
@@ -104,9 +131,9 @@ def _taped_training(
     seeds dropout's draws."""
     with tf.GradientTape() as tape:
         logits, updates = train_forward(apply, params, x, rng=step)
-        loss = cross_entropy(logits, y)
+        value = loss(logits, y, native.objective_of(apply))
     trained = {k: p for k, p in params.items() if k not in updates}
-    grads = tape.gradient(loss, trained)
+    grads = tape.gradient(value, trained)
     return {k: tf.convert_to_tensor(g) for k, g in grads.items()}, updates
 
 

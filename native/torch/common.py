@@ -31,9 +31,12 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
+import native
 from native.compose import train_forward
 from native.protocol import Apply
+from zoo.losses import EPSILON, Objective
 from zoo.specs import Workload
 
 LAYOUT = "oihw"
@@ -65,22 +68,44 @@ def to_input(x: np.ndarray) -> torch.Tensor:
 
 
 def to_labels(y: np.ndarray) -> torch.Tensor:
-    return torch.tensor(y, dtype=torch.int64, device=DEVICE)
+    if np.issubdtype(y.dtype, np.integer):  # class ids (N,)
+        return torch.tensor(y, dtype=torch.int64, device=DEVICE)
+    return torch.tensor(y, dtype=DTYPE, device=DEVICE)  # float rows (N, K)
 
 
-def cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Mean negative log-likelihood of the true class, from logits."""
-    log_probs = torch.log_softmax(logits, dim=1)
-    return -log_probs.gather(1, y[:, None]).mean()
+def loss(outputs: torch.Tensor, y: torch.Tensor, objective: Objective) -> torch.Tensor:
+    """The batch mean of ``objective``'s loss, Keras' formulas (``zoo.losses``)."""
+    name, from_logits = objective
+    if name.endswith("categorical_crossentropy"):
+        if from_logits:
+            log_probs = torch.log_softmax(outputs, dim=1)
+        else:  # probabilities: rescaled to sum 1, clipped, as Keras does
+            p = outputs / outputs.sum(dim=1, keepdim=True)
+            log_probs = p.clamp(EPSILON, 1 - EPSILON).log()
+        if name == "sparse_categorical_crossentropy":
+            return -log_probs.gather(1, y[:, None]).mean()
+        return -(y * log_probs).sum(dim=1).mean()
+    if name == "binary_crossentropy":
+        if from_logits:
+            log_p, log_not_p = F.logsigmoid(outputs), F.logsigmoid(-outputs)
+        else:
+            p = outputs.clamp(EPSILON, 1 - EPSILON)
+            log_p, log_not_p = p.log(), (1 - p).log()
+        return -(y * log_p + (1 - y) * log_not_p).mean(dim=1).mean()
+    if name == "mean_squared_error":
+        return ((y - outputs) ** 2).mean(dim=1).mean()
+    if name == "mean_absolute_error":
+        return (y - outputs).abs().mean(dim=1).mean()
+    raise ValueError(f"unknown loss {name!r}")
 
 
 def loss_and_grads(
     apply: Apply, params: Params, x: torch.Tensor, y: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, Params]:
     logits = apply(params, x)
-    loss = cross_entropy(logits, y)
-    grads = torch.autograd.grad(loss, list(params.values()))
-    return logits, loss, dict(zip(params, grads, strict=True))
+    value = loss(logits, y, native.objective_of(apply))
+    grads = torch.autograd.grad(value, list(params.values()))
+    return logits, value, dict(zip(params, grads, strict=True))
 
 
 @torch.inference_mode()
@@ -150,12 +175,12 @@ def update(state: TrainState, grads: Params, updates: Params | None = None) -> N
 
 
 def training_grads(
-    loss: torch.Tensor, params: Params, updates: Params
+    value: torch.Tensor, params: Params, updates: Params
 ) -> dict[str, torch.Tensor]:
-    """The gradients of ``loss`` for the trained parameters: all but the
+    """The gradients of the loss ``value`` for the trained parameters: all but the
     state parameters the forward pass set (``updates``)."""
     trained = [name for name in params if name not in updates]
-    grads = torch.autograd.grad(loss, [params[name] for name in trained])
+    grads = torch.autograd.grad(value, [params[name] for name in trained])
     return dict(zip(trained, grads, strict=True))
 
 
@@ -163,8 +188,8 @@ def train_step(
     apply: Apply, state: TrainState, x: torch.Tensor, y: torch.Tensor
 ) -> TrainState:
     logits, updates = train_forward(apply, state.params, x)
-    loss = cross_entropy(logits, y)
-    update(state, training_grads(loss, state.params, updates), updates)
+    value = loss(logits, y, native.objective_of(apply))
+    update(state, training_grads(value, state.params, updates), updates)
     return state
 
 

@@ -84,12 +84,27 @@ def _module(layer: Layer, spec: ModelSpec) -> list[nn.Module]:
 # native path does; the transformer's kinds (a residual graph, attention in
 # Keras' layout) have none yet.
 KINDS = ("dense", "conv2d", "avg_pool", "max_pool", "flatten", "lstm")
+# PyTorch's stock loss for each loss from logits (``zoo.losses``): the same
+# batch mean in exact arithmetic (soft targets for one-hot rows).
+STOCK_LOSSES: dict[str, Callable[..., torch.Tensor]] = {
+    "sparse_categorical_crossentropy": F.cross_entropy,
+    "categorical_crossentropy": F.cross_entropy,
+    "binary_crossentropy": F.binary_cross_entropy_with_logits,
+    "mean_squared_error": F.mse_loss,
+    "mean_absolute_error": F.l1_loss,
+}
 
 
 def build(spec: ModelSpec, arrays: Mapping[str, np.ndarray]) -> nn.Sequential:
     """The model as ``nn.Sequential``, loaded with ``arrays`` (this framework's
     layout, ``native.layout.to_native``); a ValueError in one sentence for a
     layer this module has no stock module for."""
+    goal = spec.workload.objective
+    if not goal.from_logits and goal.loss.endswith("crossentropy"):
+        raise ValueError(
+            f"{spec.name} trains on probabilities ({goal.loss}, from_logits "
+            "false), which no stock PyTorch loss clips as Keras does"
+        )
     missing = sorted({layer.kind for layer in spec.layers} - set(KINDS))
     if missing or any(layer.inputs for layer in spec.layers):
         raise ValueError(
@@ -127,6 +142,7 @@ def make_step(
     """``step(x, y)``: one ``torch.optim`` step of the model built from
     ``arrays`` (this framework's layout), returning the loss."""
     model = build(spec, arrays)
+    stock = STOCK_LOSSES[spec.workload.loss]
     w = spec.workload
     optimizer = (
         torch.optim.SGD(model.parameters(), lr=w.learning_rate)
@@ -141,7 +157,7 @@ def make_step(
 
     def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
+        loss = stock(model(x), y)
         loss.backward()
         optimizer.step()
         return loss

@@ -3,7 +3,7 @@
 - ``eager`` (the default, ``native.torch.common``): every operator runs as it
   is called and autograd records it; the optimizer updates in place.
 - ``compile``: ``torch.compile`` (the default inductor backend) compiles the
-  forward pass with its loss, ``objective(params, x, y) -> (logits, loss)``;
+  forward pass with its loss, ``forward_and_loss(params, x, y) -> (logits, loss)``;
   ``torch.autograd.grad`` outside it runs the backward pass that AOTAutograd
   compiled together with it.  Inference is a second compiled function, the
   forward pass alone, called under ``torch.inference_mode`` (which the
@@ -41,13 +41,15 @@ assert tuple(MODES) == native.MODES["torch"]
 
 @functools.cache
 def _compiled_objective(apply: Apply) -> Any:
-    def objective(
+    goal = native.objective_of(apply)
+
+    def forward_and_loss(
         params: Params, x: torch.Tensor, y: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         logits = apply(params, x)
-        return logits, common.cross_entropy(logits, y)
+        return logits, common.loss(logits, y, goal)
 
-    return torch.compile(objective)
+    return torch.compile(forward_and_loss)
 
 
 @functools.cache
@@ -70,13 +72,15 @@ def _inference(apply: Apply, params: Params, x: torch.Tensor) -> torch.Tensor:
 
 @functools.cache
 def _compiled_training(apply: Apply) -> Any:
-    def objective(
+    goal = native.objective_of(apply)
+
+    def training_loss(
         params: Params, x: torch.Tensor, y: torch.Tensor
     ) -> tuple[torch.Tensor, Params]:
         logits, updates = train_forward(apply, params, x)
-        return common.cross_entropy(logits, y), updates
+        return common.loss(logits, y, goal), updates
 
-    return torch.compile(objective)
+    return torch.compile(training_loss)
 
 
 def _train_step(

@@ -85,7 +85,9 @@ def avg_pool(
 def flatten(
     h: torch.Tensor, params: Params, spec: ModelSpec, name: str
 ) -> torch.Tensor:
-    return h.flatten(1)  # (N, C, H, W) -> (N, C*H*W), C, H, W order
+    if h.ndim == 4:  # Keras' order (native.layout): channels last first
+        h = h.permute(0, 2, 3, 1)  # (N, C, H, W) -> (N, H, W, C)
+    return h.flatten(1)  # -> (N, H*W*C), or a sequence's (N, T*F)
 
 
 def lstm(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.Tensor:

@@ -109,6 +109,23 @@ def test_common_meets_the_framework_protocol(runner: NativeRunner) -> None:
     assert fw.LAYOUT in layout.FAMILIES
 
 
+def test_flatten_gives_keras_order(runner: NativeRunner) -> None:
+    """Images flattened in every framework come out in Keras' H, W, C order
+    (``native.layout``), whatever the framework's own image layout."""
+    spec = ModelSpec(
+        "flat",
+        (2, 3, 4),
+        5,
+        (Layer("flat", "flatten"), Layer("out", "dense", 5)),
+        Workload("none", "sgd", 0.1, 2),
+    )
+    ops = importlib.import_module(f"native.{_package(runner)}.ops")
+    x = np.arange(2 * 2 * 3 * 4, dtype=np.float32).reshape(2, 2, 3, 4)
+    fw = runner.fw
+    flat = fw.to_numpy(ops.flatten(fw.to_input(x), {}, spec, "flat"))
+    np.testing.assert_array_equal(flat, x.reshape(2, -1))
+
+
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_train_state_fields_are_in_one_order(
     runner: NativeRunner, optimizer: str

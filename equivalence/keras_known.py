@@ -1,0 +1,96 @@
+"""What Keras is known to compute differently, said beside a verdict.
+
+Two sorts, both only ever *said*, never used to turn a failure into a pass:
+
+- **by design** (``bug=False``): the path computes another formula than
+  Keras' documented one on purpose, and is judged against float64 as usual;
+  the verdict carries the sentence so a reader knows what was judged.
+  Keras on TensorFlow takes a cross-entropy from the logits before a final
+  softmax or sigmoid (``zoo.losses.reaches_back``), whatever ``from_logits``
+  says.
+- **a Keras bug** (``bug=True``): where a path fails *only* on the
+  quantities the bug moves (``quantities``, a prefix: ``step`` for a
+  training update), the failure is named as that bug, with where it is
+  written up; a failure anywhere else is the path's own and is not named.
+
+Framework-free: it reads the spec and the failing quantities' names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from zoo.losses import LOSSES, reaches_back
+from zoo.specs import ModelSpec
+
+
+@dataclass(frozen=True)
+class Known:
+    """One thing Keras computes differently: ``name`` (an id),
+    ``sentence`` (what, and where it is written up), whether it is a bug,
+    ``applies(spec, path)``, and for a bug the prefix of the quantities it
+    moves (``equivalence.compare`` names: ``step3/dense/kernel``)."""
+
+    name: str
+    sentence: str
+    bug: bool
+    applies: Callable[[ModelSpec, str], bool]
+    quantities: str = ""
+
+
+def _keras_tensorflow(path: str) -> bool:
+    return path.split("@", maxsplit=1)[0] == "keras-tensorflow"
+
+
+def final_activation(spec: ModelSpec) -> str | None:
+    """The activation of the model's last layer (``None``: linear)."""
+    return spec.layers[-1].activation if spec.layers else None
+
+
+KNOWN = (
+    Known(
+        "keras-tensorflow-adam-sparse-embedding",
+        "Keras 3.15's Adam on TensorFlow squares an Embedding's sparse gradient "
+        "per token occurrence, not per row, so a repeated token's second moment "
+        "is too large (a Keras bug; docs/results/transformer.md)",
+        bug=True,
+        applies=lambda spec, path: (
+            _keras_tensorflow(path)
+            and spec.workload.optimizer == "adam"
+            and any(layer.kind == "embedding" for layer in spec.layers)
+        ),
+        quantities="step",
+    ),
+    Known(
+        "keras-tensorflow-logits-before-activation",
+        "Keras on TensorFlow computes this cross-entropy from the logits before "
+        "the final activation (_keras_logits), not from the probabilities "
+        "from_logits=False names; the two agree to float32 rounding unless a "
+        "probability is clipped at 1e-7 (by design; zoo/losses.py)",
+        bug=False,
+        applies=lambda spec, path: (
+            _keras_tensorflow(path)
+            and LOSSES[spec.workload.loss].takes_logits
+            and not spec.workload.from_logits
+            and reaches_back(spec.workload.objective, final_activation(spec))
+        ),
+    ),
+)
+
+
+def notes(spec: ModelSpec, path: str, failing: Iterable[str]) -> list[str]:
+    """What to say beside ``path``'s verdict on ``spec``: every by-design
+    difference that applies, and a Keras bug that applies when ``failing``
+    (the quantities beyond their allowance) is not empty and all of them
+    are ones the bug moves."""
+    failing = list(failing)
+    said = []
+    for known in KNOWN:
+        if not known.applies(spec, path):
+            continue
+        if not known.bug:
+            said.append(known.sentence)
+        elif failing and all(q.startswith(known.quantities) for q in failing):
+            said.append(f"fails as known: {known.sentence}")
+    return said

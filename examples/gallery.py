@@ -1,0 +1,1200 @@
+"""A gallery of Keras 3 models written the way public Keras and TensorFlow
+examples write them, to see which the tool accepts and how they fare.
+
+    python examples/gallery.py OUTDIR              # every model: OUTDIR/<name>.keras
+    python examples/gallery.py OUTDIR lenet_d2l    # the named ones only
+
+Each builder follows one public example (named, with its address, by the
+``@example`` decorator above it): the same layers, activations (the last
+one included) and ``model.compile`` arguments as the example writes them,
+with the sizes shrunk (inputs, units, vocabularies, sequence lengths) so
+that every model has well under 200,000 parameters.  Every axis but the
+batch has a size (``keras.Input`` where an example gives its first layer
+``input_shape``, which Keras 3 warns about); token models take ``int32``
+ids.  Where a builder departs from its example in anything else, its
+docstring says so.  Some are
+refused by the tool, on purpose: the table shows refusals too.
+
+One fact, one place: ``@example(title, url)`` registers a builder in
+``GALLERY`` (name: the function's name) and its example in ``EXAMPLES``,
+in the order they are written.  Keras is imported only inside the builders,
+so ``EXAMPLES`` can be read without it (``examples/gallery_table.py``).
+A registered builder clears Keras' session and seeds it
+(``keras.utils.set_random_seed(0)``) before it builds, so a file's layer
+names and weights are the same on every run, built alone or with others
+(on one Keras backend: each backend draws its own initial weights).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import keras
+
+SEED = 0
+GALLERY: dict[str, Callable[[], keras.Model]] = {}
+EXAMPLES: dict[str, tuple[str, str]] = {}
+
+
+def example(title: str, url: str) -> Callable[[Callable[[], keras.Model]], Callable]:
+    """Register the decorated builder under its function name, following the
+    example ``title`` at ``url``; the registered builder seeds Keras first."""
+
+    def register(build: Callable[[], keras.Model]) -> Callable[[], keras.Model]:
+        name = build.__name__
+        if name in GALLERY:
+            raise ValueError(f"two gallery builders are named {name!r}")
+        if not url.startswith("https://"):
+            raise ValueError(f"{name}: the example's address must be https, {url!r}")
+
+        @functools.wraps(build)
+        def seeded() -> keras.Model:
+            import keras
+
+            keras.backend.clear_session()  # layer names count from zero again
+            keras.utils.set_random_seed(SEED)
+            return build()
+
+        seeded.__doc__ = f"{title} ({url}). {build.__doc__ or ''}".strip()
+        GALLERY[name] = seeded
+        EXAMPLES[name] = (title, url)
+        return seeded
+
+    return register
+
+
+# --- images ---------------------------------------------------------------
+
+
+@example(
+    'keras.io "Simple MNIST convnet"', "https://keras.io/examples/vision/mnist_convnet/"
+)
+def mnist_convnet() -> keras.Model:
+    """Filters 32 and 64 shrunk to 8 and 16."""
+    import keras
+    from keras import layers
+
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(28, 28, 1)),
+            layers.Conv2D(8, kernel_size=(3, 3), activation="relu"),
+            layers.MaxPooling2D(pool_size=(2, 2)),
+            layers.Conv2D(16, kernel_size=(3, 3), activation="relu"),
+            layers.MaxPooling2D(pool_size=(2, 2)),
+            layers.Flatten(),
+            layers.Dropout(0.5),
+            layers.Dense(10, activation="softmax"),
+        ]
+    )
+    model.compile(
+        loss="categorical_crossentropy", optimizer="adam", metrics=["accuracy"]
+    )
+    return model
+
+
+@example(
+    'tensorflow.org "TensorFlow 2 quickstart for beginners"',
+    "https://www.tensorflow.org/tutorials/quickstart/beginner",
+)
+def quickstart_beginner() -> keras.Model:
+    """At its own size (101,770 parameters); ``keras.Input`` instead of
+    ``Flatten(input_shape=...)``, which Keras 3 warns about."""
+    import keras
+
+    model = keras.models.Sequential(
+        [
+            keras.Input(shape=(28, 28)),
+            keras.layers.Flatten(),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dropout(0.2),
+            keras.layers.Dense(10),
+        ]
+    )
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model.compile(optimizer="adam", loss=loss_fn, metrics=["accuracy"])
+    return model
+
+
+@example(
+    'tensorflow.org "Basic classification: Classify images of clothing"',
+    "https://www.tensorflow.org/tutorials/keras/classification",
+)
+def clothing_classification() -> keras.Model:
+    """128 hidden units shrunk to 64."""
+    import keras
+
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(28, 28)),
+            keras.layers.Flatten(),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(10),
+        ]
+    )
+    model.compile(
+        optimizer="adam",
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    return model
+
+
+@example(
+    'keras.io "Introduction to Keras for engineers"',
+    "https://keras.io/getting_started/intro_to_keras_for_engineers/",
+)
+def engineers_convnet() -> keras.Model:
+    """Filters 64 and 128 shrunk to 8 and 16."""
+    import keras
+    from keras import layers
+
+    model = keras.Sequential(
+        [
+            layers.Input(shape=(28, 28, 1)),
+            layers.Conv2D(8, kernel_size=(3, 3), activation="relu"),
+            layers.Conv2D(8, kernel_size=(3, 3), activation="relu"),
+            layers.MaxPooling2D(pool_size=(2, 2)),
+            layers.Conv2D(16, kernel_size=(3, 3), activation="relu"),
+            layers.Conv2D(16, kernel_size=(3, 3), activation="relu"),
+            layers.GlobalAveragePooling2D(),
+            layers.Dropout(0.5),
+            layers.Dense(10, activation="softmax"),
+        ]
+    )
+    model.compile(
+        loss=keras.losses.SparseCategoricalCrossentropy(),
+        optimizer=keras.optimizers.Adam(learning_rate=1e-3),
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="acc")],
+    )
+    return model
+
+
+@example(
+    'tensorflow.org "Convolutional Neural Network (CNN)"',
+    "https://www.tensorflow.org/tutorials/images/cnn",
+)
+def cifar10_cnn() -> keras.Model:
+    """CIFAR-10's 32x32x3 images; filters 32, 64, 64 shrunk to 8, 16, 16 and
+    the 64-unit dense layer to 32."""
+    import keras
+    from keras import layers, models
+
+    model = models.Sequential()
+    model.add(keras.Input(shape=(32, 32, 3)))
+    model.add(layers.Conv2D(8, (3, 3), activation="relu"))
+    model.add(layers.MaxPooling2D((2, 2)))
+    model.add(layers.Conv2D(16, (3, 3), activation="relu"))
+    model.add(layers.MaxPooling2D((2, 2)))
+    model.add(layers.Conv2D(16, (3, 3), activation="relu"))
+    model.add(layers.Flatten())
+    model.add(layers.Dense(32, activation="relu"))
+    model.add(layers.Dense(10))
+    model.compile(
+        optimizer="adam",
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    return model
+
+
+@example(
+    'tensorflow.org "Image classification"',
+    "https://www.tensorflow.org/tutorials/images/classification",
+)
+def flowers_classification() -> keras.Model:
+    """Images 180x180 shrunk to 32x32, filters 16, 32, 64 to 4, 8, 8, the
+    128-unit layer to 32; five classes.  Starts with ``Rescaling``."""
+    import keras
+    from keras import layers
+
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(32, 32, 3)),
+            layers.Rescaling(1.0 / 255),
+            layers.Conv2D(4, 3, padding="same", activation="relu"),
+            layers.MaxPooling2D(),
+            layers.Conv2D(8, 3, padding="same", activation="relu"),
+            layers.MaxPooling2D(),
+            layers.Conv2D(8, 3, padding="same", activation="relu"),
+            layers.MaxPooling2D(),
+            layers.Flatten(),
+            layers.Dense(32, activation="relu"),
+            layers.Dense(5),
+        ]
+    )
+    model.compile(
+        optimizer="adam",
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    return model
+
+
+@example(
+    'keras.io "Image classification from scratch"',
+    "https://keras.io/examples/vision/image_classification_from_scratch/",
+)
+def xception_mini() -> keras.Model:
+    """The example's small Xception: images 180x180 shrunk to 32x32, its
+    widths (128; 256, 512, 728; 1024) to (8; 8, 16; 16), three middle
+    blocks to two; two classes, so one logit.  Its data augmentation runs on
+    the dataset, not in the model."""
+    import keras
+    from keras import layers
+
+    inputs = keras.Input(shape=(32, 32, 3))
+    x = layers.Rescaling(1.0 / 255)(inputs)
+    x = layers.Conv2D(8, 3, strides=2, padding="same")(x)
+    x = layers.BatchNormalization()(x)
+    x = layers.Activation("relu")(x)
+    previous_block_activation = x
+    for size in [8, 16]:
+        x = layers.Activation("relu")(x)
+        x = layers.SeparableConv2D(size, 3, padding="same")(x)
+        x = layers.BatchNormalization()(x)
+        x = layers.Activation("relu")(x)
+        x = layers.SeparableConv2D(size, 3, padding="same")(x)
+        x = layers.BatchNormalization()(x)
+        x = layers.MaxPooling2D(3, strides=2, padding="same")(x)
+        residual = layers.Conv2D(size, 1, strides=2, padding="same")(
+            previous_block_activation
+        )
+        x = layers.add([x, residual])
+        previous_block_activation = x
+    x = layers.SeparableConv2D(16, 3, padding="same")(x)
+    x = layers.BatchNormalization()(x)
+    x = layers.Activation("relu")(x)
+    x = layers.GlobalAveragePooling2D()(x)
+    x = layers.Dropout(0.25)(x)
+    outputs = layers.Dense(1, activation=None)(x)
+    model = keras.Model(inputs, outputs)
+    model.compile(
+        optimizer=keras.optimizers.Adam(3e-4),
+        loss=keras.losses.BinaryCrossentropy(from_logits=True),
+        metrics=[keras.metrics.BinaryAccuracy(name="acc")],
+    )
+    return model
+
+
+@example(
+    'keras.io "The Functional API": a toy ResNet model',
+    "https://keras.io/guides/functional_api/",
+)
+def functional_toy_resnet() -> keras.Model:
+    """CIFAR-10's 32x32x3; filters 32 and 64 shrunk to 8 and 16, the
+    256-unit layer to 32."""
+    import keras
+    from keras import layers
+
+    inputs = keras.Input(shape=(32, 32, 3), name="img")
+    x = layers.Conv2D(8, 3, activation="relu")(inputs)
+    x = layers.Conv2D(16, 3, activation="relu")(x)
+    block_1_output = layers.MaxPooling2D(3)(x)
+    x = layers.Conv2D(16, 3, activation="relu", padding="same")(block_1_output)
+    x = layers.Conv2D(16, 3, activation="relu", padding="same")(x)
+    block_2_output = layers.add([x, block_1_output])
+    x = layers.Conv2D(16, 3, activation="relu", padding="same")(block_2_output)
+    x = layers.Conv2D(16, 3, activation="relu", padding="same")(x)
+    block_3_output = layers.add([x, block_2_output])
+    x = layers.Conv2D(16, 3, activation="relu")(block_3_output)
+    x = layers.GlobalAveragePooling2D()(x)
+    x = layers.Dense(32, activation="relu")(x)
+    x = layers.Dropout(0.5)(x)
+    outputs = layers.Dense(10)(x)
+    model = keras.Model(inputs, outputs, name="toy_resnet")
+    model.compile(
+        optimizer=keras.optimizers.RMSprop(1e-3),
+        loss=keras.losses.CategoricalCrossentropy(from_logits=True),
+        metrics=["acc"],
+    )
+    return model
+
+
+@example(
+    'keras.io "The Functional API": a toy ResNet model, batch-normalized',
+    "https://keras.io/guides/functional_api/",
+)
+def functional_toy_resnet_bn() -> keras.Model:
+    """Not the guide's own: its toy ResNet (shrunk as in
+    ``functional_toy_resnet``) with a ``BatchNormalization`` after every
+    convolution of the residual blocks, the way ResNets normalize."""
+    import keras
+    from keras import layers
+
+    inputs = keras.Input(shape=(32, 32, 3), name="img")
+    x = layers.Conv2D(8, 3, activation="relu")(inputs)
+    x = layers.Conv2D(16, 3, activation="relu")(x)
+    block_1_output = layers.MaxPooling2D(3)(x)
+    x = layers.Conv2D(16, 3, activation="relu", padding="same")(block_1_output)
+    x = layers.BatchNormalization()(x)
+    x = layers.Conv2D(16, 3, activation="relu", padding="same")(x)
+    x = layers.BatchNormalization()(x)
+    block_2_output = layers.add([x, block_1_output])
+    x = layers.Conv2D(16, 3, activation="relu", padding="same")(block_2_output)
+    x = layers.BatchNormalization()(x)
+    x = layers.Conv2D(16, 3, activation="relu", padding="same")(x)
+    x = layers.BatchNormalization()(x)
+    block_3_output = layers.add([x, block_2_output])
+    x = layers.Conv2D(16, 3, activation="relu")(block_3_output)
+    x = layers.GlobalAveragePooling2D()(x)
+    x = layers.Dense(32, activation="relu")(x)
+    x = layers.Dropout(0.5)(x)
+    outputs = layers.Dense(10)(x)
+    model = keras.Model(inputs, outputs, name="toy_resnet_bn")
+    model.compile(
+        optimizer=keras.optimizers.RMSprop(1e-3),
+        loss=keras.losses.CategoricalCrossentropy(from_logits=True),
+        metrics=["acc"],
+    )
+    return model
+
+
+@example(
+    "Keras Applications: ResNet's residual_block_v1 (keras/src/applications/resnet.py)",
+    "https://github.com/keras-team/keras/blob/master/keras/src/applications/resnet.py",
+)
+def resnet_v1_blocks() -> keras.Model:
+    """ResNet50's stem and two bottleneck blocks (``residual_block_v1``:
+    convolution, ``BatchNormalization(axis=3, epsilon=1.001e-5)``,
+    ``Activation("relu")``, the shortcut added, a last ``Activation``), on
+    32x32x3 with 4 filters (bottleneck 16 out) instead of 64 (256 out); the
+    stem's ``ZeroPadding2D`` replaced by ``padding="same"``; the
+    applications' own top (average pool, softmax) over 10 classes.  The
+    applications do not compile their models; nor does this."""
+    import keras
+    from keras import layers
+
+    def block(x: keras.KerasTensor, filters: int, conv_shortcut: bool):
+        if conv_shortcut:
+            shortcut = layers.Conv2D(4 * filters, 1)(x)
+            shortcut = layers.BatchNormalization(axis=3, epsilon=1.001e-5)(shortcut)
+        else:
+            shortcut = x
+        x = layers.Conv2D(filters, 1)(x)
+        x = layers.BatchNormalization(axis=3, epsilon=1.001e-5)(x)
+        x = layers.Activation("relu")(x)
+        x = layers.Conv2D(filters, 3, padding="same")(x)
+        x = layers.BatchNormalization(axis=3, epsilon=1.001e-5)(x)
+        x = layers.Activation("relu")(x)
+        x = layers.Conv2D(4 * filters, 1)(x)
+        x = layers.BatchNormalization(axis=3, epsilon=1.001e-5)(x)
+        x = layers.Add()([shortcut, x])
+        return layers.Activation("relu")(x)
+
+    inputs = keras.Input(shape=(32, 32, 3))
+    x = layers.Conv2D(4, 7, strides=2, padding="same")(inputs)
+    x = layers.BatchNormalization(axis=3, epsilon=1.001e-5)(x)
+    x = layers.Activation("relu")(x)
+    x = layers.MaxPooling2D(3, strides=2, padding="same")(x)
+    x = block(x, 4, conv_shortcut=True)
+    x = block(x, 4, conv_shortcut=False)
+    x = layers.GlobalAveragePooling2D()(x)
+    outputs = layers.Dense(10, activation="softmax")(x)
+    return keras.Model(inputs, outputs, name="resnet_v1_blocks")
+
+
+@example(
+    'Machine Learning Mastery "How to Develop a CNN From Scratch for CIFAR-10 '
+    'Photo Classification" (three VGG blocks)',
+    "https://machinelearningmastery.com/how-to-develop-a-cnn-from-scratch-for-"
+    "cifar-10-photo-classification/",
+)
+def vgg3_cifar10() -> keras.Model:
+    """The three-block VGG baseline; filters 32, 64, 128 shrunk to 8, 16, 32
+    and the 128-unit layer to 32; ``SGD(lr=...)`` written ``learning_rate``."""
+    import keras
+    from keras.layers import Conv2D, Dense, Flatten, MaxPooling2D
+    from keras.models import Sequential
+
+    model = Sequential()
+    model.add(keras.Input(shape=(32, 32, 3)))
+    for filters in (8, 16, 32):
+        for _ in range(2):
+            model.add(
+                Conv2D(
+                    filters,
+                    (3, 3),
+                    activation="relu",
+                    kernel_initializer="he_uniform",
+                    padding="same",
+                )
+            )
+        model.add(MaxPooling2D((2, 2)))
+    model.add(Flatten())
+    model.add(Dense(32, activation="relu", kernel_initializer="he_uniform"))
+    model.add(Dense(10, activation="softmax"))
+    opt = keras.optimizers.SGD(learning_rate=0.001, momentum=0.9)
+    model.compile(optimizer=opt, loss="categorical_crossentropy", metrics=["accuracy"])
+    return model
+
+
+@example(
+    'Dive into Deep Learning "Convolutional Neural Networks (LeNet)", '
+    "TensorFlow version",
+    "https://d2l.ai/chapter_convolutional-neural-networks/lenet.html",
+)
+def lenet_d2l() -> keras.Model:
+    """At its own size (61,706 parameters).  The book's current edition
+    trains it in a loop of its own; compiled here as its earlier edition's
+    ``train_ch6`` compiled it (SGD at 0.9, cross-entropy on the logits)."""
+    import keras
+
+    model = keras.models.Sequential(
+        [
+            keras.Input(shape=(28, 28, 1)),
+            keras.layers.Conv2D(
+                filters=6, kernel_size=5, activation="sigmoid", padding="same"
+            ),
+            keras.layers.AvgPool2D(pool_size=2, strides=2),
+            keras.layers.Conv2D(filters=16, kernel_size=5, activation="sigmoid"),
+            keras.layers.AvgPool2D(pool_size=2, strides=2),
+            keras.layers.Flatten(),
+            keras.layers.Dense(120, activation="sigmoid"),
+            keras.layers.Dense(84, activation="sigmoid"),
+            keras.layers.Dense(10),
+        ]
+    )
+    optimizer = keras.optimizers.SGD(learning_rate=0.9)
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model.compile(optimizer=optimizer, loss=loss, metrics=["accuracy"])
+    return model
+
+
+@example(
+    'keras.io "The Sequential model": a convnet feature extractor',
+    "https://keras.io/guides/sequential_model/",
+)
+def sequential_guide_convnet() -> keras.Model:
+    """The guide's convnet with its ``GlobalMaxPooling2D`` head and ten
+    class scores; 250x250x3 shrunk to 160x160x3 (the smallest its three
+    pools take whole), 32 filters to 8.  The guide does not compile it."""
+    import keras
+    from keras import layers
+
+    model = keras.Sequential()
+    model.add(keras.Input(shape=(160, 160, 3)))
+    model.add(layers.Conv2D(8, 5, strides=2, activation="relu"))
+    model.add(layers.Conv2D(8, 3, activation="relu"))
+    model.add(layers.MaxPooling2D(3))
+    model.add(layers.Conv2D(8, 3, activation="relu"))
+    model.add(layers.Conv2D(8, 3, activation="relu"))
+    model.add(layers.MaxPooling2D(3))
+    model.add(layers.Conv2D(8, 3, activation="relu"))
+    model.add(layers.Conv2D(8, 3, activation="relu"))
+    model.add(layers.MaxPooling2D(2))
+    model.add(layers.GlobalMaxPooling2D())
+    model.add(layers.Dense(10))
+    return model
+
+
+# --- dense networks -------------------------------------------------------
+
+
+@example('keras.io "The Sequential model"', "https://keras.io/guides/sequential_model/")
+def sequential_guide_mlp() -> keras.Model:
+    """The guide's first model (Dense 2, 3, 4) on three features, at its own
+    size; the guide does not compile it."""
+    import keras
+    from keras import layers
+
+    return keras.Sequential(
+        [
+            keras.Input(shape=(3,)),
+            layers.Dense(2, activation="relu", name="layer1"),
+            layers.Dense(3, activation="relu", name="layer2"),
+            layers.Dense(4, name="layer3"),
+        ]
+    )
+
+
+@example(
+    'keras.io "The Functional API": the MNIST model',
+    "https://keras.io/guides/functional_api/",
+)
+def functional_mnist_mlp() -> keras.Model:
+    """At its own size (55,050 parameters)."""
+    import keras
+    from keras import layers
+
+    inputs = keras.Input(shape=(784,))
+    x = layers.Dense(64, activation="relu")(inputs)
+    x = layers.Dense(64, activation="relu")(x)
+    outputs = layers.Dense(10)(x)
+    model = keras.Model(inputs=inputs, outputs=outputs, name="mnist_model")
+    model.compile(
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        optimizer=keras.optimizers.RMSprop(),
+        metrics=["accuracy"],
+    )
+    return model
+
+
+@example(
+    'tensorflow.org "Basic regression: Predict fuel efficiency" (the DNN model)',
+    "https://www.tensorflow.org/tutorials/keras/regression",
+)
+def fuel_efficiency_dnn() -> keras.Model:
+    """Nine features through the tutorial's adapted ``Normalization`` layer
+    (adapted here to 64 seeded random rows), 64 units shrunk to 32, one
+    output, mean absolute error."""
+    import keras
+    import numpy as np
+    from keras import layers
+
+    normalizer = layers.Normalization(axis=-1)
+    normalizer.adapt(np.random.default_rng(SEED).normal(size=(64, 9)))
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(9,)),
+            normalizer,
+            layers.Dense(32, activation="relu"),
+            layers.Dense(32, activation="relu"),
+            layers.Dense(1),
+        ]
+    )
+    model.compile(loss="mean_absolute_error", optimizer=keras.optimizers.Adam(0.001))
+    return model
+
+
+@example(
+    'tensorflow.org "Basic regression: Predict fuel efficiency" (the DNN model, '
+    "inputs normalized beforehand)",
+    "https://www.tensorflow.org/tutorials/keras/regression",
+)
+def fuel_efficiency_dnn_prenormalized() -> keras.Model:
+    """``fuel_efficiency_dnn`` without its ``Normalization`` layer, as when
+    the features are normalized before they reach the model."""
+    import keras
+    from keras import layers
+
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(9,)),
+            layers.Dense(32, activation="relu"),
+            layers.Dense(32, activation="relu"),
+            layers.Dense(1),
+        ]
+    )
+    model.compile(loss="mean_absolute_error", optimizer=keras.optimizers.Adam(0.001))
+    return model
+
+
+@example(
+    'tensorflow.org "Overfit and underfit" (the tiny model)',
+    "https://www.tensorflow.org/tutorials/keras/overfit_and_underfit",
+)
+def overfit_tiny() -> keras.Model:
+    """28 features, 16 elu units, one logit, at its own size; compiled as the
+    tutorial's ``compile_and_fit`` does (Adam on an ``InverseTimeDecay``)."""
+    import keras
+    from keras import layers
+
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(28,)),
+            layers.Dense(16, activation="elu"),
+            layers.Dense(1),
+        ]
+    )
+    lr_schedule = keras.optimizers.schedules.InverseTimeDecay(
+        0.001, decay_steps=20 * 1000, decay_rate=1, staircase=False
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(lr_schedule),
+        loss=keras.losses.BinaryCrossentropy(from_logits=True),
+        metrics=[
+            keras.metrics.BinaryCrossentropy(
+                from_logits=True, name="binary_crossentropy"
+            ),
+            "accuracy",
+        ],
+    )
+    return model
+
+
+@example(
+    'tensorflow.org "Overfit and underfit" (the dropout model)',
+    "https://www.tensorflow.org/tutorials/keras/overfit_and_underfit",
+)
+def overfit_dropout() -> keras.Model:
+    """Four elu layers of 512 units shrunk to 64, each followed by
+    ``Dropout(0.5)``, one logit; compiled as ``overfit_tiny``."""
+    import keras
+    from keras import layers
+
+    model = keras.Sequential([keras.Input(shape=(28,))])
+    for _ in range(4):
+        model.add(layers.Dense(64, activation="elu"))
+        model.add(layers.Dropout(0.5))
+    model.add(layers.Dense(1))
+    lr_schedule = keras.optimizers.schedules.InverseTimeDecay(
+        0.001, decay_steps=20 * 1000, decay_rate=1, staircase=False
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(lr_schedule),
+        loss=keras.losses.BinaryCrossentropy(from_logits=True),
+        metrics=[
+            keras.metrics.BinaryCrossentropy(
+                from_logits=True, name="binary_crossentropy"
+            ),
+            "accuracy",
+        ],
+    )
+    return model
+
+
+@example(
+    'keras.io "Imbalanced classification: credit card fraud detection"',
+    "https://keras.io/examples/structured_data/imbalanced_classification/",
+)
+def fraud_detection_mlp() -> keras.Model:
+    """30 features; 256 units shrunk to 64; a sigmoid output."""
+    import keras
+
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(30,)),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dropout(0.3),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dropout(0.3),
+            keras.layers.Dense(1, activation="sigmoid"),
+        ]
+    )
+    metrics = [
+        keras.metrics.FalseNegatives(name="fn"),
+        keras.metrics.FalsePositives(name="fp"),
+        keras.metrics.TrueNegatives(name="tn"),
+        keras.metrics.TruePositives(name="tp"),
+        keras.metrics.Precision(name="precision"),
+        keras.metrics.Recall(name="recall"),
+    ]
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-2),
+        loss="binary_crossentropy",
+        metrics=metrics,
+    )
+    return model
+
+
+@example(
+    'Machine Learning Mastery "How to Accelerate Learning of Deep Neural '
+    'Networks With Batch Normalization" (the MLP with batch normalization)',
+    "https://machinelearningmastery.com/how-to-accelerate-learning-of-deep-"
+    "neural-networks-with-batch-normalization/",
+)
+def batch_norm_mlp() -> keras.Model:
+    """Two features (the circles problem), 50 relu units, batch
+    normalization, a sigmoid output, at its own size; ``SGD(lr=...)``
+    written ``learning_rate``."""
+    import keras
+    from keras.layers import BatchNormalization, Dense
+    from keras.models import Sequential
+
+    model = Sequential()
+    model.add(keras.Input(shape=(2,)))
+    model.add(Dense(50, activation="relu", kernel_initializer="he_uniform"))
+    model.add(BatchNormalization())
+    model.add(Dense(1, activation="sigmoid"))
+    opt = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
+    model.compile(loss="binary_crossentropy", optimizer=opt, metrics=["accuracy"])
+    return model
+
+
+@example(
+    'The Keras Blog "Building Autoencoders in Keras" (the simplest autoencoder)',
+    "https://blog.keras.io/building-autoencoders-in-keras.html",
+)
+def dense_autoencoder() -> keras.Model:
+    """784 pixels in, a 32-unit code, 784 sigmoid pixels out, at its own
+    size (50,992 parameters)."""
+    import keras
+    from keras import layers
+
+    encoding_dim = 32
+    input_img = keras.Input(shape=(784,))
+    encoded = layers.Dense(encoding_dim, activation="relu")(input_img)
+    decoded = layers.Dense(784, activation="sigmoid")(encoded)
+    autoencoder = keras.Model(input_img, decoded)
+    autoencoder.compile(optimizer="adam", loss="binary_crossentropy")
+    return autoencoder
+
+
+# --- text -----------------------------------------------------------------
+
+
+@example(
+    'keras.io "Text classification from scratch"',
+    "https://keras.io/examples/nlp/text_classification_from_scratch/",
+)
+def text_classification_from_scratch() -> keras.Model:
+    """Vocabulary 20,000 shrunk to 1,000, width 128 to 16, 64 tokens (int32
+    ids; the example's are int64); its ``Conv1D`` pair and
+    ``GlobalMaxPooling1D``, a sigmoid output."""
+    import keras
+    from keras import layers
+
+    inputs = keras.Input(shape=(64,), dtype="int32")
+    x = layers.Embedding(1000, 16)(inputs)
+    x = layers.Dropout(0.5)(x)
+    x = layers.Conv1D(16, 7, padding="valid", activation="relu", strides=3)(x)
+    x = layers.Conv1D(16, 7, padding="valid", activation="relu", strides=3)(x)
+    x = layers.GlobalMaxPooling1D()(x)
+    x = layers.Dense(16, activation="relu")(x)
+    x = layers.Dropout(0.5)(x)
+    predictions = layers.Dense(1, activation="sigmoid", name="predictions")(x)
+    model = keras.Model(inputs, predictions)
+    model.compile(loss="binary_crossentropy", optimizer="adam", metrics=["accuracy"])
+    return model
+
+
+@example(
+    'tensorflow.org "Basic text classification"',
+    "https://www.tensorflow.org/tutorials/keras/text_classification",
+)
+def basic_text_classification() -> keras.Model:
+    """Vocabulary 10,000 shrunk to 1,000, 64 tokens, width 16; the
+    tutorial's sigmoid output and ``BinaryCrossentropy()``; its
+    ``TextVectorization`` runs on the dataset, not in the model."""
+    import keras
+    from keras import layers
+
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(64,), dtype="int32"),
+            layers.Embedding(1000, 16),
+            layers.Dropout(0.2),
+            layers.GlobalAveragePooling1D(),
+            layers.Dropout(0.2),
+            layers.Dense(1, activation="sigmoid"),
+        ]
+    )
+    model.compile(
+        loss=keras.losses.BinaryCrossentropy(),
+        optimizer="adam",
+        metrics=[keras.metrics.BinaryAccuracy(threshold=0.5)],
+    )
+    return model
+
+
+@example(
+    'tensorflow.org "Word embeddings"',
+    "https://www.tensorflow.org/text/guide/word_embeddings",
+)
+def word_embeddings() -> keras.Model:
+    """Vocabulary 10,000 shrunk to 1,000, 64 tokens, width 16; one logit.
+    The guide's first layer, ``TextVectorization`` (strings in), is left
+    out: the model takes its token ids."""
+    import keras
+    from keras.layers import Dense, Embedding, GlobalAveragePooling1D
+
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(64,), dtype="int32"),
+            Embedding(1000, 16, name="embedding"),
+            GlobalAveragePooling1D(),
+            Dense(16, activation="relu"),
+            Dense(1),
+        ]
+    )
+    model.compile(
+        optimizer="adam",
+        loss=keras.losses.BinaryCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    return model
+
+
+@example(
+    'keras.io "Bidirectional LSTM on IMDB"',
+    "https://keras.io/examples/nlp/bidirectional_lstm_imdb/",
+)
+def bidirectional_lstm_imdb() -> keras.Model:
+    """Vocabulary 20,000 shrunk to 1,000, 64 tokens, width 128 to 16, the
+    LSTMs' 64 units to 16."""
+    import keras
+    from keras import layers
+
+    inputs = keras.Input(shape=(64,), dtype="int32")
+    x = layers.Embedding(1000, 16)(inputs)
+    x = layers.Bidirectional(layers.LSTM(16, return_sequences=True))(x)
+    x = layers.Bidirectional(layers.LSTM(16))(x)
+    outputs = layers.Dense(1, activation="sigmoid")(x)
+    model = keras.Model(inputs, outputs)
+    model.compile("adam", "binary_crossentropy", metrics=["accuracy"])
+    return model
+
+
+@example(
+    "A GRU sentiment model on IMDB (chandan11248/deep-learning)",
+    "https://github.com/chandan11248/deep-learning",
+)
+def gru_sentiment() -> keras.Model:
+    """Vocabulary 10,000 shrunk to 1,000, 100 tokens to 64, width 128 to 16,
+    the GRU's 64 units to 16; a sigmoid output.  ``input_length``, gone in
+    Keras 3, is the input's shape."""
+    import keras
+    from keras.layers import GRU, Dense, Embedding
+    from keras.models import Sequential
+
+    model = Sequential(
+        [
+            keras.Input(shape=(64,), dtype="int32"),
+            Embedding(1000, 16),
+            GRU(16, return_sequences=False),
+            Dense(1, activation="sigmoid"),
+        ]
+    )
+    model.compile(optimizer="adam", loss="binary_crossentropy", metrics=["accuracy"])
+    return model
+
+
+@example(
+    'keras.io "Using pre-trained word embeddings"',
+    "https://keras.io/examples/nlp/pretrained_word_embeddings/",
+)
+def pretrained_embeddings_cnn() -> keras.Model:
+    """A frozen embedding set from a matrix (seeded random numbers standing
+    in for GloVe), vocabulary 20,000 shrunk to 1,000, 100 dimensions to 16,
+    64 tokens; three ``Conv1D`` of 128 filters shrunk to 16 (kernel 5, the
+    pools 5 shrunk to 2), ``GlobalMaxPooling1D``, a softmax over 20 classes."""
+    import keras
+    import numpy as np
+    from keras import layers
+    from keras.layers import Embedding
+
+    embedding_matrix = np.random.default_rng(SEED).normal(size=(1000, 16))
+    embedding_layer = Embedding(1000, 16, trainable=False)
+    embedding_layer.build((1,))
+    embedding_layer.set_weights([embedding_matrix])
+    int_sequences_input = keras.Input(shape=(64,), dtype="int32")
+    embedded_sequences = embedding_layer(int_sequences_input)
+    x = layers.Conv1D(16, 5, activation="relu")(embedded_sequences)
+    x = layers.MaxPooling1D(2)(x)
+    x = layers.Conv1D(16, 5, activation="relu")(x)
+    x = layers.MaxPooling1D(2)(x)
+    x = layers.Conv1D(16, 5, activation="relu")(x)
+    x = layers.GlobalMaxPooling1D()(x)
+    x = layers.Dense(16, activation="relu")(x)
+    x = layers.Dropout(0.5)(x)
+    preds = layers.Dense(20, activation="softmax")(x)
+    model = keras.Model(int_sequences_input, preds)
+    model.compile(
+        loss="sparse_categorical_crossentropy", optimizer="rmsprop", metrics=["acc"]
+    )
+    return model
+
+
+@example(
+    'keras.io "Text classification with Transformer"',
+    "https://keras.io/examples/nlp/text_classification_with_transformer/",
+)
+def text_transformer() -> keras.Model:
+    """The example's own ``TransformerBlock`` and ``TokenAndPositionEmbedding``
+    layer classes; 200 tokens of 20,000 shrunk to 32 of 1,000, width 32 to
+    16, its feed-forward 32 to 16, the 20-unit layer kept, a softmax over
+    two classes.  The input is given ``dtype="int32"``, which the example
+    leaves float."""
+    import keras
+    from keras import layers, ops
+
+    class TransformerBlock(layers.Layer):
+        def __init__(self, embed_dim, num_heads, ff_dim, rate=0.1, **kwargs):
+            super().__init__(**kwargs)
+            self.att = layers.MultiHeadAttention(num_heads=num_heads, key_dim=embed_dim)
+            self.ffn = keras.Sequential(
+                [layers.Dense(ff_dim, activation="relu"), layers.Dense(embed_dim)]
+            )
+            self.layernorm1 = layers.LayerNormalization(epsilon=1e-6)
+            self.layernorm2 = layers.LayerNormalization(epsilon=1e-6)
+            self.dropout1 = layers.Dropout(rate)
+            self.dropout2 = layers.Dropout(rate)
+
+        def call(self, inputs):
+            attn_output = self.att(inputs, inputs)
+            attn_output = self.dropout1(attn_output)
+            out1 = self.layernorm1(inputs + attn_output)
+            ffn_output = self.ffn(out1)
+            ffn_output = self.dropout2(ffn_output)
+            return self.layernorm2(out1 + ffn_output)
+
+    class TokenAndPositionEmbedding(layers.Layer):
+        def __init__(self, maxlen, vocab_size, embed_dim, **kwargs):
+            super().__init__(**kwargs)
+            self.token_emb = layers.Embedding(
+                input_dim=vocab_size, output_dim=embed_dim
+            )
+            self.pos_emb = layers.Embedding(input_dim=maxlen, output_dim=embed_dim)
+
+        def call(self, x):
+            maxlen = ops.shape(x)[-1]
+            positions = ops.arange(start=0, stop=maxlen, step=1)
+            positions = self.pos_emb(positions)
+            x = self.token_emb(x)
+            return x + positions
+
+    maxlen, vocab_size, embed_dim, num_heads, ff_dim = 32, 1000, 16, 2, 16
+    inputs = layers.Input(shape=(maxlen,), dtype="int32")
+    embedding_layer = TokenAndPositionEmbedding(maxlen, vocab_size, embed_dim)
+    x = embedding_layer(inputs)
+    transformer_block = TransformerBlock(embed_dim, num_heads, ff_dim)
+    x = transformer_block(x)
+    x = layers.GlobalAveragePooling1D()(x)
+    x = layers.Dropout(0.1)(x)
+    x = layers.Dense(20, activation="relu")(x)
+    x = layers.Dropout(0.1)(x)
+    outputs = layers.Dense(2, activation="softmax")(x)
+    model = keras.Model(inputs=inputs, outputs=outputs)
+    model.compile(
+        optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"]
+    )
+    return model
+
+
+@example(
+    'keras.io "Character-level text generation with LSTM"',
+    "https://keras.io/examples/generative/lstm_character_level_text_generation/",
+)
+def char_lstm() -> keras.Model:
+    """40 characters of a 56-letter alphabet, one-hot, shrunk to 20 of 30;
+    the LSTM's 128 units to 32; a softmax over the alphabet."""
+    import keras
+    from keras import layers
+
+    maxlen, chars = 20, 30
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(maxlen, chars)),
+            layers.LSTM(32),
+            layers.Dense(chars, activation="softmax"),
+        ]
+    )
+    optimizer = keras.optimizers.RMSprop(learning_rate=0.01)
+    model.compile(loss="categorical_crossentropy", optimizer=optimizer)
+    return model
+
+
+# --- recurrent and time series -------------------------------------------
+
+
+@example(
+    'keras.io "Working with RNNs": the MNIST LSTM model',
+    "https://keras.io/guides/working_with_rnns/",
+)
+def rnn_guide_mnist_lstm() -> keras.Model:
+    """MNIST rows as 28 steps of 28, the LSTM's 64 units shrunk to 32, batch
+    normalization, ten logits, SGD; ``keras.Input`` instead of the LSTM's
+    ``input_shape=(None, 28)``."""
+    import keras
+
+    model = keras.models.Sequential(
+        [
+            keras.Input(shape=(28, 28)),
+            keras.layers.LSTM(32),
+            keras.layers.BatchNormalization(),
+            keras.layers.Dense(10),
+        ]
+    )
+    model.compile(
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        optimizer="sgd",
+        metrics=["accuracy"],
+    )
+    return model
+
+
+@example(
+    'keras.io "Working with RNNs": a GRU and a SimpleRNN',
+    "https://keras.io/guides/working_with_rnns/",
+)
+def rnn_guide_gru_simple_rnn() -> keras.Model:
+    """Tokens of 1,000 (64 of them) embedded in 64 shrunk to 16, the GRU's
+    256 units to 32, the SimpleRNN's 128 to 16, ten class scores; the guide
+    does not compile it."""
+    import keras
+    from keras import layers
+
+    model = keras.Sequential()
+    model.add(keras.Input(shape=(64,), dtype="int32"))
+    model.add(layers.Embedding(input_dim=1000, output_dim=16))
+    model.add(layers.GRU(32, return_sequences=True))
+    model.add(layers.SimpleRNN(16))
+    model.add(layers.Dense(10))
+    return model
+
+
+@example(
+    'keras.io "Timeseries forecasting for weather prediction"',
+    "https://keras.io/examples/timeseries/timeseries_weather_forecasting/",
+)
+def weather_forecasting_lstm() -> keras.Model:
+    """120 steps of 7 features shrunk to 24 steps, the LSTM's 32 units kept,
+    one output, mean squared error."""
+    import keras
+
+    inputs = keras.layers.Input(shape=(24, 7))
+    lstm_out = keras.layers.LSTM(32)(inputs)
+    outputs = keras.layers.Dense(1)(lstm_out)
+    model = keras.Model(inputs=inputs, outputs=outputs)
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate=0.001), loss="mse")
+    return model
+
+
+@example(
+    'tensorflow.org "Time series forecasting" (the LSTM model)',
+    "https://www.tensorflow.org/tutorials/structured_data/time_series",
+)
+def time_series_lstm() -> keras.Model:
+    """24 hours of 19 features, an LSTM of 32 returning every step, one
+    output per step; compiled as the tutorial's ``compile_and_fit``."""
+    import keras
+
+    lstm_model = keras.models.Sequential(
+        [
+            keras.Input(shape=(24, 19)),
+            keras.layers.LSTM(32, return_sequences=True),
+            keras.layers.Dense(units=1),
+        ]
+    )
+    lstm_model.compile(
+        loss=keras.losses.MeanSquaredError(),
+        optimizer=keras.optimizers.Adam(),
+        metrics=[keras.metrics.MeanAbsoluteError()],
+    )
+    return lstm_model
+
+
+@example(
+    'tensorflow.org "Time series forecasting" (the convolution model)',
+    "https://www.tensorflow.org/tutorials/structured_data/time_series",
+)
+def time_series_conv() -> keras.Model:
+    """Three hours of 19 features, a ``Conv1D`` of 32 over all three, a
+    32-unit layer, one output; compiled as the tutorial's
+    ``compile_and_fit``."""
+    import keras
+
+    conv_width = 3
+    conv_model = keras.Sequential(
+        [
+            keras.Input(shape=(conv_width, 19)),
+            keras.layers.Conv1D(
+                filters=32, kernel_size=(conv_width,), activation="relu"
+            ),
+            keras.layers.Dense(units=32, activation="relu"),
+            keras.layers.Dense(units=1),
+        ]
+    )
+    conv_model.compile(
+        loss=keras.losses.MeanSquaredError(),
+        optimizer=keras.optimizers.Adam(),
+        metrics=[keras.metrics.MeanAbsoluteError()],
+    )
+    return conv_model
+
+
+@example(
+    'keras.io "Timeseries classification from scratch"',
+    "https://keras.io/examples/timeseries/timeseries_classification_from_scratch/",
+)
+def timeseries_classification_fcn() -> keras.Model:
+    """500 steps of one value shrunk to 64, the three ``Conv1D`` of 64
+    filters to 16, each followed by ``BatchNormalization`` and a ``ReLU``
+    layer; a softmax over two classes."""
+    import keras
+
+    input_layer = keras.layers.Input((64, 1))
+    conv1 = keras.layers.Conv1D(filters=16, kernel_size=3, padding="same")(input_layer)
+    conv1 = keras.layers.BatchNormalization()(conv1)
+    conv1 = keras.layers.ReLU()(conv1)
+    conv2 = keras.layers.Conv1D(filters=16, kernel_size=3, padding="same")(conv1)
+    conv2 = keras.layers.BatchNormalization()(conv2)
+    conv2 = keras.layers.ReLU()(conv2)
+    conv3 = keras.layers.Conv1D(filters=16, kernel_size=3, padding="same")(conv2)
+    conv3 = keras.layers.BatchNormalization()(conv3)
+    conv3 = keras.layers.ReLU()(conv3)
+    gap = keras.layers.GlobalAveragePooling1D()(conv3)
+    output_layer = keras.layers.Dense(2, activation="softmax")(gap)
+    model = keras.models.Model(inputs=input_layer, outputs=output_layer)
+    model.compile(
+        optimizer="adam",
+        loss="sparse_categorical_crossentropy",
+        metrics=["sparse_categorical_accuracy"],
+    )
+    return model
+
+
+@example(
+    'keras.io "Timeseries classification with a Transformer model"',
+    "https://keras.io/examples/timeseries/timeseries_classification_transformer/",
+)
+def timeseries_transformer() -> keras.Model:
+    """500 steps of one value shrunk to 32; head size 256 to 8, four heads
+    to two, two encoder blocks instead of four, the 128-unit layer to 16;
+    its residuals written ``x + inputs``, its attention with
+    ``dropout=0.25``, its pooling over ``channels_first``."""
+    import keras
+    from keras import layers
+
+    def transformer_encoder(inputs, head_size, num_heads, ff_dim, dropout=0):
+        x = layers.MultiHeadAttention(
+            key_dim=head_size, num_heads=num_heads, dropout=dropout
+        )(inputs, inputs)
+        x = layers.Dropout(dropout)(x)
+        x = layers.LayerNormalization(epsilon=1e-6)(x)
+        res = x + inputs
+        x = layers.Conv1D(filters=ff_dim, kernel_size=1, activation="relu")(res)
+        x = layers.Dropout(dropout)(x)
+        x = layers.Conv1D(filters=inputs.shape[-1], kernel_size=1)(x)
+        x = layers.LayerNormalization(epsilon=1e-6)(x)
+        return x + res
+
+    inputs = keras.Input(shape=(32, 1))
+    x = inputs
+    for _ in range(2):
+        x = transformer_encoder(x, head_size=8, num_heads=2, ff_dim=4, dropout=0.25)
+    x = layers.GlobalAveragePooling1D(data_format="channels_first")(x)
+    for dim in [16]:
+        x = layers.Dense(dim, activation="relu")(x)
+        x = layers.Dropout(0.4)(x)
+    outputs = layers.Dense(2, activation="softmax")(x)
+    model = keras.Model(inputs, outputs)
+    model.compile(
+        loss="sparse_categorical_crossentropy",
+        optimizer=keras.optimizers.Adam(learning_rate=1e-4),
+        metrics=["sparse_categorical_accuracy"],
+    )
+    return model
+
+
+def main(argv: list[str]) -> int:
+    """``OUTDIR [NAME ...]``: write each named model (all by default) to
+    ``OUTDIR/<name>.keras``, one line per file."""
+    if not argv or argv[0].startswith("-"):
+        print("usage: python examples/gallery.py OUTDIR [NAME ...]", file=sys.stderr)
+        return 2
+    out, names = Path(argv[0]), argv[1:] or list(GALLERY)
+    unknown = [name for name in names if name not in GALLERY]
+    if unknown:
+        print(
+            f"no gallery model {', '.join(unknown)}; known: {', '.join(GALLERY)}",
+            file=sys.stderr,
+        )
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        model = GALLERY[name]()
+        path = out / f"{name}.keras"
+        model.save(path)
+        print(f"wrote {path} ({model.count_params():,} parameters)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

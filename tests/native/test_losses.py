@@ -1,0 +1,163 @@
+"""Every framework's hand-written losses (``common.loss``) against one NumPy
+float64 statement of Keras' formulas, which is itself held against Keras'
+own loss objects; a loss given the other ``from_logits`` is caught.
+
+The outputs include a row whose smallest probability is far below
+``zoo.losses.EPSILON``, so Keras' clip is exercised, not only its formula
+away from the clip.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from equivalence.compare import relative_error
+from native import FRAMEWORKS, load_framework
+from zoo.losses import EPSILON, LOSSES, Objective, check, draw_targets, from_keras
+
+OBJECTIVES = [
+    Objective(name, logits)
+    for name, facts in LOSSES.items()
+    for logits in ((True, False) if facts.takes_logits else (False,))
+]
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-z))
+
+
+# The clip's bounds as a float32 computation has them: 1 - 1e-7 rounds to
+# 1 - 1.19e-7 there, which moves the log of a clipped 1 - p by 17%.
+LOW, HIGH = float(np.float32(EPSILON)), float(np.float32(1 - EPSILON))
+
+
+def _log_sigmoid(z: np.ndarray) -> np.ndarray:
+    return -np.logaddexp(0.0, -z)
+
+
+def numpy_loss(outputs: np.ndarray, y: np.ndarray, goal: Objective) -> float:
+    """Keras 3's formulas in float64 (see ``zoo.losses``), with the clip of
+    a float32 computation."""
+    o = outputs.astype(np.float64)
+    if goal.loss.endswith("categorical_crossentropy"):
+        if goal.from_logits:
+            log_p = np.log(_softmax(o))
+        else:
+            log_p = np.log(np.clip(o / o.sum(axis=1, keepdims=True), LOW, HIGH))
+        if goal.loss.startswith("sparse"):
+            return float(-log_p[np.arange(len(y)), y].mean())
+        return float(-(y * log_p).sum(axis=1).mean())
+    if goal.loss == "binary_crossentropy":
+        if goal.from_logits:
+            log_p, log_not_p = _log_sigmoid(o), _log_sigmoid(-o)
+        else:
+            p = np.clip(o, LOW, HIGH)
+            log_p, log_not_p = np.log(p), np.log(1 - p)
+        return float(-(y * log_p + (1 - y) * log_not_p).mean(axis=1).mean())
+    error = y - o
+    per = error**2 if goal.loss == "mean_squared_error" else np.abs(error)
+    return float(per.mean(axis=1).mean())
+
+
+def _case(goal: Objective) -> tuple[np.ndarray, np.ndarray]:
+    """Outputs of 6 examples (as a model ending in the loss's activation
+    gives them when it takes probabilities) and their targets."""
+    rng = np.random.default_rng(7)
+    width = 4 if goal.loss.endswith("categorical_crossentropy") else 3
+    z = rng.standard_normal((6, width)) * 2
+    z[0, 0] = -40.0  # a probability far below EPSILON: Keras' clip acts
+    z[1, 1] = 40.0
+    y = draw_targets(rng, goal, (6,), width)
+    if goal.loss.endswith("categorical_crossentropy") and not goal.from_logits:
+        z = _softmax(z)
+    elif goal.loss == "binary_crossentropy" and not goal.from_logits:
+        z = _sigmoid(z)
+    return z.astype(np.float32), y
+
+
+@pytest.mark.parametrize("goal", OBJECTIVES, ids=str)
+def test_the_numpy_statement_is_keras_own(goal: Objective) -> None:
+    """The judge of the frameworks' losses, judged against the original:
+    Keras' loss object on the same outputs (eager, so no backend reaches
+    back through an activation)."""
+    keras = pytest.importorskip("keras")
+    outputs, y = _case(goal)
+    facts = LOSSES[goal.loss]
+    cls = getattr(keras.losses, facts.keras_class)
+    keras_loss = cls(from_logits=goal.from_logits) if facts.takes_logits else cls()
+    value = float(keras.ops.convert_to_numpy(keras_loss(y, outputs)))
+    assert (
+        relative_error(np.float64(value), np.float64(numpy_loss(outputs, y, goal)))
+        < 1e-5
+    )
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("goal", OBJECTIVES, ids=str)
+def test_every_framework_computes_each_loss(framework: str, goal: Objective) -> None:
+    pytest.importorskip(framework.split("-", maxsplit=1)[0])
+    fw = load_framework(framework)
+    outputs, y = _case(goal)
+    expected = np.float64(numpy_loss(outputs, y, goal))
+    value = fw.to_numpy(fw.loss(fw.to_input(outputs), fw.to_labels(y), goal))
+    assert relative_error(np.float64(value.item()), expected) < 1e-5
+    # The wrong reading of the same outputs is caught by the same comparison.
+    if LOSSES[goal.loss].takes_logits:
+        flipped = goal._replace(from_logits=not goal.from_logits)
+        wrong = fw.to_numpy(fw.loss(fw.to_input(outputs), fw.to_labels(y), flipped))
+        assert relative_error(np.float64(wrong.item()), expected) > 1e-3
+
+
+def test_keras_compile_configs_are_read() -> None:
+    assert from_keras("mse") == Objective("mean_squared_error", False)
+    assert from_keras("sparse_categorical_crossentropy") == Objective(
+        "sparse_categorical_crossentropy", False
+    )
+    saved = {
+        "module": "keras.losses",
+        "class_name": "BinaryCrossentropy",
+        "config": {"from_logits": True, "label_smoothing": 0.0, "axis": -1},
+    }
+    assert from_keras(saved) == Objective("binary_crossentropy", True)
+    function = {"module": "builtins", "class_name": "function", "config": "mae"}
+    assert from_keras(function) == Objective("mean_absolute_error", False)
+
+
+@pytest.mark.parametrize(
+    ("loss", "said"),
+    [
+        ("huber", "loss 'huber'"),
+        (["mse"], "loss \\['mse'\\]"),
+        ({"d": "mse"}, "loss"),
+        (
+            {
+                "class_name": "CategoricalCrossentropy",
+                "config": {"label_smoothing": 0.1},
+            },
+            "label_smoothing=0.1",
+        ),
+        (
+            {"class_name": "MeanSquaredError", "config": {"reduction": "sum"}},
+            "reduction='sum'",
+        ),
+    ],
+)
+def test_a_loss_the_tool_does_not_compute_is_refused(loss: object, said: str) -> None:
+    with pytest.raises(ValueError, match=said):
+        from_keras(loss)
+
+
+def test_a_loss_needs_outputs_it_can_take() -> None:
+    check(Objective("binary_crossentropy", False), 1)
+    with pytest.raises(ValueError, match="needs at least 2"):
+        check(Objective("sparse_categorical_crossentropy", False), 1)
+    with pytest.raises(ValueError, match="takes no from_logits"):
+        check(Objective("mean_squared_error", True), 1)
+    with pytest.raises(ValueError, match="not one the tool writes out"):
+        check(Objective("hinge", False), 3)

@@ -1,0 +1,94 @@
+"""Every gallery model (``examples/gallery.py``) builds and saves, under
+200,000 parameters, and the tool's door (``zoo.keras_import``) either
+accepts its file or refuses it in one sentence.  Keras runs in a process of
+its own (``python examples/gallery.py``); this one reads the files with
+the standard library, as the door does."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from workers.launch import PROJECT_ROOT
+from zoo.keras_import import document_from_config, read_config
+
+GALLERY = PROJECT_ROOT / "examples" / "gallery.py"
+MAX_PARAMETERS = 200_000
+
+pytestmark = pytest.mark.skipif(
+    any(importlib.util.find_spec(m) is None for m in ("keras", "torch")),
+    reason="Keras on PyTorch is not installed",
+)
+
+
+def _names() -> list[str]:
+    spec = importlib.util.spec_from_file_location("gallery_index", GALLERY)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # no Keras: it is imported in the builders
+    return list(module.EXAMPLES)
+
+
+NAMES = _names()
+
+
+class Built(NamedTuple):
+    folder: Path
+    parameters: dict[str, int]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """Every gallery file, written once, and each one's parameter count."""
+    folder = tmp_path_factory.mktemp("gallery")
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "KERAS_BACKEND": "torch"}
+    done = subprocess.run(
+        [sys.executable, str(GALLERY), str(folder)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    wrote = re.findall(r"^wrote (\S+) \(([\d,]+) parameters\)$", done.stdout, re.M)
+    assert [Path(path).name for path, _ in wrote] == [f"{n}.keras" for n in NAMES]
+    counts = {Path(path).stem: int(count.replace(",", "")) for path, count in wrote}
+    return Built(folder, counts)
+
+
+def test_the_gallery_is_large_enough_and_its_models_small(built: Built) -> None:
+    assert len(built.parameters) >= 28
+    big = {name: n for name, n in built.parameters.items() if n >= MAX_PARAMETERS}
+    assert not big
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_door_accepts_or_refuses_in_one_sentence(built: Built, name: str) -> None:
+    try:
+        document = document_from_config(read_config(built.folder / f"{name}.keras"))
+    except ValueError as exc:
+        said = str(exc)
+        assert said
+        assert "\n" not in said
+        return
+    assert document["layers"]
+    assert document["input_shape"]
+
+
+def test_the_door_accepts_some_and_refuses_others(built: Built) -> None:
+    """The table shows both: a plain CNN passes the door, a Bidirectional
+    LSTM is refused, named."""
+    document_from_config(read_config(built.folder / "cifar10_cnn.keras"))
+    with pytest.raises(ValueError, match=r"\(Bidirectional\) is not one the tool"):
+        document_from_config(
+            read_config(built.folder / "bidirectional_lstm_imdb.keras")
+        )
