@@ -532,12 +532,20 @@ def handle(
 
 def import_model(request: m.ImportModel, path: PathInfo) -> m.ImportAnswer:
     """A user's Keras file read in this Keras worker (``zoo.keras_import``:
-    the architecture checked before Keras loads it, ``safe_mode`` on)."""
+    the architecture checked before Keras loads it, ``safe_mode`` on), and
+    the reading judged by the model Keras loaded (``workers.reader_check``)."""
     if path.api != "keras":
         raise ValueError(f"a Keras file is read in a Keras worker, not {path.id}")
-    from zoo import keras_import
+    import keras
 
-    document, weights = keras_import.load(Path(request.file))
+    from workers import reader_check
+    from zoo import keras_import
+    from zoo.user_models import spec_from_document
+
+    file = Path(request.file)
+    document, weights, original = keras_import.load(file)
+    spec = spec_from_document("user model", document)
+    reader_check.judge(keras, original, spec, weights, keras_import.compiled_loss(file))
     save_npz(Path(request.out), weights)
     return m.ImportAnswer(document=json.dumps(document), weights=request.out)
 

@@ -9,9 +9,11 @@
 - a ``.toml`` file holds a ``[model]`` table (``zoo.user_models`` describes
   its fields); its weights are drawn from a seed like the reference models'.
 
-A file read once is remembered by its content digest
-(``<store>/files/<sha256>``), so the next command with the same file starts
-no worker; a changed file is read again and is a new model.
+A file read once is remembered by its content digest and the reader's
+version (``<store>/files/<sha256>.r<READER>``), so the next command with the
+same file starts no worker; a changed file is read again and is a new model,
+and so is every file after the reader changes (version 2: the reading judged
+by the model Keras loads, ``workers.reader_check``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ from zoo.user_models import register, store, use_store
 # Keras on PyTorch starts fastest of the Keras paths (docs/testing.md).
 KERAS_READER = "keras-torch"
 READ_TIMEOUT_S = 600.0
+# The reader's version in what the store remembers: raised when reading
+# changes, so no file read by an older reader is trusted.
+READER = 2
 SUFFIXES = (".keras", ".toml")
 
 
@@ -52,7 +57,7 @@ def model_from_file(file: Path, folder: Path | None = None) -> str:
         )
     if not file.is_file():
         raise ValueError(f"{file}: no such file")
-    remembered = folder / "files" / _sha256(file)
+    remembered = folder / "files" / f"{_sha256(file)}.r{READER}"
     if remembered.is_file():
         name = remembered.read_text().strip()
         if (folder / name / "model.json").is_file():

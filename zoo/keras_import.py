@@ -666,9 +666,10 @@ def _input_dtype(config: Mapping[str, Any]) -> str | None:
     return None
 
 
-def load(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The document and canonical weights of the Keras file ``path``
-    (inside a Keras worker)."""
+def load(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray], Any]:
+    """The document and canonical weights of the Keras file ``path``, and
+    the model as Keras loaded it (inside a Keras worker; the worker judges
+    the reading against that model: ``workers.reader_check``)."""
     import keras
 
     from zoo.keras_models import variable
@@ -703,4 +704,11 @@ def load(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
                 f"where the config says {p.shape}"
             )
         weights[p.name] = value
-    return document, weights
+    return document, weights, model
+
+
+def compiled_loss(path: Path) -> Any:
+    """The ``loss`` of the file's compile config as saved (``None`` when it
+    was not compiled with one), for Keras itself to deserialize."""
+    compiled = read_config(path).get("compile_config") or {}
+    return compiled.get("loss") if isinstance(compiled, dict) else None

@@ -1,0 +1,107 @@
+"""The reader judged by the model Keras loads (``workers.reader_check``):
+a correct reading passes, and a deliberately wrong reader is caught on
+every parameter of every layer kind, the sentence naming the layer.
+
+Keras runs in a subprocess (``KERAS_BACKEND=torch``, the reader's worker):
+each named spec is saved as a user would save it, with weights drawn from
+a seed (no parameter is all zeros or ones, so every misreading shows), read
+back by ``zoo.keras_import.load``, judged as read, then judged once per
+parameter with that one parameter misread: its last axis rolled by one (a
+swapped gate block, shifted channels), or, for a square kernel, transposed;
+and once with the loss misread (probabilities where the file says logits).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from workers.launch import PROJECT_ROOT
+
+SCRIPT = """
+import dataclasses, json, sys
+from pathlib import Path
+import keras
+import numpy as np
+from workers import reader_check
+from zoo import keras_import
+from zoo.keras_models import build, set_weights
+from zoo.specs import get_spec
+from zoo.user_models import spec_from_document
+from zoo.weights import make_weights
+
+def misread(a):
+    if a.ndim == 2 and a.shape[0] == a.shape[1]:
+        return np.ascontiguousarray(a.T)  # a transposed kernel
+    return np.roll(a, 1, axis=-1 if a.shape[-1] > 1 else 0)
+
+found = {}
+for name in sys.argv[2:]:
+    spec = get_spec(name)
+    model = build(spec)
+    set_weights(model, spec, make_weights(spec, 5))
+    model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    path = Path(sys.argv[1]) / f"{name}.keras"
+    model.save(path)
+    document, weights, original = keras_import.load(path)
+    read = spec_from_document("user model", document)
+    loss = keras_import.compiled_loss(path)
+    reader_check.judge(keras, original, read, weights, loss)  # read right: passes
+    for p in read.params:
+        wrong = {**weights, p.name: misread(weights[p.name])}
+        if np.array_equal(wrong[p.name], weights[p.name]):
+            found[p.name] = "unchanged"
+            continue
+        try:
+            reader_check.judge(keras, original, read, wrong, loss)
+            found[p.name] = "missed"
+        except ValueError as exc:
+            found[p.name] = str(exc)
+# the loss misread: probabilities where the file says logits
+wrong_loss = dataclasses.replace(read.workload, from_logits=False)
+try:
+    reader_check.judge(
+        keras, original, dataclasses.replace(read, workload=wrong_loss), weights, loss
+    )
+    found["loss"] = "missed"
+except ValueError as exc:
+    found["loss"] = str(exc)
+print(json.dumps(found))
+"""
+# Every parameter kind: the LeNet's conv2d and dense (after a flatten), the
+# tiny Transformer's embedding, conv1d, attention and layer normalization,
+# the GRU's three, the batch normalization's four, the LSTM's three.
+# (9 s for all of them here: both tiers.)
+SPECS = ("lenet", "conv1d-gru", "transformer-tiny", "bn-dropout-cnn", "stacked-lstm")
+
+
+def _judged(tmp_path: Path, names: tuple[str, ...]) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "KERAS_BACKEND": "torch"}
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path), *names],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_wrong_reader_is_caught_on_every_parameter(tmp_path: Path) -> None:
+    found = _judged(tmp_path, SPECS)
+    assert {p.split("/")[0] for p in found} >= {"embed", "conv1", "lstm1"}
+    print(next(iter(found.values())))
+    for param, said in found.items():
+        assert said not in ("missed", "unchanged"), param
+        assert "the reader misread the file" in said, said
+        if param == "loss":
+            assert "at the loss" in said
+            continue
+        layer = param.split("/")[0]
+        assert f"'{layer}'" in said or f"{layer}/" in said, (param, said)
