@@ -42,7 +42,9 @@ def _error(a: Any, b: Any) -> float:
     return float(np.linalg.norm(a - b)) / scale
 
 
-def _outputs(keras: Any, model: Any, names: tuple[str, ...], x: np.ndarray) -> list[np.ndarray]:
+def _outputs(
+    keras: Any, model: Any, names: tuple[str, ...], x: np.ndarray
+) -> list[np.ndarray]:
     probe = keras.Model(model.inputs, [model.get_layer(n).output for n in names])
     return [np.asarray(o) for o in probe.predict_on_batch(x)]
 
