@@ -7,6 +7,7 @@ the standard library, as the door does."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -16,8 +17,10 @@ from typing import NamedTuple
 
 import pytest
 
+from tests import tiers
 from workers.launch import PROJECT_ROOT
 from zoo.keras_import import document_from_config, read_config
+from zoo.user_models import STORE_ENV, spec_from_document
 
 GALLERY = PROJECT_ROOT / "examples" / "gallery.py"
 MAX_PARAMETERS = 200_000
@@ -92,3 +95,72 @@ def test_the_door_accepts_some_and_refuses_others(built: Built) -> None:
         document_from_config(
             read_config(built.folder / "bidirectional_lstm_imdb.keras")
         )
+
+
+# Checked in the fast tier, through the command framework's paths: a convnet
+# with a dropout between its flatten and its softmax head (keras.io's MNIST
+# example), a regression on mean absolute error, and a binary sentiment
+# model (an embedding, a sigmoid unit, binary cross-entropy).  The full tier
+# checks every model the door accepts, on every path.
+FAST_CHECKED = (
+    "mnist_convnet",
+    "fuel_efficiency_dnn_prenormalized",
+    "basic_text_classification",
+)
+
+
+def _accepted(built: Built) -> list[str]:
+    accepted = []
+    for name in NAMES:
+        try:
+            document = document_from_config(read_config(built.folder / f"{name}.keras"))
+            spec_from_document(name, document)
+        except ValueError:
+            continue
+        accepted.append(name)
+    return accepted
+
+
+def test_gallery_models_agree_with_float64(built: Built, tmp_path: Path) -> None:
+    """``python -m equivalence --model`` passes each (a failure the row
+    names as a known Keras bug excepted: ``equivalence.keras_known``)."""
+    full = tiers.tier() == "full"
+    names = _accepted(built) if full else list(FAST_CHECKED)
+    paths = [] if full else ["--paths", ",".join(tiers.COMMAND_PATHS)]
+    env = {**os.environ, STORE_ENV: str(tmp_path / "models")}
+    failed = {}
+    for name in names:
+        out = tmp_path / f"{name}.json"
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "equivalence",
+                "--model",
+                str(built.folder / f"{name}.keras"),
+                *paths,
+                "--out",
+                str(out),
+            ],
+            cwd=PROJECT_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        if done.returncode == 0:
+            continue
+        verdicts = json.loads(out.read_text()) if out.exists() else {}
+        unexplained = [
+            (case["case"], path, verdict)
+            for case in verdicts.get("cases", [])
+            for path, verdict in case["verdicts"].items()
+            if verdict != "pass"
+            and not any(
+                n.startswith("fails as known") for n in case["notes"].get(path, [])
+            )
+        ]
+        if unexplained or not verdicts:
+            failed[name] = unexplained or done.stdout[-2000:] + done.stderr[-2000:]
+    assert not failed
