@@ -462,12 +462,13 @@ def test_cifar_and_imdb_files_put_flat_say_where_they_go(tmp_path: Path) -> None
 # --- a user's own arrays (--model FILE --data ARRAYS.npz) ---------------------------
 
 
-def _user_spec() -> Any:
+def _user_spec(**workload: Any) -> Any:
     from zoo import user_models
 
     document = {
         "input_shape": [6],
         "layers": [{"kind": "dense", "units": 3}],
+        "workload": workload,
     }
     return user_models.spec_from_document("mine-0123456789ab", document)
 
@@ -515,6 +516,12 @@ def test_a_users_bad_arrays_are_one_sentence(
 ) -> None:
     with pytest.raises(datasets.DataError, match=message):
         datasets.load(_user_spec(), _arrays(tmp_path / "a.npz", **changed))
+
+
+def test_converge_refuses_a_model_that_trains_on_no_class_ids(tmp_path: Path) -> None:
+    spec = _user_spec(loss="mean_squared_error")
+    with pytest.raises(datasets.DataError, match="trains on mean_squared_error"):
+        datasets.load(spec, _arrays(tmp_path / "a.npz"))
 
 
 def test_a_users_arrays_are_refused_before_allocation_and_without_pickle(

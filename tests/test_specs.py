@@ -10,6 +10,7 @@ from zoo.specs import (
     VARIANTS,
     Layer,
     ModelSpec,
+    Workload,
     get_spec,
     layer_shapes,
     output_shape,
@@ -323,7 +324,35 @@ def test_batch_norm_state_is_not_trained_and_dropout_is_lifted_for_checks() -> N
     assert lifted.params == spec.params
     assert lifted.name == spec.name
     # biases only a batch normalization takes: zero training gradient
-    assert spec.noise_trained() == ("conv/bias", "fc/bias")
+    assert spec.noise_trained() == (
+        "conv/bias",
+        "conv_norm/moving_mean",
+        "fc/bias",
+        "fc_norm/moving_mean",
+    )
     assert MODELS["transformer"].noise_trained() == ()
     assert spec.layer("fc_norm").norm_momentum == 0.9
     assert spec.layer("conv_norm").norm_momentum == 0.99  # Keras' default
+
+
+def test_a_shift_normalized_away_through_a_residual_add_is_noise_trained() -> None:
+    """bn2's beta reaches only bn3, through the add: zero gradient in
+    training, and noise in bn3's moving mean; bn1's beta also feeds a
+    convolution, c1's bias a relu."""
+    layers = (
+        Layer("c1", "conv2d", 4, 3, "same", "relu"),
+        Layer("bn1", "batch_norm"),
+        Layer("c2", "conv2d", 4, 3, "same"),
+        Layer("bn2", "batch_norm"),
+        Layer("add", "add", inputs=("bn2", "bn1")),
+        Layer("bn3", "batch_norm"),
+        Layer("pool", "global_avg_pool"),
+        Layer("out", "dense", 3),
+    )
+    spec = ModelSpec("res", (6, 6, 2), 3, layers, Workload("user", "adam", 0.001, 4))
+    assert spec.noise_trained() == (
+        "c2/bias",
+        "bn2/moving_mean",
+        "bn2/beta",
+        "bn3/moving_mean",
+    )

@@ -342,23 +342,50 @@ class ModelSpec:
 
     def noise_trained(self) -> tuple[str, ...]:
         """Parameters whose gradient in a training step is zero in exact
-        arithmetic: the bias of a dense or convolution layer without an
-        activation whose output only batch normalizations take (the batch
-        mean removes it).  Their steps are rounding noise in every run,
-        float64's too, and Adam makes each a full step of either sign, so
-        their values after training steps are not compared (their gradient
-        in inference, where the moving mean leaves it, still is)."""
-        takers: dict[str, set[str]] = {}
+        arithmetic: a per-channel shift (the bias of a dense or convolution
+        layer without an activation, a batch normalization's beta) whose
+        output only batch normalizations take, directly or through residual
+        adds (an add passes a constant shift on; the batch mean removes it).
+        Their steps are rounding noise in every run, float64's too, and Adam
+        makes each a full step of either sign, so their values after training
+        steps are not compared (their gradient in inference, where the moving
+        mean leaves it, still is), nor the moving means of the normalizations
+        they reach, which keep that noise (moving variances do not).
+        Measured (issue 60): a batch normalization added into a residual sum
+        that the next one normalizes, its beta 5.4e-4 off after one Adam step
+        on TensorFlow and 3e-5 on PyTorch and JAX, by luck, from the same
+        zero; then the next one's moving mean."""
+        takers: dict[str, list[Layer]] = {}
         for layer in self.layers:
             for source in self.sources(layer.name):
-                takers.setdefault(source, set()).add(layer.kind)
-        return tuple(
-            f"{layer.name}/bias"
-            for layer in self.layers
-            if layer.kind in ("dense", "conv2d", "conv1d")
-            and layer.activation is None
-            and takers.get(layer.name) == {"batch_norm"}
-        )
+                takers.setdefault(source, []).append(layer)
+
+        def normalizers(name: str) -> set[str] | None:
+            """The batch normalizations ``name``'s output reaches through
+            adds, if it reaches nothing else."""
+            reached: set[str] = set()
+            for taker in takers.get(name, []):
+                if taker.kind == "batch_norm":
+                    reached.add(taker.name)
+                    continue
+                further = None
+                if taker.kind == "add" and taker.activation is None:
+                    further = normalizers(taker.name)
+                if further is None:
+                    return None
+                reached |= further
+            return reached or None
+
+        shifts = {"dense": "bias", "conv2d": "bias", "conv1d": "bias"}
+        shifts["batch_norm"] = "beta"
+        noise: list[str] = []
+        for layer in self.layers:
+            reached = normalizers(layer.name)
+            if layer.kind in shifts and layer.activation is None and reached:
+                noise.append(f"{layer.name}/{shifts[layer.kind]}")
+                # the noise moves the batch means those normalizations keep
+                noise += [f"{n}/moving_mean" for n in sorted(reached)]
+        return tuple(dict.fromkeys(noise))
 
     def tapped_layers(self) -> tuple[str, ...]:
         """Layers whose outputs are compared when localizing a divergence: all

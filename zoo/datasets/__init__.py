@@ -168,9 +168,16 @@ def load(spec: ModelSpec, data_dir: Path | None, options: Options = Options()) -
     embedded MNIST sample; for a user's model the ``.npz`` of its arrays,
     ``zoo.datasets.user_arrays``), cut as ``options`` says."""
     from zoo.datasets import cifar10, imdb, mnist, user_arrays
+    from zoo.losses import LOSSES
 
     dataset = spec.workload.dataset
     if dataset == "user":  # a user's model trains on the user's own arrays
+        if LOSSES[spec.workload.loss].targets != "ids":
+            raise DataError(
+                f"{spec.name} trains on {spec.workload.loss}; harness converge "
+                "measures test accuracy on class ids, so it takes a model that "
+                "trains on sparse categorical cross-entropy"
+            )
         if data_dir is None or Path(data_dir).is_dir():
             raise DataError(
                 f"{spec.name} is your own model: give --data ARRAYS.npz with "
