@@ -330,7 +330,10 @@ def test_batch_norm_state_is_not_trained_and_dropout_is_lifted_for_checks() -> N
         "fc/bias",
         "fc_norm/moving_mean",
     )
-    assert MODELS["transformer"].noise_trained() == ()
+    assert MODELS["transformer"].noise_trained() == (
+        "block1_attention/key/bias",
+        "block2_attention/key/bias",
+    )
     assert spec.layer("fc_norm").norm_momentum == 0.9
     assert spec.layer("conv_norm").norm_momentum == 0.99  # Keras' default
 

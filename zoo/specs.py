@@ -342,19 +342,20 @@ class ModelSpec:
 
     def noise_trained(self) -> tuple[str, ...]:
         """Parameters whose gradient in a training step is zero in exact
-        arithmetic: a per-channel shift (the bias of a dense or convolution
-        layer without an activation, a batch normalization's beta) whose
-        output only batch normalizations take, directly or through residual
-        adds (an add passes a constant shift on; the batch mean removes it).
-        Their steps are rounding noise in every run, float64's too, and Adam
-        makes each a full step of either sign, so their values after training
-        steps are not compared (their gradient in inference, where the moving
-        mean leaves it, still is), nor the moving means of the normalizations
-        they reach, which keep that noise (moving variances do not).
-        Measured (issue 60): a batch normalization added into a residual sum
-        that the next one normalizes, its beta 5.4e-4 off after one Adam step
-        on TensorFlow and 3e-5 on PyTorch and JAX, by luck, from the same
-        zero; then the next one's moving mean."""
+        arithmetic: an attention layer's key bias (measured: 2e-19 in float64,
+        where the query's is 1.5e-4), and a per-channel shift (the bias of a
+        dense or convolution layer without an activation, a batch
+        normalization's beta) whose output only batch normalizations take,
+        directly or through residual adds (an add passes a constant shift on;
+        the batch mean removes it). Their steps are rounding noise in every
+        run, float64's too, and Adam makes each a full step of either sign, so
+        their values after training steps are not compared (their gradient in
+        inference, where the moving mean leaves it, still is), nor the moving
+        means of the normalizations they reach, which keep that noise (moving
+        variances do not). Measured (issue 60): a batch normalization added
+        into a residual sum that the next one normalizes, its beta 5.4e-4 off
+        after one Adam step on TensorFlow and 3e-5 on PyTorch and JAX, by
+        luck, from the same zero; then the next one's moving mean."""
         takers: dict[str, list[Layer]] = {}
         for layer in self.layers:
             for source in self.sources(layer.name):
@@ -385,6 +386,10 @@ class ModelSpec:
                 noise.append(f"{layer.name}/{shifts[layer.kind]}")
                 # the noise moves the batch means those normalizations keep
                 noise += [f"{n}/moving_mean" for n in sorted(reached)]
+            if layer.kind == "attention":
+                # A key's bias adds q . b to every score of a query's row,
+                # which the softmax over the row removes.
+                noise.append(f"{layer.name}/key/bias")
         return tuple(dict.fromkeys(noise))
 
     def tapped_layers(self) -> tuple[str, ...]:
