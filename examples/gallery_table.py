@@ -39,6 +39,8 @@ from typing import Any
 
 from tabulate import tabulate
 
+from equivalence.keras_known import KNOWN_BUG
+
 HERE = Path(__file__).resolve().parent
 # What equivalence/__main__.py writes (VERDICT_SCHEMA_VERSION) and this
 # reads; tests/test_gallery.py checks the two agree.
@@ -88,17 +90,33 @@ class Row:
     reference_sound: bool = True
     notes: dict[str, list[str]] = field(default_factory=dict)
 
+    def known_bug(self, path: str) -> bool:
+        """Whether ``path``'s failures are exactly a Keras bug's, as the
+        tool's notes say (``equivalence.keras_known``)."""
+        return any(n.startswith(KNOWN_BUG) for n in self.notes.get(path, []))
+
     @property
     def all_pass(self) -> str:
         if self.status != "accepted":
             return "-"
-        failing = [p for p, r in self.paths.items() if not r.passes]
+        failing = [
+            f"{p}: a known Keras bug" if self.known_bug(p) else p
+            for p, r in self.paths.items()
+            if not r.passes
+        ]
         if failing:
             return f"no ({', '.join(failing)})"
         if not self.reference_sound:
             return "no (a reference implementation was found wrong)"
         unavailable = sum(r.verdict == "unavailable" for r in self.paths.values())
         return f"yes ({unavailable} unavailable)" if unavailable else "yes"
+
+
+def _cell(row: Row, path: str) -> str:
+    """A path's verdict and m, a failure the notes name as a Keras bug
+    marked so."""
+    cell = row.paths[path].cell()
+    return f"{cell} (Keras bug)" if row.known_bug(path) else cell
 
 
 def _multiple(m: float) -> str:
@@ -304,7 +322,7 @@ def tables(
     columns = list(dict.fromkeys(p for r in accepted for p in r.paths))
     judged = tabulate(
         [
-            [r.name, *(r.paths[p].cell() if p in r.paths else "-" for p in columns)]
+            [r.name, *(_cell(r, p) if p in r.paths else "-" for p in columns)]
             for r in accepted
         ],
         headers=["model", *columns],

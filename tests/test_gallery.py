@@ -18,6 +18,7 @@ import pytest
 
 from equivalence.__main__ import VERDICT_SCHEMA_VERSION
 from equivalence.check import VERDICT_ORDER
+from equivalence.keras_known import KNOWN_BUG
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 PATHS = ("keras-jax", "keras-torch", "native-torch", "native-mxnet")
@@ -151,6 +152,17 @@ def test_a_known_keras_difference_is_listed_and_still_fails(tmp_path: Path) -> N
     assert rows[0].notes == {"keras-jax": [note]}  # once, though in two cases
     assert rows[0].all_pass == "no (keras-jax)"
     assert note in table.tables(rows, {}, markdown=True)
+
+
+def test_a_failure_the_tool_names_as_a_keras_bug_says_so(tmp_path: Path) -> None:
+    document = _verdicts("gru_sentiment")
+    document["models"]["gru_sentiment-0123456789ab"]["keras-jax"] = "fail"
+    note = f"{KNOWN_BUG}: Keras' Adam squares a sparse gradient per occurrence"
+    for case in document["cases"]:
+        case["notes"] = {"keras-jax": [note]}
+    rows = table.rows(_folder(tmp_path, gru_sentiment=document), {})
+    assert rows[0].all_pass == "no (keras-jax: a known Keras bug)"
+    assert "fail 1.2 (Keras bug)" in table.tables(rows, {}, markdown=True)
 
 
 def test_a_failing_path_fails_the_model(tmp_path: Path) -> None:

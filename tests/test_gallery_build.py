@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import pytest
 
+from equivalence.keras_known import KNOWN_BUG
 from tests import tiers
 from workers.launch import PROJECT_ROOT
 from zoo.keras_import import document_from_config, read_config
@@ -157,9 +158,7 @@ def test_gallery_models_agree_with_float64(built: Built, tmp_path: Path) -> None
             for case in verdicts.get("cases", [])
             for path, verdict in case["verdicts"].items()
             if verdict != "pass"
-            and not any(
-                n.startswith("fails as known") for n in case["notes"].get(path, [])
-            )
+            and not any(n.startswith(KNOWN_BUG) for n in case["notes"].get(path, []))
         ]
         if unexplained or not verdicts:
             failed[name] = unexplained or done.stdout[-2000:] + done.stderr[-2000:]

@@ -75,6 +75,7 @@ from equivalence.compare import (
     step_tolerance,
     tolerance,
 )
+from equivalence.keras_known import KNOWN_BUG
 from equivalence.reference import (
     CROSS_CHECK_SHARE,
     FLOOR,
@@ -454,7 +455,7 @@ def _path_verdict(
         return checked, reason
     verdict, timed_reason = _timed_verdict(checker, reports[0], path, weights, fault)
     if verdict == "pass" and checked == INFER_ONLY:
-        known = [n for r in reports for n in r.notes(path) if n.startswith("fails as")]
+        known = [n for r in reports for n in r.notes(path) if n.startswith(KNOWN_BUG)]
         said = "".join(f"; {n}" for n in dict.fromkeys(known))
         return INFER_ONLY, f"{reason}: {INFER_ONLY_SENTENCE}{said}"
     return verdict, timed_reason

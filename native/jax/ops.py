@@ -351,7 +351,10 @@ def gelu_tanh(h: jax.Array) -> jax.Array:
 
 @jax.jit
 def relu(h: jax.Array) -> jax.Array:
-    return jnp.maximum(h, 0)
+    # Not jnp.maximum(h, 0), whose gradient splits a tie, 0.5 at exactly 0:
+    # a dead unit's bias (a Keras model's initial zeros) then reads a half
+    # gradient where Keras and every framework have none (issue 60).
+    return jax.nn.relu(h)
 
 
 @jax.jit

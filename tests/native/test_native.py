@@ -246,6 +246,24 @@ def _train_numpy(
     return w
 
 
+def test_relu_has_no_gradient_at_exactly_zero(runner: NativeRunner) -> None:
+    """A unit whose input is exactly 0 (zero kernel and bias, as a Keras
+    model's dead units start) passes no gradient, as Keras' relu has it."""
+    spec = ModelSpec(
+        "dead",
+        (3,),
+        2,
+        (Layer("h", "dense", 4, activation="relu"), Layer("out", "dense", 2)),
+        Workload("none", "sgd", 0.1, 2),
+    )
+    weights = make_weights(spec, 0)
+    weights["h/kernel"][:] = 0
+    weights["h/bias"][:] = 0
+    x, y = make_batches(spec, 0, 4, 1)
+    _, _, grads = runner.evaluate(spec, weights, x[0], y[0])
+    assert not np.asarray(grads["h/bias"]).any()
+
+
 def test_evaluate_matches_numpy(runner: NativeRunner) -> None:
     spec = MODELS["ffn"]
     weights = make_weights(spec, 1)
