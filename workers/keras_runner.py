@@ -40,7 +40,7 @@ from workers.protocol import (
     check_dropout,
     check_training,
 )
-from zoo.losses import LOSSES
+from zoo.losses import keras_loss
 from zoo.specs import ModelSpec
 
 # ``Model.compile`` keyword arguments of each mode that is not a backend's
@@ -82,10 +82,7 @@ class KerasRunner:
 
     def _loss_fn(self, spec: ModelSpec) -> Any:
         """Keras' own loss object for the spec's ``Workload.objective``."""
-        goal = spec.workload.objective
-        facts = LOSSES[goal.loss]
-        cls = getattr(self.keras.losses, facts.keras_class)
-        return cls(from_logits=goal.from_logits) if facts.takes_logits else cls()
+        return keras_loss(self.keras, spec.workload.objective)
 
     def evaluate(
         self,

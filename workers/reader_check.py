@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from zoo.data import make_batches
-from zoo.losses import LOSSES
+from zoo.losses import keras_loss
 from zoo.specs import ModelSpec
 
 TOLERANCE = 1e-5  # normwise relative error, float32
@@ -47,13 +47,6 @@ def _outputs(
 ) -> list[np.ndarray]:
     probe = keras.Model(model.inputs, [model.get_layer(n).output for n in names])
     return [np.asarray(o) for o in probe.predict_on_batch(x)]
-
-
-def _ours(keras: Any, spec: ModelSpec) -> Any:
-    goal = spec.workload.objective
-    facts = LOSSES[goal.loss]
-    cls = getattr(keras.losses, facts.keras_class)
-    return cls(from_logits=goal.from_logits) if facts.takes_logits else cls()
 
 
 def judge(
@@ -84,7 +77,7 @@ def judge(
         error = _error(mine, theirs)
         if not error <= TOLERANCE:
             _differs(f"the output of layer {name!r}", error)
-    ours = _ours(keras, spec)
+    ours = keras_loss(keras, spec.workload.objective)
     theirs_loss = _keras_reading(keras, compiled_loss) if compiled_loss else ours
     backend = keras.backend.backend()
     _, loss, grads = _GRADS[backend](rebuilt, ours, x, y)

@@ -157,6 +157,14 @@ def from_keras(loss: Any) -> Objective:
     )
 
 
+def keras_loss(keras: Any, objective: Objective) -> Any:
+    """Keras' own loss object for ``objective`` (``keras``: the module, in a
+    Keras worker; this module imports no framework)."""
+    facts = LOSSES[objective.loss]
+    cls = getattr(keras.losses, facts.keras_class)
+    return cls(from_logits=objective.from_logits) if facts.takes_logits else cls()
+
+
 def reaches_back(objective: Objective, final_activation: str | None) -> bool:
     """Whether Keras on TensorFlow computes ``objective`` from the logits
     before the model's final activation instead (``_keras_logits``): a

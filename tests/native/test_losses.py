@@ -14,7 +14,15 @@ import pytest
 
 from equivalence.compare import relative_error
 from native import FRAMEWORKS, load_framework
-from zoo.losses import EPSILON, LOSSES, Objective, check, draw_targets, from_keras
+from zoo.losses import (
+    EPSILON,
+    LOSSES,
+    Objective,
+    check,
+    draw_targets,
+    from_keras,
+    keras_loss,
+)
 
 OBJECTIVES = [
     Objective(name, logits)
@@ -88,10 +96,7 @@ def test_the_numpy_statement_is_keras_own(goal: Objective) -> None:
     back through an activation)."""
     keras = pytest.importorskip("keras")
     outputs, y = _case(goal)
-    facts = LOSSES[goal.loss]
-    cls = getattr(keras.losses, facts.keras_class)
-    keras_loss = cls(from_logits=goal.from_logits) if facts.takes_logits else cls()
-    value = float(keras.ops.convert_to_numpy(keras_loss(y, outputs)))
+    value = float(keras.ops.convert_to_numpy(keras_loss(keras, goal)(y, outputs)))
     assert (
         relative_error(np.float64(value), np.float64(numpy_loss(outputs, y, goal)))
         < 1e-5
