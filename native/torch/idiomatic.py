@@ -21,6 +21,13 @@ from native.torch.common import DEVICE
 from zoo.specs import Layer, ModelSpec, input_of, padding_of
 
 
+class _ChannelsLast(nn.Module):
+    """``(N, C, H, W) -> (N, H, W, C)``: images flattened in Keras' order."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.permute(0, 2, 3, 1)
+
+
 class _Recurrent(nn.Module):
     """``nn.LSTM`` returning what Keras' LSTM returns: the last hidden state,
     or every step's with ``return_sequences``."""
@@ -75,7 +82,9 @@ def _module(layer: Layer, spec: ModelSpec) -> list[nn.Module]:
         pool = nn.MaxPool2d(layer.size, layer.stride)
         return [*_padding(layer, spec, float("-inf")), pool]
     if layer.kind == "flatten":
-        return [nn.Flatten()]
+        # Keras' H, W, C order, as the native path flattens (native.layout)
+        images = len(input_of(spec, layer.name)) == 3
+        return [_ChannelsLast(), nn.Flatten()] if images else [nn.Flatten()]
     features, _ = params["kernel"].shape
     return [_Recurrent(features, layer.size, layer.return_sequences)]
 
@@ -115,9 +124,11 @@ def build(spec: ModelSpec, arrays: Mapping[str, np.ndarray]) -> nn.Sequential:
     modules: dict[str, nn.Module] = {}
     for layer in spec.layers:
         # The module with the weights is named after the layer, the padding
-        # before it and the activation after it after their roles.
+        # (or the channels moved last) before it and the activation after it
+        # after their roles.
         for module in _module(layer, spec):
-            role = {nn.ConstantPad2d: "_pad"}.get(type(module), "")
+            roles = {nn.ConstantPad2d: "_pad", _ChannelsLast: "_channels_last"}
+            role = roles.get(type(module), "")
             if not role and layer.name in modules:
                 role = "_activation"
             modules[f"{layer.name}{role}"] = module
