@@ -2,9 +2,12 @@ from __future__ import annotations
 
 import hashlib
 import math
+import tracemalloc
+from typing import Any
 
 import pytest
 
+from zoo import user_models
 from zoo.specs import (
     MODELS,
     VARIANTS,
@@ -359,3 +362,55 @@ def test_a_shift_normalized_away_through_a_residual_add_is_noise_trained() -> No
         "bn2/beta",
         "bn3/moving_mean",
     )
+
+
+@pytest.mark.parametrize(
+    ("layers", "shape", "said"),
+    [
+        ([{"kind": "dense", "units": 10**9}], [784], "parameters"),
+        ([{"kind": "dense", "units": 3 * 10**8}], [784], "parameters"),
+        (
+            [
+                {"kind": "conv2d", "filters": 4, "kernel_size": 3},
+                {"kind": "global_avg_pool"},
+            ],
+            [100_000, 100_000, 3],
+            "per example",
+        ),
+        (
+            [{"kind": "dense", "units": 2}],
+            [100_000_000],
+            "per example",
+        ),
+    ],
+)
+def test_a_model_too_large_is_refused_before_anything_is_drawn(
+    layers: list[dict[str, Any]], shape: list[int], said: str
+) -> None:
+    """Computed from the description: no weight drawn, no memory taken."""
+    document = {
+        "input_shape": shape,
+        "layers": [*layers, {"kind": "dense", "units": 2}],
+    }
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=said):
+            user_models.spec_from_document("huge", document)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 10 << 20
+
+
+def test_a_batch_whose_activations_are_too_large_is_refused() -> None:
+    document = {
+        "input_shape": [512, 512, 3],
+        "layers": [
+            {"kind": "conv2d", "filters": 64, "kernel_size": 3, "padding": "same"},
+            {"kind": "global_avg_pool"},
+            {"kind": "dense", "units": 2},
+        ],
+        "workload": {"batch_size": 65536},
+    }
+    with pytest.raises(ValueError, match="at its batch of 65536"):
+        user_models.spec_from_document("wide", document)

@@ -430,6 +430,16 @@ class ModelSpec:
         return given if given else tuple(names[i - 1 : i])
 
 
+# What a model's description may imply, float32 (``_check_size``): its
+# parameters, one example's activations (every layer's output, an attention
+# layer's scores), and those at its workload's batch.  VGG16, the largest
+# reference model, has 0.06 GiB of parameters and 0.001 GiB of activations
+# per example.
+MAX_PARAM_BYTES = 2 << 30
+MAX_SAMPLE_BYTES = 256 << 20
+MAX_BATCH_BYTES = 16 << 30
+
+
 # --- shapes -----------------------------------------------------------------
 
 
@@ -700,7 +710,42 @@ def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
             f"outputs per example, which its loss ({spec.workload.loss}) takes"
         )
     losses.check(spec.workload.objective, spec.classes, spec.name)
+    _check_size(spec, params)
     return tuple(params)
+
+
+def _check_size(spec: ModelSpec, params: list[Param]) -> None:
+    """A ValueError in one sentence when the model's description implies
+    more memory than the tool takes (``MAX_PARAM_BYTES``,
+    ``MAX_SAMPLE_BYTES``, ``MAX_BATCH_BYTES``, float32): computed from the
+    shapes alone, before any weight is drawn or any Keras variable built."""
+    count = sum(math.prod(p.shape) for p in params)
+    if count * 4 > MAX_PARAM_BYTES:
+        raise ValueError(
+            f"{spec.name} has {count:,} parameters ({_gib(count * 4)} in float32); "
+            f"the tool takes models of at most {_gib(MAX_PARAM_BYTES)} of them"
+        )
+    values = math.prod(spec.input_shape)
+    for layer, (shape, out) in zip(spec.layers, layer_shapes(spec), strict=True):
+        values += math.prod(out)
+        if layer.kind == "attention":  # every head's scores and weights
+            values += 2 * layer.heads * shape[0] * shape[0]
+    if values * 4 > MAX_SAMPLE_BYTES:
+        raise ValueError(
+            f"{spec.name}'s activations take {_gib(values * 4)} per example; the "
+            f"tool takes at most {_gib(MAX_SAMPLE_BYTES)} (a smaller input or "
+            "fewer units)"
+        )
+    batch = spec.workload.batch_size
+    if values * 4 * batch > MAX_BATCH_BYTES:
+        raise ValueError(
+            f"{spec.name}'s activations take {_gib(values * 4 * batch)} at its "
+            f"batch of {batch}; the tool takes at most {_gib(MAX_BATCH_BYTES)}"
+        )
+
+
+def _gib(size: int) -> str:
+    return f"{size / (1 << 30):,.2f} GiB"
 
 
 def _more_params(layer: Layer, shape: tuple[int, ...]) -> list[Param]:
