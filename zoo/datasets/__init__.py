@@ -26,7 +26,7 @@ import gzip
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 import numpy as np
 
@@ -46,6 +46,12 @@ class DataError(ValueError):
 # 1.3 GB as float32).  A header, a file or a setting that asks for more is
 # refused before anything is allocated.
 MAX_BYTES = 4 * 2**30
+# The most a user's own arrays (``--data ARRAYS.npz``,
+# ``zoo.datasets.user_arrays``) may take once read, as the float32 inputs
+# (or int32 token ids) and int32 labels they become: an ``.npz`` can be a
+# small file that unpacks to gigabytes, and nothing about its size is known
+# but what its headers say.
+USER_MAX_BYTES = 2**30
 # What a file is read by: a gzip stream is unpacked this much at a time, so
 # a gzip bomb costs no more than what its header promised.
 CHUNK = 2**22
@@ -68,12 +74,17 @@ def regular_file(path: Path, what: str) -> Path:
     raise DataError(f"{path} is missing: {what} belongs there")
 
 
-def within_limit(size: int, what: str) -> int:
-    """``size`` bytes, refused above :data:`MAX_BYTES` before allocating."""
-    if size > MAX_BYTES:
+def within_limit(
+    size: int, what: str, limit: Literal["MAX_BYTES", "USER_MAX_BYTES"] = "MAX_BYTES"
+) -> int:
+    """``size`` bytes, refused above the limit named ``limit`` in this
+    module (:data:`MAX_BYTES`, or :data:`USER_MAX_BYTES` for a user's own
+    arrays) before allocating."""
+    most = int(globals()[limit])
+    if size > most:
         raise DataError(
             f"{what} would take {gib(size)} in memory, more than the "
-            f"{gib(MAX_BYTES)} a dataset may take here (zoo.datasets.MAX_BYTES)"
+            f"{gib(most)} a dataset may take here (zoo.datasets.{limit})"
         )
     return size
 
@@ -138,7 +149,8 @@ def check_split(split: Split, classes: int) -> Split:
 @dataclass(frozen=True)
 class Split:
     """A dataset's training and test samples, shaped for a model (canonical
-    layout, float32 inputs, int32 labels), and where they came from."""
+    layout, float32 inputs, or int32 token ids for a model that starts with
+    an embedding, and int32 labels), and where they came from."""
 
     train_x: np.ndarray
     train_y: np.ndarray
