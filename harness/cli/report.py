@@ -91,6 +91,7 @@ def report_command(args: argparse.Namespace) -> int:
     as ``--results FOLDER`` (its newest run).
 
     Raises ValueError or FileNotFoundError for anything the user can fix."""
+    from harness.core import files
     from harness.core.records import ACCEPTED, outcome
     from harness.report import html
     from harness.report.tables import (
@@ -144,8 +145,9 @@ def report_command(args: argparse.Namespace) -> int:
             ) from None
         markdown = args.plots / "report.md"
         inline = [p.relative_to(args.plots).as_posix() for p in written]
-        markdown.write_text(
-            render_report(records_path, recs, "markdown", args.table, inline) + "\n"
+        files.write_text(
+            markdown,
+            render_report(records_path, recs, "markdown", args.table, inline) + "\n",
         )
         page = html.write(markdown)
         print("\n".join(str(p) for p in [markdown, page, *written]))
@@ -165,6 +167,7 @@ def report_command(args: argparse.Namespace) -> int:
 
 def _versions(args: argparse.Namespace) -> int:
     """``--versions DIR``: the overhead per release (``harness.versions``)."""
+    from harness.core import files
     from harness.versions import report as versions_report
 
     if args.records or args.compare or args.machines or args.check:
@@ -177,7 +180,9 @@ def _versions(args: argparse.Namespace) -> int:
             raise ValueError(f"--plots {args.plots} is a file; give a folder")
         markdown = args.plots / "versions.md"
         args.plots.mkdir(parents=True, exist_ok=True)
-        markdown.write_text(versions_report.text(args.versions, "markdown") + "\n")
+        files.write_text(
+            markdown, versions_report.text(args.versions, "markdown") + "\n"
+        )
         drawn = versions_report.plot(args.versions, args.plots)
         print("\n".join(str(p) for p in [markdown, drawn] if p is not None))
         return 0

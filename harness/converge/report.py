@@ -15,7 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from tabulate import tabulate
 
 from harness.converge.agreement import Vote, disagreement, reached, vote
-from harness.core import validated
+from harness.core import files, validated
 from harness.core.validated import Count, Seconds
 from workers.paths import get_path
 
@@ -353,7 +353,8 @@ def plot(found: Converged, out_dir: Path) -> Path:
     fig.tight_layout()
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "converge.png"
-    fig.savefig(path, dpi=110)
+    with files.replace(path) as handle:  # never through a link there
+        fig.savefig(handle, format="png", dpi=110)
     plt.close(fig)
     return path
 

@@ -27,7 +27,16 @@ Reading, one policy for every file:
   number of thousands of digits) is skipped and named in
   :attr:`Lines.unreadable`, for the caller to count with the lines it cannot
   use (``records.Scan.skipped``; :func:`objects`: lines that are no object);
+- a line longer than :data:`MAX_LINE_BYTES` (8 MiB) is skipped unparsed and
+  named in :attr:`Lines.unreadable` (no record comes near it: a paired run's
+  is tens of kilobytes, one of 100,000 timed steps about 2 MB);
 - blank lines are skipped.
+
+Only a regular file of at most :data:`MAX_FILE_BYTES` (256 MiB) is read
+(:func:`open_regular`): a FIFO, a device such as ``/dev/zero``, a directory
+or a larger file is refused in one sentence (:class:`UnreadableFileError`)
+before a byte is read, and the file is opened non-blocking, so that a FIFO
+cannot hang the reader.
 
 A reader takes a shared lock while it reads, so a line another process is
 appending at that moment is never seen half written.  A file that is not
@@ -42,15 +51,20 @@ import fcntl
 import json
 import os
 import signal
+import stat
 import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 SHOWN = 5  # skipped line numbers a warning names
+# The largest file read (its records are held in memory at once) and the
+# longest line parsed: a record of a run of 100,000 steps is about 2 MB.
+MAX_FILE_BYTES = 256 * 1024 * 1024
+MAX_LINE_BYTES = 8 * 1024 * 1024
 
 
 def claim(folder: Path, prefix: str, suffix: str = "") -> Path:
@@ -174,10 +188,59 @@ class Lines:
         )
 
 
+class UnreadableFileError(OSError, ValueError):
+    """A file that is no regular file or is larger than :data:`MAX_FILE_BYTES`
+    (an OSError and a ValueError, so that every reader's handling of either
+    takes it); its message is one sentence naming the file."""
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+@contextlib.contextmanager
+def open_regular(path: Path, limit: int | None = None) -> Iterator[BinaryIO]:
+    """``path`` open for reading in binary, once it is known to be a regular
+    file of at most ``limit`` bytes (default :data:`MAX_FILE_BYTES`; a link
+    is followed: what it names is checked).  Opened non-blocking, so that a
+    FIFO cannot hang the caller.
+
+    Raises :class:`UnreadableFileError` for anything else, OSError for a
+    file that cannot be opened (FileNotFoundError...)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        limit = MAX_FILE_BYTES if limit is None else limit
+        mode, size = (found := os.fstat(fd)).st_mode, found.st_size
+        if not stat.S_ISREG(mode):
+            kind = next((what for test, what in _KINDS if test(mode)), "no file")
+            raise UnreadableFileError(
+                f"{path} is {kind}, not a regular file: it is not read"
+            )
+        if size > limit:
+            raise UnreadableFileError(
+                f"{path} is {size} bytes, more than the {limit} a file read here "
+                "may have: it is not read"
+            )
+        # A regular file never blocks; blocking again reads it whole.
+        os.set_blocking(fd, True)
+        handle = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with handle:
+        yield handle
+
+
 def read(path: Path) -> Lines:
     """Every JSON value of ``path``, by the policy of the module docstring.
 
-    Raises OSError for a file that cannot be read (FileNotFoundError...) and
+    Raises :class:`UnreadableFileError` for a file that is no regular file or
+    is too large, OSError for a file that cannot be read (FileNotFoundError...) and
     UnicodeDecodeError for one that is not UTF-8 text."""
     text = _read_locked(path).decode("utf-8")
     lines = text.splitlines()
@@ -187,6 +250,9 @@ def read(path: Path) -> Lines:
     torn = None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
+            continue
+        if len(line) > MAX_LINE_BYTES:  # its characters: at least as many bytes
+            unreadable.append(number)
             continue
         try:
             values.append((number, json.loads(line)))
@@ -200,14 +266,21 @@ def read(path: Path) -> Lines:
 
 def _read_locked(path: Path) -> bytes:
     """The bytes of ``path``, read under a shared lock: a writer holding the
-    lock (:func:`append`) finishes its line first."""
-    with path.open("rb") as f:
+    lock (:func:`append`) finishes its line first; at most
+    :data:`MAX_FILE_BYTES` (:func:`open_regular`)."""
+    with open_regular(path) as f:
         # Closing the file releases this process's locks on it, so a thread
         # of this process must not read a file another of its threads is
         # appending to (none does: every writer here is the main thread).
         with contextlib.suppress(OSError):  # a file system without locks
             fcntl.lockf(f.fileno(), fcntl.LOCK_SH)
-        return f.read()
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:  # it grew since it was measured
+        raise UnreadableFileError(
+            f"{path} grew past the {MAX_FILE_BYTES} bytes a file read here may "
+            "have: it is not read"
+        )
+    return data
 
 
 def skipped_warning(path: Path, skipped: Sequence[int], noun: tuple[str, str]) -> str:

@@ -31,8 +31,12 @@ Schema history:
 dataclass defaults), a newer or unknown version is refused, a line that is no
 JSON is skipped by the policy of :mod:`harness.core.jsonl` (the torn last
 line of a crash mid-write with a warning), and a JSON line that is no record
-(a missing, unknown or wrongly typed field, or times that are not finite
-non-negative numbers) is skipped and counted (:func:`scan`).
+(a missing, unknown or wrongly typed field, a name longer than
+``MAX_NAME_CHARS`` or a text longer than ``MAX_TEXT_CHARS``, or times per step
+that are not finite numbers from ``MIN_STEP_S`` to ``MAX_STEP_S``) is skipped
+and counted (:func:`scan`).  Only a regular file of at most
+``jsonl.MAX_FILE_BYTES`` is read, and no line longer than
+``jsonl.MAX_LINE_BYTES`` (:func:`harness.core.jsonl.read`).
 """
 
 from __future__ import annotations
@@ -69,31 +73,47 @@ STATUSES = (
 )
 
 
+# The longest name a record may hold (a model, a path, a phase, a status, a
+# profile, a run id, a machine) and the longest text (an error, which names
+# at most the last 2,000 characters of a worker's stderr): a record read that
+# holds a longer one is no record (a hand edit, a hostile file), rather than a
+# megabyte of text carried into tables and plots.
+MAX_NAME_CHARS = 200
+MAX_TEXT_CHARS = 64 * 1024
+Name = Annotated[str, Field(max_length=MAX_NAME_CHARS)]
+Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
+# A time per step, mini-batch or round a record may hold: a nanosecond to
+# eleven days.  A time outside (1e-308 s, 1e308 s: a hand edit) is no
+# measurement and its record no record, rather than an inf or NaN ratio.
+MIN_STEP_S = 1e-9
+MAX_STEP_S = 1e6
+
+
 @dataclass(frozen=True)
 class Record:
     __pydantic_config__ = ConfigDict(extra="forbid")
 
-    run_id: str
-    profile: str
-    model: str
-    path: str
-    framework: str
-    api: str
-    phase: str
+    run_id: Name
+    profile: Name
+    model: Name
+    path: Name
+    framework: Name
+    api: Name
+    phase: Name
     # "ok"; how it failed: "error", "crashed", "timeout", "unavailable";
     # "diverged" when the timed run produced NaN or inf; or "not-timed" when
     # the equivalence gate held it back (STATUSES)
-    status: str
+    status: Name
     batch_size: int
-    equivalence: str  # the path's verdict for this model: pass, fail, error...
+    equivalence: Name  # the path's verdict for this model: pass, fail, error...
     verified: bool = False  # timed with a passing verdict
     repeat: int = 0  # which fresh-process repeat of the cell
     values: dict[str, Any] = field(default_factory=dict)  # every raw measurement
     summary: dict[str, Any] = field(default_factory=dict)  # medians and friends
     settings: dict[str, Any] = field(default_factory=dict)  # what was asked for
     platform: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-    profile_digest: str | None = None  # the profile's content (schema 4)
+    error: Text | None = None
+    profile_digest: Name | None = None  # the profile's content (schema 4)
     schema_version: int = SCHEMA_VERSION
 
 
@@ -264,6 +284,12 @@ _READER = TypeAdapter(Record)
 # is no record, rather than a crash or a wrong table later.
 Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# A time per step, mini-batch or round, and a rate per second, within
+# MIN_STEP_S to MAX_STEP_S.
+StepSeconds = Annotated[float, Field(ge=MIN_STEP_S, le=MAX_STEP_S, allow_inf_nan=False)]
+PerSecond = Annotated[
+    float, Field(ge=1 / MAX_STEP_S, le=1 / MIN_STEP_S, allow_inf_nan=False)
+]
 
 
 class _Measured(BaseModel):
@@ -271,23 +297,23 @@ class _Measured(BaseModel):
 
 
 class _Values(_Measured):
-    step_s: list[Seconds] | None = None
-    round_s: list[Seconds] | None = None
-    first_step_s: Seconds | None = None
+    step_s: list[StepSeconds] | None = None
+    round_s: list[StepSeconds] | None = None
+    first_step_s: StepSeconds | None = None
     batches_per_round: Annotated[int, Field(ge=1)] | None = None
-    batches_per_s: Positive | None = None
+    batches_per_s: PerSecond | None = None
 
 
 class _Summary(_Measured):
-    median_step_s: Seconds | None = None
-    first_step_s: Seconds | None = None
-    first_round_s: Seconds | None = None
-    median_batch_s: Seconds | None = None
-    batches_per_s: Positive | None = None
+    median_step_s: StepSeconds | None = None
+    first_step_s: StepSeconds | None = None
+    first_round_s: StepSeconds | None = None
+    median_batch_s: StepSeconds | None = None
+    batches_per_s: PerSecond | None = None
     flops: Seconds | None = None
-    latency_p50_s: Seconds | None = None
-    latency_p90_s: Seconds | None = None
-    latency_p99_s: Seconds | None = None
+    latency_p50_s: StepSeconds | None = None
+    latency_p90_s: StepSeconds | None = None
+    latency_p99_s: StepSeconds | None = None
     cpu_util: Seconds | None = None
     peak_rss_mb: Seconds | None = None
     peak_gpu_mb: Seconds | None = None
@@ -301,6 +327,16 @@ class _Platform(_Measured):
     matmul_peak_flops: Positive | None = None
 
 
+def _named(platform: dict[str, Any]) -> bool:
+    """Whether the names the report shows of a record's machine (its
+    hostname, its identity's name and CPU model), where they are text, are
+    no longer than ``MAX_NAME_CHARS``."""
+    machine = platform.get("machine")
+    machine = machine if isinstance(machine, dict) else {}
+    names = (platform.get("hostname"), machine.get("name"), machine.get("cpu_model"))
+    return all(len(n) <= MAX_NAME_CHARS for n in names if isinstance(n, str))
+
+
 def _measured(record: Record) -> bool:
     """Whether the numbers the report reads from ``record`` are numbers."""
     try:
@@ -309,7 +345,7 @@ def _measured(record: Record) -> bool:
         _Platform.model_validate(record.platform)
     except ValidationError:
         return False
-    return True
+    return _named(record.platform)
 
 
 def _record(path: Path, number: int, data: Any) -> Record | None:

@@ -27,7 +27,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from harness.core import records, validated
+from harness.core import jsonl, records, validated
 from harness.core.records import Record
 from harness.core.validated import Finite
 from harness.report.analysis import cells
@@ -187,11 +187,16 @@ def gather(results_dir: Path, records_path: Path | None = None) -> list[Estimate
 
 
 def _profile_of(path: Path) -> str | None:
-    """The profile named by the first record of a records file."""
+    """The profile named by the first record of a records file; None for a
+    file that is no regular file or too large (``jsonl.open_regular``), or
+    whose first line is too long, no JSON or no record."""
     try:
-        with path.open(encoding="utf-8") as f:
-            first = json.loads(f.readline())
-    except (OSError, ValueError):
+        with jsonl.open_regular(path) as f:
+            line = f.readline(jsonl.MAX_LINE_BYTES + 1)
+        if len(line) > jsonl.MAX_LINE_BYTES:
+            return None
+        first = json.loads(line.decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
         return None
     profile = first.get("profile") if isinstance(first, dict) else None
     return profile if isinstance(profile, str) else None

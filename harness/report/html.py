@@ -41,6 +41,8 @@ from markdown_it.renderer import RendererHTML
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 
+from harness.core import files
+
 # An embedded image is read whole into memory and grows by a third in base64:
 # a plot is well under a megabyte, anything this large is a mistake.
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
@@ -79,13 +81,12 @@ def write(markdown_path: Path) -> Path:
     """Write the HTML page of the Markdown file ``markdown_path`` beside it
     (same stem, ``.html``), its images resolved against the file's folder and
     its title the first level-1 heading, else the file's name; returns the
-    written path."""
+    written path (written by ``harness.core.files.write_text``: a link
+    planted there is replaced, never written through)."""
     markdown = markdown_path.read_text(encoding="utf-8")
     title = first_heading(markdown) or markdown_path.name
     html = page(markdown, markdown_path.parent, title)
-    target = markdown_path.with_suffix(".html")
-    target.write_text(html, encoding="utf-8")
-    return target
+    return files.write_text(markdown_path.with_suffix(".html"), html)
 
 
 def first_heading(markdown: str) -> str | None:

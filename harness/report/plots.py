@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.core import files
 from harness.core.records import Record
 from harness.report.analysis import (
     CellKey,
@@ -231,9 +232,17 @@ def _modes(plt: Any, recs: list[Record], out: Path) -> list[Path]:
 
 
 def _save(plt: Any, fig: Any, path: Path) -> Path:
+    """Save ``fig`` as a PNG at ``path``, its name made fit for a file name
+    (a record's model may hold any character: ``files.file_name``) and
+    written by ``files.replace`` (never through a link planted there); the
+    path written."""
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    path = path.with_name(files.file_name(path.stem) + path.suffix)
+    try:
+        with files.replace(path) as handle:
+            fig.savefig(handle, format="png", dpi=120)
+    finally:
+        plt.close(fig)
     return path
 
 

@@ -43,10 +43,11 @@ from typing import Any
 
 from pydantic import Field
 
-from harness.core import validated
+from harness.core import jsonl, validated
 from harness.core.machines import describe, name_of
 from harness.core.records import Record, final, outcome, scan
 from harness.core.validated import Finite
+from harness.report import literal
 from harness.report.analysis import busy_cells, cells
 from harness.stats import paired, robust
 
@@ -227,13 +228,19 @@ class Floor:
 def floors(results_dir: Path, machine: str) -> dict[tuple[str, str, int], Floor]:
     """(framework, model, batch) -> the newest ``harness floors`` figure of
     ``machine`` in ``results_dir``; a file that cannot be read is passed
-    over."""
+    over, and a record of it that is none (times outside ``MIN_STEP_S`` to
+    ``MAX_STEP_S`` among them: ``harness.core.records``) is left out and
+    counted in a warning on stderr.  A ratio whose interval is not finite is
+    left out."""
     found: dict[tuple[str, str, int], Floor] = {}
     for path in sorted(results_dir.glob("floors-*.jsonl")):
         try:
-            recs = scan(path).records
+            scanned = scan(path)
         except (OSError, ValueError):
             continue
+        for warning in scanned.warnings():
+            jsonl.warn(warning)
+        recs = scanned.records
         steps: dict[tuple[str, str, int, str], list[float]] = {}
         for r in recs:
             if r.status != "ok" or name_of(r) != machine or r.phase != "train":
@@ -254,6 +261,9 @@ def floors(results_dir: Path, machine: str) -> dict[tuple[str, str, int], Floor]
             if api != "path" or idiomatic is None:
                 continue
             low, high = robust.ratio_ci(native, idiomatic)
+            ratio = statistics.median(native) / statistics.median(idiomatic)
+            if not all(math.isfinite(v) and v > 0 for v in (low, high, ratio)):
+                continue
             found[framework, model, batch] = Floor(
                 framework,
                 model,
@@ -409,16 +419,25 @@ class Finding:
     where: tuple[str, ...]  # sentences from explain and count records
     command: str | None  # what would explain it, where nothing does yet
 
-    def text(self) -> str:
+    def text(self, markdown: bool = False) -> str:
+        """One line; in ``markdown`` every name literal text and the command
+        a code span (``harness.report.literal``)."""
         r = self.ratio
-        head = (
-            f"{r.model} {r.phase} on {r.framework} (batch {r.batch}): "
-            f"Keras/native {r.text()}" + (f" ({', '.join(r.marks)})" if r.marks else "")
+        said = " ".join(
+            [
+                f"{r.model} {r.phase} on {r.framework} (batch {r.batch}): "
+                f"Keras/native {r.text()}"
+                + (f" ({', '.join(r.marks)})" if r.marks else "")
+                + ".",
+                *self.where,
+            ]
         )
-        tail = list(self.where)
+        if markdown:
+            said = literal.markdown(said)
         if self.command:
-            tail.append(f"not explained yet: `{self.command}`")
-        return head + ". " + " ".join(tail)
+            command = literal.code(self.command) if markdown else f"`{self.command}`"
+            said += f" not explained yet: {command}"
+        return said
 
 
 def findings(

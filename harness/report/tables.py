@@ -31,7 +31,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -40,9 +39,10 @@ from typing import Any
 
 from tabulate import tabulate
 
+from harness.core import files
 from harness.core.machines import describe, group, name_of
 from harness.core.records import Record, scan
-from harness.report import modes, summary
+from harness.report import literal, modes, summary
 from harness.report.analysis import (
     PAIRED_ALPHA,
     busy_cells,
@@ -134,7 +134,8 @@ def _drop_empty_columns(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def render(rows: list[dict[str, Any]], fmt: str, missing: str = "—") -> str:
     """Rows as JSON, CSV (every column, machine-readable), or a plain-text or
     GitHub Markdown table (CIs joined, empty columns dropped, an empty cell
-    shown as ``missing``)."""
+    shown as ``missing``; in Markdown every text, and every column's name,
+    literal: ``harness.report.literal``)."""
     if fmt == "json":
         return json.dumps(rows, indent=2)
     if fmt == "csv":
@@ -144,6 +145,14 @@ def render(rows: list[dict[str, Any]], fmt: str, missing: str = "—") -> str:
         writer.writerows(rows)
         return buffer.getvalue()
     shown = _drop_empty_columns(_combine_ci(rows))
+    if fmt == "markdown":  # a record's strings are text, never Markdown
+        shown = [
+            {
+                literal.markdown(key): literal.markdown(v) if isinstance(v, str) else v
+                for key, v in row.items()
+            }
+            for row in shown
+        ]
     table: str = tabulate(
         shown,
         headers="keys",
@@ -199,12 +208,15 @@ def render_report(
     if len(groups) == 1:
         return "\n\n".join([_title(fmt), *_tables(records_path, recs, fmt, plots)])
     sections = [
-        f"records: {records_path} ({len(groups)} machines: "
-        f"{', '.join(groups)}; each one's tables apart, then side by side)"
+        _line(
+            f"records: {records_path} ({len(groups)} machines: "
+            f"{', '.join(groups)}; each one's tables apart, then side by side)",
+            fmt,
+        )
     ]
     for name, mine in groups.items():
         sections.append(_heading(f"machine {name}", fmt))
-        prefix = f"machine-{_safe(name)}/"
+        prefix = f"machine-{files.file_name(name)}/"
         mine_plots = [p for p in plots if p.startswith(prefix)]
         sections += [s for s in _tables(records_path, mine, fmt, mine_plots) if s]
     return "\n\n".join(sections + _side_by_side(groups, fmt))
@@ -216,8 +228,11 @@ def _title(fmt: str) -> str:
 
 
 def _heading(title: str, fmt: str) -> str:
-    """A heading above a machine's sections, one level above theirs."""
-    return f"# {title}" if fmt == "markdown" else f"{title}\n{'=' * len(title)}"
+    """A heading above a machine's sections, one level above theirs (its
+    text literal in Markdown: it names a machine)."""
+    if fmt == "markdown":
+        return f"# {literal.markdown(title)}"
+    return f"{title}\n{'=' * len(title)}"
 
 
 def _tables(
@@ -256,8 +271,15 @@ def _tables(
     ]
 
 
+def _line(line: str, fmt: str) -> str:
+    """A line of text, which may name what records hold: literal in
+    Markdown (``harness.report.literal``)."""
+    return literal.markdown(line) if fmt == "markdown" else line
+
+
 def _bullet(line: str, fmt: str) -> str:
-    return f"- {line}" if fmt == "markdown" else line
+    """A line of a list, literal text (:func:`_line`)."""
+    return f"- {_line(line, fmt)}" if fmt == "markdown" else line
 
 
 def _summary_sections(
@@ -310,7 +332,8 @@ def _summary_sections(
                 "`harness floors`: each native training step against its "
                 "framework's idiomatic one (`nn.Module` with `torch.optim`, the "
                 "jitted step with Optax, the step compiled by XLA); "
-                f"{summary.standing(base, floored.values())}.\n\n" + render(base, fmt),
+                f"{_line(summary.standing(base, floored.values()), fmt)}.\n\n"
+                + render(base, fmt),
                 fmt,
             )
         )
@@ -322,7 +345,10 @@ def _summary_sections(
             "model, framework and phase, with where the time goes where "
             "`harness explain` or `harness count` measured the cell.\n\n"
             + (
-                "\n".join(_bullet(f.text(), fmt) for f in findings)
+                "\n".join(
+                    f"- {f.text(markdown=True)}" if fmt == "markdown" else f.text()
+                    for f in findings
+                )
                 or f"none of {summary.LARGE}x or more"
             ),
             fmt,
@@ -407,13 +433,10 @@ def plots_by_machine(recs: list[Record], out_dir: Path) -> list[Path]:
     return [
         path
         for name, mine in groups.items()
-        for path in write_plots(main_records(mine), out_dir / f"machine-{_safe(name)}")
+        for path in write_plots(
+            main_records(mine), out_dir / f"machine-{files.file_name(name)}"
+        )
     ]
-
-
-def _safe(name: str) -> str:
-    """``name`` fit for a folder name (a hand-edited record may hold any)."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:64]
 
 
 def _machine_notes(records_path: Path, recs: list[Record]) -> list[str]:
@@ -625,12 +648,11 @@ def compare_report(old_path: Path, new_path: Path, fmt: str) -> str:
             f"paired ratios: {flagged} of {len(pairs)} changed at p < "
             f"{PAIRED_ALPHA} (hierarchical bootstrap over processes and blocks)"
         )
-    bullet = "- " if fmt == "markdown" else ""
     sections = [
-        f"old: {old_path}\nnew: {new_path}",
+        f"{_line(f'old: {old_path}', fmt)}\n{_line(f'new: {new_path}', fmt)}",
         _section(
             "The answer: what changed",
-            "\n".join(bullet + line for line in _compare_answer(rows, pairs)),
+            "\n".join(_bullet(line, fmt) for line in _compare_answer(rows, pairs)),
             fmt,
         ),
     ]
@@ -649,6 +671,6 @@ def compare_report(old_path: Path, new_path: Path, fmt: str) -> str:
             render(rows, fmt),
             fmt,
         ),
-        "\n".join(bullet + n for n in notes),
+        "\n".join(_bullet(n, fmt) for n in notes),
     ]
     return "\n\n".join(sections)

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.core import files
 from harness.core.records import Record
 from harness.count import analysis as count_analysis
 from harness.count import compare as count_compare
@@ -301,6 +302,7 @@ def plot(base: Path, out_dir: Path) -> Path | None:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "versions.png"
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with files.replace(path) as handle:  # never through a link there
+        fig.savefig(handle, format="png", dpi=120)
     plt.close(fig)
     return path
