@@ -1117,7 +1117,7 @@ def test_an_archive_is_checked_before_anything_is_unpacked(
             tmp_path / "bad.keras", {"config.json": b"{no", "model.weights.h5": b""}
         ): "damaged config.json",
         tmp_path / "missing.keras": "cannot be read",
-        tmp_path: "is not a file",
+        tmp_path: "is a folder",
     }
     for path, message in refusals.items():
         with pytest.raises(ValueError, match=message):

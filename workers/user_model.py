@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 import tempfile
 import tomllib
 from pathlib import Path
@@ -27,7 +29,7 @@ from pathlib import Path
 from workers.launch import Worker
 from workers.messages import ImportAnswer, ImportModel
 from zoo.arrays import load_npz
-from zoo.user_models import register, store, use_store
+from zoo.user_models import find, register, store, use_store
 
 # Keras on PyTorch starts fastest of the Keras paths (docs/testing.md).
 KERAS_READER = "keras-torch"
@@ -39,11 +41,73 @@ SUFFIXES = (".keras", ".toml")
 
 
 def _sha256(file: Path) -> str:
-    digest = hashlib.sha256()
-    with file.open("rb") as stream:
+    """The digest of ``file``'s content, read only when it is a regular
+    file (a FIFO is opened without blocking and refused unread)."""
+    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as stream:
+        _check_kind(file, os.fstat(stream.fileno()).st_mode)
+        digest = hashlib.sha256()
         while chunk := stream.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def _check_kind(file: Path, mode: int) -> None:
+    """Refuse, in one sentence, a path that is not a regular file."""
+    if stat.S_ISDIR(mode):
+        raise ValueError(f"{file} is a folder, not a model file")
+    if not stat.S_ISREG(mode):
+        what = (
+            "a FIFO"
+            if stat.S_ISFIFO(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "special"
+        )
+        raise ValueError(f"{file} is not a regular file ({what}); give a model file")
+
+
+def _files_folder(folder: Path) -> Path:
+    """``<store>/files``, refused when it is a link (the store writes
+    through no link)."""
+    files = folder / "files"
+    if files.is_symlink() or (files.exists() and not files.is_dir()):
+        raise ValueError(
+            f"{files} is a link or not a folder; the model store writes through "
+            "no link: remove it"
+        )
+    return files
+
+
+def _remembered(remembered: Path) -> str | None:
+    """The stored name a remembered file holds, read without following a
+    link; ``None`` when there is none (or it is not a plain stored name)."""
+    try:
+        fd = os.open(remembered, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+            return None
+        text = stream.read(256).decode("ascii", "replace").strip()
+    return text or None
+
+
+def _remember(remembered: Path, name: str) -> None:
+    """Write ``name`` to ``remembered`` through a temporary name in its
+    folder and a rename (never through a link)."""
+    remembered.parent.mkdir(parents=True, exist_ok=True)
+    _files_folder(remembered.parent.parent)
+    fd, scratch = tempfile.mkstemp(prefix=f".{remembered.name}.", dir=remembered.parent)
+    try:
+        with os.fdopen(fd, "w") as stream:
+            stream.write(name + "\n")
+        Path(scratch).replace(remembered)
+    except BaseException:
+        Path(scratch).unlink(missing_ok=True)
+        raise
 
 
 def model_from_file(file: Path, folder: Path | None = None) -> str:
@@ -51,24 +115,40 @@ def model_from_file(file: Path, folder: Path | None = None) -> str:
     this process' store and its workers'); a ValueError in one sentence
     when the file cannot be a model."""
     folder = use_store(folder) if folder is not None else store().absolute()
+    try:
+        mode: int | None = file.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise ValueError(f"{file} cannot be read ({exc.strerror})") from None
+    if mode is not None:
+        _check_kind(file, mode)
     if file.suffix not in SUFFIXES:
         raise ValueError(
             f"{file}: --model takes a Keras file (.keras) or a [model] table (.toml)"
         )
-    if not file.is_file():
+    if mode is None:
         raise ValueError(f"{file}: no such file")
-    remembered = folder / "files" / f"{_sha256(file)}.r{READER}"
-    if remembered.is_file():
-        name = remembered.read_text().strip()
-        if (folder / name / "model.json").is_file():
-            return name
+    files = _files_folder(folder)
+    try:
+        remembered = files / f"{_sha256(file)}.r{READER}"
+    except FileNotFoundError:
+        raise ValueError(f"{file}: no such file") from None
+    except OSError as exc:
+        raise ValueError(f"{file} cannot be read ({exc.strerror})") from None
+    name = _remembered(remembered)
+    if name is not None:
+        try:
+            if find(name, folder) is not None:
+                return name
+        except ValueError:
+            pass  # a damaged entry: the file is read again and replaces it
     name = (
         _read_toml(file, folder)
         if file.suffix == ".toml"
         else _read_keras(file, folder)
     )
-    remembered.parent.mkdir(parents=True, exist_ok=True)
-    remembered.write_text(name + "\n")
+    _remember(remembered, name)
     return name
 
 
@@ -77,10 +157,16 @@ def _read_toml(file: Path, folder: Path) -> str:
         table = tomllib.loads(file.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ValueError(f"{file} is not a TOML file ({exc})") from None
+    except RecursionError:
+        raise ValueError(f"{file} is not a TOML file: it nests too deeply") from None
+    except ValueError:  # an integer of more than 4300 digits
+        raise ValueError(f"{file} is not a TOML file: a number is too long") from None
     if "model" not in table:
         raise ValueError(f"{file} has no [model] table")
     try:
         return register(file.name, table["model"], None, folder)
+    except RecursionError:
+        raise ValueError(f"{file}: [model] nests too deeply") from None
     except ValueError as exc:
         raise ValueError(f"{file}: {exc}") from None
 

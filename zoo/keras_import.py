@@ -40,18 +40,34 @@ attention layer's ``query/kernel``), else name, the way
 from __future__ import annotations
 
 import json
+import re
+import stat
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from zoo.losses import from_keras
 from zoo.user_models import DEFAULT_WORKLOAD
 
+if TYPE_CHECKING:
+    from zoo.specs import ModelSpec
+
 MAX_BYTES = 4 << 30  # a file, or its members unpacked
 MAX_CONFIG_BYTES = 16 << 20
+# How deep a config may nest (Keras' own nest about a dozen levels).
+MAX_CONFIG_DEPTH = 64
+# ``model.weights.h5`` may hold the parameters (float32), an optimizer's
+# state for each (Adam's two moments) and HDF5's own bookkeeping: at most
+# WEIGHTS_PER_VALUE bytes per parameter value plus WEIGHTS_SLACK.
+WEIGHTS_PER_VALUE = 4 * 4
+WEIGHTS_SLACK = 4 << 20
+# What of Keras' refusal the sentence keeps.
+MAX_REASON_CHARS = 500
+# The dtype policy every layer must compute in.
+FLOAT32 = "float32"
 # Keras class -> the spec's layer kind.
 SUPPORTED = {
     "Dense": "dense",
@@ -181,15 +197,40 @@ _MUST: dict[str, tuple[tuple[str, Any], ...]] = {
 _ATTENTION_TENSORS = ("query", "value", "key")
 
 
-def read_config(path: Path) -> dict[str, Any]:
-    """The archive's ``config.json``, after checking the file is a Keras
-    archive of a sane size (nothing unpacked but the config)."""
+def _kind_of(path: Path) -> None:
+    """Refuse, in one sentence, a path that is missing or not a regular file
+    (a folder, a FIFO, a device), without opening it."""
     try:
-        size = path.stat().st_size
+        mode = path.stat().st_mode
     except OSError as exc:
         raise ValueError(f"{path} cannot be read: {exc.strerror or exc}") from None
-    if not path.is_file():
-        raise ValueError(f"{path} is not a file")
+    if stat.S_ISDIR(mode):
+        raise ValueError(f"{path} is a folder, not a Keras file")
+    if not stat.S_ISREG(mode):
+        raise ValueError(
+            f"{path} is not a regular file (not a file a model is saved in)"
+        )
+
+
+def _read_member(archive: zipfile.ZipFile, member: str, cap: int) -> int | bytes:
+    """``member`` of ``archive`` inflated a chunk at a time: its bytes when
+    they are at most ``cap``, else ``cap + 1`` (the count), whatever its
+    directory entry declares."""
+    data = bytearray()
+    with archive.open(member) as stream:
+        while chunk := stream.read(min(1 << 20, cap + 1 - len(data))):
+            data += chunk
+            if len(data) > cap:
+                return cap + 1
+    return bytes(data)
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """The archive's ``config.json``, after checking the file is a Keras
+    archive of a sane size (nothing unpacked but the config, itself read
+    at most ``MAX_CONFIG_BYTES`` inflated)."""
+    _kind_of(path)
+    size = path.stat().st_size
     if size > MAX_BYTES:
         raise ValueError(
             f"{path} is {size / 2**30:.1f} GiB, more than the 4 GiB a model may be"
@@ -210,19 +251,109 @@ def read_config(path: Path) -> dict[str, Any]:
                 )
             if members["config.json"].file_size > MAX_CONFIG_BYTES:
                 raise ValueError(f"{path}'s config.json is larger than 16 MiB")
-            text = archive.read("config.json")
-    except zipfile.BadZipFile:
+            text = _read_member(archive, "config.json", MAX_CONFIG_BYTES)
+    except zipfile.BadZipFile as exc:
+        if "CRC" in str(exc) or "config.json" in str(exc):
+            raise ValueError(
+                f"{path} has a damaged config.json (it does not inflate to what "
+                "the archive's directory says)"
+            ) from None
         raise ValueError(
             f"{path} is not a Keras archive (not a zip file: a .h5 or SavedModel "
             "is not read; save the model with model.save('x.keras'))"
         ) from None
+    except (OSError, EOFError, RuntimeError, NotImplementedError) as exc:
+        raise ValueError(f"{path} is a damaged Keras archive ({exc})") from None
+    if isinstance(text, int):
+        raise ValueError(
+            f"{path}'s config.json inflates to more than 16 MiB (its directory "
+            "says less)"
+        )
     try:
         config = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{path} has a config.json that nests too deeply") from None
     except ValueError:
         raise ValueError(f"{path} has a damaged config.json (not JSON)") from None
     if not isinstance(config, dict):
         raise ValueError(f"{path} has a damaged config.json (not an object)")
+    _check_depth(path, config)
     return config
+
+
+def _check_depth(path: Path, config: Any) -> None:
+    """Refuse a config nested deeper than ``MAX_CONFIG_DEPTH`` (walked
+    without recursion)."""
+    pending: list[tuple[Any, int]] = [(config, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, dict):
+            children: Any = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > MAX_CONFIG_DEPTH:
+            raise ValueError(
+                f"{path} has a config.json nested more than {MAX_CONFIG_DEPTH} deep, "
+                "which no Keras model needs"
+            )
+        pending.extend((child, depth + 1) for child in children)
+
+
+def weights_limit(spec: ModelSpec) -> int:
+    """The most bytes ``model.weights.h5`` may take for ``spec``."""
+    values = sum(int(np.prod(p.shape, dtype=np.int64)) for p in spec.params)
+    return WEIGHTS_PER_VALUE * values + WEIGHTS_SLACK
+
+
+def check_weights_member(path: Path, spec: ModelSpec) -> None:
+    """Refuse, in one sentence, a ``model.weights.h5`` larger than the
+    parameters ``spec`` reads from the config need (``weights_limit``):
+    its declared size and what it inflates to, before Keras opens it."""
+    limit = weights_limit(spec)
+    too_big = (
+        f"{path}'s model.weights.h5 {{}} more than the {limit:,} bytes its "
+        "config's parameters need"
+    )
+    try:
+        with zipfile.ZipFile(path) as archive:
+            declared = archive.getinfo("model.weights.h5").file_size
+            if declared > limit:
+                raise ValueError(too_big.format(f"is {declared:,} bytes,"))
+            if isinstance(_read_member(archive, "model.weights.h5", limit), int):
+                raise ValueError(too_big.format("inflates to"))
+    except zipfile.BadZipFile:
+        raise ValueError(
+            f"{path} has a damaged model.weights.h5 (it does not inflate to what "
+            "the archive's directory says)"
+        ) from None
+    except (OSError, KeyError, EOFError, RuntimeError, NotImplementedError) as exc:
+        raise ValueError(f"{path} is a damaged Keras archive ({exc})") from None
+
+
+def keras_reason(exc: BaseException) -> str:
+    """Keras' refusal as one line: its message's lines joined, traceback
+    lines dropped, cut at ``MAX_REASON_CHARS``."""
+    kept: list[str] = []
+    skipping = False
+    for raw in str(exc).splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("Traceback (most recent call last)"):
+            skipping = True
+            continue
+        if skipping and (raw.startswith((" ", "\t")) or line.startswith("File ")):
+            continue
+        skipping = False
+        if line.startswith(('File "', "^")):
+            continue
+        kept.append(line)
+    text = re.sub(r"\s+", " ", " ".join(kept)).strip() or type(exc).__name__
+    if len(text) > MAX_REASON_CHARS:
+        text = text[: MAX_REASON_CHARS - 3].rstrip() + "..."
+    return text
 
 
 Graph = list[tuple[dict[str, Any], list[str]]]
@@ -430,6 +561,7 @@ def _entry(layer: Mapping[str, Any]) -> dict[str, Any]:
             f"layer {name!r} ({what}) is not one the tool knows; "
             f"supported: {_SUPPORTED_TEXT}"
         )
+    _check_dtype(f"{cls} layer {name!r}", config)
     for option, default in _MUST.get(cls, ()):
         value = config.get(option, default)
         if not _is_default(option, value, default):
@@ -456,6 +588,32 @@ def _entry(layer: Mapping[str, Any]) -> dict[str, Any]:
     if cls == "MultiHeadAttention":
         entry.update(_attention(name, config))
     return entry
+
+
+def _policy(dtype: Any) -> Any:
+    """The name of a layer's dtype policy (Keras writes a DTypePolicy as a
+    table with its name in its config, or a plain name)."""
+    if isinstance(dtype, dict):
+        inner = dtype.get("config")
+        if dtype.get("class_name") in ("DTypePolicy", "FloatDTypePolicy") and (
+            isinstance(inner, dict)
+        ):
+            return inner.get("name")
+        return dtype.get("class_name") or dtype
+    return dtype
+
+
+def _check_dtype(where: str, config: Any) -> None:
+    """Refuse a layer (or model) that computes in another dtype than
+    float32 (a mixed, half or quantized policy)."""
+    if not isinstance(config, dict) or config.get("dtype") is None:
+        return
+    policy = _policy(config["dtype"])
+    if policy != FLOAT32:
+        raise ValueError(
+            f"{where} has dtype policy {policy!r}; the tool computes float32 "
+            "only (save the model without a mixed or half-precision policy)"
+        )
 
 
 def _normalization(cls: str, name: str, layer: Mapping[str, Any]) -> dict[str, Any]:
@@ -613,6 +771,7 @@ def _optimizer(compiled: Mapping[str, Any]) -> dict[str, Any]:
 def document_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """The model document of a Keras archive's config (no Keras needed)."""
     graph = _layers(config)
+    _check_dtype("the model", config.get("config"))
     entries: list[dict[str, Any]] = []
     for layer, sources in graph:
         entry = _entry(layer)
@@ -677,13 +836,11 @@ def load(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray], Any]:
 
     document = document_from_config(read_config(path))
     spec = spec_from_document("user model", document)  # refused before loading
+    check_weights_member(path, spec)  # no variable Keras builds is huge
     try:
         model = keras.saving.load_model(path, compile=False, safe_mode=True)
     except Exception as exc:
-        first = (
-            str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        )
-        raise ValueError(f"Keras cannot load {path}: {first}") from None
+        raise ValueError(f"Keras cannot load {path}: {keras_reason(exc)}") from None
     # Each parameter by layer and variable path, else name, as
     # zoo.keras_models assigns it: a layer of several sublayers (attention's
     # query, key, value and output) names its variables by path only.
@@ -702,6 +859,11 @@ def load(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray], Any]:
             raise ValueError(
                 f"{path}: {p.name} as Keras loads it has shape {value.shape}, "
                 f"where the config says {p.shape}"
+            )
+        if not np.isfinite(value).all():
+            raise ValueError(
+                f"{path}: parameter {p.name} holds NaN or infinite values; a "
+                "model's weights must be finite"
             )
         weights[p.name] = value
     return document, weights, model

@@ -64,7 +64,9 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -129,7 +131,27 @@ _SCORING = ("dense", "lstm", "gru")
 # Options a document always writes out: they have no default in Keras.
 _ALWAYS = ("kernel", "vocab", "heads")
 _NAME = re.compile(r"[A-Za-z0-9_.]+")
-_STORED = re.compile(r"(?P<stem>[A-Za-z0-9_.]+)-(?P<digest>[0-9a-f]{12})")
+_STEM_CHARS = 64
+_STORED = re.compile(
+    r"(?P<stem>[A-Za-z0-9_][A-Za-z0-9_.]{0,63})-(?P<digest>[0-9a-f]{12})"
+)
+# A name that becomes one folder or file name (a model, a stem, a release):
+# no separator, no leading dot (so neither ``.`` nor ``..``), bounded.
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
+# How deep a document may nest (a model, its layers, a layer, its inputs).
+MAX_DEPTH = 10
+
+
+def plain_name(value: object, what: str) -> str:
+    """``value`` when it is a plain name (``PLAIN_NAME``) that may become a
+    path; else a ValueError in one sentence naming ``what`` it is."""
+    if not isinstance(value, str) or not PLAIN_NAME.fullmatch(value):
+        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+        raise ValueError(
+            f"{what} {shown} is not a plain name: letters, digits, _, . and -, "
+            "not starting with a dot, no /, at most 128 characters"
+        )
+    return value
 
 
 def store() -> Path:
@@ -149,7 +171,8 @@ def stem_of(file_name: str) -> str:
     """A file's stem as a model name's first part: letters, digits, ``_``
     and ``.``, anything else made ``_``."""
     stem = Path(file_name).name.removesuffix(".keras").removesuffix(".toml")
-    return re.sub(r"[^A-Za-z0-9_.]", "_", stem) or "model"
+    stem = re.sub(r"[^A-Za-z0-9_.]", "_", stem).lstrip(".")[:_STEM_CHARS]
+    return stem or "model"
 
 
 # --- documents -----------------------------------------------------------------
@@ -320,6 +343,7 @@ def spec_from_document(
 ) -> ModelSpec:
     """The spec a document describes; a ValueError in one sentence naming
     what is wrong."""
+    _check_depth(document)
     if not isinstance(document, Mapping):
         raise ValueError("a model is a table of input_shape, layers and workload")
     unknown = sorted(set(document) - {"input_shape", "classes", "layers", "workload"})
@@ -366,6 +390,27 @@ def spec_from_document(
     )
 
 
+def _check_depth(document: Any) -> None:
+    """Refuse a document nested deeper than ``MAX_DEPTH`` (walked without
+    recursion, so no depth raises RecursionError)."""
+    pending: list[tuple[Any, int]] = [(document, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, Mapping):
+            children: Any = value.values()
+        elif isinstance(value, list | tuple):
+            children = value
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            raise ValueError(
+                f"a model nests tables and lists more than {MAX_DEPTH} deep; a "
+                "model is a table of input_shape, layers (a list of tables) and "
+                "workload"
+            )
+        pending.extend((child, depth + 1) for child in children)
+
+
 def document_of(spec: ModelSpec) -> dict[str, Any]:
     """``spec_from_document``'s inverse: the document of a spec, every option
     that differs from Keras' default written out."""
@@ -400,6 +445,24 @@ def document_of(spec: ModelSpec) -> dict[str, Any]:
 # --- the store -----------------------------------------------------------------
 
 
+def _content(text: str, arrays: Mapping[str, np.ndarray] | None) -> str:
+    """The 12 hex digits a stored name ends in: a digest of the canonical
+    document's ``text`` and of the weights, when the model has its own."""
+    content = hashlib.sha256(text.encode())
+    if arrays is not None:
+        content.update(digest(arrays).encode())
+    return content.hexdigest()[:12]
+
+
+def _check_finite(arrays: Mapping[str, np.ndarray]) -> None:
+    for key in sorted(arrays):
+        if not np.isfinite(arrays[key]).all():
+            raise ValueError(
+                f"parameter {key} holds NaN or infinite values; a model's weights "
+                "must be finite"
+            )
+
+
 def register(
     file_name: str,
     document: Mapping[str, Any],
@@ -409,40 +472,144 @@ def register(
     """Check ``document`` (and ``weights`` against it), keep both in the
     store and return the model's name, ``<stem>-<digest>``.  ``weights``:
     the file's own, in canonical layout; ``None``: drawn from a seed like
-    the reference models'."""
+    the reference models'.  An entry of that name already there is kept
+    when it holds that content, else (damaged, edited, a link) replaced
+    whole by a rename."""
     spec = spec_from_document("user model", document)  # refuses before writing
     canonical = document_of(spec)
     text = json.dumps(canonical, sort_keys=True)
-    content = hashlib.sha256(text.encode())
+    arrays = None
     if weights is not None:
         arrays = {k: np.asarray(v, np.float32) for k, v in weights.items()}
         from zoo.weights import check_weights
 
         check_weights(spec, arrays)
-        content.update(digest(arrays).encode())
-    name = f"{stem_of(file_name)}-{content.hexdigest()[:12]}"
-    target = (folder or store()) / name
-    if (target / "model.json").is_file():
+        _check_finite(arrays)
+    name = f"{stem_of(file_name)}-{_content(text, arrays)}"
+    parent = (folder or store()).absolute()
+    if _intact(parent, name):
         return name  # the same content is there already
-    target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
+    parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=parent))
     try:
-        if weights is not None:
+        if arrays is not None:
             save_npz(scratch / "weights.npz", arrays)
         (scratch / "model.json").write_text(text + "\n")
-        try:
-            scratch.rename(target)
-        except OSError:  # another process registered it first: the same content
-            if not (target / "model.json").is_file():
-                raise
+        _place(scratch, parent, name)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    _load.cache_clear()  # an entry this process found damaged is whole now
     return name
+
+
+def _place(scratch: Path, parent: Path, name: str) -> None:
+    """Rename the written ``scratch`` to ``parent/name``; a damaged entry
+    (or link) there is renamed aside first and removed, never followed."""
+    target = parent / name
+    for _ in range(3):
+        try:
+            scratch.rename(target)
+            return
+        except OSError:
+            if _intact(parent, name):
+                return  # another process registered the same content first
+        aside = parent / f".{name}-damaged-{uuid.uuid4().hex[:8]}"
+        try:
+            target.rename(aside)  # moves a link itself, not what it names
+        except FileNotFoundError:
+            continue
+        if aside.is_symlink() or not aside.is_dir():
+            aside.unlink()
+        else:
+            shutil.rmtree(aside, ignore_errors=True)
+    raise ValueError(f"stored model {name} in {parent} cannot be replaced")
+
+
+def _intact(parent: Path, name: str) -> bool:
+    """Whether ``parent/name`` is an entry that holds the content its name
+    says (``False``: missing or damaged)."""
+    try:
+        return _read_entry(parent, name) is not None
+    except ValueError:
+        return False
+
+
+def _read_file(path: Path) -> bytes:
+    """A stored file's bytes, opened without following a link."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        return stream.read()
+
+
+def _read_arrays(path: Path) -> dict[str, np.ndarray]:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        with np.load(stream, allow_pickle=False) as data:
+            return {key: data[key] for key in data.files}
+
+
+def _read_entry(folder: Path, name: str) -> ModelSpec | None:
+    """The stored model ``folder/name``, checked to hold the content its
+    name's digest says; ``None`` when there is no such entry; a ValueError
+    in one sentence naming the entry when it is damaged, changed or a link."""
+    match = _STORED.fullmatch(name)
+    if not match:
+        return None
+    entry = folder / name
+    where = f"stored model {name} in {folder}"
+    try:
+        mode = os.lstat(entry).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ValueError(f"{where} cannot be read ({exc.strerror})") from None
+    if stat.S_ISLNK(mode) or not stat.S_ISDIR(mode):
+        what = "a link" if stat.S_ISLNK(mode) else "not a folder"
+        raise ValueError(
+            f"{where} is {what}; the store follows no links: remove it and give "
+            "the model's file again"
+        )
+    try:
+        text = _read_file(entry / "model.json").decode()
+        document = json.loads(text)
+        spec = spec_from_document(name, document)
+        arrays = None
+        if os.path.lexists(entry / "weights.npz"):
+            arrays = _read_arrays(entry / "weights.npz")
+    except FileNotFoundError:
+        raise ValueError(
+            f"{where} is damaged (no model.json); give the model's file again "
+            "to replace it"
+        ) from None
+    except (OSError, ValueError, RecursionError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        if isinstance(exc, RecursionError):
+            why = "it nests too deeply"
+        raise ValueError(
+            f"{where} cannot be read ({why}); give the model's file again to replace it"
+        ) from None
+    canonical = json.dumps(document_of(spec), sort_keys=True)
+    if arrays is not None:
+        arrays = {k: np.asarray(v) for k, v in arrays.items()}
+    if _content(canonical, arrays) != match["digest"]:
+        raise ValueError(
+            f"{where} has been changed since it was stored: its document and "
+            "weights no longer give the digest in its name; give the model's "
+            "file again to replace it"
+        )
+    return spec_from_document(
+        name, document, str(entry / "weights.npz") if arrays is not None else ""
+    )
 
 
 def find(name: str, folder: Path | None = None) -> ModelSpec | None:
     """The stored model ``name`` in ``folder`` (default: this process's
-    store); ``None``: not a stored model's name, or not there."""
+    store), checked to hold what its name's digest says; ``None``: not a
+    stored model's name, or not there."""
     if not _STORED.fullmatch(name):
         return None
     return _load((folder or store()).absolute(), name)
@@ -450,12 +617,4 @@ def find(name: str, folder: Path | None = None) -> ModelSpec | None:
 
 @functools.cache
 def _load(folder: Path, name: str) -> ModelSpec | None:
-    path = folder / name / "model.json"
-    try:
-        document = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"stored model {path} cannot be read ({exc})") from None
-    weights = folder / name / "weights.npz"
-    return spec_from_document(name, document, str(weights) if weights.is_file() else "")
+    return _read_entry(folder, name)

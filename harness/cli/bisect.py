@@ -44,7 +44,11 @@ def bisect_command(args: argparse.Namespace) -> int:
     the verdict, also written to ``<results>/bisect-<cell>/bisect.md``."""
     from harness.core.profiles import get_profile
     from harness.versions import bisect, finding, signals
+    from zoo.user_models import plain_name
 
+    # The model and path name the results' folder: one plain name each.
+    plain_name(args.model, "--model")
+    plain_name(args.path, "--path")
     cell = signals.Cell(args.model, args.path, args.phase, args.profile)
     signals.check(cell)
     get_profile(args.profile).require([args.phase], [args.model])

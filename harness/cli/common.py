@@ -52,6 +52,14 @@ def chosen_models(args: argparse.Namespace, default: str) -> list[str]:
     if getattr(args, "model", None) is not None:
         if getattr(args, "models", None) is not None:
             raise ValueError("give --model FILE or --models, not both")
+        # a blueprint's models are known names; any other is its own [model]
+        own = [m for m in default.split(",") if m not in MODELS and m not in VARIANTS]
+        if own:
+            raise ValueError(
+                f"the blueprint {getattr(args, 'profile', '')} describes its own "
+                f"model ({own[0]}, its [model] table) and --model {args.model} was "
+                "given too; give one of them"
+            )
         return [model_from_file(args.model, args.results / "models")]
     names = default if args.models is None else args.models
     # a blueprint's own [model] is among its defaults (harness.core.profiles)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from packaging.version import InvalidVersion, Version
 
 from harness.versions.environments import run_pip
+from zoo.user_models import plain_name
 
 # One step carrying at least this share of the change is the change's step.
 STEP_SHARE = 0.8
@@ -98,7 +99,10 @@ def between(old: str, new: str, available: Sequence[str]) -> list[str]:
         )
     if not first < last:
         raise ValueError(f"give the older release first: {old} is not before {new}")
-    return [listed[v] for v in sorted(listed) if first <= v <= last]
+    found = [listed[v] for v in sorted(listed) if first <= v <= last]
+    for release in found:  # each names an overlay's and a result's folder
+        plain_name(release, "release")
+    return found
 
 
 @dataclass(frozen=True)

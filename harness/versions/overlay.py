@@ -34,6 +34,7 @@ from packaging.utils import canonicalize_name
 
 from harness.versions.environments import pip_error, run_pip
 from workers.launch import PROJECT_ROOT
+from zoo.user_models import plain_name
 
 UNDER = Path(".nox") / "release-overlays"
 STAMP = "harness-overlay.json"
@@ -138,6 +139,7 @@ def prepare(
     one process at a time builds it (two bisections may share a release).
 
     Raises ValueError with pip's reason when it cannot be built."""
+    plain_name(release, "release")  # it names the overlay's folder
     (root / UNDER).mkdir(parents=True, exist_ok=True)
     with (root / UNDER / f"keras-{release}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -35,6 +35,7 @@ from harness.versions.bisect import Figure
 from harness.versions.overlay import Overlay, prepare
 from workers.launch import PROJECT_ROOT
 from workers.paths import PATHS
+from zoo.user_models import plain_name
 
 COUNT_FLOOR = 0.003  # a count change smaller than 0.3% is no change
 TIME_FLOOR = 0.02  # nor a ratio change smaller than 2%
@@ -78,6 +79,7 @@ class Cell:
 def check(cell: Cell) -> None:
     """Refuse, in one sentence, a cell a Keras release cannot change or this
     harness cannot measure."""
+    plain_name(cell.model, "model")  # it names the bisection's folder
     info = PATHS.get(cell.path)
     if info is None:
         raise ValueError(f"no path {cell.path!r}; give one of {', '.join(PATHS)}")
