@@ -22,7 +22,10 @@ values that matter to it.
 
 from __future__ import annotations
 
+import os
 import stat
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,7 +38,7 @@ from equivalence.check import Case, ModelReport, ReferenceRun, decide, run_name
 from equivalence.reference import IMPLEMENTATIONS, own_implementation
 from harness.core import records
 from harness.core.profiles import PROFILES, Profile, Settings
-from workers.launch import Reply
+from workers.launch import PROJECT_ROOT, Reply
 
 # What a worker says once it has started (workers.messages).
 READY = '{"status": "ready", "platform": {}}'
@@ -294,3 +297,23 @@ def judged(
         runs[run_name(impl, "float32")] = ReferenceRun(baseline, None)
     decide(report, runs, failures)
     return report
+
+
+def keras_on_torch(
+    args: list[str], cwd: Path | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` with Keras on PyTorch in a process of its own (a
+    test process imports no framework), the project importable; fails the
+    test with the end of its standard error unless it exits 0."""
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "KERAS_BACKEND": "torch"}
+    done = subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done

@@ -19,6 +19,7 @@ import pytest
 
 from equivalence.keras_known import KNOWN_BUG
 from tests import tiers
+from tests.helpers import keras_on_torch
 from workers.launch import PROJECT_ROOT
 from zoo.keras_import import document_from_config, read_config
 from zoo.user_models import STORE_ENV, spec_from_document
@@ -53,16 +54,7 @@ class Built(NamedTuple):
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     """Every gallery file, written once, and each one's parameter count."""
     folder = tmp_path_factory.mktemp("gallery")
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "KERAS_BACKEND": "torch"}
-    done = subprocess.run(
-        [sys.executable, str(GALLERY), str(folder)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
+    done = keras_on_torch([str(GALLERY), str(folder)], timeout=600)
     wrote = re.findall(r"^wrote (\S+) \(([\d,]+) parameters\)$", done.stdout, re.M)
     assert [Path(path).name for path, _ in wrote] == [f"{n}.keras" for n in NAMES]
     counts = {Path(path).stem: int(count.replace(",", "")) for path, count in wrote}

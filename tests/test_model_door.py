@@ -12,8 +12,6 @@ import json
 import os
 import shutil
 import struct
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.helpers import keras_on_torch
 from zoo import keras_import, user_models
 from zoo.specs import VARIANTS
 from zoo.weights import make_weights
@@ -480,20 +479,9 @@ small().save(out + "/good.keras")
 def test_a_keras_file_with_nan_weights_or_a_half_policy_is_refused(
     tmp_path: Path,
 ) -> None:
-    from workers.launch import PROJECT_ROOT
     from workers.user_model import model_from_file
 
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "KERAS_BACKEND": "torch"}
-    done = subprocess.run(
-        [sys.executable, "-c", SAVE, str(tmp_path)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    keras_on_torch(["-c", SAVE, str(tmp_path)], tmp_path)
     folder = tmp_path / "models"
     # the half policy is refused from the config, before Keras is started
     with pytest.raises(ValueError, match="'hidden' has dtype policy 'mixed_bfloat16'"):

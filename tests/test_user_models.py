@@ -10,9 +10,6 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -20,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.helpers import keras_on_torch
 from zoo import keras_import, user_models
 from zoo.specs import MODELS, VARIANTS, get_spec
 from zoo.weights import make_weights
@@ -1049,21 +1047,10 @@ np.savez(sys.argv[1] + "/variables.npz",
 def test_a_saved_batch_norm_and_dropout_model_comes_back_with_its_statistics(
     tmp_path: Path,
 ) -> None:
-    from workers.launch import PROJECT_ROOT
     from workers.user_model import model_from_file
 
     # Keras in a process of its own: this one imports no framework.
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "KERAS_BACKEND": "torch"}
-    done = subprocess.run(
-        [sys.executable, "-c", SAVE_BN_CNN, str(tmp_path)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    keras_on_torch(["-c", SAVE_BN_CNN, str(tmp_path)], tmp_path)
     spec = get_spec(model_from_file(tmp_path / "bn_cnn.keras", tmp_path / "models"))
     assert [layer.kind for layer in spec.layers] == [
         "conv2d",

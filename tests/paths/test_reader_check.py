@@ -14,12 +14,9 @@ and once with the loss misread (probabilities where the file says logits).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from workers.launch import PROJECT_ROOT
+from tests.helpers import keras_on_torch
 
 SCRIPT = """
 import dataclasses, json, sys
@@ -79,17 +76,7 @@ SPECS = ("lenet", "conv1d-gru", "transformer-tiny", "bn-dropout-cnn", "stacked-l
 
 
 def _judged(tmp_path: Path, names: tuple[str, ...]) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "KERAS_BACKEND": "torch"}
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(tmp_path), *names],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = keras_on_torch(["-c", SCRIPT, str(tmp_path), *names], tmp_path, 900)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
