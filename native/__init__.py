@@ -151,9 +151,11 @@ def load_apply(framework: str, spec: ModelSpec) -> Apply:
     return _bound(importlib.import_module(f"native.{package}.ops"), spec)
 
 
+@functools.cache
 def objective_of(apply: Apply) -> Objective:
     """The loss a pass of ``load_apply`` trains with (its spec's
-    ``Workload.objective``), which every ``common.loss`` takes."""
+    ``Workload.objective``), which every ``common.loss`` takes; looked up
+    once per pass, not in every (timed) training step."""
     spec: ModelSpec = apply.keywords["spec"]  # type: ignore[attr-defined]
     return spec.workload.objective
 

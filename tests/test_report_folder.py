@@ -23,6 +23,7 @@ from harness.report import literal, summary
 from tests.helpers import record
 from tests.test_report_html import _external_references
 from tests.test_report_summary import MACHINE, _pairs
+from tests.test_report_summary import _floors as _summary_floors
 
 HOSTILE = "![x](http://evil/x.png)<script>alert(1)</script>|a"
 
@@ -214,29 +215,9 @@ def test_an_over_long_line_is_skipped_unparsed(
 
 
 def _floors(results: Path, native_s: float, idiomatic_s: float) -> None:
-    path = results / "floors-20261127-000000.jsonl"
-    for api, where, seconds in (
-        ("path", "native-torch", native_s),
-        ("idiomatic", "idiomatic-torch", idiomatic_s),
-    ):
-        records.append(
-            path,
-            records.make(
-                "f",
-                "default",
-                model="ffn",
-                path=where,
-                framework="torch",
-                api=api,
-                phase="train",
-                status="ok",
-                batch_size=128,
-                equivalence="not checked",
-                values={"step_s": [seconds] * 3},
-                summary={"median_step_s": seconds},
-                platform=MACHINE,
-            ),
-        )
+    _summary_floors(
+        results, native_s, idiomatic_s, model="ffn", batch_size=128, spread=0.0
+    )
 
 
 @pytest.mark.parametrize(

@@ -255,7 +255,18 @@ def test_only_large_verified_overheads_are_findings_largest_first(
 # --- the baseline ---------------------------------------------------------------
 
 
-def _floors(results: Path, native_s: float, idiomatic_s: float) -> None:
+def _floors(
+    results: Path,
+    native_s: float,
+    idiomatic_s: float,
+    *,
+    model: str = "lstm",
+    batch_size: int = 64,
+    spread: float = 0.01,
+) -> None:
+    """A floors record file: the native path's and the idiomatic step's
+    three times each, ``spread`` apart around ``native_s`` and
+    ``idiomatic_s``."""
     path = results / "floors-20261127-000000.jsonl"
     for api, where, seconds in (
         ("path", "native-torch", native_s),
@@ -266,15 +277,15 @@ def _floors(results: Path, native_s: float, idiomatic_s: float) -> None:
             records.make(
                 "f",
                 "default",
-                model="lstm",
+                model=model,
                 path=where,
                 framework="torch",
                 api=api,
                 phase="train",
                 status="ok",
-                batch_size=64,
+                batch_size=batch_size,
                 equivalence="not checked",
-                values={"step_s": [seconds * (1 + d) for d in (-0.01, 0, 0.01)]},
+                values={"step_s": [seconds * (1 + d) for d in (-spread, 0, spread)]},
                 summary={"median_step_s": seconds},
                 platform=MACHINE,
             ),

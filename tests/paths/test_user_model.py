@@ -5,14 +5,12 @@ model passes the float64 judge."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.helpers import keras_on_torch
 from tests.tiers import COMMAND_PATHS, OPTION_MODELS, Sizes
 from workers.launch import PROJECT_ROOT
 from workers.paths import OPTIONAL_FRAMEWORKS, PATHS
@@ -53,19 +51,6 @@ np.savez(f"{{sys.argv[1]}}/paths.npz",
 TRANSFORMER = EXAMPLES / "tiny_transformer.keras"
 
 
-def _python(tmp_path: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "KERAS_BACKEND": "torch"}
-    return subprocess.run(
-        [sys.executable, *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
 @pytest.fixture(autouse=True)
 def own_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``model_from_file`` makes its folder this process' store: put back
@@ -76,10 +61,7 @@ def own_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("saved")
-    done = _python(
-        folder, "-c", SAVE, str(folder), str(TRANSFORMER), *SAVED, timeout=300
-    )
-    assert done.returncode == 0, done.stderr
+    keras_on_torch(["-c", SAVE, str(folder), str(TRANSFORMER), *SAVED], folder)
     return folder
 
 
@@ -184,20 +166,21 @@ def test_every_path_of_an_example_passes_the_float64_judge(
         examples = {"stacked_lstm": examples["stacked_lstm"]}
         paths = list(COMMAND_PATHS)
     for example, options in examples.items():
-        done = _python(
+        done = keras_on_torch(
+            [
+                "-m",
+                "equivalence",
+                "--model",
+                str(EXAMPLES / f"{example}.keras"),
+                "--batch-size",
+                "4",
+                "--paths",
+                ",".join(paths),
+                *options,
+            ],
             tmp_path,
-            "-m",
-            "equivalence",
-            "--model",
-            str(EXAMPLES / f"{example}.keras"),
-            "--batch-size",
-            "4",
-            "--paths",
-            ",".join(paths),
-            *options,
-            timeout=900,
+            900,
         )
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         stored = next((tmp_path / "results" / "models").glob(f"{example}-*"))
         assert f"== model='{stored.name}'" in done.stdout
         rows = [line.split() for line in done.stdout.splitlines()]
