@@ -7,8 +7,10 @@ framework's ``ops.py`` offers one block per layer kind with one signature,
 ``activation(h)`` (``native.protocol.Ops``).  ``apply`` walks the layers in
 order: the block, then the layer's activation, then ``tap(name, h)`` (every
 layer but ``flatten``: ``ModelSpec.tapped_layers``).  A layer takes the
-previous layer's output, or the outputs of the earlier layers its ``inputs``
-names (a residual ``add`` is handed the tuple of them), so a Transformer's
+previous layer's output, or the outputs of the earlier layers (or the
+model's input, ``INPUT``) its ``inputs`` names (a merge such as a residual
+``add`` is handed the tuple of them); a sloped activation (``SLOPED``:
+``leaky_relu``, ``elu``) is handed its number too.  So a Transformer's
 blocks are walked and tapped layer by layer like any other model.  The walk
 is plain Python over a spec that does not change, so under ``jax.jit``,
 ``tf.function``, ``torch.compile`` or a hybridized MXNet block it traces to
@@ -33,7 +35,8 @@ from __future__ import annotations
 from typing import Any
 
 from native.protocol import Tap, Tensor, no_tap
-from zoo.specs import ModelSpec
+from zoo.kinds import KINDS
+from zoo.specs import INPUT, SLOPED, ModelSpec
 
 
 def apply(
@@ -51,9 +54,9 @@ def apply(
     framework and layout; with ``training``, as a training step computes
     them (see the module docstring)."""
     h = x
-    outputs: dict[str, Tensor] = {}
+    outputs: dict[str, Tensor] = {INPUT: x}
     for index, layer in enumerate(spec.layers):
-        if layer.kind == "add":
+        if KINDS[layer.kind].takes != 1:  # a merge: the tuple of its inputs
             h = tuple(outputs[name] for name in layer.inputs)
         elif layer.inputs:
             h = outputs[layer.inputs[0]]
@@ -73,7 +76,9 @@ def apply(
                     updates[f"{layer.name}/{stat}"] = moving * keep + batch * (1 - keep)
         else:
             h = getattr(ops, layer.kind)(h, params, spec, layer.name)
-        if layer.activation is not None:
+        if layer.activation in SLOPED:  # its number: its own or Keras' default
+            h = getattr(ops, layer.activation)(h, layer.activation_slope)
+        elif layer.activation is not None:
             h = getattr(ops, layer.activation)(h)
         if layer.kind != "flatten":  # see ModelSpec.tapped_layers
             h = tap(layer.name, h)

@@ -13,8 +13,10 @@ Two layout families exist among the native paths:
   and value kernels ``(F, heads, key_dim) -> (heads * key_dim, F)`` and biases
   ``(heads, key_dim) -> (heads * key_dim,)``, its output kernel ``(heads,
   key_dim, F) -> (F, heads * key_dim)``: the ``(out, in)`` weights
-  ``F.linear`` and ``FullyConnected`` take, heads outermost.  Embeddings, GRU
-  biases and layer normalization keep their shapes.
+  ``F.linear`` and ``FullyConnected`` take, heads outermost; a PReLU's
+  alpha over an image ``(H, W, C) -> (C, H, W)`` (shared axes are 1 there).
+  Embeddings, GRU biases, normalizations' statistics and layer
+  normalization keep their shapes.
 
 A flatten of images puts the features in Keras' ``H, W, C`` order in every
 framework (PyTorch and MXNet move the channels last first: ``flatten`` in
@@ -89,6 +91,16 @@ def _rows_to_output(a: np.ndarray, p: Param) -> np.ndarray:
     return np.ascontiguousarray(a.T.reshape(p.shape))  # (F, h*k) -> (h, k, F)
 
 
+def _channels_first(a: np.ndarray, p: Param) -> np.ndarray:
+    """A per-value array of an image (a PReLU's alpha ``(H, W, C)``) ->
+    ``(C, H, W)``, as the image itself is laid out; any other rank keeps."""
+    return np.ascontiguousarray(a.transpose(2, 0, 1)) if a.ndim == 3 else a
+
+
+def _channels_last(a: np.ndarray, p: Param) -> np.ndarray:
+    return np.ascontiguousarray(a.transpose(1, 2, 0)) if a.ndim == 3 else a
+
+
 _TO_OIHW: dict[str, Converter] = {
     "dense": _transpose,
     "bias": _identity,
@@ -107,6 +119,9 @@ _TO_OIHW: dict[str, Converter] = {
     "attention_kernel": _heads_to_rows,
     "attention_bias": _heads_flat,
     "attention_output": _output_to_rows,
+    "prelu": _channels_first,
+    "adapted_mean": _identity,
+    "adapted_variance": _identity,
 }
 _FROM_OIHW: dict[str, Converter] = {
     "dense": _transpose,
@@ -126,6 +141,9 @@ _FROM_OIHW: dict[str, Converter] = {
     "attention_kernel": _rows_to_heads,
     "attention_bias": _heads_unflat,
     "attention_output": _rows_to_output,
+    "prelu": _channels_last,
+    "adapted_mean": _identity,
+    "adapted_variance": _identity,
 }
 
 

@@ -79,8 +79,8 @@ def test_a_table_names_layers_and_takes_keras_defaults() -> None:
         (lambda d: d.update(workload={"batch_size": 0}), "must be positive"),
         (lambda d: d.update(workload={"epochs": 3}), "workload has epochs"),
         (lambda d: d.update(loss="mse"), "a model has loss"),
-        (lambda d: d.update(layers=d["layers"][:-2]), "ends in shape"),  # a flatten
-        (lambda d: d.update(classes=3), "classes is 3 but the last layer"),
+        (lambda d: d.update(layers=d["layers"][:-3]), "ends in shape"),  # a pool
+        (lambda d: d.update(classes=3), "classes is 3 but the model gives"),
         (lambda d: d["layers"][0].update(inputs=["pool1"]), "takes pool1, which no"),
         (lambda d: d["layers"][1].update(inputs="conv1"), "inputs must be a list"),
         (lambda d: d["layers"][0].update(epsilon=0.1), "epsilon, which it does"),
@@ -170,7 +170,7 @@ def test_a_branch_names_an_earlier_layer() -> None:
         (lambda d: d["layers"][3].update(epsilon="small"), "epsilon must be a num"),
         (lambda d: d["layers"][4].update(inputs=["embed", "att"]), "every other"),
         (lambda d: d["layers"][1].update(inputs=["logits"]), "takes logits, which"),
-        (lambda d: d["layers"].insert(1, d["layers"][0] | {"name": "e2"}), "first"),
+        (lambda d: d["layers"].insert(1, d["layers"][0] | {"name": "e2"}), "must take the model.s input"),
         (lambda d: d["layers"][1].update(activation="relu"), "activation, which"),
         (lambda d: d["layers"][5].update(pool_size=40), "does not fit"),
         (lambda d: d.update(input_shape=[16, 4]), "needs token ids"),
@@ -470,13 +470,14 @@ def test_a_functional_chain_is_read_in_order() -> None:
                     "config": {"name": "lam"},
                 }
             ),
-            "layer 'lam' \\(Lambda\\) is not one the tool knows; supported: Dense",
+            "layer 'lam' \\(Lambda\\) is not one the tool knows; supported: Keras' "
+            "built-in layers",
         ),
         (
             _sequential(
                 {"class_name": "MyLayer", "module": "mine", "config": {"name": "mine"}}
             ),
-            "layer 'mine' \\(a custom class\\)",
+            "layer 'mine' is 'MyLayer' from 'mine': a class of its own runs code",
         ),
         (
             _sequential(_layer("Conv2D", "c", **CONV, dilation_rate=[2, 2])),
@@ -487,16 +488,16 @@ def test_a_functional_chain_is_read_in_order() -> None:
             "data_format='channels_first'",
         ),
         (
-            _sequential(_layer("Dense", "d", **DENSE, use_bias=False)),
-            "use_bias=False",
+            _sequential(_layer("Dense", "d", **DENSE, kernel_constraint="non_neg")),
+            "kernel_constraint='non_neg'",
         ),
         (
             _sequential(_layer("LSTM", "l", units=4, dropout=0.5)),
             "dropout=0.5",
         ),
         (
-            _sequential(_layer("Dense", "d", units=4, activation="swish")),
-            "activation 'swish'",
+            _sequential(_layer("Dense", "d", units=4, activation="hard_sigmoid")),
+            "activation 'hard_sigmoid'",
         ),
         (
             _sequential(_layer("Conv2D", "c", filters=4, kernel_size=[3, 1])),
@@ -523,7 +524,7 @@ def test_a_functional_chain_is_read_in_order() -> None:
                 (_layer("Flatten", "f"), [["input"]]),
                 (_layer("Dense", "d", **DENSE), [["input"]]),
             ),
-            "layer 'd' takes the model's input, which only the first layer may",
+            None,  # a branch from the model's input is read
         ),
         (
             {**_functional((_layer("Flatten", "f"), [["input"]]))}
@@ -709,7 +710,7 @@ def _call_with(**kwargs: Any) -> dict[str, Any]:
     ("config", "message"),
     [
         (_transformer(attention=ATTENTION | {"value_dim": 8}), "value_dim=8 and"),
-        (_transformer(attention=ATTENTION | {"use_bias": False}), "use_bias=False"),
+        (_transformer(attention=ATTENTION | {"dropout": 0.1}), "dropout=0.1"),
         (_transformer(attention=ATTENTION | {"dropout": 0.1}), "dropout=0.1"),
         (_transformer(attention=ATTENTION | {"use_gate": True}), "use_gate=True"),
         (
@@ -837,8 +838,7 @@ def test_a_graph_the_spec_cannot_express_is_one_sentence() -> None:
     unused = _transformer()
     unused["config"]["layers"][-1]["inbound_nodes"] = []
     refusals = {
-        "layer 'other' takes the model's input, which only the first": from_input,
-        r"layer 'e' takes 2 tensor\(s\); an Add sums two or more": two,
+        r"layer 'e' takes 2 tensor\(s\); a merge \(Add, Concatenate": two,
         "the model's output is 'd', not the last layer": early,
         "layer 'd' takes 'nowhere', which is not an earlier layer": unknown,
         "several inputs or outputs": several,
@@ -848,6 +848,10 @@ def test_a_graph_the_spec_cannot_express_is_one_sentence() -> None:
         with pytest.raises(ValueError, match=message) as caught:
             keras_import.document_from_config(config)
         assert "\n" not in str(caught.value)
+    # two embeddings of the token ids, summed: a branch from the input is read
+    document = keras_import.document_from_config(from_input)
+    assert document["layers"][1]["inputs"] == ["input"]
+    user_models.spec_from_document("two-tables", document)
 
 
 def test_several_inputs_and_an_open_input_shape_are_refused() -> None:

@@ -45,7 +45,10 @@ def _error(a: Any, b: Any) -> float:
 def _outputs(
     keras: Any, model: Any, names: tuple[str, ...], x: np.ndarray
 ) -> list[np.ndarray]:
-    probe = keras.Model(model.inputs, [model.get_layer(n).output for n in names])
+    # A layer by name, or an operation of the graph (``x + y`` is saved as
+    # keras.ops' Add, which is no layer).
+    found = {operation.name: operation for operation in model.operations}
+    probe = keras.Model(model.inputs, [found[n].output for n in names])
     return [np.asarray(o) for o in probe.predict_on_batch(x)]
 
 

@@ -49,6 +49,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zoo.kinds import BY_KERAS_CLASS, KINDS
+from zoo.kinds.attention import CALL_TENSORS
+from zoo.kinds.base import INPUT as SPEC_INPUT
 from zoo.losses import from_keras
 from zoo.user_models import DEFAULT_WORKLOAD
 
@@ -68,133 +71,27 @@ WEIGHTS_SLACK = 4 << 20
 MAX_REASON_CHARS = 500
 # The dtype policy every layer must compute in.
 FLOAT32 = "float32"
-# Keras class -> the spec's layer kind.
-SUPPORTED = {
-    "Dense": "dense",
-    "Conv2D": "conv2d",
-    "Conv1D": "conv1d",
-    "MaxPooling2D": "max_pool",
-    "AveragePooling2D": "avg_pool",
-    "MaxPooling1D": "max_pool1d",
-    "AveragePooling1D": "avg_pool1d",
-    "GlobalAveragePooling1D": "global_avg_pool",
-    "GlobalAveragePooling2D": "global_avg_pool",
-    "Flatten": "flatten",
-    "LSTM": "lstm",
-    "GRU": "gru",
-    "Embedding": "embedding",
-    "LayerNormalization": "layer_norm",
-    "BatchNormalization": "batch_norm",
-    "MultiHeadAttention": "attention",
-    "Add": "add",
-    "Dropout": "dropout",
-}
-_ACTIVATIONS = ("linear", "relu", "tanh", "sigmoid", "softmax", "gelu")
+# Keras class -> the spec's layer kind (each kind's module in ``zoo.kinds``
+# names the classes it reads, and reads them).
+SUPPORTED = {cls: kind.name for cls, kind in BY_KERAS_CLASS.items()}
 _SUPPORTED_TEXT = (
-    "Dense, Conv1D, Conv2D, their max and average pools, GlobalAveragePooling1D "
-    "and 2D, Flatten, LSTM, GRU, Embedding (first), LayerNormalization, "
-    "BatchNormalization (over the last axis), MultiHeadAttention "
-    "(self-attention), Add and Dropout, from one input to one output, "
-    "activations linear, relu, tanh, sigmoid, softmax or gelu"
+    "Keras' built-in layers of the kinds "
+    + ", ".join(KINDS)
+    + " (docs/user_models.md lists their Keras classes), from one input to one "
+    "output"
 )
-# The model's input, as the source a layer takes.
-INPUT = ""
-_REGULARIZED = (
-    ("kernel_regularizer", None),
-    ("bias_regularizer", None),
-    ("activity_regularizer", None),
-    ("kernel_constraint", None),
-    ("bias_constraint", None),
+# The model's input, as the source a layer takes (``zoo.specs.INPUT``).
+INPUT = SPEC_INPUT
+# ``x + y`` (and ``-``, ``*``, ``keras.ops.maximum``...) on two of a functional
+# model's tensors is saved as an operation of this module, read as the merge.
+OPERATIONS_MODULE = "keras.src.ops.numpy"
+_OPERATIONS = {"Add": "add", "Subtract": "subtract", "Multiply": "multiply"}
+_OPERATIONS |= {"Maximum": "maximum", "Minimum": "minimum"}
+# What to do instead, for what stays refused.
+_CUSTOM = (
+    "a class of its own runs code the tool does not load from a file; rebuild it "
+    "from Keras' built-in layers"
 )
-_CONVOLUTION = (
-    ("use_bias", True),
-    ("dilation_rate", 1),
-    ("groups", 1),
-    ("data_format", "channels_last"),
-    *_REGULARIZED,
-)
-_RECURRENT = (
-    ("activation", "tanh"),
-    ("recurrent_activation", "sigmoid"),
-    ("use_bias", True),
-    ("dropout", 0.0),
-    ("recurrent_dropout", 0.0),
-    ("return_state", False),
-    ("go_backwards", False),
-    ("stateful", False),
-    *_REGULARIZED,
-    ("recurrent_regularizer", None),
-    ("recurrent_constraint", None),
-)
-_CHANNELS_LAST = (("data_format", "channels_last"),)
-# Options that must hold Keras' default, or the spec would compute something
-# else: (option, what it must be; a one-number default also matches Keras'
-# list of it, ``[1, 1]`` for a 2-D dilation).
-_MUST: dict[str, tuple[tuple[str, Any], ...]] = {
-    "Dense": (
-        ("use_bias", True),
-        *_REGULARIZED,
-        ("lora_rank", None),
-        ("quantization_config", None),
-    ),
-    "Conv2D": _CONVOLUTION,
-    "Conv1D": _CONVOLUTION,
-    "MaxPooling2D": _CHANNELS_LAST,
-    "AveragePooling2D": _CHANNELS_LAST,
-    "MaxPooling1D": _CHANNELS_LAST,
-    "AveragePooling1D": _CHANNELS_LAST,
-    "GlobalAveragePooling1D": (*_CHANNELS_LAST, ("keepdims", False)),
-    "GlobalAveragePooling2D": (*_CHANNELS_LAST, ("keepdims", False)),
-    "Flatten": _CHANNELS_LAST,
-    "LSTM": _RECURRENT,
-    # reset_after=True: the recurrent bias inside the reset gate, the layout
-    # the spec's (2, 3u) bias holds.
-    "GRU": (*_RECURRENT, ("reset_after", True)),
-    "Embedding": (
-        ("mask_zero", False),
-        ("embeddings_regularizer", None),
-        ("activity_regularizer", None),
-        ("embeddings_constraint", None),
-        ("lora_rank", None),
-        ("quantization_config", None),
-    ),
-    "LayerNormalization": (
-        ("center", True),
-        ("scale", True),
-        ("rms_scaling", False),
-        ("beta_regularizer", None),
-        ("gamma_regularizer", None),
-        ("beta_constraint", None),
-        ("gamma_constraint", None),
-    ),
-    # Keras 3 runs a frozen (trainable=False) BatchNormalization in inference
-    # mode in training too: the moving statistics, none updated.
-    "BatchNormalization": (
-        ("center", True),
-        ("scale", True),
-        ("renorm", False),
-        ("synchronized", False),
-        ("trainable", True),
-        ("beta_regularizer", None),
-        ("gamma_regularizer", None),
-        ("beta_constraint", None),
-        ("gamma_constraint", None),
-    ),
-    # A mask shared along an axis (one per channel, say) draws something else.
-    "Dropout": (("noise_shape", None),),
-    "MultiHeadAttention": (
-        ("dropout", 0.0),
-        ("use_bias", True),
-        ("output_shape", None),
-        ("use_gate", False),
-        ("sliding_window", None),
-        *_REGULARIZED,
-    ),
-}
-# The arguments a MultiHeadAttention call may pass beyond its tensors, each
-# only at its default (a mask, a causal mask, the scores as a second output
-# would all compute something else).
-_ATTENTION_TENSORS = ("query", "value", "key")
 
 
 def _kind_of(path: Path) -> None:
@@ -465,9 +362,9 @@ def _check_attention_call(name: str, node: Any) -> None:
     extra = [
         key
         for key, value in kwargs.items()
-        if key not in _ATTENTION_TENSORS and value not in (None, False)
+        if key not in CALL_TENSORS and value not in (None, False)
     ]
-    if len(args) > len(_ATTENTION_TENSORS) or extra:
+    if len(args) > len(CALL_TENSORS) or extra:
         given = ", ".join(extra) or "a mask"
         raise ValueError(
             f"MultiHeadAttention layer {name!r} is called with {given}; supported: "
@@ -496,98 +393,33 @@ def _sources(node: Any) -> list[Any]:
     return found
 
 
-def _pair(value: Any, what: str, name: str) -> int:
-    """A square option (``3`` or ``[3, 3]``) as one number."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, list) and len(value) == 2 and value[0] == value[1]:
-        return int(value[0])
-    raise ValueError(
-        f"layer {name!r} has {what} {value!r}; only square windows and strides "
-        "are supported"
-    )
-
-
-def _single(value: Any, what: str, name: str) -> int:
-    """A 1-D option (``3`` or ``[3]``) as one number."""
-    if isinstance(value, list) and len(value) == 1:
-        value = value[0]
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    raise ValueError(f"layer {name!r} has {what} {value!r}; it must be one number")
-
-
-def _is_default(option: str, value: Any, default: Any) -> bool:
-    # Keras writes a one-number option as a list per axis (dilation [1, 1]).
-    if value == default:
-        return True
-    return isinstance(value, list) and bool(value) and all(v == default for v in value)
-
-
-def _activation(name: str, config: Mapping[str, Any]) -> str:
-    activation = config.get("activation", "linear")
-    if not isinstance(activation, str):
-        # A function object (a lambda, gelu with approximate=True through
-        # functools.partial) serializes as a table, never as a built-in's name.
-        raise ValueError(
-            f"layer {name!r} has an activation function of its own, not a "
-            f"built-in's name (the exact gelu is 'gelu'); supported: "
-            f"{', '.join(_ACTIVATIONS)}"
-        )
-    if activation not in _ACTIVATIONS:
-        raise ValueError(
-            f"layer {name!r} has activation {activation!r}; supported: "
-            f"{', '.join(_ACTIVATIONS)}"
-        )
-    return activation
-
-
 def _entry(layer: Mapping[str, Any]) -> dict[str, Any]:
-    """One layer's document entry, its options checked (not its inputs)."""
+    """One layer's document entry, its options checked by its kind's module
+    (``zoo.kinds``; not its inputs)."""
     cls = layer.get("class_name")
     config = layer.get("config", {})
+    if not isinstance(config, dict):
+        config = {}
     name = _name(layer)
+    module = layer.get("module")
     if cls in ("Sequential", "Functional", "Model"):
         raise ValueError(
             f"layer {name!r} is a model inside the model; supported: {_SUPPORTED_TEXT}"
         )
-    if cls not in SUPPORTED or layer.get("module") not in ("keras.layers", None):
-        what = (
-            "a custom class"
-            if layer.get("module") not in ("keras.layers", None)
-            else cls
-        )
+    if module == OPERATIONS_MODULE and cls in _OPERATIONS:
+        return {"kind": _OPERATIONS[cls], "name": name}
+    if module not in ("keras.layers", None):
+        raise ValueError(f"layer {name!r} is {cls!r} from {module!r}: {_CUSTOM}")
+    kind = BY_KERAS_CLASS.get(str(cls))
+    if kind is None:
         raise ValueError(
-            f"layer {name!r} ({what}) is not one the tool knows; "
-            f"supported: {_SUPPORTED_TEXT}"
+            f"layer {name!r} ({cls}) is not one the tool knows; supported: "
+            f"{_SUPPORTED_TEXT}"
         )
     _check_dtype(f"{cls} layer {name!r}", config)
-    for option, default in _MUST.get(cls, ()):
-        value = config.get(option, default)
-        if not _is_default(option, value, default):
-            raise ValueError(
-                f"{cls} layer {name!r} has {option}={value!r}, which the tool does "
-                f"not compute; it needs {option}={default!r}"
-            )
-    entry: dict[str, Any] = {"kind": SUPPORTED[cls], "name": name}
-    if cls in ("Dense", "Conv2D", "Conv1D"):
-        entry["activation"] = _activation(name, config)
-    if cls in ("Dense", "LSTM", "GRU"):
-        entry["units"] = config.get("units")
-    if cls in ("LSTM", "GRU"):
-        entry["return_sequences"] = bool(config.get("return_sequences", False))
-    if cls in _WINDOWED:
-        entry.update(_window(cls, name, config))
-    if cls == "Embedding":
-        entry["input_dim"] = config.get("input_dim")
-        entry["output_dim"] = config.get("output_dim")
-    if cls in ("LayerNormalization", "BatchNormalization"):
-        entry.update(_normalization(cls, name, layer))
-    if cls == "Dropout":
-        entry["rate"] = config.get("rate")  # user_models checks it is in [0, 1)
-    if cls == "MultiHeadAttention":
-        entry.update(_attention(name, config))
-    return entry
+    build = layer.get("build_config")
+    built = build.get("input_shape") if isinstance(build, dict) else None
+    return kind.read(str(cls), name, config, built)
 
 
 def _policy(dtype: Any) -> Any:
@@ -614,90 +446,6 @@ def _check_dtype(where: str, config: Any) -> None:
             f"{where} has dtype policy {policy!r}; the tool computes float32 "
             "only (save the model without a mixed or half-precision policy)"
         )
-
-
-def _normalization(cls: str, name: str, layer: Mapping[str, Any]) -> dict[str, Any]:
-    """A layer or batch normalization's epsilon (and a batch normalization's
-    momentum), its axis checked to be the last."""
-    config = layer.get("config", {})
-    if cls == "BatchNormalization":
-        _check_batch_norm_axis(name, layer)
-        return {
-            "epsilon": config.get("epsilon", 1e-3),
-            "momentum": config.get("momentum", 0.99),
-        }
-    axis = config.get("axis", -1)
-    if axis not in (-1, [-1]):
-        raise ValueError(
-            f"LayerNormalization layer {name!r} normalizes over axis {axis!r}; "
-            "the tool computes axis=-1 (the features) only"
-        )
-    return {"epsilon": config.get("epsilon", 1e-3)}
-
-
-def _check_batch_norm_axis(name: str, layer: Mapping[str, Any]) -> None:
-    """A BatchNormalization normalizes each channel, the last axis: Keras
-    writes ``-1``, or the axis it was given, which counts the batch (``3``
-    for images) and is the last when its built input has that many more."""
-    axis = layer.get("config", {}).get("axis", -1)
-    if isinstance(axis, list) and len(axis) == 1:
-        axis = axis[0]
-    build = layer.get("build_config")
-    shape = build.get("input_shape") if isinstance(build, dict) else None
-    last = len(shape) - 1 if isinstance(shape, list) else None
-    if not isinstance(axis, bool) and (axis == -1 or (last and axis == last)):
-        return
-    of = f" of its input {shape}" if isinstance(shape, list) else ""
-    raise ValueError(
-        f"BatchNormalization layer {name!r} normalizes over axis {axis!r}{of}; "
-        "the tool computes the last axis (the channels or features) only"
-    )
-
-
-_WINDOWED = (
-    "Conv2D",
-    "Conv1D",
-    "MaxPooling2D",
-    "AveragePooling2D",
-    "MaxPooling1D",
-    "AveragePooling1D",
-)
-
-
-def _window(cls: str, name: str, config: Mapping[str, Any]) -> dict[str, Any]:
-    """A convolution's or pool's window, step and padding in document words."""
-    read = _pair if cls.endswith("2D") else _single
-    entry: dict[str, Any] = {"padding": config.get("padding", "valid")}
-    if cls.startswith("Conv"):
-        entry["filters"] = config.get("filters")
-        entry["kernel_size"] = read(config.get("kernel_size"), "kernel_size", name)
-        entry["strides"] = read(config.get("strides", 1), "strides", name)
-        return entry
-    size = read(config.get("pool_size"), "pool_size", name)
-    strides = config.get("strides")
-    entry["pool_size"] = size
-    entry["strides"] = size if strides is None else read(strides, "strides", name)
-    return entry
-
-
-def _attention(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
-    """A MultiHeadAttention's heads and key_dim, its other shape options
-    checked to be Keras' defaults for self-attention over a sequence."""
-    key_dim, value_dim = config.get("key_dim"), config.get("value_dim")
-    if value_dim is not None and value_dim != key_dim:
-        raise ValueError(
-            f"MultiHeadAttention layer {name!r} has value_dim={value_dim!r} and "
-            f"key_dim={key_dim!r}; the tool computes value_dim equal to key_dim "
-            "(or None) only"
-        )
-    # Built on a sequence (B, T, F), Keras writes its default axes as [1].
-    axes = config.get("attention_axes")
-    if axes not in (None, 1, [1]):
-        raise ValueError(
-            f"MultiHeadAttention layer {name!r} has attention_axes={axes!r}; the "
-            "tool computes attention over a sequence's steps only (None)"
-        )
-    return {"num_heads": config.get("num_heads"), "key_dim": key_dim}
 
 
 def _input_shape(config: Mapping[str, Any]) -> list[Any]:
@@ -769,36 +517,27 @@ def _optimizer(compiled: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def document_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The model document of a Keras archive's config (no Keras needed)."""
+    """The model document of a Keras archive's config (no Keras needed); a
+    ValueError naming every layer the tool cannot take, not only the first."""
     graph = _layers(config)
     _check_dtype("the model", config.get("config"))
     entries: list[dict[str, Any]] = []
+    problems: list[str] = []
     for layer, sources in graph:
-        entry = _entry(layer)
-        name = entry["name"]
-        if layer.get("class_name") == "MultiHeadAttention" and len(set(sources)) > 1:
-            raise ValueError(
-                f"MultiHeadAttention layer {name!r} takes its query, value and key "
-                f"from different layers ({', '.join(s or 'the input' for s in sources)}"
-                "); the tool computes self-attention, one sequence as all three"
-            )
-        taken = sources if entry["kind"] == "add" else sorted(set(sources))
-        if (entry["kind"] == "add") != (len(taken) > 1) or not taken:
-            raise ValueError(
-                f"layer {name!r} takes {len(taken)} tensor(s); an Add sums two or "
-                "more, every other layer takes one (no mask, no initial state)"
-            )
-        if INPUT in taken and (entries or entry["kind"] == "add"):
-            raise ValueError(
-                f"layer {name!r} takes the model's input, which only the first "
-                "layer may; start the model with one layer every branch takes"
-            )
-        previous = entries[-1]["name"] if entries else INPUT
-        if entry["kind"] == "add":
-            entry["inputs"] = list(taken)
-        elif taken != [previous]:
-            entry["inputs"] = taken
+        try:
+            entry = _entry(layer)
+            entry.update(_inputs(layer, entry, sources, entries))
+        except ValueError as exc:
+            problems.append(str(exc))
+            continue
         entries.append(entry)
+    if len(problems) == 1:
+        raise ValueError(problems[0])
+    if problems:
+        raise ValueError(
+            f"{len(problems)} layers of the model stop the tool: "
+            + "; ".join(f"({i}) {p}" for i, p in enumerate(problems, start=1))
+        )
     if entries and entries[0]["kind"] == "embedding":
         dtype = _input_dtype(config)
         if dtype is not None and not dtype.startswith(("int", "uint")):
@@ -811,6 +550,44 @@ def document_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
         "layers": entries,
         "workload": _workload(config),
     }
+
+
+def _inputs(
+    layer: Mapping[str, Any],
+    entry: Mapping[str, Any],
+    sources: list[str],
+    entries: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The entry's ``inputs``, when it takes other than the previous
+    layer's output; a ValueError when it takes more or fewer than its kind."""
+    name, takes = entry["name"], KINDS[entry["kind"]].takes
+    if layer.get("class_name") == "MultiHeadAttention" and len(set(sources)) > 1:
+        raise ValueError(
+            f"MultiHeadAttention layer {name!r} takes its query, value and key "
+            f"from different layers ({', '.join(sources)}); the tool computes "
+            "self-attention, one sequence as all three"
+        )
+    if layer.get("module") == OPERATIONS_MODULE:
+        nodes = layer.get("inbound_nodes") or [{}]
+        args = nodes[0].get("args", []) if isinstance(nodes[0], dict) else []
+        if len(sources) != 2 or len(args) != 2:  # noqa: PLR2004 (two operands)
+            raise ValueError(
+                f"operation {name!r} ({layer.get('class_name')}) is not between two "
+                "of the model's tensors (a constant operand is not read); use a "
+                "Rescaling layer for a constant factor or offset"
+            )
+    taken = sources if takes != 1 else sorted(set(sources))
+    fits = len(taken) == takes if takes > 1 else len(taken) > 1 if takes == 0 else len(taken) == 1
+    if not fits:
+        raise ValueError(
+            f"layer {name!r} takes {len(taken)} tensor(s); a merge (Add, Concatenate, "
+            "...) takes two or more, every other layer takes one (no mask, no "
+            "initial state)"
+        )
+    previous = entries[-1]["name"] if entries else INPUT
+    if takes != 1 or taken != [previous]:
+        return {"inputs": list(taken)}
+    return {}
 
 
 def _input_dtype(config: Mapping[str, Any]) -> str | None:

@@ -47,9 +47,47 @@ import math
 from dataclasses import dataclass, field, fields, replace
 
 from zoo import losses
+from zoo.kinds import KINDS as KIND_RECORDS
+from zoo.kinds.base import (
+    ACTIVATIONS,
+    BATCH_NORM_MOMENTUM,
+    GELU_TANH,
+    INPUT,
+    LAYER_NORM_EPSILON,
+    OPTIONAL,
+    PADDINGS,
+    SLOPED,
+    STATE_KINDS,
+    SYMMETRIC,
+    Layer,
+    Param,
+    Shape,
+    padding_of,
+    same_padding,
+    window_out,
+)
 from zoo.losses import DEFAULT as DEFAULT_OBJECTIVE
 from zoo.losses import Objective
 
+__all__ = [
+    "ACTIVATIONS",
+    "BATCH_NORM_MOMENTUM",
+    "GELU_TANH",
+    "INPUT",
+    "LAYER_NORM_EPSILON",
+    "PADDINGS",
+    "SLOPED",
+    "STATE_KINDS",
+    "SYMMETRIC",
+    "Layer",
+    "Param",
+    "padding_of",
+    "same_padding",
+    "window_out",
+]
+
+# Parameter kinds: how ``zoo.weights`` draws a parameter and ``native.layout``
+# lays it out for a framework (each has a rule there for every one here).
 KINDS = (
     "dense",
     "bias",
@@ -68,185 +106,30 @@ KINDS = (
     "attention_output",
     "moving_mean",
     "moving_variance",
+    "prelu",
+    "adapted_mean",
+    "adapted_variance",
 )
-# Parameter kinds that are state, not trained: a batch normalization's moving
-# statistics, which a training step sets from the batch (``Param.trainable``).
-STATE_KINDS = ("moving_mean", "moving_variance")
-# The layer kinds a model is made of, and the options each takes beyond its
-# size (``Layer``); ``zoo.user_models`` reads a table or a Keras file into these.
-LAYER_KINDS = (
-    "dense",
-    "conv2d",
-    "avg_pool",
-    "max_pool",
-    "flatten",
-    "lstm",
-    "embedding",
-    "conv1d",
-    "avg_pool1d",
-    "max_pool1d",
-    "global_avg_pool",
-    "gru",
-    "layer_norm",
-    "attention",
-    "add",
-    "batch_norm",
-    "dropout",
-)
+# The layer kinds a model is made of (``zoo.kinds``: one module per kind
+# holds all its facts), and the options each takes beyond its size;
+# ``zoo.user_models`` reads a table or a Keras file into these.
+LAYER_KINDS = tuple(KIND_RECORDS)
 LAYER_OPTIONS: dict[str, tuple[str, ...]] = {
-    "dense": ("activation",),
-    "conv2d": ("kernel", "strides", "padding", "activation"),
-    "avg_pool": ("strides", "padding"),
-    "max_pool": ("strides", "padding"),
-    "flatten": (),
-    "lstm": ("return_sequences",),
-    "embedding": ("vocab",),
-    "conv1d": ("kernel", "strides", "padding", "activation"),
-    "avg_pool1d": ("strides", "padding"),
-    "max_pool1d": ("strides", "padding"),
-    "global_avg_pool": (),
-    "gru": ("return_sequences",),
-    "layer_norm": ("epsilon",),
-    "attention": ("heads",),
-    "add": (),
-    "batch_norm": ("epsilon", "momentum"),
-    "dropout": ("rate",),
+    name: kind.options for name, kind in KIND_RECORDS.items()
 }
 # Kinds that compute differently in a training step than in inference: a
 # batch normalization (batch statistics, moving ones updated) and dropout.
-TRAINING_KINDS = ("batch_norm", "dropout")
-# Kinds whose window slides over one axis (a sequence ``(T, F)``) or two
-# (images ``(H, W, C)``).
-WINDOWED_1D = ("conv1d", "avg_pool1d", "max_pool1d")
-WINDOWED_2D = ("conv2d", "avg_pool", "max_pool")
-POOLS = ("avg_pool", "max_pool", "avg_pool1d", "max_pool1d")
-# ``None`` is Keras' ``linear``; ``softmax`` is over the last axis; ``gelu``
-# is Keras' default, the exact one: ``x / 2 * (1 + erf(x / sqrt(2)))``.
-ACTIVATIONS = (None, "relu", "tanh", "sigmoid", "softmax", "gelu")
+TRAINING_KINDS = tuple(n for n, k in KIND_RECORDS.items() if k.trains_differently)
+POOLS = tuple(n for n, k in KIND_RECORDS.items() if k.pool)
 # Parameters whose gradient is zero in exact arithmetic, by role, each with
 # the role of the same layer's parameter whose gradient (and value after a
 # training step) sets the scale its rounding noise is judged on
 # (``equivalence.compare.quantity_error``): an attention layer's key bias adds
 # one number to all of a query's scores, which the softmax over them ignores.
 ZERO_GRADIENT_ROLES = {"key/bias": "key/kernel"}
-# Keras' LayerNormalization and BatchNormalization epsilon, and the
-# BatchNormalization momentum, when a layer does not set its own.
-LAYER_NORM_EPSILON = 1e-3
-BATCH_NORM_MOMENTUM = 0.99
-PADDINGS = ("valid", "same")
 # The optimizers a workload may name: every native framework's common.py
 # writes each out with Keras' formulas (``native.OPTIMIZERS`` is this).
 OPTIMIZERS = ("sgd", "adam")
-# A padding no Keras layer has: ``window // 2`` on each side, what a
-# hand-written PyTorch ``padding=k // 2`` gives.  Only the deliberate fault
-# ``same-padding-symmetric`` (``native.faults``) sets it.
-SYMMETRIC = "symmetric"
-# An activation no Keras layer has: GELU by its tanh approximation
-# (``jax.nn.gelu``'s default), which only the deliberate fault ``gelu-tanh``
-# sets; every framework's ops.py computes it as written there.
-GELU_TANH = "gelu_tanh"
-
-
-@dataclass(frozen=True)
-class Layer:
-    """One layer of a model.
-
-    ``kind`` is one of ``LAYER_KINDS``.  ``size`` is units (dense, lstm,
-    gru), filters (conv2d, conv1d), the embedding width, an attention head's
-    ``key_dim`` or the pool window; ``kernel`` the (square) conv kernel
-    side; ``strides`` the step of a convolution or pool window (0: Keras'
-    default, 1 for a convolution, the window for a pool, as ``stride``
-    resolves it); ``padding`` ``valid`` or ``same``; ``activation`` one of
-    ``ACTIVATIONS``; ``return_sequences`` whether an LSTM or GRU gives every
-    step's hidden state ``(T, u)`` or only the last ``(u,)``; ``vocab`` an
-    embedding's number of token ids; ``heads`` an attention layer's;
-    ``epsilon`` a layer or batch normalization's (0: Keras'
-    ``LAYER_NORM_EPSILON``); ``momentum`` a batch normalization's (0: Keras'
-    ``BATCH_NORM_MOMENTUM``); ``rate`` a dropout's fraction dropped;
-    ``inputs`` the earlier layers whose outputs this layer takes (empty: the
-    previous layer's; ``add`` names two).
-
-    The options added for users' models show in the repr only when set, so
-    the reference models read as they always have (the verdict cache keys on
-    that text: ``harness.core.gate``).
-    """
-
-    name: str
-    kind: str
-    size: int = 0
-    kernel: int = 0
-    padding: str = "valid"
-    activation: str | None = None
-    strides: int = 0
-    return_sequences: bool = False
-    vocab: int = 0
-    heads: int = 0
-    epsilon: float = 0.0
-    inputs: tuple[str, ...] = ()
-    momentum: float = 0.0
-    rate: float = 0.0
-
-    def __repr__(self) -> str:
-        shown = [
-            f"{f.name}={getattr(self, f.name)!r}"
-            for f in fields(self)
-            if f.name not in _QUIET or getattr(self, f.name) != f.default
-        ]
-        return f"Layer({', '.join(shown)})"
-
-    @property
-    def stride(self) -> int:
-        """The step actually taken: ``strides``, or Keras' default."""
-        if self.strides:
-            return self.strides
-        return self.size if self.kind in POOLS else 1
-
-    @property
-    def window(self) -> int:
-        """The (square) window side of a convolution or pool."""
-        return self.kernel if self.kind in ("conv2d", "conv1d") else self.size
-
-    @property
-    def norm_epsilon(self) -> float:
-        """A layer or batch normalization's epsilon: its own, or Keras' default."""
-        return self.epsilon or LAYER_NORM_EPSILON
-
-    @property
-    def norm_momentum(self) -> float:
-        """A batch normalization's momentum: its own, or Keras' default."""
-        return self.momentum or BATCH_NORM_MOMENTUM
-
-
-_QUIET = (
-    "strides",
-    "return_sequences",
-    "vocab",
-    "heads",
-    "epsilon",
-    "inputs",
-    "momentum",
-    "rate",
-)
-
-
-@dataclass(frozen=True)
-class Param:
-    """One array of a model's state in canonical (Keras) layout: a trained
-    weight, or (``STATE_KINDS``) a statistic a training step sets."""
-
-    name: str
-    shape: tuple[int, ...]
-    kind: str
-    layer: str
-    role: str
-    # A dense kernel right after a flatten of images: the (H, W, C) of its
-    # input rows (only ``native.faults`` reads it: the rows in C, H, W order).
-    feature_shape: tuple[int, int, int] | None = None
-
-    @property
-    def trainable(self) -> bool:
-        """Whether an optimizer trains it (and a gradient is compared)."""
-        return self.kind not in STATE_KINDS
 
 
 @dataclass(frozen=True)
@@ -382,7 +265,10 @@ class ModelSpec:
         noise: list[str] = []
         for layer in self.layers:
             reached = normalizers(layer.name)
-            if layer.kind in shifts and layer.activation is None and reached:
+            shifted = layer.kind in shifts and (
+                layer.use_bias or layer.kind == "batch_norm"
+            )
+            if shifted and layer.activation is None and reached:
                 noise.append(f"{layer.name}/{shifts[layer.kind]}")
                 # the noise moves the batch means those normalizations keep
                 noise += [f"{n}/moving_mean" for n in sorted(reached)]
@@ -417,9 +303,10 @@ class ModelSpec:
     @property
     def tokens(self) -> int:
         """How many token ids the model's input draws from, when it takes
-        token ids (its first layer is an embedding); 0 when it takes floats."""
-        first = self.layers[0] if self.layers else None
-        return first.vocab if first is not None and first.kind == "embedding" else 0
+        token ids (embeddings take it: the smallest table's); 0 when it takes
+        floats."""
+        tables = [layer.vocab for layer in self.layers if layer.kind == "embedding"]
+        return min(tables, default=0)
 
     def sources(self, name: str) -> tuple[str, ...]:
         """The layers whose outputs layer ``name`` takes: its ``inputs``, or
@@ -443,117 +330,73 @@ MAX_BATCH_BYTES = 16 << 30
 # --- shapes -----------------------------------------------------------------
 
 
-def same_padding(side: int, window: int, stride: int) -> tuple[int, int]:
-    """Keras' (and TensorFlow's) ``same`` padding of one axis: the output has
-    ``ceil(side / stride)`` positions and the padding they need is split with
-    the odd one after (``(0, 1)`` for a 3-wide stride-2 window on 28)."""
-    out = -(-side // stride)
-    total = max((out - 1) * stride + window - side, 0)
-    return total // 2, total - total // 2
-
-
-def padding_of(layer: Layer, side: int) -> tuple[int, int]:
-    """The padding (before, after) ``layer`` puts on an axis of ``side``."""
-    if layer.padding == "same":
-        return same_padding(side, layer.window, layer.stride)
-    if layer.padding == SYMMETRIC:
-        return layer.window // 2, layer.window // 2
-    return 0, 0
-
-
-def window_out(layer: Layer, side: int) -> int:
-    """Positions a convolution or pool ``layer`` gives on an axis of ``side``."""
-    before, after = padding_of(layer, side)
-    return (side + before + after - layer.window) // layer.stride + 1
-
-
-def output_shape(  # noqa: PLR0911, PLR0912 (one rule per layer kind)
-    layer: Layer, shape: tuple[int, ...]
-) -> tuple[int, ...]:
-    """The shape (without the batch) ``layer`` gives for input ``shape`` (an
-    ``add``'s inputs all have it); a ValueError in one sentence when the
-    layer cannot take it."""
-    kind, n = layer.kind, layer.name
-    if kind == "dense":
-        if len(shape) not in (1, 2):
-            raise ValueError(
-                f"dense layer {n!r} gets shape {shape}; a dense layer takes "
-                "features (F,) or a sequence (T, F): flatten images first"
-            )
-        return (*shape[:-1], layer.size)
-    if kind in WINDOWED_2D or kind in WINDOWED_1D:
-        rank = 3 if kind in WINDOWED_2D else 2
-        if len(shape) != rank:
-            what = "images (H, W, C)" if rank == 3 else "a sequence (T, F)"
-            raise ValueError(f"{kind} layer {n!r} needs {what}, not {shape}")
-        out = tuple(window_out(layer, side) for side in shape[:-1])
-        if min(out) < 1:
-            raise ValueError(
-                f"{kind} layer {n!r}: a window of {layer.window} does not fit "
-                f"its input {shape[:-1]}"
-            )
-        return (*out, layer.size if kind in ("conv2d", "conv1d") else shape[-1])
-    if kind == "flatten":
-        return (math.prod(shape),)
-    if kind in ("lstm", "gru"):
-        if len(shape) != 2:
-            raise ValueError(f"{kind} layer {n!r} needs a sequence (T, F), not {shape}")
-        return (shape[0], layer.size) if layer.return_sequences else (layer.size,)
-    if kind == "embedding":
-        if len(shape) != 1:
-            raise ValueError(
-                f"embedding layer {n!r} needs token ids (T,), not shape {shape}"
-            )
-        return (*shape, layer.size)
-    if kind == "global_avg_pool":
-        if len(shape) not in (2, 3):
-            raise ValueError(
-                f"global_avg_pool layer {n!r} needs a sequence (T, F) or images "
-                f"(H, W, C), not {shape}"
-            )
-        return (shape[-1],)
-    if kind == "attention":
-        if len(shape) != 2:
-            raise ValueError(
-                f"attention layer {n!r} needs a sequence (T, F), not {shape}"
-            )
-        return shape
-    if kind in ("layer_norm", "add", "batch_norm", "dropout"):
-        return shape
-    raise ValueError(
-        f"layer {n!r} has unknown kind {kind!r}; known: {', '.join(LAYER_KINDS)}"
-    )
+def output_shape(layer: Layer, *shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape (without the batch) ``layer`` gives for the shapes of what it
+    takes; a ValueError in one sentence when the layer cannot take them."""
+    kind = KIND_RECORDS.get(layer.kind)
+    if kind is None:
+        raise ValueError(
+            f"layer {layer.name!r} has unknown kind {layer.kind!r}; known: "
+            f"{', '.join(LAYER_KINDS)}"
+        )
+    return kind.shape(layer, shapes)
 
 
 def _walk(
     spec: ModelSpec, input_shape: tuple[int, ...] | None, until: str | None = None
 ) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
     """Each layer's (input shape, output shape) in order, stopping before
-    layer ``until`` (whose input shape is then the last entry's second)."""
-    shape = spec.input_shape if input_shape is None else input_shape
-    outputs: dict[str, tuple[int, ...]] = {}
-    shapes: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
-    for layer in spec.layers:
-        given = [outputs[name] for name in layer.inputs] if layer.inputs else [shape]
+    layer ``until`` (whose input shape is then the last entry's second).  A
+    merge's input shape is its first input's."""
+    return [
+        (given[0], out)
+        for given, out in _walk_all(spec.layers, spec.input_shape, input_shape, until)
+    ]
+
+
+def _walk_all(
+    layers: tuple[Layer, ...],
+    model_input: tuple[int, ...],
+    input_shape: tuple[int, ...] | None = None,
+    until: str | None = None,
+) -> list[tuple[tuple[Shape, ...], Shape]]:
+    """Each layer's (shapes of what it takes, output shape) in order."""
+    shape = model_input if input_shape is None else input_shape
+    outputs: dict[str, tuple[int, ...]] = {INPUT: shape}
+    shapes: list[tuple[tuple[Shape, ...], Shape]] = []
+    for layer in layers:
+        given = tuple(outputs[n] for n in layer.inputs) if layer.inputs else (shape,)
         if layer.name == until:
-            return [*shapes, ((), given[0])]
-        if len(set(given)) > 1:
-            raise ValueError(
-                f"add layer {layer.name!r} gets shapes {given}; the outputs it "
-                "sums must have one shape"
-            )
-        out = output_shape(layer, given[0])
-        shapes.append((given[0], out))
+            return [*shapes, ((given[0],), given[0])]
+        out = output_shape(layer, *given)
+        shapes.append((given, out))
         outputs[layer.name] = shape = out
     return shapes
+
+
+def final_shape(
+    layers: tuple[Layer, ...], input_shape: tuple[int, ...]
+) -> tuple[int, ...]:
+    """The shape (no batch) ``layers`` end in for ``input_shape``: what a
+    model of them outputs per example."""
+    walked = _walk_all(layers, input_shape)
+    return walked[-1][1] if walked else input_shape
 
 
 def layer_shapes(
     spec: ModelSpec, input_shape: tuple[int, ...] | None = None
 ) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
     """Each layer's (input shape, output shape), without the batch, in order;
-    ``input_shape`` overrides the spec's (a shorter sequence, say)."""
+    ``input_shape`` overrides the spec's (a shorter sequence, say).  A
+    merge's input shape is its first input's (``layer_inputs`` has all)."""
     return tuple(_walk(spec, input_shape))
+
+
+def layer_inputs(
+    spec: ModelSpec, input_shape: tuple[int, ...] | None = None
+) -> tuple[tuple[tuple[Shape, ...], Shape], ...]:
+    """Each layer's (shapes of everything it takes, output shape), in order."""
+    return tuple(_walk_all(spec.layers, spec.input_shape, input_shape))
 
 
 def input_of(spec: ModelSpec, name: str) -> tuple[int, ...]:
@@ -563,16 +406,22 @@ def input_of(spec: ModelSpec, name: str) -> tuple[int, ...]:
     return _walk(spec, None, until=name)[-1][1]
 
 
-def _check_options(layer: Layer) -> None:
+def _check_options(layer: Layer) -> None:  # noqa: PLR0912 (one rule per option)
     n = layer.name
-    if layer.kind not in LAYER_OPTIONS:
+    kind = KIND_RECORDS.get(layer.kind)
+    if kind is None:
         raise ValueError(
             f"layer {n!r} has unknown kind {layer.kind!r}; "
             f"known: {', '.join(LAYER_KINDS)}"
         )
     if not n or "/" in n:
         raise ValueError(f"layer name {n!r} must be non-empty and without '/'")
-    if layer.activation not in ACTIVATIONS:
+    if n == INPUT:
+        raise ValueError(
+            f"no layer may be named {INPUT!r}: a layer's inputs name the model's "
+            "input so"
+        )
+    if layer.activation not in ACTIVATIONS and layer.activation != GELU_TANH:
         known = ", ".join(a or "linear" for a in ACTIVATIONS)
         raise ValueError(
             f"layer {n!r} has activation {layer.activation!r}; known: {known}"
@@ -581,55 +430,41 @@ def _check_options(layer: Layer) -> None:
         raise ValueError(
             f"layer {n!r} has padding {layer.padding!r}; use valid or same"
         )
-    sizeless = layer.kind in _SIZELESS
+    sizeless = kind.size_word is None
     if layer.size < (0 if sizeless else 1) or layer.strides < 0:
         raise ValueError(f"layer {n!r} needs a positive size and strides")
-    if layer.kind in ("conv2d", "conv1d") and layer.kernel < 1:
+    if "kernel" in kind.options and layer.kernel < 1:
         raise ValueError(f"{layer.kind} layer {n!r} needs a kernel of at least 1")
-    if layer.kind == "embedding" and layer.vocab < 2:
+    if "vocab" in kind.options and layer.vocab < 2:
         raise ValueError(f"embedding layer {n!r} needs a vocabulary of at least 2")
-    if layer.kind == "attention" and layer.heads < 1:
+    if "heads" in kind.options and layer.heads < 1:
         raise ValueError(f"attention layer {n!r} needs at least one head")
     if not 0 <= layer.epsilon < 1:
         raise ValueError(f"layer {n!r} needs an epsilon in [0, 1)")
     if not 0 <= layer.momentum < 1 or not 0 <= layer.rate < 1:
         raise ValueError(f"layer {n!r} needs a momentum and a rate in [0, 1)")
+    if layer.slope < 0 or not math.isfinite(layer.slope):
+        raise ValueError(f"layer {n!r} needs a slope of at least 0")
+    if layer.slope and layer.activation not in SLOPED:
+        raise ValueError(
+            f"layer {n!r} has a slope, which only {' and '.join(SLOPED)} take"
+        )
+    if not (math.isfinite(layer.scale) and math.isfinite(layer.offset)):
+        raise ValueError(f"layer {n!r} needs a finite scale and offset")
     for f in fields(layer):
-        foreign = f.name in _OPTIONAL and f.name not in LAYER_OPTIONS[layer.kind]
+        foreign = f.name in OPTIONAL and f.name not in kind.options
         if foreign and getattr(layer, f.name) != f.default:
             raise ValueError(
                 f"{layer.kind} layer {n!r} takes no {f.name}; it takes: "
-                f"{', '.join(LAYER_OPTIONS[layer.kind]) or 'no options'}"
+                f"{', '.join(kind.options) or 'no options'}"
             )
 
 
-_OPTIONAL = (
-    "kernel",
-    "strides",
-    "padding",
-    "activation",
-    "return_sequences",
-    "vocab",
-    "heads",
-    "epsilon",
-    "momentum",
-    "rate",
-)
-# Kinds that have no size of their own (their output keeps the input's width).
-_SIZELESS = (
-    "flatten",
-    "global_avg_pool",
-    "layer_norm",
-    "add",
-    "batch_norm",
-    "dropout",
-)
-
-
 def _check_graph(spec: ModelSpec) -> None:
-    """Every layer takes what exists before it, and ``add`` sums two or more
-    outputs; an embedding comes first only (it takes the token ids)."""
-    seen: set[str] = set()
+    """Every layer takes what exists before it (the model's input is
+    ``INPUT``), a merge two or more outputs (a ``subtract`` two), every
+    other kind one; an embedding takes the model's input (the token ids)."""
+    seen: set[str] = {INPUT}
     for i, layer in enumerate(spec.layers):
         n = layer.name
         unknown = [name for name in layer.inputs if name not in seen]
@@ -638,22 +473,42 @@ def _check_graph(spec: ModelSpec) -> None:
                 f"layer {n!r} takes {', '.join(unknown)}, which no earlier layer "
                 "of the model is"
             )
-        count = len(layer.inputs)
-        if (layer.kind == "add" and count < 2) or (layer.kind != "add" and count > 1):
+        takes, count = KIND_RECORDS[layer.kind].takes, len(layer.inputs)
+        wrong = count != takes if takes > 1 else (count < 2 if takes == 0 else count > 1)
+        if wrong:
+            wants = {0: "sums two or more", 2: "takes exactly two"}.get(takes)
+            what = f"{'an' if layer.kind == 'add' else 'a'} {layer.kind} layer"
             raise ValueError(
-                f"layer {n!r}: an add layer sums two or more earlier layers' "
-                "outputs (inputs), every other kind takes one"
+                f"layer {n!r} takes {count or 'the previous'} layer output(s): "
+                + (
+                    f"{what} {wants} earlier layers' outputs (inputs)"
+                    if wants
+                    else "a merge takes two or more, every other kind takes one"
+                )
             )
-        if layer.kind == "embedding" and i != 0:
+        takes_input = layer.inputs == (INPUT,) or (i == 0 and not layer.inputs)
+        if layer.kind == "embedding" and not takes_input:
             raise ValueError(
-                f"embedding layer {n!r} must be the model's first layer: it "
-                "takes the token ids"
+                f"embedding layer {n!r} must take the model's input: it takes "
+                "the token ids"
             )
         seen.add(n)
+    readers = [
+        layer
+        for i, layer in enumerate(spec.layers)
+        if INPUT in layer.inputs or (i == 0 and not layer.inputs)
+    ]
+    embeds = [layer.kind == "embedding" for layer in readers]
+    if any(embeds) and not all(embeds):
+        raise ValueError(
+            f"{spec.name}'s input is token ids for its embeddings and floats for "
+            "its other layers that take it; it must be one or the other"
+        )
 
 
 def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
-    """Walk the layers, tracking the activation shape, and list the parameters."""
+    """Walk the layers, tracking the activation shapes, and list the
+    parameters each kind has (``zoo.kinds``)."""
     names = [layer.name for layer in spec.layers]
     if len(set(names)) != len(names):
         raise ValueError(f"{spec.name} names a layer twice: {names}")
@@ -664,50 +519,23 @@ def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
     # The (H, W, C) a flatten of images had, by layer name: a dense layer
     # right after it carries it (``Param.feature_shape``).
     images: dict[str, tuple[int, int, int]] = {}
-    for layer, (shape, _) in zip(spec.layers, layer_shapes(spec), strict=True):
+    walked = layer_inputs(spec)
+    for layer, (given, _) in zip(spec.layers, walked, strict=True):
         n = layer.name
         source = spec.sources(n)
         flattened_from = images.get(source[0]) if source else None
-        if layer.kind == "dense":
-            params += [
-                Param(
-                    f"{n}/kernel",
-                    (shape[-1], layer.size),
-                    "dense",
-                    n,
-                    "kernel",
-                    flattened_from,
-                ),
-                Param(f"{n}/bias", (layer.size,), "bias", n, "bias"),
-            ]
-        elif layer.kind == "conv2d":
-            k, c = layer.kernel, shape[-1]
-            params += [
-                Param(f"{n}/kernel", (k, k, c, layer.size), "conv2d", n, "kernel"),
-                Param(f"{n}/bias", (layer.size,), "bias", n, "bias"),
-            ]
-        elif layer.kind == "lstm":
-            u = layer.size
-            params += [
-                Param(f"{n}/kernel", (shape[-1], 4 * u), "lstm_kernel", n, "kernel"),
-                Param(
-                    f"{n}/recurrent_kernel",
-                    (u, 4 * u),
-                    "lstm_recurrent_kernel",
-                    n,
-                    "recurrent_kernel",
-                ),
-                Param(f"{n}/bias", (4 * u,), "lstm_bias", n, "bias"),
-            ]
-        else:
-            params += _more_params(layer, shape)
-        if layer.kind == "flatten" and len(shape) == 3:
-            images[n] = (shape[0], shape[1], shape[2])
-    final = layer_shapes(spec)[-1][1] if spec.layers else spec.input_shape
+        found = KIND_RECORDS[layer.kind].params(layer, given)
+        if layer.kind == "dense" and flattened_from:
+            found[0] = replace(found[0], feature_shape=flattened_from)
+        params += found
+        if layer.kind == "flatten" and len(given[0]) == 3:
+            images[n] = (given[0][0], given[0][1], given[0][2])
+    final = walked[-1][1] if walked else spec.input_shape
     if final != (spec.classes,):
         raise ValueError(
-            f"{spec.name} ends in shape {final}; it must end in ({spec.classes},) "
-            f"outputs per example, which its loss ({spec.workload.loss}) takes"
+            f"{spec.name} ends in shape {final}; it must end in one row of "
+            f"outputs per example, ({spec.classes},), which its loss "
+            f"({spec.workload.loss}) takes"
         )
     losses.check(spec.workload.objective, spec.classes, spec.name)
     _check_size(spec, params)
@@ -746,88 +574,6 @@ def _check_size(spec: ModelSpec, params: list[Param]) -> None:
 
 def _gib(size: int) -> str:
     return f"{size / (1 << 30):,.2f} GiB"
-
-
-def _more_params(layer: Layer, shape: tuple[int, ...]) -> list[Param]:
-    """The parameters of the kinds after the first four models' (see the
-    module docstring for their layouts)."""
-    n, features = layer.name, shape[-1]
-    if layer.kind == "conv1d":
-        k = layer.kernel
-        return [
-            Param(f"{n}/kernel", (k, features, layer.size), "conv1d", n, "kernel"),
-            Param(f"{n}/bias", (layer.size,), "bias", n, "bias"),
-        ]
-    if layer.kind == "embedding":
-        shape = (layer.vocab, layer.size)
-        return [Param(f"{n}/embeddings", shape, "embedding", n, "embeddings")]
-    if layer.kind == "gru":
-        u = layer.size
-        return [
-            Param(f"{n}/kernel", (features, 3 * u), "gru_kernel", n, "kernel"),
-            Param(
-                f"{n}/recurrent_kernel",
-                (u, 3 * u),
-                "gru_recurrent_kernel",
-                n,
-                "recurrent_kernel",
-            ),
-            Param(f"{n}/bias", (2, 3 * u), "gru_bias", n, "bias"),
-        ]
-    if layer.kind in ("layer_norm", "batch_norm"):
-        scale = [
-            Param(f"{n}/gamma", (features,), "gamma", n, "gamma"),
-            Param(f"{n}/beta", (features,), "bias", n, "beta"),
-        ]
-        state = [
-            Param(f"{n}/moving_mean", (features,), "moving_mean", n, "moving_mean"),
-            Param(
-                f"{n}/moving_variance",
-                (features,),
-                "moving_variance",
-                n,
-                "moving_variance",
-            ),
-        ]
-        return scale if layer.kind == "layer_norm" else scale + state
-    if layer.kind == "attention":
-        heads, key_dim = layer.heads, layer.size
-        params = []
-        for part in ("query", "key", "value"):
-            params += [
-                Param(
-                    f"{n}/{part}/kernel",
-                    (features, heads, key_dim),
-                    "attention_kernel",
-                    n,
-                    f"{part}/kernel",
-                ),
-                Param(
-                    f"{n}/{part}/bias",
-                    (heads, key_dim),
-                    "attention_bias",
-                    n,
-                    f"{part}/bias",
-                ),
-            ]
-        return [
-            *params,
-            Param(
-                f"{n}/attention_output/kernel",
-                (heads, key_dim, features),
-                "attention_output",
-                n,
-                "attention_output/kernel",
-            ),
-            Param(
-                f"{n}/attention_output/bias",
-                (features,),
-                "bias",
-                n,
-                "attention_output/bias",
-            ),
-        ]
-    return []  # pools, flatten, add, dropout: no parameters
 
 
 def _dense(name: str, units: int, activation: str | None = "relu") -> Layer:
@@ -1071,6 +817,69 @@ VARIANTS: dict[str, ModelSpec] = {
             _dense("logits", 10, None),
         ),
         Workload("mnist", "adam", 0.001, 16),
+    ),
+    # The kinds users' models brought (issue 62), at test size: every merge,
+    # a branch from the model's input, borders, an upsampling, a permutation,
+    # the activations as layers and on layers, layers without a bias.
+    "kinds-cnn": ModelSpec(
+        "kinds-cnn",
+        (12, 12, 3),
+        10,
+        (
+            Layer("scale", "rescaling", scale=0.5, offset=-0.1),
+            Layer("pad", "zero_padding", target=(1, 0, 0, 1)),  # 13x13
+            Layer("conv", "conv2d", 6, 3, use_bias=False),  # 11x11
+            Layer("elu", "activation", activation="elu", slope=0.5),
+            Layer("prelu", "prelu", target=(1, 2)),
+            Layer("crop", "cropping", target=(0, 1, 1, 0)),  # 10x10
+            Layer("pool", "max_pool", 2),  # 5x5
+            Layer("up", "upsampling", target=(2, 2)),  # 10x10
+            Layer("middle", "cropping", target=(2, 2, 2, 2)),  # 6x6
+            Layer(
+                "side", "conv2d", 6, 3, "same", "silu", strides=2, inputs=(INPUT,)
+            ),  # 6x6, from the input
+            Layer("cat", "concatenate", inputs=("middle", "side")),  # 12 channels
+            Layer("mul", "multiply", inputs=("middle", "side")),
+            Layer("sub", "subtract", inputs=("side", "middle")),
+            Layer("avg", "average", inputs=("mul", "sub", "side")),
+            Layer("max", "maximum", inputs=("avg", "middle")),
+            Layer("min", "minimum", inputs=("avg", "side")),
+            Layer("joined", "concatenate", inputs=("cat", "max", "min")),  # 24
+            Layer("swap", "permute", target=(2, 1, 3)),
+            Layer("capped", "activation", activation="relu6"),
+            Layer("gmax", "global_max_pool"),
+            Layer("fc", "dense", 16, activation="selu", use_bias=False),
+            Layer("leaky", "activation", activation="leaky_relu", slope=0.1),
+            Layer("fc2", "dense", 12, activation="softplus"),
+            Layer("grid", "reshape", target=(3, 4)),
+            Layer("row", "reshape", target=(-1,)),
+            Layer("fc3", "dense", 12, activation="leaky_relu"),
+            _dense("logits", 10, None),
+        ),
+        Workload("cifar10", "adam", 0.001, 16),
+    ),
+    "kinds-seq": ModelSpec(
+        "kinds-seq",
+        (8, 5),
+        2,
+        (
+            Layer("norm", "normalization"),
+            Layer("proj", "dense", 6, activation="silu"),
+            Layer("lstm", "lstm", 6, return_sequences=True, use_bias=False),
+            Layer("gru", "gru", 6, return_sequences=True, use_bias=False),
+            Layer("att", "attention", 3, heads=2, use_bias=False),
+            Layer("res", "add", inputs=("gru", "att")),
+            Layer("pad", "zero_padding", target=(1, 2)),  # 11 steps
+            Layer("crop", "cropping", target=(2, 1)),  # 8
+            Layer("up", "upsampling", target=(2,)),  # 16
+            Layer("swap", "permute", target=(2, 1)),  # (6, 16)
+            Layer("gmax", "global_max_pool"),  # 16
+            Layer("gavg", "global_avg_pool", inputs=("crop",)),  # 6
+            Layer("both", "concatenate", inputs=("gmax", "gavg")),  # 22
+            Layer("act", "activation", activation="elu"),
+            _dense("logits", 2, None),
+        ),
+        Workload("imdb", "adam", 0.001, 16),
     ),
 }
 

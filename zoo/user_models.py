@@ -61,6 +61,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -75,17 +76,18 @@ import numpy as np
 
 from zoo.arrays import digest, save_npz
 from zoo.losses import DEFAULT as DEFAULT_OBJECTIVE
+from zoo.kinds import KINDS as KIND_RECORDS
 from zoo.losses import LOSSES
 from zoo.specs import (
     BATCH_NORM_MOMENTUM,
     LAYER_KINDS,
     LAYER_NORM_EPSILON,
-    LAYER_OPTIONS,
     OPTIMIZERS,
     PADDINGS,
     Layer,
     ModelSpec,
     Workload,
+    final_shape,
 )
 
 STORE_ENV = "ZOO_MODEL_STORE"
@@ -99,21 +101,11 @@ DEFAULT_WORKLOAD = {
     "loss": DEFAULT_OBJECTIVE.loss,
     "from_logits": DEFAULT_OBJECTIVE.from_logits,
 }
-# A document's word for a layer's size, by kind (Keras' argument names).
-SIZE_WORDS = {
-    "dense": "units",
-    "lstm": "units",
-    "gru": "units",
-    "conv2d": "filters",
-    "conv1d": "filters",
-    "avg_pool": "pool_size",
-    "max_pool": "pool_size",
-    "avg_pool1d": "pool_size",
-    "max_pool1d": "pool_size",
-    "embedding": "output_dim",
-    "attention": "key_dim",
-}
-# The document's words for ``zoo.specs.Layer``'s options.
+# A document's word for a layer's size, by kind (Keras' argument names;
+# each kind's module in ``zoo.kinds`` names it).
+SIZE_WORDS = {name: k.size_word for name, k in KIND_RECORDS.items() if k.size_word}
+# The document's words for ``zoo.specs.Layer``'s options (a kind's module
+# may give its own: ``Kind.words``, a reshape's ``target_shape``).
 OPTION_WORDS = {
     "kernel": "kernel_size",
     "strides": "strides",
@@ -125,11 +117,27 @@ OPTION_WORDS = {
     "epsilon": "epsilon",
     "momentum": "momentum",
     "rate": "rate",
+    "use_bias": "use_bias",
+    "slope": "slope",
+    "scale": "scale",
+    "offset": "offset",
+    "target": "target",
+    "merge": "merge_mode",
+    "cell": "cell",
+    "multiplier": "depth_multiplier",
 }
-# The kinds whose last layer's size is the model's classes.
-_SCORING = ("dense", "lstm", "gru")
 # Options a document always writes out: they have no default in Keras.
-_ALWAYS = ("kernel", "vocab", "heads")
+_ALWAYS = ("kernel", "vocab", "heads", "target")
+# Keras' other names for an activation.
+_ACTIVATION_ALIASES = {"linear": None, "swish": "silu"}
+
+
+def words_of(kind: str) -> dict[str, str]:
+    """Option -> the document's word for it, for the options ``kind`` takes."""
+    own = KIND_RECORDS[kind].words
+    return {o: own.get(o, OPTION_WORDS[o]) for o in KIND_RECORDS[kind].options}
+
+
 _NAME = re.compile(r"[A-Za-z0-9_.]+")
 _STEM_CHARS = 64
 _STORED = re.compile(
@@ -204,12 +212,7 @@ def _layer(entry: Any, position: int, previous: str | None) -> Layer:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ValueError(f"{where}: name {name!r} must be letters, digits, _ or .")
     where = f"{kind} layer {name!r}"
-    words = {
-        "kind",
-        "name",
-        "inputs",
-        *(OPTION_WORDS[o] for o in LAYER_OPTIONS[kind]),
-    }
+    words = {"kind", "name", "inputs", *words_of(kind).values()}
     size_word = SIZE_WORDS.get(kind)
     if size_word:
         words.add(size_word)
@@ -234,55 +237,15 @@ def _layer(entry: Any, position: int, previous: str | None) -> Layer:
 
 
 def _options(where: str, kind: str, entry: Mapping[str, Any]) -> dict[str, Any]:
-    """A document entry's size and options as ``Layer``'s keyword arguments."""
+    """A document entry's size and options as ``Layer``'s keyword arguments,
+    each word read as its field's type (``_read_option``)."""
     options: dict[str, Any] = {}
     size_word = SIZE_WORDS.get(kind)
     if size_word:
         options["size"] = _field(where, entry, size_word, int)
-    if "kernel_size" in entry or kind in ("conv2d", "conv1d"):
-        options["kernel"] = _field(where, entry, "kernel_size", int)
-    if "strides" in entry:
-        options["strides"] = _field(where, entry, "strides", int)
-    if "padding" in entry:
-        padding = entry["padding"]
-        if padding not in PADDINGS:
-            raise ValueError(f"{where}: padding must be valid or same, not {padding!r}")
-        options["padding"] = padding
-    if "activation" in entry:
-        activation = _field(where, entry, "activation", str)
-        options["activation"] = None if activation == "linear" else activation
-    if "return_sequences" in entry:
-        if not isinstance(entry["return_sequences"], bool):
-            raise ValueError(f"{where}: return_sequences must be true or false")
-        options["return_sequences"] = entry["return_sequences"]
-    options.update(_newer_options(where, kind, entry))
-    return options
-
-
-def _newer_options(where: str, kind: str, entry: Mapping[str, Any]) -> dict[str, Any]:
-    """The options of the kinds after the first (an embedding's vocabulary,
-    attention heads, a layer or batch normalization's epsilon, a batch
-    normalization's momentum, a dropout's rate) and a layer's inputs."""
-    options: dict[str, Any] = {}
-    if "input_dim" in entry or kind == "embedding":
-        options["vocab"] = _field(where, entry, "input_dim", int)
-    if "num_heads" in entry or kind == "attention":
-        options["heads"] = _field(where, entry, "num_heads", int)
-    if "epsilon" in entry:
-        epsilon = _field(where, entry, "epsilon", float)
-        if not 0 < epsilon < 1:
-            raise ValueError(f"{where}: epsilon must be above 0 and below 1")
-        options["epsilon"] = float(epsilon)
-    if "momentum" in entry:
-        momentum = _field(where, entry, "momentum", float)
-        if not 0 < momentum < 1:
-            raise ValueError(f"{where}: momentum must be above 0 and below 1")
-        options["momentum"] = float(momentum)
-    if "rate" in entry:
-        rate = _field(where, entry, "rate", float)
-        if not 0 <= rate < 1:
-            raise ValueError(f"{where}: rate must be at least 0 and below 1")
-        options["rate"] = float(rate)
+    for option, word in words_of(kind).items():
+        if word in entry or option in ("kernel", "vocab", "heads", "target"):
+            options[option] = _read_option(where, option, word, entry.get(word))
     if "inputs" in entry:
         inputs = entry["inputs"]
         if not isinstance(inputs, list | tuple) or not all(
@@ -294,6 +257,45 @@ def _newer_options(where: str, kind: str, entry: Mapping[str, Any]) -> dict[str,
             )
         options["inputs"] = tuple(inputs)
     return options
+
+
+def _read_option(where: str, option: str, word: str, value: Any) -> Any:  # noqa: PLR0911
+    """One option's value, checked: whole numbers, numbers in their range,
+    ``valid``/``same``, an activation's name, true or false, a list of
+    whole numbers."""
+    given = {word: value}
+    if option in ("kernel", "strides", "vocab", "heads", "multiplier"):
+        return _field(where, given, word, int)
+    if option == "padding":
+        if value not in PADDINGS:
+            raise ValueError(f"{where}: padding must be valid or same, not {value!r}")
+        return value
+    if option == "activation":
+        name = _field(where, given, word, str)
+        return _ACTIVATION_ALIASES.get(name, name)
+    if option in ("return_sequences", "use_bias"):
+        if not isinstance(value, bool):
+            raise ValueError(f"{where}: {word} must be true or false")
+        return value
+    if option == "target":
+        if not isinstance(value, list | tuple) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value
+        ):
+            raise ValueError(f"{where}: {word} must be a list of whole numbers")
+        return tuple(value)
+    if option in ("merge", "cell"):
+        return _field(where, given, word, str)
+    number = float(_field(where, given, word, float))
+    ranges = {
+        "epsilon": (0 < number < 1, "above 0 and below 1"),
+        "momentum": (0 < number < 1, "above 0 and below 1"),
+        "rate": (0 <= number < 1, "at least 0 and below 1"),
+        "slope": (0 < number < 1e6, "above 0"),
+    }
+    ok, words = ranges.get(option, (math.isfinite(number), "finite"))
+    if not ok:
+        raise ValueError(f"{where}: {word} must be {words}")
+    return number
 
 
 def _workload(document: Mapping[str, Any]) -> Workload:
@@ -373,12 +375,11 @@ def spec_from_document(
     for i, entry in enumerate(entries):
         built.append(_layer(entry, i, built[-1].name if built else None))
     layers = tuple(built)
-    last = layers[-1]
-    classes = last.size if last.kind in _SCORING else 0
+    classes = _outputs(layers, tuple(shape))
     if "classes" in document and document["classes"] != classes:
         raise ValueError(
-            f"classes is {document['classes']!r} but the last layer, "
-            f"{last.name!r}, gives {classes} scores"
+            f"classes is {document['classes']!r} but the model gives {classes} "
+            "outputs per example"
         )
     return ModelSpec(
         name,
@@ -388,6 +389,16 @@ def spec_from_document(
         _workload(document),
         weights=weights,
     )
+
+
+def _outputs(layers: tuple[Layer, ...], input_shape: tuple[int, ...]) -> int:
+    """How many outputs per example the layers end in (0 when they do not
+    end in one row, or do not fit together: ``ModelSpec`` then says why)."""
+    try:
+        final = final_shape(layers, input_shape)
+    except (ValueError, KeyError):
+        return 0
+    return final[0] if len(final) == 1 else 0
 
 
 def _check_depth(document: Any) -> None:
@@ -420,10 +431,10 @@ def document_of(spec: ModelSpec) -> dict[str, Any]:
         if layer.kind in SIZE_WORDS:
             entry[SIZE_WORDS[layer.kind]] = layer.size
         defaults = Layer(layer.name, layer.kind)
-        for option in LAYER_OPTIONS[layer.kind]:
+        for option, word in words_of(layer.kind).items():
             value = getattr(layer, option)
             if value != getattr(defaults, option) or option in _ALWAYS:
-                entry[OPTION_WORDS[option]] = value
+                entry[word] = list(value) if isinstance(value, tuple) else value
         if layer.inputs:
             entry["inputs"] = list(layer.inputs)
         layers.append(entry)

@@ -10,7 +10,9 @@ place (or not at all) changes the outputs and is caught by the equivalence
 checks.  The LSTM forget-gate bias gets +1, as Keras' ``unit_forget_bias``.
 For the same reason a layer normalization's scale is 1 + U(-0.1, 0.1), not
 Keras' ones.  Embeddings are U(-0.05, 0.05), Keras' default; GRU recurrent
-kernels orthogonal like the LSTM's.
+kernels orthogonal like the LSTM's.  A PReLU's alpha is U(0.05, 0.3), not
+Keras' zeros; a ``Normalization``'s adapted mean and variance are drawn as a
+bias and a scale are.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from zoo.specs import ModelSpec, Param
 
 BIAS_RANGE = 0.1
 EMBEDDING_RANGE = 0.05
+# A PReLU's slopes below 0, drawn apart from each other and from 0.
+PRELU_LOW, PRELU_HIGH = 0.05, 0.3
 
 
 def _glorot_uniform(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -47,9 +51,12 @@ def _draw(rng: np.random.Generator, param: Param) -> np.ndarray:
         return _orthogonal(rng, param.shape)
     if param.kind == "embedding":
         return rng.uniform(-EMBEDDING_RANGE, EMBEDDING_RANGE, size=param.shape)
-    if param.kind in ("gamma", "moving_variance"):  # near Keras' ones
+    if param.kind == "prelu":  # Keras' zeros would hide a misplaced alpha
+        return rng.uniform(PRELU_LOW, PRELU_HIGH, size=param.shape)
+    if param.kind in ("gamma", "moving_variance", "adapted_variance"):  # near 1
         return 1.0 + rng.uniform(-BIAS_RANGE, BIAS_RANGE, size=param.shape)
-    if param.kind in ("bias", "lstm_bias", "gru_bias", "attention_bias", "moving_mean"):
+    shifts = ("bias", "lstm_bias", "gru_bias", "attention_bias", "moving_mean")
+    if param.kind in (*shifts, "adapted_mean"):
         bias = rng.uniform(-BIAS_RANGE, BIAS_RANGE, size=param.shape)
         if param.kind == "lstm_bias":
             units = param.shape[0] // 4

@@ -39,6 +39,12 @@ Conventions
   with every key ``2*2*T*T*w`` count as matmul; their biases, the query's
   scaling and the softmax (3 per score, ``heads*T*T`` scores) as elementwise.
   add: one per output element for each input after the first.
+- The kinds users' models brought count by the rule in their module
+  (``zoo.kinds``: ``Kind.flops``): rearrangements (reshape, permute,
+  padding, cropping, upsampling, concatenate) 0; a merge one op per output
+  element for each input after the first (an average one more); the new
+  activations per ``zoo.kinds.base.ACTIVATION_FLOPS``; a layer without a
+  bias no bias term.
 - Forward is per sample times the batch size.
 - Backward is 2x forward for the matmul and conv terms (one product for the
   gradient with respect to the inputs, one for the weights; the usual
@@ -78,36 +84,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from zoo.kinds import KINDS, gru, lstm, normalization
+from zoo.kinds.base import ACTIVATION_FLOPS
 from zoo.losses import LOSSES
-from zoo.specs import Layer, ModelSpec, layer_shapes
+from zoo.specs import ModelSpec, layer_inputs
 
 # FLOPs per parameter for one update; see the module docstring.
 OPTIMIZER_FLOPS_PER_PARAM = {"sgd": 2, "adam": 12}
-# 3 sigmoids + 2 tanh + 3 multiplications + 1 add, per unit and time step.
-LSTM_GATE_FLOPS_PER_UNIT = 9
-# Per unit and time step of Keras' GRU: the sums of the z and r gates'
-# halves, their sigmoids, r times the recurrent candidate, its sum and tanh,
-# z * h, 1 - z, its product and the final sum.
-GRU_GATE_FLOPS_PER_UNIT = 11
-# Per element of a layer normalization: the mean's sum, the centring, the
-# square and its sum, the scaling by 1 / sqrt(variance + epsilon), gamma, beta.
-LAYER_NORM_FLOPS_PER_ELEMENT = 7
-# A batch normalization with its statistics: a multiply and an add per element
-# (scale and shift folded per channel); training also takes the batch's mean
-# and variance, about 4 more per element, which one forward count for both
-# leaves out.
-BATCH_NORM_FLOPS_PER_ELEMENT = 2
-# Per output element of a layer with that activation (None: linear); a
-# transcendental function counts one, as in tanh; gelu is x / sqrt(2), erf,
-# + 1, times x, times 1/2.
-ACTIVATION_FLOPS = {
-    None: 0,
-    "relu": 1,
-    "tanh": 1,
-    "sigmoid": 1,
-    "softmax": 3,
-    "gelu": 5,
-}
+# Each kind's own constants live with its rule in its module (``zoo.kinds``).
+LSTM_GATE_FLOPS_PER_UNIT = lstm.GATE_FLOPS_PER_UNIT
+GRU_GATE_FLOPS_PER_UNIT = gru.GATE_FLOPS_PER_UNIT
+LAYER_NORM_FLOPS_PER_ELEMENT = normalization.LAYER_NORM_FLOPS_PER_ELEMENT
+BATCH_NORM_FLOPS_PER_ELEMENT = normalization.BATCH_NORM_FLOPS_PER_ELEMENT
 PHASES = ("train", "infer")
 
 
@@ -139,75 +127,15 @@ def layer_flops(
     shorter sequence for the LSTM.
     """
     counts: list[LayerFlops] = []
-    for layer, (shape, out) in zip(
-        spec.layers, layer_shapes(spec, input_shape), strict=True
+    for layer, (given, out) in zip(
+        spec.layers, layer_inputs(spec, input_shape), strict=True
     ):
-        outputs = math.prod(out)
-        activation = ACTIVATION_FLOPS[layer.activation] * outputs
-        if layer.kind == "dense":
-            positions = math.prod(shape[:-1])  # 1 for features, T on a sequence
-            matmul = positions * 2 * shape[-1] * layer.size
-            elementwise = outputs + activation
-        elif layer.kind == "conv2d":
-            matmul = 2 * layer.kernel * layer.kernel * shape[-1] * outputs
-            elementwise = outputs + activation
-        elif layer.kind in ("avg_pool", "max_pool"):
-            # Rows and columns a floor-divided window never reaches cost nothing.
-            matmul, elementwise = 0, outputs * layer.size * layer.size
-        elif layer.kind == "flatten":
-            matmul, elementwise = 0, 0
-        elif layer.kind == "lstm":
-            steps, features = shape
-            u = layer.size
-            matmul = steps * (2 * features * 4 * u + 2 * u * 4 * u)
-            elementwise = steps * (4 * u + LSTM_GATE_FLOPS_PER_UNIT * u)
-        else:
-            matmul, elementwise = _newer_kind(spec, layer, shape, out)
-            elementwise += activation
-        counts.append(LayerFlops(layer.name, layer.kind, matmul, elementwise))
+        activation = ACTIVATION_FLOPS[layer.activation] * math.prod(out)
+        matmul, elementwise = KINDS[layer.kind].flops(layer, given, out)
+        counts.append(
+            LayerFlops(layer.name, layer.kind, matmul, elementwise + activation)
+        )
     return tuple(counts)
-
-
-def _newer_kind(  # noqa: PLR0911 (one rule per layer kind)
-    spec: ModelSpec, layer: Layer, shape: tuple[int, ...], out: tuple[int, ...]
-) -> tuple[int, int]:
-    """``(matmul, elementwise)`` of one sample through a layer of the kinds
-    after the first four models', its activation left out."""
-    outputs, inputs = math.prod(out), math.prod(shape)
-    if layer.kind == "embedding":
-        return 0, 0  # a gather: memory traffic, no arithmetic
-    if layer.kind == "conv1d":
-        return 2 * layer.kernel * shape[-1] * outputs, outputs
-    if layer.kind in ("avg_pool1d", "max_pool1d"):
-        return 0, outputs * layer.size
-    if layer.kind == "global_avg_pool":
-        return 0, inputs + outputs  # the sums, then one division each
-    if layer.kind == "gru":
-        steps, features = shape
-        u = layer.size
-        matmul = steps * (2 * features * 3 * u + 2 * u * 3 * u)
-        return matmul, steps * (2 * 3 * u + GRU_GATE_FLOPS_PER_UNIT * u)
-    if layer.kind == "layer_norm":
-        return 0, LAYER_NORM_FLOPS_PER_ELEMENT * inputs
-    if layer.kind == "attention":
-        steps, features = shape
-        width = layer.heads * layer.size  # all heads' key_dim together
-        projections = 3 * 2 * steps * features * width + 2 * steps * width * features
-        mixing = 2 * (2 * steps * steps * width)  # q . k, then weights . v
-        # biases of q, k, v and the output; the query's scaling; softmax
-        biases = 3 * steps * width + steps * features
-        softmax = ACTIVATION_FLOPS["softmax"] * layer.heads * steps * steps
-        return projections + mixing, biases + steps * width + softmax
-    if layer.kind == "add":
-        return 0, (len(layer.inputs) - 1) * outputs
-    if layer.kind == "batch_norm":
-        return 0, BATCH_NORM_FLOPS_PER_ELEMENT * inputs
-    if layer.kind == "dropout":
-        return 0, 0  # the identity in inference; a mask in training, uncounted
-    raise ValueError(
-        f"layer {layer.name!r} of {spec.name} has kind {layer.kind!r}, "
-        "which harness.core.flops cannot count; add a rule for it."
-    )
 
 
 def _check_batch(batch_size: int) -> None:

@@ -1,0 +1,148 @@
+"""``attention``: Keras' ``MultiHeadAttention`` over one sequence ``(T, F)``
+as query, key and value (self-attention), as ``EinsumDense`` sublayers:
+``query``, ``key`` and ``value`` kernels ``(F, heads, key_dim)`` with
+biases ``(heads, key_dim)``, the output kernel ``(heads, key_dim, F)`` with
+bias ``(F,)``.  ``size`` is ``key_dim``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from zoo.kinds import keras_words as kw
+from zoo.kinds.base import ACTIVATION_FLOPS, Kind, Layer, Param, Shape
+
+# The arguments a MultiHeadAttention call may pass beyond its tensors, each
+# only at its default (a mask, a causal mask, the scores as a second output
+# would all compute something else).
+CALL_TENSORS = ("query", "value", "key")
+
+
+def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
+    if len(shapes[0]) != 2:
+        raise ValueError(
+            f"attention layer {layer.name!r} needs a sequence (T, F), not {shapes[0]}"
+        )
+    return shapes[0]
+
+
+def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
+    n, features = layer.name, shapes[0][-1]
+    heads, key_dim = layer.heads, layer.size
+    found = []
+    for part in ("query", "key", "value"):
+        found.append(
+            Param(
+                f"{n}/{part}/kernel",
+                (features, heads, key_dim),
+                "attention_kernel",
+                n,
+                f"{part}/kernel",
+            )
+        )
+        if layer.use_bias:
+            found.append(
+                Param(
+                    f"{n}/{part}/bias",
+                    (heads, key_dim),
+                    "attention_bias",
+                    n,
+                    f"{part}/bias",
+                )
+            )
+    found.append(
+        Param(
+            f"{n}/attention_output/kernel",
+            (heads, key_dim, features),
+            "attention_output",
+            n,
+            "attention_output/kernel",
+        )
+    )
+    if layer.use_bias:
+        found.append(
+            Param(
+                f"{n}/attention_output/bias",
+                (features,),
+                "bias",
+                n,
+                "attention_output/bias",
+            )
+        )
+    return found
+
+
+def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
+    """The four projections and the two products of every query with every
+    key as matmul; their biases, the query's scaling and the softmax (3 per
+    score) as elementwise."""
+    steps, features = shapes[0]
+    width = layer.heads * layer.size  # all heads' key_dim together
+    projections = 3 * 2 * steps * features * width + 2 * steps * width * features
+    mixing = 2 * (2 * steps * steps * width)  # q . k, then weights . v
+    biases = 3 * steps * width + steps * features if layer.use_bias else 0
+    softmax = ACTIVATION_FLOPS["softmax"] * layer.heads * steps * steps
+    return projections + mixing, biases + steps * width + softmax
+
+
+def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
+    return keras.layers.MultiHeadAttention(
+        layer.heads, layer.size, use_bias=layer.use_bias, name=layer.name
+    )
+
+
+def keras_call(block: Any, tensors: list[Any]) -> Any:
+    return block(tensors[0], tensors[0])  # the sequence as query and value
+
+
+_MUST = (
+    ("dropout", 0.0),
+    ("output_shape", None),
+    ("use_gate", False),
+    ("sliding_window", None),
+    ("kernel_regularizer", None),
+    ("bias_regularizer", None),
+    *kw.REGULARIZED,
+)
+
+
+def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
+    """Heads and key_dim, the other shape options checked to be Keras'
+    defaults for self-attention over a sequence."""
+    kw.must(cls, name, config, _MUST)
+    key_dim, value_dim = config.get("key_dim"), config.get("value_dim")
+    if value_dim is not None and value_dim != key_dim:
+        raise ValueError(
+            f"MultiHeadAttention layer {name!r} has value_dim={value_dim!r} and "
+            f"key_dim={key_dim!r}; the tool computes value_dim equal to key_dim "
+            "(or None) only"
+        )
+    # Built on a sequence (B, T, F), Keras writes its default axes as [1].
+    axes = config.get("attention_axes")
+    if axes not in (None, 1, [1]):
+        raise ValueError(
+            f"MultiHeadAttention layer {name!r} has attention_axes={axes!r}; the "
+            "tool computes attention over a sequence's steps only (None)"
+        )
+    return {
+        "kind": "attention",
+        "name": name,
+        "num_heads": config.get("num_heads"),
+        "key_dim": key_dim,
+        **kw.bias_words(config),
+    }
+
+
+KIND = Kind(
+    name="attention",
+    summary="multi-head self-attention over a sequence",
+    options=("heads", "use_bias"),
+    size_word="key_dim",
+    shape=shape,
+    params=params,
+    flops=flops,
+    keras=keras,
+    keras_classes=("MultiHeadAttention",),
+    read=read,
+    keras_call=keras_call,
+)

@@ -1,0 +1,68 @@
+"""``conv1d``: a convolution over a sequence's steps ``(T, F)`` with Keras'
+strides and ``valid``/``same`` padding (``Conv1D``).  Kernel ``(k, in,
+out)``, bias ``(out,)``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from zoo.kinds import keras_words as kw
+from zoo.kinds.base import Kind, Layer, Param, Shape, bias, windowed
+from zoo.kinds.conv2d import CONVOLUTION
+
+
+def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
+    return windowed(layer, shapes[0], 2, layer.size)
+
+
+def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
+    n, k = layer.name, layer.kernel
+    kernel = Param(f"{n}/kernel", (k, shapes[0][-1], layer.size), "conv1d", n, "kernel")
+    return [kernel, *bias(layer, layer.size)]
+
+
+def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
+    outputs = math.prod(out)
+    matmul = 2 * layer.kernel * shapes[0][-1] * outputs
+    return matmul, outputs if layer.use_bias else 0
+
+
+def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
+    return keras.layers.Conv1D(
+        layer.size,
+        layer.kernel,
+        strides=layer.stride,
+        padding=layer.padding,
+        activation=layer.activation,
+        use_bias=layer.use_bias,
+        name=layer.name,
+    )
+
+
+def read(
+    cls: str, name: str, config: Mapping[str, Any], built: Any
+) -> dict[str, Any]:
+    kw.must(cls, name, config, CONVOLUTION)
+    return {
+        "kind": "conv1d",
+        "name": name,
+        "activation": kw.activation(name, config),
+        **kw.window(cls, name, config),
+        **kw.bias_words(config),
+    }
+
+
+KIND = Kind(
+    name="conv1d",
+    summary="a convolution over a sequence's steps",
+    options=("kernel", "strides", "padding", "activation", "use_bias"),
+    size_word="filters",
+    shape=shape,
+    params=params,
+    flops=flops,
+    keras=keras,
+    keras_classes=("Conv1D",),
+    read=read,
+)

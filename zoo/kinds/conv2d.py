@@ -1,0 +1,77 @@
+"""``conv2d``: a square convolution over images ``(H, W, C)`` with Keras'
+strides and ``valid``/``same`` padding (``Conv2D``).  Kernel ``(kh, kw, in,
+out)``, bias ``(out,)``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from zoo.kinds import keras_words as kw
+from zoo.kinds.base import Kind, Layer, Param, Shape, bias, windowed
+
+
+def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
+    return windowed(layer, shapes[0], 3, layer.size)
+
+
+def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
+    n, k, c = layer.name, layer.kernel, shapes[0][-1]
+    kernel = Param(f"{n}/kernel", (k, k, c, layer.size), "conv2d", n, "kernel")
+    return [kernel, *bias(layer, layer.size)]
+
+
+def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
+    outputs = math.prod(out)
+    matmul = 2 * layer.kernel * layer.kernel * shapes[0][-1] * outputs
+    return matmul, outputs if layer.use_bias else 0
+
+
+def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
+    return keras.layers.Conv2D(
+        layer.size,
+        layer.kernel,
+        strides=layer.stride,
+        padding=layer.padding,
+        activation=layer.activation,
+        use_bias=layer.use_bias,
+        name=layer.name,
+    )
+
+
+CONVOLUTION = (
+    ("dilation_rate", 1),
+    ("groups", 1),
+    *kw.CHANNELS_LAST,
+    ("kernel_regularizer", None),
+    ("bias_regularizer", None),
+    *kw.REGULARIZED,
+)
+
+
+def read(
+    cls: str, name: str, config: Mapping[str, Any], built: Any
+) -> dict[str, Any]:
+    kw.must(cls, name, config, CONVOLUTION)
+    return {
+        "kind": "conv2d",
+        "name": name,
+        "activation": kw.activation(name, config),
+        **kw.window(cls, name, config),
+        **kw.bias_words(config),
+    }
+
+
+KIND = Kind(
+    name="conv2d",
+    summary="a square convolution over images",
+    options=("kernel", "strides", "padding", "activation", "use_bias"),
+    size_word="filters",
+    shape=shape,
+    params=params,
+    flops=flops,
+    keras=keras,
+    keras_classes=("Conv2D",),
+    read=read,
+)

@@ -1,0 +1,78 @@
+"""``dense``: ``h @ kernel + bias`` over the last axis (Keras' ``Dense``), on
+features ``(F,)`` or on each step of a sequence ``(T, F)``.  Kernel
+``(in, out)``, bias ``(out,)``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from zoo.kinds import keras_words as kw
+from zoo.kinds.base import Kind, Layer, Param, Shape, bias
+
+
+def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
+    given = shapes[0]
+    if len(given) not in (1, 2):
+        raise ValueError(
+            f"dense layer {layer.name!r} gets shape {given}; a dense layer takes "
+            "features (F,) or a sequence (T, F): flatten images first"
+        )
+    return (*given[:-1], layer.size)
+
+
+def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
+    n = layer.name
+    kernel = Param(f"{n}/kernel", (shapes[0][-1], layer.size), "dense", n, "kernel")
+    return [kernel, *bias(layer, layer.size)]
+
+
+def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
+    given = shapes[0]
+    positions = math.prod(given[:-1])  # 1 for features, T on a sequence
+    added = math.prod(out) if layer.use_bias else 0
+    return positions * 2 * given[-1] * layer.size, added
+
+
+def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
+    return keras.layers.Dense(
+        layer.size, layer.activation, use_bias=layer.use_bias, name=layer.name
+    )
+
+
+_MUST = (
+    *kw.REGULARIZED,
+    ("kernel_regularizer", None),
+    ("bias_regularizer", None),
+    ("lora_rank", None),
+    ("quantization_config", None),
+)
+
+
+def read(
+    cls: str, name: str, config: Mapping[str, Any], built: Any
+) -> dict[str, Any]:
+    kw.must(cls, name, config, _MUST)
+    return {
+        "kind": "dense",
+        "name": name,
+        "activation": kw.activation(name, config),
+        "units": config.get("units"),
+        **kw.bias_words(config),
+    }
+
+
+KIND = Kind(
+    name="dense",
+    summary="h @ kernel + bias over the last axis",
+    options=("activation", "use_bias"),
+    size_word="units",
+    shape=shape,
+    params=params,
+    flops=flops,
+    keras=keras,
+    keras_classes=("Dense",),
+    read=read,
+    scores=True,
+)

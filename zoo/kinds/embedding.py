@@ -1,0 +1,66 @@
+"""``embedding``: each token id's row of a table, ``(T,) -> (T, dim)``
+(Keras' ``Embedding``); the model's first layer only.  Table ``(vocab,
+dim)``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from zoo.kinds import keras_words as kw
+from zoo.kinds.base import Kind, Layer, Param, Shape, no_flops
+
+
+def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
+    if len(shapes[0]) != 1:
+        raise ValueError(
+            f"embedding layer {layer.name!r} needs token ids (T,), not shape "
+            f"{shapes[0]}"
+        )
+    return (*shapes[0], layer.size)
+
+
+def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
+    n = layer.name
+    table = (layer.vocab, layer.size)
+    return [Param(f"{n}/embeddings", table, "embedding", n, "embeddings")]
+
+
+def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
+    return keras.layers.Embedding(layer.vocab, layer.size, name=layer.name)
+
+
+_MUST = (
+    ("mask_zero", False),
+    ("embeddings_regularizer", None),
+    ("activity_regularizer", None),
+    ("embeddings_constraint", None),
+    ("lora_rank", None),
+    ("quantization_config", None),
+)
+
+
+def read(
+    cls: str, name: str, config: Mapping[str, Any], built: Any
+) -> dict[str, Any]:
+    kw.must(cls, name, config, _MUST)
+    return {
+        "kind": "embedding",
+        "name": name,
+        "input_dim": config.get("input_dim"),
+        "output_dim": config.get("output_dim"),
+    }
+
+
+KIND = Kind(
+    name="embedding",
+    summary="each token id's row of a table (a gather: no arithmetic)",
+    options=("vocab",),
+    size_word="output_dim",
+    shape=shape,
+    params=params,
+    flops=no_flops,
+    keras=keras,
+    keras_classes=("Embedding",),
+    read=read,
+)

@@ -1,0 +1,69 @@
+"""``lstm``: Keras' ``LSTM`` over a sequence ``(T, F)``: the last hidden state
+``(u,)``, or every step's ``(T, u)`` with ``return_sequences``.  Kernel
+``(in, 4u)``, recurrent kernel ``(u, 4u)``, bias ``(4u,)``, gates in the
+order ``i, f, c, o``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from zoo.kinds import recurrent
+from zoo.kinds.base import Kind, Layer, Param, Shape
+
+# 3 sigmoids + 2 tanh + 3 multiplications + 1 add, per unit and time step.
+GATE_FLOPS_PER_UNIT = 9
+
+
+def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
+    n, u = layer.name, layer.size
+    found = [
+        Param(f"{n}/kernel", (shapes[0][-1], 4 * u), "lstm_kernel", n, "kernel"),
+        Param(
+            f"{n}/recurrent_kernel",
+            (u, 4 * u),
+            "lstm_recurrent_kernel",
+            n,
+            "recurrent_kernel",
+        ),
+    ]
+    if layer.use_bias:
+        found.append(Param(f"{n}/bias", (4 * u,), "lstm_bias", n, "bias"))
+    return found
+
+
+def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
+    steps, features = shapes[0]
+    u = layer.size
+    matmul = steps * (2 * features * 4 * u + 2 * u * 4 * u)
+    return matmul, steps * ((4 * u if layer.use_bias else 0) + GATE_FLOPS_PER_UNIT * u)
+
+
+def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
+    return keras.layers.LSTM(
+        layer.size,
+        return_sequences=layer.return_sequences,
+        use_bias=layer.use_bias,
+        name=layer.name,
+    )
+
+
+def read(
+    cls: str, name: str, config: Mapping[str, Any], built: Any
+) -> dict[str, Any]:
+    return recurrent.read("lstm", cls, name, config)
+
+
+KIND = Kind(
+    name="lstm",
+    summary="a long short-term memory over a sequence",
+    options=("return_sequences", "use_bias"),
+    size_word="units",
+    shape=recurrent.shape,
+    params=params,
+    flops=flops,
+    keras=keras,
+    keras_classes=("LSTM",),
+    read=read,
+    scores=True,
+)

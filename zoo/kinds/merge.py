@@ -1,0 +1,89 @@
+"""The merges, which take two or more earlier outputs of one shape (or, for
+``concatenate``, of one shape but the last axis): ``add`` (their sum, a
+residual connection; Keras' ``Add``, and ``x + y`` written in a functional
+model, which Keras saves as ``keras.ops.add``), ``subtract`` (the first
+minus the second: exactly two), ``multiply``, ``average``, ``maximum``,
+``minimum``, and ``concatenate`` (joined along the last axis: the
+features, or an image's channels).  No parameters.  They differ in one
+operation, so they share this module."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from zoo.kinds import keras_words as kw
+from zoo.kinds.base import Kind, Layer, Shape, no_params
+
+# kind -> Keras class, and the keras.ops function a functional model's
+# ``x + y`` (``x - y``, ``x * y``) is saved as.
+CLASSES = {
+    "add": ("Add", "add"),
+    "subtract": ("Subtract", "subtract"),
+    "multiply": ("Multiply", "multiply"),
+    "average": ("Average", None),
+    "maximum": ("Maximum", "maximum"),
+    "minimum": ("Minimum", "minimum"),
+    "concatenate": ("Concatenate", None),
+}
+# Keras' operator functions read as merges (``zoo.keras_import``).
+OPERATORS = {op: kind for kind, (_, op) in CLASSES.items() if op}
+
+
+def _kind(kind: str) -> Kind:
+    cls = CLASSES[kind][0]
+
+    def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
+        if kind == "concatenate":
+            heads = {given[:-1] for given in shapes}
+            if len(heads) > 1:
+                raise ValueError(
+                    f"concatenate layer {layer.name!r} gets shapes {list(shapes)}; "
+                    "the outputs it joins along the last axis must agree on the "
+                    "others"
+                )
+            return (*shapes[0][:-1], sum(given[-1] for given in shapes))
+        if len(set(shapes)) > 1:
+            raise ValueError(
+                f"{kind} layer {layer.name!r} gets shapes {list(shapes)}; the "
+                "outputs it merges must have one shape"
+            )
+        return shapes[0]
+
+    def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
+        if kind == "concatenate":
+            return 0, 0  # a copy
+        extra = math.prod(out) if kind == "average" else 0  # the division
+        return 0, (len(shapes) - 1) * math.prod(out) + extra
+
+    def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
+        return getattr(keras.layers, cls)(name=layer.name)
+
+    def read(given: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
+        if kind == "concatenate":
+            axis = config.get("axis", -1)
+            rank = len(built[0]) if isinstance(built, list) and built and isinstance(built[0], list) else None
+            if axis != -1 and axis != (rank - 1 if rank else None):
+                raise ValueError(
+                    f"Concatenate layer {name!r} joins along axis {axis!r}; the "
+                    "tool joins along the last axis (the features or channels) only"
+                )
+        return {"kind": kind, "name": name}
+
+    return Kind(
+        name=kind,
+        summary=f"the {kind} of two or more earlier outputs",
+        options=(),
+        size_word=None,
+        shape=shape,
+        params=no_params,
+        flops=flops,
+        keras=keras,
+        keras_classes=(cls,),
+        read=read,
+        takes=2 if kind == "subtract" else 0,
+    )
+
+
+KINDS = tuple(_kind(kind) for kind in CLASSES)

@@ -1,0 +1,156 @@
+"""The learned normalizations: ``layer_norm`` (Keras' ``LayerNormalization``
+over the last axis: ``gamma`` and ``beta`` ``(F,)``) and ``batch_norm``
+(``BatchNormalization`` over the channels, the last axis: ``gamma``,
+``beta`` and the moving statistics ``moving_mean``, ``moving_variance``
+``(F,)``, state a training step sets from the batch).  They share the
+scale and shift and this module."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from zoo.kinds import keras_words as kw
+from zoo.kinds.base import Kind, Layer, Param, Shape, one_input
+
+# Per element of a layer normalization: the mean's sum, the centring, the
+# square and its sum, the scaling by 1 / sqrt(variance + epsilon), gamma, beta.
+LAYER_NORM_FLOPS_PER_ELEMENT = 7
+# A batch normalization with its statistics: a multiply and an add per element
+# (scale and shift folded per channel); training also takes the batch's mean
+# and variance, about 4 more per element, which one forward count for both
+# leaves out.
+BATCH_NORM_FLOPS_PER_ELEMENT = 2
+
+
+def _scale(layer: Layer, features: int) -> list[Param]:
+    n = layer.name
+    return [
+        Param(f"{n}/gamma", (features,), "gamma", n, "gamma"),
+        Param(f"{n}/beta", (features,), "bias", n, "beta"),
+    ]
+
+
+def layer_norm_params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
+    return _scale(layer, shapes[0][-1])
+
+
+def batch_norm_params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
+    n, features = layer.name, shapes[0][-1]
+    return [
+        *_scale(layer, features),
+        Param(f"{n}/moving_mean", (features,), "moving_mean", n, "moving_mean"),
+        Param(
+            f"{n}/moving_variance",
+            (features,),
+            "moving_variance",
+            n,
+            "moving_variance",
+        ),
+    ]
+
+
+def _per_element(per: int) -> Any:
+    def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
+        return 0, per * math.prod(shapes[0])
+
+    return flops
+
+
+def layer_norm_keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
+    return keras.layers.LayerNormalization(epsilon=layer.norm_epsilon, name=layer.name)
+
+
+def batch_norm_keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
+    return keras.layers.BatchNormalization(
+        momentum=layer.norm_momentum, epsilon=layer.norm_epsilon, name=layer.name
+    )
+
+
+_SCALED = (
+    ("center", True),
+    ("scale", True),
+    ("beta_regularizer", None),
+    ("gamma_regularizer", None),
+    ("beta_constraint", None),
+    ("gamma_constraint", None),
+)
+
+
+def layer_norm_read(
+    cls: str, name: str, config: Mapping[str, Any], built: Any
+) -> dict[str, Any]:
+    kw.must(cls, name, config, (*_SCALED, ("rms_scaling", False)))
+    axis = config.get("axis", -1)
+    if axis not in (-1, [-1]):
+        raise ValueError(
+            f"LayerNormalization layer {name!r} normalizes over axis {axis!r}; "
+            "the tool computes axis=-1 (the features) only"
+        )
+    return {"kind": "layer_norm", "name": name, "epsilon": config.get("epsilon", 1e-3)}
+
+
+def batch_norm_read(
+    cls: str, name: str, config: Mapping[str, Any], built: Any
+) -> dict[str, Any]:
+    # Keras 3 runs a frozen (trainable=False) BatchNormalization in inference
+    # mode in training too: the moving statistics, none updated.
+    kw.must(
+        cls,
+        name,
+        config,
+        (*_SCALED, ("renorm", False), ("synchronized", False), ("trainable", True)),
+    )
+    _check_batch_norm_axis(name, config, built)
+    return {
+        "kind": "batch_norm",
+        "name": name,
+        "epsilon": config.get("epsilon", 1e-3),
+        "momentum": config.get("momentum", 0.99),
+    }
+
+
+def _check_batch_norm_axis(name: str, config: Mapping[str, Any], built: Any) -> None:
+    """A BatchNormalization normalizes each channel, the last axis: Keras
+    writes ``-1``, or the axis it was given, which counts the batch (``3``
+    for images) and is the last when its built input has that many more."""
+    axis = config.get("axis", -1)
+    if isinstance(axis, list) and len(axis) == 1:
+        axis = axis[0]
+    last = len(built) - 1 if isinstance(built, list) else None
+    if not isinstance(axis, bool) and (axis == -1 or (last and axis == last)):
+        return
+    of = f" of its input {built}" if isinstance(built, list) else ""
+    raise ValueError(
+        f"BatchNormalization layer {name!r} normalizes over axis {axis!r}{of}; "
+        "the tool computes the last axis (the channels or features) only"
+    )
+
+
+LAYER_NORM = Kind(
+    name="layer_norm",
+    summary="normalized over the last axis, then gamma and beta",
+    options=("epsilon",),
+    size_word=None,
+    shape=one_input,
+    params=layer_norm_params,
+    flops=_per_element(LAYER_NORM_FLOPS_PER_ELEMENT),
+    keras=layer_norm_keras,
+    keras_classes=("LayerNormalization",),
+    read=layer_norm_read,
+)
+BATCH_NORM = Kind(
+    name="batch_norm",
+    summary="normalized per channel by the batch (training) or moving statistics",
+    options=("epsilon", "momentum"),
+    size_word=None,
+    shape=one_input,
+    params=batch_norm_params,
+    flops=_per_element(BATCH_NORM_FLOPS_PER_ELEMENT),
+    keras=batch_norm_keras,
+    keras_classes=("BatchNormalization",),
+    read=batch_norm_read,
+    trains_differently=True,
+)
+KINDS = (LAYER_NORM, BATCH_NORM)

@@ -1,0 +1,63 @@
+"""The window pools, one kind each: ``max_pool`` and ``avg_pool`` over images
+``(H, W, C)`` (``MaxPooling2D``, ``AveragePooling2D``), ``max_pool1d`` and
+``avg_pool1d`` over a sequence ``(T, F)``.  The window is ``size``, its step
+``strides`` (Keras' default: the window), ``valid``/``same`` padding; an
+average counts the window's positions inside the input only, as Keras does.
+No parameters.  The four differ in two words (max or average, one axis or
+two), so they share this module."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from zoo.kinds import keras_words as kw
+from zoo.kinds.base import Kind, Layer, Shape, no_params, windowed
+
+# kind -> (Keras class, rank of its input)
+_CLASSES = {
+    "max_pool": ("MaxPooling2D", 3),
+    "avg_pool": ("AveragePooling2D", 3),
+    "max_pool1d": ("MaxPooling1D", 2),
+    "avg_pool1d": ("AveragePooling1D", 2),
+}
+
+
+def _kind(name: str) -> Kind:
+    cls, rank = _CLASSES[name]
+
+    def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
+        return windowed(layer, shapes[0], rank, shapes[0][-1])
+
+    def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
+        # one compare or add per element a window reads, whatever the padding
+        return 0, math.prod(out) * layer.size ** (rank - 1)
+
+    def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
+        pool = getattr(keras.layers, cls)
+        return pool(layer.size, layer.stride, layer.padding, name=layer.name)
+
+    def read(
+    given: str, name: str, config: Mapping[str, Any], built: Any
+) -> dict[str, Any]:
+        kw.must(given, name, config, kw.CHANNELS_LAST)
+        return {"kind": _kind_name, "name": name, **kw.window(given, name, config)}
+
+    _kind_name = name
+    return Kind(
+        name=name,
+        summary=f"{'the largest' if 'max' in name else 'the mean'} of each window",
+        options=("strides", "padding"),
+        size_word="pool_size",
+        shape=shape,
+        params=no_params,
+        flops=flops,
+        keras=keras,
+        keras_classes=(cls,),
+        read=read,
+        pool=True,
+    )
+
+
+KINDS = tuple(_kind(name) for name in _CLASSES)

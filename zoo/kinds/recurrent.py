@@ -1,0 +1,30 @@
+"""Helpers the recurrent kinds (``lstm``, ``gru``) share: the shape rule and
+the Keras words."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from zoo.kinds import keras_words as kw
+from zoo.kinds.base import Layer, Shape
+
+
+def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
+    given = shapes[0]
+    if len(given) != 2:
+        raise ValueError(
+            f"{layer.kind} layer {layer.name!r} needs a sequence (T, F), not {given}"
+        )
+    return (given[0], layer.size) if layer.return_sequences else (layer.size,)
+
+
+def read(kind: str, cls: str, name: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    kw.must(cls, name, config, kw.RECURRENT)
+    return {
+        "kind": kind,
+        "name": name,
+        "units": config.get("units"),
+        "return_sequences": bool(config.get("return_sequences", False)),
+        **kw.bias_words(config),
+    }
