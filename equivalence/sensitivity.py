@@ -36,6 +36,9 @@ FAULT_CASES: dict[str, Case] = {
     "conv1d-kernel-flipped": Case("conv1d-gru", 0, 4),
     "batch-norm-momentum-swapped": Case("bn-dropout-cnn", 0, 4, steps=1),
     "adam-eps-inside-sqrt": Case("lenet", 0, 4, steps=1),
+    "join-reversed": Case("kinds-cnn", 0, 4),
+    "slope-default": Case("kinds-cnn", 0, 4),
+    "crop-swapped": Case("kinds-seq", 0, 4),
 }
 
 

@@ -302,6 +302,51 @@ def _adam_eps_inside_sqrt(
     return dataclasses.replace(spec, workload=workload), dict(weights)
 
 
+def _first_of(spec: ModelSpec, wanted: Callable[[Layer], bool]) -> str:
+    return next(layer.name for layer in spec.layers if wanted(layer))
+
+
+def _reversed_join(layer: Layer) -> bool:
+    """A concatenate or subtract of two different outputs: reversing its
+    inputs computes something else."""
+    return layer.kind in ("concatenate", "subtract") and len(set(layer.inputs)) > 1
+
+
+def _join_reversed(
+    spec: ModelSpec, weights: Mapping[str, np.ndarray]
+) -> tuple[ModelSpec, Weights]:
+    layer = spec.layer(_first_of(spec, _reversed_join))
+    return _layer_changed(spec, weights, layer.name, inputs=layer.inputs[::-1])
+
+
+def _own_slope(layer: Layer) -> bool:
+    """A LeakyReLU or ELU layer with a slope of its own (not the default of
+    the activation function of that name)."""
+    return layer.kind == "activation" and bool(layer.slope)
+
+
+def _slope_default(
+    spec: ModelSpec, weights: Mapping[str, np.ndarray]
+) -> tuple[ModelSpec, Weights]:
+    return _layer_changed(spec, weights, _first_of(spec, _own_slope), slope=0.0)
+
+
+def _uneven_crop(layer: Layer) -> bool:
+    t = layer.target
+    return layer.kind == "cropping" and any(
+        t[i] != t[i + 1] for i in range(0, len(t), 2)
+    )
+
+
+def _crop_swapped(
+    spec: ModelSpec, weights: Mapping[str, np.ndarray]
+) -> tuple[ModelSpec, Weights]:
+    layer = spec.layer(_first_of(spec, _uneven_crop))
+    t = layer.target
+    swapped = tuple(t[i + 1 - 2 * (i % 2)] for i in range(len(t)))
+    return _layer_changed(spec, weights, layer.name, target=swapped)
+
+
 FAULTS: dict[str, Fault] = {
     f.name: f
     for f in (
@@ -420,6 +465,28 @@ FAULTS: dict[str, Fault] = {
             lambda s: any(layer.kind == "batch_norm" for layer in s.layers),
             lambda s: Location("update", _first_batch_norm(s)),
             _momentum_swapped,
+        ),
+        Fault(
+            "join-reversed",
+            "a concatenate or subtract taking its inputs in the reverse order",
+            lambda s: any(_reversed_join(layer) for layer in s.layers),
+            lambda s: Location("forward", _first_of(s, _reversed_join)),
+            _join_reversed,
+        ),
+        Fault(
+            "slope-default",
+            "a LeakyReLU or ELU layer computed with its activation function's "
+            "default slope, not its own (LeakyReLU's 0.3 is not leaky_relu's 0.2)",
+            lambda s: any(_own_slope(layer) for layer in s.layers),
+            lambda s: Location("forward", _first_of(s, _own_slope)),
+            _slope_default,
+        ),
+        Fault(
+            "crop-swapped",
+            "a cropping that cuts its before and after widths the wrong way round",
+            lambda s: any(_uneven_crop(layer) for layer in s.layers),
+            lambda s: Location("forward", _first_of(s, _uneven_crop)),
+            _crop_swapped,
         ),
         Fault(
             "adam-eps-inside-sqrt",

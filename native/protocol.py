@@ -132,6 +132,30 @@ class Ops(Protocol):
         explicit (JAX's key, TensorFlow's stateless seed), ``index`` the
         layer's, folded in."""
 
+    def global_max_pool(
+        self, h: Tensor, params: Params, spec: ModelSpec, name: str
+    ) -> Tensor:
+        """The largest value over every position, as ``global_avg_pool``."""
+
+    def subtract(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
+        """``h[0] - h[1]``; ``multiply``, ``average``, ``maximum`` and
+        ``minimum`` (same signature) merge all of the tuple ``h`` likewise,
+        ``concatenate`` joins it along Keras' last axis (an image's
+        channels)."""
+
+    def activation(
+        self, h: Tensor, params: Params, spec: ModelSpec, name: str
+    ) -> Tensor:
+        """The identity: an activation layer's activation is applied after
+        its block, as on any layer."""
+
+    def prelu(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
+        """``max(h, 0) + alpha * min(h, 0)``; ``rescaling`` (``h * scale +
+        offset``), ``normalization`` (``(h - mean) / max(sqrt(variance),
+        1e-7)``), ``reshape``, ``permute`` (in Keras' element order),
+        ``zero_padding``, ``cropping`` and ``upsampling`` have this
+        signature too (``zoo.kinds`` says what each computes)."""
+
     def relu(self, h: Tensor) -> Tensor: ...
 
     def tanh(self, h: Tensor) -> Tensor: ...
@@ -142,7 +166,12 @@ class Ops(Protocol):
         """Over the last axis."""
 
     def gelu(self, h: Tensor) -> Tensor:
-        """Keras' exact GELU, ``h / 2 * (1 + erf(h / sqrt(2)))``."""
+        """Keras' exact GELU, ``h / 2 * (1 + erf(h / sqrt(2)))``; ``selu``,
+        ``silu``, ``softplus`` and ``relu6`` take ``h`` alone too."""
+
+    def leaky_relu(self, h: Tensor, slope: float) -> Tensor:
+        """``h`` above 0, ``slope * h`` below; ``elu(h, slope)`` takes its
+        alpha so (``zoo.kinds.base.SLOPED``)."""
 
 
 class Framework(Protocol):

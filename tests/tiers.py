@@ -41,8 +41,16 @@ OPTION_MODELS = ("strided-cnn", "stacked-lstm")
 # The variants that carry the layer kinds today's models are made of
 # (embeddings, attention, residual adds, layer normalization, GELU, 1-D
 # convolutions and pools, GRUs, global average pooling, batch normalization,
-# dropout): small, so both tiers check every path on them.
-KIND_MODELS = ("transformer-tiny", "conv1d-gru", "gap-cnn", "bn-dropout-cnn")
+# dropout), and those users' models brought (issue 62: ``kinds-cnn``,
+# ``kinds-seq``): small, so both tiers check every path on them.
+KIND_MODELS = (
+    "transformer-tiny",
+    "conv1d-gru",
+    "gap-cnn",
+    "bn-dropout-cnn",
+    "kinds-cnn",
+    "kinds-seq",
+)
 
 
 @dataclass(frozen=True)
@@ -88,7 +96,7 @@ SIZES = {
     "fast": Sizes(
         vgg16="vgg16-narrow",
         transformer="transformer-tiny",
-        variants=(*OPTION_MODELS, "conv1d-gru", "gap-cnn"),
+        variants=(*OPTION_MODELS, "conv1d-gru", "gap-cnn", "kinds-cnn", "kinds-seq"),
         lstm_long=40,
         draw_factor=0.25,
         mode_models=("ffn",),

@@ -9,21 +9,21 @@ architecture alone decides comes before Keras deserializes anything:
 - a file that is not a Keras archive (a zip with ``config.json`` and
   ``model.weights.h5``), is larger than ``MAX_BYTES``, or whose members
   would unpack to more than that (a zip bomb): one sentence;
-- a layer outside ``SUPPORTED`` (a ``Lambda``, a custom class), an option
-  the spec cannot express (dilation, groups, no bias, a recurrent or
-  attention layer's own dropout, a mask, a regularizer or constraint,
-  channels-first, a GRU without ``reset_after``, a layer or batch
-  normalization over another axis, a batch normalization without its
-  offset or scale, renormalized, synchronized or frozen, a ``Dropout`` with
-  a ``noise_shape``, attention that is not self-attention or has options
-  of its own), a shared layer (called twice), a layer other than the first
-  that takes the model's input, a model inside the model, several inputs
-  or outputs: one sentence naming the layer and what is supported.
+- a layer outside ``SUPPORTED`` (a ``Lambda``, a class of its own: rebuild
+  it from built-in layers), an option its kind's module (``zoo.kinds``)
+  does not compute (dilation, a recurrent or attention layer's own
+  dropout, a mask, a regularizer or constraint, channels-first, ...), a
+  shared layer (called twice), a model inside the model, several inputs or
+  outputs: one sentence naming the layer and what is supported, and every
+  such layer of the file named at once.
 
 A functional model is read from each layer's inbound node: a layer that
 takes the previous layer's output is written plainly, one that takes an
-earlier layer's names it in ``inputs`` (``Add`` always names the two or more
-it sums).  A ``Dropout`` of rate 0 is the identity and is left out (a layer
+earlier layer's (or the model's input, ``zoo.specs.INPUT``) names it in
+``inputs`` (a merge always names the two or more it takes); ``x + y``,
+``x - y``, ``x * y`` and ``keras.ops.maximum``/``minimum`` between two
+tensors, which Keras saves as operations of ``keras.src.ops.numpy``, are
+read as the merges of those names.  A ``Dropout`` of rate 0 is the identity and is left out (a layer
 that takes it takes what it took); one of any other rate below 1 is a
 ``dropout`` of that rate (its ``seed`` is not kept: the tool compares
 training trajectories at rate 0, ``zoo.specs.without_dropout``, and checks

@@ -51,7 +51,7 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
     else:  # ELU
         alpha = _number(name, "alpha", config.get("alpha", 1.0))
         entry.update(activation="elu", slope=alpha)
-    if entry.get("slope") == SLOPED.get(entry["activation"]):
+    if "slope" in entry and entry["slope"] == SLOPED.get(entry["activation"]):
         del entry["slope"]  # Keras' default for the activation, not written
     return entry
 

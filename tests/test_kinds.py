@@ -1,0 +1,111 @@
+"""The registry of layer kinds (``zoo.kinds``): every kind has every facet,
+every framework a block for it, and Keras' layer for it reads back as the
+same layer (the builder and the reader of one kind's module agree)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import PROJECT_ROOT, keras_on_torch
+from zoo import keras_import, user_models
+from zoo.kinds import BY_KERAS_CLASS, KINDS
+from zoo.kinds.base import ACTIVATIONS, OPTIONAL, SLOPED
+from zoo.specs import MODELS, VARIANTS, ModelSpec
+
+FRAMEWORKS = ("jax", "tensorflow", "torch", "mxnet")
+FACETS = ("shape", "params", "flops", "keras", "read")
+
+
+def _functions(path: Path) -> set[str]:
+    """The module-level function names of a source file (read, not imported:
+    a test process imports no framework)."""
+    tree = ast.parse(path.read_text())
+    return {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_every_kind_has_every_facet(name: str) -> None:
+    kind = KINDS[name]
+    assert kind.name == name
+    assert kind.summary
+    assert all(callable(getattr(kind, facet)) for facet in FACETS), name
+    assert kind.keras_classes, f"{name} names no Keras class it reads"
+    assert set(kind.options) <= set(OPTIONAL), name
+    assert set(kind.words) <= set(kind.options), name
+    assert kind.takes in (0, 1, 2)
+
+
+def test_a_keras_class_is_read_by_one_kind() -> None:
+    classes = [cls for kind in KINDS.values() for cls in kind.keras_classes]
+    assert len(classes) == len(set(classes)) == len(BY_KERAS_CLASS)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_every_framework_has_a_block_for_every_kind(framework: str) -> None:
+    ops = _functions(PROJECT_ROOT / "native" / framework / "ops.py")
+    missing = sorted(set(KINDS) - ops)
+    assert not missing, f"native/{framework}/ops.py has no block for {missing}"
+    activations = {a for a in ACTIVATIONS if a}
+    assert not activations - ops, f"native/{framework}/ops.py lacks {activations - ops}"
+
+
+def test_a_framework_without_a_block_is_named(tmp_path: Path) -> None:
+    # the check above on a copy of an ops.py with one block taken out
+    source = (PROJECT_ROOT / "native" / "jax" / "ops.py").read_text()
+    cut = source.replace("def global_max_pool(", "def _no_global_max_pool(")
+    (tmp_path / "ops.py").write_text(cut)
+    assert "global_max_pool" in set(KINDS) - _functions(tmp_path / "ops.py")
+
+
+def _reference_kinds() -> set[str]:
+    return {layer.kind for spec in (*MODELS.values(), *VARIANTS.values()) for layer in spec.layers}
+
+
+def test_every_kind_is_in_a_variant_every_path_checks() -> None:
+    assert set(KINDS) == _reference_kinds()
+    assert set(SLOPED) <= {
+        layer.activation for spec in VARIANTS.values() for layer in spec.layers
+    }
+    used = {layer.activation for spec in VARIANTS.values() for layer in spec.layers}
+    assert {a for a in ACTIVATIONS if a} <= used
+
+
+_ROUND_TRIP = """
+import json, sys
+from zoo.keras_models import build
+from zoo.specs import get_spec
+out = {}
+for name in sys.argv[1:]:
+    model = build(get_spec(name))
+    out[name] = json.loads(model.to_json())
+print(json.dumps(out))
+"""
+
+
+def test_keras_layers_of_every_kind_read_back_as_built(tmp_path: Path) -> None:
+    """Every variant's Keras model (built by each kind's ``keras``) read back
+    by each kind's ``read`` is the same model: names, kinds, options, inputs."""
+    names = [n for n, s in VARIANTS.items() if not s.tokens] + ["transformer-tiny"]
+    script = tmp_path / "build.py"
+    script.write_text(_ROUND_TRIP)
+    configs = json.loads(keras_on_torch([str(script), *names]).stdout)
+    for name in names:
+        spec: ModelSpec = VARIANTS[name]
+        document = keras_import.document_from_config(configs[name])
+        read = user_models.spec_from_document(spec.name, document)
+        # Keras lists a graph's layers in its own topological order
+        assert _by_name(read) == _by_name(spec), name
+        assert set(read.params) == set(spec.params), name
+
+
+def _by_name(spec: ModelSpec) -> dict[str, tuple[object, ...]]:
+    """Each layer's options and the layers it takes, by name."""
+    return {
+        layer.name: (dataclasses.replace(layer, inputs=()), spec.sources(layer.name))
+        for layer in spec.layers
+    }
