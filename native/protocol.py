@@ -138,23 +138,61 @@ class Ops(Protocol):
         """The largest value over every position, as ``global_avg_pool``."""
 
     def subtract(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
-        """``h[0] - h[1]``; ``multiply``, ``average``, ``maximum`` and
-        ``minimum`` (same signature) merge all of the tuple ``h`` likewise,
-        ``concatenate`` joins it along Keras' last axis (an image's
-        channels)."""
+        """``h[0] - h[1]`` of the tuple of outputs ``h`` the layer takes."""
+
+    def multiply(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
+        """The elementwise product of the tuple of outputs ``h``."""
+
+    def average(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
+        """Their mean: the sum in order, divided by the count."""
+
+    def maximum(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
+        """Their elementwise largest."""
+
+    def minimum(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
+        """Their elementwise smallest."""
+
+    def concatenate(
+        self, h: Tensor, params: Params, spec: ModelSpec, name: str
+    ) -> Tensor:
+        """Joined along Keras' last axis (an image's channels)."""
 
     def activation(
         self, h: Tensor, params: Params, spec: ModelSpec, name: str
     ) -> Tensor:
-        """The identity: an activation layer's activation is applied after
-        its block, as on any layer."""
+        """The identity: the layer's activation follows, as on any layer."""
 
     def prelu(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
-        """``max(h, 0) + alpha * min(h, 0)``; ``rescaling`` (``h * scale +
-        offset``), ``normalization`` (``(h - mean) / max(sqrt(variance),
-        1e-7)``), ``reshape``, ``permute`` (in Keras' element order),
-        ``zero_padding``, ``cropping`` and ``upsampling`` have this
-        signature too (``zoo.kinds`` says what each computes)."""
+        """``max(h, 0) + alpha * min(h, 0)``, alpha in the input's layout."""
+
+    def rescaling(
+        self, h: Tensor, params: Params, spec: ModelSpec, name: str
+    ) -> Tensor:
+        """``h * scale + offset``."""
+
+    def normalization(
+        self, h: Tensor, params: Params, spec: ModelSpec, name: str
+    ) -> Tensor:
+        """``(h - mean) / max(sqrt(variance), 1e-7)`` over the last axis."""
+
+    def reshape(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
+        """To the layer's ``target`` in Keras' element order."""
+
+    def permute(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
+        """The axes after the batch in ``target``'s order (Keras' order)."""
+
+    def zero_padding(
+        self, h: Tensor, params: Params, spec: ModelSpec, name: str
+    ) -> Tensor:
+        """Zeros before and after each axis (``target``'s widths)."""
+
+    def cropping(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
+        """Values cut before and after each axis (``target``'s widths)."""
+
+    def upsampling(
+        self, h: Tensor, params: Params, spec: ModelSpec, name: str
+    ) -> Tensor:
+        """Each position repeated ``target``'s times (nearest)."""
 
     def relu(self, h: Tensor) -> Tensor: ...
 
@@ -166,12 +204,25 @@ class Ops(Protocol):
         """Over the last axis."""
 
     def gelu(self, h: Tensor) -> Tensor:
-        """Keras' exact GELU, ``h / 2 * (1 + erf(h / sqrt(2)))``; ``selu``,
-        ``silu``, ``softplus`` and ``relu6`` take ``h`` alone too."""
+        """Keras' exact GELU, ``h / 2 * (1 + erf(h / sqrt(2)))``."""
+
+    def elu(self, h: Tensor, slope: float) -> Tensor:
+        """``h`` above 0, ``slope * (exp(h) - 1)`` below (Keras' alpha)."""
+
+    def selu(self, h: Tensor) -> Tensor:
+        """``SELU_SCALE * elu(h, SELU_ALPHA)`` (``zoo.kinds.base``)."""
+
+    def silu(self, h: Tensor) -> Tensor:
+        """``h * sigmoid(h)`` (Keras' swish)."""
+
+    def softplus(self, h: Tensor) -> Tensor:
+        """``log(1 + exp(h))``, computed without overflow."""
 
     def leaky_relu(self, h: Tensor, slope: float) -> Tensor:
-        """``h`` above 0, ``slope * h`` below; ``elu(h, slope)`` takes its
-        alpha so (``zoo.kinds.base.SLOPED``)."""
+        """``h`` at and above 0, ``slope * h`` below."""
+
+    def relu6(self, h: Tensor) -> Tensor:
+        """``min(max(h, 0), 6)``."""
 
 
 class Framework(Protocol):

@@ -63,7 +63,11 @@ def test_a_framework_without_a_block_is_named(tmp_path: Path) -> None:
 
 
 def _reference_kinds() -> set[str]:
-    return {layer.kind for spec in (*MODELS.values(), *VARIANTS.values()) for layer in spec.layers}
+    return {
+        layer.kind
+        for spec in (*MODELS.values(), *VARIANTS.values())
+        for layer in spec.layers
+    }
 
 
 def test_every_kind_is_in_a_variant_every_path_checks() -> None:
@@ -109,3 +113,63 @@ def _by_name(spec: ModelSpec) -> dict[str, tuple[object, ...]]:
         layer.name: (dataclasses.replace(layer, inputs=()), spec.sources(layer.name))
         for layer in spec.layers
     }
+
+
+def _free(shape: list[object]) -> dict[str, object]:
+    """A functional config: an input of ``shape`` (with the batch), an LSTM
+    and a dense layer."""
+
+    def node(source: str) -> list[dict[str, object]]:
+        tensor = {
+            "class_name": "__keras_tensor__",
+            "config": {"keras_history": [source, 0, 0]},
+        }
+        return [{"args": [tensor], "kwargs": {}}]
+
+    layers = [
+        {
+            "class_name": "InputLayer",
+            "module": "keras.layers",
+            "name": "input",
+            "config": {"batch_shape": shape, "name": "input"},
+        },
+        {
+            "class_name": "LSTM",
+            "module": "keras.layers",
+            "name": "l",
+            "config": {"name": "l", "units": 4},
+            "inbound_nodes": node("input"),
+        },
+        {
+            "class_name": "Dense",
+            "module": "keras.layers",
+            "name": "d",
+            "config": {"name": "d", "units": 2},
+            "inbound_nodes": node("l"),
+        },
+    ]
+    return {
+        "class_name": "Functional",
+        "config": {
+            "name": "m",
+            "layers": layers,
+            "input_layers": [["input", 0, 0]],
+            "output_layers": [["d", 0, 0]],
+        },
+    }
+
+
+def test_a_free_length_input_is_read_at_a_length_and_checked_shorter() -> None:
+    free = _free([None, None, 5])
+    assert keras_import.document_from_config(free)["input_shape"] == [
+        keras_import.FREE_LENGTH,
+        5,
+    ]
+    document = keras_import.document_from_config(free, seq_len=100)
+    assert document["input_shape"] == [100, 5]
+    spec = user_models.spec_from_document("free", document)
+    assert spec.free_length  # the checks also run it at a short length
+    with pytest.raises(ValueError, match="no free sequence length"):
+        keras_import.document_from_config(_free([None, 12, 5]), seq_len=100)
+    with pytest.raises(ValueError, match="is not fixed"):
+        keras_import.document_from_config(_free([None, 12, None]))

@@ -410,6 +410,8 @@ class ImportModel(Task):
     ANSWER = ImportAnswer
     file: str
     out: str
+    # the steps a free-length sequence input is read with (0: the default)
+    seq_len: int = 0
 
 
 # --- operator tasks (``harness ops``) ------------------------------------------

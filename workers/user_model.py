@@ -110,10 +110,12 @@ def _remember(remembered: Path, name: str) -> None:
         raise
 
 
-def model_from_file(file: Path, folder: Path | None = None) -> str:
+def model_from_file(file: Path, folder: Path | None = None, seq_len: int = 0) -> str:
     """The name of the model in ``file`` (kept in ``folder``, which becomes
     this process' store and its workers'); a ValueError in one sentence
-    when the file cannot be a model."""
+    when the file cannot be a model.  ``seq_len``: the steps a Keras file's
+    free-length sequence input is read with (``zoo.keras_import.FREE_LENGTH``
+    when 0)."""
     folder = use_store(folder) if folder is not None else store().absolute()
     try:
         mode: int | None = file.stat().st_mode
@@ -129,9 +131,15 @@ def model_from_file(file: Path, folder: Path | None = None) -> str:
         )
     if mode is None:
         raise ValueError(f"{file}: no such file")
+    if seq_len and file.suffix == ".toml":
+        raise ValueError(
+            f"{file}: --seq-len is for a Keras file's free-length input; a "
+            "[model] table gives its length in input_shape"
+        )
     files = _files_folder(folder)
     try:
-        remembered = files / f"{_sha256(file)}.r{READER}"
+        length = f"-L{seq_len}" if seq_len else ""
+        remembered = files / f"{_sha256(file)}{length}.r{READER}"
     except FileNotFoundError:
         raise ValueError(f"{file}: no such file") from None
     except OSError as exc:
@@ -146,7 +154,7 @@ def model_from_file(file: Path, folder: Path | None = None) -> str:
     name = (
         _read_toml(file, folder)
         if file.suffix == ".toml"
-        else _read_keras(file, folder)
+        else _read_keras(file, folder, seq_len)
     )
     _remember(remembered, name)
     return name
@@ -171,10 +179,10 @@ def _read_toml(file: Path, folder: Path) -> str:
         raise ValueError(f"{file}: {exc}") from None
 
 
-def _read_keras(file: Path, folder: Path) -> str:
+def _read_keras(file: Path, folder: Path, seq_len: int = 0) -> str:
     with tempfile.TemporaryDirectory(prefix="zoo-import-") as scratch:
         out = Path(scratch) / "weights.npz"
-        request = ImportModel(file=str(file.absolute()), out=str(out))
+        request = ImportModel(file=str(file.absolute()), out=str(out), seq_len=seq_len)
         with Worker(KERAS_READER) as worker:
             reply = worker.call(request, READ_TIMEOUT_S)
         if not isinstance(reply.answer, ImportAnswer):

@@ -67,6 +67,10 @@ MAX_CONFIG_DEPTH = 64
 # WEIGHTS_PER_VALUE bytes per parameter value plus WEIGHTS_SLACK.
 WEIGHTS_PER_VALUE = 4 * 4
 WEIGHTS_SLACK = 4 << 20
+# The steps a sequence of free length (``shape=(None, F)``) is read with when
+# no ``--seq-len`` is given: it is checked at this length and at
+# ``equivalence.check.SHORT_SEQ_LEN``, and timed at this length.
+FREE_LENGTH = 64
 # What of Keras' refusal the sentence keeps.
 MAX_REASON_CHARS = 500
 # The dtype policy every layer must compute in.
@@ -448,22 +452,34 @@ def _check_dtype(where: str, config: Any) -> None:
         )
 
 
-def _input_shape(config: Mapping[str, Any]) -> list[Any]:
+def _input_shape(config: Mapping[str, Any], seq_len: int = 0) -> list[Any]:
+    """The input's shape without the batch.  A sequence of free length
+    (``shape=(None,)`` token ids, ``(None, F)`` steps) takes ``seq_len``
+    steps, or ``FREE_LENGTH``; any other free axis is refused."""
     inner = config.get("config", {})
     for layer in inner.get("layers", []) if isinstance(inner, dict) else []:
         config = layer.get("config", {})
         shape = config.get("batch_shape") or config.get("batch_input_shape")
         if shape is None and layer.get("build_config"):
             shape = layer["build_config"].get("input_shape")
-        if shape is not None:
-            if not isinstance(shape, list) or any(
-                not isinstance(d, int) for d in shape[1:]
-            ):
-                raise ValueError(
-                    f"the model's input shape {shape} is not fixed; give every "
-                    "axis but the batch a size (a fixed sequence length, say)"
-                )
-            return list(shape[1:])
+        if shape is None:
+            continue
+        if not isinstance(shape, list) or not 2 <= len(shape) <= 4:
+            break
+        given = list(shape[1:])
+        if given[0] is None and len(given) <= 2:
+            given[0] = seq_len or FREE_LENGTH
+        elif seq_len:
+            raise ValueError(
+                f"--seq-len {seq_len} was given, but the model's input {shape} "
+                "has no free sequence length"
+            )
+        if any(isinstance(d, bool) or not isinstance(d, int) for d in given):
+            raise ValueError(
+                f"the model's input shape {shape} is not fixed; give every axis "
+                "but the batch a size (a sequence's length may be None)"
+            )
+        return given
     raise ValueError("the file does not say the model's input shape; build it first")
 
 
@@ -516,9 +532,10 @@ def _optimizer(compiled: Mapping[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def document_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
+def document_from_config(config: Mapping[str, Any], seq_len: int = 0) -> dict[str, Any]:
     """The model document of a Keras archive's config (no Keras needed); a
-    ValueError naming every layer the tool cannot take, not only the first."""
+    ValueError naming every layer the tool cannot take, not only the first.
+    A free sequence length is read as ``seq_len`` (``_input_shape``)."""
     graph = _layers(config)
     _check_dtype("the model", config.get("config"))
     entries: list[dict[str, Any]] = []
@@ -546,7 +563,7 @@ def document_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
                 "which takes token ids; give keras.Input dtype='int32'"
             )
     return {
-        "input_shape": _input_shape(config),
+        "input_shape": _input_shape(config, seq_len),
         "layers": entries,
         "workload": _workload(config),
     }
@@ -570,14 +587,20 @@ def _inputs(
     if layer.get("module") == OPERATIONS_MODULE:
         nodes = layer.get("inbound_nodes") or [{}]
         args = nodes[0].get("args", []) if isinstance(nodes[0], dict) else []
-        if len(sources) != 2 or len(args) != 2:  # noqa: PLR2004 (two operands)
+        if len(sources) != 2 or len(args) != 2:
             raise ValueError(
                 f"operation {name!r} ({layer.get('class_name')}) is not between two "
                 "of the model's tensors (a constant operand is not read); use a "
                 "Rescaling layer for a constant factor or offset"
             )
     taken = sources if takes != 1 else sorted(set(sources))
-    fits = len(taken) == takes if takes > 1 else len(taken) > 1 if takes == 0 else len(taken) == 1
+    fits = (
+        len(taken) == takes
+        if takes > 1
+        else len(taken) > 1
+        if takes == 0
+        else len(taken) == 1
+    )
     if not fits:
         raise ValueError(
             f"layer {name!r} takes {len(taken)} tensor(s); a merge (Add, Concatenate, "
@@ -602,7 +625,9 @@ def _input_dtype(config: Mapping[str, Any]) -> str | None:
     return None
 
 
-def load(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray], Any]:
+def load(
+    path: Path, seq_len: int = 0
+) -> tuple[dict[str, Any], dict[str, np.ndarray], Any]:
     """The document and canonical weights of the Keras file ``path``, and
     the model as Keras loaded it (inside a Keras worker; the worker judges
     the reading against that model: ``workers.reader_check``)."""
@@ -611,7 +636,7 @@ def load(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray], Any]:
     from zoo.keras_models import variable
     from zoo.user_models import spec_from_document
 
-    document = document_from_config(read_config(path))
+    document = document_from_config(read_config(path), seq_len)
     spec = spec_from_document("user model", document)  # refused before loading
     check_weights_member(path, spec)  # no variable Keras builds is huge
     try:

@@ -69,3 +69,8 @@ def set_weights(
                 f"canonical has {p.shape}"
             )
         target.assign(canonical[p.name])
+    for layer in model.layers:
+        # A Normalization computes with copies of its statistics, which it
+        # takes from its variables only here (else it keeps the old ones).
+        if isinstance(layer, keras.layers.Normalization):
+            layer.finalize_state()

@@ -293,11 +293,13 @@ class ModelSpec:
     @property
     def free_length(self) -> bool:
         """Whether the model takes sequences of any length: its input is
-        (steps, features) and no ``flatten`` fixes the number of steps for
-        the layer after it (``(28, 28)`` images flattened into a dense layer
-        take 28 rows and no other number)."""
+        ``(steps, features)`` and no layer fixes how many (a ``flatten``,
+        ``reshape`` or ``permute``: ``(28, 28)`` images flattened into a
+        dense layer take 28 rows and no other).  Token ids ``(T,)`` are
+        checked at their own length only, as the transformer always was."""
+        fixing = ("flatten", "reshape", "permute")
         return len(self.input_shape) == 2 and all(
-            layer.kind != "flatten" for layer in self.layers
+            layer.kind not in fixing for layer in self.layers
         )
 
     @property
@@ -474,7 +476,9 @@ def _check_graph(spec: ModelSpec) -> None:
                 "of the model is"
             )
         takes, count = KIND_RECORDS[layer.kind].takes, len(layer.inputs)
-        wrong = count != takes if takes > 1 else (count < 2 if takes == 0 else count > 1)
+        wrong = (
+            count != takes if takes > 1 else (count < 2 if takes == 0 else count > 1)
+        )
         if wrong:
             wants = {0: "sums two or more", 2: "takes exactly two"}.get(takes)
             what = f"{'an' if layer.kind == 'add' else 'a'} {layer.kind} layer"

@@ -75,8 +75,8 @@ from typing import Any
 import numpy as np
 
 from zoo.arrays import digest, save_npz
-from zoo.losses import DEFAULT as DEFAULT_OBJECTIVE
 from zoo.kinds import KINDS as KIND_RECORDS
+from zoo.losses import DEFAULT as DEFAULT_OBJECTIVE
 from zoo.losses import LOSSES
 from zoo.specs import (
     BATCH_NORM_MOMENTUM,

@@ -43,6 +43,14 @@ def model_argument(parser: argparse.ArgumentParser) -> None:
         help="your own model instead of --models: a Keras 3 file (.keras) or a "
         "[model] table (.toml), kept by name in RESULTS/models",
     )
+    parser.add_argument(
+        "--seq-len",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --model: the steps a Keras file's free-length sequence input "
+        "(shape=(None, F)) is timed at (default 64; it is also checked shorter)",
+    )
 
 
 def chosen_models(args: argparse.Namespace, default: str) -> list[str]:
@@ -60,7 +68,10 @@ def chosen_models(args: argparse.Namespace, default: str) -> list[str]:
                 f"model ({own[0]}, its [model] table) and --model {args.model} was "
                 "given too; give one of them"
             )
-        return [model_from_file(args.model, args.results / "models")]
+        seq_len = getattr(args, "seq_len", 0) or 0
+        if seq_len < 0:
+            raise ValueError(f"--seq-len must be a positive number, not {seq_len}")
+        return [model_from_file(args.model, args.results / "models", seq_len)]
     names = default if args.models is None else args.models
     # a blueprint's own [model] is among its defaults (harness.core.profiles)
     return parse_list(names, [*MODELS, *VARIANTS, *default.split(",")], "model")

@@ -47,7 +47,9 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
         entry.update(_relu(name, config))
     elif cls == "LeakyReLU":
         slope = config.get("negative_slope", LEAKY_RELU_LAYER_SLOPE)
-        entry.update(activation="leaky_relu", slope=_number(name, "negative_slope", slope))
+        entry.update(
+            activation="leaky_relu", slope=_number(name, "negative_slope", slope)
+        )
     else:  # ELU
         alpha = _number(name, "alpha", config.get("alpha", 1.0))
         entry.update(activation="elu", slope=alpha)
@@ -57,8 +59,10 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
 
 
 def _number(name: str, what: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (
-        0 < value < math.inf
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (0 < value < math.inf)
     ):
         raise ValueError(f"layer {name!r} has {what}={value!r}; it must be above 0")
     return float(value)
@@ -77,7 +81,10 @@ def _relu(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
     if cap == 6 and not slope:
         return {"activation": "relu6"}
     if cap is None:
-        return {"activation": "leaky_relu", "slope": _number(name, "negative_slope", slope)}
+        return {
+            "activation": "leaky_relu",
+            "slope": _number(name, "negative_slope", slope),
+        }
     raise ValueError(
         f"ReLU layer {name!r} has max_value={cap!r} and negative_slope={slope!r}; "
         "the tool computes a ReLU capped at 6 or leaky, not both"

@@ -284,7 +284,9 @@ def no_flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, 
     return 0, 0
 
 
-def elementwise(per: int) -> Callable[[Layer, tuple[Shape, ...], Shape], tuple[int, int]]:
+def elementwise(
+    per: int,
+) -> Callable[[Layer, tuple[Shape, ...], Shape], tuple[int, int]]:
     """A FLOP rule of ``per`` operations for each output element."""
 
     def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -78,7 +77,9 @@ def _pairs(cls: str, name: str, value: Any) -> list[int]:
 
     def number(v: Any) -> int:
         if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"{cls} layer {name!r} has widths {value!r}; whole numbers")
+            raise ValueError(
+                f"{cls} layer {name!r} has widths {value!r}; whole numbers"
+            )
         return v
 
     if isinstance(value, int) and not isinstance(value, bool):
@@ -88,29 +89,51 @@ def _pairs(cls: str, name: str, value: Any) -> list[int]:
     if isinstance(value, list) and two and len(value) == 2:
         out: list[int] = []
         for axis in value:
-            out += [number(v) for v in axis] if isinstance(axis, list) else [number(axis)] * 2
+            out += (
+                [number(v) for v in axis]
+                if isinstance(axis, list)
+                else [number(axis)] * 2
+            )
         if len(out) == 4:
             return out
-    raise ValueError(f"{cls} layer {name!r} has widths {value!r}, which the tool cannot read")
+    raise ValueError(
+        f"{cls} layer {name!r} has widths {value!r}, which the tool cannot read"
+    )
 
 
-def padding_read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
+def padding_read(
+    cls: str, name: str, config: Mapping[str, Any], built: Any
+) -> dict[str, Any]:
     kw.must(cls, name, config, kw.CHANNELS_LAST)
-    return {"kind": "zero_padding", "name": name, "padding": _pairs(cls, name, config.get("padding", 1))}
+    return {
+        "kind": "zero_padding",
+        "name": name,
+        "padding": _pairs(cls, name, config.get("padding", 1)),
+    }
 
 
-def cropping_read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
+def cropping_read(
+    cls: str, name: str, config: Mapping[str, Any], built: Any
+) -> dict[str, Any]:
     kw.must(cls, name, config, kw.CHANNELS_LAST)
-    return {"kind": "cropping", "name": name, "cropping": _pairs(cls, name, config.get("cropping", 1))}
+    return {
+        "kind": "cropping",
+        "name": name,
+        "cropping": _pairs(cls, name, config.get("cropping", 1)),
+    }
 
 
-def upsampling_read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
+def upsampling_read(
+    cls: str, name: str, config: Mapping[str, Any], built: Any
+) -> dict[str, Any]:
     kw.must(cls, name, config, (*kw.CHANNELS_LAST, ("interpolation", "nearest")))
     size = config.get("size", 2)
     sizes = [size] if "1D" in cls and not isinstance(size, list) else size
     if isinstance(sizes, int) and not isinstance(sizes, bool):
         sizes = [sizes, sizes]
-    if not isinstance(sizes, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in sizes):
+    if not isinstance(sizes, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in sizes
+    ):
         raise ValueError(f"{cls} layer {name!r} has size={size!r}; whole numbers")
     return {"kind": "upsampling", "name": name, "size": sizes}
 

@@ -41,9 +41,7 @@ def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
     )
 
 
-def read(
-    cls: str, name: str, config: Mapping[str, Any], built: Any
-) -> dict[str, Any]:
+def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
     kw.must(cls, name, config, CONVOLUTION)
     return {
         "kind": "conv1d",

@@ -50,9 +50,7 @@ CONVOLUTION = (
 )
 
 
-def read(
-    cls: str, name: str, config: Mapping[str, Any], built: Any
-) -> dict[str, Any]:
+def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
     kw.must(cls, name, config, CONVOLUTION)
     return {
         "kind": "conv2d",

@@ -40,9 +40,7 @@ _MUST = (
 )
 
 
-def read(
-    cls: str, name: str, config: Mapping[str, Any], built: Any
-) -> dict[str, Any]:
+def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
     kw.must(cls, name, config, _MUST)
     return {
         "kind": "embedding",

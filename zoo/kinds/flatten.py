@@ -19,9 +19,7 @@ def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
     return keras.layers.Flatten(name=layer.name)
 
 
-def read(
-    cls: str, name: str, config: Mapping[str, Any], built: Any
-) -> dict[str, Any]:
+def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
     kw.must(cls, name, config, kw.CHANNELS_LAST)
     return {"kind": "flatten", "name": name}
 

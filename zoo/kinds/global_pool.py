@@ -13,7 +13,10 @@ from typing import Any
 from zoo.kinds import keras_words as kw
 from zoo.kinds.base import Kind, Layer, Shape, no_params
 
-_CLASS = {"global_avg_pool": "GlobalAveragePooling", "global_max_pool": "GlobalMaxPooling"}
+_CLASS = {
+    "global_avg_pool": "GlobalAveragePooling",
+    "global_max_pool": "GlobalMaxPooling",
+}
 
 
 def _kind(kind: str) -> Kind:
@@ -37,8 +40,8 @@ def _kind(kind: str) -> Kind:
         return getattr(keras.layers, stem + rank)(name=layer.name)
 
     def read(
-    cls: str, name: str, config: Mapping[str, Any], built: Any
-) -> dict[str, Any]:
+        cls: str, name: str, config: Mapping[str, Any], built: Any
+    ) -> dict[str, Any]:
         kw.must(cls, name, config, (*kw.CHANNELS_LAST, ("keepdims", False)))
         return {"kind": kind, "name": name}
 

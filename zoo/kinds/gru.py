@@ -52,9 +52,7 @@ def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
     )
 
 
-def read(
-    cls: str, name: str, config: Mapping[str, Any], built: Any
-) -> dict[str, Any]:
+def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
     # reset_after=True: the recurrent bias inside the reset gate, the layout
     # the (2, 3u) bias holds.
     kw.must(cls, name, config, (("reset_after", True),))

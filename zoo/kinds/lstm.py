@@ -48,9 +48,7 @@ def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
     )
 
 
-def read(
-    cls: str, name: str, config: Mapping[str, Any], built: Any
-) -> dict[str, Any]:
+def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
     return recurrent.read("lstm", cls, name, config)
 
 

@@ -13,7 +13,6 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from zoo.kinds import keras_words as kw
 from zoo.kinds.base import Kind, Layer, Shape, no_params
 
 # kind -> Keras class, and the keras.ops function a functional model's
@@ -60,10 +59,16 @@ def _kind(kind: str) -> Kind:
     def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
         return getattr(keras.layers, cls)(name=layer.name)
 
-    def read(given: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
+    def read(
+        given: str, name: str, config: Mapping[str, Any], built: Any
+    ) -> dict[str, Any]:
         if kind == "concatenate":
             axis = config.get("axis", -1)
-            rank = len(built[0]) if isinstance(built, list) and built and isinstance(built[0], list) else None
+            rank = (
+                len(built[0])
+                if isinstance(built, list) and built and isinstance(built[0], list)
+                else None
+            )
             if axis != -1 and axis != (rank - 1 if rank else None):
                 raise ValueError(
                     f"Concatenate layer {name!r} joins along axis {axis!r}; the "

@@ -39,8 +39,8 @@ def _kind(name: str) -> Kind:
         return pool(layer.size, layer.stride, layer.padding, name=layer.name)
 
     def read(
-    given: str, name: str, config: Mapping[str, Any], built: Any
-) -> dict[str, Any]:
+        given: str, name: str, config: Mapping[str, Any], built: Any
+    ) -> dict[str, Any]:
         kw.must(given, name, config, kw.CHANNELS_LAST)
         return {"kind": _kind_name, "name": name, **kw.window(given, name, config)}
 

@@ -14,7 +14,9 @@ from zoo.kinds.base import Kind, Layer, Param, Shape, one_input
 
 
 def alpha_shape(layer: Layer, shape: Shape) -> Shape:
-    return tuple(1 if axis + 1 in layer.target else side for axis, side in enumerate(shape))
+    return tuple(
+        1 if axis + 1 in layer.target else side for axis, side in enumerate(shape)
+    )
 
 
 def _shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
@@ -42,7 +44,9 @@ def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
 
 
 def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
-    kw.must(cls, name, config, (("alpha_regularizer", None), ("alpha_constraint", None)))
+    kw.must(
+        cls, name, config, (("alpha_regularizer", None), ("alpha_constraint", None))
+    )
     shared = config.get("shared_axes")
     if isinstance(shared, int) and not isinstance(shared, bool):
         shared = [shared]

@@ -65,13 +65,21 @@ def _ints(cls: str, name: str, word: str, value: Any) -> list[int]:
     return value
 
 
-def reshape_read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
+def reshape_read(
+    cls: str, name: str, config: Mapping[str, Any], built: Any
+) -> dict[str, Any]:
     target = _ints(cls, name, "target_shape", config.get("target_shape"))
     return {"kind": "reshape", "name": name, "target_shape": target}
 
 
-def permute_read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
-    return {"kind": "permute", "name": name, "dims": _ints(cls, name, "dims", config.get("dims"))}
+def permute_read(
+    cls: str, name: str, config: Mapping[str, Any], built: Any
+) -> dict[str, Any]:
+    return {
+        "kind": "permute",
+        "name": name,
+        "dims": _ints(cls, name, "dims", config.get("dims")),
+    }
 
 
 RESHAPE = Kind(
