@@ -170,7 +170,10 @@ def test_a_branch_names_an_earlier_layer() -> None:
         (lambda d: d["layers"][3].update(epsilon="small"), "epsilon must be a num"),
         (lambda d: d["layers"][4].update(inputs=["embed", "att"]), "every other"),
         (lambda d: d["layers"][1].update(inputs=["logits"]), "takes logits, which"),
-        (lambda d: d["layers"].insert(1, d["layers"][0] | {"name": "e2"}), "must take the model.s input"),
+        (
+            lambda d: d["layers"].insert(1, d["layers"][0] | {"name": "e2"}),
+            "must take the",
+        ),
         (lambda d: d["layers"][1].update(activation="relu"), "activation, which"),
         (lambda d: d["layers"][5].update(pool_size=40), "does not fit"),
         (lambda d: d.update(input_shape=[16, 4]), "needs token ids"),
@@ -711,7 +714,7 @@ def _call_with(**kwargs: Any) -> dict[str, Any]:
     [
         (_transformer(attention=ATTENTION | {"value_dim": 8}), "value_dim=8 and"),
         (_transformer(attention=ATTENTION | {"dropout": 0.1}), "dropout=0.1"),
-        (_transformer(attention=ATTENTION | {"dropout": 0.1}), "dropout=0.1"),
+        (_transformer(attention=ATTENTION | {"kernel_regularizer": "l2"}), "l2"),
         (_transformer(attention=ATTENTION | {"use_gate": True}), "use_gate=True"),
         (
             _transformer(attention=ATTENTION | {"output_shape": [4]}),

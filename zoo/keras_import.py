@@ -23,11 +23,11 @@ earlier layer's (or the model's input, ``zoo.specs.INPUT``) names it in
 ``inputs`` (a merge always names the two or more it takes); ``x + y``,
 ``x - y``, ``x * y`` and ``keras.ops.maximum``/``minimum`` between two
 tensors, which Keras saves as operations of ``keras.src.ops.numpy``, are
-read as the merges of those names.  A ``Dropout`` of rate 0 is the identity and is left out (a layer
-that takes it takes what it took); one of any other rate below 1 is a
-``dropout`` of that rate (its ``seed`` is not kept: the tool compares
-training trajectories at rate 0, ``zoo.specs.without_dropout``, and checks
-each path's dropout at its rate on its own).  A ``BatchNormalization``
+read as the merges of those names.  A ``Dropout`` of rate 0 is the
+identity and is left out (a layer that takes it takes what it took); one
+of any other rate below 1 is a ``dropout`` of that rate (its ``seed`` is
+not kept: the tool compares training trajectories at rate 0,
+``zoo.specs.without_dropout``, and checks each path's dropout at its rate on its own).  A ``BatchNormalization``
 over the last axis is a ``batch_norm`` with its ``epsilon`` and
 ``momentum``; its moving statistics are read with its weights.
 

@@ -47,7 +47,7 @@ def _kind(kind: str) -> Kind:
 
     return Kind(
         name=kind,
-        summary=f"the {'mean' if 'avg' in kind else 'largest value'} over every position",
+        summary=f"the {'mean' if 'avg' in kind else 'largest'} over every position",
         options=(),
         size_word=None,
         shape=shape,
