@@ -857,15 +857,18 @@ def test_a_graph_the_spec_cannot_express_is_one_sentence() -> None:
     user_models.spec_from_document("two-tables", document)
 
 
-def test_several_inputs_and_an_open_input_shape_are_refused() -> None:
+def test_several_inputs_and_an_open_feature_axis_are_refused() -> None:
     config = _functional((_layer("Flatten", "f"), [["input"]]))
     config["config"]["input_layers"] = [["input", 0, 0], ["other", 0, 0]]
     with pytest.raises(ValueError, match="several inputs or outputs"):
         keras_import.document_from_config(config)
     config = _sequential(_layer("LSTM", "l", units=4))
-    config["config"]["layers"][0]["config"]["batch_shape"] = [None, None, 8]
+    config["config"]["layers"][0]["config"]["batch_shape"] = [None, 5, None]
     with pytest.raises(ValueError, match="is not fixed; give every axis"):
         keras_import.document_from_config(config)
+    # a free sequence length is read (tests/test_kinds.py: at which length)
+    config["config"]["layers"][0]["config"]["batch_shape"] = [None, None, 8]
+    assert keras_import.document_from_config(config)["input_shape"][1] == 8
 
 
 # --- batch normalization and dropout --------------------------------------------

@@ -47,7 +47,8 @@ def _outputs(
 ) -> list[np.ndarray]:
     # A layer by name, or an operation of the graph (``x + y`` is saved as
     # keras.ops' Add, which is no layer).
-    found = {operation.name: operation for operation in model.operations}
+    operations = getattr(model, "operations", None) or model.layers
+    found = {operation.name: operation for operation in operations}
     probe = keras.Model(model.inputs, [found[n].output for n in names])
     return [np.asarray(o) for o in probe.predict_on_batch(x)]
 

@@ -80,10 +80,8 @@ FLOAT32 = "float32"
 # names the classes it reads, and reads them).
 SUPPORTED = {cls: kind.name for cls, kind in BY_KERAS_CLASS.items()}
 _SUPPORTED_TEXT = (
-    "Keras' built-in layers of the kinds "
-    + ", ".join(KINDS)
-    + " (docs/user_models.md lists their Keras classes), from one input to one "
-    "output"
+    "Keras' built-in layers of the kinds docs/user_models.md lists (zoo/kinds), "
+    "from one input to one output"
 )
 # The model's input, as the source a layer takes (``zoo.specs.INPUT``).
 INPUT = SPEC_INPUT
@@ -413,10 +411,12 @@ def _entry(layer: Mapping[str, Any]) -> dict[str, Any]:
         )
     if module == OPERATIONS_MODULE and cls in _OPERATIONS:
         return {"kind": _OPERATIONS[cls], "name": name}
-    if module not in ("keras.layers", None):
-        raise ValueError(f"layer {name!r} is {cls!r} from {module!r}: {_CUSTOM}")
     kind = BY_KERAS_CLASS.get(str(cls))
-    if kind is None:
+    custom = module is None and layer.get("registered_name") not in (None, cls)
+    if module not in ("keras.layers", None) or (kind is None and module is None):
+        where = f" from {module!r}" if module else ""
+        raise ValueError(f"layer {name!r} is {cls!r}{where}: {_CUSTOM}")
+    if kind is None or custom:
         raise ValueError(
             f"layer {name!r} ({cls}) is not one the tool knows; supported: "
             f"{_SUPPORTED_TEXT}"

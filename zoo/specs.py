@@ -535,11 +535,16 @@ def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
         if layer.kind == "flatten" and len(given[0]) == 3:
             images[n] = (given[0][0], given[0][1], given[0][2])
     final = walked[-1][1] if walked else spec.input_shape
+    if len(final) != 1:
+        raise ValueError(
+            f"{spec.name} ends in shape {final}; the tool computes a loss over "
+            "one row of outputs per example, not over every step or position "
+            "(flatten or pool before the last layer)"
+        )
     if final != (spec.classes,):
         raise ValueError(
-            f"{spec.name} ends in shape {final}; it must end in one row of "
-            f"outputs per example, ({spec.classes},), which its loss "
-            f"({spec.workload.loss}) takes"
+            f"{spec.name} ends in shape {final} but says it gives "
+            f"{spec.classes} outputs per example"
         )
     losses.check(spec.workload.objective, spec.classes, spec.name)
     _check_size(spec, params)
