@@ -134,6 +134,8 @@ def layer_errors(
     )
     for layer in reversed(_param_layers(spec)):
         keys = _keys(spec, layer, GRAD_PREFIX, trained=True)
+        if not keys:  # state only (a Normalization's statistics): no gradient
+            continue
         errors.append(
             LayerError(
                 "backward",
@@ -150,6 +152,8 @@ def layer_errors(
             per_layer = []
             for layer in _param_layers(spec):
                 keys = _keys(spec, layer, f"step{t}/")
+                if not keys:
+                    continue
                 per_layer.append(
                     LayerError(
                         "update",

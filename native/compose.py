@@ -20,8 +20,10 @@ Two kinds compute differently in a training step (``zoo.specs.TRAINING_KINDS``),
 which ``training=True`` asks for (``train_forward``): a ``batch_norm``
 normalizes with the batch's statistics (``ops.batch_norm_train``) and writes
 its new moving statistics, Keras' ``moving * momentum + batch * (1 -
-momentum)``, into ``updates``; a ``dropout`` drops (``ops.dropout``, with
-``rng`` where the framework's randomness is explicit: a JAX key).  In
+momentum)``, into ``updates``; a ``normalization`` writes its adapted
+mean and variance there unchanged (state, never trained); a ``dropout``
+drops (``ops.dropout``, with ``rng`` where the framework's randomness is
+explicit: a JAX key).  In
 inference a batch normalization uses its moving statistics and a dropout is
 the identity, as at rate 0 in training.  A dropout that drops also taps its
 input, as ``<name>/input``, for the check that it dropped as dropout must
@@ -64,16 +66,8 @@ def apply(
             if training and layer.rate:
                 h = tap(f"{layer.name}/input", h)  # for the dropout check
                 h = ops.dropout(h, layer.rate, rng, index)
-        elif layer.kind == "batch_norm" and training:
-            h, mean, variance = ops.batch_norm_train(h, params, spec, layer.name)
-            if updates is not None:
-                keep = layer.norm_momentum
-                for stat, batch in (
-                    ("moving_mean", mean),
-                    ("moving_variance", variance),
-                ):
-                    moving = params[f"{layer.name}/{stat}"]
-                    updates[f"{layer.name}/{stat}"] = moving * keep + batch * (1 - keep)
+        elif training:
+            h = _training_block(ops, params, spec, h, layer.name, updates=updates)
         else:
             h = getattr(ops, layer.kind)(h, params, spec, layer.name)
         if layer.activation in SLOPED:  # its number: its own or Keras' default
@@ -83,6 +77,34 @@ def apply(
         if layer.kind != "flatten":  # see ModelSpec.tapped_layers
             h = tap(layer.name, h)
         outputs[layer.name] = h
+    return h
+
+
+def _training_block(
+    ops: Any,
+    params: Any,
+    spec: ModelSpec,
+    h: Tensor,
+    name: str,
+    *,
+    updates: dict[str, Tensor] | None,
+) -> Tensor:
+    """Layer ``name`` as a training step computes it; the state it sets goes
+    into ``updates``."""
+    layer = spec.layer(name)
+    if layer.kind == "batch_norm":
+        h, mean, variance = ops.batch_norm_train(h, params, spec, name)
+        if updates is not None:
+            keep = layer.norm_momentum
+            for stat, batch in (("moving_mean", mean), ("moving_variance", variance)):
+                moving = params[f"{name}/{stat}"]
+                updates[f"{name}/{stat}"] = moving * keep + batch * (1 - keep)
+        return h
+    h = getattr(ops, layer.kind)(h, params, spec, name)
+    if layer.kind == "normalization" and updates is not None:
+        # adapted statistics: state no step changes (set, not trained)
+        for stat in ("mean", "variance"):
+            updates[f"{name}/{stat}"] = params[f"{name}/{stat}"]
     return h
 
 

@@ -12,8 +12,9 @@ the arrays it needs (window sizes, strides and padding static).  Inside a
 jitted step (mode ``jit``, ``native.jax.common``) the kernels are inlined into
 the one program, which is unchanged; called eagerly (mode ``layerjit``,
 ``native.jax.modes``) each layer's forward pass and backward pass run as
-compiled XLA computations of their own.  ``flatten`` is a reshape, left to
-run as it is called.
+compiled XLA computations of their own.  ``flatten``, ``reshape`` and
+``permute`` only rearrange values, left to run as they are called.  A layer
+with ``use_bias=False`` hands its kernel ``None`` for the bias it lacks.
 
 Padding is given to XLA as numbers (``zoo.specs.padding_of``: Keras' ``same``
 rule), the same numbers the NCHW frameworks pad with.
@@ -29,6 +30,8 @@ import jax.numpy as jnp
 from jax import lax
 
 from native.jax.common import Params
+from zoo.kinds.adapted import EPSILON as _ADAPTED_EPSILON
+from zoo.kinds.base import SELU_ALPHA, SELU_SCALE
 from zoo.specs import Layer, ModelSpec, padding_of
 
 _NHWC = ("NHWC", "HWIO", "NHWC")
@@ -39,30 +42,37 @@ def _pads(layer: Layer, h: jax.Array) -> Pads:
     return (padding_of(layer, h.shape[1]), padding_of(layer, h.shape[2]))
 
 
+def _bias(params: Params, spec: ModelSpec, name: str) -> jax.Array | None:
+    """``params["<name>/bias"]``, or ``None`` for a layer with
+    ``use_bias=False`` (it has none): a kernel given ``None`` adds nothing,
+    and traces a program of its own (the one with a bias is unchanged)."""
+    return params[f"{name}/bias"] if spec.layer(name).use_bias else None
+
+
 @jax.jit
-def _dense(h: jax.Array, kernel: jax.Array, bias: jax.Array) -> jax.Array:
-    return h @ kernel + bias
+def _dense(h: jax.Array, kernel: jax.Array, bias: jax.Array | None) -> jax.Array:
+    return h @ kernel if bias is None else h @ kernel + bias
 
 
 def dense(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     """``h @ kernel + bias`` over the last axis; kernel ``(in, out)``."""
-    return _dense(h, params[f"{name}/kernel"], params[f"{name}/bias"])  # type: ignore[no-any-return]
+    return _dense(h, params[f"{name}/kernel"], _bias(params, spec, name))  # type: ignore[no-any-return]
 
 
 @functools.partial(jax.jit, static_argnames=("stride", "pads"))
 def _conv2d(
-    h: jax.Array, kernel: jax.Array, bias: jax.Array, stride: int, pads: Pads
+    h: jax.Array, kernel: jax.Array, bias: jax.Array | None, stride: int, pads: Pads
 ) -> jax.Array:
     strides = (stride, stride)
     y = lax.conv_general_dilated(h, kernel, strides, pads, dimension_numbers=_NHWC)
-    return y + bias
+    return y if bias is None else y + bias
 
 
 def conv2d(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     """Convolution with the layer's strides and padding (Keras' ``valid`` or
     ``same``); kernel ``(kh, kw, in, out)``."""
     layer = spec.layer(name)
-    kernel, bias = params[f"{name}/kernel"], params[f"{name}/bias"]
+    kernel, bias = params[f"{name}/kernel"], _bias(params, spec, name)
     return _conv2d(h, kernel, bias, layer.stride, _pads(layer, h))  # type: ignore[no-any-return]
 
 
@@ -106,14 +116,15 @@ def _lstm(
     x: jax.Array,
     kernel: jax.Array,
     recurrent: jax.Array,
-    bias: jax.Array,
+    bias: jax.Array | None,
     sequences: bool,
 ) -> jax.Array:
     units = recurrent.shape[0]
 
     def cell(carry: tuple[jax.Array, jax.Array], x_t: jax.Array) -> Any:
         h, c = carry
-        i, f, g, o = jnp.split(x_t @ kernel + bias + h @ recurrent, 4, axis=-1)
+        projected = x_t @ kernel if bias is None else x_t @ kernel + bias
+        i, f, g, o = jnp.split(projected + h @ recurrent, 4, axis=-1)
         c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
         h = jax.nn.sigmoid(o) * jnp.tanh(c)
         return (h, c), h if sequences else None
@@ -130,12 +141,13 @@ def lstm(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     tanh(c)`` with sigmoid gates, run over time with ``lax.scan``.  The input
     projection is done step by step inside the scan, as Keras does: projecting
     all steps up front measured 40% slower in the forward pass under XLA on
-    CPU.  Kernel ``(F, 4u)``, recurrent kernel ``(u, 4u)``, bias ``(4u,)``."""
+    CPU.  Kernel ``(F, 4u)``, recurrent kernel ``(u, 4u)``, bias ``(4u,)``
+    (none with ``use_bias=False``)."""
     return _lstm(  # type: ignore[no-any-return]
         h,
         params[f"{name}/kernel"],
         params[f"{name}/recurrent_kernel"],
-        params[f"{name}/bias"],
+        _bias(params, spec, name),
         spec.layer(name).return_sequences,
     )
 
@@ -154,20 +166,20 @@ def embedding(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.A
 def _conv1d(
     h: jax.Array,
     kernel: jax.Array,
-    bias: jax.Array,
+    bias: jax.Array | None,
     stride: int,
     pads: tuple[tuple[int, int]],
 ) -> jax.Array:
     numbers = ("NWC", "WIO", "NWC")
     y = lax.conv_general_dilated(h, kernel, (stride,), pads, dimension_numbers=numbers)
-    return y + bias
+    return y if bias is None else y + bias
 
 
 def conv1d(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     """Convolution over time with the layer's strides and padding; kernel
     ``(k, in, out)``, sequences ``(N, T, F)``."""
     layer = spec.layer(name)
-    kernel, bias = params[f"{name}/kernel"], params[f"{name}/bias"]
+    kernel, bias = params[f"{name}/kernel"], _bias(params, spec, name)
     pads = (padding_of(layer, h.shape[1]),)
     return _conv1d(h, kernel, bias, layer.stride, pads)  # type: ignore[no-any-return]
 
@@ -215,12 +227,14 @@ def _gru(
     x: jax.Array,
     kernel: jax.Array,
     recurrent: jax.Array,
-    bias: jax.Array,
+    bias: jax.Array | None,
     sequences: bool,
 ) -> jax.Array:
     def cell(h: jax.Array, x_t: jax.Array) -> Any:
-        x_z, x_r, x_h = jnp.split(x_t @ kernel + bias[0], 3, axis=-1)
-        h_z, h_r, h_h = jnp.split(h @ recurrent + bias[1], 3, axis=-1)
+        x_in = x_t @ kernel if bias is None else x_t @ kernel + bias[0]
+        x_z, x_r, x_h = jnp.split(x_in, 3, axis=-1)
+        h_in = h @ recurrent if bias is None else h @ recurrent + bias[1]
+        h_z, h_r, h_h = jnp.split(h_in, 3, axis=-1)
         z, r = jax.nn.sigmoid(x_z + h_z), jax.nn.sigmoid(x_r + h_r)
         h = z * h + (1 - z) * jnp.tanh(x_h + r * h_h)
         return h, h if sequences else None
@@ -235,12 +249,13 @@ def gru(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     ``h U + b_rec`` each split into gates ``z, r, h``; ``z`` and ``r``
     sigmoid of their sums; the candidate ``tanh(x_h + r * rec_h)`` (the reset
     gate after the recurrent product); ``h = z * h + (1 - z) * candidate``.
-    Kernel ``(F, 3u)``, recurrent kernel ``(u, 3u)``, bias ``(2, 3u)``."""
+    Kernel ``(F, 3u)``, recurrent kernel ``(u, 3u)``, bias ``(2, 3u)`` (none
+    with ``use_bias=False``)."""
     return _gru(  # type: ignore[no-any-return]
         h,
         params[f"{name}/kernel"],
         params[f"{name}/recurrent_kernel"],
-        params[f"{name}/bias"],
+        _bias(params, spec, name),
         spec.layer(name).return_sequences,
     )
 
@@ -306,7 +321,8 @@ def dropout(h: jax.Array, rate: float, rng: Any, index: int) -> jax.Array:
 @jax.jit
 def _attention(h: jax.Array, w: dict[str, jax.Array]) -> jax.Array:
     def project(part: str) -> jax.Array:  # (N, T, F) -> (N, T, heads, key_dim)
-        return jnp.einsum("ntf,fhk->nthk", h, w[f"{part}/kernel"]) + w[f"{part}/bias"]
+        y = jnp.einsum("ntf,fhk->nthk", h, w[f"{part}/kernel"])
+        return y + w[f"{part}/bias"] if f"{part}/bias" in w else y
 
     q, k, v = project("query"), project("key"), project("value")
     q = q / jnp.sqrt(jnp.asarray(q.shape[-1], q.dtype))  # Keras scales the query
@@ -314,15 +330,16 @@ def _attention(h: jax.Array, w: dict[str, jax.Array]) -> jax.Array:
     weights = jax.nn.softmax(scores, axis=-1)
     mixed = jnp.einsum("nhts,nshk->nthk", weights, v)
     out = jnp.einsum("nthk,hkf->ntf", mixed, w["attention_output/kernel"])
-    return out + w["attention_output/bias"]
+    return out + w["attention_output/bias"] if "attention_output/bias" in w else out
 
 
 def attention(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     """Keras' ``MultiHeadAttention`` over one sequence ``(N, T, F)`` as query,
     key and value: each projected to ``(N, T, heads, key_dim)`` by kernels
-    ``(F, heads, key_dim)`` plus biases, the query scaled by
-    ``1 / sqrt(key_dim)``, softmax over the keys of ``q . k``, the values
-    mixed by those weights, projected back by ``(heads, key_dim, F)``."""
+    ``(F, heads, key_dim)`` plus biases (none with ``use_bias=False``), the
+    query scaled by ``1 / sqrt(key_dim)``, softmax over the keys of ``q .
+    k``, the values mixed by those weights, projected back by ``(heads,
+    key_dim, F)``."""
     prefix = f"{name}/"
     w = {k.removeprefix(prefix): v for k, v in params.items() if k.startswith(prefix)}
     return _attention(h, w)  # type: ignore[no-any-return]
@@ -334,6 +351,178 @@ def add(h: tuple[jax.Array, ...], params: Params, spec: ModelSpec, name: str) ->
     for other in h[1:]:
         total = total + other
     return total
+
+
+@jax.jit
+def _global_max_pool(h: jax.Array) -> jax.Array:
+    return jnp.max(h, axis=tuple(range(1, h.ndim - 1)))  # (N, ..., C) -> (N, C)
+
+
+def global_max_pool(
+    h: jax.Array, params: Params, spec: ModelSpec, name: str
+) -> jax.Array:
+    """The largest value over every position (time steps, or rows and columns)."""
+    return _global_max_pool(h)  # type: ignore[no-any-return]
+
+
+@functools.partial(jax.jit, static_argnames="kind")
+def _merge(h: tuple[jax.Array, ...], kind: str) -> jax.Array:
+    if kind == "concatenate":
+        return jnp.concatenate(h, axis=-1)
+    if kind == "subtract":
+        return h[0] - h[1]
+    combine = {
+        "multiply": jnp.multiply,
+        "average": jnp.add,
+        "maximum": jnp.maximum,
+        "minimum": jnp.minimum,
+    }[kind]
+    total = h[0]
+    for other in h[1:]:  # pairwise in order, as Keras' merge layers
+        total = combine(total, other)
+    return total / len(h) if kind == "average" else total
+
+
+def subtract(
+    h: tuple[jax.Array, ...], params: Params, spec: ModelSpec, name: str
+) -> jax.Array:
+    """The first output the layer takes minus the second."""
+    return _merge(h, "subtract")  # type: ignore[no-any-return]
+
+
+def multiply(
+    h: tuple[jax.Array, ...], params: Params, spec: ModelSpec, name: str
+) -> jax.Array:
+    """The elementwise product of the outputs the layer takes."""
+    return _merge(h, "multiply")  # type: ignore[no-any-return]
+
+
+def average(
+    h: tuple[jax.Array, ...], params: Params, spec: ModelSpec, name: str
+) -> jax.Array:
+    """The sum of the outputs the layer takes over their count."""
+    return _merge(h, "average")  # type: ignore[no-any-return]
+
+
+def maximum(
+    h: tuple[jax.Array, ...], params: Params, spec: ModelSpec, name: str
+) -> jax.Array:
+    """The elementwise largest of the outputs the layer takes."""
+    return _merge(h, "maximum")  # type: ignore[no-any-return]
+
+
+def minimum(
+    h: tuple[jax.Array, ...], params: Params, spec: ModelSpec, name: str
+) -> jax.Array:
+    """The elementwise smallest of the outputs the layer takes."""
+    return _merge(h, "minimum")  # type: ignore[no-any-return]
+
+
+def concatenate(
+    h: tuple[jax.Array, ...], params: Params, spec: ModelSpec, name: str
+) -> jax.Array:
+    """The outputs the layer takes joined along the last axis (features, channels)."""
+    return _merge(h, "concatenate")  # type: ignore[no-any-return]
+
+
+def activation(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
+    """The identity: ``native.compose`` then applies the layer's activation."""
+    return h
+
+
+@jax.jit
+def _prelu(h: jax.Array, alpha: jax.Array) -> jax.Array:
+    return jax.nn.relu(h) - alpha * jax.nn.relu(-h)  # as Keras writes it
+
+
+def prelu(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
+    """``max(h, 0) + alpha * min(h, 0)`` with the trained ``alpha`` (1 on the
+    shared axes), written as Keras' ``relu(h) - alpha * relu(-h)``."""
+    return _prelu(h, params[f"{name}/alpha"])  # type: ignore[no-any-return]
+
+
+@functools.partial(jax.jit, static_argnames=("scale", "offset"))
+def _rescaling(h: jax.Array, scale: float, offset: float) -> jax.Array:
+    return h * scale + offset
+
+
+def rescaling(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
+    """``h * scale + offset`` with the layer's two numbers."""
+    layer = spec.layer(name)
+    return _rescaling(h, layer.scale, layer.offset)  # type: ignore[no-any-return]
+
+
+@jax.jit
+def _normalization(h: jax.Array, mean: jax.Array, variance: jax.Array) -> jax.Array:
+    return (h - mean) / jnp.maximum(jnp.sqrt(variance), _ADAPTED_EPSILON)
+
+
+def normalization(
+    h: jax.Array, params: Params, spec: ModelSpec, name: str
+) -> jax.Array:
+    """Over the last axis: ``(h - mean) / max(sqrt(variance), 1e-7)`` with
+    the statistics ``adapt`` set, as Keras' ``Normalization``."""
+    mean, variance = params[f"{name}/mean"], params[f"{name}/variance"]
+    return _normalization(h, mean, variance)  # type: ignore[no-any-return]
+
+
+def reshape(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
+    """The same values in the shape ``target`` (one side may be ``-1``), in
+    Keras' element order, which is this layout's."""
+    return h.reshape(h.shape[0], *spec.layer(name).target)
+
+
+def permute(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
+    """The axes after the batch in the order ``target`` gives (counted from 1)."""
+    return jnp.transpose(h, (0, *spec.layer(name).target))
+
+
+def _widths(layer: Layer) -> tuple[tuple[int, int], ...]:
+    """``target`` as ``(before, after)`` per axis: the batch's and the
+    channels' ``(0, 0)`` around a sequence's steps or an image's rows and
+    columns."""
+    t = layer.target
+    pairs = tuple((t[i], t[i + 1]) for i in range(0, len(t), 2))
+    return ((0, 0), *pairs, (0, 0))
+
+
+@functools.partial(jax.jit, static_argnames="widths")
+def _zero_padding(h: jax.Array, widths: tuple[tuple[int, int], ...]) -> jax.Array:
+    return jnp.pad(h, widths)
+
+
+def zero_padding(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
+    """Zeros added before and after a sequence's steps, or around an image:
+    ``target`` ``(before, after)`` or ``(top, bottom, left, right)``."""
+    return _zero_padding(h, _widths(spec.layer(name)))  # type: ignore[no-any-return]
+
+
+@functools.partial(jax.jit, static_argnames="widths")
+def _cropping(h: jax.Array, widths: tuple[tuple[int, int], ...]) -> jax.Array:
+    kept = tuple(
+        slice(before, side - after)
+        for side, (before, after) in zip(h.shape, widths, strict=True)
+    )
+    return h[kept]
+
+
+def cropping(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
+    """Values cut from a sequence's steps or an image's edges: ``target`` as
+    ``zero_padding``'s."""
+    return _cropping(h, _widths(spec.layer(name)))  # type: ignore[no-any-return]
+
+
+@functools.partial(jax.jit, static_argnames="repeats")
+def _upsampling(h: jax.Array, repeats: tuple[int, ...]) -> jax.Array:
+    for axis, times in enumerate(repeats, start=1):
+        h = jnp.repeat(h, times, axis=axis)
+    return h
+
+
+def upsampling(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
+    """Each step (``target`` ``(steps,)``), or each row and column (``(rows,
+    columns)``), repeated: Keras' nearest upsampling."""
+    return _upsampling(h, tuple(spec.layer(name).target))  # type: ignore[no-any-return]
 
 
 @jax.jit
@@ -370,3 +559,48 @@ def sigmoid(h: jax.Array) -> jax.Array:
 @jax.jit
 def softmax(h: jax.Array) -> jax.Array:
     return jax.nn.softmax(h, axis=-1)
+
+
+@functools.partial(jax.jit, static_argnames="slope")
+def elu(h: jax.Array, slope: float) -> jax.Array:
+    """``h`` above 0, ``slope * (exp(h) - 1)`` below (Keras' ``alpha``)."""
+    return jnp.where(h > 0, h, slope * jnp.expm1(_negative(h)))
+
+
+@jax.jit
+def selu(h: jax.Array) -> jax.Array:
+    """``SELU_SCALE * elu(h)`` with ``SELU_ALPHA``, Keras' constants."""
+    below = SELU_ALPHA * jnp.expm1(_negative(h))
+    return SELU_SCALE * jnp.where(h > 0, h, below)
+
+
+@jax.jit
+def silu(h: jax.Array) -> jax.Array:
+    """``h * sigmoid(h)`` (Keras' ``swish`` too)."""
+    return h * jax.nn.sigmoid(h)
+
+
+@jax.jit
+def softplus(h: jax.Array) -> jax.Array:
+    """``log(1 + exp(h))``, computed stably as ``logaddexp(h, 0)``."""
+    return jnp.logaddexp(h, jnp.zeros_like(h))
+
+
+@functools.partial(jax.jit, static_argnames="slope")
+def leaky_relu(h: jax.Array, slope: float) -> jax.Array:
+    """``h`` from 0 up, ``slope * h`` below."""
+    return jnp.where(h >= 0, h, slope * h)
+
+
+@jax.jit
+def relu6(h: jax.Array) -> jax.Array:
+    # jax.nn.relu6, not a clip: its gradient is 0 at exactly 0 and 6, as
+    # Keras', TensorFlow's and PyTorch's are (see relu).
+    return jax.nn.relu6(h)
+
+
+def _negative(h: jax.Array) -> jax.Array:
+    """``h`` where it is at most 0, else 0: the exponential of an elu is
+    taken there only, so a large ``h`` makes no inf whose zero gradient
+    (``where``'s other branch) would read NaN."""
+    return jnp.where(h > 0, jnp.zeros_like(h), h)

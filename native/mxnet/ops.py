@@ -21,11 +21,15 @@ is padded explicitly (``pad``) and the window then runs unpadded.
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from typing import Any
 
 import mxnet as mx
 
+from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
+from zoo.kinds.base import SELU_ALPHA, SELU_SCALE
 from zoo.specs import ModelSpec, input_of, padding_of
 
 
@@ -56,13 +60,29 @@ def _padded(h: Any, pads: tuple[int, int, int, int], value: float) -> Any:
     return namespace(h).pad(h, mode="constant", pad_width=widths, constant_value=value)
 
 
+def _bias(params: Any, spec: ModelSpec, name: str, part: str = "bias") -> Any:
+    """``params["<name>/<part>"]``, or None for a layer without biases
+    (``use_bias=False``: the parameter does not exist)."""
+    return params[f"{name}/{part}"] if spec.layer(name).use_bias else None
+
+
+def _linear(op: Any, h: Any, weight: Any, bias: Any, **attrs: Any) -> Any:
+    """``op(h, weight, bias, **attrs)`` (``FullyConnected``, ``Convolution``),
+    or with ``no_bias`` when ``bias`` is None (a symbol must not be handed
+    None: MXNet would make a bias variable of its own)."""
+    if bias is None:
+        return op(h, weight, no_bias=True, **attrs)
+    return op(h, weight, bias, **attrs)
+
+
 def dense(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     """``h @ weight.T + bias`` over the last axis; weight ``(out, in)``."""
     _, units = spec.param(f"{name}/kernel").shape  # canonical (in, out)
-    return namespace(h).FullyConnected(
+    return _linear(
+        namespace(h).FullyConnected,
         h,
         params[f"{name}/kernel"],
-        params[f"{name}/bias"],
+        _bias(params, spec, name),
         num_hidden=units,
         flatten=False,  # (N, T, F) stays a sequence, as in Keras
     )
@@ -76,10 +96,11 @@ def conv2d(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     top, bottom, left, right = _pads(h, spec, name)
     if (top, left) != (bottom, right):
         h, top, left = _padded(h, (top, bottom, left, right), 0.0), 0, 0
-    return namespace(h).Convolution(
+    return _linear(
+        namespace(h).Convolution,
         h,
         params[f"{name}/kernel"],
-        params[f"{name}/bias"],
+        _bias(params, spec, name),
         kernel=(k, k),
         stride=(stride, stride),
         num_filter=filters,
@@ -126,18 +147,18 @@ def lstm(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     Keras' order ``i, f, c, o``; ``c = f * c + i * tanh(z_c)``; ``h = o *
     tanh(c)`` with sigmoid gates, run over time with ``contrib.foreach``
     (which also works hybridized, where the sequence length is not known in
-    advance).  Weights ``(4u, F)``, ``(4u, u)``, bias ``(4u,)``, as
-    ``FullyConnected`` wants them."""
+    advance).  Weights ``(4u, F)``, ``(4u, u)``, bias ``(4u,)`` (none with
+    ``use_bias=False``), as ``FullyConnected`` wants them."""
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     kernel, recurrent = params[f"{name}/kernel"], params[f"{name}/recurrent_kernel"]
-    bias = params[f"{name}/bias"]
+    bias = _bias(params, spec, name)
     layer = spec.layer(name)
     units = layer.size
 
     def cell(x_t: Any, states: list[Any]) -> Any:
         state, c = states
-        z = F.FullyConnected(
-            x_t, kernel, bias, num_hidden=4 * units
+        z = _linear(
+            F.FullyConnected, x_t, kernel, bias, num_hidden=4 * units
         ) + F.FullyConnected(state, recurrent, no_bias=True, num_hidden=4 * units)
         i, f, g, o = F.split(z, num_outputs=4, axis=1)
         c = F.sigmoid(f) * c + F.sigmoid(i) * F.tanh(g)
@@ -195,10 +216,11 @@ def conv1d(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     rows = _as_rows(h)
     if before != after:
         rows, before = _padded(rows, (0, 0, before, after), 0.0), 0
-    y = F.Convolution(
+    y = _linear(
+        F.Convolution,
         rows,
         F.expand_dims(params[f"{name}/kernel"], axis=2),  # (o, i, k) -> (o, i, 1, k)
-        params[f"{name}/bias"],
+        _bias(params, spec, name),
         kernel=(1, k),
         stride=(1, stride),
         num_filter=filters,
@@ -255,20 +277,22 @@ def gru(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     1.9.1's cached graph of two stacked GRU loops after the padded 1-D
     convolutions of ``conv1d-gru`` computed wrong logits now and then, or
     crashed (docs/testing.md).  Weights ``(3u, F)``, ``(3u, u)``, bias ``(2,
-    3u)``."""
+    3u)`` (none with ``use_bias=False``)."""
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     kernel, recurrent = params[f"{name}/kernel"], params[f"{name}/recurrent_kernel"]
-    bias = params[f"{name}/bias"]
+    bias = _bias(params, spec, name)
     layer = spec.layer(name)
     units = layer.size
     steps = h.shape[1] if isinstance(h, mx.nd.NDArray) else input_of(spec, name)[0]
-    # (2, 3u) -> the input bias and the recurrent bias, each (3u,)
+    # (2, 3u) -> the input bias and the recurrent bias, each (3u,); none without
     input_bias, recurrent_bias = (
-        F.reshape(F.slice_axis(bias, 0, row, row + 1), (-1,)) for row in (0, 1)
+        (None, None)
+        if bias is None
+        else (F.reshape(F.slice_axis(bias, 0, row, row + 1), (-1,)) for row in (0, 1))
     )
     # every step's gate inputs at once: (N, T, F) -> (N, T, 3u), split by step
-    inputs = F.FullyConnected(
-        h, kernel, input_bias, num_hidden=3 * units, flatten=False
+    inputs = _linear(
+        F.FullyConnected, h, kernel, input_bias, num_hidden=3 * units, flatten=False
     )
     per_step = F.split(inputs, num_outputs=steps, axis=1, squeeze_axis=True)
     if steps == 1:
@@ -279,7 +303,9 @@ def gru(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     for x_t in per_step:
         x_z, x_r, x_h = F.split(x_t, num_outputs=3, axis=1)
         h_z, h_r, h_h = F.split(
-            F.FullyConnected(state, recurrent, recurrent_bias, num_hidden=3 * units),
+            _linear(
+                F.FullyConnected, state, recurrent, recurrent_bias, num_hidden=3 * units
+            ),
             num_outputs=3,
             axis=1,
         )
@@ -357,20 +383,21 @@ def dropout(h: Any, rate: float, rng: Any, index: int) -> Any:
 def attention(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     """Keras' ``MultiHeadAttention`` over one sequence ``(N, T, F)`` as query,
     key and value: each projected by ``(heads * key_dim, F)`` weights plus
-    biases and split into heads, the query scaled by ``1 / sqrt(key_dim)``,
-    softmax over the keys of ``q . k`` (``batch_dot`` over batch x heads),
-    the values mixed by those weights, projected back by ``(F, heads *
-    key_dim)``."""
+    biases (unless ``use_bias=False``) and split into heads, the query scaled
+    by ``1 / sqrt(key_dim)``, softmax over the keys of ``q . k``
+    (``batch_dot`` over batch x heads), the values mixed by those weights,
+    projected back by ``(F, heads * key_dim)``."""
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     layer = spec.layer(name)
     heads, key_dim = layer.heads, layer.size
-    features = spec.param(f"{name}/attention_output/bias").shape[0]
+    features = spec.param(f"{name}/attention_output/kernel").shape[-1]  # (h, k, F)
 
     def project(part: str) -> Any:  # (N, T, F) -> (N * heads, T, key_dim)
-        y = F.FullyConnected(
+        y = _linear(
+            F.FullyConnected,
             h,
             params[f"{name}/{part}/kernel"],
-            params[f"{name}/{part}/bias"],
+            _bias(params, spec, name, f"{part}/bias"),
             num_hidden=heads * key_dim,
             flatten=False,
         )
@@ -382,10 +409,11 @@ def attention(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     weights = F.softmax(F.batch_dot(q, k, transpose_b=True), axis=-1)  # (N*h, T, T)
     mixed = F.reshape(F.batch_dot(weights, v), (-4, -1, heads, 0, 0))  # (N,h,T,k)
     mixed = F.reshape(F.transpose(mixed, (0, 2, 1, 3)), (0, 0, -3))  # (N, T, h*k)
-    return F.FullyConnected(
+    return _linear(
+        F.FullyConnected,
         mixed,
         params[f"{name}/attention_output/kernel"],
-        params[f"{name}/attention_output/bias"],
+        _bias(params, spec, name, "attention_output/bias"),
         num_hidden=features,
         flatten=False,
     )
@@ -394,6 +422,153 @@ def attention(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
 def add(h: tuple[Any, ...], params: Any, spec: ModelSpec, name: str) -> Any:
     """The sum of the outputs the layer takes (a residual connection)."""
     return namespace(h[0]).add_n(*h)
+
+
+def subtract(h: tuple[Any, ...], params: Any, spec: ModelSpec, name: str) -> Any:
+    """The first output the layer takes minus the second."""
+    return h[0] - h[1]
+
+
+def multiply(h: tuple[Any, ...], params: Any, spec: ModelSpec, name: str) -> Any:
+    """The elementwise product of the outputs the layer takes, in order."""
+    return functools.reduce(operator.mul, h)
+
+
+def average(h: tuple[Any, ...], params: Any, spec: ModelSpec, name: str) -> Any:
+    """Their sum, added in order as Keras adds them, over their count."""
+    return functools.reduce(operator.add, h) / len(h)
+
+
+def maximum(h: tuple[Any, ...], params: Any, spec: ModelSpec, name: str) -> Any:
+    """The elementwise largest of the outputs the layer takes."""
+    return functools.reduce(namespace(h[0]).maximum, h)
+
+
+def minimum(h: tuple[Any, ...], params: Any, spec: ModelSpec, name: str) -> Any:
+    """The elementwise smallest of the outputs the layer takes."""
+    return functools.reduce(namespace(h[0]).minimum, h)
+
+
+def concatenate(h: tuple[Any, ...], params: Any, spec: ModelSpec, name: str) -> Any:
+    """Joined along Keras' last axis: the channels, axis 1 of ``(N, C, H,
+    W)``; the last axis of rows and sequences (the rank from the spec)."""
+    rank = len(input_of(spec, name)) + 1
+    return namespace(h[0]).concat(*h, dim=1 if rank == 4 else rank - 1)
+
+
+def global_max_pool(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """The largest value over every position: rows and columns of ``(N, C,
+    H, W)``, time steps of ``(N, T, F)``; its gradient shared equally by the
+    positions that tie for it, as ``jnp.max``, ``tf.reduce_max`` and
+    ``torch.amax`` share it (MXNet's ``max`` gives each the whole: an
+    upsampling before it makes ties).  The value is ``max``'s own, plus an
+    exact zero that carries the shared gradient."""
+    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    axes = (2, 3) if len(input_of(spec, name)) == 3 else 1
+    ties = F.broadcast_equal(h, F.max(h, axis=axes, keepdims=True))  # no gradient
+    share = F.broadcast_div(ties, F.sum(ties, axis=axes, keepdims=True))
+    zero = F.sum((h - F.stop_gradient(h)) * share, axis=axes)
+    return F.stop_gradient(F.max(h, axis=axes)) + zero
+
+
+def activation(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """The identity: ``native.compose`` applies the layer's activation."""
+    return h
+
+
+def prelu(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """As Keras' PReLU: ``relu(h) - alpha * relu(-h)``, ``alpha`` broadcast
+    over the shared axes (an image's ``(C, H, W)``, ``native.layout``)."""
+    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    alpha = F.expand_dims(params[f"{name}/alpha"], axis=0)  # the batch axis
+    return F.relu(h) - F.broadcast_mul(alpha, F.relu(-h))
+
+
+def rescaling(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """``h * scale + offset``."""
+    layer = spec.layer(name)
+    return h * layer.scale + layer.offset
+
+
+def normalization(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """``(h - mean) / max(sqrt(variance), 1e-7)`` over the last axis (the
+    channels of an image), as Keras' ``Normalization``."""
+    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    _, shape = _channels(spec, name)
+    mean = F.reshape(params[f"{name}/mean"], shape)
+    variance = F.reshape(params[f"{name}/variance"], shape)
+    deviation = F.maximum(F.sqrt(variance), NORMALIZATION_EPSILON)
+    return F.broadcast_div(F.broadcast_sub(h, mean), deviation)
+
+
+def _channels_last(h: Any, spec: ModelSpec, name: str) -> Any:
+    """``h`` in Keras' element order: an image ``(N, C, H, W) -> (N, H, W,
+    C)``, anything else as it is (the rank from the spec)."""
+    if len(input_of(spec, name)) == 3:
+        return namespace(h).transpose(h, axes=(0, 2, 3, 1))
+    return h
+
+
+def _channels_first(h: Any, rank: int) -> Any:
+    """``_channels_last``' inverse for a result of ``rank`` axes per example:
+    an image ``(N, H, W, C) -> (N, C, H, W)``."""
+    return namespace(h).transpose(h, axes=(0, 3, 1, 2)) if rank == 3 else h
+
+
+def reshape(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """To ``target`` (one side may be -1) in Keras' element order."""
+    target = spec.layer(name).target
+    moved = namespace(h).reshape(_channels_last(h, spec, name), (0, *target))
+    return _channels_first(moved, len(target))
+
+
+def permute(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """The axes after the batch in ``target``'s order (from 1), in Keras'
+    element order."""
+    target = spec.layer(name).target
+    moved = namespace(h).transpose(_channels_last(h, spec, name), (0, *target))
+    return _channels_first(moved, len(target))
+
+
+def _extent_axes(spec: ModelSpec, name: str) -> tuple[int, ...]:
+    """The axes a border or upsampling layer changes: rows and columns of
+    ``(N, C, H, W)``, the steps of ``(N, T, F)``."""
+    return (2, 3) if len(input_of(spec, name)) == 3 else (1,)
+
+
+def zero_padding(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """Zeros added: ``target`` (before, after) steps, or (top, bottom, left,
+    right) of an image; a sequence padded as one-row images (``_as_rows``)."""
+    target = spec.layer(name).target
+    if _extent_axes(spec, name) == (1,):
+        before, after = target
+        return _from_rows(_padded(_as_rows(h), (0, 0, before, after), 0.0))
+    top, bottom, left, right = target
+    return _padded(h, (top, bottom, left, right), 0.0)
+
+
+def cropping(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """Values cut away: ``target`` (before, after) steps, or (top, bottom,
+    left, right) of an image (ends counted back from each axis' end)."""
+    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    target = spec.layer(name).target
+    for i, axis in enumerate(_extent_axes(spec, name)):
+        before, after = target[2 * i], target[2 * i + 1]
+        if before or after:
+            h = F.slice_axis(h, axis=axis, begin=before, end=-after if after else None)
+    return h
+
+
+def upsampling(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """Each position repeated (nearest): ``target`` (steps,) of a sequence,
+    (rows, columns) of an image."""
+    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    for axis, times in zip(
+        _extent_axes(spec, name), spec.layer(name).target, strict=True
+    ):
+        if times != 1:
+            h = F.repeat(h, repeats=times, axis=axis)
+    return h
 
 
 def gelu(h: Any) -> Any:
@@ -421,3 +596,35 @@ def sigmoid(h: Any) -> Any:
 
 def softmax(h: Any) -> Any:
     return namespace(h).softmax(h, axis=-1)
+
+
+def elu(h: Any, slope: float) -> Any:
+    """``h`` above 0, ``slope * (exp(h) - 1)`` below (Keras' alpha)."""
+    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    return F.where(h > 0, h, slope * F.expm1(F.minimum(h, 0.0)))
+
+
+def selu(h: Any) -> Any:
+    """``SELU_SCALE * elu(h)`` with ``SELU_ALPHA``."""
+    return SELU_SCALE * elu(h, SELU_ALPHA)
+
+
+def silu(h: Any) -> Any:
+    """``h * sigmoid(h)`` (Keras' swish)."""
+    return h * namespace(h).sigmoid(h)
+
+
+def softplus(h: Any) -> Any:
+    """``log(1 + exp(h))``, stably (MXNet's ``softrelu``: ``log1p(exp(h))``,
+    ``h`` itself above 20)."""
+    return namespace(h).Activation(h, act_type="softrelu")
+
+
+def leaky_relu(h: Any, slope: float) -> Any:
+    """``h`` at or above 0, ``slope * h`` below."""
+    return namespace(h).LeakyReLU(h, act_type="leaky", slope=slope)
+
+
+def relu6(h: Any) -> Any:
+    """``min(max(h, 0), 6)``."""
+    return namespace(h).clip(h, 0.0, 6.0)

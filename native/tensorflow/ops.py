@@ -20,6 +20,7 @@ from typing import Any
 import tensorflow as tf
 
 from native.tensorflow.common import Params
+from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
 from zoo.specs import PADDINGS, Layer, ModelSpec, padding_of
 
 
@@ -33,6 +34,8 @@ def _padding(layer: Layer, h: tf.Tensor) -> Any:
 def dense(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     """``h @ kernel + bias`` over the last axis; kernel ``(in, out)``."""
     h = tf.matmul(h, params[f"{name}/kernel"])  # (N, T, F) @ (F, u) broadcasts
+    if not spec.layer(name).use_bias:
+        return h
     return tf.nn.bias_add(h, params[f"{name}/bias"])
 
 
@@ -41,6 +44,8 @@ def conv2d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tenso
     ``same``); kernel ``(kh, kw, in, out)``."""
     layer = spec.layer(name)
     h = tf.nn.conv2d(h, params[f"{name}/kernel"], layer.stride, _padding(layer, h))
+    if not layer.use_bias:
+        return h
     return tf.nn.bias_add(h, params[f"{name}/bias"])
 
 
@@ -67,16 +72,20 @@ def lstm(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     tanh(c)`` with sigmoid gates, run over time with ``tf.scan``.  The input
     projection is done step by step, as Keras does (measured a few percent
     faster here than one projection of all steps up front).  Kernel
-    ``(F, 4u)``, recurrent kernel ``(u, 4u)``, bias ``(4u,)``."""
+    ``(F, 4u)``, recurrent kernel ``(u, 4u)``, bias ``(4u,)`` (none with
+    ``use_bias=False``)."""
     kernel, recurrent = params[f"{name}/kernel"], params[f"{name}/recurrent_kernel"]
-    bias = params[f"{name}/bias"]
     layer = spec.layer(name)
+    bias = params[f"{name}/bias"] if layer.use_bias else None
 
     def cell(
         carry: tuple[tf.Tensor, tf.Tensor], x_t: tf.Tensor
     ) -> tuple[tf.Tensor, tf.Tensor]:
         h, c = carry
-        z = tf.nn.bias_add(tf.matmul(x_t, kernel), bias) + tf.matmul(h, recurrent)
+        projected = tf.matmul(x_t, kernel)
+        if bias is not None:
+            projected = tf.nn.bias_add(projected, bias)
+        z = projected + tf.matmul(h, recurrent)
         i, f, g, o = tf.split(z, 4, axis=-1)
         c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
         return tf.sigmoid(o) * tf.tanh(c), c
@@ -104,6 +113,8 @@ def conv1d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tenso
         h = tf.pad(h, [[0, 0], list(padding_of(layer, h.shape[1])), [0, 0]])
         padding = "VALID"
     h = tf.nn.conv1d(h, params[f"{name}/kernel"], layer.stride, padding)
+    if not layer.use_bias:
+        return h
     return tf.nn.bias_add(h, params[f"{name}/bias"])
 
 
@@ -131,14 +142,21 @@ def gru(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     ``h U + b_rec`` each split into gates ``z, r, h``; ``z`` and ``r``
     sigmoid of their sums; the candidate ``tanh(x_h + r * rec_h)``; ``h = z *
     h + (1 - z) * candidate``, run over time with ``tf.scan``.  Kernel
-    ``(F, 3u)``, recurrent kernel ``(u, 3u)``, bias ``(2, 3u)``."""
+    ``(F, 3u)``, recurrent kernel ``(u, 3u)``, bias ``(2, 3u)`` (none with
+    ``use_bias=False``)."""
     kernel, recurrent = params[f"{name}/kernel"], params[f"{name}/recurrent_kernel"]
-    bias = params[f"{name}/bias"]
     layer = spec.layer(name)
+    bias = params[f"{name}/bias"] if layer.use_bias else None
 
     def cell(state: tf.Tensor, x_t: tf.Tensor) -> tf.Tensor:
-        x_z, x_r, x_h = tf.split(tf.matmul(x_t, kernel) + bias[0], 3, axis=-1)
-        h_z, h_r, h_h = tf.split(tf.matmul(state, recurrent) + bias[1], 3, axis=-1)
+        x = tf.matmul(x_t, kernel)
+        if bias is not None:
+            x = x + bias[0]
+        x_z, x_r, x_h = tf.split(x, 3, axis=-1)
+        rec = tf.matmul(state, recurrent)
+        if bias is not None:
+            rec = rec + bias[1]
+        h_z, h_r, h_h = tf.split(rec, 3, axis=-1)
         z, r = tf.sigmoid(x_z + h_z), tf.sigmoid(x_r + h_r)
         return z * state + (1 - z) * tf.tanh(x_h + r * h_h)
 
@@ -204,11 +222,15 @@ def attention(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Te
     key and value: each projected to ``(N, T, heads, key_dim)`` by kernels
     ``(F, heads, key_dim)`` plus biases, the query scaled by
     ``1 / sqrt(key_dim)``, softmax over the keys of ``q . k``, the values
-    mixed by those weights, projected back by ``(heads, key_dim, F)``."""
+    mixed by those weights, projected back by ``(heads, key_dim, F)`` (no
+    biases with ``use_bias=False``)."""
+    use_bias = spec.layer(name).use_bias
 
     def project(part: str) -> tf.Tensor:  # (N, T, F) -> (N, T, heads, key_dim)
-        kernel, bias = params[f"{name}/{part}/kernel"], params[f"{name}/{part}/bias"]
-        return tf.einsum("ntf,fhk->nthk", h, kernel) + bias
+        projected = tf.einsum("ntf,fhk->nthk", h, params[f"{name}/{part}/kernel"])
+        if not use_bias:
+            return projected
+        return projected + params[f"{name}/{part}/bias"]
 
     q, k, v = project("query"), project("key"), project("value")
     q = q / tf.sqrt(tf.cast(q.shape[-1], q.dtype))  # Keras scales the query
@@ -216,12 +238,142 @@ def attention(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Te
     weights = tf.nn.softmax(scores, axis=-1)
     mixed = tf.einsum("nhts,nshk->nthk", weights, v)
     out = tf.einsum("nthk,hkf->ntf", mixed, params[f"{name}/attention_output/kernel"])
+    if not use_bias:
+        return out
     return out + params[f"{name}/attention_output/bias"]
 
 
 def add(h: tuple[tf.Tensor, ...], params: Params, spec: ModelSpec, name: str) -> Any:
     """The sum of the outputs the layer takes (a residual connection)."""
     return tf.add_n(list(h))
+
+
+def subtract(
+    h: tuple[tf.Tensor, ...], params: Params, spec: ModelSpec, name: str
+) -> tf.Tensor:
+    """The first output the layer takes minus the second."""
+    return h[0] - h[1]
+
+
+def multiply(
+    h: tuple[tf.Tensor, ...], params: Params, spec: ModelSpec, name: str
+) -> tf.Tensor:
+    """The elementwise product of the outputs the layer takes, in their order."""
+    out = h[0]
+    for other in h[1:]:
+        out = out * other
+    return out
+
+
+def average(
+    h: tuple[tf.Tensor, ...], params: Params, spec: ModelSpec, name: str
+) -> tf.Tensor:
+    """The elementwise mean of the outputs the layer takes: summed in their
+    order, then divided by their count, as Keras does."""
+    out = h[0]
+    for other in h[1:]:
+        out = out + other
+    return out / len(h)
+
+
+def maximum(
+    h: tuple[tf.Tensor, ...], params: Params, spec: ModelSpec, name: str
+) -> tf.Tensor:
+    """The elementwise largest of the outputs the layer takes."""
+    out = h[0]
+    for other in h[1:]:
+        out = tf.maximum(out, other)
+    return out
+
+
+def minimum(
+    h: tuple[tf.Tensor, ...], params: Params, spec: ModelSpec, name: str
+) -> tf.Tensor:
+    """The elementwise smallest of the outputs the layer takes."""
+    out = h[0]
+    for other in h[1:]:
+        out = tf.minimum(out, other)
+    return out
+
+
+def concatenate(
+    h: tuple[tf.Tensor, ...], params: Params, spec: ModelSpec, name: str
+) -> tf.Tensor:
+    """The outputs the layer takes joined along the last axis (features, or
+    an image's channels)."""
+    return tf.concat(list(h), axis=-1)
+
+
+def global_max_pool(
+    h: tf.Tensor, params: Params, spec: ModelSpec, name: str
+) -> tf.Tensor:
+    """The largest value over every position (time steps, or rows and columns)."""
+    return tf.reduce_max(h, axis=list(range(1, len(h.shape) - 1)))
+
+
+def activation(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
+    """The identity: ``native.compose`` applies the layer's activation."""
+    return h
+
+
+def prelu(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
+    """``relu(h) - alpha * relu(-h)`` as Keras writes it (``max(h, 0) + alpha
+    * min(h, 0)``); alpha as the input without the batch, 1 on shared axes."""
+    return tf.nn.relu(h) - params[f"{name}/alpha"] * tf.nn.relu(-h)
+
+
+def rescaling(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
+    """``h * scale + offset``."""
+    layer = spec.layer(name)
+    return h * layer.scale + layer.offset
+
+
+def normalization(
+    h: tf.Tensor, params: Params, spec: ModelSpec, name: str
+) -> tf.Tensor:
+    """Over the last axis: ``(h - mean) / max(sqrt(variance), 1e-7)`` with the
+    adapted ``mean`` and ``variance`` ``(F,)``, as Keras' ``Normalization``."""
+    mean, variance = params[f"{name}/mean"], params[f"{name}/variance"]
+    return (h - mean) / tf.maximum(tf.sqrt(variance), NORMALIZATION_EPSILON)
+
+
+def reshape(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
+    """``(N, ...) -> (N, *target)`` in Keras' element order (the layout's own)."""
+    return tf.reshape(h, [tf.shape(h)[0], *spec.layer(name).target])
+
+
+def permute(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
+    """The axes after the batch in the order ``target`` gives (from 1)."""
+    return tf.transpose(h, [0, *spec.layer(name).target])
+
+
+def _widths(h: tf.Tensor, spec: ModelSpec, name: str) -> list[tuple[int, int]]:
+    """``target``'s (before, after) per axis of a sequence's steps or an
+    image's rows and columns."""
+    t = spec.layer(name).target
+    return [(t[2 * axis], t[2 * axis + 1]) for axis in range(len(h.shape) - 2)]
+
+
+def zero_padding(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
+    """Zeros added before and after the steps, or the rows and columns."""
+    return tf.pad(h, [[0, 0], *map(list, _widths(h, spec, name)), [0, 0]])
+
+
+def cropping(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
+    """Values cut from before and after the steps, or the rows and columns."""
+    cuts = [
+        slice(before, h.shape[axis + 1] - after)
+        for axis, (before, after) in enumerate(_widths(h, spec, name))
+    ]
+    return h[(slice(None), *cuts)]
+
+
+def upsampling(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
+    """Each step, or each row and each column, repeated ``target`` times
+    (nearest)."""
+    for axis, times in enumerate(spec.layer(name).target, start=1):
+        h = tf.repeat(h, times, axis=axis)
+    return h
 
 
 def gelu(h: tf.Tensor) -> tf.Tensor:
@@ -249,3 +401,37 @@ def sigmoid(h: tf.Tensor) -> tf.Tensor:
 
 def softmax(h: tf.Tensor) -> tf.Tensor:
     return tf.nn.softmax(h, axis=-1)
+
+
+def elu(h: tf.Tensor, slope: float) -> tf.Tensor:
+    """``h`` above 0, ``slope * (exp(h) - 1)`` below, as Keras' TensorFlow
+    backend computes it from ``tf.nn.elu``."""
+    res = tf.nn.elu(h)
+    if slope == 1:
+        return res
+    return tf.where(h > 0, res, slope * res)
+
+
+def selu(h: tf.Tensor) -> tf.Tensor:
+    """``SELU_SCALE * elu(h)`` with ``SELU_ALPHA`` (``tf.nn.selu``'s constants)."""
+    return tf.nn.selu(h)
+
+
+def silu(h: tf.Tensor) -> tf.Tensor:
+    """``h * sigmoid(h)``."""
+    return tf.nn.silu(h)
+
+
+def softplus(h: tf.Tensor) -> tf.Tensor:
+    """``log(1 + exp(h))``, computed stably."""
+    return tf.math.softplus(h)
+
+
+def leaky_relu(h: tf.Tensor, slope: float) -> tf.Tensor:
+    """``h`` above 0, ``slope * h`` below."""
+    return tf.nn.leaky_relu(h, alpha=slope)
+
+
+def relu6(h: tf.Tensor) -> tf.Tensor:
+    """``min(max(h, 0), 6)``."""
+    return tf.nn.relu6(h)

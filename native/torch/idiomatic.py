@@ -32,9 +32,9 @@ class _Recurrent(nn.Module):
     """``nn.LSTM`` returning what Keras' LSTM returns: the last hidden state,
     or every step's with ``return_sequences``."""
 
-    def __init__(self, features: int, units: int, sequences: bool) -> None:
+    def __init__(self, features: int, units: int, sequences: bool, bias: bool) -> None:
         super().__init__()
-        self.lstm = nn.LSTM(features, units, batch_first=True)
+        self.lstm = nn.LSTM(features, units, bias=bias, batch_first=True)
         self.sequences = sequences
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -42,12 +42,21 @@ class _Recurrent(nn.Module):
         return steps if self.sequences else h[-1]
 
 
-_ACTIVATIONS: dict[str | None, Callable[[], list[nn.Module]]] = {
-    None: list,
-    "relu": lambda: [nn.ReLU()],
-    "tanh": lambda: [nn.Tanh()],
-    "sigmoid": lambda: [nn.Sigmoid()],
-    "softmax": lambda: [nn.Softmax(dim=-1)],
+# Each activation's stock module(s), given the layer's slope (``Layer.
+# activation_slope``: leaky_relu's and elu's number, 0 for the others).
+_ACTIVATIONS: dict[str | None, Callable[[float], list[nn.Module]]] = {
+    None: lambda slope: [],
+    "relu": lambda slope: [nn.ReLU()],
+    "tanh": lambda slope: [nn.Tanh()],
+    "sigmoid": lambda slope: [nn.Sigmoid()],
+    "softmax": lambda slope: [nn.Softmax(dim=-1)],
+    "gelu": lambda slope: [nn.GELU()],  # exact, Keras' default
+    "elu": lambda slope: [nn.ELU(alpha=slope)],
+    "selu": lambda slope: [nn.SELU()],
+    "silu": lambda slope: [nn.SiLU()],
+    "softplus": lambda slope: [nn.Softplus()],
+    "leaky_relu": lambda slope: [nn.LeakyReLU(negative_slope=slope)],
+    "relu6": lambda slope: [nn.ReLU6()],
 }
 
 
@@ -63,13 +72,13 @@ def _padding(layer: Layer, spec: ModelSpec, value: float) -> list[nn.Module]:
 
 def _module(layer: Layer, spec: ModelSpec) -> list[nn.Module]:
     params = {p.role: p for p in spec.params if p.layer == layer.name}
-    activation = _ACTIVATIONS[layer.activation]()
+    activation = _ACTIVATIONS[layer.activation](layer.activation_slope)
     if layer.kind == "dense":
         fan_in, out = params["kernel"].shape
-        return [nn.Linear(fan_in, out), *activation]
+        return [nn.Linear(fan_in, out, bias=layer.use_bias), *activation]
     if layer.kind == "conv2d":
         k, _, fan_in, out = params["kernel"].shape
-        conv = nn.Conv2d(fan_in, out, k, stride=layer.stride)
+        conv = nn.Conv2d(fan_in, out, k, stride=layer.stride, bias=layer.use_bias)
         return [*_padding(layer, spec, 0.0), conv, *activation]
     if layer.kind == "avg_pool":
         if _padding(layer, spec, 0.0):
@@ -86,7 +95,7 @@ def _module(layer: Layer, spec: ModelSpec) -> list[nn.Module]:
         images = len(input_of(spec, layer.name)) == 3
         return [_ChannelsLast(), nn.Flatten()] if images else [nn.Flatten()]
     features, _ = params["kernel"].shape
-    return [_Recurrent(features, layer.size, layer.return_sequences)]
+    return [_Recurrent(features, layer.size, layer.return_sequences, layer.use_bias)]
 
 
 # The layer kinds an ``nn.Sequential`` of stock modules here computes as the
@@ -102,6 +111,18 @@ STOCK_LOSSES: dict[str, Callable[..., torch.Tensor]] = {
     "mean_squared_error": F.mse_loss,
     "mean_absolute_error": F.l1_loss,
 }
+
+
+def _biased(name: str, module_has: bool, arrays: Mapping[str, torch.Tensor]) -> bool:
+    """Whether layer ``name``'s module has a bias to load, checked against the
+    arrays: a module built with ``bias=False`` exactly where the layer has
+    ``use_bias=False`` (no ``<name>/bias``)."""
+    if module_has != (f"{name}/bias" in arrays):
+        raise ValueError(
+            f"layer {name!r}: the stock module {'has' if module_has else 'lacks'} a "
+            "bias where the weights do not agree"
+        )
+    return module_has
 
 
 def build(spec: ModelSpec, arrays: Mapping[str, np.ndarray]) -> nn.Sequential:
@@ -121,6 +142,16 @@ def build(spec: ModelSpec, arrays: Mapping[str, np.ndarray]) -> nn.Sequential:
             f"({', '.join(missing) or 'a residual graph'}): the idiomatic "
             f"PyTorch yardstick takes {', '.join(KINDS)}"
         )
+    unknown = sorted(
+        {str(layer.activation) for layer in spec.layers}
+        - {str(a) for a in _ACTIVATIONS}
+    )
+    if unknown:
+        known = ", ".join(a for a in _ACTIVATIONS if a is not None)
+        raise ValueError(
+            f"{spec.name} has activations no nn.Sequential here computes "
+            f"({', '.join(unknown)}): the idiomatic PyTorch yardstick takes {known}"
+        )
     modules: dict[str, nn.Module] = {}
     for layer in spec.layers:
         # The module with the weights is named after the layer, the padding
@@ -138,12 +169,14 @@ def build(spec: ModelSpec, arrays: Mapping[str, np.ndarray]) -> nn.Sequential:
         for name, module in model.named_children():
             if isinstance(module, nn.Linear | nn.Conv2d):
                 module.weight.copy_(native[f"{name}/kernel"])
-                module.bias.copy_(native[f"{name}/bias"])
+                if _biased(name, module.bias is not None, native):
+                    module.bias.copy_(native[f"{name}/bias"])
             elif isinstance(module, _Recurrent):
                 module.lstm.weight_ih_l0.copy_(native[f"{name}/kernel"])
                 module.lstm.weight_hh_l0.copy_(native[f"{name}/recurrent_kernel"])
-                module.lstm.bias_ih_l0.copy_(native[f"{name}/bias"])
-                module.lstm.bias_hh_l0.zero_()  # PyTorch's second bias: unused
+                if _biased(name, module.lstm.bias, native):
+                    module.lstm.bias_ih_l0.copy_(native[f"{name}/bias"])
+                    module.lstm.bias_hh_l0.zero_()  # PyTorch's second bias: unused
     return model.to(DEVICE)
 
 

@@ -5,7 +5,9 @@ kernels ``(out, in, ...)`` as ``F.linear`` and ``F.conv2d`` want them.  Every
 framework's ``ops.py`` offers these functions with the same signatures
 (``native.protocol.Ops``); ``native.compose`` walks a spec over them.  A
 layer's weights are ``params["<name>/kernel"]`` and ``params["<name>/bias"]``
-and its settings (strides, padding, ``return_sequences``) come from the spec.
+(absent with ``use_bias=False``: ``params.get`` gives None, which ``F.linear``
+and the convolutions take as no bias) and its settings (strides, padding,
+``return_sequences``) come from the spec.
 
 PyTorch pads both sides of an axis alike, Keras' ``same`` puts an odd extra
 position after (``zoo.specs.same_padding``): where the two differ, the input
@@ -21,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from native.torch.common import Params
+from zoo.kinds.adapted import EPSILON
 from zoo.specs import Layer, ModelSpec, padding_of
 
 Pads = tuple[int, int, int, int]  # F.pad's order: left, right, top, bottom
@@ -40,14 +43,14 @@ def _symmetric(pads: Pads) -> tuple[int, int] | None:
 
 def dense(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.Tensor:
     """``h @ kernel.T + bias`` over the last axis; kernel ``(out, in)``."""
-    return F.linear(h, params[f"{name}/kernel"], params[f"{name}/bias"])
+    return F.linear(h, params[f"{name}/kernel"], params.get(f"{name}/bias"))
 
 
 def conv2d(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.Tensor:
     """Convolution with the layer's strides and padding (Keras' ``valid`` or
     ``same``); kernel ``(out, in, kh, kw)``."""
     layer = spec.layer(name)
-    kernel, bias = params[f"{name}/kernel"], params[f"{name}/bias"]
+    kernel, bias = params[f"{name}/kernel"], params.get(f"{name}/bias")
     pads = _pads(layer, h)
     both = _symmetric(pads)
     if both is None:
@@ -95,10 +98,11 @@ def lstm(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.T
     Keras' order ``i, f, c, o``; ``c = f * c + i * tanh(z_c)``; ``h = o *
     tanh(c)`` with sigmoid gates.  The input projection is done step by step,
     as Keras does: one projection of all steps up front measured no faster
-    here, and slower in JAX.  One bias only (not ``nn.LSTM``'s two).  Kernel
-    ``(4u, F)``, recurrent kernel ``(4u, u)``, bias ``(4u,)``."""
+    here, and slower in JAX.  One bias only (not ``nn.LSTM``'s two), or none
+    with ``use_bias=False``.  Kernel ``(4u, F)``, recurrent kernel ``(4u,
+    u)``, bias ``(4u,)``."""
     kernel, recurrent = params[f"{name}/kernel"], params[f"{name}/recurrent_kernel"]
-    bias = params[f"{name}/bias"]
+    bias = params.get(f"{name}/bias")
     layer = spec.layer(name)
     state = h.new_zeros(h.shape[0], layer.size)
     c = h.new_zeros(h.shape[0], layer.size)
@@ -137,7 +141,7 @@ def conv1d(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch
     before, after = _pads1d(layer, h)
     if before != after:
         h, before = F.pad(h, (before, after)), 0
-    kernel, bias = params[f"{name}/kernel"], params[f"{name}/bias"]
+    kernel, bias = params[f"{name}/kernel"], params.get(f"{name}/bias")
     y = F.conv1d(h, kernel, bias, stride=layer.stride, padding=before)
     return y.transpose(1, 2)  # (N, F, T) -> (N, T, F)
 
@@ -184,15 +188,16 @@ def gru(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.Te
     ``nn.GRU``'s ``r, z, n``); ``z`` and ``r`` sigmoid of their sums; the
     candidate ``tanh(x_h + r * rec_h)``; ``h = z * h + (1 - z) *
     candidate``.  Kernel ``(3u, F)``, recurrent kernel ``(3u, u)``, bias
-    ``(2, 3u)``."""
+    ``(2, 3u)`` (none with ``use_bias=False``)."""
     kernel, recurrent = params[f"{name}/kernel"], params[f"{name}/recurrent_kernel"]
-    bias = params[f"{name}/bias"]
+    bias = params.get(f"{name}/bias")
     layer = spec.layer(name)
     state = h.new_zeros(h.shape[0], layer.size)
     steps = []
     for x_t in h.unbind(dim=1):  # (N, T, F) -> T x (N, F)
-        x_z, x_r, x_h = F.linear(x_t, kernel, bias[0]).chunk(3, dim=1)
-        h_z, h_r, h_h = F.linear(state, recurrent, bias[1]).chunk(3, dim=1)
+        b_in, b_rec = (None, None) if bias is None else (bias[0], bias[1])
+        x_z, x_r, x_h = F.linear(x_t, kernel, b_in).chunk(3, dim=1)
+        h_z, h_r, h_h = F.linear(state, recurrent, b_rec).chunk(3, dim=1)
         z, r = torch.sigmoid(x_z + h_z), torch.sigmoid(x_r + h_r)
         state = z * state + (1 - z) * torch.tanh(x_h + r * h_h)
         if layer.return_sequences:
@@ -267,12 +272,14 @@ def attention(
     key and value: each projected by ``(heads * key_dim, F)`` weights plus
     biases and split into heads ``(N, heads, T, key_dim)``, the query scaled
     by ``1 / sqrt(key_dim)``, softmax over the keys of ``q . k``, the values
-    mixed by those weights, projected back by ``(F, heads * key_dim)``."""
+    mixed by those weights, projected back by ``(F, heads * key_dim)`` (no
+    biases with ``use_bias=False``)."""
     layer = spec.layer(name)
     n, steps, _ = h.shape
 
     def project(part: str) -> torch.Tensor:
-        kernel, bias = params[f"{name}/{part}/kernel"], params[f"{name}/{part}/bias"]
+        kernel = params[f"{name}/{part}/kernel"]
+        bias = params.get(f"{name}/{part}/bias")
         heads = F.linear(h, kernel, bias).view(n, steps, layer.heads, layer.size)
         return heads.transpose(1, 2)  # (N, T, h, k) -> (N, h, T, k)
 
@@ -281,7 +288,7 @@ def attention(
     weights = torch.softmax(q @ k.transpose(2, 3), dim=-1)  # (N, h, T, T)
     mixed = (weights @ v).transpose(1, 2).reshape(n, steps, -1)  # (N, T, h*k)
     kernel = params[f"{name}/attention_output/kernel"]
-    return F.linear(mixed, kernel, params[f"{name}/attention_output/bias"])
+    return F.linear(mixed, kernel, params.get(f"{name}/attention_output/bias"))
 
 
 def add(
@@ -292,6 +299,167 @@ def add(
     for other in h[1:]:
         total = total + other
     return total
+
+
+def subtract(
+    h: tuple[torch.Tensor, ...], params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """The first of the two outputs the layer takes minus the second."""
+    return h[0] - h[1]
+
+
+def multiply(
+    h: tuple[torch.Tensor, ...], params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """The elementwise product of the outputs the layer takes."""
+    total = h[0]
+    for other in h[1:]:
+        total = total * other
+    return total
+
+
+def average(
+    h: tuple[torch.Tensor, ...], params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """The sum of the outputs the layer takes divided by how many there are."""
+    total = h[0]
+    for other in h[1:]:
+        total = total + other
+    return total / len(h)
+
+
+def maximum(
+    h: tuple[torch.Tensor, ...], params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """The elementwise largest of the outputs the layer takes."""
+    total = h[0]
+    for other in h[1:]:
+        total = torch.maximum(total, other)
+    return total
+
+
+def minimum(
+    h: tuple[torch.Tensor, ...], params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """The elementwise smallest of the outputs the layer takes."""
+    total = h[0]
+    for other in h[1:]:
+        total = torch.minimum(total, other)
+    return total
+
+
+def concatenate(
+    h: tuple[torch.Tensor, ...], params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """The outputs joined along Keras' last axis: the features of ``(N, F)``
+    or ``(N, T, F)``, the channels (axis 1) of images ``(N, C, H, W)``."""
+    return torch.cat(h, dim=1 if h[0].dim() == 4 else -1)
+
+
+def global_max_pool(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """The largest value over every position: rows and columns of ``(N, C,
+    H, W)``, time steps of ``(N, T, F)`` (``amax``: ties share the gradient,
+    as in JAX and TensorFlow)."""
+    return h.amax(dim=(2, 3)) if h.dim() == 4 else h.amax(dim=1)
+
+
+def activation(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """The identity: ``native.compose`` applies the layer's activation."""
+    return h
+
+
+def prelu(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.Tensor:
+    """``relu(h) - alpha * relu(-h)`` as Keras writes it; alpha ``(C, H,
+    W)`` over images (1 on the shared axes), the input's shape otherwise."""
+    return torch.relu(h) - params[f"{name}/alpha"] * torch.relu(-h)
+
+
+def rescaling(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """``h * scale + offset`` with the layer's two numbers."""
+    layer = spec.layer(name)
+    return h * layer.scale + layer.offset
+
+
+def normalization(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """``(h - mean) / max(sqrt(variance), 1e-7)`` per feature of Keras' last
+    axis (the channels, axis 1, of images), with the adapted statistics."""
+    _, shape = _channels(h)
+    mean = params[f"{name}/mean"].reshape(shape)
+    deviation = torch.sqrt(params[f"{name}/variance"]).clamp_min(EPSILON)
+    return (h - mean) / deviation.reshape(shape)
+
+
+def _keras_order(h: torch.Tensor) -> torch.Tensor:
+    """Images ``(N, C, H, W) -> (N, H, W, C)``, Keras' element order; other
+    ranks are the same in every layout."""
+    return h.permute(0, 2, 3, 1) if h.dim() == 4 else h
+
+
+def _own_order(h: torch.Tensor) -> torch.Tensor:
+    """Back from Keras' order: images ``(N, H, W, C) -> (N, C, H, W)``."""
+    return h.permute(0, 3, 1, 2) if h.dim() == 4 else h
+
+
+def reshape(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """The values in Keras' element order (images channels last) reshaped to
+    ``(N, *target)``; an image result laid out ``(N, C, H, W)`` again."""
+    target = spec.layer(name).target
+    return _own_order(_keras_order(h).reshape(h.shape[0], *target))
+
+
+def permute(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """The axes after the batch in Keras' order (images channels last)
+    reordered as ``target`` (counted from 1); an image back to ``(N, C, H,
+    W)``."""
+    target = spec.layer(name).target
+    return _own_order(_keras_order(h).permute(0, *target))
+
+
+def zero_padding(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """Zeros before and after the steps of ``(N, T, F)``, or on the top,
+    bottom, left and right of ``(N, C, H, W)``."""
+    t = spec.layer(name).target
+    if h.dim() == 4:
+        return F.pad(h, (t[2], t[3], t[0], t[1]))  # F.pad: last axis first
+    return F.pad(h, (0, 0, t[0], t[1]))
+
+
+def cropping(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """Steps cut from the start and end of ``(N, T, F)``, or rows and columns
+    from the top, bottom, left and right of ``(N, C, H, W)``."""
+    t = spec.layer(name).target
+    if h.dim() == 4:
+        rows, cols = h.shape[2], h.shape[3]
+        return h[:, :, t[0] : rows - t[1], t[2] : cols - t[3]]
+    return h[:, t[0] : h.shape[1] - t[1]]
+
+
+def upsampling(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """Nearest: each step of ``(N, T, F)`` repeated ``target[0]`` times, or
+    each row of ``(N, C, H, W)`` ``target[0]`` times and each column
+    ``target[1]`` times."""
+    t = spec.layer(name).target
+    if h.dim() == 4:
+        return h.repeat_interleave(t[0], dim=2).repeat_interleave(t[1], dim=3)
+    return h.repeat_interleave(t[0], dim=1)
 
 
 def gelu(h: torch.Tensor) -> torch.Tensor:
@@ -319,3 +487,34 @@ def sigmoid(h: torch.Tensor) -> torch.Tensor:
 
 def softmax(h: torch.Tensor) -> torch.Tensor:
     return torch.softmax(h, dim=-1)
+
+
+def elu(h: torch.Tensor, slope: float) -> torch.Tensor:
+    """``h`` above 0, ``slope * (exp(h) - 1)`` below (Keras' alpha)."""
+    return F.elu(h, slope)
+
+
+def selu(h: torch.Tensor) -> torch.Tensor:
+    """``SELU_SCALE * elu(h)`` with ``SELU_ALPHA`` (``F.selu``'s constants)."""
+    return F.selu(h)
+
+
+def silu(h: torch.Tensor) -> torch.Tensor:
+    """``h * sigmoid(h)`` (Keras' swish)."""
+    return F.silu(h)
+
+
+def softplus(h: torch.Tensor) -> torch.Tensor:
+    """``log(1 + exp(h))`` as ``logaddexp(h, 0)``: stable at both ends and
+    exact above ``F.softplus``' threshold, as Keras' is."""
+    return torch.logaddexp(h, h.new_zeros(()))
+
+
+def leaky_relu(h: torch.Tensor, slope: float) -> torch.Tensor:
+    """``h`` at and above 0, ``slope * h`` below (gradient 1 at 0, as Keras')."""
+    return torch.where(h >= 0, h, h * slope)
+
+
+def relu6(h: torch.Tensor) -> torch.Tensor:
+    """``min(max(h, 0), 6)``."""
+    return F.relu6(h)
