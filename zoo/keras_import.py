@@ -267,7 +267,8 @@ def _layers(config: Mapping[str, Any]) -> Graph:
     if kind not in ("Sequential", "Functional") or not isinstance(inner, dict):
         raise ValueError(
             f"the file holds a {kind!r}, not a Sequential or functional Keras "
-            "model (a subclassed model's code cannot be read safely)"
+            "model (a subclassed model's code cannot be read safely; build it "
+            "with keras.Model(inputs, outputs) and save that)"
         )
     layers = inner.get("layers")
     if not isinstance(layers, list) or not all(isinstance(x, dict) for x in layers):
