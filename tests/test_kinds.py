@@ -173,3 +173,39 @@ def test_a_free_length_input_is_read_at_a_length_and_checked_shorter() -> None:
         keras_import.document_from_config(_free([None, 12, 5]), seq_len=100)
     with pytest.raises(ValueError, match="is not fixed"):
         keras_import.document_from_config(_free([None, 12, None]))
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"module": None, "registered_name": "Mine>Dense"}, "a class of its own"),
+        ({"module": None, "class_name": "Block"}, "a class of its own"),
+        ({"module": "keras.src.ops.numpy", "class_name": "Reshape"}, "operation"),
+        ({"module": "keras.layers", "class_name": "Lambda"}, "not one the tool"),
+        ({}, None),  # the control: Keras' own Dense is read
+    ],
+)
+def test_what_is_not_a_built_in_layer_is_named(
+    entry: dict[str, object], message: str | None
+) -> None:
+    layer = {
+        "class_name": "Dense",
+        "module": "keras.layers",
+        "config": {"name": "d", "units": 2},
+        **entry,
+    }
+    if message is None:
+        assert keras_import._entry(layer)["kind"] == "dense"
+        return
+    with pytest.raises(ValueError, match=message):
+        keras_import._entry(layer)
+
+
+def test_x_plus_y_in_a_functional_model_is_read_as_add() -> None:
+    # what Keras saves for ``a + b`` and ``a * b`` on two tensors
+    for cls, kind in (("Add", "add"), ("Multiply", "multiply")):
+        operation = {"class_name": cls, "module": "keras.src.ops.numpy"}
+        assert keras_import._entry(operation | {"config": {"name": "o"}}) == {
+            "kind": kind,
+            "name": "o",
+        }

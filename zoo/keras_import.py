@@ -412,12 +412,20 @@ def _entry(layer: Mapping[str, Any]) -> dict[str, Any]:
         )
     if module == OPERATIONS_MODULE and cls in _OPERATIONS:
         return {"kind": _OPERATIONS[cls], "name": name}
+    if isinstance(module, str) and module.startswith("keras.src.ops"):
+        raise ValueError(
+            f"layer {name!r} is Keras' operation {cls} on a tensor; the tool reads "
+            "x + y, x - y, x * y, maximum and minimum between two tensors; use "
+            "Keras' layer for anything else (keras.layers.Reshape, say)"
+        )
     kind = BY_KERAS_CLASS.get(str(cls))
-    custom = module is None and layer.get("registered_name") not in (None, cls)
-    if module not in ("keras.layers", None) or (kind is None and module is None):
+    renamed = layer.get("registered_name") not in (None, cls)
+    if module not in ("keras.layers", None) or (
+        module is None and (kind is None or renamed)
+    ):
         where = f" from {module!r}" if module else ""
         raise ValueError(f"layer {name!r} is {cls!r}{where}: {_CUSTOM}")
-    if kind is None or custom:
+    if kind is None:
         raise ValueError(
             f"layer {name!r} ({cls}) is not one the tool knows; supported: "
             f"{_SUPPORTED_TEXT}"

@@ -120,7 +120,6 @@ LAYER_OPTIONS: dict[str, tuple[str, ...]] = {
 # Kinds that compute differently in a training step than in inference: a
 # batch normalization (batch statistics, moving ones updated) and dropout.
 TRAINING_KINDS = tuple(n for n, k in KIND_RECORDS.items() if k.trains_differently)
-POOLS = tuple(n for n, k in KIND_RECORDS.items() if k.pool)
 # Parameters whose gradient is zero in exact arithmetic, by role, each with
 # the role of the same layer's parameter whose gradient (and value after a
 # training step) sets the scale its rounding noise is judged on
