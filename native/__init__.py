@@ -160,6 +160,16 @@ def objective_of(apply: Apply) -> Objective:
     return spec.workload.objective
 
 
+@functools.cache
+def penalties_of(apply: Apply) -> tuple[tuple[str, float, float], ...]:
+    """The weight penalties a pass of ``load_apply`` trains with
+    (``ModelSpec.penalties``: parameter name, L1 and L2 factors), which every
+    ``common`` adds to its loss as ``l1 * sum(|w|) + l2 * sum(w ** 2)``;
+    empty for a model without regularizers, whose loss stays as it was."""
+    spec: ModelSpec = apply.keywords["spec"]  # type: ignore[attr-defined]
+    return spec.penalties
+
+
 def at_shape(apply: Apply, shape: tuple[int, ...]) -> Apply:
     """``apply``'s forward pass for inputs of ``shape`` (without the batch):
     ``apply`` itself when its spec has that input shape, else the pass of the

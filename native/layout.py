@@ -15,7 +15,11 @@ Two layout families exist among the native paths:
   key_dim, F) -> (F, heads * key_dim)``: the ``(out, in)`` weights
   ``F.linear`` and ``FullyConnected`` take, heads outermost; a PReLU's
   alpha over an image ``(H, W, C) -> (C, H, W)`` (shared axes are 1 there).
-  Embeddings, GRU biases, normalizations' statistics and layer
+  A transposed convolution's kernel ``(kh, kw, out, in) -> (in, out, kh,
+  kw)`` (the convolution's rule: what ``conv_transpose2d`` and
+  ``Deconvolution`` take); a depthwise kernel ``(kh, kw, C, m) -> (C * m, 1,
+  kh, kw)``, output channel ``c * m + k`` (a grouped convolution's weight,
+  one group per channel).  Embeddings, GRU biases, normalizations' statistics and layer
   normalization keep their shapes.
 
 A flatten of images puts the features in Keras' ``H, W, C`` order in every
@@ -91,6 +95,17 @@ def _rows_to_output(a: np.ndarray, p: Param) -> np.ndarray:
     return np.ascontiguousarray(a.T.reshape(p.shape))  # (F, h*k) -> (h, k, F)
 
 
+def _depthwise_to_oihw(a: np.ndarray, p: Param) -> np.ndarray:
+    kh, kw, channels, depth = a.shape  # (kh, kw, C, m) -> (C * m, 1, kh, kw)
+    return np.ascontiguousarray(
+        a.reshape(kh, kw, 1, channels * depth).transpose(3, 2, 0, 1)
+    )
+
+
+def _depthwise_from_oihw(a: np.ndarray, p: Param) -> np.ndarray:
+    return np.ascontiguousarray(a.transpose(2, 3, 1, 0).reshape(p.shape))
+
+
 def _channels_first(a: np.ndarray, p: Param) -> np.ndarray:
     """A per-value array of an image (a PReLU's alpha ``(H, W, C)``) ->
     ``(C, H, W)``, as the image itself is laid out; any other rank keeps."""
@@ -122,6 +137,8 @@ _TO_OIHW: dict[str, Converter] = {
     "prelu": _channels_first,
     "adapted_mean": _identity,
     "adapted_variance": _identity,
+    "conv2d_transpose": _conv_to_oihw,
+    "depthwise": _depthwise_to_oihw,
 }
 _FROM_OIHW: dict[str, Converter] = {
     "dense": _transpose,
@@ -144,6 +161,8 @@ _FROM_OIHW: dict[str, Converter] = {
     "prelu": _channels_last,
     "adapted_mean": _identity,
     "adapted_variance": _identity,
+    "conv2d_transpose": _conv_from_oihw,
+    "depthwise": _depthwise_from_oihw,
 }
 
 

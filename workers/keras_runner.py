@@ -216,7 +216,9 @@ class KerasRunner:
         forward pass: nothing compiled, no optimizer step)."""
         ops = self.keras.ops
         logits = model(ops.convert_to_tensor(x), training=False)
-        loss = self._loss_fn(spec)(ops.convert_to_tensor(y), logits)
+        loss = _with_penalty(
+            model, self._loss_fn(spec)(ops.convert_to_tensor(y), logits)
+        )
         return float(np.asarray(ops.convert_to_numpy(loss)))
 
     def _params(self, model: Any, spec: ModelSpec) -> dict[str, np.ndarray]:
@@ -321,6 +323,14 @@ class Session:
         return np.asarray(self._built(x).predict_on_batch(x))
 
 
+def _with_penalty(model: Any, loss: Any, losses: Any = None) -> Any:
+    """``loss`` plus the model's weight regularizers' terms (its ``losses``,
+    or those a stateless call returned), as Keras' ``compute_loss`` adds
+    them: the loss a training step minimizes and ``fit`` reports."""
+    terms = list(model.losses if losses is None else losses)
+    return loss + sum(terms[1:], terms[0]) if terms else loss
+
+
 def _grads_jax(model: Any, loss_fn: Any, x: np.ndarray, y: np.ndarray) -> Any:
     import jax
 
@@ -328,8 +338,8 @@ def _grads_jax(model: Any, loss_fn: Any, x: np.ndarray, y: np.ndarray) -> Any:
     frozen = [v.value for v in model.non_trainable_variables]
 
     def loss_of(tv: Any, x: Any, y: Any) -> Any:
-        logits, _ = model.stateless_call(tv, frozen, x)
-        return loss_fn(y, logits), logits
+        logits, _, losses = model.stateless_call(tv, frozen, x, return_losses=True)
+        return _with_penalty(model, loss_fn(y, logits), losses), logits
 
     # One jitted program, as Keras' own train step is: op by op, JAX compiles
     # every operator for every new batch shape, 4-10 times slower here (VGG16
@@ -344,7 +354,7 @@ def _grads_tensorflow(model: Any, loss_fn: Any, x: np.ndarray, y: np.ndarray) ->
 
     with tf.GradientTape() as tape:
         logits = model(x)
-        loss = loss_fn(y, logits)
+        loss = _with_penalty(model, loss_fn(y, logits))
     grads = tape.gradient(loss, [v.value for v in model.trainable_variables])
     return logits.numpy(), float(loss), grads
 
@@ -353,7 +363,7 @@ def _grads_torch(model: Any, loss_fn: Any, x: np.ndarray, y: np.ndarray) -> Any:
     import torch
 
     logits = model(x)
-    loss = loss_fn(y, logits)
+    loss = _with_penalty(model, loss_fn(y, logits))
     grads = torch.autograd.grad(loss, [v.value for v in model.trainable_variables])
     return logits.detach().cpu().numpy(), float(loss.item()), grads
 

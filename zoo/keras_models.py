@@ -54,6 +54,16 @@ def variable(model: keras.Model, param: Param) -> keras.Variable:
     wanted = f"{param.layer}/{param.role}"
     if wanted in by_path:
         return by_path[wanted]
+    head, _, tail = param.role.rpartition("/")
+    if head:  # a bidirectional layer's forward/kernel: forward_lstm/.../kernel
+        found = [
+            v
+            for v in weights
+            if v.path.startswith(f"{param.layer}/{head}_")
+            and v.path.endswith(f"/{tail}")
+        ]
+        if len(found) == 1:
+            return found[0]
     return {v.name: v for v in weights}[param.role]
 
 

@@ -109,6 +109,8 @@ KINDS = (
     "prelu",
     "adapted_mean",
     "adapted_variance",
+    "conv2d_transpose",
+    "depthwise",
 )
 # The layer kinds a model is made of (``zoo.kinds``: one module per kind
 # holds all its facts), and the options each takes beyond its size;
@@ -206,6 +208,17 @@ class ModelSpec:
             if p.name == name:
                 return p
         raise KeyError(f"{self.name} has no parameter {name!r}")
+
+    @property
+    def penalties(self) -> tuple[tuple[str, float, float], ...]:
+        """Each regularized parameter with its L1 and L2 factors: the loss a
+        training step minimizes adds ``l1 * sum(|w|) + l2 * sum(w ** 2)`` for
+        each (Keras' ``L1L2``; no 1/2), as Keras adds a model's ``losses``."""
+        return tuple(
+            (f"{layer.name}/{role}", l1, l2)
+            for layer in self.layers
+            for role, l1, l2 in layer.regularize
+        )
 
     def trainable_names(self) -> tuple[str, ...]:
         """The parameters an optimizer trains (all but ``STATE_KINDS``)."""
@@ -509,6 +522,23 @@ def _check_graph(spec: ModelSpec) -> None:
         )
 
 
+def _check_penalties(spec: ModelSpec, params: list[Param]) -> None:
+    """A regularized role is a trained parameter of its layer, penalized
+    once, by factors at least 0."""
+    trained = {p.name for p in params if p.trainable}
+    seen: set[str] = set()
+    for name, l1, l2 in spec.penalties:
+        layer = name.split("/", 1)[0]
+        if name not in trained or name in seen:
+            raise ValueError(
+                f"layer {layer!r} regularizes {name.split('/', 1)[1]!r}, which is "
+                "not one of its trained parameters or is regularized twice"
+            )
+        if not (0 <= l1 < 1e6 and 0 <= l2 < 1e6):
+            raise ValueError(f"layer {layer!r} needs L1 and L2 factors of at least 0")
+        seen.add(name)
+
+
 def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
     """Walk the layers, tracking the activation shapes, and list the
     parameters each kind has (``zoo.kinds``)."""
@@ -533,6 +563,7 @@ def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
         params += found
         if layer.kind == "flatten" and len(given[0]) == 3:
             images[n] = (given[0][0], given[0][1], given[0][2])
+    _check_penalties(spec, params)
     final = walked[-1][1] if walked else spec.input_shape
     if len(final) != 1:
         raise ValueError(
@@ -840,8 +871,28 @@ VARIANTS: dict[str, ModelSpec] = {
             Layer("elu", "activation", activation="elu", slope=0.5),
             Layer("prelu", "prelu", target=(1, 2)),
             Layer("crop", "cropping", target=(0, 1, 1, 0)),  # 10x10
+            Layer("dw", "depthwise_conv2d", 0, 3, "same", "relu", multiplier=2),
+            Layer(
+                "sep",
+                "separable_conv2d",
+                6,
+                3,
+                "same",
+                regularize=(("pointwise_kernel", 0.001, 0.0),),
+            ),
             Layer("pool", "max_pool", 2),  # 5x5
             Layer("up", "upsampling", target=(2, 2)),  # 10x10
+            Layer(
+                "grow",
+                "conv2d_transpose",
+                6,
+                4,
+                "same",
+                strides=2,
+                inputs=("pool",),
+                regularize=(("kernel", 0.0, 0.01), ("bias", 0.01, 0.01)),
+            ),  # 10x10, its output starting 1 into the full scatter
+            Layer("regrown", "add", inputs=("up", "grow")),
             Layer("middle", "cropping", target=(2, 2, 2, 2)),  # 6x6
             Layer(
                 "side", "conv2d", 6, 3, "same", "silu", strides=2, inputs=(INPUT,)
@@ -856,7 +907,14 @@ VARIANTS: dict[str, ModelSpec] = {
             Layer("swap", "permute", target=(2, 1, 3)),
             Layer("capped", "activation", activation="relu6"),
             Layer("gmax", "global_max_pool"),
-            Layer("fc", "dense", 16, activation="selu", use_bias=False),
+            Layer(
+                "fc",
+                "dense",
+                16,
+                activation="selu",
+                use_bias=False,
+                regularize=(("kernel", 0.0, 0.01),),
+            ),
             Layer("leaky", "activation", activation="leaky_relu", slope=0.1),
             Layer("fc2", "dense", 12, activation="softplus"),
             Layer("grid", "reshape", target=(3, 4)),
@@ -873,17 +931,35 @@ VARIANTS: dict[str, ModelSpec] = {
         (
             Layer("norm", "normalization"),
             Layer("proj", "dense", 6, activation="silu"),
-            Layer("lstm", "lstm", 6, return_sequences=True, use_bias=False),
+            Layer(
+                "lstm",
+                "lstm",
+                6,
+                return_sequences=True,
+                use_bias=False,
+                regularize=(("recurrent_kernel", 0.0, 0.01),),
+            ),
             Layer("gru", "gru", 6, return_sequences=True, use_bias=False),
             Layer("att", "attention", 3, heads=2, use_bias=False),
             Layer("res", "add", inputs=("gru", "att")),
-            Layer("pad", "zero_padding", target=(1, 2)),  # 11 steps
+            Layer(
+                "bi",
+                "bidirectional",
+                4,
+                return_sequences=True,
+                merge="concat",
+                cell="lstm",
+                inputs=("proj",),
+            ),  # (8, 8)
+            Layer("look", "dot_attention", inputs=("res", "bi", "gru")),  # (8, 8)
+            Layer("bg", "bidirectional", 3, merge="ave", cell="gru"),  # (3,)
+            Layer("pad", "zero_padding", target=(1, 2), inputs=("res",)),  # 11
             Layer("crop", "cropping", target=(2, 1)),  # 8
             Layer("up", "upsampling", target=(2,)),  # 16
             Layer("swap", "permute", target=(2, 1)),  # (6, 16)
             Layer("gmax", "global_max_pool"),  # 16
             Layer("gavg", "global_avg_pool", inputs=("crop",)),  # 6
-            Layer("both", "concatenate", inputs=("gmax", "gavg")),  # 22
+            Layer("both", "concatenate", inputs=("gmax", "gavg", "bg")),  # 25
             Layer("act", "activation", activation="elu"),
             _dense("logits", 2, None),
         ),

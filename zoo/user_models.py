@@ -125,6 +125,7 @@ OPTION_WORDS = {
     "merge": "merge_mode",
     "cell": "cell",
     "multiplier": "depth_multiplier",
+    "regularize": "regularize",
 }
 # Options a document always writes out: they have no default in Keras.
 _ALWAYS = ("kernel", "vocab", "heads", "target")
@@ -283,6 +284,8 @@ def _read_option(where: str, option: str, word: str, value: Any) -> Any:  # noqa
         ):
             raise ValueError(f"{where}: {word} must be a list of whole numbers")
         return tuple(value)
+    if option == "regularize":
+        return _penalties(where, word, value)
     if option in ("merge", "cell"):
         return _field(where, given, word, str)
     number = float(_field(where, given, word, float))
@@ -296,6 +299,28 @@ def _read_option(where: str, option: str, word: str, value: Any) -> Any:  # noqa
     if not ok:
         raise ValueError(f"{where}: {word} must be {words}")
     return number
+
+
+def _penalties(
+    where: str, word: str, value: Any
+) -> tuple[tuple[str, float, float], ...]:
+    """``regularize``: a list of ``[role, l1, l2]`` (a parameter's role such
+    as ``kernel``, and its L1 and L2 factors)."""
+    shape_ok = isinstance(value, list | tuple) and all(
+        isinstance(entry, list | tuple)
+        and len(entry) == 3
+        and isinstance(entry[0], str)
+        and all(
+            isinstance(f, int | float) and not isinstance(f, bool) for f in entry[1:]
+        )
+        for entry in value
+    )
+    if not shape_ok:
+        raise ValueError(
+            f"{where}: {word} must be a list of [role, l1, l2], such as "
+            '[["kernel", 0.0, 0.01]]'
+        )
+    return tuple((role, float(l1), float(l2)) for role, l1, l2 in value)
 
 
 def _workload(document: Mapping[str, Any]) -> Workload:

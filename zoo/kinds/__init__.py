@@ -19,10 +19,14 @@ from zoo.kinds import (
     activation,
     adapted,
     attention,
+    bidirectional,
     borders,
     conv1d,
     conv2d,
+    conv_transpose,
     dense,
+    depthwise,
+    dot_attention,
     dropout,
     embedding,
     flatten,
@@ -64,6 +68,10 @@ _ORDER = (
     adapted.KIND,
     *reshape.KINDS,
     *borders.KINDS,
+    conv_transpose.KIND,
+    *depthwise.KINDS,
+    bidirectional.KIND,
+    dot_attention.KIND,
 )
 KINDS: dict[str, Kind] = {kind.name: kind for kind in _ORDER}
 # Keras class -> the kind that reads it.

@@ -38,6 +38,7 @@ def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
         activation=layer.activation,
         use_bias=layer.use_bias,
         name=layer.name,
+        **kw.regularizer_args(keras, layer, kw.KERNEL_AND_BIAS),
     )
 
 
@@ -49,13 +50,14 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
         "activation": kw.activation(name, config),
         **kw.window(cls, name, config),
         **kw.bias_words(config),
+        **kw.regularizers(cls, name, config, kw.KERNEL_AND_BIAS),
     }
 
 
 KIND = Kind(
     name="conv1d",
     summary="a convolution over a sequence's steps",
-    options=("kernel", "strides", "padding", "activation", "use_bias"),
+    options=("kernel", "strides", "padding", "activation", "use_bias", "regularize"),
     size_word="filters",
     shape=shape,
     params=params,

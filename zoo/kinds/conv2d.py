@@ -37,6 +37,7 @@ def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
         activation=layer.activation,
         use_bias=layer.use_bias,
         name=layer.name,
+        **kw.regularizer_args(keras, layer, kw.KERNEL_AND_BIAS),
     )
 
 
@@ -44,8 +45,6 @@ CONVOLUTION = (
     ("dilation_rate", 1),
     ("groups", 1),
     *kw.CHANNELS_LAST,
-    ("kernel_regularizer", None),
-    ("bias_regularizer", None),
     *kw.REGULARIZED,
 )
 
@@ -58,13 +57,14 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
         "activation": kw.activation(name, config),
         **kw.window(cls, name, config),
         **kw.bias_words(config),
+        **kw.regularizers(cls, name, config, kw.KERNEL_AND_BIAS),
     }
 
 
 KIND = Kind(
     name="conv2d",
     summary="a square convolution over images",
-    options=("kernel", "strides", "padding", "activation", "use_bias"),
+    options=("kernel", "strides", "padding", "activation", "use_bias", "regularize"),
     size_word="filters",
     shape=shape,
     params=params,

@@ -37,14 +37,16 @@ def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int
 
 def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
     return keras.layers.Dense(
-        layer.size, layer.activation, use_bias=layer.use_bias, name=layer.name
+        layer.size,
+        layer.activation,
+        use_bias=layer.use_bias,
+        name=layer.name,
+        **kw.regularizer_args(keras, layer, kw.KERNEL_AND_BIAS),
     )
 
 
 _MUST = (
     *kw.REGULARIZED,
-    ("kernel_regularizer", None),
-    ("bias_regularizer", None),
     ("lora_rank", None),
     ("quantization_config", None),
 )
@@ -58,13 +60,14 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
         "activation": kw.activation(name, config),
         "units": config.get("units"),
         **kw.bias_words(config),
+        **kw.regularizers(cls, name, config, kw.KERNEL_AND_BIAS),
     }
 
 
 KIND = Kind(
     name="dense",
     summary="h @ kernel + bias over the last axis",
-    options=("activation", "use_bias"),
+    options=("activation", "use_bias", "regularize"),
     size_word="units",
     shape=shape,
     params=params,

@@ -27,12 +27,17 @@ def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
 
 
 def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
-    return keras.layers.Embedding(layer.vocab, layer.size, name=layer.name)
+    return keras.layers.Embedding(
+        layer.vocab,
+        layer.size,
+        name=layer.name,
+        **kw.regularizer_args(keras, layer, REGULARIZERS),
+    )
 
 
+REGULARIZERS = {"embeddings_regularizer": "embeddings"}
 _MUST = (
     ("mask_zero", False),
-    ("embeddings_regularizer", None),
     ("activity_regularizer", None),
     ("embeddings_constraint", None),
     ("lora_rank", None),
@@ -47,13 +52,14 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
         "name": name,
         "input_dim": config.get("input_dim"),
         "output_dim": config.get("output_dim"),
+        **kw.regularizers(cls, name, config, REGULARIZERS),
     }
 
 
 KIND = Kind(
     name="embedding",
     summary="each token id's row of a table (a gather: no arithmetic)",
-    options=("vocab",),
+    options=("vocab", "regularize"),
     size_word="output_dim",
     shape=shape,
     params=params,

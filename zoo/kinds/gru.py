@@ -49,6 +49,7 @@ def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
         return_sequences=layer.return_sequences,
         use_bias=layer.use_bias,
         name=layer.name,
+        **kw.regularizer_args(keras, layer, recurrent.REGULARIZERS),
     )
 
 
@@ -62,7 +63,7 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
 KIND = Kind(
     name="gru",
     summary="a gated recurrent unit over a sequence (reset_after)",
-    options=("return_sequences", "use_bias"),
+    options=("return_sequences", "use_bias", "regularize"),
     size_word="units",
     shape=recurrent.shape,
     params=params,

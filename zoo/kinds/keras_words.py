@@ -34,12 +34,17 @@ RECURRENT = (
     ("go_backwards", False),
     ("stateful", False),
     ("unroll", False),
-    ("kernel_regularizer", None),
-    ("bias_regularizer", None),
-    ("recurrent_regularizer", None),
     ("recurrent_constraint", None),
     *REGULARIZED,
 )
+# Keras' regularizer argument -> the parameter role it penalizes, for the
+# usual kernel and bias (a kind with other roles writes its own table).
+KERNEL_AND_BIAS = {"kernel_regularizer": "kernel", "bias_regularizer": "bias"}
+# The regularizer classes the tool computes: Keras' L1, L2 and L1L2, whose
+# term in the loss is ``l1 * sum(|w|) + l2 * sum(w ** 2)`` (no 1/2).
+PENALTIES = ("L1", "L2", "L1L2")
+# Each one's (l1, l2) when its config leaves a factor out (Keras' defaults).
+DEFAULT_FACTORS = {"L1": (0.01, 0.0), "L2": (0.0, 0.01), "L1L2": (0.0, 0.0)}
 
 
 def is_default(value: Any, default: Any) -> bool:
@@ -125,3 +130,42 @@ def window(cls: str, name: str, config: Mapping[str, Any]) -> dict[str, Any]:
     entry["pool_size"] = size
     entry["strides"] = size if strides is None else read(strides, "strides", name)
     return entry
+
+
+def regularizers(
+    cls: str, name: str, config: Mapping[str, Any], table: Mapping[str, str]
+) -> dict[str, Any]:
+    """A layer's weight regularizers (``table``: Keras' argument -> the
+    parameter role) as the document's ``regularize``: ``[role, l1, l2]``
+    each; none: no word, so documents of older files keep their digest."""
+    found = []
+    for argument, role in table.items():
+        given = config.get(argument)
+        if given is None:
+            continue
+        if isinstance(given, str) and given in ("l1", "l2"):  # Keras' shorthand
+            given = {"class_name": given.upper(), "config": {}}
+        if not isinstance(given, Mapping) or given.get("class_name") not in PENALTIES:
+            shown = given.get("class_name") if isinstance(given, Mapping) else given
+            raise ValueError(
+                f"{cls} layer {name!r} has {argument}={shown!r}; the tool computes "
+                f"Keras' {', '.join(PENALTIES)} regularizers only"
+            )
+        factors = given.get("config") or {}
+        l1, l2 = DEFAULT_FACTORS[given["class_name"]]
+        l1, l2 = factors.get("l1", l1), factors.get("l2", l2)
+        found.append([role, float(l1 or 0.0), float(l2 or 0.0)])
+    return {"regularize": found} if found else {}
+
+
+def regularizer_args(
+    keras: Any, layer: Any, table: Mapping[str, str]
+) -> dict[str, Any]:
+    """Keras' regularizer arguments for ``layer.regularize`` (``table`` as in
+    ``regularizers``): an ``L1L2`` per penalized role."""
+    by_role = {role: (l1, l2) for role, l1, l2 in layer.regularize}
+    return {
+        argument: keras.regularizers.L1L2(l1=by_role[role][0], l2=by_role[role][1])
+        for argument, role in table.items()
+        if role in by_role
+    }

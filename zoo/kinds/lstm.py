@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from zoo.kinds import keras_words as kw
 from zoo.kinds import recurrent
 from zoo.kinds.base import Kind, Layer, Param, Shape
 
@@ -45,6 +46,7 @@ def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
         return_sequences=layer.return_sequences,
         use_bias=layer.use_bias,
         name=layer.name,
+        **kw.regularizer_args(keras, layer, recurrent.REGULARIZERS),
     )
 
 
@@ -55,7 +57,7 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
 KIND = Kind(
     name="lstm",
     summary="a long short-term memory over a sequence",
-    options=("return_sequences", "use_bias"),
+    options=("return_sequences", "use_bias", "regularize"),
     size_word="units",
     shape=recurrent.shape,
     params=params,

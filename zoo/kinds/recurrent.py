@@ -10,6 +10,10 @@ from zoo.kinds import keras_words as kw
 from zoo.kinds.base import Layer, Shape
 
 
+# Keras' regularizer arguments -> the roles they penalize.
+REGULARIZERS = {**kw.KERNEL_AND_BIAS, "recurrent_regularizer": "recurrent_kernel"}
+
+
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
     given = shapes[0]
     if len(given) != 2:
@@ -27,4 +31,5 @@ def read(kind: str, cls: str, name: str, config: Mapping[str, Any]) -> dict[str,
         "units": config.get("units"),
         "return_sequences": bool(config.get("return_sequences", False)),
         **kw.bias_words(config),
+        **kw.regularizers(cls, name, config, REGULARIZERS),
     }

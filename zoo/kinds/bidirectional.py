@@ -1,0 +1,122 @@
+"""``bidirectional``: Keras' ``Bidirectional`` over an ``lstm`` or ``gru``
+(``cell``) of ``units``: one copy reads the sequence forward, a second
+(its own weights) reads it backward, and their outputs merge by ``merge``:
+``concat`` (forward then backward along the features, ``2 * units``),
+``sum``, ``ave`` or ``mul``.  With ``return_sequences`` the backward
+copy's steps are put back in time order before the merge (Keras' flip),
+so step ``t`` merges both copies' states at ``t``; without it each gives
+its last state (the backward copy's after reading step 0).  Each copy has
+its cell's parameters under ``forward/`` and ``backward/`` (Keras' paths
+``<name>/forward_<cell>/...`` and ``<name>/backward_<cell>/...``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from zoo.kinds import gru, lstm, recurrent
+from zoo.kinds.base import Kind, Layer, Param, Shape
+
+CELLS = {"lstm": lstm.KIND, "gru": gru.KIND}
+MERGES = ("concat", "sum", "ave", "mul")
+DIRECTIONS = ("forward", "backward")
+
+
+def cell_layer(layer: Layer) -> Layer:
+    """The recurrent layer each direction runs (named as the cell)."""
+    return dataclasses.replace(
+        layer, kind=layer.cell, name=layer.cell, merge="", cell=""
+    )
+
+
+def _check(layer: Layer) -> None:
+    if layer.cell not in CELLS or layer.merge not in MERGES:
+        raise ValueError(
+            f"bidirectional layer {layer.name!r} needs a cell ({', '.join(CELLS)}) "
+            f"and a merge ({', '.join(MERGES)}), not {layer.cell!r} and {layer.merge!r}"
+        )
+
+
+def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
+    _check(layer)
+    one = recurrent.shape(layer, shapes)
+    return (*one[:-1], 2 * one[-1]) if layer.merge == "concat" else one
+
+
+def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
+    _check(layer)
+    found = []
+    for direction in DIRECTIONS:
+        inner = dataclasses.replace(cell_layer(layer), name=f"{layer.name}/{direction}")
+        for p in CELLS[layer.cell].params(inner, shapes):
+            found.append(
+                dataclasses.replace(p, layer=layer.name, role=f"{direction}/{p.role}")
+            )
+    return found
+
+
+def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
+    one = recurrent.shape(layer, shapes)
+    matmul, elementwise = CELLS[layer.cell].flops(cell_layer(layer), shapes, one)
+    merged = 0 if layer.merge == "concat" else math.prod(one)  # concat: a copy
+    return 2 * matmul, 2 * elementwise + merged
+
+
+def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
+    inner = CELLS[layer.cell].keras(keras, cell_layer(layer), shapes)
+    return keras.layers.Bidirectional(inner, merge_mode=layer.merge, name=layer.name)
+
+
+def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
+    merge = config.get("merge_mode", "concat")
+    if merge not in MERGES:
+        raise ValueError(
+            f"Bidirectional layer {name!r} has merge_mode={merge!r}; the tool "
+            f"computes {', '.join(MERGES)} (None gives two outputs)"
+        )
+    inner = config.get("layer") or {}
+    cell_class = inner.get("class_name")
+    cell = next(
+        (k for k, kind in CELLS.items() if cell_class in kind.keras_classes), None
+    )
+    if cell is None:
+        raise ValueError(
+            f"Bidirectional layer {name!r} wraps a {cell_class}; the tool computes "
+            "it over an LSTM or a GRU"
+        )
+    forward = inner.get("config") or {}
+    backward = (config.get("backward_layer") or {}).get("config")
+    if backward is not None:
+        ignored = ("name", "go_backwards")
+        same = {k: v for k, v in forward.items() if k not in ignored} == {
+            k: v for k, v in backward.items() if k not in ignored
+        }
+        if not same or not backward.get("go_backwards", False):
+            raise ValueError(
+                f"Bidirectional layer {name!r} has a backward layer of its own "
+                "options; the tool computes one that mirrors the forward layer"
+            )
+    words = CELLS[cell].read(cell_class, name, forward, built)
+    if "regularize" in words:
+        raise ValueError(
+            f"Bidirectional layer {name!r} regularizes its {cell_class}'s weights, "
+            "which the tool does not compute; remove the regularizer"
+        )
+    return {**words, "kind": "bidirectional", "cell": cell, "merge_mode": merge}
+
+
+KIND = Kind(
+    name="bidirectional",
+    summary="an LSTM or GRU read forward and backward, the two merged",
+    options=("return_sequences", "use_bias", "merge", "cell"),
+    size_word="units",
+    shape=shape,
+    params=params,
+    flops=flops,
+    keras=keras,
+    keras_classes=("Bidirectional",),
+    read=read,
+    scores=True,
+)

@@ -1,0 +1,94 @@
+"""``conv2d_transpose``: Keras' ``Conv2DTranspose`` over images ``(H, W,
+C)``, the gradient of a convolution with the same window: input position
+``j`` adds ``x[j] @ kernel[k].T`` to output position ``j * strides + k -
+before`` of each axis (``start``), positions outside the output dropped.
+Each side grows to ``side * strides`` (``same``) or ``(side - 1) *
+strides + max(kernel, strides)`` (``valid``).  Kernel ``(kh, kw, out,
+in)`` (Keras' order: the output channels first), bias ``(out,)``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from zoo.kinds import keras_words as kw
+from zoo.kinds.base import Kind, Layer, Param, Shape, bias, needs_rank, same_padding
+from zoo.kinds.conv2d import CONVOLUTION
+
+
+def side_out(layer: Layer, side: int) -> int:
+    """Positions on an axis of ``side`` input positions."""
+    if layer.padding == "same":
+        return side * layer.stride
+    return (side - 1) * layer.stride + max(layer.kernel, layer.stride)
+
+
+def start(layer: Layer, side: int) -> int:
+    """Where the output begins in the full scatter of an axis of ``side``
+    (the ``(side - 1) * strides + kernel`` positions every kernel tap
+    reaches): the padding a forward convolution of the output puts before
+    it (``same``), 0 for ``valid``."""
+    if layer.padding != "same":
+        return 0
+    return same_padding(side_out(layer, side), layer.kernel, layer.stride)[0]
+
+
+def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
+    needs_rank(layer, shapes[0], (3,), "images (H, W, C)")
+    height, width, _ = shapes[0]
+    return side_out(layer, height), side_out(layer, width), layer.size
+
+
+def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
+    n, k, c = layer.name, layer.kernel, shapes[0][-1]
+    kernel = Param(
+        f"{n}/kernel", (k, k, layer.size, c), "conv2d_transpose", n, "kernel"
+    )
+    return [kernel, *bias(layer, layer.size)]
+
+
+def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
+    """Every input value times every tap and output channel; the bias once
+    per output value."""
+    matmul = 2 * layer.kernel * layer.kernel * layer.size * math.prod(shapes[0])
+    return matmul, math.prod(out) if layer.use_bias else 0
+
+
+def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
+    return keras.layers.Conv2DTranspose(
+        layer.size,
+        layer.kernel,
+        strides=layer.stride,
+        padding=layer.padding,
+        activation=layer.activation,
+        use_bias=layer.use_bias,
+        name=layer.name,
+        **kw.regularizer_args(keras, layer, kw.KERNEL_AND_BIAS),
+    )
+
+
+def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
+    kw.must(cls, name, config, (("output_padding", None), *CONVOLUTION))
+    return {
+        "kind": "conv2d_transpose",
+        "name": name,
+        "activation": kw.activation(name, config),
+        **kw.window(cls, name, config),
+        **kw.bias_words(config),
+        **kw.regularizers(cls, name, config, kw.KERNEL_AND_BIAS),
+    }
+
+
+KIND = Kind(
+    name="conv2d_transpose",
+    summary="a transposed convolution over images (an upsampling one)",
+    options=("kernel", "strides", "padding", "activation", "use_bias", "regularize"),
+    size_word="filters",
+    shape=shape,
+    params=params,
+    flops=flops,
+    keras=keras,
+    keras_classes=("Conv2DTranspose",),
+    read=read,
+)

@@ -1,0 +1,139 @@
+"""The convolutions that keep channels apart, over images ``(H, W, C)``
+with Keras' strides and padding.
+
+- ``depthwise_conv2d`` (``DepthwiseConv2D``): each input channel ``c``
+  convolved on its own with ``multiplier`` square kernels, output channel
+  ``c * multiplier + m``.  Kernel ``(kh, kw, C, multiplier)``, bias ``(C *
+  multiplier,)``.
+- ``separable_conv2d`` (``SeparableConv2D``): that depthwise convolution
+  (no bias), then a 1x1 convolution to ``filters`` channels.  Depthwise
+  kernel ``(kh, kw, C, multiplier)``, pointwise kernel ``(1, 1, C *
+  multiplier, filters)``, bias ``(filters,)``.
+
+``multiplier`` 0 is Keras' default, 1.  They differ in one step, so they
+share this module."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from zoo.kinds import keras_words as kw
+from zoo.kinds.base import Kind, Layer, Param, Shape, bias, windowed
+from zoo.kinds.conv2d import CONVOLUTION
+
+# Keras' regularizer arguments -> the roles they penalize, per kind.
+REGULARIZERS = {
+    "depthwise_conv2d": {"depthwise_regularizer": "kernel", "bias_regularizer": "bias"},
+    "separable_conv2d": {
+        "depthwise_regularizer": "depthwise_kernel",
+        "pointwise_regularizer": "pointwise_kernel",
+        "bias_regularizer": "bias",
+    },
+}
+_CLASSES = {
+    "depthwise_conv2d": "DepthwiseConv2D",
+    "separable_conv2d": "SeparableConv2D",
+}
+_CONSTRAINTS = (("depthwise_constraint", None), ("pointwise_constraint", None))
+
+
+def depth(layer: Layer) -> int:
+    """Kernels per input channel: ``multiplier``, or Keras' default 1."""
+    return layer.multiplier or 1
+
+
+def _kind(kind: str) -> Kind:
+    separable = kind == "separable_conv2d"
+    table = REGULARIZERS[kind]
+
+    def width(layer: Layer, channels: int) -> int:
+        return layer.size if separable else channels * depth(layer)
+
+    def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
+        return windowed(layer, shapes[0], 3, width(layer, shapes[0][-1]))
+
+    def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
+        n, k, c, m = layer.name, layer.kernel, shapes[0][-1], depth(layer)
+        role = "depthwise_kernel" if separable else "kernel"
+        found = [Param(f"{n}/{role}", (k, k, c, m), "depthwise", n, role)]
+        if separable:
+            found.append(
+                Param(
+                    f"{n}/pointwise_kernel",
+                    (1, 1, c * m, layer.size),
+                    "conv2d",
+                    n,
+                    "pointwise_kernel",
+                )
+            )
+        return [*found, *bias(layer, width(layer, c))]
+
+    def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
+        positions = math.prod(out[:-1])
+        spread = shapes[0][-1] * depth(layer)  # the depthwise outputs per position
+        matmul = 2 * layer.kernel * layer.kernel * spread * positions
+        if separable:
+            matmul += 2 * spread * layer.size * positions
+        return matmul, math.prod(out) if layer.use_bias else 0
+
+    def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
+        common = {
+            "strides": layer.stride,
+            "padding": layer.padding,
+            "depth_multiplier": depth(layer),
+            "activation": layer.activation,
+            "use_bias": layer.use_bias,
+            "name": layer.name,
+            **kw.regularizer_args(keras, layer, table),
+        }
+        if separable:
+            return keras.layers.SeparableConv2D(layer.size, layer.kernel, **common)
+        return keras.layers.DepthwiseConv2D(layer.kernel, **common)
+
+    def read(
+        cls: str, name: str, config: Mapping[str, Any], built: Any
+    ) -> dict[str, Any]:
+        kw.must(cls, name, config, (*CONVOLUTION, *_CONSTRAINTS))
+        window = kw.window(cls, name, config)
+        if not separable:
+            window.pop("filters")
+        multiplier = config.get("depth_multiplier", 1)
+        return {
+            "kind": kind,
+            "name": name,
+            "activation": kw.activation(name, config),
+            **window,
+            **({"depth_multiplier": multiplier} if multiplier != 1 else {}),
+            **kw.bias_words(config),
+            **kw.regularizers(cls, name, config, table),
+        }
+
+    return Kind(
+        name=kind,
+        summary=(
+            "a depthwise convolution, then a 1x1 one (separable)"
+            if separable
+            else "a convolution of each channel on its own (depthwise)"
+        ),
+        options=(
+            "kernel",
+            "strides",
+            "padding",
+            "activation",
+            "use_bias",
+            "multiplier",
+            "regularize",
+        ),
+        size_word="filters" if separable else None,
+        shape=shape,
+        params=params,
+        flops=flops,
+        keras=keras,
+        keras_classes=(_CLASSES[kind],),
+        read=read,
+    )
+
+
+KINDS = tuple(_kind(kind) for kind in _CLASSES)
