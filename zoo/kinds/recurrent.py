@@ -9,7 +9,6 @@ from typing import Any
 from zoo.kinds import keras_words as kw
 from zoo.kinds.base import Layer, Shape
 
-
 # Keras' regularizer arguments -> the roles they penalize.
 REGULARIZERS = {**kw.KERNEL_AND_BIAS, "recurrent_regularizer": "recurrent_kernel"}
 
