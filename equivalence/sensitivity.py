@@ -39,6 +39,11 @@ FAULT_CASES: dict[str, Case] = {
     "join-reversed": Case("kinds-cnn", 0, 4),
     "slope-default": Case("kinds-cnn", 0, 4),
     "crop-swapped": Case("kinds-seq", 0, 4),
+    "l2-halved": Case("kinds-cnn", 0, 4),
+    "directions-swapped": Case("kinds-seq", 0, 4),
+    "transpose-taps-unflipped": Case("kinds-cnn", 0, 4),
+    "depthwise-order": Case("kinds-cnn", 0, 4),
+    "query-key-swapped": Case("kinds-seq", 0, 4),
 }
 
 

@@ -347,6 +347,61 @@ def _crop_swapped(
     return _layer_changed(spec, weights, layer.name, target=swapped)
 
 
+def _l2_halved(
+    spec: ModelSpec, weights: Mapping[str, np.ndarray]
+) -> tuple[ModelSpec, Weights]:
+    # TensorFlow 1's tf.nn.l2_loss is sum(w ** 2) / 2; Keras' L2 has no 1/2.
+    layers = tuple(
+        dataclasses.replace(
+            layer, regularize=tuple((r, l1, l2 / 2) for r, l1, l2 in layer.regularize)
+        )
+        for layer in spec.layers
+    )
+    return _with_layers(spec, layers), dict(weights)
+
+
+def _directions_swapped(
+    spec: ModelSpec, weights: Mapping[str, np.ndarray]
+) -> tuple[ModelSpec, Weights]:
+    # A loader that reads backward_lstm's weights into the forward copy.
+    name = _first_of(spec, lambda layer: layer.kind == "bidirectional")
+    swapped = dict(weights)
+    for p in spec.params:
+        if p.layer == name and p.role.startswith("forward/"):
+            other = p.name.replace("/forward/", "/backward/")
+            swapped[p.name], swapped[other] = weights[other], weights[p.name]
+    return spec, swapped
+
+
+def _taps_unflipped(a: np.ndarray, p: Param) -> np.ndarray:
+    # A transposed convolution written as a convolution of the dilated input
+    # with the kernel as it is: its taps must be reversed in both axes.
+    return np.ascontiguousarray(a[::-1, ::-1])
+
+
+def _depth_order(a: np.ndarray, p: Param) -> np.ndarray:
+    # Output channel k * C + c read as Keras' c * m + k: the (C, m) kernels
+    # in multiplier-major order.
+    kh, kw, channels, depth = a.shape
+    return np.ascontiguousarray(
+        a.transpose(0, 1, 3, 2).reshape(kh, kw, channels * depth).reshape(a.shape)
+    )
+
+
+def _keyed_query(layer: Layer) -> bool:
+    """A dot attention given a key of the query's shape: exchanging the
+    two computes another layer of the same shape."""
+    return layer.kind == "dot_attention" and len(layer.inputs) == 3
+
+
+def _query_key_swapped(
+    spec: ModelSpec, weights: Mapping[str, np.ndarray]
+) -> tuple[ModelSpec, Weights]:
+    layer = spec.layer(_first_of(spec, _keyed_query))
+    query, value, key = layer.inputs
+    return _layer_changed(spec, weights, layer.name, inputs=(key, value, query))
+
+
 FAULTS: dict[str, Fault] = {
     f.name: f
     for f in (
@@ -487,6 +542,45 @@ FAULTS: dict[str, Fault] = {
             lambda s: any(_uneven_crop(layer) for layer in s.layers),
             lambda s: Location("forward", _first_of(s, _uneven_crop)),
             _crop_swapped,
+        ),
+        Fault(
+            "l2-halved",
+            "an L2 regularizer's term as tf.nn.l2_loss computes it, sum(w ** 2) "
+            "/ 2, not Keras' sum(w ** 2)",
+            lambda s: any(l2 for _, _, l2 in s.penalties),
+            lambda s: Location("loss", "loss"),
+            _l2_halved,
+        ),
+        Fault(
+            "directions-swapped",
+            "a bidirectional layer's forward and backward weights exchanged",
+            lambda s: any(layer.kind == "bidirectional" for layer in s.layers),
+            lambda s: Location(
+                "forward", _first_of(s, lambda layer: layer.kind == "bidirectional")
+            ),
+            _directions_swapped,
+        ),
+        Fault(
+            "transpose-taps-unflipped",
+            "a transposed convolution's kernel taps in the wrong spatial order",
+            lambda s: bool(_params_of(s, "conv2d_transpose")),
+            lambda s: _first_layer(s, "conv2d_transpose"),
+            _corrupt("conv2d_transpose", _taps_unflipped),
+        ),
+        Fault(
+            "depthwise-order",
+            "a depthwise convolution's output channels in multiplier-major "
+            "order (k * C + c, not Keras' c * m + k)",
+            lambda s: any(p.kind == "depthwise" and p.shape[3] > 1 for p in s.params),
+            lambda s: _first_layer(s, "depthwise"),
+            _corrupt("depthwise", _depth_order),
+        ),
+        Fault(
+            "query-key-swapped",
+            "a dot-product attention taking its query and key the wrong way round",
+            lambda s: any(_keyed_query(layer) for layer in s.layers),
+            lambda s: Location("forward", _first_of(s, _keyed_query)),
+            _query_key_swapped,
         ),
         Fault(
             "adam-eps-inside-sqrt",

@@ -194,6 +194,31 @@ class Ops(Protocol):
     ) -> Tensor:
         """Each position repeated ``target``'s times (nearest)."""
 
+    def conv2d_transpose(
+        self, h: Tensor, params: Params, spec: ModelSpec, name: str
+    ) -> Tensor:
+        """The gradient of a convolution: the full scatter, cut to the output."""
+
+    def depthwise_conv2d(
+        self, h: Tensor, params: Params, spec: ModelSpec, name: str
+    ) -> Tensor:
+        """Each channel convolved on its own by ``multiplier`` kernels."""
+
+    def separable_conv2d(
+        self, h: Tensor, params: Params, spec: ModelSpec, name: str
+    ) -> Tensor:
+        """A depthwise convolution, then a 1x1 one, then the bias."""
+
+    def bidirectional(
+        self, h: Tensor, params: Params, spec: ModelSpec, name: str
+    ) -> Tensor:
+        """The cell read forward and backward, merged by ``merge``."""
+
+    def dot_attention(
+        self, h: Tensor, params: Params, spec: ModelSpec, name: str
+    ) -> Tensor:
+        """``softmax(query @ key.T) @ value`` over ``(query, value[, key])``."""
+
     def relu(self, h: Tensor) -> Tensor: ...
 
     def tanh(self, h: Tensor) -> Tensor: ...

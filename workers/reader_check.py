@@ -53,6 +53,16 @@ def _outputs(
     return [np.asarray(o) for o in probe.predict_on_batch(x)]
 
 
+def _top_level(model: Any, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The ``names`` that are layers (or operations) of ``model`` itself: a
+    layer of a model nested in it (``<model>__<layer>``) has its output in
+    that model's graph alone; the nested model's output, the loss and every
+    gradient judge its layers."""
+    operations = getattr(model, "operations", None) or model.layers
+    own = {operation.name for operation in operations}
+    return tuple(n for n in names if n in own)
+
+
 def judge(
     keras: Any,
     original: Any,
@@ -71,7 +81,7 @@ def judge(
     set_weights(rebuilt, spec, weights)
     xs, ys = make_batches(spec, seed=0, batch_size=BATCH, count=1)
     x, y = xs[0], ys[0]
-    names = spec.tapped_layers()
+    names = _top_level(original, spec.tapped_layers())
     for name, mine, theirs in zip(
         names,
         _outputs(keras, rebuilt, names, x),

@@ -280,8 +280,47 @@ def _layers(config: Mapping[str, Any]) -> Graph:
             if entry.get("class_name") != "InputLayer" and not _identity(entry):
                 chain.append((entry, [previous]))
                 previous = _name(entry)
-        return chain
-    return _functional(inner, layers)
+        return _inlined(chain)
+    return _inlined(_functional(inner, layers))
+
+
+# The classes of a model used as a layer inside another.
+MODELS = ("Sequential", "Functional")
+# Joins a nested model's name and its layer's (no "." or "/": PyTorch's
+# parameter names refuse them).
+NESTED = "__"
+
+
+def _inlined(graph: Graph) -> Graph:
+    """``graph`` with every model used as a layer (a pretrained base, a
+    block built as a Sequential) replaced by its own layers, each named
+    ``<model>__<layer>`` (Keras finds its weights there:
+    ``zoo.keras_models.variable``), taking what the model took."""
+    flat: Graph = []
+    ends: dict[str, str] = {}  # a nested model's name -> its last layer's
+    for entry, sources in graph:
+        sources = [ends.get(source, source) for source in sources]
+        if entry.get("class_name") not in MODELS:
+            flat.append((entry, sources))
+            continue
+        model = _name(entry)
+        if len(set(sources)) != 1:
+            raise ValueError(
+                f"the model {model!r} inside the model takes {len(set(sources))} "
+                "tensors; the tool reads a nested model of one input"
+            )
+        renamed = {INPUT: sources[0]}
+        layers = _layers(entry)
+        if not layers:
+            raise ValueError(f"the model {model!r} inside the model has no layers")
+        for inner, taken in layers:
+            name = f"{model}{NESTED}{_name(inner)}"
+            renamed[_name(inner)] = name
+            config = {**inner.get("config", {}), "name": name}
+            entry_named = {**inner, "config": config, "name": name}
+            flat.append((entry_named, [renamed[t] for t in taken]))
+        ends[model] = _name(flat[-1][0])
+    return flat
 
 
 def _end(inner: Mapping[str, Any], key: str) -> Any:
@@ -317,6 +356,8 @@ def _functional(inner: Mapping[str, Any], layers: list[dict[str, Any]]) -> Graph
             raise ValueError(f"layer {name!r} is {what}; supported: {_SUPPORTED_TEXT}")
         if entry.get("class_name") == "MultiHeadAttention":
             _check_attention_call(name, nodes[0])
+        if entry.get("class_name") == "Attention":
+            _check_dot_attention_call(name, nodes[0])
         unknown = [s for s in _sources(nodes[0]) if s not in stands_for]
         if unknown:
             raise ValueError(
@@ -377,6 +418,23 @@ def _check_attention_call(name: str, node: Any) -> None:
         )
 
 
+def _check_dot_attention_call(name: str, node: Any) -> None:
+    """An Attention call passes only its list of tensors (no mask, no causal
+    mask, no scores returned)."""
+    kwargs = node.get("kwargs", {}) if isinstance(node, dict) else {}
+    extra = [
+        key
+        for key, value in (kwargs.items() if isinstance(kwargs, dict) else [])
+        if value not in (None, False)
+    ]
+    if extra:
+        raise ValueError(
+            f"Attention layer {name!r} is called with {', '.join(extra)}; supported: "
+            "called on [query, value] or [query, value, key] alone (no mask, no "
+            "causal mask, no scores returned)"
+        )
+
+
 def _sources(node: Any) -> list[Any]:
     """The layers whose outputs a node's call arguments name."""
     found: list[Any] = []
@@ -406,10 +464,8 @@ def _entry(layer: Mapping[str, Any]) -> dict[str, Any]:
         config = {}
     name = _name(layer)
     module = layer.get("module")
-    if cls in ("Sequential", "Functional", "Model"):
-        raise ValueError(
-            f"layer {name!r} is a model inside the model; supported: {_SUPPORTED_TEXT}"
-        )
+    if cls == "Model":
+        raise ValueError(f"layer {name!r} is a subclassed model: {_CUSTOM}")
     if module == OPERATIONS_MODULE and cls in _OPERATIONS:
         return {"kind": _OPERATIONS[cls], "name": name}
     if isinstance(module, str) and module.startswith("keras.src.ops"):

@@ -46,25 +46,39 @@ def build(spec: ModelSpec, input_shape: tuple[int, ...] | None = None) -> keras.
 
 def variable(model: keras.Model, param: Param) -> keras.Variable:
     """The Keras variable holding canonical parameter ``param``: the one at
-    path ``<layer>/<role>`` (an attention layer's ``query/kernel``), else the
-    layer's one variable named ``role`` (an LSTM's ``kernel`` lives in its
-    cell, ``lstm/lstm_cell/kernel``)."""
-    weights = model.get_layer(param.layer).weights
+    path ``<layer>/<role>`` (an attention layer's ``query/kernel``), else
+    the layer's one variable whose path ends in the role (an LSTM's
+    ``kernel`` lives in its cell, ``lstm/lstm_cell/kernel``; a bidirectional
+    layer's ``forward/kernel`` in ``forward_lstm/lstm_cell/kernel``).  A
+    layer named ``<model>__<layer>`` is that layer of a model nested in the
+    model (``zoo.keras_import`` inlines one so)."""
+    weights = _layer(model, param.layer).weights
     by_path = {v.path: v for v in weights}
     wanted = f"{param.layer}/{param.role}"
     if wanted in by_path:
         return by_path[wanted]
     head, _, tail = param.role.rpartition("/")
-    if head:  # a bidirectional layer's forward/kernel: forward_lstm/.../kernel
-        found = [
-            v
-            for v in weights
-            if v.path.startswith(f"{param.layer}/{head}_")
-            and v.path.endswith(f"/{tail}")
-        ]
-        if len(found) == 1:
-            return found[0]
+    found = [
+        v
+        for v in weights
+        if v.path.endswith(f"/{param.role}")
+        or (head and f"/{head}_" in f"/{v.path}" and v.path.endswith(f"/{tail}"))
+    ]
+    if len(found) == 1:
+        return found[0]
     return {v.name: v for v in weights}[param.role]
+
+
+def _layer(model: keras.Model, name: str) -> keras.Layer:
+    """The layer ``name`` of ``model``, or ``<model>__<layer>`` of a model
+    nested in it."""
+    try:
+        return model.get_layer(name)
+    except ValueError:
+        outer, joined, inner = name.partition("__")
+        if not joined:
+            raise
+        return _layer(model.get_layer(outer), inner)
 
 
 def set_weights(

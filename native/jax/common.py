@@ -96,30 +96,59 @@ def loss(outputs: jax.Array, y: jax.Array, objective: Objective) -> jax.Array:
     raise ValueError(f"unknown loss {name!r}")
 
 
-def objective(apply: Apply, of: Callable[..., Any] = loss) -> Callable[..., Any]:
+def penalty(params: Params, penalties: tuple[tuple[str, float, float], ...]) -> Any:
+    """The weight penalties (``native.penalties_of``) added to the loss:
+    ``l1 * sum(|w|) + l2 * sum(w ** 2)`` for each, as Keras' ``L1L2`` (no
+    1/2; a factor of 0 adds no term)."""
+    total: Any = 0
+    for name, l1, l2 in penalties:
+        w = params[name]
+        if l1:
+            total = total + l1 * jnp.sum(jnp.abs(w))
+        if l2:
+            total = total + l2 * jnp.sum(jnp.square(w))
+    return total
+
+
+def objective(
+    apply: Apply,
+    of: Callable[..., Any] = loss,
+    penalize: Callable[..., Any] = penalty,
+) -> Callable[..., Any]:
     """``(params, x, y) -> (loss, logits)``: the loss first, as
     ``jax.grad(has_aux=True)`` wants (``of``: ``loss``, or a compiled one in
-    ``native.jax.modes``, called with the pass's ``native.objective_of``)."""
-    goal = native.objective_of(apply)
+    ``native.jax.modes``, called with the pass's ``native.objective_of``),
+    plus ``penalize``'s weight penalties where the model has any (nothing
+    added where it has none: the program is unchanged)."""
+    goal, penalties = native.objective_of(apply), native.penalties_of(apply)
 
     def value(params: Params, x: jax.Array, y: jax.Array) -> Any:
         logits = apply(params, x)
-        return of(logits, y, goal), logits
+        total = of(logits, y, goal)
+        if penalties:
+            total = total + penalize(params, penalties)
+        return total, logits
 
     return value
 
 
 def training_objective(
-    apply: Apply, of: Callable[..., Any] = loss
+    apply: Apply,
+    of: Callable[..., Any] = loss,
+    penalize: Callable[..., Any] = penalty,
 ) -> Callable[..., Any]:
     """``(params, x, y, rng) -> (loss, updates)``: the loss of the forward
-    pass as a training step runs it (``native.compose.train_forward``) and
-    the new values of the state parameters it sets."""
-    goal = native.objective_of(apply)
+    pass as a training step runs it (``native.compose.train_forward``), with
+    the weight penalties as ``objective``'s, and the new values of the state
+    parameters it sets."""
+    goal, penalties = native.objective_of(apply), native.penalties_of(apply)
 
     def value(params: Params, x: jax.Array, y: jax.Array, rng: Any) -> Any:
         logits, updates = train_forward(apply, params, x, rng)
-        return of(logits, y, goal), updates
+        total = of(logits, y, goal)
+        if penalties:
+            total = total + penalize(params, penalties)
+        return total, updates
 
     return value
 

@@ -17,8 +17,8 @@ import jax
 import numpy as np
 import optax
 
-from native import load_apply, objective_of
-from native.jax.common import init
+from native import load_apply, objective_of, penalties_of
+from native.jax.common import init, penalty
 from native.jax.common import loss as loss_of
 from zoo.specs import ModelSpec
 
@@ -41,10 +41,13 @@ def make_step(
         else optax.adam(w.learning_rate, b1=w.beta_1, b2=w.beta_2, eps=w.epsilon)
     )
     apply = load_apply("jax", spec)
-    goal = objective_of(apply)
+    goal, penalties = objective_of(apply), penalties_of(apply)
 
     def loss(params: Any, x: jax.Array, y: jax.Array) -> jax.Array:
-        return loss_of(apply(params, x), y, goal)
+        total = loss_of(apply(params, x), y, goal)
+        if penalties:  # the weight penalties, as the native step adds them
+            total = total + penalty(params, penalties)
+        return total
 
     loss_grad = jax.grad(loss)
 

@@ -8,9 +8,10 @@
   eagerly over the forward pass, whose building blocks (``ops.py``: dense,
   conv2d, the pools, relu) are each a jitted kernel, so every layer's forward
   and backward pass runs as an XLA computation of its own; the cross-entropy
-  is one more, and so is the optimizer update (``common.update``).  What is
-  left between them (``flatten``'s reshape, autodiff's bookkeeping) runs op
-  by op.  The LSTM's ``lax.scan`` is already one compiled computation when
+  is one more, so are the weight penalties where a model has any
+  (``common.penalty``), and so is the optimizer update (``common.update``).
+  What is left between them (``flatten``'s reshape, autodiff's bookkeeping)
+  runs op by op.  The LSTM's ``lax.scan`` is already one compiled computation when
   called eagerly (and its transpose one more for the backward pass), so its
   recurrence is compiled in both modes; only the layers around it differ.
 
@@ -43,11 +44,12 @@ assert tuple(MODES) == native.MODES["jax"]
 
 _loss = jax.jit(common.loss, static_argnums=2)
 _update = jax.jit(common.update)
+_penalty = jax.jit(common.penalty, static_argnums=1)
 
 
 @functools.cache
 def _layer_grads(apply: Apply) -> Any:
-    return jax.value_and_grad(common.objective(apply, _loss), has_aux=True)
+    return jax.value_and_grad(common.objective(apply, _loss, _penalty), has_aux=True)
 
 
 def _loss_and_grads(
@@ -63,7 +65,7 @@ def _inference(apply: Apply, params: Params, x: jax.Array) -> jax.Array:
 
 @functools.cache
 def _layer_step_grads(apply: Apply) -> Any:
-    return jax.grad(common.training_objective(apply, _loss), has_aux=True)
+    return jax.grad(common.training_objective(apply, _loss, _penalty), has_aux=True)
 
 
 def _train_step(

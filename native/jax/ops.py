@@ -30,6 +30,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from native.jax.common import Params
+from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as _ADAPTED_EPSILON
 from zoo.kinds.base import SELU_ALPHA, SELU_SCALE
 from zoo.specs import Layer, ModelSpec, padding_of
@@ -76,6 +77,90 @@ def conv2d(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Arra
     return _conv2d(h, kernel, bias, layer.stride, _pads(layer, h))  # type: ignore[no-any-return]
 
 
+@functools.partial(jax.jit, static_argnames=("stride", "pads"))
+def _conv2d_transpose(
+    h: jax.Array, kernel: jax.Array, bias: jax.Array | None, stride: int, pads: Pads
+) -> jax.Array:
+    # The scatter as a convolution of the input dilated by the strides with
+    # the flipped kernel (kh, kw, out, in) -> HWIO; the padding picks the
+    # output's positions of the full scatter (zeros past its end).
+    flipped = kernel[::-1, ::-1].swapaxes(2, 3)
+    strides, dilation = (1, 1), (stride, stride)
+    y = lax.conv_general_dilated(
+        h, flipped, strides, pads, lhs_dilation=dilation, dimension_numbers=_NHWC
+    )
+    return y if bias is None else y + bias
+
+
+def conv2d_transpose(
+    h: jax.Array, params: Params, spec: ModelSpec, name: str
+) -> jax.Array:
+    """Keras' ``Conv2DTranspose``: input position ``j`` adds ``x[j] @
+    kernel[k].T`` to position ``j * strides + k`` of the full scatter, of
+    which the output keeps ``side_out`` positions from ``start`` (a dilated
+    convolution with the flipped kernel); kernel ``(kh, kw, out, in)``."""
+    layer = spec.layer(name)
+    k, s = layer.kernel, layer.stride
+
+    def pads(side: int) -> tuple[int, int]:
+        begin = conv_transpose.start(layer, side)
+        dilated = (side - 1) * s + 1
+        return k - 1 - begin, conv_transpose.side_out(layer, side) - dilated + begin
+
+    kernel, bias = params[f"{name}/kernel"], _bias(params, spec, name)
+    both = (pads(h.shape[1]), pads(h.shape[2]))
+    return _conv2d_transpose(h, kernel, bias, s, both)  # type: ignore[no-any-return]
+
+
+@functools.partial(jax.jit, static_argnames=("stride", "pads"))
+def _depthwise(
+    h: jax.Array,
+    kernel: jax.Array,
+    pointwise: jax.Array | None,
+    bias: jax.Array | None,
+    *,
+    stride: int,
+    pads: Pads,
+) -> jax.Array:
+    kh, kw, channels, m = kernel.shape
+    grouped = kernel.reshape(kh, kw, 1, channels * m)  # output channel c * m + k
+    strides = (stride, stride)
+    y = lax.conv_general_dilated(
+        h, grouped, strides, pads, dimension_numbers=_NHWC, feature_group_count=channels
+    )
+    if pointwise is not None:
+        y = lax.conv_general_dilated(
+            y, pointwise, (1, 1), "VALID", dimension_numbers=_NHWC
+        )
+    return y if bias is None else y + bias
+
+
+def depthwise_conv2d(
+    h: jax.Array, params: Params, spec: ModelSpec, name: str
+) -> jax.Array:
+    """Each channel convolved on its own by ``multiplier`` kernels (a grouped
+    convolution, output channel ``c * multiplier + k``) with the layer's
+    strides and padding; kernel ``(kh, kw, C, multiplier)``."""
+    layer = spec.layer(name)
+    kernel, bias = params[f"{name}/kernel"], _bias(params, spec, name)
+    pads = _pads(layer, h)
+    return _depthwise(h, kernel, None, bias, stride=layer.stride, pads=pads)  # type: ignore[no-any-return]
+
+
+def separable_conv2d(
+    h: jax.Array, params: Params, spec: ModelSpec, name: str
+) -> jax.Array:
+    """The depthwise convolution (no bias), then the pointwise kernel ``(1, 1,
+    C * multiplier, filters)`` as a 1x1 convolution, then the bias."""
+    layer = spec.layer(name)
+    kernel = params[f"{name}/depthwise_kernel"]
+    pointwise, bias = params[f"{name}/pointwise_kernel"], _bias(params, spec, name)
+    pads = _pads(layer, h)
+    return _depthwise(  # type: ignore[no-any-return]
+        h, kernel, pointwise, bias, stride=layer.stride, pads=pads
+    )
+
+
 @functools.partial(jax.jit, static_argnames=("size", "stride", "pads"))
 def _max_pool(h: jax.Array, size: int, stride: int, pads: Pads) -> jax.Array:
     window, steps = (1, size, size, 1), (1, stride, stride, 1)
@@ -111,6 +196,17 @@ def flatten(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Arr
     return h.reshape(h.shape[0], -1)  # (N, H, W, C) -> (N, H*W*C), H, W, C order
 
 
+Cell = tuple[jax.Array, jax.Array, jax.Array | None]
+
+
+def _cell(params: Params, spec: ModelSpec, name: str, prefix: str) -> Cell:
+    """A recurrent layer's kernel, recurrent kernel and bias (``None`` with
+    ``use_bias=False``), read under ``prefix`` (the layer's name, or a
+    bidirectional layer's ``<name>/forward``)."""
+    bias = params[f"{prefix}/bias"] if spec.layer(name).use_bias else None
+    return params[f"{prefix}/kernel"], params[f"{prefix}/recurrent_kernel"], bias
+
+
 @functools.partial(jax.jit, static_argnames="sequences")
 def _lstm(
     x: jax.Array,
@@ -143,13 +239,8 @@ def lstm(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     all steps up front measured 40% slower in the forward pass under XLA on
     CPU.  Kernel ``(F, 4u)``, recurrent kernel ``(u, 4u)``, bias ``(4u,)``
     (none with ``use_bias=False``)."""
-    return _lstm(  # type: ignore[no-any-return]
-        h,
-        params[f"{name}/kernel"],
-        params[f"{name}/recurrent_kernel"],
-        _bias(params, spec, name),
-        spec.layer(name).return_sequences,
-    )
+    sequences = spec.layer(name).return_sequences
+    return _lstm(h, *_cell(params, spec, name, name), sequences)  # type: ignore[no-any-return]
 
 
 @jax.jit
@@ -251,13 +342,70 @@ def gru(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     gate after the recurrent product); ``h = z * h + (1 - z) * candidate``.
     Kernel ``(F, 3u)``, recurrent kernel ``(u, 3u)``, bias ``(2, 3u)`` (none
     with ``use_bias=False``)."""
-    return _gru(  # type: ignore[no-any-return]
+    sequences = spec.layer(name).return_sequences
+    return _gru(h, *_cell(params, spec, name, name), sequences)  # type: ignore[no-any-return]
+
+
+@functools.partial(jax.jit, static_argnames=("cell", "sequences", "merge"))
+def _bidirectional(
+    x: jax.Array,
+    forward: Cell,
+    backward: Cell,
+    *,
+    cell: str,
+    sequences: bool,
+    merge: str,
+) -> jax.Array:
+    run = _lstm if cell == "lstm" else _gru
+    f = run(x, *forward, sequences)
+    b = run(x[:, ::-1], *backward, sequences)  # the sequence read backward
+    if sequences:
+        b = b[:, ::-1]  # back in time order, as Keras flips it
+    if merge == "concat":
+        return jnp.concatenate((f, b), axis=-1)
+    if merge == "sum":
+        return f + b
+    if merge == "ave":
+        return (f + b) / 2
+    return f * b  # "mul"
+
+
+def bidirectional(
+    h: jax.Array, params: Params, spec: ModelSpec, name: str
+) -> jax.Array:
+    """Keras' ``Bidirectional``: the layer's ``cell`` (``lstm`` or ``gru``,
+    as those blocks compute it) over the steps forward with ``forward/``
+    parameters and backward with ``backward/`` ones, the backward states put
+    back in time order, merged by ``merge`` (``concat``, ``sum``, ``ave``,
+    ``mul``)."""
+    layer = spec.layer(name)
+    forward = _cell(params, spec, name, f"{name}/forward")
+    backward = _cell(params, spec, name, f"{name}/backward")
+    return _bidirectional(  # type: ignore[no-any-return]
         h,
-        params[f"{name}/kernel"],
-        params[f"{name}/recurrent_kernel"],
-        _bias(params, spec, name),
-        spec.layer(name).return_sequences,
+        forward,
+        backward,
+        cell=layer.cell,
+        sequences=layer.return_sequences,
+        merge=layer.merge,
     )
+
+
+@jax.jit
+def _dot_attention(query: jax.Array, value: jax.Array, key: jax.Array) -> jax.Array:
+    scores = jnp.einsum("nqf,nvf->nqv", query, key)  # (N, Tq, Tv), not scaled
+    return jax.nn.softmax(scores, axis=-1) @ value  # (N, Tq, Fv)
+
+
+def dot_attention(
+    h: tuple[jax.Array, ...], params: Params, spec: ModelSpec, name: str
+) -> jax.Array:
+    """Keras' ``Attention`` (dot product): ``softmax(query @ key^T) @ value``
+    over ``h``, ``(query, value)`` or ``(query, value, key)`` (the key the
+    value when not given), softmax over the value's steps."""
+    query, value = h[0], h[1]
+    key = h[2] if len(h) == 3 else value
+    return _dot_attention(query, value, key)  # type: ignore[no-any-return]
 
 
 @functools.partial(jax.jit, static_argnames="epsilon")

@@ -98,6 +98,32 @@ def loss(outputs: tf.Tensor, y: tf.Tensor, objective: Objective) -> tf.Tensor:
     raise ValueError(f"unknown loss {name!r}")
 
 
+def penalty(
+    params: Params, penalties: tuple[tuple[str, float, float], ...]
+) -> tf.Tensor:
+    """The weight penalties (``native.penalties_of``) as Keras' ``L1L2``
+    adds them to the loss: ``l1 * sum(|w|) + l2 * sum(w ** 2)`` for each
+    (a factor of 0 leaves its term out, as Keras does)."""
+    terms = []
+    for name, l1, l2 in penalties:
+        w = params[name]
+        if l1:
+            terms.append(l1 * tf.reduce_sum(tf.abs(w)))
+        if l2:
+            terms.append(l2 * tf.reduce_sum(tf.square(w)))
+    return tf.add_n(terms) if terms else tf.zeros((), DTYPE)
+
+
+def _objective(apply: Apply, params: Params, logits: tf.Tensor, y: tf.Tensor) -> Any:
+    """The loss a step minimizes and reports: the objective's, plus the
+    weight penalties where the model has any (none added otherwise)."""
+    value = loss(logits, y, native.objective_of(apply))
+    penalties = native.penalties_of(apply)
+    if penalties:
+        value = value + penalty(params, penalties)
+    return value
+
+
 def _taped(
     apply: Apply, params: Params, x: tf.Tensor, y: tf.Tensor
 ) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
@@ -105,7 +131,7 @@ def _taped(
     (traced into a graph, or called as they are)."""
     with tf.GradientTape() as tape:
         logits = apply(params, x)
-        value = loss(logits, y, native.objective_of(apply))
+        value = _objective(apply, params, logits, y)
     grads = tape.gradient(value, params)
     # An embedding's gradient comes as IndexedSlices (the rows the batch
     # used): made dense, as it is compared and as Keras' Adam applies it
@@ -131,7 +157,7 @@ def _taped_training(
     seeds dropout's draws."""
     with tf.GradientTape() as tape:
         logits, updates = train_forward(apply, params, x, rng=step)
-        value = loss(logits, y, native.objective_of(apply))
+        value = _objective(apply, params, logits, y)
     trained = {k: p for k, p in params.items() if k not in updates}
     grads = tape.gradient(value, trained)
     return {k: tf.convert_to_tensor(g) for k, g in grads.items()}, updates

@@ -20,7 +20,9 @@ from typing import Any
 import tensorflow as tf
 
 from native.tensorflow.common import Params
+from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
+from zoo.kinds.bidirectional import cell_layer
 from zoo.specs import PADDINGS, Layer, ModelSpec, padding_of
 
 
@@ -74,9 +76,14 @@ def lstm(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     faster here than one projection of all steps up front).  Kernel
     ``(F, 4u)``, recurrent kernel ``(u, 4u)``, bias ``(4u,)`` (none with
     ``use_bias=False``)."""
-    kernel, recurrent = params[f"{name}/kernel"], params[f"{name}/recurrent_kernel"]
-    layer = spec.layer(name)
-    bias = params[f"{name}/bias"] if layer.use_bias else None
+    return _lstm(h, params, spec.layer(name), name)
+
+
+def _lstm(h: tf.Tensor, params: Params, layer: Layer, prefix: str) -> tf.Tensor:
+    """``lstm`` of ``layer``'s options with the parameters under ``prefix``."""
+    kernel = params[f"{prefix}/kernel"]
+    recurrent = params[f"{prefix}/recurrent_kernel"]
+    bias = params[f"{prefix}/bias"] if layer.use_bias else None
 
     def cell(
         carry: tuple[tf.Tensor, tf.Tensor], x_t: tf.Tensor
@@ -144,9 +151,14 @@ def gru(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     h + (1 - z) * candidate``, run over time with ``tf.scan``.  Kernel
     ``(F, 3u)``, recurrent kernel ``(u, 3u)``, bias ``(2, 3u)`` (none with
     ``use_bias=False``)."""
-    kernel, recurrent = params[f"{name}/kernel"], params[f"{name}/recurrent_kernel"]
-    layer = spec.layer(name)
-    bias = params[f"{name}/bias"] if layer.use_bias else None
+    return _gru(h, params, spec.layer(name), name)
+
+
+def _gru(h: tf.Tensor, params: Params, layer: Layer, prefix: str) -> tf.Tensor:
+    """``gru`` of ``layer``'s options with the parameters under ``prefix``."""
+    kernel = params[f"{prefix}/kernel"]
+    recurrent = params[f"{prefix}/recurrent_kernel"]
+    bias = params[f"{prefix}/bias"] if layer.use_bias else None
 
     def cell(state: tf.Tensor, x_t: tf.Tensor) -> tf.Tensor:
         x = tf.matmul(x_t, kernel)
@@ -166,6 +178,107 @@ def gru(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     if layer.return_sequences:
         return tf.transpose(hs, (1, 0, 2))  # (T, N, u) -> (N, T, u)
     return hs[-1]  # the last hidden state (N, u)
+
+
+_CELLS = {"lstm": _lstm, "gru": _gru}
+
+
+def bidirectional(
+    h: tf.Tensor, params: Params, spec: ModelSpec, name: str
+) -> tf.Tensor:
+    """Keras' ``Bidirectional`` over its ``lstm`` or ``gru`` cell: one copy
+    (``<name>/forward/...``) reads the steps in order, the other
+    (``<name>/backward/...``) in reverse, its steps flipped back to time
+    order with ``return_sequences``; merged by ``concat`` (forward first),
+    ``sum``, ``ave`` or ``mul``."""
+    layer = spec.layer(name)
+    inner, run = cell_layer(layer), _CELLS[layer.cell]
+    forward = run(h, params, inner, f"{name}/forward")
+    backward = run(tf.reverse(h, axis=[1]), params, inner, f"{name}/backward")
+    if layer.return_sequences:
+        backward = tf.reverse(backward, axis=[1])  # back in time order
+    if layer.merge == "concat":
+        return tf.concat([forward, backward], axis=-1)
+    if layer.merge == "sum":
+        return forward + backward
+    if layer.merge == "ave":
+        return (forward + backward) / 2
+    if layer.merge == "mul":
+        return forward * backward
+    raise ValueError(f"unknown merge {layer.merge!r} of layer {name!r}")
+
+
+def dot_attention(
+    h: tuple[tf.Tensor, ...], params: Params, spec: ModelSpec, name: str
+) -> tf.Tensor:
+    """Keras' dot-product ``Attention`` of ``(query, value[, key])``, each
+    ``(N, T, F)``: softmax over the value's steps of ``query @ key^T`` (no
+    scaling; the key is the value when not given), times the value."""
+    query, value = h[0], h[1]
+    key = h[2] if len(h) == 3 else value
+    scores = tf.matmul(query, key, transpose_b=True)  # (N, Tq, Tv)
+    return tf.matmul(tf.nn.softmax(scores, axis=-1), value)  # (N, Tq, Fv)
+
+
+def conv2d_transpose(
+    h: tf.Tensor, params: Params, spec: ModelSpec, name: str
+) -> tf.Tensor:
+    """Keras' ``Conv2DTranspose``: the full scatter (``tf.nn.conv2d_transpose``,
+    ``VALID``, ``(side - 1) * strides + kernel`` per axis), then each axis'
+    output positions from ``start`` on (zeros past its end); kernel ``(kh,
+    kw, out, in)``."""
+    layer = spec.layer(name)
+    kernel = params[f"{name}/kernel"]
+    sides = h.shape[1], h.shape[2]
+    full = [(side - 1) * layer.stride + layer.kernel for side in sides]
+    shape = [tf.shape(h)[0], *full, kernel.shape[2]]
+    h = tf.nn.conv2d_transpose(h, kernel, shape, layer.stride, "VALID")
+    begins = [conv_transpose.start(layer, side) for side in sides]
+    ends = [
+        b + conv_transpose.side_out(layer, s)
+        for b, s in zip(begins, sides, strict=True)
+    ]
+    short = [max(end - f, 0) for end, f in zip(ends, full, strict=True)]
+    if any(short):  # valid with strides > kernel: zeros after the scatter
+        h = tf.pad(h, [[0, 0], [0, short[0]], [0, short[1]], [0, 0]])
+    h = h[:, begins[0] : ends[0], begins[1] : ends[1], :]
+    if not layer.use_bias:
+        return h
+    return tf.nn.bias_add(h, params[f"{name}/bias"])
+
+
+def _depthwise(h: tf.Tensor, kernel: tf.Tensor, layer: Layer) -> tf.Tensor:
+    """Each channel convolved on its own with the layer's strides and
+    padding; kernel ``(kh, kw, C, m)``, output channel ``c * m + k``."""
+    strides = [1, layer.stride, layer.stride, 1]
+    return tf.nn.depthwise_conv2d(h, kernel, strides, _padding(layer, h))
+
+
+def depthwise_conv2d(
+    h: tf.Tensor, params: Params, spec: ModelSpec, name: str
+) -> tf.Tensor:
+    """Keras' ``DepthwiseConv2D`` (``tf.nn.depthwise_conv2d``): each channel
+    ``c`` convolved with its ``m`` kernels into channels ``c * m + k``;
+    kernel ``(kh, kw, C, m)``, bias ``(C * m,)``."""
+    layer = spec.layer(name)
+    h = _depthwise(h, params[f"{name}/kernel"], layer)
+    if not layer.use_bias:
+        return h
+    return tf.nn.bias_add(h, params[f"{name}/bias"])
+
+
+def separable_conv2d(
+    h: tf.Tensor, params: Params, spec: ModelSpec, name: str
+) -> tf.Tensor:
+    """Keras' ``SeparableConv2D``: the depthwise convolution (kernel ``(kh,
+    kw, C, m)``), then the 1x1 ``pointwise_kernel`` ``(1, 1, C * m,
+    filters)``, then the bias."""
+    layer = spec.layer(name)
+    h = _depthwise(h, params[f"{name}/depthwise_kernel"], layer)
+    h = tf.nn.conv2d(h, params[f"{name}/pointwise_kernel"], 1, "VALID")
+    if not layer.use_bias:
+        return h
+    return tf.nn.bias_add(h, params[f"{name}/bias"])
 
 
 def layer_norm(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:

@@ -87,18 +87,15 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
             "it over an LSTM or a GRU"
         )
     forward = inner.get("config") or {}
+    words = CELLS[cell].read(cell_class, name, forward, built)
     backward = (config.get("backward_layer") or {}).get("config")
-    if backward is not None:
-        ignored = ("name", "go_backwards")
-        same = {k: v for k, v in forward.items() if k not in ignored} == {
-            k: v for k, v in backward.items() if k not in ignored
-        }
-        if not same or not backward.get("go_backwards", False):
+    if backward is not None:  # written by Keras: the forward one's mirror
+        mirrored = {**backward, "go_backwards": not backward.get("go_backwards")}
+        if CELLS[cell].read(cell_class, name, mirrored, built) != words:
             raise ValueError(
                 f"Bidirectional layer {name!r} has a backward layer of its own "
                 "options; the tool computes one that mirrors the forward layer"
             )
-    words = CELLS[cell].read(cell_class, name, forward, built)
     if "regularize" in words:
         raise ValueError(
             f"Bidirectional layer {name!r} regularizes its {cell_class}'s weights, "

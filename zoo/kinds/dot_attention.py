@@ -12,10 +12,6 @@ from typing import Any
 from zoo.kinds import keras_words as kw
 from zoo.kinds.base import ACTIVATION_FLOPS, Kind, Layer, Shape, no_params
 
-# The Attention call arguments beyond its tensors, each only at its
-# default (a mask or a causal mask computes something else).
-CALL_OPTIONS = ("mask", "return_attention_scores", "use_causal_mask", "training")
-
 
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
     query, value = shapes[0], shapes[1]
