@@ -298,8 +298,8 @@ def _inlined(graph: Graph) -> Graph:
     ``zoo.keras_models.variable``), taking what the model took."""
     flat: Graph = []
     ends: dict[str, str] = {}  # a nested model's name -> its last layer's
-    for entry, sources in graph:
-        sources = [ends.get(source, source) for source in sources]
+    for entry, given in graph:
+        sources = [ends.get(source, source) for source in given]
         if entry.get("class_name") not in MODELS:
             flat.append((entry, sources))
             continue

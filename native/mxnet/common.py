@@ -100,12 +100,39 @@ def loss(outputs: nd.NDArray, y: nd.NDArray, objective: Objective) -> nd.NDArray
     raise ValueError(f"unknown loss {name!r}")
 
 
+def penalty(
+    params: Mapping[str, nd.NDArray], penalties: tuple[tuple[str, float, float], ...]
+) -> nd.NDArray:
+    """The weight penalties (``native.penalties_of``), Keras' ``L1L2``:
+    ``l1 * sum(|w|) + l2 * sum(w ** 2)`` for each penalized parameter ``w``
+    (a factor of 0 adds no term), as a ``(1,)`` array like the loss."""
+    terms = []
+    for name, l1, l2 in penalties:
+        w = params[name]
+        if l1:
+            terms.append(l1 * nd.sum(nd.abs(w)))
+        if l2:
+            terms.append(l2 * nd.sum(nd.square(w)))
+    return nd.add_n(*terms) if len(terms) > 1 else terms[0]
+
+
+def objective(
+    apply: Apply, params: Mapping[str, nd.NDArray], logits: nd.NDArray, y: nd.NDArray
+) -> nd.NDArray:
+    """The loss a training step minimizes: ``loss`` over the batch, plus the
+    model's weight penalties (``penalty``) when it has any (nothing added
+    otherwise, so a model without them records the same operators)."""
+    value = loss(logits, y, native.objective_of(apply))
+    penalties = native.penalties_of(apply)
+    return value + penalty(params, penalties) if penalties else value
+
+
 def loss_and_grads(
     apply: Apply, params: Params, x: nd.NDArray, y: nd.NDArray
 ) -> tuple[nd.NDArray, nd.NDArray, Params]:
     with autograd.record():
         logits = apply(params, x)
-        value = loss(logits, y, native.objective_of(apply))
+        value = objective(apply, params, logits, y)
     value.backward()
     return logits, value, {name: p.grad for name, p in params.items()}
 
@@ -178,7 +205,7 @@ def train_step(
     params = state.params
     with autograd.record():
         logits, updates = train_forward(apply, params, x)
-        value = loss(logits, y, native.objective_of(apply))
+        value = objective(apply, params, logits, y)
     value.backward()
     grads = {name: p.grad for name, p in params.items() if name not in updates}
     update(state, params, grads, updates)

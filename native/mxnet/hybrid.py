@@ -26,6 +26,7 @@ from native.mxnet.common import (
     LAYOUT,
     TrainState,
     loss,
+    penalty,
     state_params,
     sync,
     to_input,
@@ -101,6 +102,14 @@ class Model(gluon.HybridBlock):
         return {self.names[a]: getattr(self, a).grad() for a in self.names}
 
 
+def _objective(apply: Apply, net: Model, logits: Any, y: nd.NDArray) -> nd.NDArray:
+    """``common.objective`` over the block's parameter arrays (read only
+    for a model with weight penalties), recorded outside the cached graph."""
+    value = loss(logits, y, native.objective_of(apply))
+    penalties = native.penalties_of(apply)
+    return value + penalty(net.arrays(), penalties) if penalties else value
+
+
 def init(arrays: Mapping[str, np.ndarray]) -> Model:
     return Model(arrays)
 
@@ -115,7 +124,7 @@ def loss_and_grads(
     net = params.bind(apply, x)
     with autograd.record():
         logits = net(x)
-        value = loss(logits, y, native.objective_of(apply))
+        value = _objective(apply, net, logits, y)
     value.backward()
     return logits, value, net.grads()
 
@@ -136,7 +145,7 @@ def train_step(
     net = state.params.bind(apply, x, training=True)
     with autograd.record():
         logits, *values = net(x)
-        value = loss(logits, y, native.objective_of(apply))
+        value = _objective(apply, net, logits, y)
     value.backward()
     updates = dict(zip(net.state_names, values, strict=True))
     grads = {k: g for k, g in net.grads().items() if k not in updates}

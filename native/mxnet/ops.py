@@ -28,6 +28,7 @@ from typing import Any
 
 import mxnet as mx
 
+from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
 from zoo.kinds.base import SELU_ALPHA, SELU_SCALE
 from zoo.specs import ModelSpec, input_of, padding_of
@@ -108,6 +109,90 @@ def conv2d(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     )
 
 
+def _depthwise(h: Any, weight: Any, bias: Any, spec: ModelSpec, name: str) -> Any:
+    """Layer ``name``'s depthwise convolution (its window, strides and
+    padding, Keras' ``same`` padded as ``conv2d`` pads it): a ``Convolution``
+    of one group per input channel, weight ``(C * m, 1, kh, kw)``, output
+    channel ``c * m + k``."""
+    layer = spec.layer(name)
+    role = "depthwise_kernel" if layer.kind == "separable_conv2d" else "kernel"
+    k, _, channels, depth = spec.param(f"{name}/{role}").shape  # (kh, kw, C, m)
+    top, bottom, left, right = _pads(h, spec, name)
+    if (top, left) != (bottom, right):
+        h, top, left = _padded(h, (top, bottom, left, right), 0.0), 0, 0
+    return _linear(
+        namespace(h).Convolution,
+        h,
+        weight,
+        bias,
+        kernel=(k, k),
+        stride=(layer.stride, layer.stride),
+        num_filter=channels * depth,
+        num_group=channels,
+        pad=(top, left),
+    )
+
+
+def depthwise_conv2d(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """Each channel convolved on its own with ``multiplier`` kernels, with the
+    layer's strides and padding, plus the bias; weight ``(C * m, 1, kh,
+    kw)``."""
+    return _depthwise(
+        h, params[f"{name}/kernel"], _bias(params, spec, name), spec, name
+    )
+
+
+def separable_conv2d(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """The depthwise convolution (``depthwise_conv2d`` without a bias), then
+    a 1x1 convolution by the pointwise weight ``(filters, C * m, 1, 1)``,
+    plus the bias."""
+    filters = spec.layer(name).size
+    spread = _depthwise(h, params[f"{name}/depthwise_kernel"], None, spec, name)
+    return _linear(
+        namespace(h).Convolution,
+        spread,
+        params[f"{name}/pointwise_kernel"],
+        _bias(params, spec, name),
+        kernel=(1, 1),
+        num_filter=filters,
+    )
+
+
+def conv2d_transpose(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """Keras' ``Conv2DTranspose``: the full scatter of ``Deconvolution``
+    (``(side - 1) * strides + kernel`` per axis; weight ``(in, out, kh,
+    kw)``), cut to the ``side_out`` positions from ``start`` (zeros after
+    its end when the output is longer), plus the bias."""
+    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    layer = spec.layer(name)
+    k, stride = layer.kernel, layer.stride
+    # (H, W): the array's own (N, C, H, W), or the spec's for a symbol
+    image = isinstance(h, mx.nd.NDArray)
+    sides: tuple[int, ...] = h.shape[2:] if image else input_of(spec, name)[:2]
+    y = F.Deconvolution(
+        h,
+        params[f"{name}/kernel"],
+        no_bias=True,
+        kernel=(k, k),
+        stride=(stride, stride),
+        num_filter=layer.size,
+    )
+    short = []
+    for axis, side in zip((2, 3), sides, strict=True):
+        full = (side - 1) * stride + k
+        begin = conv_transpose.start(layer, side)
+        end = begin + conv_transpose.side_out(layer, side)
+        if (begin, min(end, full)) != (0, full):
+            y = F.slice_axis(y, axis=axis, begin=begin, end=min(end, full))
+        short.append(max(end - full, 0))
+    if any(short):
+        y = _padded(y, (0, short[0], 0, short[1]), 0.0)
+    bias = _bias(params, spec, name)
+    if bias is None:
+        return y
+    return F.broadcast_add(y, F.reshape(bias, (1, -1, 1, 1)))
+
+
 def _pool(h: Any, spec: ModelSpec, name: str, kind: str) -> Any:
     layer = spec.layer(name)
     size, stride = (layer.size, layer.size), (layer.stride, layer.stride)
@@ -149,9 +234,25 @@ def lstm(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     (which also works hybridized, where the sequence length is not known in
     advance).  Weights ``(4u, F)``, ``(4u, u)``, bias ``(4u,)`` (none with
     ``use_bias=False``), as ``FullyConnected`` wants them."""
+    return _lstm(h, _cell_weights(params, spec, name, name), spec, name)
+
+
+def _cell_weights(
+    params: Any, spec: ModelSpec, name: str, prefix: str
+) -> tuple[Any, Any, Any]:
+    """A recurrent cell's kernel, recurrent kernel and bias (None without
+    ``use_bias``) under ``<prefix>/``: a layer's own, or one direction's of
+    a ``bidirectional`` layer ``name``."""
+    kernel, recurrent = params[f"{prefix}/kernel"], params[f"{prefix}/recurrent_kernel"]
+    bias = params[f"{prefix}/bias"] if spec.layer(name).use_bias else None
+    return kernel, recurrent, bias
+
+
+def _lstm(h: Any, weights: tuple[Any, Any, Any], spec: ModelSpec, name: str) -> Any:
+    """``lstm``'s recurrence over ``h`` with ``weights`` (``_cell_weights``),
+    units and ``return_sequences`` from layer ``name``."""
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
-    kernel, recurrent = params[f"{name}/kernel"], params[f"{name}/recurrent_kernel"]
-    bias = _bias(params, spec, name)
+    kernel, recurrent, bias = weights
     layer = spec.layer(name)
     units = layer.size
 
@@ -278,9 +379,14 @@ def gru(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     convolutions of ``conv1d-gru`` computed wrong logits now and then, or
     crashed (docs/testing.md).  Weights ``(3u, F)``, ``(3u, u)``, bias ``(2,
     3u)`` (none with ``use_bias=False``)."""
+    return _gru(h, _cell_weights(params, spec, name, name), spec, name)
+
+
+def _gru(h: Any, weights: tuple[Any, Any, Any], spec: ModelSpec, name: str) -> Any:
+    """``gru``'s recurrence over ``h`` with ``weights`` (``_cell_weights``),
+    units and ``return_sequences`` from layer ``name``."""
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
-    kernel, recurrent = params[f"{name}/kernel"], params[f"{name}/recurrent_kernel"]
-    bias = _bias(params, spec, name)
+    kernel, recurrent, bias = weights
     layer = spec.layer(name)
     units = layer.size
     steps = h.shape[1] if isinstance(h, mx.nd.NDArray) else input_of(spec, name)[0]
@@ -314,6 +420,44 @@ def gru(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
         states.append(state)
     # every step's hidden state (N, T, u), or the last (N, u)
     return F.stack(*states, axis=1) if layer.return_sequences else state
+
+
+def bidirectional(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """Keras' ``Bidirectional``: the layer's ``cell`` (``_lstm`` or
+    ``_gru``) once over ``h`` with the ``forward/`` weights and once over
+    ``h`` reversed in time with the ``backward/`` ones (its steps put back
+    in time order with ``return_sequences``), merged by ``merge``: ``concat``
+    along the features, ``sum``, ``ave`` or ``mul``."""
+    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    layer = spec.layer(name)
+    run = _lstm if layer.cell == "lstm" else _gru
+    forward = run(h, _cell_weights(params, spec, name, f"{name}/forward"), spec, name)
+    backward = run(
+        F.reverse(h, axis=1),
+        _cell_weights(params, spec, name, f"{name}/backward"),
+        spec,
+        name,
+    )
+    if layer.return_sequences:
+        backward = F.reverse(backward, axis=1)
+    if layer.merge == "concat":
+        return F.concat(forward, backward, dim=-1)
+    if layer.merge == "sum":
+        return forward + backward
+    if layer.merge == "ave":
+        return (forward + backward) / 2
+    return forward * backward
+
+
+def dot_attention(h: tuple[Any, ...], params: Any, spec: ModelSpec, name: str) -> Any:
+    """Keras' ``Attention``: a softmax over the key's steps of ``query @
+    key.T`` (no scaling; the key is the value when not given), times the
+    value: ``(N, Tq, F), (N, Tv, Fv) -> (N, Tq, Fv)``."""
+    F = namespace(h[0])  # noqa: N806 (MXNet's name for the operator namespace)
+    query, value = h[0], h[1]
+    key = h[2] if len(h) == 3 else value
+    weights = F.softmax(F.batch_dot(query, key, transpose_b=True), axis=-1)
+    return F.batch_dot(weights, value)
 
 
 def layer_norm(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:

@@ -99,11 +99,36 @@ def loss(outputs: torch.Tensor, y: torch.Tensor, objective: Objective) -> torch.
     raise ValueError(f"unknown loss {name!r}")
 
 
+Penalties = tuple[tuple[str, float, float], ...]
+
+
+def penalty(params: Mapping[str, torch.Tensor], penalties: Penalties) -> torch.Tensor:
+    """The weight penalties (``native.penalties_of``), Keras' ``L1L2`` with no
+    1/2: ``l1 * sum(|w|) + l2 * sum(w ** 2)`` of each parameter, summed; a
+    factor of 0 adds no term, as in Keras.  Only called when ``penalties``
+    is not empty: a model without them keeps its loss (and program) as is."""
+    terms = []
+    for name, l1, l2 in penalties:
+        w = params[name]
+        if l1:
+            terms.append(l1 * w.abs().sum())
+        if l2:
+            terms.append(l2 * w.square().sum())
+    if not terms:  # every factor 0
+        return next(iter(params.values())).new_zeros(())
+    total = terms[0]
+    for term in terms[1:]:
+        total = total + term
+    return total
+
+
 def loss_and_grads(
     apply: Apply, params: Params, x: torch.Tensor, y: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, Params]:
     logits = apply(params, x)
     value = loss(logits, y, native.objective_of(apply))
+    if penalties := native.penalties_of(apply):
+        value = value + penalty(params, penalties)
     grads = torch.autograd.grad(value, list(params.values()))
     return logits, value, dict(zip(params, grads, strict=True))
 
@@ -189,6 +214,8 @@ def train_step(
 ) -> TrainState:
     logits, updates = train_forward(apply, state.params, x)
     value = loss(logits, y, native.objective_of(apply))
+    if penalties := native.penalties_of(apply):
+        value = value + penalty(state.params, penalties)
     update(state, training_grads(value, state.params, updates), updates)
     return state
 

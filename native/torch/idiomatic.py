@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from native.torch.common import DEVICE
+from native.torch.common import DEVICE, penalty
 from zoo.specs import Layer, ModelSpec, input_of, padding_of
 
 
@@ -199,11 +199,33 @@ def make_step(
         )
     )
 
+    penalties = spec.penalties
+    weights = _canonical_weights(model) if penalties else {}
+
     def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         loss = stock(model(x), y)
+        if penalties:  # the weight penalties, as the native path adds them
+            loss = loss + penalty(weights, penalties)
         loss.backward()
         optimizer.step()
         return loss
 
     return step
+
+
+def _canonical_weights(model: nn.Sequential) -> dict[str, torch.Tensor]:
+    """The modules' parameters by canonical name (``<layer>/kernel``, ...),
+    for the weight penalties (whose sums do not depend on the layout)."""
+    found: dict[str, torch.Tensor] = {}
+    for name, module in model.named_children():
+        if isinstance(module, nn.Linear | nn.Conv2d):
+            found[f"{name}/kernel"] = module.weight
+            if module.bias is not None:
+                found[f"{name}/bias"] = module.bias
+        elif isinstance(module, _Recurrent):
+            found[f"{name}/kernel"] = module.lstm.weight_ih_l0
+            found[f"{name}/recurrent_kernel"] = module.lstm.weight_hh_l0
+            if module.lstm.bias:
+                found[f"{name}/bias"] = module.lstm.bias_ih_l0
+    return found

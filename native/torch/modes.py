@@ -41,13 +41,16 @@ assert tuple(MODES) == native.MODES["torch"]
 
 @functools.cache
 def _compiled_objective(apply: Apply) -> Any:
-    goal = native.objective_of(apply)
+    goal, penalties = native.objective_of(apply), native.penalties_of(apply)
 
     def forward_and_loss(
         params: Params, x: torch.Tensor, y: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         logits = apply(params, x)
-        return logits, common.loss(logits, y, goal)
+        value = common.loss(logits, y, goal)
+        if penalties:
+            value = value + common.penalty(params, penalties)
+        return logits, value
 
     return torch.compile(forward_and_loss)
 
@@ -72,13 +75,16 @@ def _inference(apply: Apply, params: Params, x: torch.Tensor) -> torch.Tensor:
 
 @functools.cache
 def _compiled_training(apply: Apply) -> Any:
-    goal = native.objective_of(apply)
+    goal, penalties = native.objective_of(apply), native.penalties_of(apply)
 
     def training_loss(
         params: Params, x: torch.Tensor, y: torch.Tensor
     ) -> tuple[torch.Tensor, Params]:
         logits, updates = train_forward(apply, params, x)
-        return common.loss(logits, y, goal), updates
+        value = common.loss(logits, y, goal)
+        if penalties:
+            value = value + common.penalty(params, penalties)
+        return value, updates
 
     return torch.compile(training_loss)
 

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from native.torch.common import Params
+from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON
 from zoo.specs import Layer, ModelSpec, padding_of
 
@@ -56,6 +57,63 @@ def conv2d(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch
     if both is None:
         h, both = F.pad(h, pads), (0, 0)
     return F.conv2d(h, kernel, bias, stride=layer.stride, padding=both)
+
+
+def conv2d_transpose(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """Keras' ``Conv2DTranspose``: the full scatter of ``conv_transpose2d``
+    (no padding), positions ``[start, start + out)`` of each axis kept
+    (``zoo.kinds.conv_transpose``), zeros past its end, then the bias;
+    kernel ``(in, out, kh, kw)``."""
+    layer = spec.layer(name)
+    full = F.conv_transpose2d(h, params[f"{name}/kernel"], stride=layer.stride)
+    pads = []  # F.pad's order, last axis first: negative widths crop
+    for axis in (3, 2):
+        side = h.shape[axis]
+        begin = conv_transpose.start(layer, side)
+        end = begin + conv_transpose.side_out(layer, side)
+        pads += [-begin, end - full.shape[axis]]
+    if any(pads):
+        full = F.pad(full, pads)
+    bias = params.get(f"{name}/bias")
+    return full if bias is None else full + bias.reshape(1, -1, 1, 1)
+
+
+def _depthwise(
+    h: torch.Tensor, kernel: torch.Tensor, bias: Any, layer: Layer
+) -> torch.Tensor:
+    """Each channel convolved with its own kernels ``(C * m, 1, kh, kw)``
+    (a convolution of ``C`` groups), padded as ``conv2d`` pads."""
+    pads = _pads(layer, h)
+    both = _symmetric(pads)
+    if both is None:
+        h, both = F.pad(h, pads), (0, 0)
+    groups = h.shape[1]
+    return F.conv2d(h, kernel, bias, stride=layer.stride, padding=both, groups=groups)
+
+
+def depthwise_conv2d(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """Each channel ``c`` convolved with its ``multiplier`` kernels, output
+    channel ``c * m + k``, with the layer's strides and padding; kernel
+    ``(C * m, 1, kh, kw)``."""
+    layer = spec.layer(name)
+    kernel, bias = params[f"{name}/kernel"], params.get(f"{name}/bias")
+    return _depthwise(h, kernel, bias, layer)
+
+
+def separable_conv2d(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """``depthwise_conv2d`` with the ``depthwise_kernel`` (no bias), then the
+    ``pointwise_kernel`` ``(filters, C * m, 1, 1)`` as a 1x1 convolution with
+    the bias."""
+    layer = spec.layer(name)
+    mixed = _depthwise(h, params[f"{name}/depthwise_kernel"], None, layer)
+    pointwise = params[f"{name}/pointwise_kernel"]
+    return F.conv2d(mixed, pointwise, params.get(f"{name}/bias"))
 
 
 def max_pool(
@@ -101,23 +159,46 @@ def lstm(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.T
     here, and slower in JAX.  One bias only (not ``nn.LSTM``'s two), or none
     with ``use_bias=False``.  Kernel ``(4u, F)``, recurrent kernel ``(4u,
     u)``, bias ``(4u,)``."""
-    kernel, recurrent = params[f"{name}/kernel"], params[f"{name}/recurrent_kernel"]
-    bias = params.get(f"{name}/bias")
     layer = spec.layer(name)
-    state = h.new_zeros(h.shape[0], layer.size)
-    c = h.new_zeros(h.shape[0], layer.size)
-    steps = []
+    return _lstm_over(h, _weights(params, name), layer.size, layer.return_sequences)
+
+
+Weights = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
+
+
+def _weights(params: Params, prefix: str) -> Weights:
+    """A recurrent layer's kernel, recurrent kernel and bias (None without)
+    under ``prefix``: the layer's name, or a bidirectional one's direction."""
+    kernel, recurrent = params[f"{prefix}/kernel"], params[f"{prefix}/recurrent_kernel"]
+    return kernel, recurrent, params.get(f"{prefix}/bias")
+
+
+def _lstm_over(
+    h: torch.Tensor,
+    weights: Weights,
+    units: int,
+    sequences: bool,
+    backward: bool = False,
+) -> torch.Tensor:
+    """``lstm``'s recurrence over ``(N, T, F)``, steps ``T-1..0`` when
+    ``backward``: every step's hidden state ``(N, T, u)`` in the order read
+    with ``sequences``, else the last ``(N, u)``."""
+    kernel, recurrent, bias = weights
+    state = h.new_zeros(h.shape[0], units)
+    c = h.new_zeros(h.shape[0], units)
+    outputs = []
     # unbind, not h[:, t]: the backward of unbind stacks the step gradients
     # once, where T slices would each add a full (N, T, F) tensor.
-    for x_t in h.unbind(dim=1):  # (N, T, F) -> T x (N, F)
+    steps = h.unbind(dim=1)  # (N, T, F) -> T x (N, F)
+    for x_t in steps[::-1] if backward else steps:
         z = F.linear(x_t, kernel, bias) + F.linear(state, recurrent)
         i, f, g, o = z.chunk(4, dim=1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         state = torch.sigmoid(o) * torch.tanh(c)
-        if layer.return_sequences:
-            steps.append(state)
+        if sequences:
+            outputs.append(state)
     # every step's hidden state (N, T, u), or the last (N, u)
-    return torch.stack(steps, dim=1) if layer.return_sequences else state
+    return torch.stack(outputs, dim=1) if sequences else state
 
 
 def embedding(
@@ -189,20 +270,59 @@ def gru(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.Te
     candidate ``tanh(x_h + r * rec_h)``; ``h = z * h + (1 - z) *
     candidate``.  Kernel ``(3u, F)``, recurrent kernel ``(3u, u)``, bias
     ``(2, 3u)`` (none with ``use_bias=False``)."""
-    kernel, recurrent = params[f"{name}/kernel"], params[f"{name}/recurrent_kernel"]
-    bias = params.get(f"{name}/bias")
     layer = spec.layer(name)
-    state = h.new_zeros(h.shape[0], layer.size)
-    steps = []
-    for x_t in h.unbind(dim=1):  # (N, T, F) -> T x (N, F)
+    return _gru_over(h, _weights(params, name), layer.size, layer.return_sequences)
+
+
+def _gru_over(
+    h: torch.Tensor,
+    weights: Weights,
+    units: int,
+    sequences: bool,
+    backward: bool = False,
+) -> torch.Tensor:
+    """``gru``'s recurrence over ``(N, T, F)`` (steps ``T-1..0`` when
+    ``backward``), returning its states as ``_lstm_over`` does."""
+    kernel, recurrent, bias = weights
+    state = h.new_zeros(h.shape[0], units)
+    outputs = []
+    steps = h.unbind(dim=1)  # (N, T, F) -> T x (N, F)
+    for x_t in steps[::-1] if backward else steps:
         b_in, b_rec = (None, None) if bias is None else (bias[0], bias[1])
         x_z, x_r, x_h = F.linear(x_t, kernel, b_in).chunk(3, dim=1)
         h_z, h_r, h_h = F.linear(state, recurrent, b_rec).chunk(3, dim=1)
         z, r = torch.sigmoid(x_z + h_z), torch.sigmoid(x_r + h_r)
         state = z * state + (1 - z) * torch.tanh(x_h + r * h_h)
-        if layer.return_sequences:
-            steps.append(state)
-    return torch.stack(steps, dim=1) if layer.return_sequences else state
+        if sequences:
+            outputs.append(state)
+    return torch.stack(outputs, dim=1) if sequences else state
+
+
+_RECURRENCES = {"lstm": _lstm_over, "gru": _gru_over}
+
+
+def bidirectional(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """Keras' ``Bidirectional`` over its ``lstm`` or ``gru`` (``cell``): the
+    ``forward/`` copy over steps ``0..T-1``, the ``backward/`` copy over
+    ``T-1..0`` (its states put back in time order with ``return_sequences``),
+    merged by ``concat`` (forward first, along the features), ``sum``,
+    ``ave`` or ``mul``."""
+    layer = spec.layer(name)
+    over, units = _RECURRENCES[layer.cell], layer.size
+    sequences = layer.return_sequences
+    ahead = over(h, _weights(params, f"{name}/forward"), units, sequences)
+    behind = over(h, _weights(params, f"{name}/backward"), units, sequences, True)
+    if sequences:  # Keras' flip: the backward copy's step t at position t
+        behind = behind.flip(1)
+    if layer.merge == "concat":
+        return torch.cat((ahead, behind), dim=-1)
+    if layer.merge == "sum":
+        return ahead + behind
+    if layer.merge == "ave":
+        return (ahead + behind) / 2
+    return ahead * behind  # "mul"
 
 
 def layer_norm(
@@ -289,6 +409,18 @@ def attention(
     mixed = (weights @ v).transpose(1, 2).reshape(n, steps, -1)  # (N, T, h*k)
     kernel = params[f"{name}/attention_output/kernel"]
     return F.linear(mixed, kernel, params.get(f"{name}/attention_output/bias"))
+
+
+def dot_attention(
+    h: tuple[torch.Tensor, ...], params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """Keras' ``Attention`` of ``(query, value)`` or ``(query, value, key)``
+    (the key the value when absent), each ``(N, T, F)``: softmax over the
+    value's steps of ``query @ key^T`` (unscaled), times the value."""
+    query, value = h[0], h[1]
+    key = h[2] if len(h) > 2 else value
+    weights = torch.softmax(query @ key.transpose(1, 2), dim=-1)  # (N, Tq, Tv)
+    return weights @ value  # (N, Tq, Fv)
 
 
 def add(

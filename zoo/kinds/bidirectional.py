@@ -77,7 +77,7 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
             f"computes {', '.join(MERGES)} (None gives two outputs)"
         )
     inner = config.get("layer") or {}
-    cell_class = inner.get("class_name")
+    cell_class = str(inner.get("class_name"))
     cell = next(
         (k for k, kind in CELLS.items() if cell_class in kind.keras_classes), None
     )
