@@ -44,6 +44,7 @@ FAULT_CASES: dict[str, Case] = {
     "transpose-taps-unflipped": Case("kinds-cnn", 0, 4),
     "depthwise-order": Case("kinds-cnn", 0, 4),
     "query-key-swapped": Case("kinds-seq", 0, 4),
+    "recurrence-transposed": Case("kinds-seq", 0, 4),
 }
 
 

@@ -388,6 +388,11 @@ def _depth_order(a: np.ndarray, p: Param) -> np.ndarray:
     )
 
 
+def _recurrence_transposed(a: np.ndarray, p: Param) -> np.ndarray:
+    # h @ U read as U @ h: PyTorch's (out, in) weight_hh taken as Keras' (in, out).
+    return np.ascontiguousarray(a.T)
+
+
 def _keyed_query(layer: Layer) -> bool:
     """A dot attention given a key of the query's shape: exchanging the
     two computes another layer of the same shape."""
@@ -574,6 +579,14 @@ FAULTS: dict[str, Fault] = {
             lambda s: any(p.kind == "depthwise" and p.shape[3] > 1 for p in s.params),
             lambda s: _first_layer(s, "depthwise"),
             _corrupt("depthwise", _depth_order),
+        ),
+        Fault(
+            "recurrence-transposed",
+            "a SimpleRNN's recurrent kernel transposed (PyTorch's weight_hh "
+            "layout read as Keras')",
+            lambda s: bool(_params_of(s, "simple_rnn_recurrent_kernel")),
+            lambda s: _first_layer(s, "simple_rnn_recurrent_kernel"),
+            _corrupt("simple_rnn_recurrent_kernel", _recurrence_transposed),
         ),
         Fault(
             "query-key-swapped",

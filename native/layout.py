@@ -7,8 +7,8 @@ Two layout families exist among the native paths:
   convolutions, channels-last activations).
 - ``oihw``: PyTorch and MXNet put the output axis first and use channels-first
   activations.  Dense kernels ``(in, out) -> (out, in)``; conv kernels ``(kh,
-  kw, in, out) -> (out, in, kh, kw)``; LSTM and GRU kernels are transposed
-  with the gates kept in Keras' order (``i, f, c, o``; ``z, r, h``); conv1d
+  kw, in, out) -> (out, in, kh, kw)``; LSTM, GRU and SimpleRNN kernels are
+  transposed with the gates kept in Keras' order (``i, f, c, o``; ``z, r, h``); conv1d
   kernels ``(k, in, out) -> (out, in, k)``; an attention layer's query, key
   and value kernels ``(F, heads, key_dim) -> (heads * key_dim, F)`` and biases
   ``(heads, key_dim) -> (heads * key_dim,)``, its output kernel ``(heads,
@@ -139,6 +139,7 @@ _TO_OIHW: dict[str, Converter] = {
     "adapted_variance": _identity,
     "conv2d_transpose": _conv_to_oihw,
     "depthwise": _depthwise_to_oihw,
+    "simple_rnn_recurrent_kernel": _transpose,
 }
 _FROM_OIHW: dict[str, Converter] = {
     "dense": _transpose,
@@ -163,6 +164,7 @@ _FROM_OIHW: dict[str, Converter] = {
     "adapted_variance": _identity,
     "conv2d_transpose": _conv_from_oihw,
     "depthwise": _depthwise_from_oihw,
+    "simple_rnn_recurrent_kernel": _transpose,
 }
 
 

@@ -219,6 +219,11 @@ class Ops(Protocol):
     ) -> Tensor:
         """``softmax(query @ key.T) @ value`` over ``(query, value[, key])``."""
 
+    def simple_rnn(
+        self, h: Tensor, params: Params, spec: ModelSpec, name: str
+    ) -> Tensor:
+        """``tanh(x_t @ kernel + h @ recurrent_kernel + bias)`` over the steps."""
+
     def relu(self, h: Tensor) -> Tensor: ...
 
     def tanh(self, h: Tensor) -> Tensor: ...

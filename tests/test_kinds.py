@@ -209,3 +209,128 @@ def test_x_plus_y_in_a_functional_model_is_read_as_add() -> None:
             "kind": kind,
             "name": "o",
         }
+
+
+@pytest.mark.parametrize(
+    ("given", "factors"),
+    [
+        ({"class_name": "L2", "config": {"l2": 0.02}}, (0.0, 0.02)),
+        ({"class_name": "L1", "config": {}}, (0.01, 0.0)),  # Keras' default
+        ({"class_name": "L1L2", "config": {"l1": 0.5, "l2": 0.25}}, (0.5, 0.25)),
+        ("l2", (0.0, 0.01)),
+    ],
+)
+def test_a_regularizer_is_read_as_its_factors(
+    given: object, factors: tuple[float, float]
+) -> None:
+    config = {"name": "d", "units": 3, "kernel_regularizer": given}
+    entry = BY_KERAS_CLASS["Dense"].read("Dense", "d", config, None)
+    assert entry["regularize"] == [["kernel", *factors]]
+
+
+def test_a_regularizer_the_tool_does_not_compute_is_named() -> None:
+    config = {
+        "name": "d",
+        "units": 3,
+        "bias_regularizer": {"class_name": "OrthogonalRegularizer", "config": {}},
+    }
+    with pytest.raises(ValueError, match="bias_regularizer='OrthogonalRegularizer'"):
+        BY_KERAS_CLASS["Dense"].read("Dense", "d", config, None)
+
+
+def test_a_penalty_must_name_a_trained_parameter_of_its_layer() -> None:
+    spec = VARIANTS["kinds-cnn"]
+    wrong = tuple(
+        dataclasses.replace(layer, regularize=(("gamma", 0.0, 0.1),))
+        if layer.name == "fc"
+        else layer
+        for layer in spec.layers
+    )
+    with pytest.raises(ValueError, match="regularizes 'gamma'"):
+        dataclasses.replace(spec, layers=wrong)
+
+
+def test_a_bidirectional_layer_the_tool_does_not_compute_is_named() -> None:
+    lstm = {"class_name": "LSTM", "config": {"name": "f", "units": 3}}
+    read = BY_KERAS_CLASS["Bidirectional"].read
+    with pytest.raises(ValueError, match="merge_mode=None"):
+        read("Bidirectional", "b", {"layer": lstm, "merge_mode": None}, None)
+    own = {"class_name": "LSTM", "config": {"name": "b", "units": 5, "go_backwards": True}}
+    with pytest.raises(ValueError, match="backward layer of its own"):
+        read("Bidirectional", "b", {"layer": lstm, "backward_layer": own}, None)
+    simple = {"class_name": "SimpleRNN", "config": {"name": "f", "units": 3}}
+    with pytest.raises(ValueError, match="over an LSTM or a GRU"):
+        read("Bidirectional", "b", {"layer": simple}, None)
+
+
+_KERAS_PENALTY = """
+import json, sys
+import numpy as np
+from workers.keras_runner import _with_penalty
+from zoo.keras_models import build, set_weights
+from zoo.specs import get_spec
+from zoo.weights import make_weights
+spec = get_spec(sys.argv[1])
+model = build(spec)
+set_weights(model, spec, make_weights(spec, 0))
+print(json.dumps(float(_with_penalty(model, 0.0))))
+"""
+
+
+def test_keras_adds_each_regularizer_as_the_spec_says(tmp_path: Path) -> None:
+    """The Keras runner's loss adds Keras' own regularization losses; they
+    are what ``ModelSpec.penalties`` says, computed here in NumPy (so a
+    path that leaves them out, or halves them, differs from Keras)."""
+    import numpy as np
+
+    from zoo.weights import make_weights
+
+    spec = VARIANTS["kinds-cnn"]
+    assert len(spec.penalties) == 4
+    weights = make_weights(spec, 0)
+    expected = sum(
+        l1 * np.abs(weights[name].astype(np.float64)).sum()
+        + l2 * np.square(weights[name].astype(np.float64)).sum()
+        for name, l1, l2 in spec.penalties
+    )
+    script = tmp_path / "penalty.py"
+    script.write_text(_KERAS_PENALTY)
+    keras_says = json.loads(keras_on_torch([str(script), spec.name]).stdout)
+    assert keras_says == pytest.approx(expected, rel=1e-5)
+
+
+_NESTED = """
+import json, sys
+import keras
+inputs = keras.Input((8, 8, 3), name="image")
+base_in = keras.Input((8, 8, 3))
+h = keras.layers.Conv2D(4, 3, name="c")(base_in)
+h = keras.layers.Add(name="res")([h, keras.layers.Conv2D(4, 3, padding="same", name="c2")(h)])
+base = keras.Model(base_in, h, name="base")  # a pretrained base, say
+head = keras.Sequential([keras.layers.Dense(5, name="d")], name="head")
+x = keras.layers.GlobalAveragePooling2D(name="gap")(base(inputs, training=False))
+model = keras.Model(inputs, keras.layers.Dense(2, name="out")(head(x)))
+print(model.to_json())
+"""
+
+
+def test_a_model_nested_in_the_model_is_read_as_its_layers(tmp_path: Path) -> None:
+    """A functional base and a Sequential head used as layers (transfer
+    learning, as keras.io writes it): their layers inlined as
+    ``<model>__<layer>``, each taking what it took inside."""
+    script = tmp_path / "nested.py"
+    script.write_text(_NESTED)
+    config = json.loads(keras_on_torch([str(script)]).stdout)
+    spec = user_models.spec_from_document(
+        "nested", keras_import.document_from_config(config)
+    )
+    assert [layer.name for layer in spec.layers] == [
+        "base__c",
+        "base__c2",
+        "base__res",
+        "gap",
+        "head__d",
+        "out",
+    ]
+    assert spec.sources("base__res") == ("base__c", "base__c2")
+    assert spec.sources("gap") == ("base__res",)

@@ -12,8 +12,8 @@ architecture alone decides comes before Keras deserializes anything:
 - a layer outside ``SUPPORTED`` (a ``Lambda``, a class of its own: rebuild
   it from built-in layers), an option its kind's module (``zoo.kinds``)
   does not compute (dilation, a recurrent or attention layer's own
-  dropout, a mask, a regularizer or constraint, channels-first, ...), a
-  shared layer (called twice), a model inside the model, several inputs or
+  dropout, a mask, a regularizer other than L1/L2, a constraint,
+  channels-first, ...), a shared layer (called twice), several inputs or
   outputs: one sentence naming the layer and what is supported, and every
   such layer of the file named at once.
 
@@ -30,7 +30,9 @@ not kept: the tool compares training trajectories at rate 0,
 ``zoo.specs.without_dropout``, and checks each path's dropout at its rate
 on its own).  A ``BatchNormalization`` over the last axis is a
 ``batch_norm`` with its ``epsilon`` and ``momentum``; its moving statistics
-are read with its weights.
+are read with its weights.  A model used as a layer (a Sequential or
+functional one: a pretrained base) is inlined, its layers named
+``<model>__<layer>`` (``_inlined``).
 
 Then ``keras.saving.load_model(..., safe_mode=True, compile=False)`` loads
 the file and each parameter is read by layer and variable path (an
@@ -330,8 +332,9 @@ def _end(inner: Mapping[str, Any], key: str) -> Any:
         given = [given]
     if not isinstance(given, list) or len(given) != 1:
         raise ValueError(
-            "the model has several inputs or outputs; only a model from one "
-            "input to one output is supported"
+            "the model has several inputs or outputs; the tool feeds one input "
+            "array and computes one loss (save a model of one input and one "
+            "output: its main branch, say)"
         )
     return given[0][0] if isinstance(given[0], list) and given[0] else None
 

@@ -111,6 +111,7 @@ KINDS = (
     "adapted_variance",
     "conv2d_transpose",
     "depthwise",
+    "simple_rnn_recurrent_kernel",
 )
 # The layer kinds a model is made of (``zoo.kinds``: one module per kind
 # holds all its facts), and the options each takes beyond its size;
@@ -953,13 +954,15 @@ VARIANTS: dict[str, ModelSpec] = {
             ),  # (8, 8)
             Layer("look", "dot_attention", inputs=("res", "bi", "gru")),  # (8, 8)
             Layer("bg", "bidirectional", 3, merge="ave", cell="gru"),  # (3,)
+            Layer("rnn", "simple_rnn", 4, return_sequences=True, inputs=("look",)),
+            Layer("bs", "bidirectional", 3, merge="mul", cell="simple_rnn"),  # (3,)
             Layer("pad", "zero_padding", target=(1, 2), inputs=("res",)),  # 11
             Layer("crop", "cropping", target=(2, 1)),  # 8
             Layer("up", "upsampling", target=(2,)),  # 16
             Layer("swap", "permute", target=(2, 1)),  # (6, 16)
             Layer("gmax", "global_max_pool"),  # 16
             Layer("gavg", "global_avg_pool", inputs=("crop",)),  # 6
-            Layer("both", "concatenate", inputs=("gmax", "gavg", "bg")),  # 25
+            Layer("both", "concatenate", inputs=("gmax", "gavg", "bg", "bs")),  # 28
             Layer("act", "activation", activation="elu"),
             _dense("logits", 2, None),
         ),

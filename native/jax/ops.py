@@ -346,6 +346,36 @@ def gru(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     return _gru(h, *_cell(params, spec, name, name), sequences)  # type: ignore[no-any-return]
 
 
+@functools.partial(jax.jit, static_argnames="sequences")
+def _simple_rnn(
+    x: jax.Array,
+    kernel: jax.Array,
+    recurrent: jax.Array,
+    bias: jax.Array | None,
+    sequences: bool,
+) -> jax.Array:
+    def cell(h: jax.Array, x_t: jax.Array) -> Any:
+        projected = x_t @ kernel if bias is None else x_t @ kernel + bias
+        h = jnp.tanh(projected + h @ recurrent)
+        return h, h if sequences else None
+
+    zeros = jnp.zeros((x.shape[0], recurrent.shape[0]), x.dtype)
+    last, hs = lax.scan(cell, zeros, x.swapaxes(0, 1))  # over (T, N, F)
+    return hs.swapaxes(0, 1) if sequences else last  # (N, T, u) or (N, u)
+
+
+def simple_rnn(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
+    """Keras' SimpleRNN written out: ``h = tanh(x_t W + b + h U)`` from ``h =
+    0``, run over time with ``lax.scan`` (the input projection step by step
+    inside it, as the LSTM does).  Kernel ``(F, u)``, recurrent kernel ``(u,
+    u)``, bias ``(u,)`` (none with ``use_bias=False``)."""
+    sequences = spec.layer(name).return_sequences
+    return _simple_rnn(h, *_cell(params, spec, name, name), sequences)  # type: ignore[no-any-return]
+
+
+_RECURRENT = {"lstm": _lstm, "gru": _gru, "simple_rnn": _simple_rnn}
+
+
 @functools.partial(jax.jit, static_argnames=("cell", "sequences", "merge"))
 def _bidirectional(
     x: jax.Array,
@@ -356,7 +386,7 @@ def _bidirectional(
     sequences: bool,
     merge: str,
 ) -> jax.Array:
-    run = _lstm if cell == "lstm" else _gru
+    run = _RECURRENT[cell]
     f = run(x, *forward, sequences)
     b = run(x[:, ::-1], *backward, sequences)  # the sequence read backward
     if sequences:
@@ -373,11 +403,11 @@ def _bidirectional(
 def bidirectional(
     h: jax.Array, params: Params, spec: ModelSpec, name: str
 ) -> jax.Array:
-    """Keras' ``Bidirectional``: the layer's ``cell`` (``lstm`` or ``gru``,
-    as those blocks compute it) over the steps forward with ``forward/``
-    parameters and backward with ``backward/`` ones, the backward states put
-    back in time order, merged by ``merge`` (``concat``, ``sum``, ``ave``,
-    ``mul``)."""
+    """Keras' ``Bidirectional``: the layer's ``cell`` (``lstm``, ``gru`` or
+    ``simple_rnn``, as those blocks compute it) over the steps forward with
+    ``forward/`` parameters and backward with ``backward/`` ones, the backward
+    states put back in time order, merged by ``merge`` (``concat``, ``sum``,
+    ``ave``, ``mul``)."""
     layer = spec.layer(name)
     forward = _cell(params, spec, name, f"{name}/forward")
     backward = _cell(params, spec, name, f"{name}/backward")

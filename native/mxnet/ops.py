@@ -158,39 +158,47 @@ def separable_conv2d(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     )
 
 
+def _dilated(h: Any, stride: int) -> Any:
+    """``(N, C, H, W) -> (N, C, H * stride, W * stride)``: each position
+    followed by ``stride - 1`` zeros along the rows and the columns."""
+    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    if stride == 1:
+        return h
+    gaps = [F.zeros_like(h)] * (stride - 1)
+    h = F.reshape(F.stack(h, *gaps, axis=4), (0, 0, 0, -3))  # (N, C, H, W * s)
+    gaps = [F.zeros_like(h)] * (stride - 1)
+    return F.reshape(F.stack(h, *gaps, axis=3), (0, 0, -3, 0))  # (N, C, H * s, .)
+
+
 def conv2d_transpose(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
-    """Keras' ``Conv2DTranspose``: the full scatter of ``Deconvolution``
-    (``(side - 1) * strides + kernel`` per axis; weight ``(in, out, kh,
-    kw)``), cut to the ``side_out`` positions from ``start`` (zeros after
-    its end when the output is longer), plus the bias."""
+    """Keras' ``Conv2DTranspose``, weight ``(in, out, kh, kw)``: a convolution
+    with the flipped kernel over the input spread out by the strides
+    (``_dilated``), padded so that it gives the full scatter's ``side_out``
+    positions from ``start`` (zeros past its end), plus the bias.  Not
+    ``Deconvolution``: MXNet 1.9.1's CPU (oneDNN) kernel fails ("could not
+    execute a primitive") when its weight's gradient is summed with another,
+    as a weight penalty's."""
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     layer = spec.layer(name)
     k, stride = layer.kernel, layer.stride
     # (H, W): the array's own (N, C, H, W), or the spec's for a symbol
     image = isinstance(h, mx.nd.NDArray)
     sides: tuple[int, ...] = h.shape[2:] if image else input_of(spec, name)[:2]
-    y = F.Deconvolution(
-        h,
-        params[f"{name}/kernel"],
-        no_bias=True,
+    pads = []
+    for side in sides:
+        begin = conv_transpose.start(layer, side)
+        out = conv_transpose.side_out(layer, side)
+        # the full scatter is the convolution over k - 1 zeros either side
+        pads += [k - 1 - begin, out + begin - side * stride]
+    kernel = F.transpose(F.flip(params[f"{name}/kernel"], axis=(2, 3)), (1, 0, 2, 3))
+    return _linear(
+        F.Convolution,
+        _padded(_dilated(h, stride), (pads[0], pads[1], pads[2], pads[3]), 0.0),
+        kernel,
+        _bias(params, spec, name),
         kernel=(k, k),
-        stride=(stride, stride),
         num_filter=layer.size,
     )
-    short = []
-    for axis, side in zip((2, 3), sides, strict=True):
-        full = (side - 1) * stride + k
-        begin = conv_transpose.start(layer, side)
-        end = begin + conv_transpose.side_out(layer, side)
-        if (begin, min(end, full)) != (0, full):
-            y = F.slice_axis(y, axis=axis, begin=begin, end=min(end, full))
-        short.append(max(end - full, 0))
-    if any(short):
-        y = _padded(y, (0, short[0], 0, short[1]), 0.0)
-    bias = _bias(params, spec, name)
-    if bias is None:
-        return y
-    return F.broadcast_add(y, F.reshape(bias, (1, -1, 1, 1)))
 
 
 def _pool(h: Any, spec: ModelSpec, name: str, kind: str) -> Any:
@@ -422,15 +430,53 @@ def _gru(h: Any, weights: tuple[Any, Any, Any], spec: ModelSpec, name: str) -> A
     return F.stack(*states, axis=1) if layer.return_sequences else state
 
 
+def simple_rnn(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """Keras' ``SimpleRNN``: ``h = tanh(x_t W + b + h U)`` from zeros,
+    unrolled over the sequence's steps as ``gru`` is.  Weights ``(u, F)``,
+    ``(u, u)``, bias ``(u,)`` (none with ``use_bias=False``)."""
+    return _simple_rnn(h, _cell_weights(params, spec, name, name), spec, name)
+
+
+def _simple_rnn(
+    h: Any, weights: tuple[Any, Any, Any], spec: ModelSpec, name: str
+) -> Any:
+    """``simple_rnn``'s recurrence over ``h`` with ``weights``
+    (``_cell_weights``), units and ``return_sequences`` from layer ``name``."""
+    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    kernel, recurrent, bias = weights
+    layer = spec.layer(name)
+    units = layer.size
+    steps = h.shape[1] if isinstance(h, mx.nd.NDArray) else input_of(spec, name)[0]
+    # every step's input term at once: (N, T, F) -> (N, T, u), split by step
+    inputs = _linear(F.FullyConnected, h, kernel, bias, num_hidden=units, flatten=False)
+    per_step = F.split(inputs, num_outputs=steps, axis=1, squeeze_axis=True)
+    if steps == 1:
+        per_step = [per_step]
+    first = F.slice_axis(F.slice_axis(h, 1, 0, 1), 2, 0, 1)  # (N, 1, 1)
+    state = F.broadcast_axis(F.zeros_like(F.reshape(first, (0, 1))), axis=1, size=units)
+    states = []
+    for x_t in per_step:
+        state = F.tanh(
+            x_t + F.FullyConnected(state, recurrent, no_bias=True, num_hidden=units)
+        )
+        states.append(state)
+    # every step's hidden state (N, T, u), or the last (N, u)
+    return F.stack(*states, axis=1) if layer.return_sequences else state
+
+
+# The recurrence each ``bidirectional`` cell runs.
+_CELLS = {"lstm": _lstm, "gru": _gru, "simple_rnn": _simple_rnn}
+
+
 def bidirectional(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
-    """Keras' ``Bidirectional``: the layer's ``cell`` (``_lstm`` or
-    ``_gru``) once over ``h`` with the ``forward/`` weights and once over
-    ``h`` reversed in time with the ``backward/`` ones (its steps put back
-    in time order with ``return_sequences``), merged by ``merge``: ``concat``
-    along the features, ``sum``, ``ave`` or ``mul``."""
+    """Keras' ``Bidirectional``: the layer's ``cell`` (``_CELLS``) once over
+    ``h`` with the ``forward/`` weights and once over ``h`` reversed in time
+    with the ``backward/`` ones (its steps put back in time order with
+    ``return_sequences``), merged by ``merge``: ``concat`` along the
+    features, ``sum``, ``ave`` or ``mul``."""
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     layer = spec.layer(name)
-    run = _lstm if layer.cell == "lstm" else _gru
+    run = _CELLS[layer.cell]
     forward = run(h, _cell_weights(params, spec, name, f"{name}/forward"), spec, name)
     backward = run(
         F.reverse(h, axis=1),

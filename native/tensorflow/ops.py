@@ -180,15 +180,44 @@ def _gru(h: tf.Tensor, params: Params, layer: Layer, prefix: str) -> tf.Tensor:
     return hs[-1]  # the last hidden state (N, u)
 
 
-_CELLS = {"lstm": _lstm, "gru": _gru}
+def simple_rnn(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
+    """Keras' SimpleRNN written out: ``h = tanh(x_t W + b + h U)`` from ``h =
+    0``, run over time with ``tf.scan``, the input projection step by step as
+    in ``lstm``.  Kernel ``(F, u)``, recurrent kernel ``(u, u)``, bias
+    ``(u,)`` (none with ``use_bias=False``)."""
+    return _simple_rnn(h, params, spec.layer(name), name)
+
+
+def _simple_rnn(h: tf.Tensor, params: Params, layer: Layer, prefix: str) -> tf.Tensor:
+    """``simple_rnn`` of ``layer``'s options with the parameters under
+    ``prefix``."""
+    kernel = params[f"{prefix}/kernel"]
+    recurrent = params[f"{prefix}/recurrent_kernel"]
+    bias = params[f"{prefix}/bias"] if layer.use_bias else None
+
+    def cell(state: tf.Tensor, x_t: tf.Tensor) -> tf.Tensor:
+        projected = tf.matmul(x_t, kernel)
+        if bias is not None:
+            projected = tf.nn.bias_add(projected, bias)
+        return tf.tanh(projected + tf.matmul(state, recurrent))
+
+    zeros = tf.zeros((tf.shape(h)[0], layer.size), h.dtype)
+    time_major = tf.transpose(h, (1, 0, 2))  # (N, T, F) -> (T, N, F)
+    hs = tf.scan(cell, time_major, initializer=zeros)
+    if layer.return_sequences:
+        return tf.transpose(hs, (1, 0, 2))  # (T, N, u) -> (N, T, u)
+    return hs[-1]  # the last hidden state (N, u)
+
+
+_CELLS = {"lstm": _lstm, "gru": _gru, "simple_rnn": _simple_rnn}
 
 
 def bidirectional(
     h: tf.Tensor, params: Params, spec: ModelSpec, name: str
 ) -> tf.Tensor:
-    """Keras' ``Bidirectional`` over its ``lstm`` or ``gru`` cell: one copy
-    (``<name>/forward/...``) reads the steps in order, the other
-    (``<name>/backward/...``) in reverse, its steps flipped back to time
+    """Keras' ``Bidirectional`` over its ``lstm``, ``gru`` or ``simple_rnn``
+    cell: one copy (``<name>/forward/...``) reads the steps in order, the
+    other (``<name>/backward/...``) in reverse, its steps flipped back to time
     order with ``return_sequences``; merged by ``concat`` (forward first),
     ``sum``, ``ave`` or ``mul``."""
     layer = spec.layer(name)

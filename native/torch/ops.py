@@ -298,17 +298,49 @@ def _gru_over(
     return torch.stack(outputs, dim=1) if sequences else state
 
 
-_RECURRENCES = {"lstm": _lstm_over, "gru": _gru_over}
+def simple_rnn(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """Keras' SimpleRNN written out: ``h = tanh(x_t W + h U + b)`` from ``h =
+    0``.  Kernel ``(u, F)``, recurrent kernel ``(u, u)``, bias ``(u,)`` (none
+    with ``use_bias=False``)."""
+    layer = spec.layer(name)
+    return _simple_rnn_over(
+        h, _weights(params, name), layer.size, layer.return_sequences
+    )
+
+
+def _simple_rnn_over(
+    h: torch.Tensor,
+    weights: Weights,
+    units: int,
+    sequences: bool,
+    backward: bool = False,
+) -> torch.Tensor:
+    """``simple_rnn``'s recurrence over ``(N, T, F)`` (steps ``T-1..0`` when
+    ``backward``), returning its states as ``_lstm_over`` does."""
+    kernel, recurrent, bias = weights
+    state = h.new_zeros(h.shape[0], units)
+    outputs = []
+    steps = h.unbind(dim=1)  # (N, T, F) -> T x (N, F)
+    for x_t in steps[::-1] if backward else steps:
+        state = torch.tanh(F.linear(x_t, kernel, bias) + F.linear(state, recurrent))
+        if sequences:
+            outputs.append(state)
+    return torch.stack(outputs, dim=1) if sequences else state
+
+
+_RECURRENCES = {"lstm": _lstm_over, "gru": _gru_over, "simple_rnn": _simple_rnn_over}
 
 
 def bidirectional(
     h: torch.Tensor, params: Params, spec: ModelSpec, name: str
 ) -> torch.Tensor:
-    """Keras' ``Bidirectional`` over its ``lstm`` or ``gru`` (``cell``): the
-    ``forward/`` copy over steps ``0..T-1``, the ``backward/`` copy over
-    ``T-1..0`` (its states put back in time order with ``return_sequences``),
-    merged by ``concat`` (forward first, along the features), ``sum``,
-    ``ave`` or ``mul``."""
+    """Keras' ``Bidirectional`` over its ``lstm``, ``gru`` or ``simple_rnn``
+    (``cell``): the ``forward/`` copy over steps ``0..T-1``, the ``backward/``
+    copy over ``T-1..0`` (its states put back in time order with
+    ``return_sequences``), merged by ``concat`` (forward first, along the
+    features), ``sum``, ``ave`` or ``mul``."""
     layer = spec.layer(name)
     over, units = _RECURRENCES[layer.cell], layer.size
     sequences = layer.return_sequences

@@ -39,6 +39,7 @@ from zoo.kinds import (
     prelu,
     rescaling,
     reshape,
+    simple_rnn,
 )
 from zoo.kinds.base import Kind
 
@@ -72,6 +73,7 @@ _ORDER = (
     *depthwise.KINDS,
     bidirectional.KIND,
     dot_attention.KIND,
+    simple_rnn.KIND,
 )
 KINDS: dict[str, Kind] = {kind.name: kind for kind in _ORDER}
 # Keras class -> the kind that reads it.

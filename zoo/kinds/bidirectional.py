@@ -1,4 +1,5 @@
-"""``bidirectional``: Keras' ``Bidirectional`` over an ``lstm`` or ``gru``
+"""``bidirectional``: Keras' ``Bidirectional`` over an ``lstm``, ``gru`` or
+``simple_rnn``
 (``cell``) of ``units``: one copy reads the sequence forward, a second
 (its own weights) reads it backward, and their outputs merge by ``merge``:
 ``concat`` (forward then backward along the features, ``2 * units``),
@@ -16,10 +17,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from zoo.kinds import gru, lstm, recurrent
+from zoo.kinds import gru, lstm, recurrent, simple_rnn
 from zoo.kinds.base import Kind, Layer, Param, Shape
 
-CELLS = {"lstm": lstm.KIND, "gru": gru.KIND}
+CELLS = {"lstm": lstm.KIND, "gru": gru.KIND, "simple_rnn": simple_rnn.KIND}
 MERGES = ("concat", "sum", "ave", "mul")
 DIRECTIONS = ("forward", "backward")
 
@@ -84,7 +85,7 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
     if cell is None:
         raise ValueError(
             f"Bidirectional layer {name!r} wraps a {cell_class}; the tool computes "
-            "it over an LSTM or a GRU"
+            "it over an LSTM, a GRU or a SimpleRNN"
         )
     forward = inner.get("config") or {}
     words = CELLS[cell].read(cell_class, name, forward, built)
@@ -106,7 +107,7 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
 
 KIND = Kind(
     name="bidirectional",
-    summary="an LSTM or GRU read forward and backward, the two merged",
+    summary="an LSTM, GRU or SimpleRNN read forward and backward, merged",
     options=("return_sequences", "use_bias", "merge", "cell"),
     size_word="units",
     shape=shape,

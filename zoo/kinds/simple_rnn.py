@@ -1,0 +1,69 @@
+"""``simple_rnn``: Keras' ``SimpleRNN`` over a sequence ``(T, F)``: ``h_t =
+tanh(x_t @ kernel + h_{t-1} @ recurrent_kernel + bias)`` from ``h_{-1} =
+0``; the last ``h`` ``(u,)``, or every step's ``(T, u)`` with
+``return_sequences``.  Kernel ``(in, u)``, recurrent kernel ``(u, u)``,
+bias ``(u,)``.  Only Keras' default recurrence, tanh (another is refused)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from zoo.kinds import keras_words as kw
+from zoo.kinds import recurrent
+from zoo.kinds.base import Kind, Layer, Param, Shape, bias
+
+
+def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
+    n, u = layer.name, layer.size
+    return [
+        Param(f"{n}/kernel", (shapes[0][-1], u), "dense", n, "kernel"),
+        Param(
+            f"{n}/recurrent_kernel",
+            (u, u),
+            "simple_rnn_recurrent_kernel",
+            n,
+            "recurrent_kernel",
+        ),
+        *bias(layer, u),
+    ]
+
+
+def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
+    """Two products, the sum, the bias and tanh per unit and step."""
+    steps, features = shapes[0]
+    u = layer.size
+    matmul = steps * (2 * features * u + 2 * u * u)
+    return matmul, steps * u * (3 if layer.use_bias else 2)
+
+
+def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
+    return keras.layers.SimpleRNN(
+        layer.size,
+        return_sequences=layer.return_sequences,
+        use_bias=layer.use_bias,
+        name=layer.name,
+        **kw.regularizer_args(keras, layer, recurrent.REGULARIZERS),
+    )
+
+
+def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
+    # RECURRENT's recurrent_activation has no meaning here: SimpleRNN has none.
+    return recurrent.read(
+        "simple_rnn", cls, name, {"recurrent_activation": "sigmoid", **config}
+    )
+
+
+KIND = Kind(
+    name="simple_rnn",
+    summary="a plain recurrent layer over a sequence (tanh)",
+    options=("return_sequences", "use_bias", "regularize"),
+    size_word="units",
+    shape=recurrent.shape,
+    params=params,
+    flops=flops,
+    keras=keras,
+    keras_classes=("SimpleRNN",),
+    read=read,
+    scores=True,
+)
