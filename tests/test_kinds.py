@@ -255,7 +255,10 @@ def test_a_bidirectional_layer_the_tool_does_not_compute_is_named() -> None:
     read = BY_KERAS_CLASS["Bidirectional"].read
     with pytest.raises(ValueError, match="merge_mode=None"):
         read("Bidirectional", "b", {"layer": lstm, "merge_mode": None}, None)
-    own = {"class_name": "LSTM", "config": {"name": "b", "units": 5, "go_backwards": True}}
+    own = {
+        "class_name": "LSTM",
+        "config": {"name": "b", "units": 5, "go_backwards": True},
+    }
     with pytest.raises(ValueError, match="backward layer of its own"):
         read("Bidirectional", "b", {"layer": lstm, "backward_layer": own}, None)
     simple = {"class_name": "SimpleRNN", "config": {"name": "f", "units": 3}}
@@ -305,7 +308,8 @@ import keras
 inputs = keras.Input((8, 8, 3), name="image")
 base_in = keras.Input((8, 8, 3))
 h = keras.layers.Conv2D(4, 3, name="c")(base_in)
-h = keras.layers.Add(name="res")([h, keras.layers.Conv2D(4, 3, padding="same", name="c2")(h)])
+side = keras.layers.Conv2D(4, 3, padding="same", name="c2")(h)
+h = keras.layers.Add(name="res")([h, side])
 base = keras.Model(base_in, h, name="base")  # a pretrained base, say
 head = keras.Sequential([keras.layers.Dense(5, name="d")], name="head")
 x = keras.layers.GlobalAveragePooling2D(name="gap")(base(inputs, training=False))
