@@ -81,13 +81,11 @@ def test_the_door_accepts_or_refuses_in_one_sentence(built: Built, name: str) ->
 
 
 def test_the_door_accepts_some_and_refuses_others(built: Built) -> None:
-    """The table shows both: a plain CNN passes the door, a Bidirectional
-    LSTM is refused, named."""
+    """The table shows both: a plain CNN passes the door, a transformer of
+    its own layer classes is refused, named."""
     document_from_config(read_config(built.folder / "cifar10_cnn.keras"))
-    with pytest.raises(ValueError, match=r"\(Bidirectional\) is not one the tool"):
-        document_from_config(
-            read_config(built.folder / "bidirectional_lstm_imdb.keras")
-        )
+    with pytest.raises(ValueError, match="'TransformerBlock': a class of its own"):
+        document_from_config(read_config(built.folder / "text_transformer.keras"))
 
 
 # Checked in the fast tier, through the command framework's paths: a convnet

@@ -261,9 +261,9 @@ def test_a_bidirectional_layer_the_tool_does_not_compute_is_named() -> None:
     }
     with pytest.raises(ValueError, match="backward layer of its own"):
         read("Bidirectional", "b", {"layer": lstm, "backward_layer": own}, None)
-    simple = {"class_name": "SimpleRNN", "config": {"name": "f", "units": 3}}
-    with pytest.raises(ValueError, match="over an LSTM or a GRU"):
-        read("Bidirectional", "b", {"layer": simple}, None)
+    conv = {"class_name": "Conv1D", "config": {"name": "f", "filters": 3}}
+    with pytest.raises(ValueError, match="over an LSTM, a GRU or a SimpleRNN"):
+        read("Bidirectional", "b", {"layer": conv}, None)
 
 
 _KERAS_PENALTY = """

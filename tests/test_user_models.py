@@ -514,7 +514,7 @@ def test_a_functional_chain_is_read_in_order() -> None:
                     "config": {"name": "inner"},
                 }
             ),
-            "model inside the model",
+            "'inner' inside the model has no layers",
         ),
         (
             _functional(

@@ -8,7 +8,8 @@ agree on the wrong model.  So, right after reading, the model as Keras
 loaded it from the file and the model rebuilt from the spec
 (``zoo.keras_models``) run the same batch in this worker, float32, and must
 agree: every layer's output in order (``ModelSpec.tapped_layers``: a
-misread layer is named), the outputs, the loss (the tool's, from
+misread layer is named; a layer of a model nested in the model is run
+inside it, on what that model takes), the outputs, the loss (the tool's, from
 ``zoo.losses``, against the one Keras itself deserializes from the file's
 compile config) and every parameter's gradient.  Else ``judge`` raises a
 ValueError in one sentence naming the first layer that differs, and the
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from zoo.data import make_batches
+from zoo.keras_import import NESTED
 from zoo.losses import keras_loss
 from zoo.specs import ModelSpec
 
@@ -45,22 +47,40 @@ def _error(a: Any, b: Any) -> float:
 def _outputs(
     keras: Any, model: Any, names: tuple[str, ...], x: np.ndarray
 ) -> list[np.ndarray]:
-    # A layer by name, or an operation of the graph (``x + y`` is saved as
-    # keras.ops' Add, which is no layer).
+    """The outputs of layers ``names`` of ``model`` on ``x``: a layer by
+    name, or an operation of the graph (``x + y`` is saved as keras.ops'
+    Add, which is no layer), or ``<model>__<layer>``, a layer of a model
+    nested in ``model`` (``zoo.keras_import`` inlines one so), run on what
+    the nested model takes."""
     operations = getattr(model, "operations", None) or model.layers
     found = {operation.name: operation for operation in operations}
-    probe = keras.Model(model.inputs, [found[n].output for n in names])
-    return [np.asarray(o) for o in probe.predict_on_batch(x)]
+    values: dict[str, np.ndarray] = {}
+    own = [n for n in names if n in found]
+    if own:
+        probe = keras.Model(model.inputs, [found[n].output for n in own])
+        values.update(zip(own, _listed(probe.predict_on_batch(x)), strict=True))
+    nested: dict[str, list[str]] = {}
+    for n in names:
+        if n not in found:
+            outer, _, inner = n.partition(NESTED)
+            nested.setdefault(outer, []).append(inner)
+    for outer, inner in nested.items():
+        # What the nested model was called on in this graph (its ``input``
+        # is its own graph's): the tensors of its one call.
+        called_on = found[outer]._inbound_nodes[0].input_tensors
+        taken = keras.Model(model.inputs, called_on[0]).predict_on_batch(x)
+        inner_values = _outputs(keras, found[outer], tuple(inner), taken)
+        values.update(
+            (f"{outer}{NESTED}{n}", v) for n, v in zip(inner, inner_values, strict=True)
+        )
+    return [values[n] for n in names]
 
 
-def _top_level(model: Any, names: tuple[str, ...]) -> tuple[str, ...]:
-    """The ``names`` that are layers (or operations) of ``model`` itself: a
-    layer of a model nested in it (``<model>__<layer>``) has its output in
-    that model's graph alone; the nested model's output, the loss and every
-    gradient judge its layers."""
-    operations = getattr(model, "operations", None) or model.layers
-    own = {operation.name for operation in operations}
-    return tuple(n for n in names if n in own)
+def _listed(outputs: Any) -> list[np.ndarray]:
+    """A probe's outputs as a list (one output comes alone)."""
+    if isinstance(outputs, list | tuple):
+        return [np.asarray(o) for o in outputs]
+    return [np.asarray(outputs)]
 
 
 def judge(
@@ -81,7 +101,7 @@ def judge(
     set_weights(rebuilt, spec, weights)
     xs, ys = make_batches(spec, seed=0, batch_size=BATCH, count=1)
     x, y = xs[0], ys[0]
-    names = _top_level(original, spec.tapped_layers())
+    names = spec.tapped_layers()
     for name, mine, theirs in zip(
         names,
         _outputs(keras, rebuilt, names, x),

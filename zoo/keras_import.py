@@ -312,7 +312,9 @@ def _inlined(graph: Graph) -> Graph:
                 "tensors; the tool reads a nested model of one input"
             )
         renamed = {INPUT: sources[0]}
-        layers = _layers(entry)
+        inner_config = entry.get("config")
+        listed = inner_config.get("layers") if isinstance(inner_config, dict) else None
+        layers = _layers(entry) if listed else []
         if not layers:
             raise ValueError(f"the model {model!r} inside the model has no layers")
         for inner, taken in layers:

@@ -35,11 +35,27 @@ def misread(a):
         return np.ascontiguousarray(a.T)  # a transposed kernel
     return np.roll(a, 1, axis=-1 if a.shape[-1] > 1 else 0)
 
+def nested():
+    # a functional base used as a layer (transfer learning)
+    image, inner = keras.Input((8, 8, 3)), keras.Input((8, 8, 3))
+    h = keras.layers.Conv2D(4, 3, name="c")(inner)
+    h = keras.layers.Conv2D(4, 3, padding="same", name="c2")(h)
+    base = keras.Model(inner, h, name="base")
+    x = keras.layers.GlobalAveragePooling2D(name="gap")(base(image))
+    model = keras.Model(image, keras.layers.Dense(3, name="out")(x))
+    rng = np.random.default_rng(5)  # no bias of zeros: every misreading shows
+    for v in model.weights:
+        v.assign(rng.uniform(-0.5, 0.5, size=v.shape).astype("float32"))
+    return model
+
 found = {}
 for name in sys.argv[2:]:
-    spec = get_spec(name)
-    model = build(spec)
-    set_weights(model, spec, make_weights(spec, 5))
+    if name == "nested":
+        model = nested()
+    else:
+        spec = get_spec(name)
+        model = build(spec)
+        set_weights(model, spec, make_weights(spec, 5))
     model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     path = Path(sys.argv[1]) / f"{name}.keras"
     model.save(path)
@@ -71,8 +87,19 @@ print(json.dumps(found))
 # Every parameter kind: the LeNet's conv2d and dense (after a flatten), the
 # tiny Transformer's embedding, conv1d, attention and layer normalization,
 # the GRU's three, the batch normalization's four, the LSTM's three.
-# (9 s for all of them here: both tiers.)
-SPECS = ("lenet", "conv1d-gru", "transformer-tiny", "bn-dropout-cnn", "stacked-lstm")
+# Issue 62's kinds (kinds-cnn, kinds-seq: a transposed, a depthwise and a
+# separable convolution, PReLU, Normalization, bidirectional and simple
+# recurrent layers), and a model nested in the model.
+SPECS = (
+    "lenet",
+    "conv1d-gru",
+    "transformer-tiny",
+    "bn-dropout-cnn",
+    "stacked-lstm",
+    "kinds-cnn",
+    "kinds-seq",
+    "nested",
+)
 
 
 def _judged(tmp_path: Path, names: tuple[str, ...]) -> dict[str, str]:
@@ -82,7 +109,15 @@ def _judged(tmp_path: Path, names: tuple[str, ...]) -> dict[str, str]:
 
 def test_a_wrong_reader_is_caught_on_every_parameter(tmp_path: Path) -> None:
     found = _judged(tmp_path, SPECS)
-    assert {p.split("/")[0] for p in found} >= {"embed", "conv1", "lstm1"}
+    assert {p.split("/")[0] for p in found} >= {
+        "embed",
+        "conv1",
+        "lstm1",
+        "grow",
+        "dw",
+        "bs",
+        "base__c2",
+    }
     print(next(iter(found.values())))
     for param, said in found.items():
         assert said not in ("missed", "unchanged"), param
