@@ -62,8 +62,8 @@ def _outputs(
     nested: dict[str, list[str]] = {}
     for n in names:
         if n not in found:
-            outer, _, inner = n.partition(NESTED)
-            nested.setdefault(outer, []).append(inner)
+            outer, _, rest = n.partition(NESTED)
+            nested.setdefault(outer, []).append(rest)
     for outer, inner in nested.items():
         # What the nested model was called on in this graph (its ``input``
         # is its own graph's): the tensors of its one call.
