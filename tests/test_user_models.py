@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.helpers import keras_on_torch
+from tests.helpers import PROJECT_ROOT, keras_on_torch
 from zoo import keras_import, user_models
 from zoo.specs import MODELS, VARIANTS, get_spec
 from zoo.weights import make_weights
@@ -435,6 +435,18 @@ def test_an_uncompiled_file_trains_on_the_default_loss() -> None:
     spec = user_models.spec_from_document("m", document)
     assert spec.workload.objective == ("sparse_categorical_crossentropy", True)
     assert "loss" not in user_models.document_of(spec)["workload"]  # digests stay
+
+
+def test_an_uncompiled_file_ending_in_a_softmax_trains_on_its_probabilities() -> None:
+    """keras.io's ResNet blocks, uncompiled, end in a softmax: taken as
+    logits it is applied twice (and Keras on TensorFlow alone swaps in the
+    logits before it, so that path failed with m 5e6)."""
+    softmax = {**DENSE, "activation": "softmax"}
+    config = _sequential(_layer("Flatten", "f"), _layer("Dense", "d", **softmax))
+    spec = user_models.spec_from_document(
+        "m", keras_import.document_from_config(config)
+    )
+    assert spec.workload.objective == ("sparse_categorical_crossentropy", False)
 
 
 def test_a_loss_the_tool_does_not_compute_is_refused_from_the_file() -> None:
@@ -1188,3 +1200,23 @@ def test_a_blueprint_with_a_model_table_runs_that_model(tmp_path: Path) -> None:
     blueprint.write_text('models = ["ffn"]\n' + text + "\n")
     with pytest.raises(ValueError, match="runs that model; leave out models"):
         get_profile(blueprint)
+
+
+def test_a_change_to_the_reading_code_reads_every_file_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store remembers a file by its digest and the reader's version,
+    a digest of the code that reads (so a kind read differently, or a new
+    default loss, is never served from an old reading)."""
+    from workers import user_model
+
+    assert "zoo/kinds/dense.py" in user_model.READING_CODE
+    copy = tmp_path / "project"
+    for name in user_model.READING_CODE:
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        (copy / name).write_bytes((PROJECT_ROOT / name).read_bytes())
+    monkeypatch.setattr(user_model, "_ROOT", copy)
+    assert user_model._reader_version() == user_model.READER
+    with (copy / "zoo/kinds/dense.py").open("a") as source:
+        source.write("# read differently\n")
+    assert user_model._reader_version() != user_model.READER

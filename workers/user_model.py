@@ -12,8 +12,8 @@
 A file read once is remembered by its content digest and the reader's
 version (``<store>/files/<sha256>.r<READER>``), so the next command with the
 same file starts no worker; a changed file is read again and is a new model,
-and so is every file after the reader changes (version 2: the reading judged
-by the model Keras loads, ``workers.reader_check``).
+and so is every file after the reading code changes (``READER``: a digest
+of ``READING_CODE``, the files that read one).
 """
 
 from __future__ import annotations
@@ -34,9 +34,29 @@ from zoo.user_models import find, register, store, use_store
 # Keras on PyTorch starts fastest of the Keras paths (docs/testing.md).
 KERAS_READER = "keras-torch"
 READ_TIMEOUT_S = 600.0
-# The reader's version in what the store remembers: raised when reading
-# changes, so no file read by an older reader is trusted.
-READER = 2
+# The code that reads a file into a model: its digest is the reader's
+# version in what the store remembers, so a file read by other reading code
+# (a kind read differently, a new default loss) is read again, and no one
+# has to remember to raise a number.
+_ROOT = Path(__file__).resolve().parent.parent
+READING_CODE = (
+    "zoo/keras_import.py",
+    "zoo/user_models.py",
+    "zoo/losses.py",
+    "zoo/specs.py",
+    "workers/reader_check.py",
+    *sorted(f"zoo/kinds/{p.name}" for p in (_ROOT / "zoo" / "kinds").glob("*.py")),
+)
+
+
+def _reader_version() -> str:
+    digest = hashlib.sha256()
+    for name in READING_CODE:
+        digest.update(name.encode() + b"\0" + (_ROOT / name).read_bytes())
+    return digest.hexdigest()[:12]
+
+
+READER = _reader_version()
 SUFFIXES = (".keras", ".toml")
 
 

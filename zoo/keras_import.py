@@ -554,11 +554,14 @@ def _input_shape(config: Mapping[str, Any], seq_len: int = 0) -> list[Any]:
     raise ValueError("the file does not say the model's input shape; build it first")
 
 
-def _workload(config: Mapping[str, Any]) -> dict[str, Any]:
+def _workload(config: Mapping[str, Any], probabilities: bool = False) -> dict[str, Any]:
     """The loss the model was compiled with (``zoo.losses.from_keras``: one
     the tool does not write out is refused), and the optimizer and rate
     where the native paths write that optimizer out with Keras' constants;
-    the defaults for what the file does not say."""
+    the defaults for what the file does not say.  An uncompiled model that
+    ends in a softmax (``probabilities``) trains on the cross-entropy of its
+    probabilities, not of logits (a softmax taken as logits is a softmax
+    applied twice, which Keras on TensorFlow alone silently undoes)."""
     compiled = config.get("compile_config") or {}
     if not isinstance(compiled, dict):
         compiled = {}
@@ -566,6 +569,8 @@ def _workload(config: Mapping[str, Any]) -> dict[str, Any]:
     if compiled.get("loss") is not None:
         goal = from_keras(compiled["loss"])
         workload.update(loss=goal.loss, from_logits=goal.from_logits)
+    elif probabilities:
+        workload.update(from_logits=False)
     return workload
 
 
@@ -636,7 +641,9 @@ def document_from_config(config: Mapping[str, Any], seq_len: int = 0) -> dict[st
     return {
         "input_shape": _input_shape(config, seq_len),
         "layers": entries,
-        "workload": _workload(config),
+        "workload": _workload(
+            config, bool(entries) and entries[-1].get("activation") == "softmax"
+        ),
     }
 
 
