@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import tracemalloc
@@ -417,3 +418,26 @@ def test_a_batch_whose_activations_are_too_large_is_refused() -> None:
     }
     with pytest.raises(ValueError, match="at its batch of 65536"):
         user_models.spec_from_document("wide", document)
+
+
+def test_every_kind_with_a_shift_is_noise_trained_before_a_batch_norm() -> None:
+    """keras.io's Xception (a separable convolution, then a batch
+    normalization) made the three float64 runs disagree on the bias: every
+    kind that names a shift (``Kind.shift``) is treated alike, and a layer
+    without a bias has none."""
+    for kind, size in (
+        ("separable_conv2d", 4),
+        ("depthwise_conv2d", 0),
+        ("conv2d_transpose", 4),
+    ):
+        layers = (
+            Layer("c", kind, size, 3, "same"),
+            Layer("bn", "batch_norm"),
+            Layer("pool", "global_avg_pool"),
+            Layer("out", "dense", 3),
+        )
+        spec = ModelSpec("s", (6, 6, 2), 3, layers, Workload("user", "adam", 0.001, 4))
+        assert spec.noise_trained() == ("c/bias", "bn/moving_mean"), kind
+        bare = (dataclasses.replace(layers[0], use_bias=False), *layers[1:])
+        spec = dataclasses.replace(spec, layers=bare)
+        assert spec.noise_trained() == (), kind

@@ -239,9 +239,9 @@ class ModelSpec:
     def noise_trained(self) -> tuple[str, ...]:
         """Parameters whose gradient in a training step is zero in exact
         arithmetic: an attention layer's key bias (measured: 2e-19 in float64,
-        where the query's is 1.5e-4), and a per-channel shift (the bias of a
-        dense or convolution layer without an activation, a batch
-        normalization's beta) whose output only batch normalizations take,
+        where the query's is 1.5e-4), and a per-channel shift (``Kind.shift``:
+        the bias of a dense or convolution layer without an activation, a
+        batch normalization's beta) whose output only batch normalizations take,
         directly or through residual adds (an add passes a constant shift on;
         the batch mean removes it). Their steps are rounding noise in every
         run, float64's too, and Adam makes each a full step of either sign, so
@@ -273,16 +273,14 @@ class ModelSpec:
                 reached |= further
             return reached or None
 
-        shifts = {"dense": "bias", "conv2d": "bias", "conv1d": "bias"}
-        shifts["batch_norm"] = "beta"
         noise: list[str] = []
+        names = {p.name for p in self.params}
         for layer in self.layers:
             reached = normalizers(layer.name)
-            shifted = layer.kind in shifts and (
-                layer.use_bias or layer.kind == "batch_norm"
-            )
+            shift = KIND_RECORDS[layer.kind].shift  # a bias, or beta
+            shifted = shift is not None and f"{layer.name}/{shift}" in names
             if shifted and layer.activation is None and reached:
-                noise.append(f"{layer.name}/{shifts[layer.kind]}")
+                noise.append(f"{layer.name}/{shift}")
                 # the noise moves the batch means those normalizations keep
                 noise += [f"{n}/moving_mean" for n in sorted(reached)]
             if layer.kind == "attention":

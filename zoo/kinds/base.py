@@ -256,6 +256,9 @@ class Kind:
     - ``trains_differently``: computes otherwise in a training step
       (``native.compose``).
     - ``scores``: its size is what a model that ends in it outputs.
+    - ``shift``: the role of a parameter added to each output channel last
+      (a bias, a batch normalization's beta), whose gradient is zero when
+      only batch normalizations take the output (``ModelSpec.noise_trained``).
     """
 
     name: str
@@ -274,6 +277,7 @@ class Kind:
     pool: bool = False
     trains_differently: bool = False
     scores: bool = False
+    shift: str | None = None
 
 
 def no_params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:

@@ -65,4 +65,5 @@ KIND = Kind(
     keras=keras,
     keras_classes=("Conv1D",),
     read=read,
+    shift="bias",
 )

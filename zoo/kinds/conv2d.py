@@ -72,4 +72,5 @@ KIND = Kind(
     keras=keras,
     keras_classes=("Conv2D",),
     read=read,
+    shift="bias",
 )

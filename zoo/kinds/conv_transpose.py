@@ -91,4 +91,5 @@ KIND = Kind(
     keras=keras,
     keras_classes=("Conv2DTranspose",),
     read=read,
+    shift="bias",
 )

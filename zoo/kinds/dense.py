@@ -75,5 +75,6 @@ KIND = Kind(
     keras=keras,
     keras_classes=("Dense",),
     read=read,
+    shift="bias",
     scores=True,
 )

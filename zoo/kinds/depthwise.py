@@ -133,6 +133,7 @@ def _kind(kind: str) -> Kind:
         keras=keras,
         keras_classes=(_CLASSES[kind],),
         read=read,
+        shift="bias",
     )
 
 

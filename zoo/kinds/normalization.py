@@ -152,5 +152,6 @@ BATCH_NORM = Kind(
     keras_classes=("BatchNormalization",),
     read=batch_norm_read,
     trains_differently=True,
+    shift="beta",
 )
 KINDS = (LAYER_NORM, BATCH_NORM)
