@@ -47,7 +47,11 @@ def _orthogonal(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _draw(rng: np.random.Generator, param: Param) -> np.ndarray:
-    if param.kind in ("lstm_recurrent_kernel", "gru_recurrent_kernel"):
+    if param.kind in (
+        "lstm_recurrent_kernel",
+        "gru_recurrent_kernel",
+        "simple_rnn_recurrent_kernel",
+    ):
         return _orthogonal(rng, param.shape)
     if param.kind == "embedding":
         return rng.uniform(-EMBEDDING_RANGE, EMBEDDING_RANGE, size=param.shape)
