@@ -17,6 +17,7 @@ is padded explicitly (``F.pad``) and the window then runs unpadded.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -184,21 +185,40 @@ def _lstm_over(
     ``backward``: every step's hidden state ``(N, T, u)`` in the order read
     with ``sequences``, else the last ``(N, u)``."""
     kernel, recurrent, bias = weights
-    state = h.new_zeros(h.shape[0], units)
-    c = h.new_zeros(h.shape[0], units)
+
+    def step(x_t: torch.Tensor, state: States) -> States:
+        hidden, c = state
+        z = F.linear(x_t, kernel, bias) + F.linear(hidden, recurrent)
+        i, f, g, o = z.chunk(4, dim=1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c), c
+
+    zeros = h.new_zeros(h.shape[0], units)
+    return _recur(h, step, (zeros, zeros), sequences, backward)
+
+
+States = tuple[torch.Tensor, ...]  # a recurrence's state: (h,), or (h, c)
+
+
+def _recur(
+    h: torch.Tensor,
+    step: Callable[[torch.Tensor, States], States],
+    state: States,
+    sequences: bool,
+    backward: bool,
+) -> torch.Tensor:
+    """``state = step(x_t, state)`` over the steps of ``(N, T, F)`` (``T-1..0``
+    when ``backward``): every step's hidden state ``state[0]`` ``(N, T, u)``
+    in the order read with ``sequences``, else the last ``(N, u)``."""
     outputs = []
     # unbind, not h[:, t]: the backward of unbind stacks the step gradients
     # once, where T slices would each add a full (N, T, F) tensor.
     steps = h.unbind(dim=1)  # (N, T, F) -> T x (N, F)
     for x_t in steps[::-1] if backward else steps:
-        z = F.linear(x_t, kernel, bias) + F.linear(state, recurrent)
-        i, f, g, o = z.chunk(4, dim=1)
-        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-        state = torch.sigmoid(o) * torch.tanh(c)
+        state = step(x_t, state)
         if sequences:
-            outputs.append(state)
-    # every step's hidden state (N, T, u), or the last (N, u)
-    return torch.stack(outputs, dim=1) if sequences else state
+            outputs.append(state[0])
+    return torch.stack(outputs, dim=1) if sequences else state[0]
 
 
 def embedding(
@@ -284,18 +304,15 @@ def _gru_over(
     """``gru``'s recurrence over ``(N, T, F)`` (steps ``T-1..0`` when
     ``backward``), returning its states as ``_lstm_over`` does."""
     kernel, recurrent, bias = weights
-    state = h.new_zeros(h.shape[0], units)
-    outputs = []
-    steps = h.unbind(dim=1)  # (N, T, F) -> T x (N, F)
-    for x_t in steps[::-1] if backward else steps:
-        b_in, b_rec = (None, None) if bias is None else (bias[0], bias[1])
+    b_in, b_rec = (None, None) if bias is None else (bias[0], bias[1])
+
+    def step(x_t: torch.Tensor, state: States) -> States:
         x_z, x_r, x_h = F.linear(x_t, kernel, b_in).chunk(3, dim=1)
-        h_z, h_r, h_h = F.linear(state, recurrent, b_rec).chunk(3, dim=1)
+        h_z, h_r, h_h = F.linear(state[0], recurrent, b_rec).chunk(3, dim=1)
         z, r = torch.sigmoid(x_z + h_z), torch.sigmoid(x_r + h_r)
-        state = z * state + (1 - z) * torch.tanh(x_h + r * h_h)
-        if sequences:
-            outputs.append(state)
-    return torch.stack(outputs, dim=1) if sequences else state
+        return (z * state[0] + (1 - z) * torch.tanh(x_h + r * h_h),)
+
+    return _recur(h, step, (h.new_zeros(h.shape[0], units),), sequences, backward)
 
 
 def simple_rnn(
@@ -320,14 +337,13 @@ def _simple_rnn_over(
     """``simple_rnn``'s recurrence over ``(N, T, F)`` (steps ``T-1..0`` when
     ``backward``), returning its states as ``_lstm_over`` does."""
     kernel, recurrent, bias = weights
-    state = h.new_zeros(h.shape[0], units)
-    outputs = []
-    steps = h.unbind(dim=1)  # (N, T, F) -> T x (N, F)
-    for x_t in steps[::-1] if backward else steps:
-        state = torch.tanh(F.linear(x_t, kernel, bias) + F.linear(state, recurrent))
-        if sequences:
-            outputs.append(state)
-    return torch.stack(outputs, dim=1) if sequences else state
+
+    def step(x_t: torch.Tensor, state: States) -> States:
+        return (
+            torch.tanh(F.linear(x_t, kernel, bias) + F.linear(state[0], recurrent)),
+        )
+
+    return _recur(h, step, (h.new_zeros(h.shape[0], units),), sequences, backward)
 
 
 _RECURRENCES = {"lstm": _lstm_over, "gru": _gru_over, "simple_rnn": _simple_rnn_over}

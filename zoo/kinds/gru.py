@@ -43,16 +43,6 @@ def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int
     return matmul, steps * (biases + GATE_FLOPS_PER_UNIT * u)
 
 
-def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
-    return keras.layers.GRU(
-        layer.size,
-        return_sequences=layer.return_sequences,
-        use_bias=layer.use_bias,
-        name=layer.name,
-        **kw.regularizer_args(keras, layer, recurrent.REGULARIZERS),
-    )
-
-
 def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
     # reset_after=True: the recurrent bias inside the reset gate, the layout
     # the (2, 3u) bias holds.
@@ -68,7 +58,7 @@ KIND = Kind(
     shape=recurrent.shape,
     params=params,
     flops=flops,
-    keras=keras,
+    keras=recurrent.keras_builder("GRU"),
     keras_classes=("GRU",),
     read=read,
     scores=True,

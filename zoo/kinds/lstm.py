@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from zoo.kinds import keras_words as kw
 from zoo.kinds import recurrent
 from zoo.kinds.base import Kind, Layer, Param, Shape
 
@@ -40,16 +39,6 @@ def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int
     return matmul, steps * ((4 * u if layer.use_bias else 0) + GATE_FLOPS_PER_UNIT * u)
 
 
-def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
-    return keras.layers.LSTM(
-        layer.size,
-        return_sequences=layer.return_sequences,
-        use_bias=layer.use_bias,
-        name=layer.name,
-        **kw.regularizer_args(keras, layer, recurrent.REGULARIZERS),
-    )
-
-
 def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
     return recurrent.read("lstm", cls, name, config)
 
@@ -62,7 +51,7 @@ KIND = Kind(
     shape=recurrent.shape,
     params=params,
     flops=flops,
-    keras=keras,
+    keras=recurrent.keras_builder("LSTM"),
     keras_classes=("LSTM",),
     read=read,
     scores=True,

@@ -3,7 +3,7 @@ the Keras words."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
@@ -20,6 +20,22 @@ def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
             f"{layer.kind} layer {layer.name!r} needs a sequence (T, F), not {given}"
         )
     return (given[0], layer.size) if layer.return_sequences else (layer.size,)
+
+
+def keras_builder(cls: str) -> Callable[[Any, Layer, tuple[Shape, ...]], Any]:
+    """A recurrent kind's ``Kind.keras``: Keras' layer ``cls`` of the
+    layer's units, ``return_sequences``, bias and regularizers."""
+
+    def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
+        return getattr(keras.layers, cls)(
+            layer.size,
+            return_sequences=layer.return_sequences,
+            use_bias=layer.use_bias,
+            name=layer.name,
+            **kw.regularizer_args(keras, layer, REGULARIZERS),
+        )
+
+    return keras
 
 
 def read(kind: str, cls: str, name: str, config: Mapping[str, Any]) -> dict[str, Any]:

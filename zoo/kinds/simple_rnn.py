@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from zoo.kinds import keras_words as kw
 from zoo.kinds import recurrent
 from zoo.kinds.base import Kind, Layer, Param, Shape, bias
 
@@ -37,16 +36,6 @@ def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int
     return matmul, steps * u * (3 if layer.use_bias else 2)
 
 
-def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
-    return keras.layers.SimpleRNN(
-        layer.size,
-        return_sequences=layer.return_sequences,
-        use_bias=layer.use_bias,
-        name=layer.name,
-        **kw.regularizer_args(keras, layer, recurrent.REGULARIZERS),
-    )
-
-
 def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
     # RECURRENT's recurrent_activation has no meaning here: SimpleRNN has none.
     return recurrent.read(
@@ -62,7 +51,7 @@ KIND = Kind(
     shape=recurrent.shape,
     params=params,
     flops=flops,
-    keras=keras,
+    keras=recurrent.keras_builder("SimpleRNN"),
     keras_classes=("SimpleRNN",),
     read=read,
     scores=True,
