@@ -5,12 +5,9 @@ out)``, bias ``(out,)``."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
 
-from zoo.kinds import keras_words as kw
 from zoo.kinds.base import Kind, Layer, Param, Shape, bias, windowed
-from zoo.kinds.conv2d import CONVOLUTION
+from zoo.kinds.conv2d import keras_builder, reader
 
 
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
@@ -29,31 +26,6 @@ def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int
     return matmul, outputs if layer.use_bias else 0
 
 
-def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
-    return keras.layers.Conv1D(
-        layer.size,
-        layer.kernel,
-        strides=layer.stride,
-        padding=layer.padding,
-        activation=layer.activation,
-        use_bias=layer.use_bias,
-        name=layer.name,
-        **kw.regularizer_args(keras, layer, kw.KERNEL_AND_BIAS),
-    )
-
-
-def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
-    kw.must(cls, name, config, CONVOLUTION)
-    return {
-        "kind": "conv1d",
-        "name": name,
-        "activation": kw.activation(name, config),
-        **kw.window(cls, name, config),
-        **kw.bias_words(config),
-        **kw.regularizers(cls, name, config, kw.KERNEL_AND_BIAS),
-    }
-
-
 KIND = Kind(
     name="conv1d",
     summary="a convolution over a sequence's steps",
@@ -62,8 +34,8 @@ KIND = Kind(
     shape=shape,
     params=params,
     flops=flops,
-    keras=keras,
+    keras=keras_builder("Conv1D"),
     keras_classes=("Conv1D",),
-    read=read,
+    read=reader("conv1d"),
     shift="bias",
 )

@@ -5,7 +5,7 @@ out)``, bias ``(out,)``."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
@@ -28,17 +28,24 @@ def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int
     return matmul, outputs if layer.use_bias else 0
 
 
-def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
-    return keras.layers.Conv2D(
-        layer.size,
-        layer.kernel,
-        strides=layer.stride,
-        padding=layer.padding,
-        activation=layer.activation,
-        use_bias=layer.use_bias,
-        name=layer.name,
-        **kw.regularizer_args(keras, layer, kw.KERNEL_AND_BIAS),
-    )
+def keras_builder(cls: str) -> Callable[[Any, Layer, tuple[Shape, ...]], Any]:
+    """A convolution kind's ``Kind.keras``: Keras' layer ``cls`` of the
+    layer's filters, window, step, padding, activation, bias and
+    regularizers (``Conv1D``, ``Conv2D``, ``Conv2DTranspose``)."""
+
+    def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
+        return getattr(keras.layers, cls)(
+            layer.size,
+            layer.kernel,
+            strides=layer.stride,
+            padding=layer.padding,
+            activation=layer.activation,
+            use_bias=layer.use_bias,
+            name=layer.name,
+            **kw.regularizer_args(keras, layer, kw.KERNEL_AND_BIAS),
+        )
+
+    return keras
 
 
 CONVOLUTION = (
@@ -49,16 +56,26 @@ CONVOLUTION = (
 )
 
 
-def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
-    kw.must(cls, name, config, CONVOLUTION)
-    return {
-        "kind": "conv2d",
-        "name": name,
-        "activation": kw.activation(name, config),
-        **kw.window(cls, name, config),
-        **kw.bias_words(config),
-        **kw.regularizers(cls, name, config, kw.KERNEL_AND_BIAS),
-    }
+def reader(
+    kind: str, refused: tuple[tuple[str, Any], ...] = ()
+) -> Callable[[str, str, Mapping[str, Any], Any], dict[str, Any]]:
+    """A convolution kind's ``Kind.read``: its window, activation, bias and
+    regularizers, refusing what ``CONVOLUTION`` and ``refused`` name."""
+
+    def read(
+        cls: str, name: str, config: Mapping[str, Any], built: Any
+    ) -> dict[str, Any]:
+        kw.must(cls, name, config, (*refused, *CONVOLUTION))
+        return {
+            "kind": kind,
+            "name": name,
+            "activation": kw.activation(name, config),
+            **kw.window(cls, name, config),
+            **kw.bias_words(config),
+            **kw.regularizers(cls, name, config, kw.KERNEL_AND_BIAS),
+        }
+
+    return read
 
 
 KIND = Kind(
@@ -69,8 +86,8 @@ KIND = Kind(
     shape=shape,
     params=params,
     flops=flops,
-    keras=keras,
+    keras=keras_builder("Conv2D"),
     keras_classes=("Conv2D",),
-    read=read,
+    read=reader("conv2d"),
     shift="bias",
 )

@@ -9,12 +9,9 @@ in)`` (Keras' order: the output channels first), bias ``(out,)``."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
 
-from zoo.kinds import keras_words as kw
 from zoo.kinds.base import Kind, Layer, Param, Shape, bias, needs_rank, same_padding
-from zoo.kinds.conv2d import CONVOLUTION
+from zoo.kinds.conv2d import keras_builder, reader
 
 
 def side_out(layer: Layer, side: int) -> int:
@@ -55,31 +52,6 @@ def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int
     return matmul, math.prod(out) if layer.use_bias else 0
 
 
-def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
-    return keras.layers.Conv2DTranspose(
-        layer.size,
-        layer.kernel,
-        strides=layer.stride,
-        padding=layer.padding,
-        activation=layer.activation,
-        use_bias=layer.use_bias,
-        name=layer.name,
-        **kw.regularizer_args(keras, layer, kw.KERNEL_AND_BIAS),
-    )
-
-
-def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
-    kw.must(cls, name, config, (("output_padding", None), *CONVOLUTION))
-    return {
-        "kind": "conv2d_transpose",
-        "name": name,
-        "activation": kw.activation(name, config),
-        **kw.window(cls, name, config),
-        **kw.bias_words(config),
-        **kw.regularizers(cls, name, config, kw.KERNEL_AND_BIAS),
-    }
-
-
 KIND = Kind(
     name="conv2d_transpose",
     summary="a transposed convolution over images (an upsampling one)",
@@ -88,8 +60,8 @@ KIND = Kind(
     shape=shape,
     params=params,
     flops=flops,
-    keras=keras,
+    keras=keras_builder("Conv2DTranspose"),
     keras_classes=("Conv2DTranspose",),
-    read=read,
+    read=reader("conv2d_transpose", (("output_padding", None),)),
     shift="bias",
 )
