@@ -41,6 +41,7 @@ from workers.protocol import (
     check_training,
 )
 from zoo.losses import keras_loss
+from zoo.optimizers import get_optimizer, keras_arguments
 from zoo.specs import ModelSpec
 
 # ``Model.compile`` keyword arguments of each mode that is not a backend's
@@ -136,14 +137,10 @@ class KerasRunner:
     ) -> Any:
         model = self._model(spec, weights, x)
         w = spec.workload
-        optimizers = self.keras.optimizers
-        optimizer = (
-            optimizers.SGD(w.learning_rate)
-            if w.optimizer == "sgd"
-            else optimizers.Adam(
-                w.learning_rate, beta_1=w.beta_1, beta_2=w.beta_2, epsilon=w.epsilon
-            )
+        optimizer_class = getattr(
+            self.keras.optimizers, get_optimizer(w.optimizer).keras_class
         )
+        optimizer = optimizer_class(**keras_arguments(w))
         model.compile(
             optimizer=optimizer, loss=self._loss_fn(spec), **self.compile_args
         )

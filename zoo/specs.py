@@ -68,6 +68,7 @@ from zoo.kinds.base import (
 )
 from zoo.losses import DEFAULT as DEFAULT_OBJECTIVE
 from zoo.losses import Objective
+from zoo.optimizers import OPTIMIZERS as OPTIMIZER_RECORDS
 
 __all__ = [
     "ACTIVATIONS",
@@ -130,16 +131,33 @@ TRAINING_KINDS = tuple(n for n, k in KIND_RECORDS.items() if k.trains_differentl
 # one number to all of a query's scores, which the softmax over them ignores.
 ZERO_GRADIENT_ROLES = {"key/bias": "key/kernel"}
 # The optimizers a workload may name: every native framework's common.py
-# writes each out with Keras' formulas (``native.OPTIMIZERS`` is this).
-OPTIMIZERS = ("sgd", "adam")
+# writes each out with Keras' formulas (``zoo.optimizers``;
+# ``native.OPTIMIZERS`` is this).
+OPTIMIZERS = tuple(OPTIMIZER_RECORDS)
+
+
+# Optimizer options a workload's repr leaves out at their default.
+_QUIET_OPTIONS = (
+    "amsgrad",
+    "momentum",
+    "nesterov",
+    "rho",
+    "centered",
+    "initial_accumulator_value",
+    "weight_decay",
+)
 
 
 @dataclass(frozen=True)
 class Workload:
     """Training hyperparameters of a model's default workload.
 
-    ``optimizer`` is ``sgd`` (plain, no momentum) or ``adam``; Adam's constants
-    are Keras' defaults, which every hand-written optimizer must use too.
+    ``optimizer`` is one of ``zoo.optimizers.OPTIMIZERS`` (``sgd``, ``adam``,
+    ``adamw``, ``rmsprop``, ``adagrad``, ``nadam``), its options the fields
+    from ``beta_1`` to ``weight_decay``, Keras' defaults unless a model sets
+    them (an option its optimizer does not take stays at its default and is
+    never read); ``zoo.optimizers`` has the formulas every hand-written
+    optimizer follows.
     ``loss`` and ``from_logits`` name the loss (``zoo.losses``; the default
     is the mean sparse categorical cross-entropy over the outputs taken as
     logits), ``objective`` holds both.
@@ -165,19 +183,28 @@ class Workload:
     epsilon_inside_sqrt: bool = False
     loss: str = DEFAULT_OBJECTIVE.loss
     from_logits: bool = DEFAULT_OBJECTIVE.from_logits
+    amsgrad: bool = False
+    momentum: float = 0.0
+    nesterov: bool = False
+    rho: float = 0.9
+    centered: bool = False
+    initial_accumulator_value: float = 0.1
+    weight_decay: float = 0.0
 
     @property
     def objective(self) -> Objective:
         return Objective(self.loss, self.from_logits)
 
     def __repr__(self) -> str:
-        # The loss shows only when it is not the default, so the verdict keys
-        # of models that train on the default (``harness.core.gate``) stay.
+        # The loss shows only when it is not the default, and an optimizer's
+        # option only when it is not Keras' default, so the verdict keys of
+        # models that train on the defaults (``harness.core.gate``) stay.
         quiet = ("loss", "from_logits")
         shown = [
             f"{f.name}={getattr(self, f.name)!r}"
             for f in fields(self)
-            if f.name not in quiet or self.objective != DEFAULT_OBJECTIVE
+            if (f.name not in quiet or self.objective != DEFAULT_OBJECTIVE)
+            and (f.name not in _QUIET_OPTIONS or getattr(self, f.name) != f.default)
         ]
         return f"Workload({', '.join(shown)})"
 

@@ -78,6 +78,9 @@ from zoo.arrays import digest, save_npz
 from zoo.kinds import KINDS as KIND_RECORDS
 from zoo.losses import DEFAULT as DEFAULT_OBJECTIVE
 from zoo.losses import LOSSES
+from zoo.optimizers import DEFAULTS as OPTIMIZER_DEFAULTS
+from zoo.optimizers import check_option
+from zoo.optimizers import defaults as optimizer_defaults
 from zoo.specs import (
     BATCH_NORM_MOMENTUM,
     LAYER_KINDS,
@@ -327,12 +330,14 @@ def _workload(document: Mapping[str, Any]) -> Workload:
     given = document.get("workload", {})
     if not isinstance(given, Mapping):
         raise ValueError(f"workload must be a table of {', '.join(DEFAULT_WORKLOAD)}")
-    unknown = sorted(set(given) - set(DEFAULT_WORKLOAD))
+    unknown = sorted(set(given) - set(DEFAULT_WORKLOAD) - set(OPTIMIZER_DEFAULTS))
     if unknown:
         raise ValueError(
-            f"workload has {', '.join(unknown)}; "
-            f"it takes: {', '.join(DEFAULT_WORKLOAD)}"
+            f"workload has {', '.join(unknown)}; it takes: "
+            f"{', '.join(DEFAULT_WORKLOAD)} and its optimizer's options"
         )
+    options = {k: v for k, v in given.items() if k in OPTIMIZER_DEFAULTS}
+    given = {k: v for k, v in given.items() if k not in OPTIMIZER_DEFAULTS}
     w = {**DEFAULT_WORKLOAD, **given}
     if "loss" in given and "from_logits" not in given:
         w["from_logits"] = False  # as Keras' losses default
@@ -348,6 +353,13 @@ def _workload(document: Mapping[str, Any]) -> Workload:
             f"workload: optimizer {w['optimizer']!r} is not one the native paths "
             f"write out; use one of: {', '.join(OPTIMIZERS)}"
         )
+    settings = {
+        **optimizer_defaults(w["optimizer"]),
+        **{
+            option: check_option(w["optimizer"], option, value)
+            for option, value in options.items()
+        },
+    }
     rate = _field("workload", w, "learning_rate", float)
     batch = _field("workload", w, "batch_size", int)
     if not 0 < rate < 1e3 or not 0 < batch <= 1 << 16:
@@ -362,6 +374,7 @@ def _workload(document: Mapping[str, Any]) -> Workload:
         batch,
         loss=w["loss"],
         from_logits=w["from_logits"],
+        **settings,
     )
 
 
@@ -471,6 +484,11 @@ def document_of(spec: ModelSpec) -> dict[str, Any]:
     }
     if w.objective != DEFAULT_OBJECTIVE:  # a default-loss model keeps its digest
         workload.update(loss=w.loss, from_logits=w.from_logits)
+    # the optimizer's options that are not its Keras defaults (so a model
+    # on the defaults keeps its digest)
+    for option, default in optimizer_defaults(w.optimizer).items():
+        if getattr(w, option) != default:
+            workload[option] = getattr(w, option)
     return {
         "input_shape": list(spec.input_shape),
         "layers": layers,

@@ -55,9 +55,9 @@ Conventions
 - Loss: per output and sample, forward and backward together, the model's
   loss's ``zoo.losses.Loss.flops_per_output`` (softmax cross-entropy over
   logits 5, as before; a squared error 3).
-- Optimizer, once per step whatever the batch: plain SGD 2 FLOPs per parameter
-  (scale, subtract), Adam 12 (two moment updates, bias corrections, square
-  root, division, update).
+- Optimizer, once per step whatever the batch: ``zoo.optimizers.Optimizer.
+  flops_per_param`` per trained parameter (plain SGD 2: scale, subtract; Adam
+  12: two moment updates, bias corrections, square root, division, update).
 
 Per-sample counts of the reference models (forward is ``forward_flops(spec, 1)``;
 train is ``train_flops(spec, b) / b`` at the workload's batch size ``b``,
@@ -87,10 +87,11 @@ from dataclasses import dataclass
 from zoo.kinds import KINDS, gru, lstm, normalization
 from zoo.kinds.base import ACTIVATION_FLOPS
 from zoo.losses import LOSSES
+from zoo.optimizers import OPTIMIZERS
 from zoo.specs import ModelSpec, layer_inputs
 
 # FLOPs per parameter for one update; see the module docstring.
-OPTIMIZER_FLOPS_PER_PARAM = {"sgd": 2, "adam": 12}
+OPTIMIZER_FLOPS_PER_PARAM = {n: o.flops_per_param for n, o in OPTIMIZERS.items()}
 # Each kind's own constants live with its rule in its module (``zoo.kinds``).
 LSTM_GATE_FLOPS_PER_UNIT = lstm.GATE_FLOPS_PER_UNIT
 GRU_GATE_FLOPS_PER_UNIT = gru.GATE_FLOPS_PER_UNIT

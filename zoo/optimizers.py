@@ -1,0 +1,166 @@
+"""The optimizers a model may train with: Keras' names, options, defaults
+and update formulas, once.  Every native framework's ``common.py`` writes
+each formula out by hand with its own operators; the Keras paths build
+Keras' own optimizer from ``keras_arguments``; the draw of ``harness fuzz``
+and the document reader take the options from ``OPTIMIZERS``.
+
+Keras 3's formulas (``keras/src/optimizers``), for a parameter ``w`` with
+gradient ``g`` at step ``t`` (1 for the first step), learning rate ``lr``;
+every slot starts at zero unless said:
+
+- **weight decay** (every optimizer, Keras' base optimizer, before the
+  update; ``weight_decay`` 0 is none): ``w = w - w * weight_decay * lr``.
+  ``adamw`` is ``adam`` whose ``weight_decay`` defaults to 0.004.
+- **sgd**: without momentum ``w -= lr * g``.  With ``momentum`` (slot
+  ``momentum``, ``b``): ``b = b * momentum - lr * g``; then ``w += b``, or
+  with ``nesterov`` ``w += b * momentum - lr * g`` (the new ``b``).
+- **adam**, **adamw** (slots ``momentum`` ``m``, ``velocity`` ``v``, and with
+  ``amsgrad`` ``velocity_hat`` ``vh``): ``alpha = lr * sqrt(1 - beta_2**t) /
+  (1 - beta_1**t)`` (the powers in the parameter's dtype); ``m += (g - m) *
+  (1 - beta_1)``; ``v += (g*g - v) * (1 - beta_2)``; with ``amsgrad``
+  ``vh = max(vh, v)`` and ``vh`` replaces ``v`` below; ``w -= m * alpha /
+  (sqrt(v) + epsilon)``.
+- **rmsprop** (slots ``velocity`` ``v``; ``average_gradient`` ``a`` when
+  ``centered``; ``momentum`` ``b`` when ``momentum > 0``): ``v = rho * v +
+  (1 - rho) * g*g``; centered: ``a = rho * a + (1 - rho) * g`` and ``d = v -
+  a*a + epsilon``, else ``d = v + epsilon``; ``inc = lr * g / sqrt(d)``;
+  with momentum ``b = momentum * b + inc; w -= b``, else ``w -= inc``.
+- **adagrad** (slot ``accumulator`` ``s``, starting at
+  ``initial_accumulator_value``): ``s += g*g``; ``w -= lr * g / sqrt(s +
+  epsilon)``.
+- **nadam** (slots ``momentum`` ``m``, ``velocity`` ``v``; one number for
+  the whole model, ``u_product``, starting at 1): ``u(t) = beta_1 * (1 - 0.5
+  * 0.96**t)``; each step first ``u_product *= u(t)``, then per parameter
+  ``m += (g - m) * (1 - beta_1)``; ``v += (g*g - v) * (1 - beta_2)``;
+  ``m_hat = u(t+1) * m / (1 - u_product * u(t+1)) + (1 - u(t)) * g / (1 -
+  u_product)``; ``v_hat = v / (1 - beta_2**t)``; ``w -= m_hat * lr /
+  (sqrt(v_hat) + epsilon)``.
+
+A batch normalization's moving statistics are not trained: they take the
+values the training forward pass set, with no decay and no slots used.
+
+Standard library only: the MXNet environment reads it too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Keras' AdamW default weight decay (every other optimizer's is none).
+ADAMW_WEIGHT_DECAY = 0.004
+# Options every optimizer takes (Keras' base optimizer).
+COMMON_OPTIONS = ("weight_decay",)
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """One optimizer: ``name`` (the workload's word, Keras' class name in
+    lower case), ``keras_class``, ``options`` (the ``zoo.specs.Workload``
+    fields Keras' constructor takes for it besides ``learning_rate`` and
+    ``weight_decay``), and the FLOPs of one parameter's update (plain, and
+    each option that adds work), for ``harness.core.flops``."""
+
+    name: str
+    keras_class: str
+    options: tuple[str, ...]
+    flops_per_param: int
+
+    @property
+    def takes(self) -> tuple[str, ...]:
+        """Every option a document may give this optimizer."""
+        return (*self.options, *COMMON_OPTIONS)
+
+
+OPTIMIZERS: dict[str, Optimizer] = {
+    o.name: o
+    for o in (
+        # scale and subtract; momentum and Nesterov 2 and 2 more
+        Optimizer("sgd", "SGD", ("momentum", "nesterov"), 2),
+        # two moment updates, bias corrections, square root, divide
+        Optimizer("adam", "Adam", ("beta_1", "beta_2", "epsilon", "amsgrad"), 12),
+        Optimizer("adamw", "AdamW", ("beta_1", "beta_2", "epsilon", "amsgrad"), 12),
+        Optimizer("rmsprop", "RMSprop", ("rho", "momentum", "epsilon", "centered"), 8),
+        Optimizer("adagrad", "Adagrad", ("initial_accumulator_value", "epsilon"), 6),
+        Optimizer("nadam", "Nadam", ("beta_1", "beta_2", "epsilon"), 16),
+    )
+}
+# Each option's Keras default, as a ``Workload`` field's default; ``adamw``
+# overrides ``weight_decay`` (``defaults``).
+DEFAULTS: dict[str, float | bool] = {
+    "beta_1": 0.9,
+    "beta_2": 0.999,
+    "epsilon": 1e-7,
+    "amsgrad": False,
+    "momentum": 0.0,
+    "nesterov": False,
+    "rho": 0.9,
+    "centered": False,
+    "initial_accumulator_value": 0.1,
+    "weight_decay": 0.0,
+}
+# The options that are true or false (the others are numbers).
+SWITCHES = ("amsgrad", "nesterov", "centered")
+# Each numeric option's range, as (low, high, whether low itself is allowed).
+RANGES: dict[str, tuple[float, float, bool]] = {
+    "beta_1": (0.0, 1.0, True),
+    "beta_2": (0.0, 1.0, True),
+    "epsilon": (0.0, 1.0, False),
+    "momentum": (0.0, 1.0, True),
+    "rho": (0.0, 1.0, False),
+    "initial_accumulator_value": (0.0, 1e3, True),
+    "weight_decay": (0.0, 1.0, True),
+}
+
+
+def defaults(optimizer: str) -> dict[str, float | bool]:
+    """The Keras defaults of ``optimizer``'s options."""
+    given = {o: DEFAULTS[o] for o in OPTIMIZERS[optimizer].takes}
+    if optimizer == "adamw":
+        given["weight_decay"] = ADAMW_WEIGHT_DECAY
+    return given
+
+
+def get_optimizer(name: str) -> Optimizer:
+    if name not in OPTIMIZERS:
+        raise ValueError(
+            f"optimizer {name!r} is not one the native paths write out; use one "
+            f"of: {', '.join(OPTIMIZERS)}"
+        )
+    return OPTIMIZERS[name]
+
+
+def check_option(optimizer: str, option: str, value: object) -> float | bool:
+    """``value`` for ``option`` of ``optimizer``, checked; a ValueError in
+    one sentence when the optimizer does not take it or it is out of range."""
+    takes = get_optimizer(optimizer).takes
+    if option not in takes:
+        raise ValueError(
+            f"workload: {optimizer} does not take {option}; it takes "
+            f"{', '.join(takes)}"
+        )
+    if option in SWITCHES:
+        if not isinstance(value, bool):
+            raise ValueError(f"workload: {option} must be true or false")
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"workload: {option} must be a number, not {value!r}")
+    low, high, closed = RANGES[option]
+    if not (low <= value if closed else low < value) or not value < high:
+        edge = "at least" if closed else "above"
+        raise ValueError(f"workload: {option} must be {edge} {low:g} and below {high:g}")
+    return float(value)
+
+
+def keras_arguments(workload: object) -> dict[str, object]:
+    """The keyword arguments of Keras' optimizer class for ``workload`` (a
+    ``zoo.specs.Workload``): the learning rate and every option it takes."""
+    optimizer = get_optimizer(workload.optimizer)  # type: ignore[attr-defined]
+    arguments: dict[str, object] = {
+        "learning_rate": workload.learning_rate  # type: ignore[attr-defined]
+    }
+    for option in optimizer.options:
+        arguments[option] = getattr(workload, option)
+    decay = workload.weight_decay  # type: ignore[attr-defined]
+    # Keras' ``None`` is no decay; AdamW refuses it and takes 0 instead.
+    arguments["weight_decay"] = decay if decay or optimizer.name == "adamw" else None
+    return arguments
