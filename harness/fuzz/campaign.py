@@ -1,0 +1,261 @@
+"""A fuzzing campaign: Hypothesis draws models (``harness.fuzz.draw``), each
+is checked on every path against float64 as ``python -m equivalence
+--model`` checks a file, and what disagrees is shrunk, classified, named
+and kept (``harness.fuzz.findings``).
+
+- **Workers stay up.**  One ``equivalence.check.Checker`` holds a worker
+  per path (every mode included) and the float64 and float32 reference
+  runs for the whole campaign: a drawn model costs seconds, not a
+  framework's import.  A worker that dies (a crash, a timeout) is a finding
+  of its own, and the checker is started again.
+- **Shrinking.**  A new finding raises an exception of its own class
+  (``_raised``), so Hypothesis shrinks each finding apart (its "multiple
+  bugs"): fewer layers, smaller sizes, fewer steps.  The smallest model
+  seen for a finding is appended to the findings file whenever a smaller
+  one shows it, so Ctrl-C or a crash keeps what was found.
+- **Rounds and resuming.**  Hypothesis stops drawing soon after it finds a
+  bug, so a campaign is rounds of ``ROUND`` models until the budget is
+  spent.  Hypothesis' database (``<folder>/hypothesis``) replays the
+  failing draws of earlier rounds and campaigns first; a finding shrunk in
+  an earlier round, or already in the findings file when the campaign
+  started, is counted when seen again, never raised (not reported twice,
+  not shrunk again).
+- **Budget.**  Past the deadline the next draw ends the round at once, its
+  shrinking too (the findings file has the smallest model seen so far).
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.errors import Unsatisfiable
+
+from harness.fuzz.draw import Drawn, drawn_models
+from harness.fuzz.findings import (
+    Finding,
+    Outcome,
+    classify,
+    finding_id,
+    keep,
+    outcome_line,
+    read_findings,
+    signature,
+)
+
+# Models a round draws at most (Hypothesis stops sooner once it finds one).
+ROUND = 40
+Check = Callable[[Drawn], Outcome]
+
+
+class _Spent(BaseException):
+    """The budget is spent: ends a round at once (a ``BaseException``, so
+    Hypothesis neither shrinks nor replays it)."""
+
+
+class Found(Exception):  # noqa: N818 (what a drawn model did: found something)
+    """A drawn model showed a finding (each signature its own subclass)."""
+
+
+_CLASSES: dict[str, type[Found]] = {}
+
+
+def _raised(text: str) -> type[Found]:
+    """The exception class of one signature, made once: Hypothesis tells
+    bugs apart by their exception's class, and shrinks each on its own."""
+    if text not in _CLASSES:
+        _CLASSES[text] = type(f"Found_{finding_id(text)}", (Found,), {})
+    return _CLASSES[text]
+
+
+def size(document: dict[str, Any], steps: int, batch_size: int) -> tuple[int, ...]:
+    """How big a drawn model is, to keep the smallest: layers, then the
+    values its layers hold (their sizes), then steps and batch."""
+    layers = document["layers"]
+    values = sum(
+        v
+        for entry in layers
+        for v in entry.values()
+        if isinstance(v, int) and not isinstance(v, bool)
+    )
+    return (len(layers), values, steps, batch_size)
+
+
+@dataclass
+class Tally:
+    """What a campaign did: models drawn and checked, the seconds spent
+    checking them, the findings new in it and those seen again."""
+
+    models: int = 0
+    checking_s: float = 0.0
+    new: list[str] = field(default_factory=list)
+    again: dict[str, int] = field(default_factory=dict)
+    interrupted: bool = False
+
+    @property
+    def rate(self) -> float:
+        """Seconds per drawn model (checking only)."""
+        return self.checking_s / self.models if self.models else 0.0
+
+
+class Campaign:
+    """One campaign in ``folder`` (findings file, Hypothesis database) for
+    ``budget_s`` seconds; ``check`` checks one drawn model (the workers'
+    ``Checker``, or a stand-in in tests); ``say`` prints a line; ``clock``
+    reads seconds (a test's own)."""
+
+    def __init__(
+        self,
+        folder: Path,
+        budget_s: float,
+        check: Check,
+        *,
+        say: Callable[[str], None] = print,
+        clock: Callable[[], float] = time.monotonic,
+        round_size: int = ROUND,
+    ) -> None:
+        self.folder = folder
+        self.check = check
+        self.say = say
+        self.clock = clock
+        self.start = clock()
+        self.deadline = self.start + budget_s
+        self.round_size = round_size
+        self.findings = read_findings(folder)
+        self.earlier = set(self.findings)  # found by earlier campaigns
+        # shrunk already (earlier, or in a finished round): counted when
+        # seen again, never raised, so the next round draws anew
+        self.settled = set(self.findings)
+        self.tally = Tally()
+
+    def over(self) -> bool:
+        return self.clock() >= self.deadline
+
+    def run(self) -> Tally:
+        """Rounds until the budget is spent; Ctrl-C ends it, keeping every
+        finding (the file has them already)."""
+        database = DirectoryBasedExampleDatabase(str(self.folder / "hypothesis"))
+        try:
+            while not self.over():
+                self._round(database)
+                self.settled |= set(self.findings)
+        except KeyboardInterrupt:
+            self.tally.interrupted = True
+            self.say("interrupted: the findings so far are kept")
+        return self.tally
+
+    def _round(self, database: DirectoryBasedExampleDatabase) -> None:
+        @settings(
+            database=database,
+            max_examples=self.round_size,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=True,
+            phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+            verbosity=Verbosity.quiet,
+            print_blob=False,
+        )
+        @given(drawn_models())
+        def fuzz_models(drawn: Drawn) -> None:
+            self._one(drawn)
+
+        try:
+            fuzz_models()
+        except (_Spent, Unsatisfiable):
+            pass  # the budget ran out
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:
+            if not _only_found(exc):
+                self.say(f"round ended: {type(exc).__name__}: {str(exc)[:200]}")
+
+    def _one(self, drawn: Drawn) -> None:
+        if self.over():
+            raise _Spent
+        began = self.clock()
+        outcome = self.check(drawn)
+        self.tally.checking_s += self.clock() - began
+        self.tally.models += 1
+        text = signature(outcome) if outcome.found else ""
+        self.say(self._progress(drawn, outcome, text))
+        if not text:
+            return
+        ident = finding_id(text)
+        optimizer = drawn.document["workload"]["optimizer"]
+        known = self.findings.get(ident)
+        layers = len(drawn.document["layers"])
+        new = known is None
+        if known is None or size(drawn.document, drawn.steps, drawn.batch_size) <= size(
+            known.document, known.steps, known.batch_size
+        ):
+            found = Finding(
+                id=ident,
+                signature=text,
+                kind=classify(outcome),
+                document=drawn.document,
+                seed=drawn.seed,
+                batch_size=drawn.batch_size,
+                steps=drawn.steps,
+                paths=list(outcome.verdicts),
+                layers=layers,
+                seen=(known.seen if known else 0) + 1,
+                outcome=outcome_line(outcome),
+                optimizers=sorted({*(known.optimizers if known else []), optimizer}),
+            )
+            self.findings[ident] = found
+            keep(self.folder, found)
+            if new:
+                self.tally.new.append(ident)
+                self.say(f"NEW FINDING {ident}: {text} ({layers} layers)")
+        else:
+            known.seen += 1
+            if optimizer not in known.optimizers:
+                known.optimizers = sorted({*known.optimizers, optimizer})
+                keep(self.folder, known)
+        if ident in self.earlier:
+            self.tally.again[ident] = self.tally.again.get(ident, 0) + 1
+        if ident in self.settled:
+            return  # shrunk already: counted, not raised
+        raise _raised(text)(text)
+
+    def _progress(self, drawn: Drawn, outcome: Outcome, text: str) -> str:
+        elapsed = self.clock() - self.start
+        left = max(0.0, self.deadline - self.clock())
+        kinds = ",".join(e["kind"] for e in drawn.document["layers"])
+        w = drawn.document["workload"]
+        verdict = text or "every path agrees"
+        return (
+            f"[{_clock(elapsed)} elapsed, {_clock(left)} left; model "
+            f"{self.tally.models}, {self.tally.rate:.1f} s each; "
+            f"{len(self.findings)} findings] {kinds} | {w['optimizer']} b"
+            f"{drawn.batch_size} s{drawn.steps}"
+            f"{' +' + ','.join(drawn.modes) if drawn.modes else ''}: {verdict}"
+        )
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes:02d}:{secs:02d}"
+
+
+def _only_found(exc: BaseException) -> bool:
+    """Whether ``exc`` is a finding, or a group of nothing else."""
+    if isinstance(exc, Found):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only_found(e) for e in exc.exceptions)
+    return False
+
+
+def crashed(exc: BaseException) -> Outcome:
+    """The outcome of a check that raised in the tool itself: the tool's
+    bug, named by the exception's type and where it was raised."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f"{Path(frames[-1].filename).stem}.{frames[-1].name}" if frames else "?"
+    return Outcome(verdicts={}, tool=f"{type(exc).__name__} in {where}: {exc}")

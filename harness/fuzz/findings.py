@@ -1,0 +1,204 @@
+"""What a drawn model's check found, how it is classified and named, and
+the findings file a campaign keeps.
+
+An ``Outcome`` is what the fuzzer keeps of one check (a
+``equivalence.check.ModelReport``): every checked path's verdict, where
+each failing path parts from float64 (stage and layer), why a path that
+stopped stopped, and whether the float64 vote itself failed.
+
+``classify`` says which paths part, in the order a reader triages them:
+
+- ``the tool``: checking raised in the orchestrator (the project's bug);
+- ``every path``: the spec or the judge (every checked path fails alike);
+- ``the judge``: the float64 runs disagree (no reference, or an odd one out);
+- ``one Keras backend``: a Keras path alone (its modes count with it): a
+  Keras bug to report upstream, unless the allowance is wrong;
+- ``one native path``: a hand-written path alone: the project's bug;
+- ``one framework``: every checked path of one framework, Keras' and the
+  native ones: the framework's operator, or the project's reading of it;
+- ``several paths``: anything else, named.
+
+The ``signature`` of a finding is its class, the failing paths, the stage
+(forward, loss, backward, update; or the error's type for a path that
+stopped) and the kind of the layer it was localized to: two drawn models
+that part the same way at the same kind of layer are one finding, whatever
+else they hold.  ``Finding.id`` is a digest of the signature.
+
+The findings file (``findings.jsonl``) gets one line per finding each time
+a smaller model shows it (``harness.core.jsonl``: appended whole, fsynced,
+so Ctrl-C or a crash keeps every line written); the last line of an id is
+the finding.  Read back through a schema (``harness.core.validated``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.core import jsonl
+from harness.core.validated import Count, Schema, checked
+from workers.paths import get_path
+
+FINDINGS = "findings.jsonl"
+CLASSES = (
+    "the tool",
+    "every path",
+    "the judge",
+    "one Keras backend",
+    "one native path",
+    "one framework",
+    "several paths",
+)
+# What a reader should do first, by class.
+TRIAGE = {
+    "the tool": "the tool raised while checking: the project's bug",
+    "every path": "the spec or the judge: check the tool's own reading first",
+    "the judge": "the tool's float64 implementations disagree: the tool's bug",
+    "one Keras backend": "a Keras bug to report, unless the allowance is wrong",
+    "one native path": "the project's hand-written code",
+    "one framework": "the framework's operator, or the project's reading of it",
+    "several paths": "read the paths named",
+}
+_FAILED = ("fail", "error")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One check as the fuzzer keeps it.  ``verdicts``: every checked path's;
+    ``located``: per failing path, ``(stage, layer kind)`` where it parts
+    from float64 (``""`` when not localized); ``errors``: per path that
+    stopped, its error's first line; ``judge``: why the float64 vote failed
+    (empty when it did not); ``tool``: what the tool itself raised while
+    checking (empty when nothing)."""
+
+    verdicts: dict[str, str]
+    located: dict[str, tuple[str, str]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    judge: str = ""
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    tool: str = ""
+
+    @property
+    def failing(self) -> list[str]:
+        return sorted(p for p, v in self.verdicts.items() if v in _FAILED)
+
+    @property
+    def found(self) -> bool:
+        return bool(self.failing or self.judge or self.tool)
+
+
+def classify(outcome: Outcome) -> str:  # noqa: PLR0911 (one return per class)
+    """The class of a failed check (``CLASSES``); ``""`` when it passed."""
+    failing = outcome.failing
+    if outcome.tool:
+        return "the tool"
+    if outcome.judge:
+        return "the judge"
+    if not failing:
+        return ""
+    checked_paths = [p for p, v in outcome.verdicts.items() if v != "unavailable"]
+    if len(failing) == len(checked_paths) and len(failing) > 1:
+        return "every path"
+    infos = [get_path(p) for p in failing]
+    bases = {p.split("@", maxsplit=1)[0] for p in failing}
+    if len(bases) == 1:
+        return "one Keras backend" if infos[0].api == "keras" else "one native path"
+    frameworks = {info.framework for info in infos}
+    if len(frameworks) == 1:
+        framework = frameworks.pop()
+        every = [p for p in checked_paths if get_path(p).framework == framework]
+        if sorted(every) == failing and {i.api for i in infos} == {"keras", "native"}:
+            return "one framework"
+    return "several paths"
+
+
+def _stage(outcome: Outcome, path: str) -> str:
+    if path in outcome.errors:
+        return "stopped: " + outcome.errors[path].split(":", maxsplit=1)[0][:60]
+    stage, kind = outcome.located.get(path, ("", ""))
+    return f"{stage} at {kind}" if stage and kind else stage or "not localized"
+
+
+def signature(outcome: Outcome) -> str:
+    """``class | paths | where``: what names one finding (module docstring)."""
+    kind = classify(outcome)
+    if kind == "the tool":
+        return f"the tool | raised | {outcome.tool.split(':')[0][:80]}"
+    if kind == "the judge":
+        return f"the judge | float64 runs | {outcome.judge.split(':')[0][:80]}"
+    failing = outcome.failing
+    wheres = sorted({_stage(outcome, p) for p in failing})
+    return f"{kind} | {','.join(failing)} | {'; '.join(wheres)}"
+
+
+def finding_id(text: str) -> str:
+    """A short stable id of a signature."""
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+@dataclass
+class Finding:
+    """One finding: its signature and class, the smallest drawn model that
+    showed it (``document``, with the case: ``seed``, ``batch_size``,
+    ``steps``, ``paths``), how many layers that model has, how many drawn
+    models showed it, and the outcome of the smallest."""
+
+    id: str
+    signature: str
+    kind: str
+    document: dict[str, Any]
+    seed: int
+    batch_size: int
+    steps: int
+    paths: list[str]
+    layers: int
+    seen: int
+    outcome: dict[str, Any]
+    optimizers: list[str] = field(default_factory=list)
+
+    def line(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class FindingSchema(Schema):
+    """What a findings line must hold to be read back."""
+
+    id: str
+    signature: str
+    kind: str
+    document: dict[str, Any]
+    seed: Count
+    batch_size: Count
+    steps: Count
+    paths: list[str]
+    layers: Count
+    seen: Count
+    outcome: dict[str, Any]
+
+
+def read_findings(folder: Path) -> dict[str, Finding]:
+    """The findings of ``folder``'s file by id (the last line of each), every
+    line checked first; none when there is no file."""
+    path = folder / FINDINGS
+    if not path.exists():
+        return {}
+    lines, _ = checked(path, FindingSchema, ("a finding", "findings"))
+    found: dict[str, Finding] = {}
+    for line in lines:
+        known = {k: line[k] for k in Finding.__dataclass_fields__ if k in line}
+        found[line["id"]] = Finding(**known)
+    return found
+
+
+def keep(folder: Path, finding: Finding) -> None:
+    """Append ``finding`` to the findings file (its newest line)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    jsonl.append(folder / FINDINGS, finding.line())
+
+
+def outcome_line(outcome: Outcome) -> dict[str, Any]:
+    """An outcome as JSON (tuples as lists)."""
+    return json.loads(json.dumps(asdict(outcome)))

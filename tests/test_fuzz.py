@@ -1,0 +1,176 @@
+"""``harness fuzz`` without workers: the draw covers the vocabulary and makes
+valid models, outcomes are classified and named, and a campaign shrinks two
+stand-in bugs (the sparse-gradient optimizers on TensorFlow, the padded
+average pool on PyTorch) to models of at most three layers, keeps them, and
+does not report them again when it resumes."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from harness.fuzz.campaign import Campaign, Tally
+from harness.fuzz.draw import DRAWS, MERGES, NOT_DRAWN, Drawn, drawn_models
+from harness.fuzz.findings import (
+    FINDINGS,
+    Outcome,
+    classify,
+    read_findings,
+    signature,
+)
+from workers.paths import MODE_PATHS, PATHS
+from zoo.kinds import KINDS
+from zoo.user_models import spec_from_document
+
+PASS = dict.fromkeys(PATHS, "pass")
+
+
+def test_every_kind_is_drawn_or_says_why_not() -> None:
+    drawn = set(DRAWS) | set(MERGES) | set(NOT_DRAWN)
+    missing = sorted(set(KINDS) - drawn)
+    assert not missing, (
+        f"kinds the fuzzer never draws: {missing}; give each an entry in "
+        "harness/fuzz/draw.py's DRAWS (or a reason in NOT_DRAWN)"
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(drawn_models())
+def test_every_drawn_model_is_valid(drawn: Drawn) -> None:
+    spec = spec_from_document("drawn", drawn.document)
+    assert spec.classes >= 1
+    assert set(drawn.modes) <= set(MODE_PATHS)
+    assert drawn.batch_size >= 1
+    assert drawn.steps >= 0
+
+
+def _outcome(
+    failing: dict[str, str], where: tuple[str, str] = ("update", "embedding")
+) -> Outcome:
+    verdicts = {**PASS, **failing}
+    located = {p: where for p, v in failing.items() if v == "fail"}
+    errors = {p: "RuntimeError: boom" for p, v in failing.items() if v == "error"}
+    return Outcome(verdicts, located, errors)
+
+
+@pytest.mark.parametrize(
+    ("failing", "expected"),
+    [
+        ({}, ""),
+        ({"keras-tensorflow": "fail"}, "one Keras backend"),
+        ({"keras-torch": "fail", "keras-torch@compile": "fail"}, "one Keras backend"),
+        ({"native-mxnet-hybrid": "error"}, "one native path"),
+        ({"keras-jax": "fail", "native-jax": "fail"}, "one framework"),
+        (dict.fromkeys(PATHS, "fail"), "every path"),
+        ({"keras-jax": "fail", "native-torch": "fail"}, "several paths"),
+    ],
+)
+def test_outcomes_are_classified_by_the_paths_that_part(
+    failing: dict[str, str], expected: str
+) -> None:
+    assert classify(_outcome(failing)) == expected
+
+
+def test_the_judge_and_the_tool_come_first() -> None:
+    judged = Outcome(dict.fromkeys(PATHS, "error"), judge="no two float64 runs agree")
+    assert classify(judged) == "the judge"
+    assert classify(Outcome({}, tool="TypeError in check: x")) == "the tool"
+
+
+def test_a_signature_names_paths_stage_and_kind_not_the_model() -> None:
+    one = _outcome({"keras-tensorflow": "fail"}, ("update", "embedding"))
+    two = _outcome({"keras-tensorflow": "fail"}, ("update", "embedding"))
+    other = _outcome({"keras-tensorflow": "fail"}, ("forward", "avg_pool1d"))
+    assert signature(one) == signature(two)
+    assert signature(one) != signature(other)
+    assert "update at embedding" in signature(one)
+    stopped = _outcome({"native-torch": "error"})
+    assert "stopped: RuntimeError" in signature(stopped)
+
+
+# --- a campaign on stand-ins ---------------------------------------------------
+
+
+def _kinds(document: dict[str, Any]) -> list[str]:
+    return [entry["kind"] for entry in document["layers"]]
+
+
+def stand_in(drawn: Drawn) -> Outcome:
+    """Two bugs as the real checks show them: Keras on TensorFlow trains a
+    token embedding wrong with every optimizer but SGD, and Keras on
+    PyTorch averages a padded ``same`` 1-D pool wrong."""
+    doc = drawn.document
+    failing: dict[str, str] = {}
+    where = ("", "")
+    if (
+        "embedding" in _kinds(doc)
+        and doc["workload"]["optimizer"] != "sgd"
+        and drawn.steps
+    ):
+        failing["keras-tensorflow"] = "fail"
+        where = ("update", "embedding")
+    elif any(
+        e["kind"] in ("avg_pool", "avg_pool1d") and e.get("padding") == "same"
+        for e in doc["layers"]
+    ):
+        failing["keras-torch"] = "fail"
+        where = ("forward", "avg_pool")
+    return _outcome(failing, where)
+
+
+def _campaign(folder: Path, budget: float) -> Campaign:
+    ticks = itertools.count()
+    return Campaign(
+        folder,
+        budget,
+        stand_in,
+        say=lambda line: None,
+        clock=lambda: float(next(ticks)),
+    )
+
+
+@pytest.fixture(scope="module")
+def campaigned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Tally]:
+    """A folder after one campaign on the stand-ins, and its tally."""
+    folder = tmp_path_factory.mktemp("fuzz")
+    return folder, _campaign(folder, 1500).run()
+
+
+def test_a_campaign_shrinks_both_stand_in_bugs_and_keeps_them(
+    campaigned: tuple[Path, Tally],
+) -> None:
+    folder, tally = campaigned
+    found = read_findings(folder)
+    by_path = {f.signature.split(" | ")[1]: f for f in found.values()}
+    assert set(by_path) == {"keras-tensorflow", "keras-torch"}, found
+    assert len(tally.new) == 2
+    for finding in found.values():
+        assert finding.kind == "one Keras backend"
+        assert finding.layers <= 3, finding.document
+    embedding = by_path["keras-tensorflow"]
+    assert _kinds(embedding.document)[0] == "embedding"
+    assert embedding.steps == 1  # the fewest steps that still show it
+    assert "adam" in embedding.optimizers or len(embedding.optimizers) > 1
+    assert {"avg_pool", "avg_pool1d"} & set(_kinds(by_path["keras-torch"].document))
+    assert (folder / FINDINGS).read_text().count("\n") >= 2
+
+
+def test_a_resumed_campaign_does_not_report_known_findings_again(
+    campaigned: tuple[Path, Tally],
+) -> None:
+    folder, _ = campaigned
+    first = read_findings(folder)
+    tally = _campaign(folder, 300).run()
+    assert not tally.new
+    assert set(read_findings(folder)) == set(first)
+    assert tally.models > 0
+
+
+def test_a_campaign_stops_at_its_budget(tmp_path: Path) -> None:
+    tally = _campaign(tmp_path, 30).run()
+    # three clock reads a model: about ten models, never thirty
+    assert 0 < tally.models < 30
