@@ -194,6 +194,9 @@ class ModelReport:
     # what each path computed: its Evaluate and Trajectory arrays
     evaluated: Results = field(default_factory=dict, repr=False)
     trajectories: Results = field(default_factory=dict, repr=False)
+    # the float64 reference's arrays (evaluation and ``step<t>/...``), once
+    # the vote chose one: what a finding shows as the expected values
+    expected: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
     def paths_pass(self) -> bool:
@@ -386,6 +389,7 @@ def decide(
     )
     judged = _Judged(report.vote, runs) if report.vote.reference else None
     if judged is not None:
+        report.expected = judged.reference.merged
         model = report.case.model
         for path, arrays in report.evaluated.items():
             mine = {**arrays, **per_step(report.trajectories.get(path, {}))}

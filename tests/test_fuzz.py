@@ -22,6 +22,7 @@ from harness.fuzz.findings import (
     read_findings,
     signature,
 )
+from harness.fuzz.report import errors_of, first_affected, wrong
 from workers.paths import MODE_PATHS, PATHS
 from zoo.kinds import KINDS
 from zoo.user_models import spec_from_document
@@ -174,3 +175,49 @@ def test_a_campaign_stops_at_its_budget(tmp_path: Path) -> None:
     tally = _campaign(tmp_path, 30).run()
     # three clock reads a model: about ten models, never thirty
     assert 0 < tally.models < 30
+
+
+# --- the report's parts ---------------------------------------------------------
+
+
+def test_a_reproducers_errors_are_read_and_judged() -> None:
+    output = "logits: error 2.5e-08\nstep1/embedding/embeddings: error 0.414\n"
+    assert errors_of(output) == {
+        "logits": 2.5e-08,
+        "step1/embedding/embeddings": 0.414,
+    }
+    assert wrong(output) is True
+    assert wrong("logits: error 3e-07\n") is False
+    assert wrong("FAILED: ImportError: no keras") is None
+
+
+@pytest.mark.parametrize("first", range(6))
+def test_the_first_affected_release_is_found_by_bisection(first: int) -> None:
+    releases = [f"3.{i}.0" for i in range(6)]
+    asked: list[str] = []
+
+    def affected(release: str) -> bool:
+        asked.append(release)
+        return releases.index(release) >= first
+
+    found, tried = first_affected(releases, affected)
+    assert found == releases[first]
+    assert len(asked) <= 4  # log2 of six, and the newest first
+    assert all(tried[r] == (releases.index(r) >= first) for r in tried)
+
+
+def test_releases_that_cannot_run_are_skipped_toward_newer_ones() -> None:
+    releases = ["3.0.0", "3.1.0", "3.2.0", "3.3.0", "3.4.0"]
+
+    def affected(release: str) -> bool | None:
+        return None if release in ("3.0.0", "3.1.0", "3.2.0") else True
+
+    found, tried = first_affected(releases, affected)
+    assert found == "3.3.0"
+    assert tried["3.2.0"] is None
+
+
+def test_an_unaffected_newest_release_means_none() -> None:
+    found, tried = first_affected(["3.0.0", "3.1.0"], lambda r: False)
+    assert found is None
+    assert tried == {"3.1.0": False}

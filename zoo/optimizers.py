@@ -147,7 +147,9 @@ def check_option(optimizer: str, option: str, value: object) -> float | bool:
     low, high, closed = RANGES[option]
     if not (low <= value if closed else low < value) or not value < high:
         edge = "at least" if closed else "above"
-        raise ValueError(f"workload: {option} must be {edge} {low:g} and below {high:g}")
+        raise ValueError(
+            f"workload: {option} must be {edge} {low:g} and below {high:g}"
+        )
     return float(value)
 
 

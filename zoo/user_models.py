@@ -353,7 +353,7 @@ def _workload(document: Mapping[str, Any]) -> Workload:
             f"workload: optimizer {w['optimizer']!r} is not one the native paths "
             f"write out; use one of: {', '.join(OPTIMIZERS)}"
         )
-    settings = {
+    settings: dict[str, Any] = {
         **optimizer_defaults(w["optimizer"]),
         **{
             option: check_option(w["optimizer"], option, value)

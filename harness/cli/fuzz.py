@@ -61,7 +61,7 @@ def fuzz_command(args: argparse.Namespace) -> int:
         )
     folder = args.folder.absolute()
     if args.write is not None:
-        written = write_all(read_findings(folder), args.write)
+        written = write_all(read_findings(folder), args.write, folder / "models")
         print(f"wrote {len(written)} findings to {args.write}")
         return 0
     print(
@@ -69,7 +69,9 @@ def fuzz_command(args: argparse.Namespace) -> int:
         "against float64, each disagreement shrunk and kept"
     )
     with WorkerCheck(folder / "models") as check:
-        campaign = Campaign(folder, args.budget, check)
+        campaign = Campaign(
+            folder, args.budget, check, say=lambda line: print(line, flush=True)
+        )
         tally = campaign.run()
     findings = campaign.findings
     print(

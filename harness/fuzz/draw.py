@@ -349,7 +349,7 @@ def drawn_models(draw: Draw) -> Drawn:
         same = [n for n, s in outputs[:-1] if s == made]
         if same and draw(st.integers(0, 2)) == 0:  # a residual
             merge = draw(st.sampled_from(MERGES))
-            joined = {
+            joined: Entry = {
                 "kind": merge,
                 "name": f"{merge}_{position}",
                 "inputs": [name, draw(st.sampled_from(same))],
@@ -357,7 +357,7 @@ def drawn_models(draw: Draw) -> Drawn:
             merged = _shape_of(joined, (made, made))
             if merged is not None:
                 layers.append(joined)
-                outputs.append((joined["name"], merged))
+                outputs.append((f"{merge}_{position}", merged))
     loss = draw(st.sampled_from(sorted(LOSSES)))
     layers += _head(draw, outputs[-1][1], outputs[-1][0], loss)
     from_logits = draw(st.booleans()) if LOSSES[loss].takes_logits else False

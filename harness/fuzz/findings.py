@@ -201,4 +201,5 @@ def keep(folder: Path, finding: Finding) -> None:
 
 def outcome_line(outcome: Outcome) -> dict[str, Any]:
     """An outcome as JSON (tuples as lists)."""
-    return json.loads(json.dumps(asdict(outcome)))
+    line: dict[str, Any] = json.loads(json.dumps(asdict(outcome)))
+    return line

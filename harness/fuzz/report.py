@@ -1,11 +1,278 @@
-"""Findings written as reports (placeholder until the writer lands)."""
+"""A finding written as a report a Keras maintainer can act on
+(``harness fuzz --write DIR``): ``DIR/<id>.md`` and its reproducer
+``DIR/<id>.py``.
+
+For each finding its smallest model is checked again (seconds: the workers
+are up), which gives the values every path computed and the float64
+reference's (three hand-written float64 implementations that agree: the
+expected values).  ``workers.keras_code`` then writes the model as plain
+Keras code with its weights, mini-batches and the expected values as
+literals; the script is run on each Keras backend here and its output put
+in the report, beside what the check saw on every path.  With
+``releases``, the script is also run on earlier Keras releases (the
+overlays ``harness bisect`` builds, ``harness.versions.overlay``) to find
+the first release it fails on, assuming that once a release fails, every
+later one does until a fix (``first_affected``, a binary search; each
+release it ran on is listed).
+"""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness.fuzz.findings import Finding
+import numpy as np
+
+from equivalence.check import Case, ModelReport
+from harness.fuzz.checking import WorkerCheck
+from harness.fuzz.findings import TRIAGE, Finding
+from workers.launch import PROJECT_ROOT
+from workers.paths import MODE_PATHS, PATHS, get_path, interpreter
+from zoo.arrays import save_npz
+from zoo.user_models import STORE_ENV, register
+
+BACKENDS = ("jax", "tensorflow", "torch")
+# A reproducer's error above this is a wrong result (float32 rounding of
+# these small models stays below 1e-5; the bugs found move values by 1e-2).
+WRONG = 1e-4
+SHOWN = 4  # failing quantities shown per finding
+SCRIPT_TIMEOUT_S = 300.0
+_ERROR_LINE = re.compile(r"^(?P<quantity>\S+): error (?P<error>\S+)$")
 
 
-def write_all(findings: dict[str, Finding], folder: Path) -> list[Path]:
-    raise NotImplementedError
+def _check(check: WorkerCheck, finding: Finding) -> ModelReport:
+    name = register("drawn", finding.document, folder=check.store)
+    case = Case(name, finding.seed, finding.batch_size, None, 1.0, finding.steps)
+    paths = [p for p in finding.paths if p in PATHS or p in MODE_PATHS]
+    return check.checker.check(case, paths=paths or list(PATHS))
+
+
+def _shown(report: ModelReport) -> list[str]:
+    """The quantities to show: each failing path's first few, the logits
+    first when the forward pass is among them."""
+    wanted: dict[str, None] = {}
+    for path in sorted(report.verdicts):
+        for quantity in report.failing(path)[:SHOWN]:
+            wanted[quantity] = None
+    keep = [q for q in wanted if q in report.expected and not q.startswith("grad:")]
+    keep = [q for q in keep if q != "loss" and not q.endswith("/loss")]
+    return keep[:SHOWN]
+
+
+def run_script(script: Path, backend: str, env: dict[str, str] | None = None) -> str:
+    """The reproducer's output on ``backend`` (its error text when it fails)."""
+    done = subprocess.run(
+        [interpreter("jax"), str(script), backend],
+        capture_output=True,
+        text=True,
+        timeout=SCRIPT_TIMEOUT_S,
+        env={**(env or os.environ), "TF_CPP_MIN_LOG_LEVEL": "3"},
+        check=False,
+    )
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return f"FAILED: {tail[:300]}"
+    return done.stdout
+
+
+def errors_of(output: str) -> dict[str, float]:
+    """Each quantity's error in a reproducer's output."""
+    found = {}
+    for line in output.splitlines():
+        match = _ERROR_LINE.match(line.strip())
+        if match:
+            found[match["quantity"]] = float(match["error"])
+    return found
+
+
+def wrong(output: str) -> bool | None:
+    """Whether a reproducer's output shows a wrong value (``None``: it did
+    not run)."""
+    errors = errors_of(output)
+    if not errors:
+        return None
+    return max(errors.values()) > WRONG
+
+
+def first_affected(
+    releases: Sequence[str], affected: Callable[[str], bool | None]
+) -> tuple[str | None, dict[str, bool | None]]:
+    """The first of ``releases`` (in order) that ``affected`` says is
+    affected, by binary search from the newest (which must be), and every
+    release tried with its answer; a release that cannot run is skipped
+    toward newer ones."""
+    tried: dict[str, bool | None] = {}
+    if not releases:
+        return None, tried
+    tried[releases[-1]] = affected(releases[-1])
+    if not tried[releases[-1]]:
+        return None, tried
+    low, high = 0, len(releases) - 1  # releases[high] is affected
+    while low < high:
+        middle = (low + high) // 2
+        probe = middle
+        while (
+            probe < high
+            and tried.setdefault(releases[probe], affected(releases[probe])) is None
+        ):
+            probe += 1
+        if probe == high:
+            low = middle + 1 if probe > middle else high
+            break
+        if tried[releases[probe]]:
+            high = probe
+        else:
+            low = probe + 1
+    return releases[high], tried
+
+
+def _script(
+    check: WorkerCheck, finding: Finding, report: ModelReport, folder: Path
+) -> Path:
+    shown = _shown(report)
+    with tempfile.TemporaryDirectory(prefix="finding-") as scratch:
+        expected = Path(scratch) / "expected.npz"
+        save_npz(
+            expected, {q: np.asarray(report.expected[q], np.float64) for q in shown}
+        )
+        out = folder / f"{finding.id}.py"
+        subprocess.run(
+            [
+                interpreter("jax"),
+                "-m",
+                "workers.keras_code",
+                report.case.model,
+                str(finding.seed),
+                str(finding.batch_size),
+                str(finding.steps),
+                str(expected),
+                str(out),
+            ],
+            cwd=PROJECT_ROOT,
+            env={**os.environ, STORE_ENV: str(check.store), "KERAS_BACKEND": "jax"},
+            check=True,
+            capture_output=True,
+            timeout=SCRIPT_TIMEOUT_S,
+        )
+    return out
+
+
+def markdown(  # noqa: PLR0917 (one page's parts)
+    finding: Finding,
+    report: ModelReport,
+    script: Path,
+    outputs: dict[str, str],
+    keras_version: str,
+    releases: dict[str, bool | None] | None = None,
+    first: str | None = None,
+) -> str:
+    """The report's text."""
+    doc = finding.document
+    w = doc["workload"]
+    paths = finding.signature.split(" | ")[1]
+    lines = [
+        f"# Finding {finding.id}: {finding.kind}, {paths}",
+        "",
+        f"**{finding.signature}.** Triage: {TRIAGE[finding.kind]}.",
+        "",
+        f"Found by `python -m harness fuzz`: seen in {finding.seen} drawn "
+        f"model{'s' * (finding.seen != 1)} (optimizers "
+        f"{', '.join(finding.optimizers)}), shrunk to {finding.layers} layers. "
+        f"Batch of {finding.batch_size}, seed {finding.seed}, {finding.steps} "
+        f"training step{'s' * (finding.steps != 1)}; {w['optimizer']} at "
+        f"learning rate {w['learning_rate']}, loss {w['loss']}"
+        f"{' from logits' if w.get('from_logits') else ''}.",
+        "",
+        "## Reproducer",
+        "",
+        f"`{script.name}` beside this page: the model in plain Keras, its "
+        "weights, mini-batches and the float64 expected values as literals. "
+        f"Run on each backend with Keras {keras_version} "
+        f"(`python {script.name} BACKEND`); error = max |Keras - float64| / "
+        f"max |float64|, wrong above {WRONG:g}:",
+        "",
+        "| backend | " + " | ".join(_quantities(outputs)) + " |",
+        "| --- |" + " --- |" * len(_quantities(outputs)),
+    ]
+    for backend, output in outputs.items():
+        errors = errors_of(output)
+        if not errors:
+            lines.append(f"| {backend} | {output.strip()[:120]} |")
+            continue
+        cells = [
+            f"**{errors[q]:.2e}**"
+            if errors.get(q, 0) > WRONG
+            else f"{errors.get(q, float('nan')):.1e}"
+            for q in _quantities(outputs)
+        ]
+        lines.append(f"| {backend} | " + " | ".join(cells) + " |")
+    lines += ["", "```python", script.read_text().rstrip(), "```", ""]
+    lines += ["## What the check saw on every path", ""]
+    lines += [
+        "| path | verdict | where it parts from float64 | worst failing quantity |"
+    ]
+    lines += ["| --- | --- | --- | --- |"]
+    for path, verdict in sorted(report.verdicts.items()):
+        loc = report.localizations.get(path)
+        where = str(loc.first) if loc is not None and loc.first else ""
+        judged = report.judgements.get(path)
+        worst = ""
+        if judged is not None and judged.failures:
+            e = max(judged.failures, key=lambda f: f.error / max(f.tolerance, 1e-30))
+            worst = f"{e.quantity}: {e.error:.2e} > allowed {e.tolerance:.1e}"
+        lines.append(f"| {path} | {verdict} | {where} | {worst} |")
+    notes = {p: n for p, n in ((p, report.notes(p)) for p in report.verdicts) if n}
+    for path, said in notes.items():
+        lines += ["", f"{path}: {'; '.join(said)}"]
+    if releases:
+        lines += ["", "## Releases", ""]
+        affected = [
+            get_path(p).framework
+            for p in paths.split(",")
+            if get_path(p).api == "keras"
+        ]
+        lines.append(
+            f"The reproducer on {', '.join(sorted(set(affected))) or 'the backend'} "
+            "over Keras releases (overlays of `harness bisect`), binary search: "
+            + (
+                f"**first affected: {first}**."
+                if first
+                else "no release tried was affected."
+            )
+        )
+        lines += ["", "| release | wrong |", "| --- | --- |"]
+        words = {None: "cannot run", True: "yes", False: "no"}
+        lines += [f"| {r} | {words[answer]} |" for r, answer in releases.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _quantities(outputs: dict[str, str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for output in outputs.values():
+        for quantity in errors_of(output):
+            seen[quantity] = None
+    return list(seen)
+
+
+def write(finding: Finding, check: WorkerCheck, folder: Path) -> Path:
+    """``folder/<id>.md`` and ``folder/<id>.py`` for one finding."""
+    folder.mkdir(parents=True, exist_ok=True)
+    report = _check(check, finding)
+    script = _script(check, finding, report, folder)
+    outputs = {backend: run_script(script, backend) for backend in BACKENDS}
+    version = check.checker.workers["keras-jax"].platform.get("keras_version", "?")
+    page = folder / f"{finding.id}.md"
+    page.write_text(markdown(finding, report, script, outputs, str(version)))
+    return page
+
+
+def write_all(findings: dict[str, Finding], folder: Path, store: Path) -> list[Path]:
+    """Every finding written (``write``), with one set of workers."""
+    if not findings:
+        return []
+    with WorkerCheck(store) as check:
+        return [write(f, check, folder) for f in findings.values()]

@@ -1,0 +1,231 @@
+"""A model as a few lines of plain Keras code: the reproducer of a finding
+(``harness fuzz --write``), a script that needs Keras and one backend only.
+
+``python -m workers.keras_code MODEL SEED BATCH STEPS EXPECTED OUT`` (run by
+``harness.fuzz.report`` in a Keras interpreter, any backend): builds the
+model as the Keras paths do (``zoo.keras_models.build``), then writes to
+``OUT`` a script that builds it again layer by layer from Keras' own
+classes, each with the arguments whose values differ from its class'
+defaults (read off the layer's config, so every kind renders the same way
+and none is written twice), sets the same weights and mini-batches as
+literals, compiles Keras' optimizer and loss as the tool does, trains
+``STEPS`` steps with ``train_on_batch``, and prints, per quantity named in
+``EXPECTED`` (an ``.npz`` of float64 values: ``logits`` on the first batch,
+or ``step<t>/<layer>/<parameter>`` after step ``t``), its error against
+them: ``max |keras - float64| / max |float64|``.
+
+Runs where Keras runs (the main environment), never in the MXNet one.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# Config keys never written: Keras fills them in, or the weights set below
+# make them moot.
+_SKIPPED = {"name", "trainable", "dtype", "build_config", "compile_config"}
+_INITIALIZER = "_initializer"
+
+
+def _literal(array: np.ndarray) -> str:
+    """An array as ``np.array(...)`` text that reads back to the same bits."""
+    kind = "int32" if np.issubdtype(array.dtype, np.integer) else str(array.dtype)
+    text = np.array2string(
+        array,
+        separator=", ",
+        threshold=sys.maxsize,
+        floatmode="unique",
+        max_line_width=88,
+    )
+    return f"np.array({text}, dtype='{kind}')"
+
+
+def _value(value: Any, keras: Any) -> str:
+    """A config value as Python: a nested Keras object by its class."""
+    if isinstance(value, dict) and "class_name" in value and "config" in value:
+        return _object(value, keras)
+    if isinstance(value, list):
+        return (
+            "("
+            + ", ".join(_value(v, keras) for v in value)
+            + ("," if len(value) == 1 else "")
+            + ")"
+        )
+    return repr(value)
+
+
+def _object(serialized: dict[str, Any], keras: Any) -> str:
+    """``keras.<module>.<Class>(arguments)`` of a serialized Keras object,
+    only the arguments that differ from the class' defaults."""
+    module = str(serialized.get("module") or "keras.layers")
+    module = "keras.layers" if module.startswith("keras.layers") else module
+    cls = getattr(keras, module.removeprefix("keras."), keras.layers)
+    cls = getattr(cls, serialized["class_name"])
+    arguments = _arguments(cls, serialized["config"], keras)
+    return f"{module}.{serialized['class_name']}({arguments})"
+
+
+def _arguments(cls: Any, config: dict[str, Any], keras: Any) -> str:
+    signature = inspect.signature(cls.__init__)
+    parts = []
+    for key, value in config.items():
+        if key in _SKIPPED or key.endswith(_INITIALIZER) or value is None:
+            continue
+        parameter = signature.parameters.get(key)
+        if parameter is not None and parameter.default is not inspect.Parameter.empty:
+            default = parameter.default
+            same = value == default or (
+                isinstance(value, list) and tuple(value) == default
+            )
+            if same:
+                continue
+        parts.append(f"{key}={_value(value, keras)}")
+    return ", ".join(parts)
+
+
+def _call(node: Any, names: dict[int, str]) -> str:
+    """The arguments a layer was called with, its tensors by variable name."""
+
+    def text(argument: Any) -> str:
+        if isinstance(argument, list | tuple):
+            return "[" + ", ".join(text(a) for a in argument) + "]"
+        return names.get(id(argument), repr(argument))
+
+    args = [text(a) for a in node.arguments.args]
+    kwargs = [f"{k}={text(v)}" for k, v in node.arguments.kwargs.items()]
+    return ", ".join(args + kwargs)
+
+
+def script(  # noqa: PLR0917 (what one script holds)
+    model: Any,
+    optimizer: str,
+    loss: str,
+    batches: tuple[np.ndarray, np.ndarray],
+    steps: int,
+    expected: dict[str, np.ndarray],
+    paths: dict[str, str],
+) -> str:
+    """The reproducer's text (module docstring); ``paths``: each trained
+    quantity's Keras variable path."""
+    x, y = batches
+    import keras
+
+    names: dict[int, str] = {}
+    lines = [
+        '"""Reproducer written by `python -m harness fuzz --write`: run it with',
+        "the backend as its argument (jax, tensorflow or torch).  It prints each",
+        "quantity's error against float64 (three hand-written float64",
+        'implementations that agree); float32 rounding alone stays below 1e-5."""',
+        "",
+        "import os",
+        "import sys",
+        "",
+        'backend = sys.argv[1] if len(sys.argv) > 1 else "tensorflow"',
+        'os.environ["KERAS_BACKEND"] = backend',
+        "import keras  # noqa: E402",
+        "import numpy as np  # noqa: E402",
+        "",
+    ]
+    for i, layer in enumerate(model.layers):
+        node = layer._inbound_nodes[0]
+        if isinstance(layer, keras.layers.InputLayer):
+            shape = tuple(layer.batch_shape[1:])
+            lines.append(
+                f"inputs = keras.Input(shape={shape!r}, dtype={layer.dtype!r})"
+            )
+            for tensor in node.outputs:
+                names[id(tensor)] = "inputs"
+            continue
+        var = f"h{i}"
+        cls = type(layer)
+        lines.append(
+            f"{var} = keras.layers.{cls.__name__}"
+            f"({_arguments(cls, layer.get_config(), keras)})({_call(node, names)})"
+        )
+        for tensor in node.outputs:
+            names[id(tensor)] = var
+    lines.append(f"model = keras.Model(inputs, {var})")
+    lines.append("model.set_weights([")
+    lines += [f"    {_literal(np.asarray(w))}," for w in model.get_weights()]
+    lines += [
+        "])",
+        f"model.compile(optimizer={optimizer}, loss={loss})",
+        f"x = {_literal(x)}",
+        f"y = {_literal(y)}",
+        "",
+        "",
+        "def error(value, expected):",
+        "    value = np.asarray(value, np.float64)",
+        "    return float(np.abs(value - expected).max() / np.abs(expected).max())",
+        "",
+        "",
+    ]
+    for quantity, value in expected.items():
+        lines.append(f"expected_{_ident(quantity)} = {_literal(value)}")
+    lines.append("")
+    if "logits" in expected:
+        lines.append("logits = model.predict_on_batch(x[0])")
+        lines.append('print("logits: error", error(logits, expected_logits))')
+    if steps:
+        lines.append("variables = {v.path: v for v in model.weights}")
+    for t in range(1, steps + 1):
+        lines.append(f"model.train_on_batch(x[{t - 1}], y[{t - 1}])")
+        for quantity in expected:
+            if quantity.startswith(f"step{t}/") and quantity in paths:
+                lines.append(
+                    f'print("{quantity}: error", error(np.asarray('
+                    f"variables[{paths[quantity]!r}]), expected_{_ident(quantity)}))"
+                )
+    return "\n".join(lines) + "\n"
+
+
+def _ident(quantity: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in quantity)
+
+
+def main(argv: list[str]) -> int:
+    name, seed, batch, steps, expected_file, out = argv
+    from zoo.arrays import load_npz
+    from zoo.data import make_batches
+    from zoo.keras_models import build, set_weights, variable
+    from zoo.losses import LOSSES
+    from zoo.optimizers import get_optimizer, keras_arguments
+    from zoo.specs import get_spec
+    from zoo.weights import make_weights
+
+    spec = get_spec(name)
+    x, y = make_batches(spec, int(seed), int(batch), max(int(steps), 1))
+    model = build(spec)
+    set_weights(model, spec, make_weights(spec, int(seed)))
+    w = spec.workload
+    arguments = ", ".join(
+        f"{k}={v!r}" for k, v in keras_arguments(w).items() if v is not None
+    )
+    optimizer = (
+        f"keras.optimizers.{get_optimizer(w.optimizer).keras_class}({arguments})"
+    )
+    loss_class = LOSSES[w.loss].keras_class
+    logits = f"from_logits={w.from_logits!r}" if LOSSES[w.loss].takes_logits else ""
+    loss = f"keras.losses.{loss_class}({logits})"
+    expected = load_npz(Path(expected_file))
+    paths = {
+        quantity: variable(model, spec.param(quantity.split("/", 1)[1])).path
+        for quantity in expected
+        if quantity.startswith("step")
+        and "/" in quantity
+        and quantity.split("/", 1)[1] in {p.name for p in spec.params}
+    }
+    text = script(model, optimizer, loss, (x, y), int(steps), expected, paths)
+    Path(out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("KERAS_BACKEND", "jax")
+    sys.exit(main(sys.argv[1:]))
