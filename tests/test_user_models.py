@@ -75,7 +75,10 @@ def test_a_table_names_layers_and_takes_keras_defaults() -> None:
         (lambda d: d["layers"][0].update(name="a/b"), "must be letters"),
         (lambda d: d.update(input_shape=[28, -1]), "input_shape must be 1 to 3"),
         (lambda d: d.update(layers=[]), "needs a list of layers"),
-        (lambda d: d.update(workload={"optimizer": "adadelta"}), "optimizer 'adadelta'"),
+        (
+            lambda d: d.update(workload={"optimizer": "adadelta"}),
+            "optimizer 'adadelta'",
+        ),
         (lambda d: d.update(workload={"batch_size": 0}), "must be positive"),
         (lambda d: d.update(workload={"epochs": 3}), "workload has epochs"),
         (lambda d: d.update(loss="mse"), "a model has loss"),
