@@ -34,7 +34,9 @@ Params = Any  # the framework's own container of parameter tensors
 Tensor = Any
 Apply = Callable[..., Tensor]  # apply(params, x, tap=no_tap) -> logits, spec bound
 Tap = Callable[[str, Tensor], Tensor]
-TrainState = Any  # params, m, v, step, workload: the fields in this order
+# params, slots (an optimizer's per-parameter state by Keras' slot name),
+# u_product (Nadam's one number, else None), step, workload: in this order
+TrainState = Any
 
 
 def no_tap(name: str, h: Tensor) -> Tensor:

@@ -45,6 +45,7 @@ Standard library only: the MXNet environment reads it too.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 # Keras' AdamW default weight decay (every other optimizer's is none).
 ADAMW_WEIGHT_DECAY = 0.004
@@ -135,8 +136,7 @@ def check_option(optimizer: str, option: str, value: object) -> float | bool:
     takes = get_optimizer(optimizer).takes
     if option not in takes:
         raise ValueError(
-            f"workload: {optimizer} does not take {option}; it takes "
-            f"{', '.join(takes)}"
+            f"workload: {optimizer} does not take {option}; it takes {', '.join(takes)}"
         )
     if option in SWITCHES:
         if not isinstance(value, bool):
@@ -166,3 +166,13 @@ def keras_arguments(workload: object) -> dict[str, object]:
     # Keras' ``None`` is no decay; AdamW refuses it and takes 0 instead.
     arguments["weight_decay"] = decay if decay or optimizer.name == "adamw" else None
     return arguments
+
+
+def plain(workload: object) -> bool:
+    """Whether ``workload`` trains with plain SGD or plain Adam (no
+    momentum, amsgrad or weight decay): what the idiomatic yardsticks of
+    ``harness floors`` write out with their framework's stock optimizers."""
+    w: Any = workload
+    return w.optimizer in ("sgd", "adam") and not (
+        w.momentum or w.amsgrad or w.weight_decay
+    )

@@ -11,10 +11,24 @@ per pass); compilation happens on the first call, which the harness times
 apart as the first step.  The train step donates the old state, as an
 idiomatic JAX training loop does.
 
-The optimizers follow Keras 3's update formulas exactly (see
-``native/torch/common.py``): plain SGD, and Adam with the bias correction
-folded into the step size and epsilon outside the square root (inside when
-the workload's ``epsilon_inside_sqrt`` says so).
+The optimizers follow Keras 3's update formulas exactly (``zoo.optimizers``
+has them), in the order Keras computes them, written out with ``jax.numpy``
+(``update``, the one step the compiled train step runs too):
+
+- ``sgd``: plain (no slot), with ``momentum``, with ``nesterov``;
+- ``adam`` and ``adamw``: the bias corrections folded into the step size,
+  their powers in the parameters' dtype, epsilon outside the square root
+  (inside when the workload's ``epsilon_inside_sqrt``, a fault, says so);
+  ``amsgrad``'s running maximum of the second moments;
+- ``rmsprop``: plain, ``centered``, with ``momentum``;
+- ``adagrad``: the accumulator starting at ``initial_accumulator_value``;
+- ``nadam``: the model's ``u_product`` updated once per step, before the
+  parameters, in their dtype;
+- weight decay (``weight_decay``, any optimizer; ``adamw``'s by default)
+  before the update, on the trained parameters only.
+
+The optimizer state (``TrainState``) keeps only the slots the optimizer
+uses, so plain SGD's and Adam's compiled steps are what they always were.
 
 ``HARNESS_NATIVE_DTYPE=float64`` in a worker's environment turns on JAX's
 64-bit mode and makes every parameter and input float64: the second float64
@@ -27,7 +41,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import jax
@@ -38,6 +52,7 @@ import native
 from native.compose import train_forward
 from native.protocol import Apply
 from zoo.losses import EPSILON, Objective
+from zoo.optimizers import OPTIMIZERS, get_optimizer
 from zoo.specs import Workload
 
 LAYOUT = "keras"
@@ -187,46 +202,200 @@ def to_numpy(t: jax.Array) -> np.ndarray:
 
 @functools.partial(
     jax.tree_util.register_dataclass,
-    data_fields=["params", "m", "v", "step"],
+    data_fields=["params", "slots", "u_product", "step"],
     meta_fields=["workload"],
 )
 @dataclass(frozen=True)
 class TrainState:
+    """The parameters and the optimizer's state after ``step`` steps.
+
+    ``slots`` holds the per-parameter arrays the workload's optimizer keeps,
+    by Keras' slot name (``_slot_starts``): none for plain SGD, ``momentum``
+    and ``velocity`` for Adam.  Its keys flatten in sorted order, so plain
+    SGD's and Adam's states flatten to the same leaves as ever and their
+    compiled steps do not change."""
+
     params: Params
-    m: Params  # Adam's first moments (empty for SGD)
-    v: Params  # Adam's second moments (empty for SGD)
+    slots: dict[str, Params]  # slot name -> per-parameter arrays
+    u_product: jax.Array | None  # Nadam's product of the u(t) so far; else None
     step: jax.Array  # int32 count of steps taken
     workload: Workload  # static: part of the compiled step, not traced
 
 
+def _slot_starts(workload: Workload) -> dict[str, float]:
+    """The slots ``workload``'s optimizer keeps, each with its starting
+    value: Keras' slots, and only those the options make it use."""
+    w, name = workload, get_optimizer(workload.optimizer).name
+    if name == "sgd":
+        return {"momentum": 0.0} if w.momentum != 0 else {}
+    if name in ("adam", "adamw"):
+        hat = {"velocity_hat": 0.0} if w.amsgrad else {}
+        return {"momentum": 0.0, "velocity": 0.0, **hat}
+    if name == "rmsprop":
+        centered = {"average_gradient": 0.0} if w.centered else {}
+        momentum = {"momentum": 0.0} if w.momentum > 0 else {}
+        return {"velocity": 0.0, **centered, **momentum}
+    if name == "adagrad":
+        return {"accumulator": w.initial_accumulator_value}
+    return {"momentum": 0.0, "velocity": 0.0}  # nadam
+
+
 def make_train_state(params: Params, workload: Workload) -> TrainState:
-    adam = workload.optimizer == "adam"
-    m = {k: jnp.zeros_like(p) for k, p in params.items()} if adam else {}
-    v = {k: jnp.zeros_like(p) for k, p in params.items()} if adam else {}
-    return TrainState(params, m, v, jnp.zeros((), jnp.int32), workload)
+    """``params`` at step 0 with the slots of ``workload``'s optimizer (a
+    ValueError for one that is not written out here)."""
+
+    def start(p: jax.Array, value: float) -> jax.Array:
+        return jnp.zeros_like(p) if value == 0 else jnp.full_like(p, value)
+
+    slots = {
+        slot: {k: start(p, value) for k, p in params.items()}
+        for slot, value in _slot_starts(workload).items()
+    }
+    # Nadam's u_product is one number for the model, in the parameters' dtype.
+    nadam = workload.optimizer == "nadam"
+    u_product = jnp.ones((), DTYPE) if nadam else None
+    return TrainState(params, slots, u_product, jnp.zeros((), jnp.int32), workload)
 
 
 def state_params(state: TrainState) -> Params:
     return state.params
 
 
+def _slots(state: TrainState) -> dict[str, Params]:
+    """A copy of the state's slots to set new arrays in."""
+    return {name: dict(arrays) for name, arrays in state.slots.items()}
+
+
 def _sgd(state: TrainState, grads: Params) -> TrainState:
-    lr = state.workload.learning_rate
-    params = {**state.params, **{k: state.params[k] - lr * g for k, g in grads.items()}}
-    return TrainState(params, state.m, state.v, state.step + 1, state.workload)
+    """Keras' SGD: ``w -= lr * g``; with momentum ``b = b * momentum - g *
+    lr``, then ``w += b``, or with Nesterov ``w += b * momentum - g * lr``."""
+    w = state.workload
+    lr = w.learning_rate
+    if w.momentum == 0:  # no slot; the same operations as ever
+        new = {k: state.params[k] - lr * g for k, g in grads.items()}
+        return replace(state, params={**state.params, **new}, step=state.step + 1)
+    slots, params = _slots(state), dict(state.params)
+    b = slots["momentum"]
+    for k, g in grads.items():
+        b[k] = b[k] * w.momentum - g * lr
+        step = b[k] * w.momentum - g * lr if w.nesterov else b[k]
+        params[k] = params[k] + step
+    return replace(state, params=params, slots=slots, step=state.step + 1)
 
 
 def _adam(state: TrainState, grads: Params) -> TrainState:
+    """Keras' Adam and AdamW (whose decay ``update`` applies): the bias
+    corrections folded into the step size ``alpha``, epsilon outside the
+    square root (inside where the workload's ``epsilon_inside_sqrt``, a
+    fault, says so); with ``amsgrad`` the running maximum of ``v`` in its
+    place."""
     w = state.workload
+    # The powers in the parameters' dtype, as Keras computes them; plain
+    # Python floats (1 - beta_1) elsewhere, as Keras' own are.
     t = (state.step + 1).astype(DTYPE)
     alpha = w.learning_rate * jnp.sqrt(1 - w.beta_2**t) / (1 - w.beta_1**t)
-    m, v, params, eps = dict(state.m), dict(state.v), dict(state.params), w.epsilon
+    slots, params, eps = _slots(state), dict(state.params), w.epsilon
+    m, v = slots["momentum"], slots["velocity"]
     for k, g in grads.items():
         m[k] = m[k] + (g - m[k]) * (1 - w.beta_1)
         v[k] = v[k] + (g**2 - v[k]) * (1 - w.beta_2)
-        root = jnp.sqrt(v[k] + eps) if w.epsilon_inside_sqrt else jnp.sqrt(v[k]) + eps
+        second = v[k]
+        if w.amsgrad:
+            vh = slots["velocity_hat"]
+            vh[k] = second = jnp.maximum(vh[k], v[k])
+        root = (
+            jnp.sqrt(second + eps) if w.epsilon_inside_sqrt else jnp.sqrt(second) + eps
+        )
         params[k] = params[k] - m[k] * alpha / root
-    return TrainState(params, m, v, state.step + 1, w)
+    return replace(state, params=params, slots=slots, step=state.step + 1)
+
+
+def _rmsprop(state: TrainState, grads: Params) -> TrainState:
+    """Keras' RMSprop: ``v = rho * v + (1 - rho) * g**2``; centered, the
+    mean gradient ``a`` too and ``v - a**2`` under the square root; epsilon
+    inside it; with momentum the increments accumulate in ``b``."""
+    w = state.workload
+    lr, rho, eps = w.learning_rate, w.rho, w.epsilon
+    slots, params = _slots(state), dict(state.params)
+    v = slots["velocity"]
+    for k, g in grads.items():
+        v[k] = rho * v[k] + (1 - rho) * g**2
+        if w.centered:
+            a = slots["average_gradient"]
+            a[k] = rho * a[k] + (1 - rho) * g
+            denominator = v[k] - a[k] ** 2 + eps
+        else:
+            denominator = v[k] + eps
+        increment = lr * g / jnp.sqrt(denominator)
+        if w.momentum > 0:
+            b = slots["momentum"]
+            b[k] = w.momentum * b[k] + increment
+            increment = b[k]
+        params[k] = params[k] - increment
+    return replace(state, params=params, slots=slots, step=state.step + 1)
+
+
+def _adagrad(state: TrainState, grads: Params) -> TrainState:
+    """Keras' Adagrad: ``s += g**2`` (``s`` starting at the workload's
+    ``initial_accumulator_value``), ``w -= lr * g / sqrt(s + epsilon)``."""
+    w = state.workload
+    lr, eps = w.learning_rate, w.epsilon
+    slots, params = _slots(state), dict(state.params)
+    s = slots["accumulator"]
+    for k, g in grads.items():
+        s[k] = s[k] + g**2
+        params[k] = params[k] - lr * g / jnp.sqrt(s[k] + eps)
+    return replace(state, params=params, slots=slots, step=state.step + 1)
+
+
+def _nadam(state: TrainState, grads: Params) -> TrainState:
+    """Keras' Nadam: first the model's ``u_product`` takes this step's
+    ``u(t) = beta_1 * (1 - 0.5 * 0.96**t)``, then every parameter its
+    Nesterov-corrected Adam step."""
+    w = state.workload
+    assert state.u_product is not None  # made by make_train_state for nadam
+    # As Keras: the step counts, beta_1, beta_2 and 0.96 in the parameters'
+    # dtype, so that 1 - beta_1 and every power are computed in it.
+    t, t_next = (state.step + 1).astype(DTYPE), (state.step + 2).astype(DTYPE)
+    beta_1, beta_2 = jnp.asarray(w.beta_1, DTYPE), jnp.asarray(w.beta_2, DTYPE)
+    decay = jnp.asarray(0.96, DTYPE)
+    # Once per step, before any parameter, in Keras' order of products.
+    u_product = state.u_product * w.beta_1 * (1.0 - 0.5 * decay**t)
+    u_t = beta_1 * (1.0 - 0.5 * decay**t)
+    u_next = beta_1 * (1.0 - 0.5 * decay**t_next)
+    u_product_next = u_product * u_next
+    beta_2_power = beta_2**t
+    lr, eps = w.learning_rate, w.epsilon
+    slots, params = _slots(state), dict(state.params)
+    m, v = slots["momentum"], slots["velocity"]
+    for k, g in grads.items():
+        m[k] = m[k] + (g - m[k]) * (1 - beta_1)
+        v[k] = v[k] + (g**2 - v[k]) * (1 - beta_2)
+        m_hat = u_next * m[k] / (1 - u_product_next) + (1 - u_t) * g / (1 - u_product)
+        v_hat = v[k] / (1 - beta_2_power)
+        params[k] = params[k] - m_hat * lr / (jnp.sqrt(v_hat) + eps)
+    return replace(
+        state, params=params, slots=slots, u_product=u_product, step=state.step + 1
+    )
+
+
+_STEPS: dict[str, Callable[[TrainState, Params], TrainState]] = {
+    "sgd": _sgd,
+    "adam": _adam,
+    "adamw": _adam,
+    "rmsprop": _rmsprop,
+    "adagrad": _adagrad,
+    "nadam": _nadam,
+}
+assert set(_STEPS) == set(OPTIMIZERS)
+
+
+def _decayed(params: Params, trained: Params, workload: Workload) -> Params:
+    """Keras' weight decay of the ``trained`` parameters, before the update:
+    ``w - w * weight_decay * lr`` (both Python floats, taking the
+    parameters' dtype as Keras' casts do)."""
+    wd, lr = workload.weight_decay, workload.learning_rate
+    return {**params, **{k: params[k] - params[k] * wd * lr for k in trained}}
 
 
 def update(
@@ -235,12 +404,15 @@ def update(
     """One optimizer step with Keras' formulas: the new state.  ``updates``:
     the state parameters a training forward pass set (a batch
     normalization's moving statistics), which take their new values instead
-    of an optimizer step (their moments stay zero, never used)."""
+    of an optimizer step or weight decay (their slots are never used).
+    Weight decay, where the workload has one, comes first, as Keras'."""
     updates = updates or {}
     trained = {k: g for k, g in grads.items() if k not in updates}
-    new = (_sgd if state.workload.optimizer == "sgd" else _adam)(state, trained)
-    params = {**new.params, **updates}
-    return TrainState(params, new.m, new.v, new.step, new.workload)
+    w = state.workload
+    if w.weight_decay:
+        state = replace(state, params=_decayed(state.params, trained, w))
+    new = _STEPS[w.optimizer](state, trained)
+    return replace(new, params={**new.params, **updates})
 
 
 @functools.cache

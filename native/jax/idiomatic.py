@@ -20,6 +20,7 @@ import optax
 from native import load_apply, objective_of, penalties_of
 from native.jax.common import init, penalty
 from native.jax.common import loss as loss_of
+from zoo.optimizers import plain
 from zoo.specs import ModelSpec
 
 
@@ -35,6 +36,11 @@ def make_step(
             "does not compute"
         )
     w = spec.workload
+    if not plain(w):
+        raise ValueError(
+            f"the idiomatic yardstick writes out plain SGD and Adam only, not "
+            f"{w.optimizer} with these options"
+        )
     optimizer = (
         optax.sgd(w.learning_rate)
         if w.optimizer == "sgd"

@@ -9,9 +9,14 @@ Layouts (family ``oihw``, see ``native.layout``): ``FullyConnected`` weights
 ``(N, C, H, W)``.  Parameters are a plain ``dict[str, NDArray]`` keyed by the
 canonical names, each with a gradient buffer attached.
 
-The optimizers follow Keras 3's update formulas exactly (see
-``native/torch/common.py``; epsilon inside the square root when the workload's
-``epsilon_inside_sqrt`` says so), written with ``nd`` operations in place.
+The optimizers (``zoo.optimizers``, whose docstring has the formulas) are
+Keras 3's, written out with ``nd`` operations in place, in Keras' order of
+operations: ``sgd`` (with ``momentum``, ``nesterov``), ``adam`` (with
+``amsgrad``; epsilon inside the square root when the workload's
+``epsilon_inside_sqrt`` says so), ``adamw`` (Adam with weight decay),
+``rmsprop`` (``centered``, ``momentum``), ``adagrad`` and ``nadam``; any of
+them with ``weight_decay``, applied to the trained parameters before the
+update.  ``update`` is the one optimizer step, for both modes.
 MXNet's engine is asynchronous: ``sync`` waits with ``mx.nd.waitall()``.
 """
 
@@ -30,6 +35,7 @@ import native
 from native.compose import train_forward
 from native.protocol import Apply
 from zoo.losses import EPSILON, Objective
+from zoo.optimizers import OPTIMIZERS, get_optimizer
 from zoo.specs import Workload
 
 LAYOUT = "oihw"
@@ -142,58 +148,231 @@ def inference(apply: Apply, params: Params, x: nd.NDArray) -> nd.NDArray:
 
 
 def to_numpy(t: nd.NDArray) -> np.ndarray:
-    return t.asnumpy()  # a copy; waits for the value
+    copy: np.ndarray = t.asnumpy()  # a copy; waits for the value
+    return copy
 
 
 @dataclass
 class TrainState:
+    """A model's parameters and its optimizer's state.
+
+    ``slots``: each slot the workload's optimizer keeps, by Keras' name, as
+    arrays keyed like the parameters (``make_train_state`` says which);
+    ``u_product``: Nadam's running product of its momentum schedule, one
+    number for the whole model in the parameters' dtype (``None`` for every
+    other optimizer)."""
+
     params: Any  # the parameters (a dict here, the block in hybrid.py)
-    m: Params  # Adam's first moments (empty for SGD)
-    v: Params  # Adam's second moments (empty for SGD)
+    slots: dict[str, Params]  # slot name -> parameter name -> array
+    u_product: np.floating[Any] | None  # a NumPy scalar, computed on the host
     step: int  # count of steps taken
     workload: Workload
 
 
+def _slot_names(workload: Workload) -> tuple[str, ...]:
+    """The slots Keras' optimizer keeps for ``workload``, reading only the
+    options that optimizer takes: none for plain SGD, Adam's two for Adam."""
+    w, name = workload, get_optimizer(workload.optimizer).name
+    if name == "sgd":
+        return ("momentum",) if w.momentum != 0 else ()
+    if name in ("adam", "adamw"):
+        return ("momentum", "velocity", *(("velocity_hat",) if w.amsgrad else ()))
+    if name == "rmsprop":
+        momentum = ("momentum",) if w.momentum > 0 else ()
+        return ("velocity", *momentum, *(("average_gradient",) if w.centered else ()))
+    if name == "adagrad":
+        return ("accumulator",)
+    return ("momentum", "velocity")  # nadam
+
+
 def make_train_state(params: Params, workload: Workload) -> TrainState:
-    adam = workload.optimizer == "adam"
-    m = {k: nd.zeros_like(p) for k, p in arrays(params).items()} if adam else {}
-    v = {k: nd.zeros_like(p) for k, p in arrays(params).items()} if adam else {}
-    return TrainState(params, m, v, 0, workload)
+    """``params`` at step 0 with the slots of ``workload``'s optimizer (a
+    ValueError for one ``zoo.optimizers`` does not know): zeros, but
+    Adagrad's accumulator, which starts at ``initial_accumulator_value``
+    (in the parameters' dtype, as Keras' constant initializer gives it)."""
+    named = arrays(params)
+    slots = {}
+    for slot in _slot_names(workload):
+        if slot == "accumulator":
+            value = workload.initial_accumulator_value
+            slots[slot] = {
+                k: nd.full(p.shape, value, ctx=p.context, dtype=p.dtype)
+                for k, p in named.items()
+            }
+        else:
+            slots[slot] = {k: nd.zeros_like(p) for k, p in named.items()}
+    u_product = None
+    if workload.optimizer == "nadam":
+        u_product = _dtype(named)(1)
+    return TrainState(params, slots, u_product, 0, workload)
 
 
 def state_params(state: TrainState) -> Any:
     return state.params
 
 
+def _dtype(params: Params) -> type[np.floating[Any]]:
+    """The NumPy scalar type of the parameters (float32 here), in which the
+    optimizers compute their step-dependent numbers as Keras does."""
+    scalar: type[np.floating[Any]] = np.dtype(next(iter(params.values())).dtype).type
+    return scalar
+
+
+def _decay(state: TrainState, params: Params, grads: Params) -> None:
+    """Keras' weight decay (its base optimizer's ``_apply_weight_decay``),
+    before the update, on the trained parameters (those in ``grads``):
+    ``w = w - w * weight_decay * lr``, multiplied in that order, both
+    factors in the parameters' dtype (MXNet casts a scalar to the array's)."""
+    w = state.workload
+    for name in grads:
+        p = params[name]
+        p[:] = p - p * w.weight_decay * w.learning_rate
+
+
 def _sgd(state: TrainState, params: Params, grads: Params) -> None:
-    lr = state.workload.learning_rate
+    """Keras' SGD: ``w -= lr * g``; with momentum (slot ``momentum``, ``b``)
+    ``b = b * momentum - g * lr`` then ``w += b``, or with Nesterov
+    ``w += b * momentum - g * lr`` with the new ``b``."""
+    w = state.workload
+    lr = w.learning_rate
+    if not w.momentum:  # the plain step, unchanged: no slot
+        for name, g in grads.items():
+            params[name][:] = params[name] - lr * g
+        return
     for name, g in grads.items():
-        params[name][:] = params[name] - lr * g
+        p, b = params[name], state.slots["momentum"][name]
+        b[:] = b * w.momentum - g * lr
+        p[:] = p + (b * w.momentum - g * lr if w.nesterov else b)
 
 
 def _adam(state: TrainState, params: Params, grads: Params) -> None:
+    """Keras' Adam (and AdamW, whose decay ``update`` applies first):
+    ``alpha = lr * sqrt(1 - beta_2**t) / (1 - beta_1**t)``; ``m += (g - m)
+    * (1 - beta_1)``; ``v += (g*g - v) * (1 - beta_2)``; with AMSGrad ``vh
+    = max(vh, v)`` stands for ``v``; ``w -= m * alpha / (sqrt(v) +
+    epsilon)``, or ``sqrt(v + epsilon)`` when the workload's
+    ``epsilon_inside_sqrt`` says so (a deliberate fault)."""
     w = state.workload
-    # As Keras computes it: the powers of beta in float32 (0.999 is 0.99900001
-    # there, which moves sqrt(1 - beta_2**t) by 6e-6).
-    t, b1, b2 = np.float32(state.step + 1), np.float32(w.beta_1), np.float32(w.beta_2)
-    alpha = float(np.float32(w.learning_rate) * np.sqrt(1 - b2**t) / (1 - b1**t))
+    dtype = _dtype(params)
+    # As Keras computes it: the powers of beta in the parameters' dtype (in
+    # float32 0.999 is 0.99900001, which moves sqrt(1 - beta_2**t) by 6e-6).
+    # The rest of alpha NumPy takes to float64 (``1 - b2**t`` promotes), as
+    # this step always has: now and then 1 ulp from Keras' float32 alpha,
+    # kept so that the timed Adam step and its verdicts do not move.
+    t, b1, b2 = dtype(state.step + 1), dtype(w.beta_1), dtype(w.beta_2)
+    alpha = float(dtype(w.learning_rate) * np.sqrt(1 - b2**t) / (1 - b1**t))
     eps = w.epsilon
+    slots = state.slots
     for name, g in grads.items():
-        p, m, v = params[name], state.m[name], state.v[name]
+        p, m, v = params[name], slots["momentum"][name], slots["velocity"][name]
         m[:] = m + (g - m) * (1 - w.beta_1)
         v[:] = v + (g * g - v) * (1 - w.beta_2)
+        if w.amsgrad:
+            v_hat = slots["velocity_hat"][name]
+            v_hat[:] = nd.maximum(v_hat, v)
+            v = v_hat
         root = nd.sqrt(v + eps) if w.epsilon_inside_sqrt else nd.sqrt(v) + eps
         p[:] = p - m * alpha / root
+
+
+def _rmsprop(state: TrainState, params: Params, grads: Params) -> None:
+    """Keras' RMSprop: ``v = rho * v + (1 - rho) * g*g``; centered, ``a =
+    rho * a + (1 - rho) * g`` and ``d = v - a*a + epsilon``, else ``d = v +
+    epsilon``; ``inc = lr * g / sqrt(d)``; with momentum ``b = momentum * b
+    + inc`` and ``w -= b``, else ``w -= inc``."""
+    w = state.workload
+    lr, rho, eps = w.learning_rate, w.rho, w.epsilon
+    slots = state.slots
+    for name, g in grads.items():
+        p, v = params[name], slots["velocity"][name]
+        v[:] = rho * v + (1 - rho) * (g * g)
+        if w.centered:
+            a = slots["average_gradient"][name]
+            a[:] = rho * a + (1 - rho) * g
+            denominator = v - a * a + eps
+        else:
+            denominator = v + eps
+        increment = lr * g / nd.sqrt(denominator)
+        if w.momentum > 0:
+            b = slots["momentum"][name]
+            b[:] = w.momentum * b + increment
+            p[:] = p - b
+        else:
+            p[:] = p - increment
+
+
+def _adagrad(state: TrainState, params: Params, grads: Params) -> None:
+    """Keras' Adagrad: ``s += g*g``; ``w -= lr * g / sqrt(s + epsilon)``
+    (``s`` started at ``initial_accumulator_value``)."""
+    w = state.workload
+    for name, g in grads.items():
+        p, s = params[name], state.slots["accumulator"][name]
+        s[:] = s + g * g
+        p[:] = p - w.learning_rate * g / nd.sqrt(s + w.epsilon)
+
+
+def _nadam(state: TrainState, params: Params, grads: Params) -> None:
+    """Keras' Nadam, with ``u(t) = beta_1 * (1 - 0.5 * 0.96**t)``: first
+    ``u_product *= u(t)``, once for the model; then per parameter ``m += (g
+    - m) * (1 - beta_1)``, ``v += (g*g - v) * (1 - beta_2)``, ``m_hat =
+    u(t+1) * m / (1 - u_product * u(t+1)) + (1 - u(t)) * g / (1 -
+    u_product)``, ``v_hat = v / (1 - beta_2**t)`` and ``w -= m_hat * lr /
+    (sqrt(v_hat) + epsilon)``."""
+    w = state.workload
+    assert state.u_product is not None
+    # Every step-dependent number in the parameters' dtype, as Keras casts
+    # them (1 - beta_1 too: Nadam subtracts the cast beta, Adam does not).
+    dtype = _dtype(params)
+    one, half, decay = dtype(1), dtype(0.5), dtype(0.96)
+    b1, b2 = dtype(w.beta_1), dtype(w.beta_2)
+    t, t_next = dtype(state.step + 1), dtype(state.step + 2)
+    u_t = b1 * (one - half * decay**t)
+    u_next = b1 * (one - half * decay**t_next)
+    # Once a step, before any parameter's update; Keras' own grouping,
+    # (u_product * beta_1) * (1 - 0.5 * 0.96**t), not u_product * u(t).
+    state.u_product = state.u_product * b1 * (one - half * decay**t)
+    u_product = state.u_product
+    m_scale, m_divisor = float(u_next), float(one - u_product * u_next)
+    g_scale, g_divisor = float(one - u_t), float(one - u_product)
+    v_divisor = float(one - b2**t)
+    m_rate, v_rate = float(one - b1), float(one - b2)
+    lr, eps = w.learning_rate, w.epsilon
+    slots = state.slots
+    for name, g in grads.items():
+        p, m, v = params[name], slots["momentum"][name], slots["velocity"][name]
+        m[:] = m + (g - m) * m_rate
+        v[:] = v + (g * g - v) * v_rate
+        m_hat = m * m_scale / m_divisor + g * g_scale / g_divisor
+        v_hat = v / v_divisor
+        p[:] = p - m_hat * lr / (nd.sqrt(v_hat) + eps)
+
+
+# The hand-written step of each optimizer of ``zoo.optimizers.OPTIMIZERS``.
+_STEPS = {
+    "sgd": _sgd,
+    "adam": _adam,
+    "adamw": _adam,
+    "rmsprop": _rmsprop,
+    "adagrad": _adagrad,
+    "nadam": _nadam,
+}
+assert set(_STEPS) == set(OPTIMIZERS)
 
 
 def update(
     state: TrainState, params: Params, grads: Params, updates: Params | None = None
 ) -> None:
     """One optimizer step on ``params`` (the state's parameter arrays) in
-    place, with Keras' formulas, for the parameters in ``grads``; the state
-    parameters the training forward pass set (``updates``: a batch
-    normalization's moving statistics) take their new values instead."""
-    (_sgd if state.workload.optimizer == "sgd" else _adam)(state, params, grads)
+    place, with Keras' formulas, for the parameters in ``grads`` (the
+    trained ones): first the weight decay, when the workload has one, then
+    the optimizer's update; the state parameters the training forward pass
+    set (``updates``: a batch normalization's moving statistics) take their
+    new values instead, with no decay."""
+    # Keras' order: the decay first, on the weights as they were, then the
+    # update from the decayed weights (gradients taken before both).
+    if state.workload.weight_decay:
+        _decay(state, params, grads)
+    _STEPS[state.workload.optimizer](state, params, grads)
     for name, value in (updates or {}).items():
         params[name][:] = value
     state.step += 1

@@ -134,7 +134,8 @@ def inference(apply: Apply, params: Model, x: nd.NDArray) -> nd.NDArray:
 
 
 def make_train_state(params: Model, workload: Workload) -> TrainState:
-    # The moments are common's, over the block's arrays; the state holds the block.
+    # The optimizer's slots are common's, over the block's arrays; the state
+    # holds the block, and common.update steps its arrays.
     plain = common.make_train_state(arrays(params), workload)
     return dataclasses.replace(plain, params=params)
 

@@ -14,11 +14,25 @@ The same functions run in the other execution modes of
 ``native.tensorflow.modes`` (``eager``: called as they are; ``xla``: graphs
 compiled by XLA), named by ``mode`` below; this module runs ``graph``.
 
-The optimizers follow Keras 3's update formulas exactly (see
-``native/torch/common.py``): plain SGD, and Adam with the bias correction
-folded into the step size and epsilon outside the square root (inside when
-the workload's ``epsilon_inside_sqrt`` says so), all as variable updates
-inside the graph.
+The optimizers follow Keras 3's update formulas exactly, operation by
+operation in Keras' order (``zoo.optimizers`` has them), as variable updates
+(``update``, eager, or traced into the train step's graph):
+
+- ``sgd``: ``w -= lr * g``; with ``momentum`` (and ``nesterov``) a momentum
+  slot.
+- ``adam``, ``adamw``: the bias correction folded into the step size, the
+  powers of the betas in the parameters' dtype; epsilon outside the square
+  root (inside when the workload's ``epsilon_inside_sqrt`` says so); with
+  ``amsgrad`` the running maximum of the second moments.
+- ``rmsprop``: plain, ``centered``, with ``momentum``.
+- ``adagrad``: the accumulator starting at ``initial_accumulator_value``.
+- ``nadam``: the model's ``u_product`` updated once per step, before the
+  parameters, in their dtype.
+
+Weight decay (``weight_decay``, any optimizer; ``adamw``'s default 0.004)
+shrinks each trained parameter before its update; a batch normalization's
+moving statistics are set, never decayed.  The train state keeps only the
+slots the optimizer uses (none for plain SGD).
 
 ``HARNESS_NATIVE_DTYPE=float64`` in a worker's environment makes every
 parameter and input float64: the third float64 run the equivalence checker
@@ -40,6 +54,7 @@ import native
 from native.compose import train_forward
 from native.protocol import Apply
 from zoo.losses import EPSILON, Objective
+from zoo.optimizers import get_optimizer
 from zoo.specs import Workload
 
 LAYOUT = "keras"
@@ -186,70 +201,240 @@ def inference(apply: Apply, params: Params, x: tf.Tensor) -> tf.Tensor:
 
 
 def to_numpy(t: tf.Tensor) -> np.ndarray:
-    return t.numpy()  # a copy, also of a variable's current value
+    return t.numpy()  # type: ignore[no-any-return]  # a copy, also of a variable's value
 
 
 @dataclass
 class TrainState:
+    """Parameters plus the workload's optimizer state, all ``tf.Variable``s."""
+
     params: Params
-    m: Params  # Adam's first moments (empty for SGD)
-    v: Params  # Adam's second moments (empty for SGD)
+    # Keras' slot name (``momentum``, ``velocity``, ``velocity_hat``,
+    # ``average_gradient``, ``accumulator``) -> one variable per parameter;
+    # only the slots the workload's optimizer uses (none for plain SGD).
+    slots: dict[str, Params]
+    # Nadam's running product of its momentum schedule, one number for the
+    # whole model in the parameters' dtype (None for every other optimizer).
+    u_product: tf.Variable | None
     step: tf.Variable  # int64 count of steps taken
     workload: Workload
 
 
+def _slot_names(workload: Workload) -> tuple[str, ...]:
+    """The per-parameter slots Keras' optimizer keeps for ``workload``, by
+    Keras' names, reading only the options that optimizer takes."""
+    w, name = workload, get_optimizer(workload.optimizer).name
+    if name == "sgd":
+        return ("momentum",) if w.momentum != 0 else ()
+    if name in {"adam", "adamw"}:
+        return ("momentum", "velocity") + (("velocity_hat",) if w.amsgrad else ())
+    if name == "rmsprop":
+        centered = ("average_gradient",) if w.centered else ()
+        return ("velocity", *centered) + (("momentum",) if w.momentum > 0 else ())
+    if name == "adagrad":
+        return ("accumulator",)
+    return ("momentum", "velocity")  # nadam
+
+
 def make_train_state(params: Params, workload: Workload) -> TrainState:
-    adam = workload.optimizer == "adam"
-    m = {k: tf.Variable(tf.zeros_like(p)) for k, p in params.items()} if adam else {}
-    v = {k: tf.Variable(tf.zeros_like(p)) for k, p in params.items()} if adam else {}
-    return TrainState(params, m, v, tf.Variable(0, dtype=tf.int64), workload)
+    """``params`` at step 0 with the slots of the workload's optimizer: zeros,
+    but Adagrad's accumulator at ``initial_accumulator_value``, each in its
+    parameter's dtype; Nadam's ``u_product`` at 1 in the parameters' dtype."""
+    slots: dict[str, Params] = {}
+    for slot in _slot_names(workload):
+        if slot == "accumulator":  # Adagrad's, as Keras' Constant initializer
+            start = workload.initial_accumulator_value
+            slots[slot] = {
+                k: tf.Variable(tf.fill(tf.shape(p), tf.constant(start, p.dtype)))
+                for k, p in params.items()
+            }
+        else:
+            slots[slot] = {k: tf.Variable(tf.zeros_like(p)) for k, p in params.items()}
+    nadam = workload.optimizer == "nadam"
+    u_product = tf.Variable(tf.constant(1, DTYPE)) if nadam else None
+    step = tf.Variable(0, dtype=tf.int64)
+    return TrainState(params, slots, u_product, step, workload)
 
 
 def state_params(state: TrainState) -> Params:
     return state.params
 
 
-def _sgd(state: TrainState, grads: dict[str, tf.Tensor]) -> None:
-    lr = state.workload.learning_rate
+def state_variables(state: TrainState) -> tuple[Any, ...]:
+    """What ``step_function``'s graph takes before ``x`` and ``y``: the
+    state's variables (a graph traces dicts of variables, not a dataclass)."""
+    return state.params, state.slots, state.u_product, state.step
+
+
+Grads = dict[str, tf.Tensor]
+
+
+def _weight_decay(state: TrainState, grads: Grads) -> None:
+    """Keras' weight decay, before the update: ``w -= w * weight_decay * lr``
+    on the trained parameters (those with a gradient), the two factors in the
+    parameter's dtype, multiplied in Keras' order."""
+    w = state.workload
+    for name in grads:
+        p = state.params[name]
+        p.assign_sub(p * w.weight_decay * w.learning_rate)
+
+
+def _sgd(state: TrainState, grads: Grads) -> None:
+    """SGD: ``w -= lr * g``; with momentum ``b = b * momentum - g * lr``, then
+    ``w += b`` (Nesterov: ``w += b * momentum - g * lr`` with the new ``b``)."""
+    w = state.workload
+    lr = w.learning_rate
+    if "momentum" not in state.slots:
+        for name, g in grads.items():
+            state.params[name].assign_sub(lr * g)
+        return
     for name, g in grads.items():
-        state.params[name].assign_sub(lr * g)
+        p, b = state.params[name], state.slots["momentum"][name]
+        b.assign(b * w.momentum - g * lr)
+        if w.nesterov:
+            p.assign_add(b * w.momentum - g * lr)
+        else:
+            p.assign_add(b)
 
 
-def _adam(state: TrainState, grads: dict[str, tf.Tensor]) -> None:
+def _adam(state: TrainState, grads: Grads) -> None:
+    """Adam and AdamW: the bias correction folded into the step size,
+    ``alpha``; with ``amsgrad`` the running maximum of ``v`` divides; epsilon
+    outside the square root (inside when ``epsilon_inside_sqrt`` says so)."""
     w = state.workload
     # As Keras computes it: the powers of beta in the parameters' dtype.
     t = tf.cast(state.step + 1, DTYPE)
     alpha = w.learning_rate * tf.sqrt(1 - w.beta_2**t) / (1 - w.beta_1**t)
     eps = w.epsilon
     for name, g in grads.items():
-        p, m, v = state.params[name], state.m[name], state.v[name]
+        p = state.params[name]
+        m, v = state.slots["momentum"][name], state.slots["velocity"][name]
         m.assign_add((g - m) * (1 - w.beta_1))
         v.assign_add((g * g - v) * (1 - w.beta_2))
+        if w.amsgrad:
+            v_hat = state.slots["velocity_hat"][name]
+            v_hat.assign(tf.maximum(v_hat, v))
+            v = v_hat
         root = tf.sqrt(v + eps) if w.epsilon_inside_sqrt else tf.sqrt(v) + eps
         p.assign_sub(m * alpha / root)
 
 
+def _rmsprop(state: TrainState, grads: Grads) -> None:
+    """RMSprop: ``v = rho * v + (1 - rho) * g*g``; divides ``lr * g`` by
+    ``sqrt(v + eps)``, or centered ``sqrt(v - a*a + eps)`` with ``a`` the
+    running mean of ``g``; with momentum the step accumulates in ``b``."""
+    w = state.workload
+    lr, rho, eps = w.learning_rate, w.rho, w.epsilon
+    for name, g in grads.items():
+        p, v = state.params[name], state.slots["velocity"][name]
+        v.assign(rho * v + (1 - rho) * tf.square(g))
+        if w.centered:
+            a = state.slots["average_gradient"][name]
+            a.assign(rho * a + (1 - rho) * g)
+            denominator = v - tf.square(a) + eps  # Keras' order: (v - a*a) + eps
+        else:
+            denominator = v + eps
+        increment = lr * g / tf.sqrt(denominator)
+        if w.momentum > 0:
+            b = state.slots["momentum"][name]
+            b.assign(w.momentum * b + increment)
+            p.assign_sub(b)
+        else:
+            p.assign_sub(increment)
+
+
+def _adagrad(state: TrainState, grads: Grads) -> None:
+    """Adagrad: ``s += g*g``; ``w -= lr * g / sqrt(s + eps)``."""
+    w = state.workload
+    for name, g in grads.items():
+        p, s = state.params[name], state.slots["accumulator"][name]
+        s.assign_add(tf.square(g))
+        p.assign_sub(w.learning_rate * g / tf.sqrt(s + w.epsilon))
+
+
+def _nadam(state: TrainState, grads: Grads) -> None:
+    """Nadam: the model's ``u_product`` first, once per step, then each
+    parameter from Adam's moments with Nesterov's look-ahead."""
+    w = state.workload
+    # Every factor in the parameters' dtype, as Keras computes it: the steps
+    # t and t + 1, 0.96 and the betas raised to them, and u_product.  Unlike
+    # Adam, Keras' Nadam casts the betas first, so ``1 - beta_1`` is taken in
+    # that dtype from the rounded beta (in float32 1 - f32(0.9) is 0.100000024,
+    # not f32(0.1) as Adam's Python ``1 - 0.9`` gives: 2e-7 apart).
+    t = tf.cast(state.step + 1, DTYPE)
+    t_1 = tf.cast(state.step + 2, DTYPE)
+    beta_1 = tf.constant(w.beta_1, DTYPE)
+    beta_2 = tf.constant(w.beta_2, DTYPE)
+    u_product = state.u_product
+    assert u_product is not None  # make_train_state made it for Nadam
+    # Keras' order: (u_product * beta_1) * (1 - 0.5 * 0.96**t), not u_product * u_t.
+    u_product.assign(u_product * beta_1 * (1.0 - 0.5 * 0.96**t))
+    u_product_t = u_product.read_value()  # after this step's update
+    u_t = beta_1 * (1.0 - 0.5 * 0.96**t)
+    u_t_1 = beta_1 * (1.0 - 0.5 * 0.96**t_1)
+    u_product_t_1 = u_product_t * u_t_1
+    beta_2_power = beta_2**t
+    for name, g in grads.items():
+        p = state.params[name]
+        m, v = state.slots["momentum"][name], state.slots["velocity"][name]
+        m.assign_add((g - m) * (1 - beta_1))
+        v.assign_add((g * g - v) * (1 - beta_2))
+        m_hat = u_t_1 * m / (1 - u_product_t_1) + (1 - u_t) * g / (1 - u_product_t)
+        v_hat = v / (1 - beta_2_power)
+        p.assign_sub(m_hat * w.learning_rate / (tf.sqrt(v_hat) + w.epsilon))
+
+
+# Each optimizer's update of the parameters from their gradients.
+_STEPS: dict[str, Callable[[TrainState, Grads], None]] = {
+    "sgd": _sgd,
+    "adam": _adam,
+    "adamw": _adam,  # Adam with the workload's weight decay
+    "rmsprop": _rmsprop,
+    "adagrad": _adagrad,
+    "nadam": _nadam,
+}
+
+
+def update(
+    state: TrainState,
+    grads: Mapping[str, Any],
+    updates: Mapping[str, Any] | None = None,
+) -> None:
+    """One optimizer step in place on the state's variables, Keras' order:
+    weight decay on the trained parameters (those in ``grads``) when the
+    workload has any, the optimizer's update, then the state parameters set
+    to ``updates`` (a batch normalization's moving statistics: no decay, no
+    slots), and ``state.step`` counted.  Eager when called as it is; traced
+    into the graph of ``step_function``."""
+    # Gradients in each parameter's dtype, as Keras casts them (a tensor
+    # already in it passes unchanged: no operation added).
+    taken = {k: tf.cast(g, state.params[k].dtype) for k, g in grads.items()}
+    if state.workload.weight_decay:
+        _weight_decay(state, taken)
+    _STEPS[get_optimizer(state.workload.optimizer).name](state, taken)
+    for name, value in (updates or {}).items():  # state: set, not trained
+        state.params[name].assign(value)
+    state.step.assign_add(1)
+
+
 @functools.cache
 def step_function(apply: Apply, workload: Workload, mode: str) -> Callable[..., Any]:
-    """``(params, m, v, step, x, y) -> None``, the train step in ``mode``,
-    updating the state's variables."""
-    update = _sgd if workload.optimizer == "sgd" else _adam
+    """``(params, slots, u_product, step, x, y) -> None`` (``state_variables``
+    then the batch), the train step in ``mode``, updating the state's
+    variables with ``update``."""
 
     # A graph takes the variables themselves (TensorFlow traces dicts of
     # variables, not arbitrary objects) and rebuilds the state view inside.
     def step(  # noqa: PLR0917 (a graph's positional signature)
         params: Params,
-        m: Params,
-        v: Params,
+        slots: dict[str, Params],
+        u_product: tf.Variable | None,
         count: tf.Variable,
         x: tf.Tensor,
         y: tf.Tensor,
     ) -> None:
         grads, updates = _taped_training(apply, params, x, y, count)
-        update(TrainState(params, m, v, count, workload), grads)
-        for name, value in updates.items():  # state: set, not trained
-            params[name].assign(value)
-        count.assign_add(1)
+        update(TrainState(params, slots, u_product, count, workload), grads, updates)
 
     return _for_mode(step, mode)
 
@@ -259,7 +444,7 @@ def run_step(
 ) -> TrainState:
     """``train_step`` in ``mode``."""
     step = step_function(apply, state.workload, mode)
-    step(state.params, state.m, state.v, state.step, x, y)
+    step(*state_variables(state), x, y)
     return state
 
 

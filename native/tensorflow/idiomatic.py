@@ -12,7 +12,12 @@ import numpy as np
 import tensorflow as tf
 
 from native import load_apply
-from native.tensorflow.common import init, make_train_state, step_function
+from native.tensorflow.common import (
+    init,
+    make_train_state,
+    state_variables,
+    step_function,
+)
 from zoo.specs import ModelSpec
 
 
@@ -24,9 +29,10 @@ def make_step(
     apply = load_apply("tensorflow", spec)
     state = make_train_state(init(arrays), spec.workload)
     compiled = step_function(apply, spec.workload, "xla")
+    variables = state_variables(state)
 
     def step(x: tf.Tensor, y: tf.Tensor) -> Any:
-        compiled(state.params, state.m, state.v, state.step, x, y)
+        compiled(*variables, x, y)
         return state
 
     return step

@@ -5,16 +5,31 @@ as ``F.linear`` wants them, conv kernels ``(out, in, kh, kw)``, image batches
 ``(N, C, H, W)``.  Parameters are a plain ``dict[str, Tensor]`` keyed by the
 canonical names, each a leaf tensor with ``requires_grad``.
 
-The optimizers follow Keras 3's update formulas exactly:
+The optimizers (``zoo.optimizers.OPTIMIZERS``) follow Keras 3's update
+formulas exactly, written out with PyTorch's operators, each in place on the
+parameters and its slots under ``no_grad``:
 
-- SGD: ``w -= lr * g``.
-- Adam: ``m += (g - m) * (1 - b1)``; ``v += (g*g - v) * (1 - b2)``;
+- weight decay (any optimizer, ``weight_decay`` not 0; ``adamw``'s default
+  0.004): ``w -= w * weight_decay * lr`` on every trained parameter before
+  the update, never on a batch normalization's moving statistics.
+- SGD: ``w -= lr * g``; with ``momentum`` ``b = b * momentum - lr * g``, then
+  ``w += b`` (``nesterov``: ``w += b * momentum - lr * g``).
+- Adam and AdamW: ``m += (g - m) * (1 - b1)``; ``v += (g*g - v) * (1 - b2)``
+  (``amsgrad``: ``vh = max(vh, v)`` takes ``v``'s place below);
   ``w -= m * lr * sqrt(1 - b2**t) / (1 - b1**t) / (sqrt(v) + eps)``, so the
   bias correction is folded into the step size and ``eps`` sits outside the
   square root, unlike ``torch.optim.Adam`` (inside, ``sqrt(v + eps)``, when
   the workload's ``epsilon_inside_sqrt`` says so).
+- RMSprop: ``v = rho * v + (1 - rho) * g*g``; ``w -= lr * g / sqrt(v + eps)``,
+  or ``sqrt(v - a*a + eps)`` with ``centered`` (``a = rho * a + (1 - rho) *
+  g``), through ``b = momentum * b + ...`` when ``momentum > 0``.
+- Adagrad: ``s += g*g`` from ``initial_accumulator_value``;
+  ``w -= lr * g / sqrt(s + eps)``.
+- Nadam: Adam's moments with the momentum schedule ``u(t) = b1 * (1 - 0.5 *
+  0.96**t)`` and its running product, one number for the whole model.
 
-Both update the parameters in place under ``no_grad``.
+A ``TrainState`` keeps only the slots its optimizer uses, by Keras' names
+(plain SGD none; Adam ``momentum`` and ``velocity``).
 
 ``HARNESS_NATIVE_DTYPE=float64`` in a worker's environment makes every
 parameter and input float64: the same model, weights and data computed in
@@ -37,6 +52,7 @@ import native
 from native.compose import train_forward
 from native.protocol import Apply
 from zoo.losses import EPSILON, Objective
+from zoo.optimizers import OPTIMIZERS, get_optimizer
 from zoo.specs import Workload
 
 LAYOUT = "oihw"
@@ -144,57 +160,224 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
     return t.detach().to("cpu", copy=True).numpy()
 
 
+Slots = dict[str, Params]
+
+
 @dataclass
 class TrainState:
     params: Params
-    m: Params  # Adam's first moments (empty for SGD)
-    v: Params  # Adam's second moments (empty for SGD)
+    # Keras' slot name -> one array per parameter, only the slots the
+    # workload's optimizer uses (``_slots_of``): none for plain SGD, Adam's
+    # ``momentum`` and ``velocity``.
+    slots: Slots
+    # Nadam's running product of its momentum schedule, one number for the
+    # whole model: a CPU scalar in the parameters' dtype (None otherwise).
+    u_product: torch.Tensor | None
     step: int  # count of steps taken
     workload: Workload
 
 
+def _slots_of(workload: Workload) -> dict[str, float]:
+    """The slots ``workload``'s optimizer keeps, by Keras' names, each with
+    the value it starts at; only the options of that optimizer are read."""
+    w, name = workload, get_optimizer(workload.optimizer).name
+    if name == "sgd":
+        return {"momentum": 0.0} if w.momentum else {}
+    if name in ("adam", "adamw"):
+        slots = {"momentum": 0.0, "velocity": 0.0}
+        if w.amsgrad:
+            slots["velocity_hat"] = 0.0
+        return slots
+    if name == "rmsprop":
+        slots = {"velocity": 0.0}
+        if w.centered:
+            slots["average_gradient"] = 0.0
+        if w.momentum > 0:
+            slots["momentum"] = 0.0
+        return slots
+    if name == "adagrad":
+        return {"accumulator": w.initial_accumulator_value}
+    return {"momentum": 0.0, "velocity": 0.0}  # nadam
+
+
+def _dtype(params: Params) -> torch.dtype:
+    """The parameters' dtype, which Keras computes an optimizer's scalars in."""
+    return next(iter(params.values())).dtype if params else DTYPE
+
+
 def make_train_state(params: Params, workload: Workload) -> TrainState:
-    adam = workload.optimizer == "adam"
-    m = {k: torch.zeros_like(p) for k, p in params.items()} if adam else {}
-    v = {k: torch.zeros_like(p) for k, p in params.items()} if adam else {}
-    return TrainState(params, m, v, 0, workload)
+    """``params`` with the slots of ``workload``'s optimizer (each parameter's
+    shape, filled with the slot's start) at step 0; a ValueError for an
+    optimizer ``zoo.optimizers`` does not know."""
+    slots = {
+        slot: {k: torch.full_like(p, start) for k, p in params.items()}
+        for slot, start in _slots_of(workload).items()
+    }
+    u_product = (
+        torch.ones((), dtype=_dtype(params)) if workload.optimizer == "nadam" else None
+    )
+    return TrainState(params, slots, u_product, 0, workload)
 
 
 def state_params(state: TrainState) -> Params:
     return state.params
 
 
-@torch.no_grad()
+def _decay(state: TrainState, names: list[str]) -> None:
+    """Keras' weight decay, ``w = w - w * weight_decay * lr`` (two products,
+    each rounded in the parameter's dtype), on the parameters ``names``."""
+    w = state.workload
+    for name in names:
+        p = state.params[name]
+        p.sub_(p * w.weight_decay * w.learning_rate)
+
+
 def _sgd(state: TrainState, grads: Params) -> None:
-    lr = state.workload.learning_rate
+    """SGD: ``w -= lr * g``; with momentum ``b = b * momentum - lr * g``, then
+    ``w += b``, or with Nesterov ``w += b * momentum - lr * g``."""
+    w = state.workload
+    lr = w.learning_rate
+    if "momentum" not in state.slots:  # plain SGD: the program as it always was
+        for name, g in grads.items():
+            state.params[name].sub_(g, alpha=lr)
+        return
+    momentum = state.slots["momentum"]
     for name, g in grads.items():
-        state.params[name].sub_(g, alpha=lr)
+        p, b = state.params[name], momentum[name]
+        scaled = g * lr
+        b.mul_(w.momentum).sub_(scaled)
+        p.add_(b * w.momentum - scaled if w.nesterov else b)
 
 
-@torch.no_grad()
 def _adam(state: TrainState, grads: Params) -> None:
+    """Adam (and AdamW, whose decay ``update`` applies first): the moments,
+    ``amsgrad``'s running maximum of ``v``, and the step with the bias
+    correction folded into ``alpha``."""
     w = state.workload
     # As Keras computes it: the powers of beta in the parameters' dtype (in
     # float32, 0.999 is 0.99900001, which moves sqrt(1 - beta_2**t) by 6e-6).
-    t = torch.tensor(state.step + 1, dtype=DTYPE)
+    t = torch.tensor(state.step + 1, dtype=_dtype(state.params))
     alpha = (w.learning_rate * (1 - w.beta_2**t).sqrt() / (1 - w.beta_1**t)).item()
     eps = w.epsilon
+    ms, vs = state.slots["momentum"], state.slots["velocity"]
+    v_hats = state.slots.get("velocity_hat")
     for name, g in grads.items():
-        p, m, v = state.params[name], state.m[name], state.v[name]
+        p, m, v = state.params[name], ms[name], vs[name]
         m.add_(g - m, alpha=1 - w.beta_1)
         v.add_(g * g - v, alpha=1 - w.beta_2)
+        if v_hats is not None:  # amsgrad: the largest v so far replaces v
+            v_hat = v_hats[name]
+            torch.maximum(v_hat, v, out=v_hat)
+            v = v_hat
         root = (v + eps).sqrt() if w.epsilon_inside_sqrt else v.sqrt() + eps
         p.sub_(m * alpha / root)
 
 
+def _rmsprop(state: TrainState, grads: Params) -> None:
+    """RMSprop: ``v = rho * v + (1 - rho) * g*g`` (centered: less the square
+    of ``a = rho * a + (1 - rho) * g``); ``inc = lr * g / sqrt(v + eps)``,
+    subtracted, or with momentum accumulated in ``b`` and ``b`` subtracted."""
+    w = state.workload
+    rho, eps, lr = w.rho, w.epsilon, w.learning_rate
+    vs = state.slots["velocity"]
+    averages = state.slots.get("average_gradient")
+    momenta = state.slots.get("momentum")
+    for name, g in grads.items():
+        p, v = state.params[name], vs[name]
+        v.mul_(rho).add_(g.square() * (1 - rho))
+        if averages is not None:
+            a = averages[name].mul_(rho).add_(g * (1 - rho))
+            denominator = v - a.square() + eps  # Keras' order: (v - a*a) + eps
+        else:
+            denominator = v + eps
+        increment = g * lr / denominator.sqrt()
+        if momenta is not None:
+            p.sub_(momenta[name].mul_(w.momentum).add_(increment))
+        else:
+            p.sub_(increment)
+
+
+def _adagrad(state: TrainState, grads: Params) -> None:
+    """Adagrad: ``s += g*g`` (``s`` starting at ``initial_accumulator_value``);
+    ``w -= lr * g / sqrt(s + eps)``."""
+    w = state.workload
+    accumulators = state.slots["accumulator"]
+    for name, g in grads.items():
+        s = accumulators[name].add_(g.square())
+        state.params[name].sub_(g * w.learning_rate / (s + w.epsilon).sqrt())
+
+
+def _nadam(state: TrainState, grads: Params) -> None:
+    """Nadam: first the model's ``u_product *= u(t)``, ``u(t) = beta_1 * (1 -
+    0.5 * 0.96**t)``, then per parameter Adam's moments and ``w -= m_hat * lr
+    / (sqrt(v_hat) + eps)`` with ``m_hat = u(t+1) * m / (1 - u_product *
+    u(t+1)) + (1 - u(t)) * g / (1 - u_product)``, ``v_hat = v / (1 -
+    beta_2**t)``."""
+    w = state.workload
+    assert state.u_product is not None  # make_train_state's, for nadam
+    # Every scalar as Keras computes it: CPU scalars in the parameters' dtype
+    # (0.96, beta_1 and beta_2 rounded to it, the powers and the products
+    # rounded in it), then handed to the per-parameter operators as Python
+    # floats, which hold those values exactly.
+    dtype = _dtype(state.params)
+    t = torch.tensor(state.step + 1, dtype=dtype)
+    decay = torch.tensor(0.96, dtype=dtype)
+    beta_1 = torch.tensor(w.beta_1, dtype=dtype)
+    beta_2 = torch.tensor(w.beta_2, dtype=dtype)
+    u_t = beta_1 * (1.0 - 0.5 * decay**t)
+    u_next = beta_1 * (1.0 - 0.5 * decay ** (t + 1))
+    # The product moves once a step, before any parameter's update reads it,
+    # by u(t) itself as Keras' PyTorch backend multiplies (its generic
+    # optimizer, ``(u_product * beta_1) * (1 - ...)``, may round 1 ulp apart).
+    state.u_product = u_product = state.u_product * u_t
+    u_product_next = u_product * u_next
+    momentum_scale = u_next.item()
+    momentum_divisor = (1 - u_product_next).item()
+    gradient_scale = (1 - u_t).item()
+    gradient_divisor = (1 - u_product).item()
+    velocity_divisor = (1 - beta_2**t).item()
+    keep_1, keep_2 = (1 - beta_1).item(), (1 - beta_2).item()
+    lr, eps = w.learning_rate, w.epsilon
+    ms, vs = state.slots["momentum"], state.slots["velocity"]
+    for name, g in grads.items():
+        m, v = ms[name], vs[name]
+        m.add_((g - m) * keep_1)
+        v.add_((g.square() - v) * keep_2)
+        m_hat = m * momentum_scale / momentum_divisor + (
+            g * gradient_scale / gradient_divisor
+        )
+        v_hat = v / velocity_divisor
+        state.params[name].sub_(m_hat * lr / (v_hat.sqrt() + eps))
+
+
+# Each optimizer's step (``zoo.optimizers.OPTIMIZERS``), in place, called by
+# ``update`` under ``no_grad``; AdamW is Adam after the weight decay every
+# optimizer applies.
+_STEPS = {
+    "sgd": _sgd,
+    "adam": _adam,
+    "adamw": _adam,
+    "rmsprop": _rmsprop,
+    "adagrad": _adagrad,
+    "nadam": _nadam,
+}
+assert set(_STEPS) == set(OPTIMIZERS)
+
+
 def update(state: TrainState, grads: Params, updates: Params | None = None) -> None:
     """One optimizer step on the state's parameters in place, with Keras'
-    formulas (eager in every mode: ``native.torch.modes``); ``updates``: the
-    new values of the state parameters the training forward pass set (a
-    batch normalization's moving statistics), copied in, not trained."""
-    (_sgd if state.workload.optimizer == "sgd" else _adam)(state, grads)
-    with torch.no_grad():
-        for name, value in (updates or {}).items():
+    formulas (eager in every mode: ``native.torch.modes``): the weight decay
+    on the trained parameters (those in ``grads``), then the workload's
+    optimizer; ``updates``: the new values of the state parameters the
+    training forward pass set (a batch normalization's moving statistics),
+    copied in, neither decayed nor trained."""
+    updates = updates or {}
+    with torch.no_grad():  # every helper above runs under it
+        if state.workload.weight_decay:
+            # Keras decays every trained variable before any update step.
+            _decay(state, [name for name in grads if name not in updates])
+        _STEPS[state.workload.optimizer](state, grads)
+        for name, value in updates.items():
             state.params[name].copy_(value)
     state.step += 1
 

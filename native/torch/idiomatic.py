@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from native.torch.common import DEVICE, penalty
+from zoo.optimizers import plain
 from zoo.specs import Layer, ModelSpec, input_of, padding_of
 
 
@@ -188,6 +189,11 @@ def make_step(
     model = build(spec, arrays)
     stock = STOCK_LOSSES[spec.workload.loss]
     w = spec.workload
+    if not plain(w):
+        raise ValueError(
+            f"the idiomatic yardstick writes out plain SGD and Adam only, not "
+            f"{w.optimizer} with these options"
+        )
     optimizer = (
         torch.optim.SGD(model.parameters(), lr=w.learning_rate)
         if w.optimizer == "sgd"

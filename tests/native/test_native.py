@@ -133,9 +133,12 @@ def test_train_state_fields_are_in_one_order(
     spec = _with_workload(MODELS["ffn"], Workload("mnist", optimizer, 0.01, 8))
     state = runner.train_state(spec, make_weights(spec, 0))
     fields = [f.name for f in dataclasses.fields(state)]
-    assert fields == ["params", "m", "v", "step", "workload"]
+    assert fields == ["params", "slots", "u_product", "step", "workload"]
     assert state.workload is spec.workload
-    assert bool(state.m) == (optimizer == "adam")
+    # plain SGD keeps no slot; Adam its two moments
+    assert sorted(state.slots) == (
+        [] if optimizer == "sgd" else ["momentum", "velocity"]
+    )
 
 
 def test_unknown_optimizer_is_refused(runner: NativeRunner) -> None:
@@ -221,28 +224,76 @@ def _ffn_numpy(
     return z, float(loss), grads
 
 
-def _train_numpy(
+def _train_numpy(  # noqa: PLR0915 (one branch per optimizer, as Keras has them)
     w: dict[str, np.ndarray], x: np.ndarray, y: np.ndarray, wl: Workload, steps: int
 ) -> dict[str, np.ndarray]:
-    """Keras 3's SGD and Adam (keras/src/optimizers/{sgd,adam}.py) in float64,
-    and Adam with epsilon inside the square root when the workload says so."""
+    """Keras 3's optimizers (keras/src/optimizers/*.py, as zoo/optimizers.py
+    states them) in float64, written here once more, apart from every
+    framework's: weight decay first, then SGD (momentum, Nesterov), Adam and
+    AdamW (amsgrad; epsilon inside the square root when the workload says
+    so, the fault), RMSprop (centered, momentum), Adagrad or Nadam."""
     w = {k: v.astype(np.float64) for k, v in w.items()}
-    m = {k: np.zeros_like(v) for k, v in w.items()}
-    v = {k: np.zeros_like(a) for k, a in w.items()}
+    slot: dict[str, dict[str, np.ndarray]] = {}
+
+    def zeros(name: str, k: str, start: float = 0.0) -> np.ndarray:
+        return slot.setdefault(name, {}).setdefault(k, np.full_like(w[k], start))
+
+    lr, b1, b2, eps = wl.learning_rate, wl.beta_1, wl.beta_2, wl.epsilon
+    u_product = 1.0
     for t in range(1, steps + 1):
         _, _, g = _ffn_numpy(w, x, y)
-        if wl.optimizer == "sgd":
-            w = {k: w[k] - wl.learning_rate * g[k] for k in w}
-            continue
-        alpha = wl.learning_rate * math.sqrt(1 - wl.beta_2**t) / (1 - wl.beta_1**t)
+        if wl.weight_decay:
+            w = {k: w[k] - w[k] * wl.weight_decay * lr for k in w}
+
+        def u(step: int) -> float:
+            return b1 * (1 - 0.5 * 0.96**step)
+
+        u_product *= u(t)
         for k in w:
-            m[k] += (g[k] - m[k]) * (1 - wl.beta_1)
-            v[k] += (g[k] ** 2 - v[k]) * (1 - wl.beta_2)
-            if wl.epsilon_inside_sqrt:
-                root = np.sqrt(v[k] + wl.epsilon)
-            else:
-                root = np.sqrt(v[k]) + wl.epsilon
-            w[k] = w[k] - m[k] * alpha / root
+            if wl.optimizer == "sgd" and not wl.momentum:
+                w[k] = w[k] - lr * g[k]
+            elif wl.optimizer == "sgd":
+                b = zeros("momentum", k)
+                b[:] = b * wl.momentum - lr * g[k]
+                w[k] = w[k] + (b * wl.momentum - lr * g[k] if wl.nesterov else b)
+            elif wl.optimizer in ("adam", "adamw"):
+                alpha = lr * math.sqrt(1 - b2**t) / (1 - b1**t)
+                m, v = zeros("m", k), zeros("v", k)
+                m += (g[k] - m) * (1 - b1)
+                v += (g[k] ** 2 - v) * (1 - b2)
+                if wl.amsgrad:
+                    vh = zeros("vh", k)
+                    vh[:] = np.maximum(vh, v)
+                    v = vh
+                root = np.sqrt(v + eps) if wl.epsilon_inside_sqrt else np.sqrt(v) + eps
+                w[k] = w[k] - m * alpha / root
+            elif wl.optimizer == "rmsprop":
+                v = zeros("v", k)
+                v[:] = wl.rho * v + (1 - wl.rho) * g[k] ** 2
+                d = v + eps
+                if wl.centered:
+                    a = zeros("a", k)
+                    a[:] = wl.rho * a + (1 - wl.rho) * g[k]
+                    d = v - a**2 + eps
+                increment = lr * g[k] / np.sqrt(d)
+                if wl.momentum:
+                    b = zeros("momentum", k)
+                    b[:] = wl.momentum * b + increment
+                    increment = b
+                w[k] = w[k] - increment
+            elif wl.optimizer == "adagrad":
+                acc = zeros("acc", k, wl.initial_accumulator_value)
+                acc += g[k] ** 2
+                w[k] = w[k] - lr * g[k] / np.sqrt(acc + eps)
+            else:  # nadam
+                m, v = zeros("m", k), zeros("v", k)
+                m += (g[k] - m) * (1 - b1)
+                v += (g[k] ** 2 - v) * (1 - b2)
+                m_hat = u(t + 1) * m / (1 - u_product * u(t + 1)) + (1 - u(t)) * g[
+                    k
+                ] / (1 - u_product)
+                v_hat = v / (1 - b2**t)
+                w[k] = w[k] - m_hat * lr / (np.sqrt(v_hat) + eps)
     return w
 
 
@@ -296,21 +347,36 @@ def _trained(
     return session.params()
 
 
-@pytest.mark.parametrize(
-    ("optimizer", "inside", "input_scale"),
-    [
-        ("sgd", False, 1.0),
-        ("adam", False, 1.0),
-        # tiny gradients make Adam's epsilon placement visible
-        ("adam", False, 1e-4),
-        ("adam", True, 1e-4),
-    ],
-    ids=["sgd", "adam", "adam-tiny-gradients", "adam-eps-inside-sqrt"],
-)
-def test_train_steps_follow_keras_formulas(
-    runner: NativeRunner, optimizer: str, inside: bool, input_scale: float
-) -> None:
-    wl = Workload("mnist", optimizer, 0.01, 8, epsilon_inside_sqrt=inside)
+# Every optimizer and option of zoo/optimizers.py, by id.
+OPTIMIZER_CASES: dict[str, tuple[dict[str, object], float]] = {
+    "sgd": ({"optimizer": "sgd"}, 1.0),
+    "sgd-momentum": ({"optimizer": "sgd", "momentum": 0.9}, 1.0),
+    "sgd-nesterov-decay": (
+        {"optimizer": "sgd", "momentum": 0.9, "nesterov": True, "weight_decay": 0.1},
+        1.0,
+    ),
+    "adam": ({"optimizer": "adam"}, 1.0),
+    # tiny gradients make Adam's epsilon placement visible
+    "adam-tiny-gradients": ({"optimizer": "adam"}, 1e-4),
+    "adam-eps-inside-sqrt": ({"optimizer": "adam", "epsilon_inside_sqrt": True}, 1e-4),
+    "adam-amsgrad": ({"optimizer": "adam", "amsgrad": True}, 1.0),
+    "adamw": ({"optimizer": "adamw", "weight_decay": 0.004}, 1.0),
+    "rmsprop": ({"optimizer": "rmsprop"}, 1.0),
+    "rmsprop-centered-momentum": (
+        {"optimizer": "rmsprop", "centered": True, "momentum": 0.5, "rho": 0.5},
+        1.0,
+    ),
+    "adagrad": ({"optimizer": "adagrad", "initial_accumulator_value": 1.0}, 1.0),
+    "nadam": ({"optimizer": "nadam"}, 1.0),
+}
+
+
+@pytest.mark.parametrize("case", list(OPTIMIZER_CASES))
+def test_train_steps_follow_keras_formulas(runner: NativeRunner, case: str) -> None:
+    options, input_scale = OPTIMIZER_CASES[case]
+    optimizer = str(options["optimizer"])
+    rest = {k: v for k, v in options.items() if k != "optimizer"}
+    wl = Workload("mnist", optimizer, 0.01, 8, **rest)  # type: ignore[arg-type]
     spec = _with_workload(MODELS["ffn"], wl)
     weights = make_weights(spec, 2)
     x, y = make_batches(spec, 2, 8, 1)
