@@ -152,14 +152,26 @@ def test_a_toml_table_of_the_new_kinds_is_a_model(tmp_path: Path) -> None:
     assert spec.layers == user_models.spec_from_document("t", TRANSFORMER_TABLE).layers
 
 
-def test_a_branch_names_an_earlier_layer() -> None:
+def test_a_layer_that_feeds_nothing_is_refused() -> None:
+    """What ``harness fuzz`` found (a dense layer beside the model, feeding
+    nothing): Keras' functional model leaves such a layer out, PyTorch and
+    TensorFlow have no gradient for its parameters, so the float64 runs
+    stopped.  The spec refuses it in one sentence."""
     table = copy.deepcopy(TRANSFORMER_TABLE)
     # the GRU takes the normalized sequence, leaving the conv and pool aside
-    # (a dead branch the spec still computes)
     table["layers"][6]["inputs"] = ["norm"]
-    spec = user_models.spec_from_document("t", table)
-    assert spec.sources("gru") == ("norm",)
-    assert user_models.document_of(spec)["layers"][6]["inputs"] == ["norm"]
+    with pytest.raises(ValueError, match="layer 'pool' feeds no later layer"):
+        user_models.spec_from_document("t", table)
+    found = {
+        "input_shape": [3],
+        "layers": [
+            {"kind": "dense", "name": "dense_1", "units": 1},
+            {"kind": "dense", "name": "dense_2", "units": 4, "inputs": ["input"]},
+            {"kind": "dense", "name": "outputs", "units": 2},
+        ],
+    }
+    with pytest.raises(ValueError, match="'dense_1' feeds no later layer"):
+        user_models.spec_from_document("drawn", found)
 
 
 @pytest.mark.parametrize(
@@ -716,8 +728,10 @@ def test_a_layer_taking_an_earlier_layer_names_it() -> None:
     document = keras_import.document_from_config(config)
     assert document["layers"][2]["inputs"] == ["embed"]
     assert "inputs" not in document["layers"][3]
-    spec = user_models.spec_from_document("m", document)
-    assert spec.sources("gru") == ("embed",)
+    # the norm feeds nothing here: the spec refuses it (Keras' own configs
+    # hold only the layers between the input and the outputs)
+    with pytest.raises(ValueError, match="'norm' feeds no later layer"):
+        user_models.spec_from_document("m", document)
 
 
 def _call_with(**kwargs: Any) -> dict[str, Any]:

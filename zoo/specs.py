@@ -546,6 +546,22 @@ def _check_graph(spec: ModelSpec) -> None:
             f"{spec.name}'s input is token ids for its embeddings and floats for "
             "its other layers that take it; it must be one or the other"
         )
+    _check_used(spec)
+
+
+def _check_used(spec: ModelSpec) -> None:
+    """Every layer but the last feeds a later one: a layer whose output no
+    layer takes is not part of the model (Keras' functional model leaves it
+    out, and its parameters have no gradient), so it is refused."""
+    taken: set[str] = set()
+    for before, layer in zip(spec.layers, spec.layers[1:], strict=False):
+        taken.update(layer.inputs or (before.name,))
+    unused = [layer.name for layer in spec.layers[:-1] if layer.name not in taken]
+    if unused:
+        raise ValueError(
+            f"layer {unused[0]!r} feeds no later layer, so it is not part of the "
+            "model; remove it or feed it to a later layer"
+        )
 
 
 def _check_penalties(spec: ModelSpec, params: list[Param]) -> None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Unsatisfiable
 
@@ -108,7 +108,8 @@ class Campaign:
     """One campaign in ``folder`` (findings file, Hypothesis database) for
     ``budget_s`` seconds; ``check`` checks one drawn model (the workers'
     ``Checker``, or a stand-in in tests); ``say`` prints a line; ``clock``
-    reads seconds (a test's own)."""
+    reads seconds (a test's own); ``draw_seed`` fixes the draws (a test's;
+    ``None``: new ones each campaign)."""
 
     def __init__(
         self,
@@ -119,6 +120,7 @@ class Campaign:
         say: Callable[[str], None] = print,
         clock: Callable[[], float] = time.monotonic,
         round_size: int = ROUND,
+        draw_seed: int | None = None,
     ) -> None:
         self.folder = folder
         self.check = check
@@ -127,6 +129,10 @@ class Campaign:
         self.start = clock()
         self.deadline = self.start + budget_s
         self.round_size = round_size
+        # each round draws from its own seed (``draw_seed`` + its number): a
+        # test's campaign is the same every time, a user's is new each time
+        self.draw_seed = time.time_ns() % 2**32 if draw_seed is None else draw_seed
+        self.rounds = 0
         self.findings = read_findings(folder)
         self.earlier = set(self.findings)  # found by earlier campaigns
         # shrunk already (earlier, or in a finished round): counted when
@@ -151,8 +157,12 @@ class Campaign:
         return self.tally
 
     def _round(self, database: DirectoryBasedExampleDatabase) -> None:
+        self.rounds += 1
+
+        @seed(self.draw_seed + self.rounds)
         @settings(
             database=database,
+            derandomize=False,
             max_examples=self.round_size,
             deadline=None,
             suppress_health_check=list(HealthCheck),

@@ -18,9 +18,10 @@ stopped stopped, and whether the float64 vote itself failed.
   native ones: the framework's operator, or the project's reading of it;
 - ``several paths``: anything else, named.
 
-The ``signature`` of a finding is its class, the failing paths, the stage
-(forward, loss, backward, update; or the error's type for a path that
-stopped) and the kind of the layer it was localized to: two drawn models
+The ``signature`` of a finding is its class, the failing paths, and the
+earliest place one of them parts from float64: the stage (forward, loss,
+backward, update; or the error's type for a path that stopped) and the
+kind of the layer it was localized to: two drawn models
 that part the same way at the same kind of layer are one finding, whatever
 else they hold.  ``Finding.id`` is a digest of the signature.
 
@@ -130,8 +131,18 @@ def signature(outcome: Outcome) -> str:
     if kind == "the judge":
         return f"the judge | float64 runs | {outcome.judge.split(':')[0][:80]}"
     failing = outcome.failing
-    wheres = sorted({_stage(outcome, p) for p in failing})
-    return f"{kind} | {','.join(failing)} | {'; '.join(wheres)}"
+    # the earliest place any failing path parts (what comes after it follows)
+    first = min((_stage(outcome, p) for p in failing), key=_stage_order)
+    return f"{kind} | {','.join(failing)} | {first}"
+
+
+STAGES = ("stopped", "forward", "loss", "backward", "update", "not")
+
+
+def _stage_order(where: str) -> int:
+    """Where a path parts, in the order a step runs (unlocalized last)."""
+    word = where.split(maxsplit=1)[0].rstrip(":")
+    return STAGES.index(word) if word in STAGES else len(STAGES)
 
 
 def finding_id(text: str) -> str:
