@@ -169,6 +169,31 @@ def explore(session: nox.Session) -> None:
     )
 
 
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """Find bugs by drawing models (``python -m harness fuzz``): Hypothesis
+    draws models from the whole vocabulary, each is checked on every path
+    against float64, and every disagreement is shrunk, classified and kept
+    in ``results/fuzz`` (a later campaign there resumes).  First argument:
+    the budget in seconds (default 600); further ones go to the command
+    (``--write docs/findings`` writes the kept findings as reports)."""
+    budget, *options = session.posargs or ["600"]
+    if not budget.replace(".", "", 1).isdigit() or float(budget) <= 0:
+        session.error(f"the budget must be a positive number of seconds: {budget!r}")
+    session.install("-e", ".[frameworks,harness]")
+    _mxnet_env(session)
+    session.run(
+        "python",
+        "-m",
+        "harness",
+        "fuzz",
+        "--budget",
+        budget,
+        *options,
+        success_codes=[0, 1],  # 1: something new was found, which is the point
+    )
+
+
 def _profile_and_options(posargs: list[str]) -> tuple[str, list[str]]:
     """``nox -s bench -- [PROFILE] [harness run options]``: the profile
     (``default`` unless the first argument names one), then the options

@@ -11,8 +11,10 @@ and none is written twice), sets the same weights and mini-batches as
 literals, compiles Keras' optimizer and loss as the tool does, trains
 ``STEPS`` steps with ``train_on_batch``, and prints, per quantity named in
 ``EXPECTED`` (an ``.npz`` of float64 values: ``logits`` on the first batch,
-or ``step<t>/<layer>/<parameter>`` after step ``t``), its error against
-them: ``max |keras - float64| / max |float64|``.
+or ``step<t>/<layer>/<parameter>`` after step ``t``; or the word ``keras``:
+the logits of the model built here, so that the script checks it rebuilds
+the same model), its error against them: ``max |keras - float64| / max
+|float64|``.
 
 Runs where Keras runs (the main environment), never in the MXNet one.
 """
@@ -28,8 +30,8 @@ from typing import Any
 import numpy as np
 
 # Config keys never written: Keras fills them in, or the weights set below
-# make them moot.
-_SKIPPED = {"name", "trainable", "dtype", "build_config", "compile_config"}
+# make them moot.  A layer's name is kept: the weights are found by it.
+_SKIPPED = {"trainable", "dtype", "build_config", "compile_config"}
 _INITIALIZER = "_initializer"
 
 
@@ -153,8 +155,14 @@ def script(  # noqa: PLR0917 (what one script holds)
     lines.append(f"model = keras.Model(inputs, {var})")
     lines.append("model.set_weights([")
     lines += [f"    {_literal(np.asarray(w))}," for w in model.get_weights()]
+    lines.append("])")
+    # an adapted layer (Normalization) reads its set statistics only then
     lines += [
-        "])",
+        f"model.get_layer({layer.name!r}).finalize_state()"
+        for layer in model.layers
+        if hasattr(layer, "finalize_state")
+    ]
+    lines += [
         f"model.compile(optimizer={optimizer}, loss={loss})",
         f"x = {_literal(x)}",
         f"y = {_literal(y)}",
@@ -213,7 +221,10 @@ def main(argv: list[str]) -> int:
     loss_class = LOSSES[w.loss].keras_class
     logits = f"from_logits={w.from_logits!r}" if LOSSES[w.loss].takes_logits else ""
     loss = f"keras.losses.{loss_class}({logits})"
-    expected = load_npz(Path(expected_file))
+    if expected_file == "keras":  # the built model's own logits: a self-check
+        expected = {"logits": np.asarray(model.predict_on_batch(x[0]), np.float64)}
+    else:
+        expected = load_npz(Path(expected_file))
     paths = {
         quantity: variable(model, spec.param(quantity.split("/", 1)[1])).path
         for quantity in expected

@@ -195,8 +195,8 @@ def markdown(  # noqa: PLR0917 (one page's parts)
         f"(`python {script.name} BACKEND`); error = max |Keras - float64| / "
         f"max |float64|, wrong above {WRONG:g}:",
         "",
-        "| backend | " + " | ".join(_quantities(outputs)) + " |",
-        "| --- |" + " --- |" * len(_quantities(outputs)),
+        "| backend | " + " | ".join(_quantities(outputs) or ["output"]) + " |",
+        "| --- |" + " --- |" * max(1, len(_quantities(outputs))),
     ]
     for backend, output in outputs.items():
         errors = errors_of(output)
