@@ -92,6 +92,11 @@ def test_a_signature_names_paths_stage_and_kind_not_the_model() -> None:
     assert "update at embedding" in signature(one)
     stopped = _outcome({"native-torch": "error"})
     assert "stopped: RuntimeError" in signature(stopped)
+    with_mode = _outcome(
+        {"keras-tensorflow": "fail", "keras-tensorflow@xla": "fail"},
+        ("update", "embedding"),
+    )
+    assert signature(with_mode) == signature(one)
 
 
 # --- a campaign on stand-ins ---------------------------------------------------

@@ -18,7 +18,8 @@ stopped stopped, and whether the float64 vote itself failed.
   native ones: the framework's operator, or the project's reading of it;
 - ``several paths``: anything else, named.
 
-The ``signature`` of a finding is its class, the failing paths, and the
+The ``signature`` of a finding is its class, the failing paths (a path's
+modes counted as the path: whether a mode was drawn is luck), and the
 earliest place one of them parts from float64: the stage (forward, loss,
 backward, update; or the error's type for a path that stopped) and the
 kind of the layer it was localized to: two drawn models
@@ -133,7 +134,9 @@ def signature(outcome: Outcome) -> str:
     failing = outcome.failing
     # the earliest place any failing path parts (what comes after it follows)
     first = min((_stage(outcome, p) for p in failing), key=_stage_order)
-    return f"{kind} | {','.join(failing)} | {first}"
+    # a path and its modes are one: whether a mode was drawn is luck
+    bases = sorted({p.split("@", maxsplit=1)[0] for p in failing})
+    return f"{kind} | {','.join(bases)} | {first}"
 
 
 STAGES = ("stopped", "forward", "loss", "backward", "update", "not")
