@@ -53,17 +53,33 @@ def final_activation(spec: ModelSpec) -> str | None:
 
 KNOWN = (
     Known(
-        "keras-tensorflow-adam-sparse-embedding",
-        "Keras 3.15's Adam on TensorFlow squares an Embedding's sparse gradient "
-        "per token occurrence, not per row, so a repeated token's second moment "
-        "is too large (a Keras bug; docs/results/transformer.md)",
+        "keras-tensorflow-sparse-gradient-optimizers",
+        "Keras' optimizers on TensorFlow square (or take the absolute value "
+        "of) an Embedding's sparse gradient per token occurrence, not per row, "
+        "so a repeated token's update is wrong; every optimizer but SGD here "
+        "(a Keras bug since 3.0.0; docs/findings/sparse-gradient-optimizers.md)",
         bug=True,
         applies=lambda spec, path: (
             _keras_tensorflow(path)
-            and spec.workload.optimizer == "adam"
+            and spec.workload.optimizer != "sgd"
             and any(layer.kind == "embedding" for layer in spec.layers)
         ),
         quantities="step",
+    ),
+    Known(
+        "keras-torch-padded-average-pool",
+        "Keras on PyTorch pads an asymmetric 'same' average pool by repeating "
+        "the edge and counts the copies (a Keras bug, fixed on Keras' main "
+        "branch by keras-team/keras#23233, unreleased in 3.15.1; "
+        "docs/findings/padded-average-pool.md)",
+        bug=True,
+        applies=lambda spec, path: (
+            path.split("@", maxsplit=1)[0] == "keras-torch"
+            and any(
+                layer.kind in ("avg_pool", "avg_pool1d") and layer.padding == "same"
+                for layer in spec.layers
+            )
+        ),
     ),
     Known(
         "keras-tensorflow-logits-before-activation",
