@@ -16,10 +16,11 @@ and kept (``harness.fuzz.findings``).
 - **Rounds and resuming.**  Hypothesis stops drawing soon after it finds a
   bug, so a campaign is rounds of ``ROUND`` models until the budget is
   spent.  Hypothesis' database (``<folder>/hypothesis``) replays the
-  failing draws of earlier rounds and campaigns first; a finding shrunk in
-  an earlier round, or already in the findings file when the campaign
-  started, is counted when seen again, never raised (not reported twice,
-  not shrunk again).
+  failing draws of earlier rounds and campaigns first, so a finding whose
+  model shrank in a round shrinks further in the next; once a round leaves
+  it as it was, or when it was in the findings file before the campaign
+  started, it is settled: counted when seen again, never raised (not
+  reported twice, not shrunk again).
 - **Budget.**  Past the deadline the next draw ends the round at once, its
   shrinking too (the findings file has the smallest model seen so far).
 """
@@ -149,8 +150,16 @@ class Campaign:
         database = DirectoryBasedExampleDatabase(str(self.folder / "hypothesis"))
         try:
             while not self.over():
+                before = {i: self._size(f) for i, f in self.findings.items()}
                 self._round(database)
-                self.settled |= set(self.findings)
+                # a finding whose smallest model did not shrink this round is
+                # settled; one that did is shrunk further by the next round
+                # (Hypothesis replays it first from its database)
+                self.settled |= {
+                    i
+                    for i, f in self.findings.items()
+                    if before.get(i) == self._size(f)
+                }
         except KeyboardInterrupt:
             self.tally.interrupted = True
             self.say("interrupted: the findings so far are kept")
@@ -233,6 +242,10 @@ class Campaign:
         if ident in self.settled:
             return  # shrunk already: counted, not raised
         raise _raised(text)(text)
+
+    @staticmethod
+    def _size(finding: Finding) -> tuple[int, ...]:
+        return size(finding.document, finding.steps, finding.batch_size)
 
     def _progress(self, drawn: Drawn, outcome: Outcome, text: str) -> str:
         elapsed = self.clock() - self.start
