@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, find, given, settings
 
 from harness.fuzz.campaign import Campaign, Tally
 from harness.fuzz.draw import DRAWS, MERGES, NOT_DRAWN, Drawn, drawn_models
@@ -138,6 +138,35 @@ def _campaign(folder: Path, budget: float) -> Campaign:
         say=lambda line: None,
         clock=lambda: float(next(ticks)),
     )
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("keras-tensorflow", ["embedding", "flatten", "dense"]),
+        ("keras-torch", ["avg_pool", "flatten", "dense"]),
+    ],
+)
+def test_the_draw_shrinks_a_bug_to_the_layers_that_show_it(
+    path: str, expected: list[str]
+) -> None:
+    """Hypothesis' shrinking over the drawn models, alone and deterministic:
+    each stand-in bug shrinks to its three layers (a layer is one draw, so a
+    whole layer can be left out), the fewest steps and the smallest batch."""
+    smallest = find(
+        drawn_models(),
+        lambda drawn: path in stand_in(drawn).failing,
+        settings=settings(
+            database=None,
+            derandomize=True,
+            max_examples=3000,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
+    assert _kinds(smallest.document) == expected
+    assert smallest.batch_size == 1
+    assert smallest.steps == (1 if path == "keras-tensorflow" else 0)
+    assert not smallest.modes
 
 
 @pytest.fixture(scope="module")

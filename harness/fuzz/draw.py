@@ -321,7 +321,48 @@ class Drawn:
 
 
 @st.composite
-def drawn_models(draw: Draw) -> Drawn:  # noqa: PLR0912, PLR0915 (one draw)
+def _next_layer(
+    draw: Draw, outputs: tuple[tuple[str, Shape], ...], position: int
+) -> list[tuple[Entry, Shape]]:
+    """The next layer after ``outputs`` (every earlier output, the last one
+    last), and the merge that joins it where one is drawn, each with its
+    output shape; nothing when the options drawn do not fit."""
+    last, shape = outputs[-1]
+    source = last
+    if len(outputs) > 1 and draw(st.integers(0, 3)) == 0:  # a branch
+        source, shape = draw(st.sampled_from(outputs[:-1]))
+    kinds = sorted(k for k, d in DRAWS.items() if len(shape) in d.ranks)
+    kind = draw(st.sampled_from(kinds))
+    name = f"{kind}_{position}"
+    entry: Entry = {"kind": kind, "name": name, **DRAWS[kind].options(draw, shape)}
+    inputs = [source, source] if kind == "dot_attention" else [source]
+    if inputs != [last]:
+        entry["inputs"] = inputs
+    made = _shape_of(entry, tuple(shape for _ in inputs))
+    if made is None or not all(made) or len(made) > 3:
+        return []  # options that do not fit the shape: left out
+    _regularize(draw, entry, shape)
+    # a branch joins the last output again, or the last would feed nothing
+    partner = last if source != last else None
+    if partner is None and draw(st.integers(0, 2)) == 0:  # a residual
+        same = [n for n, s in outputs if s == made]
+        partner = draw(st.sampled_from(same)) if same else None
+    if partner is None:
+        return [(entry, made)]
+    merge = draw(st.sampled_from(MERGES))
+    joined: Entry = {
+        "kind": merge,
+        "name": f"{merge}_{position}",
+        "inputs": [name, partner],
+    }
+    merged = _shape_of(joined, (made, dict(outputs)[partner]))
+    if merged is None:  # a branch that cannot join is left out
+        return [] if source != last else [(entry, made)]
+    return [(entry, made), (joined, merged)]
+
+
+@st.composite
+def drawn_models(draw: Draw) -> Drawn:
     """A valid model and its case (see the module docstring)."""
     input_shape, layers = draw(_input())
     # every output a later layer may take (token ids only the embedding)
@@ -331,43 +372,12 @@ def drawn_models(draw: Draw) -> Drawn:  # noqa: PLR0912, PLR0915 (one draw)
     position = 0
     while position < MAX_BODY and draw(st.integers(0, 3)) > 0:  # one more?
         position += 1
-        last, shape = outputs[-1]
-        source = last
-        if len(outputs) > 1 and draw(st.integers(0, 3)) == 0:  # a branch
-            source, shape = draw(st.sampled_from(outputs[:-1]))
-        kinds = sorted(k for k, d in DRAWS.items() if len(shape) in d.ranks)
-        kind = draw(st.sampled_from(kinds))
-        name = f"{kind}_{position}"
-        entry: Entry = {"kind": kind, "name": name, **DRAWS[kind].options(draw, shape)}
-        inputs = [source, source] if kind == "dot_attention" else [source]
-        if inputs != [last]:
-            entry["inputs"] = inputs
-        made = _shape_of(entry, tuple(shape for _ in inputs))
-        if made is None or not all(made) or len(made) > 3:
-            continue  # options that do not fit the shape: left out
-        _regularize(draw, entry, shape)
-        # a branch joins the last output again, or the last would feed nothing
-        partners = [last] if source != last else []
-        if not partners:
-            partners = [
-                n for n, s in outputs if s == made and draw(st.integers(0, 2)) == 0
-            ][:1]
-        layers.append(entry)
-        outputs.append((name, made))
-        if partners:
-            merge = draw(st.sampled_from(MERGES))
-            joined: Entry = {
-                "kind": merge,
-                "name": f"{merge}_{position}",
-                "inputs": [name, partners[0]],
-            }
-            merged = _shape_of(joined, (made, dict(outputs)[partners[0]]))
-            if merged is not None:
-                layers.append(joined)
-                outputs.append((f"{merge}_{position}", merged))
-            elif source != last:  # a branch that cannot join: left out
-                layers.pop()
-                outputs.pop()
+        # one layer (and its merge) is one draw, so that Hypothesis can
+        # shrink a model by leaving a whole layer out
+        added = draw(_next_layer(tuple(outputs), position))
+        for entry, made in added:
+            layers.append(entry)
+            outputs.append((entry["name"], made))
     loss = draw(st.sampled_from(sorted(LOSSES)))
     layers += _head(draw, outputs[-1][1], outputs[-1][0], loss)
     from_logits = draw(st.booleans()) if LOSSES[loss].takes_logits else False
