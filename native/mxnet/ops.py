@@ -507,14 +507,19 @@ def dot_attention(h: tuple[Any, ...], params: Any, spec: ModelSpec, name: str) -
 
 
 def layer_norm(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
-    """Over the last axis: ``(h - mean) / sqrt(variance + epsilon) * gamma +
-    beta``, the variance without Bessel's correction, as Keras has it."""
+    """Over Keras' last axis (the channels of images, axis 1 of ``(N, C, H,
+    W)`` here): ``(h - mean) / sqrt(variance + epsilon) * gamma + beta``, the
+    variance without Bessel's correction, as Keras has it."""
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     epsilon = spec.layer(name).norm_epsilon
-    centered = F.broadcast_sub(h, F.mean(h, axis=-1, keepdims=True))
-    variance = F.mean(F.square(centered), axis=-1, keepdims=True)
+    image = len(input_of(spec, name)) == 3  # from the spec: a symbol has no shape
+    axis = 1 if image else -1
+    centered = F.broadcast_sub(h, F.mean(h, axis=axis, keepdims=True))
+    variance = F.mean(F.square(centered), axis=axis, keepdims=True)
     scaled = F.broadcast_mul(centered, F.rsqrt(variance + epsilon))
     gamma, beta = params[f"{name}/gamma"], params[f"{name}/beta"]
+    if image:
+        gamma, beta = F.reshape(gamma, (1, -1, 1, 1)), F.reshape(beta, (1, -1, 1, 1))
     return F.broadcast_add(F.broadcast_mul(scaled, gamma), beta)
 
 

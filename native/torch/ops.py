@@ -376,13 +376,16 @@ def bidirectional(
 def layer_norm(
     h: torch.Tensor, params: Params, spec: ModelSpec, name: str
 ) -> torch.Tensor:
-    """Over the last axis: ``(h - mean) / sqrt(variance + epsilon) * gamma +
-    beta``, the variance without Bessel's correction, as Keras has it."""
+    """Over Keras' last axis (the channels of images, axis 1 of ``(N, C, H,
+    W)`` here): ``(h - mean) / sqrt(variance + epsilon) * gamma + beta``, the
+    variance without Bessel's correction, as Keras has it."""
     epsilon = spec.layer(name).norm_epsilon
-    mean = h.mean(dim=-1, keepdim=True)
-    variance = (h - mean).square().mean(dim=-1, keepdim=True)
+    axis, shape = (1, (-1, 1, 1)) if h.dim() == 4 else (-1, (-1,))
+    mean = h.mean(dim=axis, keepdim=True)
+    variance = (h - mean).square().mean(dim=axis, keepdim=True)
     scaled = (h - mean) * torch.rsqrt(variance + epsilon)
-    return scaled * params[f"{name}/gamma"] + params[f"{name}/beta"]
+    gamma, beta = params[f"{name}/gamma"], params[f"{name}/beta"]
+    return scaled * gamma.reshape(shape) + beta.reshape(shape)
 
 
 def _channels(h: torch.Tensor) -> tuple[tuple[int, ...], tuple[int, ...]]:

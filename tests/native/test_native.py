@@ -297,6 +297,36 @@ def _train_numpy(  # noqa: PLR0915 (one branch per optimizer, as Keras has them)
     return w
 
 
+def test_layer_norm_over_images_normalizes_each_pixels_channels(
+    runner: NativeRunner,
+) -> None:
+    """What ``harness fuzz`` found (finding 20b4e3d631, shrunk to these three
+    layers): PyTorch and MXNet normalized an image's last axis of their own
+    ``(N, C, H, W)`` layout, the width, not Keras' channels."""
+    spec = ModelSpec(
+        "image-norm",
+        (3, 4, 2),
+        3,
+        (
+            Layer("ln", "layer_norm", epsilon=1e-5),
+            Layer("flat", "flatten"),
+            Layer("out", "dense", 3),
+        ),
+        Workload("none", "sgd", 0.1, 2),
+    )
+    weights = make_weights(spec, 0)
+    weights["ln/gamma"][:] = [1.5, -0.5]
+    weights["ln/beta"][:] = [0.25, 1.0]
+    x, y = make_batches(spec, 0, 2, 1)
+    logits, _, _ = runner.evaluate(spec, weights, x[0], y[0])
+    h = x[0].astype(np.float64)
+    mean = h.mean(axis=-1, keepdims=True)
+    norm = (h - mean) / np.sqrt(((h - mean) ** 2).mean(axis=-1, keepdims=True) + 1e-5)
+    norm = norm * weights["ln/gamma"] + weights["ln/beta"]
+    expected = norm.reshape(2, -1) @ weights["out/kernel"] + weights["out/bias"]
+    assert relative_error(logits, expected) < 1e-5
+
+
 def test_relu_has_no_gradient_at_exactly_zero(runner: NativeRunner) -> None:
     """A unit whose input is exactly 0 (zero kernel and bias, as a Keras
     model's dead units start) passes no gradient, as Keras' relu has it."""
