@@ -22,7 +22,8 @@ from harness.fuzz.findings import (
     read_findings,
     signature,
 )
-from harness.fuzz.report import errors_of, first_affected, wrong
+from harness.fuzz.report import errors_of, wrong
+from harness.versions.correctness import first_affected
 from workers.paths import MODE_PATHS, PATHS
 from zoo.kinds import KINDS
 from zoo.user_models import spec_from_document

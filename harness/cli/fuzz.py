@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 
 from harness.cli.common import Commands
+from harness.fuzz.findings import Finding
 
 # A campaign's default length: long enough to meet the two known Keras bugs
 # from a fresh start on a 2-core machine (docs/findings/README.md).
@@ -44,6 +45,14 @@ def add(commands: Commands) -> None:
         metavar="DIR",
         help="instead of drawing: write every kept finding as DIR/<id>.md",
     )
+    fuzz_p.add_argument(
+        "--releases",
+        default=None,
+        metavar="OLDEST",
+        help="with --write: run each Keras finding's reproducer on every "
+        "release from OLDEST to the newest (overlays, as harness bisect "
+        "builds them) and name the first affected",
+    )
     fuzz_p.set_defaults(handler=fuzz_command)
 
 
@@ -61,8 +70,12 @@ def fuzz_command(args: argparse.Namespace) -> int:
         )
     folder = args.folder.absolute()
     if args.write is not None:
-        written = write_all(read_findings(folder), args.write, folder / "models")
+        findings = read_findings(folder)
+        written = write_all(findings, args.write, folder / "models")
         print(f"wrote {len(written)} findings to {args.write}")
+        if args.releases:
+            for finding in findings.values():
+                _releases(finding, args.write, args.releases)
         return 0
     print(
         f"fuzz: drawing models for {args.budget:g} s into {folder}; every path "
@@ -87,3 +100,20 @@ def fuzz_command(args: argparse.Namespace) -> int:
     if tally.interrupted:
         return 130
     return 1 if tally.new else 0
+
+
+def _releases(finding: Finding, folder: Path, oldest: str) -> None:
+    """The releases section of a finding's page, for a finding of Keras
+    paths of one backend (the backend its reproducer fails on)."""
+    from harness.fuzz.report import releases_section
+    from harness.versions.correctness import bisect_releases
+
+    paths = finding.signature.split(" | ")[1].split(",")
+    backends = {p.removeprefix("keras-") for p in paths if p.startswith("keras-")}
+    if len(backends) != 1 or len(backends) != len(paths):
+        return  # not one Keras backend's: no release of Keras to name
+    backend = backends.pop()
+    print(f"{finding.id}: its reproducer on {backend}, release by release")
+    first, tried = bisect_releases(folder / f"{finding.id}.py", backend, oldest)
+    page = folder / f"{finding.id}.md"
+    page.write_text(page.read_text() + releases_section(backend, tried, first))

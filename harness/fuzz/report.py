@@ -8,12 +8,9 @@ reference's (three hand-written float64 implementations that agree: the
 expected values).  ``workers.keras_code`` then writes the model as plain
 Keras code with its weights, mini-batches and the expected values as
 literals; the script is run on each Keras backend here and its output put
-in the report, beside what the check saw on every path.  With
-``releases``, the script is also run on earlier Keras releases (the
-overlays ``harness bisect`` builds, ``harness.versions.overlay``) to find
-the first release it fails on, assuming that once a release fails, every
-later one does until a fix (``first_affected``, a binary search; each
-release it ran on is listed).
+in the report, beside what the check saw on every path.
+``harness.versions.correctness`` runs the script on earlier Keras releases
+too (``--releases``), and the page gets its section (``releases_section``).
 """
 
 from __future__ import annotations
@@ -22,7 +19,6 @@ import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +27,7 @@ from equivalence.check import Case, ModelReport
 from harness.fuzz.checking import WorkerCheck
 from harness.fuzz.findings import TRIAGE, Finding
 from workers.launch import PROJECT_ROOT
-from workers.paths import MODE_PATHS, PATHS, get_path, interpreter
+from workers.paths import MODE_PATHS, PATHS, interpreter
 from zoo.arrays import save_npz
 from zoo.user_models import STORE_ENV, register
 
@@ -98,38 +94,6 @@ def wrong(output: str) -> bool | None:
     return max(errors.values()) > WRONG
 
 
-def first_affected(
-    releases: Sequence[str], affected: Callable[[str], bool | None]
-) -> tuple[str | None, dict[str, bool | None]]:
-    """The first of ``releases`` (in order) that ``affected`` says is
-    affected, by binary search from the newest (which must be), and every
-    release tried with its answer; a release that cannot run is skipped
-    toward newer ones."""
-    tried: dict[str, bool | None] = {}
-    if not releases:
-        return None, tried
-    tried[releases[-1]] = affected(releases[-1])
-    if not tried[releases[-1]]:
-        return None, tried
-    low, high = 0, len(releases) - 1  # releases[high] is affected
-    while low < high:
-        middle = (low + high) // 2
-        probe = middle
-        while (
-            probe < high
-            and tried.setdefault(releases[probe], affected(releases[probe])) is None
-        ):
-            probe += 1
-        if probe == high:
-            low = middle + 1 if probe > middle else high
-            break
-        if tried[releases[probe]]:
-            high = probe
-        else:
-            low = probe + 1
-    return releases[high], tried
-
-
 def _script(
     check: WorkerCheck, finding: Finding, report: ModelReport, folder: Path
 ) -> Path:
@@ -161,14 +125,12 @@ def _script(
     return out
 
 
-def markdown(  # noqa: PLR0917 (one page's parts)
+def markdown(
     finding: Finding,
     report: ModelReport,
     script: Path,
     outputs: dict[str, str],
     keras_version: str,
-    releases: dict[str, bool | None] | None = None,
-    first: str | None = None,
 ) -> str:
     """The report's text."""
     doc = finding.document
@@ -228,25 +190,27 @@ def markdown(  # noqa: PLR0917 (one page's parts)
     notes = {p: n for p, n in ((p, report.notes(p)) for p in report.verdicts) if n}
     for path, said in notes.items():
         lines += ["", f"{path}: {'; '.join(said)}"]
-    if releases:
-        lines += ["", "## Releases", ""]
-        affected = [
-            get_path(p).framework
-            for p in paths.split(",")
-            if get_path(p).api == "keras"
-        ]
-        lines.append(
-            f"The reproducer on {', '.join(sorted(set(affected))) or 'the backend'} "
-            "over Keras releases (overlays of `harness bisect`), binary search: "
-            + (
-                f"**first affected: {first}**."
-                if first
-                else "no release tried was affected."
-            )
-        )
-        lines += ["", "| release | wrong |", "| --- | --- |"]
-        words = {None: "cannot run", True: "yes", False: "no"}
-        lines += [f"| {r} | {words[answer]} |" for r, answer in releases.items()]
+    return "\n".join(lines) + "\n"
+
+
+def releases_section(
+    backend: str, tried: dict[str, bool | None], first: str | None
+) -> str:
+    """The page's section on releases: each one the reproducer ran on, on
+    ``backend``, and the first affected (``harness.versions.correctness``)."""
+    words = {None: "cannot run", True: "**wrong**", False: "right"}
+    verdict = f"**first affected: {first}**" if first else "no release tried is wrong"
+    lines = [
+        "",
+        "## Releases",
+        "",
+        f"The reproducer on {backend} over Keras releases (each an overlay of "
+        f"`harness bisect`), bisected: {verdict}.",
+        "",
+        "| release | reproducer |",
+        "| --- | --- |",
+        *(f"| {release} | {words[answer]} |" for release, answer in tried.items()),
+    ]
     return "\n".join(lines) + "\n"
 
 
