@@ -145,7 +145,7 @@ def _campaign(folder: Path, budget: float) -> Campaign:
     ("path", "expected"),
     [
         ("keras-tensorflow", ["embedding", "flatten", "dense"]),
-        ("keras-torch", ["avg_pool", "flatten", "dense"]),
+        ("keras-torch", ["avg_pool1d", "flatten", "dense"]),
     ],
 )
 def test_the_draw_shrinks_a_bug_to_the_layers_that_show_it(
