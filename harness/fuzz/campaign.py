@@ -23,6 +23,9 @@ and kept (``harness.fuzz.findings``).
   reported twice, not shrunk again).
 - **Budget.**  Past the deadline the next draw ends the round at once, its
   shrinking too (the findings file has the smallest model seen so far).
+  One finding's shrinking gets ``SHRINK_CHECKS`` checks in a campaign;
+  then it is settled as it is and the round ends, so that time goes to new
+  models.
 """
 
 from __future__ import annotations
@@ -52,12 +55,18 @@ from harness.fuzz.findings import (
 
 # Models a round draws at most (Hypothesis stops sooner once it finds one).
 ROUND = 40
+# Checks one finding's shrinking may take before it is settled as it is and
+# the round ends: shrinking is a check per candidate, and a campaign's time
+# is better spent drawing new models (measured: unbounded, the hour's
+# campaign spent most of its checks shrinking rounding noise).
+SHRINK_CHECKS = 30
 Check = Callable[[Drawn], Outcome]
 
 
 class _Spent(BaseException):
-    """The budget is spent: ends a round at once (a ``BaseException``, so
-    Hypothesis neither shrinks nor replays it)."""
+    """The budget, or one finding's shrinking budget, is spent: ends a round
+    at once (a ``BaseException``, so Hypothesis neither shrinks nor replays
+    it)."""
 
 
 class Found(Exception):  # noqa: N818 (what a drawn model did: found something)
@@ -122,6 +131,7 @@ class Campaign:
         clock: Callable[[], float] = time.monotonic,
         round_size: int = ROUND,
         draw_seed: int | None = None,
+        shrink_checks: int = SHRINK_CHECKS,
     ) -> None:
         self.folder = folder
         self.check = check
@@ -134,6 +144,8 @@ class Campaign:
         # test's campaign is the same every time, a user's is new each time
         self.draw_seed = time.time_ns() % 2**32 if draw_seed is None else draw_seed
         self.rounds = 0
+        self.shrink_checks = shrink_checks
+        self.raised: dict[str, int] = {}  # checks that showed each finding
         self.findings = read_findings(folder)
         self.earlier = set(self.findings)  # found by earlier campaigns
         # shrunk already (earlier, or in a finished round): counted when
@@ -241,6 +253,10 @@ class Campaign:
             self.tally.again[ident] = self.tally.again.get(ident, 0) + 1
         if ident in self.settled:
             return  # shrunk already: counted, not raised
+        self.raised[ident] = self.raised.get(ident, 0) + 1
+        if self.raised[ident] > self.shrink_checks:
+            self.settled.add(ident)  # shrunk enough: on to new models
+            raise _Spent
         raise _raised(text)(text)
 
     @staticmethod
