@@ -170,7 +170,7 @@ def main() -> None:
         wrong = (
             isinstance(tf, float)
             and isinstance(expected, float)
-            and abs(tf - expected) > 1e-4 * max(1.0, abs(expected))
+            and abs(tf - expected) > 1e-4 * abs(expected)  # relative
         )
         cells = [_cell(v) for v in (tf, tf_dense, jax, torch)]
         print(
