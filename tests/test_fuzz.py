@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, find, given, settings
 
+from harness.fuzz import checking
 from harness.fuzz.campaign import Campaign, Tally
 from harness.fuzz.draw import DRAWS, MERGES, NOT_DRAWN, Drawn, drawn_models
 from harness.fuzz.findings import (
@@ -24,6 +26,7 @@ from harness.fuzz.findings import (
 )
 from harness.fuzz.report import errors_of, wrong
 from harness.versions.correctness import first_affected
+from workers.launch import Reply
 from workers.paths import MODE_PATHS, PATHS
 from zoo.kinds import KINDS
 from zoo.user_models import spec_from_document
@@ -263,3 +266,33 @@ def test_an_unaffected_newest_release_means_none() -> None:
     found, tried = first_affected(["3.0.0", "3.1.0"], lambda r: False)
     assert found is None
     assert tried == {"3.1.0": False}
+
+
+class _Checker:
+    """A checker whose workers did not start, as ``Checker`` reports it."""
+
+    def __init__(self, paths: list[str], timeout: float) -> None:
+        self.workers = {
+            p: SimpleNamespace(
+                failure=Reply("unavailable", error=f"cannot start python for {p}")
+            )
+            for p in paths
+        }
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_campaign_that_cannot_start_a_path_says_so(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Found by running it where the frameworks were missing: every model
+    then "failed" at once, hundreds a second.  Now one sentence, before any
+    model is drawn; MXNet alone may be missing."""
+    monkeypatch.setattr(checking, "Checker", _Checker)
+    with pytest.raises(ValueError, match="cannot start keras-jax"):
+        checking.WorkerCheck(tmp_path)
+    monkeypatch.setattr(checking, "PATHS", {"native-mxnet": None})
+    monkeypatch.setattr(checking, "MODE_PATHS", {})
+    assert checking.WorkerCheck(tmp_path).restarts == 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import TracebackType
 
-from equivalence.check import Case, Checker, ModelReport
+from equivalence.check import Case, Checker, ModelReport, missing_framework
 from harness.fuzz.campaign import crashed
 from harness.fuzz.draw import Drawn
 from harness.fuzz.findings import Outcome
@@ -61,7 +61,21 @@ class WorkerCheck:
         self.restarts = 0
 
     def _start(self) -> Checker:
-        return Checker(self.paths, timeout=self.timeout)
+        """The checker; a ValueError in one sentence when a path's worker
+        cannot start (every model would then "fail", and a campaign would
+        draw hundreds of nothings a second), except a framework that may be
+        missing here (MXNet: its paths are then unavailable)."""
+        checker = Checker(self.paths, timeout=self.timeout)
+        for path, worker in checker.workers.items():
+            failure = worker.failure
+            if failure is not None and not missing_framework(path, failure):
+                checker.close()
+                raise ValueError(
+                    f"cannot start {path} ({failure.error}); the fuzzer checks "
+                    "every path: install the frameworks (pip install -e "
+                    "'.[frameworks,harness]', or run nox -s fuzz)"
+                )
+        return checker
 
     def __enter__(self) -> WorkerCheck:
         return self
