@@ -121,6 +121,27 @@ def defaults(optimizer: str) -> dict[str, float | bool]:
     return given
 
 
+def slot_starts(workload: Any) -> dict[str, float]:
+    """The per-parameter slots Keras' optimizer keeps for ``workload``, by
+    Keras' names, each with the value it starts at (Adagrad's accumulator at
+    ``initial_accumulator_value``, every other at 0), reading only the options
+    of that optimizer: none for plain SGD, Adam's two moments for Adam.  Every
+    framework's ``make_train_state`` makes these and no others."""
+    w, name = workload, get_optimizer(workload.optimizer).name
+    if name == "sgd":
+        return {"momentum": 0.0} if w.momentum else {}
+    if name in ("adam", "adamw"):
+        hat = {"velocity_hat": 0.0} if w.amsgrad else {}
+        return {"momentum": 0.0, "velocity": 0.0, **hat}
+    if name == "rmsprop":
+        centered = {"average_gradient": 0.0} if w.centered else {}
+        momentum = {"momentum": 0.0} if w.momentum > 0 else {}
+        return {"velocity": 0.0, **centered, **momentum}
+    if name == "adagrad":
+        return {"accumulator": float(w.initial_accumulator_value)}
+    return {"momentum": 0.0, "velocity": 0.0}  # nadam
+
+
 def get_optimizer(name: str) -> Optimizer:
     if name not in OPTIMIZERS:
         raise ValueError(

@@ -52,7 +52,7 @@ import native
 from native.compose import train_forward
 from native.protocol import Apply
 from zoo.losses import EPSILON, Objective
-from zoo.optimizers import OPTIMIZERS, get_optimizer
+from zoo.optimizers import OPTIMIZERS, slot_starts
 from zoo.specs import Workload
 
 LAYOUT = "keras"
@@ -210,34 +210,16 @@ class TrainState:
     """The parameters and the optimizer's state after ``step`` steps.
 
     ``slots`` holds the per-parameter arrays the workload's optimizer keeps,
-    by Keras' slot name (``_slot_starts``): none for plain SGD, ``momentum``
-    and ``velocity`` for Adam.  Its keys flatten in sorted order, so plain
-    SGD's and Adam's states flatten to the same leaves as ever and their
-    compiled steps do not change."""
+    by Keras' slot name (``zoo.optimizers.slot_starts``): none for plain
+    SGD, ``momentum`` and ``velocity`` for Adam.  Its keys flatten in sorted
+    order, so plain SGD's and Adam's states flatten to the same leaves as
+    ever and their compiled steps do not change."""
 
     params: Params
     slots: dict[str, Params]  # slot name -> per-parameter arrays
     u_product: jax.Array | None  # Nadam's product of the u(t) so far; else None
     step: jax.Array  # int32 count of steps taken
     workload: Workload  # static: part of the compiled step, not traced
-
-
-def _slot_starts(workload: Workload) -> dict[str, float]:
-    """The slots ``workload``'s optimizer keeps, each with its starting
-    value: Keras' slots, and only those the options make it use."""
-    w, name = workload, get_optimizer(workload.optimizer).name
-    if name == "sgd":
-        return {"momentum": 0.0} if w.momentum != 0 else {}
-    if name in ("adam", "adamw"):
-        hat = {"velocity_hat": 0.0} if w.amsgrad else {}
-        return {"momentum": 0.0, "velocity": 0.0, **hat}
-    if name == "rmsprop":
-        centered = {"average_gradient": 0.0} if w.centered else {}
-        momentum = {"momentum": 0.0} if w.momentum > 0 else {}
-        return {"velocity": 0.0, **centered, **momentum}
-    if name == "adagrad":
-        return {"accumulator": w.initial_accumulator_value}
-    return {"momentum": 0.0, "velocity": 0.0}  # nadam
 
 
 def make_train_state(params: Params, workload: Workload) -> TrainState:
@@ -249,7 +231,7 @@ def make_train_state(params: Params, workload: Workload) -> TrainState:
 
     slots = {
         slot: {k: start(p, value) for k, p in params.items()}
-        for slot, value in _slot_starts(workload).items()
+        for slot, value in slot_starts(workload).items()
     }
     # Nadam's u_product is one number for the model, in the parameters' dtype.
     nadam = workload.optimizer == "nadam"

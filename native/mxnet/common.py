@@ -35,7 +35,7 @@ import native
 from native.compose import train_forward
 from native.protocol import Apply
 from zoo.losses import EPSILON, Objective
-from zoo.optimizers import OPTIMIZERS, get_optimizer
+from zoo.optimizers import OPTIMIZERS, slot_starts
 from zoo.specs import Workload
 
 LAYOUT = "oihw"
@@ -169,22 +169,6 @@ class TrainState:
     workload: Workload
 
 
-def _slot_names(workload: Workload) -> tuple[str, ...]:
-    """The slots Keras' optimizer keeps for ``workload``, reading only the
-    options that optimizer takes: none for plain SGD, Adam's two for Adam."""
-    w, name = workload, get_optimizer(workload.optimizer).name
-    if name == "sgd":
-        return ("momentum",) if w.momentum != 0 else ()
-    if name in ("adam", "adamw"):
-        return ("momentum", "velocity", *(("velocity_hat",) if w.amsgrad else ()))
-    if name == "rmsprop":
-        momentum = ("momentum",) if w.momentum > 0 else ()
-        return ("velocity", *momentum, *(("average_gradient",) if w.centered else ()))
-    if name == "adagrad":
-        return ("accumulator",)
-    return ("momentum", "velocity")  # nadam
-
-
 def make_train_state(params: Params, workload: Workload) -> TrainState:
     """``params`` at step 0 with the slots of ``workload``'s optimizer (a
     ValueError for one ``zoo.optimizers`` does not know): zeros, but
@@ -192,7 +176,7 @@ def make_train_state(params: Params, workload: Workload) -> TrainState:
     (in the parameters' dtype, as Keras' constant initializer gives it)."""
     named = arrays(params)
     slots = {}
-    for slot in _slot_names(workload):
+    for slot in slot_starts(workload):
         if slot == "accumulator":
             value = workload.initial_accumulator_value
             slots[slot] = {

@@ -54,7 +54,7 @@ import native
 from native.compose import train_forward
 from native.protocol import Apply
 from zoo.losses import EPSILON, Objective
-from zoo.optimizers import get_optimizer
+from zoo.optimizers import get_optimizer, slot_starts
 from zoo.specs import Workload
 
 LAYOUT = "keras"
@@ -220,28 +220,12 @@ class TrainState:
     workload: Workload
 
 
-def _slot_names(workload: Workload) -> tuple[str, ...]:
-    """The per-parameter slots Keras' optimizer keeps for ``workload``, by
-    Keras' names, reading only the options that optimizer takes."""
-    w, name = workload, get_optimizer(workload.optimizer).name
-    if name == "sgd":
-        return ("momentum",) if w.momentum != 0 else ()
-    if name in {"adam", "adamw"}:
-        return ("momentum", "velocity") + (("velocity_hat",) if w.amsgrad else ())
-    if name == "rmsprop":
-        centered = ("average_gradient",) if w.centered else ()
-        return ("velocity", *centered) + (("momentum",) if w.momentum > 0 else ())
-    if name == "adagrad":
-        return ("accumulator",)
-    return ("momentum", "velocity")  # nadam
-
-
 def make_train_state(params: Params, workload: Workload) -> TrainState:
     """``params`` at step 0 with the slots of the workload's optimizer: zeros,
     but Adagrad's accumulator at ``initial_accumulator_value``, each in its
     parameter's dtype; Nadam's ``u_product`` at 1 in the parameters' dtype."""
     slots: dict[str, Params] = {}
-    for slot in _slot_names(workload):
+    for slot in slot_starts(workload):
         if slot == "accumulator":  # Adagrad's, as Keras' Constant initializer
             start = workload.initial_accumulator_value
             slots[slot] = {

@@ -52,7 +52,7 @@ import native
 from native.compose import train_forward
 from native.protocol import Apply
 from zoo.losses import EPSILON, Objective
-from zoo.optimizers import OPTIMIZERS, get_optimizer
+from zoo.optimizers import OPTIMIZERS, slot_starts
 from zoo.specs import Workload
 
 LAYOUT = "oihw"
@@ -167,37 +167,14 @@ Slots = dict[str, Params]
 class TrainState:
     params: Params
     # Keras' slot name -> one array per parameter, only the slots the
-    # workload's optimizer uses (``_slots_of``): none for plain SGD, Adam's
-    # ``momentum`` and ``velocity``.
+    # workload's optimizer uses (``zoo.optimizers.slot_starts``): none for
+    # plain SGD, Adam's ``momentum`` and ``velocity``.
     slots: Slots
     # Nadam's running product of its momentum schedule, one number for the
     # whole model: a CPU scalar in the parameters' dtype (None otherwise).
     u_product: torch.Tensor | None
     step: int  # count of steps taken
     workload: Workload
-
-
-def _slots_of(workload: Workload) -> dict[str, float]:
-    """The slots ``workload``'s optimizer keeps, by Keras' names, each with
-    the value it starts at; only the options of that optimizer are read."""
-    w, name = workload, get_optimizer(workload.optimizer).name
-    if name == "sgd":
-        return {"momentum": 0.0} if w.momentum else {}
-    if name in ("adam", "adamw"):
-        slots = {"momentum": 0.0, "velocity": 0.0}
-        if w.amsgrad:
-            slots["velocity_hat"] = 0.0
-        return slots
-    if name == "rmsprop":
-        slots = {"velocity": 0.0}
-        if w.centered:
-            slots["average_gradient"] = 0.0
-        if w.momentum > 0:
-            slots["momentum"] = 0.0
-        return slots
-    if name == "adagrad":
-        return {"accumulator": w.initial_accumulator_value}
-    return {"momentum": 0.0, "velocity": 0.0}  # nadam
 
 
 def _dtype(params: Params) -> torch.dtype:
@@ -211,7 +188,7 @@ def make_train_state(params: Params, workload: Workload) -> TrainState:
     optimizer ``zoo.optimizers`` does not know."""
     slots = {
         slot: {k: torch.full_like(p, start) for k, p in params.items()}
-        for slot, start in _slots_of(workload).items()
+        for slot, start in slot_starts(workload).items()
     }
     u_product = (
         torch.ones((), dtype=_dtype(params)) if workload.optimizer == "nadam" else None
