@@ -16,7 +16,14 @@ from hypothesis import HealthCheck, find, given, settings
 
 from harness.fuzz import checking
 from harness.fuzz.campaign import Campaign, Tally
-from harness.fuzz.draw import DRAWS, MERGES, NOT_DRAWN, Drawn, drawn_models
+from harness.fuzz.draw import (
+    DRAWS,
+    MERGES,
+    NOT_DRAWN,
+    Drawn,
+    cut_first_layer,
+    drawn_models,
+)
 from harness.fuzz.findings import (
     FINDINGS,
     Outcome,
@@ -29,6 +36,8 @@ from harness.versions.correctness import first_affected
 from workers.launch import Reply
 from workers.paths import MODE_PATHS, PATHS
 from zoo.kinds import KINDS
+from zoo.kinds.base import INPUT
+from zoo.specs import input_of
 from zoo.user_models import spec_from_document
 
 PASS = dict.fromkeys(PATHS, "pass")
@@ -220,6 +229,105 @@ def test_a_campaign_stops_at_its_budget(tmp_path: Path) -> None:
     tally = _campaign(tmp_path, 30).run()
     # three clock reads a model: about ten models, never thirty
     assert 0 < tally.models < 30
+
+
+# --- cutting the front: what Hypothesis cannot shrink ----------------------------
+
+# The padded-pool finding as a fresh campaign left it: a 1x1 convolution with
+# stride 2 makes the 4x5 input on which the pool pads one side alone.
+POOL_FOUND = {
+    "input_shape": [7, 9, 1],
+    "layers": [
+        {"kind": "conv2d", "name": "conv2d_1", "filters": 2, "kernel_size": 1,
+         "strides": 2, "padding": "valid"},
+        {"kind": "avg_pool", "name": "avg_pool_2", "pool_size": 3, "padding": "same"},
+        {"kind": "flatten", "name": "head_flatten", "inputs": ["avg_pool_2"]},
+        {"kind": "dense", "name": "outputs", "units": 1},
+    ],
+    "workload": {"optimizer": "sgd", "learning_rate": 0.01,
+                 "loss": "mean_squared_error", "batch_size": 1},
+}  # fmt: skip
+
+
+def uneven_pool(drawn: Drawn) -> Outcome:
+    """The padded pool as PyTorch really shows it: only where ``same``
+    padding is uneven, which depends on the size of the pool's input (4x5
+    shows it, 7x9 does not), and with a window of three (two hides it)."""
+    spec = spec_from_document("drawn", drawn.document)
+    for layer in spec.layers:
+        if layer.kind != "avg_pool" or layer.padding != "same" or layer.size < 3:
+            continue
+        stride = layer.stride
+        for side in input_of(spec, layer.name)[:2]:
+            padding = (-(-side // stride) - 1) * stride + layer.size - side
+            if padding % 2:
+                return _outcome({"keras-torch": "fail"}, ("forward", "avg_pool"))
+    return _outcome({})
+
+
+def _found(tmp_path: Path, check: Any, document: dict[str, Any]) -> Campaign:
+    """A campaign whose one finding is ``document``'s, as a round left it."""
+    campaign = Campaign(tmp_path, 100, check, say=lambda line: None)
+    ident, _ = campaign._checked(Drawn(document, 0, 1, 0, ()))
+    assert ident, "the stand-in does not see the finding's model"
+    return campaign
+
+
+def test_a_finding_is_cut_to_start_where_its_first_layer_ended(
+    tmp_path: Path,
+) -> None:
+    """The real padded-pool finding stopped at four layers: without the
+    convolution the pool's input is 7x9 and the bug hides.  Cut, the model
+    starts on the convolution's 4x5 output: three layers, kept in the file."""
+    assert uneven_pool(Drawn(POOL_FOUND, 0, 1, 0, ())).failing
+    campaign = _found(tmp_path, uneven_pool, POOL_FOUND)
+    (ident,) = campaign.findings
+    campaign.cut_front(ident)
+    finding = read_findings(tmp_path)[ident]
+    assert _kinds(finding.document) == ["avg_pool", "flatten", "dense"]
+    assert finding.document["input_shape"] == [4, 5, 2]
+    assert finding.layers == 3
+
+
+def test_a_cut_that_loses_the_finding_is_not_kept(tmp_path: Path) -> None:
+    """A bug that needs the convolution: the cut model does not show it, so
+    the finding keeps its four layers (and the cut model was checked)."""
+
+    def needs_conv(drawn: Drawn) -> Outcome:
+        if "conv2d" in _kinds(drawn.document):
+            return uneven_pool(drawn)
+        return _outcome({})
+
+    campaign = _found(tmp_path, needs_conv, POOL_FOUND)
+    (ident,) = campaign.findings
+    campaign.cut_front(ident)
+    assert campaign.tally.models == 2
+    assert read_findings(tmp_path)[ident].layers == 4
+
+
+def test_a_cut_is_refused_where_it_would_change_the_model() -> None:
+    cut = cut_first_layer(POOL_FOUND)
+    assert cut is not None
+    assert cut["input_shape"] == [4, 5, 2]
+    assert POOL_FOUND["layers"][0]["kind"] == "conv2d"  # the document is untouched
+    # a later layer that takes the first one by name takes the input instead
+    named = {**POOL_FOUND, "layers": [dict(e) for e in POOL_FOUND["layers"]]}
+    named["layers"][1]["inputs"] = ["conv2d_1"]
+    assert cut_first_layer(named)["layers"][0]["inputs"] == [INPUT]  # type: ignore[index]
+    # a branch from the input: the input would change under it
+    branch = {**POOL_FOUND, "layers": [dict(e) for e in POOL_FOUND["layers"]]}
+    branch["layers"][1]["inputs"] = [INPUT]
+    assert cut_first_layer(branch) is None
+    tokens = {
+        "input_shape": [4],
+        "layers": [
+            {"kind": "embedding", "name": "embedding", "input_dim": 3, "output_dim": 2},
+            {"kind": "flatten", "name": "head_flatten"},
+            {"kind": "dense", "name": "outputs", "units": 1},
+        ],
+        "workload": POOL_FOUND["workload"],
+    }
+    assert cut_first_layer(tokens) is None  # token ids are not an embedding's output
 
 
 # --- the report's parts ---------------------------------------------------------

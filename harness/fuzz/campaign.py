@@ -26,6 +26,11 @@ and kept (``harness.fuzz.findings``).
   One finding's shrinking gets ``SHRINK_CHECKS`` checks in a campaign;
   then it is settled as it is and the round ends, so that time goes to new
   models.
+- **Cutting the front.**  Once a finding is settled, its model's first
+  layer is left out while the finding still shows (``Campaign.cut_front``):
+  Hypothesis draws the input shape before the layers, so it cannot start a
+  model where its first layer ended (a convolution that made the 4x5 input
+  on which a padded pool shows its bug).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Unsatisfiable
 
-from harness.fuzz.draw import Drawn, drawn_models
+from harness.fuzz.draw import Drawn, cut_first_layer, drawn_models
 from harness.fuzz.findings import (
     Finding,
     Outcome,
@@ -52,6 +57,7 @@ from harness.fuzz.findings import (
     read_findings,
     signature,
 )
+from workers.paths import MODE_PATHS
 
 # Models a round draws at most (Hypothesis stops sooner once it finds one).
 ROUND = 40
@@ -163,6 +169,7 @@ class Campaign:
         try:
             while not self.over():
                 before = {i: self._size(f) for i, f in self.findings.items()}
+                settled = set(self.settled)
                 self._round(database)
                 # a finding whose smallest model did not shrink this round is
                 # settled; one that did is shrunk further by the next round
@@ -172,6 +179,9 @@ class Campaign:
                     for i, f in self.findings.items()
                     if before.get(i) == self._size(f)
                 }
+                # what Hypothesis cannot shrink, once it is done with it
+                for ident in sorted(self.settled - settled - self.earlier):
+                    self.cut_front(ident)
         except KeyboardInterrupt:
             self.tally.interrupted = True
             self.say("interrupted: the findings so far are kept")
@@ -209,6 +219,19 @@ class Campaign:
     def _one(self, drawn: Drawn) -> None:
         if self.over():
             raise _Spent
+        ident, text = self._checked(drawn)
+        if not ident or ident in self.settled:
+            return  # nothing, or shrunk already: counted, not raised
+        self.raised[ident] = self.raised.get(ident, 0) + 1
+        if self.raised[ident] > self.shrink_checks:
+            self.settled.add(ident)  # shrunk enough: on to new models
+            raise _Spent
+        raise _raised(text)(text)
+
+    def _checked(self, drawn: Drawn) -> tuple[str, str]:
+        """Check ``drawn``, count it, say it, and keep it when it shows a
+        finding with a model no bigger than the finding's; its finding's id
+        and signature (empty when every path agrees)."""
         began = self.clock()
         outcome = self.check(drawn)
         self.tally.checking_s += self.clock() - began
@@ -216,7 +239,7 @@ class Campaign:
         text = signature(outcome) if outcome.found else ""
         self.say(self._progress(drawn, outcome, text))
         if not text:
-            return
+            return "", ""
         ident = finding_id(text)
         optimizer = drawn.document["workload"]["optimizer"]
         known = self.findings.get(ident)
@@ -251,13 +274,27 @@ class Campaign:
                 keep(self.folder, known)
         if ident in self.earlier:
             self.tally.again[ident] = self.tally.again.get(ident, 0) + 1
-        if ident in self.settled:
-            return  # shrunk already: counted, not raised
-        self.raised[ident] = self.raised.get(ident, 0) + 1
-        if self.raised[ident] > self.shrink_checks:
-            self.settled.add(ident)  # shrunk enough: on to new models
-            raise _Spent
-        raise _raised(text)(text)
+        return ident, text
+
+    def cut_front(self, ident: str) -> None:
+        """Shrink a settled finding where Hypothesis cannot: leave out its
+        model's first layer and start from that layer's output shape
+        (``harness.fuzz.draw.cut_first_layer``), again while the smaller
+        model still shows the same finding (it is then kept as the
+        finding's)."""
+        while not self.over():
+            finding = self.findings[ident]
+            document = cut_first_layer(finding.document)
+            if document is None:
+                return
+            modes = tuple(p for p in finding.paths if p in MODE_PATHS)
+            case = (finding.seed, finding.batch_size, finding.steps, modes)
+            if self._checked(Drawn(document, *case))[0] != ident:
+                return
+            self.say(
+                f"CUT {ident}: its first layer left out, the model starts at "
+                f"{tuple(document['input_shape'])} ({len(document['layers'])} layers)"
+            )
 
     @staticmethod
     def _size(finding: Finding) -> tuple[int, ...]:

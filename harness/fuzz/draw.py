@@ -17,7 +17,11 @@ takes (``zoo.losses``), and the workload draws an optimizer of
 
 Hypothesis shrinks what it drew: fewer layers (each layer is behind a
 "one more?" choice), smaller sizes, the defaults of options, fewer steps,
-a smaller batch, no extra modes.
+a smaller batch, no extra modes.  What it cannot do is leave out the first
+layer and start the model where that layer ended (the input shape is drawn
+before the layers, so leaving a layer out changes every shape after it):
+``cut_first_layer`` writes that model, and the campaign tries it once
+Hypothesis is done.
 
 Every kind of ``zoo.kinds.KINDS`` has an entry in ``DRAWS`` or a reason in
 ``NOT_DRAWN`` (``tests/test_fuzz.py`` names a kind that has neither).
@@ -421,6 +425,37 @@ def drawn_models(draw: Draw) -> Drawn:
         steps=draw(st.integers(0, MAX_STEPS)),
         modes=modes,
     )
+
+
+def cut_first_layer(document: dict[str, Any]) -> dict[str, Any] | None:
+    """The model that starts where ``document``'s first layer ends: that
+    layer's output shape as the input, every later layer as it was (one
+    that took the first layer's output by name takes the input).  ``None``
+    when that is not the same model less one layer: the first layer is an
+    embedding (the input is token ids), a later layer takes the input too,
+    or the first layer's output is not an input a model may have."""
+    first, *rest = document["layers"]
+    if first["kind"] == "embedding" or not rest:
+        return None
+    if any(INPUT in entry.get("inputs", ()) for entry in rest):
+        return None
+    taken = tuple(tuple(document["input_shape"]) for _ in first.get("inputs", [INPUT]))
+    shape = _shape_of(first, taken)
+    if shape is None or not all(shape) or not 1 <= len(shape) <= 3:
+        return None
+    cut = []
+    for entry in rest:
+        kept = dict(entry)
+        if "inputs" in kept:
+            named = kept["inputs"]
+            kept["inputs"] = [INPUT if n == first["name"] else n for n in named]
+        cut.append(kept)
+    made = {**document, "input_shape": list(shape), "layers": cut}
+    try:
+        spec_from_document("cut", made)
+    except ValueError:
+        return None
+    return made
 
 
 # The values an option is drawn from when it is set (Keras' default is the
