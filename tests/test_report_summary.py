@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from harness.core import records
-from harness.report import summary
-from harness.report.analysis import overhead_rows
+from harness.report import doubts, summary, tables
+from harness.report.analysis import cell_rows, overhead_rows
 from harness.report.summary import Ratio
 from harness.report.tables import render_report
 from tests.helpers import record
@@ -39,6 +39,8 @@ def _pairs(
     """Paired Keras/native records of one cell whose processes' ratios
     scatter by ``spread`` (log-normal), 20 block pairs each."""
     rng = np.random.default_rng(seed)
+    extra = fields.pop("summary", {})  # every record's, Keras' and native's
+    platform = fields.pop("platform", MACHINE)
     out = []
     for repeat in range(processes):
         native = list(0.001 * np.exp(rng.normal(0, 0.01, 20)))
@@ -59,8 +61,8 @@ def _pairs(
                     batch_size=128,
                     repeat=repeat,
                     values=values,
-                    summary={key: float(np.median(blocks))} | fields.pop("summary", {}),
-                    platform=MACHINE,
+                    summary={key: float(np.median(blocks))} | extra,
+                    platform=platform,
                     **fields,
                 )
             )
@@ -107,25 +109,54 @@ def _ratio(model: str, value: float, marks: tuple[str, ...] = (), **kw: Any) -> 
     )
 
 
-def test_the_answer_takes_each_verified_model_once_at_its_training_batch() -> None:
+def test_the_answer_reads_each_model_once_median_and_range_first() -> None:
     found = [
         _ratio("ffn", 2.0),
-        _ratio("ffn", 9.0, phase="infer", batch=1),  # another batch: not headline
+        _ratio("ffn", 9.0, phase="infer", batch=1),  # a single sample: its own row
+        _ratio("ffn", 5.0, phase="infer", batch=32),  # another batch: not read
         _ratio("ffn", 3.0, phase="infer"),
+        _ratio("gru", 6.0),
         _ratio("lenet", 4.0, ("wide",)),
         _ratio("lstm", 50.0, ("unverified",)),
+        _ratio("vgg", 1.0),
     ]
-    rows = {(r["framework"], r["phase"]): r for r in summary.answer(found)}
-    train = rows["torch", "train"]
-    g, low, high = summary.geometric_mean([(2.0, 1.8, 2.2), (4.0, 3.6, 4.4)])
-    assert train["keras_over_native"] == f"{g:.2f} [{low:.2f}, {high:.2f}]"
-    assert train["models"] == "ffn, lenet"
-    assert train["of_them_wide"] == "lenet"
-    assert train["left_out"] == "lstm (unverified)"
-    assert rows["torch", "infer"]["keras_over_native"].startswith("3.00 ")
+    rows = {(r["framework"], r["what"]): r for r in summary.answer(found)}
+    assert list(rows) == [
+        ("torch", "training"),
+        ("torch", "inference"),
+        ("torch", "inference, batch 1"),
+    ]
+    train = rows["torch", "training"]
+    assert train["models read"] == "3 of 5"
+    assert train["median"] == "2.00x"
+    assert train["lowest to highest"] == "1.00x (vgg) to 6.00x (gru)"
+    g, low, high = summary.geometric_mean(
+        [(v, v * 0.9, v * 1.1) for v in (2.0, 6.0, 1.0)]
+    )
+    assert train["geometric mean [95% CI]"] == f"{g:.2f}x [{low:.2f}, {high:.2f}]"
+    # wide and unverified out of every figure, named with why
+    assert train["left out"] == "lenet (too uncertain), lstm (unverified)"
+    assert rows["torch", "inference"]["lowest to highest"] == "3.00x (ffn)"
+    assert rows["torch", "inference, batch 1"]["median"] == "9.00x"
+    (line,) = summary.carried(found)
+    assert line.startswith(
+        "torch: training median 2.00x over these 3 models, 1.00x (vgg) to "
+        "6.00x (gru) (2 left out: see Doubts); inference 3.00x (ffn); "
+        "inference, batch 1 9.00x (ffn)"
+    )
     per_model = {r["model"]: r for r in summary.per_model(found)}
     assert per_model["lenet"]["torch train"] == "4.00 (wide)"
     assert per_model["ffn"]["torch infer"] == "3.00"
+
+
+def test_a_mean_that_took_a_wide_ratio_would_be_caught() -> None:
+    """The wrong answer the issue saw: a mean over every ratio, wide ones
+    too.  Two models, one wide: the answer is the other one alone."""
+    found = [_ratio("ffn", 2.0), _ratio("lenet", 8.0, ("wide",))]
+    (row,) = summary.answer(found)
+    assert row["median"] == "2.00x"
+    assert row["geometric mean [95% CI]"].startswith("2.00x")
+    assert row["models read"] == "1 of 2"
 
 
 def test_the_answer_from_records_is_the_geometric_mean_of_the_table() -> None:
@@ -144,7 +175,7 @@ def test_the_answer_from_records_is_the_geometric_mean_of_the_table() -> None:
             for m in ("ffn", "lenet")
         ]
     )
-    assert answer["keras_over_native"] == f"{g:.2f} [{low:.2f}, {high:.2f}]"
+    assert answer["geometric mean [95% CI]"] == f"{g:.2f}x [{low:.2f}, {high:.2f}]"
     assert g == pytest.approx(6**0.5, rel=0.02)
 
 
@@ -244,8 +275,10 @@ def test_only_large_verified_overheads_are_findings_largest_first(
 ) -> None:
     found = [_ratio(f"m{i}", 1.0 + i) for i in range(8)]
     found += [_ratio("x", 99.0, ("unverified",)), _ratio("y", 1.4)]
+    found += [_ratio("z", 50.0, ("wide",))]  # too uncertain: no finding
     picked = summary.findings(found, tmp_path, "box", "p")
     assert [f.ratio.model for f in picked] == ["m7", "m6", "m5", "m4", "m3"]
+    assert len(summary.large(found)) == 7  # m1 to m7: "5 of 7" in the report
     # One finding per model, framework and phase: its largest ratio.
     twice = [_ratio("ffn", 3.0), _ratio("ffn", 6.0, batch=1), _ratio("ffn", 2.0)]
     (only,) = summary.findings(twice, tmp_path, "box", "p")
@@ -323,23 +356,67 @@ def test_a_busy_a_wide_an_unverified_and_a_failed_cell_are_doubted() -> None:
                 status="failed",
                 error="worker died: out of memory\ntraceback...",
                 platform=MACHINE,
-            )
+            ),
+            record(
+                "native-torch",
+                model="gru",
+                status="not-timed",
+                equivalence="fail",
+                platform=MACHINE,
+            ),
         ]
     )
-    lines = summary.doubts(recs, summary.ratios(overhead_rows(recs)))
-    text = "\n".join(lines)
-    assert "busy: ffn train on torch b128 (contended" in text
+    found = doubts.of_run(recs, overhead_rows(recs))
+    text = "\n".join(d.text() for d in found)
+    assert "busy: ffn keras-torch train b128 (contended)" in text
+    assert "busy: ffn native-torch train b128 (contended)" in text
     assert "wide: lenet train on torch b128" in text
     assert (
         "unverified: lstm keras-torch train b128 (equivalence verdict 'unchecked'"
         in text
     )
     assert (
-        "failed: vgg16 keras-torch train b8, 1 of 1 repeats "
-        "(worker died: out of memory)" in text
+        "failed: vgg16 keras-torch train b8 (1 of 1 repeats: worker died: out of "
+        "memory)" in text
+    )
+    assert "held back: gru native-torch train b8 (equivalence verdict 'fail')" in text
+    assert doubts.counted(found) == (
+        "1 failed cell, 1 held back cell, 2 unverified cells, 2 busy cells, "
+        "1 wide ratio"
     )
     quiet = _pairs(2.0)
-    assert summary.doubts(quiet, summary.ratios(overhead_rows(quiet))) == []
+    assert doubts.of_run(quiet, overhead_rows(quiet)) == []
+    assert doubts.counted([]) == "none"
+
+
+def test_a_cell_faster_than_the_peak_is_a_doubt() -> None:
+    fast = _pairs(
+        2.0,
+        platform={**MACHINE, "matmul_peak_flops": 1e9},
+        summary={"flops": 1e7},  # 1e7 FLOP in about 1 ms: 1e10 FLOP/s
+    )
+    found = doubts.of_run(fast, overhead_rows(fast))
+    assert {d.kind for d in found} == {"above peak"}
+    assert found[0].reason.endswith("of the machine's matmul peak")
+
+
+def test_the_header_the_doubts_and_the_cells_table_count_alike(
+    tmp_path: Path,
+) -> None:
+    """One computation: the header's count of busy cells is the number of
+    busy lines under Doubts and of rows the cells table marks busy."""
+    recs = _pairs(2.0, summary={"contended": True}) + _pairs(3.0, model="lenet", seed=1)
+    path = tmp_path / "run-20261127-101500-1.jsonl"
+    for r in recs:
+        records.append(path, r)
+    text = render_report(path, recs, "table", "overhead")
+    assert "doubts: 2 busy cells (each named under Doubts, below)" in text
+    assert text.count("\nbusy: ffn ") == 2
+    cells_table = text[text.index("\ncells (") :]
+    marked = [
+        line for line in cells_table.splitlines() if line.rstrip().endswith("pass")
+    ]
+    assert sum("contended" in line for line in marked) == 2
 
 
 # --- the report, in the order a reader asks ----------------------------------------
@@ -369,3 +446,31 @@ def test_the_report_leads_with_its_answer_and_ends_with_the_cells(
     assert "no AVX-512" in text
     assert "(2026-11-27 10:15)" in text
     assert "lenet train on torch (batch 128): Keras/native 3.00" in text
+
+
+def test_every_column_of_the_detailed_tables_is_said_in_words() -> None:
+    """A column added to the cells or ratio table without its words in the
+    legend (``tables.COLUMNS``) is named here."""
+    recs = _pairs(2.0, summary={"contended": True, "flops": 1.0})
+    rows = [*cell_rows(recs), *overhead_rows(recs)]
+    shown = {key for row in tables._combine_ci(rows) for key in row}
+    unsaid = sorted(
+        k for k in shown if k not in tables.COLUMNS and not k.startswith("latency_")
+    )
+    assert not unsaid, f"say what these columns mean in tables.COLUMNS: {unsaid}"
+    text = tables._with_legend(overhead_rows(recs), "table")
+    assert "pairs: processes x Keras/native block pairs per process" in text
+    assert "stopped: why its repeats ended" in text
+
+
+def test_a_findings_command_names_the_results_folder_as_typed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results").mkdir()
+    (finding,) = summary.findings(
+        [_ratio("lstm", 5.0)], tmp_path / "results", "box", "default"
+    )
+    assert finding.command is not None
+    assert finding.command.endswith("--results results")
+    assert str(tmp_path) not in finding.text()

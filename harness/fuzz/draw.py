@@ -266,8 +266,10 @@ DRAWS: dict[str, KindDraw] = {
     "cropping": KindDraw((2, 3), _borders("cropping")),
     "upsampling": KindDraw((2, 3), _borders("upsampling")),
 }
-# The window pools (drawn more often: ``_next_layer``).
+# The window pools, drawn ``1 + POOLED`` times as often as another kind
+# (``_next_layer``).
 POOLS = ("avg_pool", "max_pool", "avg_pool1d", "max_pool1d")
+POOLED = 1
 # The merges: drawn after a layer, with an earlier output of its shape.
 MERGES = ("add", "subtract", "multiply", "average", "maximum", "minimum", "concatenate")
 
@@ -340,9 +342,9 @@ def _next_layer(
     if len(outputs) > 1 and draw(st.integers(0, 3)) == 0:  # a branch
         source, shape = draw(st.sampled_from(outputs[:-1]))
     kinds = sorted(k for k, d in DRAWS.items() if len(shape) in d.ranks)
-    # the window pools twice as often: a window's padding at an edge is
-    # where backends' rules differ most
-    kind = draw(st.sampled_from(kinds + [k for k in kinds if k in POOLS]))
+    # the window pools more often: a window's padding at an edge is where
+    # backends' rules differ most
+    kind = draw(st.sampled_from(kinds + [k for k in kinds if k in POOLS] * POOLED))
     name = f"{kind}_{position}"
     entry: Entry = {"kind": kind, "name": name, **DRAWS[kind].options(draw, shape)}
     inputs = [source, source] if kind == "dot_attention" else [source]

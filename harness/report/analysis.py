@@ -221,7 +221,7 @@ def _cell_row(cell: PooledCell) -> dict[str, Any]:
         row[key] = round(max(seen), 1) if seen else None
     row["peak_frac"] = _round(peak, 3)
     row["check"] = (
-        "above peak: missing sync?" if peak is not None and peak > 1.0 else None
+        "above peak" if peak is not None and peak > 1.0 else None
     )
     row["busy"] = busy_mark(cell.records)
     row["equivalence"] = cell.equivalence

@@ -22,6 +22,7 @@ Framework-free.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 # Characters escaped wherever they stand.
 _ALWAYS = re.compile(r"([\\`*\[\]|~!])")
@@ -55,3 +56,13 @@ def code(text: str) -> str:
     fence = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def shown_path(path: Path) -> str:
+    """``path`` as a reader types it: relative to the current folder when it
+    lies inside it (``results``, not ``/home/me/clone/results``), else as
+    given."""
+    try:
+        return str(path.absolute().relative_to(Path.cwd())) or "."
+    except ValueError:
+        return str(path)

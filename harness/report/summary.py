@@ -7,24 +7,29 @@ large costs and where does their time go; how good is the yardstick; and
 which figures should I not trust.  :mod:`harness.report.tables` prints these
 sections first and the detailed tables after them.
 
-- **The answer** (:func:`answer`): per framework and phase the geometric
-  mean of Keras' overhead over the models, each model at its training
-  batch size (inference at the same size).  Its interval is the normal
-  interval of the mean of the logarithms, each model's standard error
-  taken from its own 95% interval (half its width in logs over 1.96): it
-  says how well these models were measured, not how the overhead of other
-  models would fall.  A ratio the gate did not verify is left out, and
-  named.
-- **Findings** (:func:`findings`): the largest overheads (at every batch
-  size), each with where its time goes where ``harness explain`` or
+- **The answer** (:func:`spreads`, :func:`answer`, :func:`carried`): per
+  framework, training and inference with each model at its training batch
+  size, and inference (or training) at batch 1 where the run timed it (a
+  single sample: the most common call).  What a reader carries away is the
+  median and the range of the per-model ratios, "over these N models"; the
+  geometric mean stands beside them, its interval the normal interval of
+  the mean of the logarithms (each model's standard error from its own 95%
+  interval: half its width in logs over 1.96), which says how well these
+  models were measured, not how the overhead of other models would fall.  A
+  ratio the gate did not verify, or one too uncertain to compare (wide), is
+  left out of every figure and named with why (issue 64: a mean over five
+  unlike models read as "Keras costs 2.2x").
+- **Findings** (:func:`large`, :func:`findings`): every verified, not
+  wide overhead of at least ``LARGE`` is counted; the ``FINDINGS`` largest
+  are shown, each with where its time goes where ``harness explain`` or
   ``harness count`` measured that cell in the results folder, else the
-  command that would.
+  command that would (its paths as the reader types them).
 - **The baseline** (:func:`baseline`): ``harness floors`` records of this
   machine time each native training step against its framework's
   idiomatic one; Keras over the idiomatic step is Keras over native times
   native over idiomatic.
-- **Doubts** (:func:`doubts`): busy cells, wide intervals, unverified
-  cells and cells that failed or were held back, each with its reason.
+- **Doubts** live in :mod:`harness.report.doubts`: one computation that
+  the header counts and the Doubts section lists.
 
 Every figure is computed from rows :mod:`harness.report.analysis` made or
 from records and files checked on reading (a file of another shape is
@@ -47,9 +52,8 @@ from harness.core import jsonl, validated
 from harness.core.machines import describe, name_of
 from harness.core.records import Record, final, outcome, scan
 from harness.core.validated import Finite
-from harness.report import literal
-from harness.report.analysis import busy_cells, cells
-from harness.stats import paired, robust
+from harness.report import doubts, literal
+from harness.stats import robust
 
 # The z of a two-sided 95% normal interval.
 Z95 = statistics.NormalDist().inv_cdf(0.975)
@@ -154,33 +158,129 @@ def geometric_mean(
     )
 
 
-def answer(found: Sequence[Ratio]) -> list[dict[str, Any]]:
-    """Per framework and phase: the geometric mean of the headline ratios of
-    the verified models with its interval, which models it takes, and the
-    ones left out (unverified)."""
-    groups: dict[tuple[str, str], list[Ratio]] = {}
-    for r in headline(found):
-        groups.setdefault((r.framework, r.phase), []).append(r)
-    rows = []
-    for (framework, phase), members in sorted(
-        groups.items(), key=lambda kv: (kv[0][0], kv[0][1] != "train")
-    ):
-        taken = [r for r in members if r.verified]
-        row: dict[str, Any] = {"framework": framework, "phase": phase}
-        if taken:
-            g, low, high = geometric_mean([(r.value, r.low, r.high) for r in taken])
-            row["keras_over_native"] = f"{g:.2f} [{low:.2f}, {high:.2f}]"
+@dataclass(frozen=True)
+class Spread:
+    """Keras over native for one framework, phase and batch (``batch``:
+    ``None`` for each model's training batch, else that batch size, 1 for
+    a single sample): the ratios read (``taken``: verified and not wide)
+    and those left out, each with why."""
+
+    framework: str
+    phase: str
+    batch: int | None
+    taken: tuple[Ratio, ...]
+    left_out: tuple[tuple[Ratio, str], ...]
+
+    @property
+    def what(self) -> str:
+        """The row's words: ``training``, ``inference``, ``inference, batch 1``."""
+        phase = "training" if self.phase == "train" else "inference"
+        return phase if self.batch is None else f"{phase}, batch {self.batch}"
+
+    @property
+    def ordered(self) -> list[Ratio]:
+        return sorted(self.taken, key=lambda r: r.value)
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(r.value for r in self.taken) if self.taken else None
+
+    def range_text(self) -> str | None:
+        """``1.04x (transformer) to 6.69x (lstm)``; one model alone by name."""
+        ordered = self.ordered
+        if not ordered:
+            return None
+        low, high = ordered[0], ordered[-1]
+        if len(ordered) == 1:
+            return f"{low.value:.2f}x ({low.model})"
+        return f"{low.value:.2f}x ({low.model}) to {high.value:.2f}x ({high.model})"
+
+    def mean_text(self) -> str | None:
+        """The geometric mean and its 95% interval (of how well these models
+        were measured, not of other models)."""
+        if not self.taken:
+            return None
+        g, low, high = geometric_mean([(r.value, r.low, r.high) for r in self.taken])
+        return f"{g:.2f}x [{low:.2f}, {high:.2f}]"
+
+    def sentence(self) -> str:
+        """What a reader carries away: the median and the range, over which
+        models, and what was left out."""
+        n = len(self.taken)
+        if not n:
+            said = "no ratio to read"
+        elif n == 1:
+            said = self.range_text() or ""
         else:
-            row["keras_over_native"] = None
-        row["models"] = ", ".join(r.model for r in taken) or None
-        wide = [r.model for r in taken if "wide" in r.marks]
-        row["of_them_wide"] = ", ".join(wide) or None
-        row["left_out"] = (
-            ", ".join(f"{r.model} (unverified)" for r in members if not r.verified)
-            or None
+            said = (
+                f"median {self.median:.2f}x over these {n} models, {self.range_text()}"
+            )
+        if self.left_out:
+            said += f" ({len(self.left_out)} left out: see Doubts)"
+        return f"{self.what} {said}"
+
+
+# Why a ratio is left out of every summary figure.
+UNVERIFIED = "unverified"
+WIDE = "too uncertain"
+
+
+def spreads(found: Sequence[Ratio]) -> list[Spread]:
+    """Per framework: training and inference at each model's training batch
+    (``headline``), and every other batch of 1 (a single sample: the most
+    common call, ``predict`` on one input); framework by framework,
+    training first."""
+    chosen = headline(found)
+    groups: dict[tuple[str, str, int | None], list[Ratio]] = {}
+    for r in found:
+        if r in chosen:
+            groups.setdefault((r.framework, r.phase, None), []).append(r)
+        elif r.batch == 1:
+            groups.setdefault((r.framework, r.phase, 1), []).append(r)
+    out = []
+    for (framework, phase, batch), members in sorted(
+        groups.items(),
+        key=lambda kv: (kv[0][0], kv[0][1] != "train", kv[0][2] is not None),
+    ):
+        taken = tuple(r for r in members if r.verified and "wide" not in r.marks)
+        left = tuple(
+            (r, UNVERIFIED if not r.verified else WIDE)
+            for r in members
+            if r not in taken
         )
-        rows.append(row)
+        out.append(Spread(framework, phase, batch, taken, left))
+    return out
+
+
+def answer(found: Sequence[Ratio]) -> list[dict[str, Any]]:
+    """The answer's table, one row per :func:`spreads`, its columns in a
+    reader's words: how many models it reads, their median and range, the
+    geometric mean beside them, and what was left out and why."""
+    rows = []
+    for s in spreads(found):
+        members = len(s.taken) + len(s.left_out)
+        rows.append(
+            {
+                "framework": s.framework,
+                "what": s.what,
+                "models read": f"{len(s.taken)} of {members}",
+                "median": None if s.median is None else f"{s.median:.2f}x",
+                "lowest to highest": s.range_text(),
+                "geometric mean [95% CI]": s.mean_text(),
+                "left out": ", ".join(f"{r.model} ({why})" for r, why in s.left_out)
+                or None,
+            }
+        )
     return rows
+
+
+def carried(found: Sequence[Ratio]) -> list[str]:
+    """One line per framework: what Keras costs there, as a reader carries
+    it away (:meth:`Spread.sentence` of each of its rows)."""
+    lines: dict[str, list[str]] = {}
+    for s in spreads(found):
+        lines.setdefault(s.framework, []).append(s.sentence())
+    return [f"{framework}: {'; '.join(said)}" for framework, said in lines.items()]
 
 
 def per_model(found: Sequence[Ratio]) -> list[dict[str, Any]]:
@@ -440,31 +540,36 @@ class Finding:
         return said
 
 
+def large(found: Sequence[Ratio]) -> list[Ratio]:
+    """Every overhead of at least ``LARGE`` that is verified and not wide
+    (the largest of each model, framework and phase), largest first."""
+    largest: dict[tuple[str, str, str], Ratio] = {}
+    for r in found:
+        if not r.verified or "wide" in r.marks or r.value < LARGE:
+            continue
+        key = (r.model, r.framework, r.phase)
+        if key not in largest or r.value > largest[key].value:
+            largest[key] = r
+    return sorted(largest.values(), key=lambda r: -r.value)
+
+
 def findings(
     found: Sequence[Ratio],
     results_dir: Path,
     machine: str,
     profile: str,
 ) -> list[Finding]:
-    """The ``FINDINGS`` largest verified overheads of at least ``LARGE``
-    (the largest of each model, framework and phase), each with its explain
+    """The ``FINDINGS`` largest of :func:`large`, each with its explain
     parts and count figures where the results folder holds them, else the
     explain command for that cell."""
-    largest: dict[tuple[str, str, str], Ratio] = {}
-    for r in found:
-        if not r.verified or r.value < LARGE:
-            continue
-        key = (r.model, r.framework, r.phase)
-        if key not in largest or r.value > largest[key].value:
-            largest[key] = r
-    large = sorted(largest.values(), key=lambda r: -r.value)[:FINDINGS]
-    if not large:
+    shown = large(found)[:FINDINGS]
+    if not shown:
         return []
     explains = explained(results_dir, machine)
     counts = counted(results_dir)
     own = {(r.model, r.framework, r.phase): r.batch for r in headline(found)}
     out = []
-    for r in large:
+    for r in shown:
         where = []
         cell = explains.get((r.model, r.framework, r.phase))
         if cell is not None:
@@ -476,7 +581,8 @@ def findings(
         if not where:
             command = (
                 f"python -m harness explain --profile {profile} --models {r.model} "
-                f"--frameworks {r.framework} --phases {r.phase} --results {results_dir}"
+                f"--frameworks {r.framework} --phases {r.phase} --results "
+                f"{literal.shown_path(results_dir)}"
             )
             # explain takes its parts at the model's batch size; a finding at
             # another one needs it in the sweep, whose fixed cost explains it.
@@ -529,69 +635,22 @@ def _count_sentence(run: str, pair: dict[str, Any]) -> str:
     )
 
 
-# --- doubts ------------------------------------------------------------------------
-
-
-def doubts(recs: list[Record], found: Sequence[Ratio]) -> list[str]:
-    """Every figure to doubt, one line each with its reason: busy or
-    waiting cells, wide ratios, unverified cells, cells that failed or were
-    held back."""
-    out = []
-    for r in found:
-        busy = [m for m in r.marks if m.startswith(("contended", "waited"))]
-        if busy:
-            out.append(
-                f"busy: {r.model} {r.phase} on {r.framework} b{r.batch} "
-                f"({', '.join(busy)}: other processes or a helper thread took "
-                "its CPU while it was timed)"
-            )
-    for r in found:
-        if "wide" in r.marks:
-            half = (r.high - r.low) / 2 / r.value
-            out.append(
-                f"wide: {r.model} {r.phase} on {r.framework} b{r.batch} "
-                f"{r.text()} (95% CI half-width {half:.0%}, above "
-                f"{paired.WIDE:.0%}: too uncertain to compare)"
-            )
-    for cell in cells(recs).values():
-        where = f"{cell.model} {cell.path} {cell.phase} b{cell.batch_size}"
-        if cell.unverified:
-            out.append(
-                f"unverified: {where} (equivalence verdict "
-                f"'{cell.equivalence}': timed without the gate's pass)"
-            )
-        failed = [r for r in cell.records if r.status != "ok"]
-        if failed:
-            reasons = sorted(
-                {_first_line(r.error) or f"verdict '{r.equivalence}'" for r in failed}
-            )
-            out.append(
-                f"{failed[0].status}: {where}, {len(failed)} of "
-                f"{len(cell.records)} repeats ({'; '.join(reasons)})"
-            )
-    return out
-
-
-def _first_line(text: str | None) -> str | None:
-    if not text:
-        return None
-    return text.strip().splitlines()[0][:200] if text.strip() else None
-
-
 # --- the header --------------------------------------------------------------------
 
 
-def header(records_path: Path, recs: list[Record]) -> list[str]:
+def header(
+    records_path: Path, recs: list[Record], found: Sequence[doubts.Doubt]
+) -> list[str]:
     """What was measured where: the machine, its threads, the libraries,
-    the profile and run, quiet or busy, what the gate said and how the
-    cell repeats ended."""
+    the profile and run, what the gate said, how the cell repeats ended,
+    and how many of each doubt (``found``: ``harness.report.doubts``)."""
     machine = describe(name_of(recs[0]), recs)
     isa = str(machine.get("cpu_isa") or "")
     wide_isa = "AVX-512" if "avx512f" in isa.split() else "no AVX-512"
     threads = _threads(recs)
     run_id = recs[0].run_id or records_path.stem.removeprefix("run-")
-    busy = busy_cells(recs)
     cpu = ", ".join(str(v) for v in (machine.get("cpu_model"), machine.get("cpu")) if v)
+    endings, _ = outcome(recs)
     return [
         f"machine: {machine['machine']}, {cpu or 'CPU not recorded'} "
         f"({isa or 'ISA not recorded'}: {wide_isa}), {machine.get('cores')} cores"
@@ -600,13 +659,12 @@ def header(records_path: Path, recs: list[Record]) -> list[str]:
         f"libraries: {machine.get('frameworks') or 'not recorded'}",
         f"profile {recs[0].profile}, run {run_id}"
         f"{_date(run_id) or _date(records_path.stem.removeprefix('run-'))}; "
-        f"records {records_path}",
-        "quiet: no cell was measured while other processes took CPU time"
-        if not busy
-        else f"BUSY: {busy} cells measured while other processes took CPU time "
-        "(see doubts)",
+        f"records {literal.shown_path(records_path)}",
         f"gate: {_gate(recs)}",
-        outcome(recs)[1],
+        f"{sum(endings.values())} cell repeats: "
+        + ", ".join(f"{n} {status}" for status, n in sorted(endings.items())),
+        f"doubts: {doubts.counted(found)}"
+        + (" (each named under Doubts, below)" if found else ""),
     ]
 
 

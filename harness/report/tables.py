@@ -42,10 +42,9 @@ from tabulate import tabulate
 from harness.core import files
 from harness.core.machines import describe, group, name_of
 from harness.core.records import Record, scan
-from harness.report import literal, modes, summary
+from harness.report import doubts, literal, modes, summary
 from harness.report.analysis import (
     PAIRED_ALPHA,
-    busy_cells,
     cell_rows,
     cells,
     compare_pair_rows,
@@ -251,11 +250,15 @@ def _tables(
         *_summary_sections(records_path, recs, overheads, fmt),
         *_plots_section(plots, fmt),
         _section(
-            "Keras over native, every batch size (overhead: paired cells, the "
-            "Hodges-Lehmann estimate of the block pairs' Keras/native ratio "
-            "with a bootstrap 95% CI over processes and blocks; unpaired ones, "
-            "keras_ms / native_ms)",
-            render(overheads, fmt),
+            "Keras over native, every batch size",
+            "overhead: Keras' time over native's. A paired cell times Keras "
+            "and native in alternating blocks in one process and reads the "
+            "ratio of each pair of blocks (their Hodges-Lehmann estimate, with "
+            "a bootstrap 95% CI over processes and blocks), so drift both "
+            "sides share cancels; keras_ms / native_ms divides each side's "
+            "median over all its own samples, pooled over processes, and so "
+            "differs from it by that drift. Unpaired cells: keras_ms / "
+            "native_ms.\n\n" + _with_legend(overheads, fmt),
             fmt,
         ),
         *_modes_section(recs, fmt),
@@ -265,10 +268,73 @@ def _tables(
             "cells (time: ms per training step or per inference "
             "mini-batch; median, IQR and bootstrap 95% CI of the median "
             "over every timed repeat)",
-            render(cell_rows(recs), fmt),
+            _with_legend(cell_rows(recs), fmt),
             fmt,
         ),
     ]
+
+
+# What each column of the detailed tables means, in a reader's words (the
+# legend under a table names the columns it shows).
+COLUMNS = {
+    "model": "the model",
+    "path": "the API and framework that ran it (keras-X: Keras 3 on backend X; "
+    "native-X: written by hand in X)",
+    "framework": "the framework both sides ran on",
+    "phase": "train: one training step; infer: one inference mini-batch",
+    "batch_size": "samples per step or mini-batch",
+    "status": "how the cell's repeats ended (ok; not-timed: held back by the gate)",
+    "runs": "fresh processes that timed it",
+    "n": "timed samples over those processes",
+    "time_ms": "median time, ms",
+    "iqr_ms": "interquartile range of the samples, ms",
+    "ci95_ms": "bootstrap 95% CI of the median, ms",
+    "unstable": "the IQR is above 10% of the median",
+    "first_step_s": "the first training step alone (compiling), s",
+    "batches_per_s": "inference mini-batches per second",
+    "cpu_util": "CPU time over wall time while timed",
+    "user_ms": "CPU time in user mode per step, ms",
+    "sys_ms": "CPU time in the kernel per step, ms",
+    "minflt": "minor page faults per step",
+    "peak_rss_mb": "largest resident memory, MB",
+    "peak_gpu_mb": "largest device memory, MB",
+    "peak_frac": "FLOP/s over the machine's matmul peak (above 1: a doubt)",
+    "check": "a sanity check that failed",
+    "busy": "contended: other processes took CPU time meanwhile; waited N%: "
+    "its timing thread waited for a CPU N% of its time (see Doubts)",
+    "equivalence": "the equivalence gate's verdict for this path",
+    "mark": "unverified: timed without the gate's pass; wide: too uncertain "
+    "to compare (see Doubts)",
+    "keras_ms": "Keras' median time, ms",
+    "native_ms": "native's median time, ms",
+    "overhead": "Keras over native (above 1: Keras costs time)",
+    "overhead_ci95": "its 95% CI",
+    "half_width": f"the CI's half-width over the ratio (wide above {paired.WIDE:.0%})",
+    "pairs": "processes x Keras/native block pairs per process (unpaired: timed apart)",
+    "stopped": "why its repeats ended: target (the CI narrow enough), budget "
+    "(its time spent), max_repeats (the most processes allowed), unfinished "
+    "(the run ended first)",
+    "keras_equivalence": "the gate's verdict for Keras",
+    "native_equivalence": "the gate's verdict for native",
+}
+
+
+def _with_legend(rows: list[dict[str, Any]], fmt: str) -> str:
+    """A detailed table and, under it, what each column it shows means."""
+    table = render(rows, fmt)
+    shown = _drop_empty_columns(_combine_ci(rows))
+    names = list(shown[0]) if shown else []
+    said = []
+    for name in names:
+        meaning = COLUMNS.get(name)
+        if meaning is None and name.startswith("latency_"):
+            meaning = f"{name.split('_')[1]} percentile of per-call latency, ms"
+        if meaning is not None:
+            said.append(f"{name}: {meaning}")
+    if not said:
+        return table
+    legend = "; ".join(said) + "."
+    return f"{table}\n\n{_line(legend, fmt)}"
 
 
 def _line(line: str, fmt: str) -> str:
@@ -289,23 +355,34 @@ def _summary_sections(
     fmt: str,
 ) -> list[str]:
     """The header, the answer, the baseline, the findings and the doubts
-    (``harness.report.summary``)."""
+    (``harness.report.summary``, ``harness.report.doubts``)."""
     results = records_path.parent
     machine = name_of(recs[0])
     found = summary.ratios(overheads)
+    doubted = doubts.of_run(recs, overheads)
     sections = [
-        "\n".join(_bullet(line, fmt) for line in summary.header(records_path, recs))
+        "\n".join(
+            _bullet(line, fmt) for line in summary.header(records_path, recs, doubted)
+        )
     ]
     answer = summary.answer(found)
     if answer:
         sections.append(
             _section(
-                "The answer: Keras over native",
-                "Keras' time over the hand-written native model's, per training "
-                "step or inference mini-batch (above 1, Keras costs time): the "
-                "geometric mean over the models, each at its training batch "
-                "size, with the 95% interval of how well these models were "
-                "measured.\n\n" + render(answer, fmt),
+                "The answer: what Keras costs over native",
+                "\n".join(_bullet(line, fmt) for line in summary.carried(found))
+                + "\n\n"
+                + render(answer, fmt)
+                + "\n\nKeras' time over the hand-written native model's, per "
+                "training step or inference mini-batch (above 1, Keras costs "
+                "time), each model at its training batch size, and at batch 1 "
+                "where the run timed one (a single sample: the most common "
+                "`predict`). Read the median and the range over these models; "
+                "the geometric mean stands beside them, and its 95% interval "
+                "says how well these models were measured, not what other "
+                "models would cost. Ratios too uncertain to compare (wide) or "
+                "timed without the gate's pass (unverified) are left out of "
+                "every figure and named.",
                 fmt,
             )
         )
@@ -313,8 +390,8 @@ def _summary_sections(
             _section(
                 "Per model",
                 "Keras over native at the model's training batch size; marks: "
-                "unverified, wide (95% CI half-width above "
-                f"{paired.WIDE:.0%}), busy.\n\n"
+                "unverified (timed without the gate's pass), wide (95% CI "
+                f"half-width above {paired.WIDE:.0%}), busy (see Doubts).\n\n"
                 + render(summary.per_model(found), fmt),
                 fmt,
             )
@@ -337,13 +414,28 @@ def _summary_sections(
                 fmt,
             )
         )
+    large = summary.large(found)
     findings = summary.findings(found, results, machine, recs[0].profile)
+    wide = sum(1 for r in found if "wide" in r.marks and r.value >= summary.LARGE)
     sections.append(
         _section(
             "Findings: the largest overheads",
-            f"Verified overheads of {summary.LARGE}x or more, the largest of each "
-            "model, framework and phase, with where the time goes where "
-            "`harness explain` or `harness count` measured the cell.\n\n"
+            (
+                f"{len(large)} overheads of {summary.LARGE}x or more (verified, "
+                "not wide; the largest of each model, framework and phase)"
+                + (f"; {wide} more too uncertain to compare (Doubts)" if wide else "")
+                + f": the {len(findings)} largest here, with where the time goes "
+                "where `harness explain` or `harness count` measured the cell"
+                + (
+                    ", the rest in [Keras over native, every batch size]"
+                    "(#keras-over-native-every-batch-size)"
+                    if len(large) > len(findings)
+                    else ""
+                )
+                + ".\n\n"
+                if large
+                else ""
+            )
             + (
                 "\n".join(
                     f"- {f.text(markdown=True)}" if fmt == "markdown" else f.text()
@@ -354,13 +446,22 @@ def _summary_sections(
             fmt,
         )
     )
-    doubts = summary.doubts(recs, found)
     sections.append(
         _section(
             "Doubts",
-            "\n".join(_bullet(d, fmt) for d in doubts)
-            or "none: every cell quiet, verified and timed, every ratio's "
-            f"interval within {paired.WIDE:.0%}",
+            (
+                f"{doubts.counted(doubted)}, each below. "
+                + "; ".join(
+                    f"{kind}: {doubts.MEANING[kind]}"
+                    for kind in doubts.KINDS
+                    if doubts.of_kind(doubted, kind)
+                )
+                + ".\n\n"
+                + "\n".join(_bullet(d.text(), fmt) for d in doubted)
+            )
+            if doubted
+            else "none: every cell quiet, verified, timed and below the "
+            f"machine's peak, every ratio's interval within {paired.WIDE:.0%}",
             fmt,
         )
     )
@@ -492,7 +593,7 @@ def _precision_note(recs: list[Record]) -> list[str]:
 
 def _busy_note(recs: list[Record], name: str | None = None) -> list[str]:
     """A warning when cells of ``recs`` were measured on a busy machine."""
-    busy = busy_cells(recs)
+    busy = len(doubts.of_kind(doubts.of_run(recs, ()), "busy"))
     if not busy:
         return []
     return [
