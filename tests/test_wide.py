@@ -141,9 +141,11 @@ def test_the_plot_fades_a_wide_ratio(tmp_path: Path) -> None:
     drawn: dict[str, list[Any]] = {}
     real = plots._grouped_bars
 
-    def spy(ax: Any, groups: Any, series: Any, faded: Any = None) -> None:
+    def spy(
+        ax: Any, groups: Any, series: Any, faded: Any = None, **options: Any
+    ) -> None:
         drawn.setdefault("faded", []).append(set(faded or ()))
-        real(ax, groups, series, faded)
+        real(ax, groups, series, faded, **options)
         drawn.setdefault("alphas", []).append([p.get_alpha() for p in ax.patches])
 
     plots._grouped_bars = spy  # type: ignore[assignment]

@@ -220,9 +220,7 @@ def _cell_row(cell: PooledCell) -> dict[str, Any]:
         seen = cell.summary_values(key)
         row[key] = round(max(seen), 1) if seen else None
     row["peak_frac"] = _round(peak, 3)
-    row["check"] = (
-        "above peak" if peak is not None and peak > 1.0 else None
-    )
+    row["check"] = "above peak" if peak is not None and peak > 1.0 else None
     row["busy"] = busy_mark(cell.records)
     row["equivalence"] = cell.equivalence
     row["mark"] = "unverified" if cell.unverified else None
