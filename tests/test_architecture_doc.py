@@ -110,7 +110,11 @@ def test_the_map_names_every_module() -> None:
 def test_a_module_left_out_or_misplaced_is_named() -> None:
     doc = DOC.read_text(encoding="utf-8")
     modules = project_modules()
-    line = "- `peak.py`: this machine's float32 matmul rate through NumPy's BLAS\n"
+    line = (
+        "- `peak.py`: this machine's float32 matmul peak: the best of NumPy's "
+        "BLAS and each framework's own product, each probed in a process of its "
+        "own\n"
+    )
     assert line in doc
     assert unmentioned(doc.replace(line, ""), modules) == ["harness/core/peak.py"]
     # named, but under another package's heading: still missing

@@ -214,8 +214,8 @@ def test_setting_outside_its_table() -> None:
     assert message == (
         "default.toml: repeats is not a known key (settings belong in the "
         "[settings] table); known keys: description, models, paths, phases, "
-        "seed, data, fresh_worker_per_cell, peak_s, timeout_s, paired, pin_cpus, "
-        "isolate, extend_budget_s, helpers, threads, "
+        "seed, data, fresh_worker_per_cell, peak_s, peak_frameworks, timeout_s, "
+        "paired, pin_cpus, isolate, extend_budget_s, helpers, threads, "
         "thread_counts, "
         "settings, per_model, count, versions, converge"
     )

@@ -474,3 +474,24 @@ def test_a_findings_command_names_the_results_folder_as_typed(
     assert finding.command is not None
     assert finding.command.endswith("--results results")
     assert str(tmp_path) not in finding.text()
+
+
+def test_the_header_names_the_peak_its_source_and_kernel() -> None:
+    peak = {
+        "sources": {
+            "numpy": {"status": "ok", "flops_per_s": 2e11, "kernel": "SkylakeX"},
+            "jax": {"status": "ok", "flops_per_s": 2.5e11, "kernel": "xla cpu"},
+            "mxnet": {"status": "skipped", "reason": "not installed"},
+            "torch": {"status": "ok", "flops_per_s": "fast", "kernel": "mkl"},
+        }
+    }
+    recs = _pairs(2.0, platform={**MACHINE, "matmul_peak": peak})
+    lines = summary.header(Path("run-x.jsonl"), recs, [])
+    assert (
+        "matmul peak: 250 GFLOP/s float32, from jax (xla cpu); others: numpy 200; "
+        "not measured: mxnet, torch" in lines
+    )
+    old = _pairs(2.0, platform={**MACHINE, "matmul_peak_flops": 1e11})
+    assert "matmul peak: 100 GFLOP/s float32 (NumPy's BLAS, kernel unknown)" in (
+        summary.header(Path("run-x.jsonl"), old, [])
+    )

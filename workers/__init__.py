@@ -16,7 +16,9 @@ framework lazily):
 - ``keras_runner`` and ``native_runner``: the Keras paths and the native
   paths behind that interface;
 - ``timing``: the timing loops; ``runs``: the equivalence checks' training
-  loops; ``numerics``: pinned fast-math, determinism and threads.
+  loops; ``numerics``: pinned fast-math, determinism and threads;
+- ``peak_probe`` (``python -m workers.peak_probe SOURCE SECONDS``): one
+  float32 matmul peak, NumPy's or a framework's, as JSON on stdout.
 
 Both sides: ``messages``, one typed request and answer per task.
 """

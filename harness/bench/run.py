@@ -78,7 +78,9 @@ from harness.core.placement import kept_off, of_profile
 from harness.core.profiles import Profile
 from harness.core.progress import Progress
 from harness.core.seeds import WEIGHTS_SEED
+from workers.frameworks import FRAMEWORKS
 from workers.launch import Worker
+from workers.paths import get_path
 
 
 class RunStoppedError(Exception):
@@ -463,28 +465,46 @@ def _host(results_dir: Path, plan: Plan) -> dict[str, Any]:
     """The machine's platform as every record of the run holds it, with its
     matmul peak."""
     host = records.host_platform()
-    host["matmul_peak"] = matmul_peak(
-        results_dir, plan.run_id, plan.get_profile().peak_s
-    )
+    host["matmul_peak"] = matmul_peak(results_dir, plan)
     host["matmul_peak_flops"] = host["matmul_peak"]["flops_per_s"]
     return host
 
 
-def matmul_peak(results_dir: Path, run_id: str, seconds: float) -> dict[str, Any]:
-    """This machine's float32 matmul peak for run ``run_id`` (each repeat
-    ``seconds`` long, the profile's ``peak_s``): measured once
-    per run and machine (kept in ``<results>/cache``), so the units of a run
-    that another process or node runs share the figure of their machine."""
+def matmul_peak(results_dir: Path, plan: Plan) -> dict[str, Any]:
+    """This machine's float32 matmul peak for ``plan``'s run: the best of
+    NumPy's and, unless the profile's ``peak_frameworks`` is off, of each
+    framework's the run measures, timed as its workers run (their threads
+    and CPUs), each repeat the profile's ``peak_s`` long
+    (``harness.core.peak``).  Measured once per run and machine (kept in
+    ``<results>/cache``), so the units of a run that another process or node
+    runs share the figure of their machine."""
     host = records.host_platform()["hostname"]
-    kept = results_dir / "cache" / f"peak-{run_id}-{host}.json"
+    kept = results_dir / "cache" / f"peak-{plan.run_id}-{host}.json"
     try:
         found: dict[str, Any] = json.loads(kept.read_text())
         if isinstance(found.get("flops_per_s"), float):
             return found
     except (OSError, ValueError):
         pass
-    print("measuring this machine's float32 matmul peak ...", file=sys.stderr)
-    peak = dict(measure_matmul_peak(seconds=seconds))
+    profile = plan.get_profile()
+    used = {get_path(p).framework for p in plan.paths}
+    frameworks = [f for f in FRAMEWORKS if f in used] if profile.peak_frameworks else []
+    where = of_profile(profile)
+    print(
+        "measuring this machine's float32 matmul peak: "
+        + ", ".join(["numpy", *frameworks])
+        + " ...",
+        file=sys.stderr,
+    )
+    peak = dict(
+        measure_matmul_peak(
+            seconds=profile.peak_s,
+            frameworks=frameworks,
+            threads_env=where.env,
+            cpus=where.worker_cpus,
+            log=lambda line: print(line, file=sys.stderr),
+        )
+    )
     kept.parent.mkdir(parents=True, exist_ok=True)
     tmp = kept.with_name(f".{kept.name}.{os.getpid()}")
     tmp.write_text(json.dumps(peak))

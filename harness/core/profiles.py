@@ -515,6 +515,12 @@ class Profile(_Schema):
         description="seconds each of the five repeats of the machine's float32 "
         "matmul peak runs (harness.core.peak), once per run",
     )
+    peak_frameworks: bool = Field(
+        True,
+        description="the matmul peak is the best of NumPy's and each measured "
+        "framework's own matmul (its interpreter, the workers' threads); "
+        "false: NumPy's alone, without a framework's start-up",
+    )
     timeout_s: float = Field(
         1800.0,
         gt=0,
@@ -668,6 +674,8 @@ class Profile(_Schema):
             del content["extend_budget_s"]
         if content["peak_s"] == 1.0:  # as digests were before the key
             del content["peak_s"]
+        if content["peak_frameworks"]:  # as digests were before the key
+            del content["peak_frameworks"]
         content["settings"] = {
             model: self.settings(model).model_dump(mode="json")
             for model in ["*", *self.per_model]  # "*": no model's replacements

@@ -660,12 +660,58 @@ def header(
         f"profile {recs[0].profile}, run {run_id}"
         f"{_date(run_id) or _date(records_path.stem.removeprefix('run-'))}; "
         f"records {literal.shown_path(records_path)}",
+        f"matmul peak: {_peak(recs)}",
         f"gate: {_gate(recs)}",
         f"{sum(endings.values())} cell repeats: "
         + ", ".join(f"{n} {status}" for status, n in sorted(endings.items())),
         f"doubts: {doubts.counted(found)}"
         + (" (each named under Doubts, below)" if found else ""),
     ]
+
+
+class _Source(validated.Schema):
+    """A source of a record's ``platform["matmul_peak"]`` that gave a figure."""
+
+    status: str
+    flops_per_s: Finite
+    kernel: str
+
+
+def _peak(recs: list[Record]) -> str:
+    """The matmul peak the cells' ``peak_frac`` divides by: its figure,
+    which source gave it with the kernel it ran, and the other sources'
+    figures (``harness.core.peak``), from the first record that holds one
+    of that shape; an older record's bare figure as it is."""
+    for r in recs:
+        peak = r.platform.get("matmul_peak")
+        sources = peak.get("sources") if isinstance(peak, dict) else None
+        if not isinstance(sources, dict):
+            continue
+        rated = {
+            name: entry
+            for name, entry in sources.items()
+            if validated.fits(_Source, entry) and entry["status"] == "ok"
+        }
+        if not rated:
+            continue
+        best = max(rated, key=lambda name: rated[name]["flops_per_s"])
+        others = [
+            f"{name} {entry['flops_per_s'] / 1e9:.0f}"
+            for name, entry in rated.items()
+            if name != best
+        ]
+        skipped = sorted(set(sources) - set(rated))
+        return (
+            f"{rated[best]['flops_per_s'] / 1e9:.0f} GFLOP/s float32, from {best} "
+            f"({rated[best]['kernel']})"
+            + (f"; others: {', '.join(others)}" if others else "")
+            + (f"; not measured: {', '.join(skipped)}" if skipped else "")
+        )
+    figures = [r.platform.get("matmul_peak_flops") for r in recs]
+    found = [f for f in figures if isinstance(f, int | float) and f > 0]
+    if found:
+        return f"{found[0] / 1e9:.0f} GFLOP/s float32 (NumPy's BLAS, kernel unknown)"
+    return "not measured"
 
 
 def _date(run_id: str) -> str:

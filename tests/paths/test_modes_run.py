@@ -29,7 +29,9 @@ def test_a_run_times_modes_unpaired_and_reports_them(gated: Path, size: Sizes) -
     # check (test_modes.py)
     paths = ["native-jax", "native-jax@layerjit"]
     out = run(
-        PROFILES["smoke"].model_copy(update={"paired": False}),
+        PROFILES["smoke"].model_copy(
+            update={"paired": False, "peak_frameworks": False}
+        ),
         models=["ffn"],
         paths=paths,
         phases=["train", "infer"],
