@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 
 from harness.fuzz import checking
-from harness.fuzz.campaign import Campaign, Tally
+from harness.fuzz.campaign import Campaign, Tally, _Spent
 from harness.fuzz.draw import (
     DRAWS,
     MERGES,
@@ -229,6 +229,30 @@ def test_a_campaign_stops_at_its_budget(tmp_path: Path) -> None:
     tally = _campaign(tmp_path, 30).run()
     # three clock reads a model: about ten models, never thirty
     assert 0 < tally.models < 30
+
+
+def test_a_budget_spent_while_shrinking_several_findings_ends_quietly(
+    tmp_path: Path,
+) -> None:
+    """Found by a 20-minute campaign: the budget ran out while Hypothesis
+    shrank four findings, it raised the group of the four ``_Spent``, and
+    the campaign ended in a traceback instead of its summary."""
+
+    def spent_while_shrinking(drawn: Drawn) -> Outcome:
+        raise BaseExceptionGroup("4 distinct failures", [_Spent(), _Spent()])
+
+    said: list[str] = []
+    ticks = itertools.count()
+    campaign = Campaign(
+        tmp_path,
+        10,
+        spent_while_shrinking,
+        say=said.append,
+        clock=lambda: float(next(ticks)),
+    )
+    tally = campaign.run()
+    assert not tally.interrupted
+    assert not [line for line in said if line.startswith("round ended")]
 
 
 # --- cutting the front: what Hypothesis cannot shrink ----------------------------
