@@ -149,6 +149,39 @@ def test_the_answer_reads_each_model_once_median_and_range_first() -> None:
     assert per_model["ffn"]["torch infer"] == "3.00"
 
 
+def test_a_pair_the_gate_held_back_is_one_of_the_models_left_out() -> None:
+    """The issue's TensorFlow training "mean over four models": the fifth,
+    held back by the gate, had no ratio and vanished.  It is named."""
+    rows = [
+        {
+            "model": "ffn",
+            "framework": "tensorflow",
+            "phase": "train",
+            "batch_size": 128,
+            "overhead": None,
+            "keras_equivalence": "infer-only",
+            "native_equivalence": "pass",
+        },
+        {
+            "model": "ffn",
+            "framework": "tensorflow",
+            "phase": "infer",
+            "batch_size": 7,
+            "overhead": None,
+            "keras_equivalence": "pass",
+            "native_equivalence": "pass",
+        },  # another batch: not in the answer
+    ]
+    missing = summary.unrated(rows)
+    assert [m.why for m in missing] == ["held back", "no ratio"]
+    found = [_ratio("lenet", 2.0, framework="tensorflow")]
+    (row,) = summary.answer(found, missing)
+    assert row["models read"] == "1 of 2"
+    assert row["left out"] == "ffn (held back)"
+    (line,) = summary.carried(found, missing)
+    assert line.endswith("(1 left out: see Doubts)")
+
+
 def test_a_mean_that_took_a_wide_ratio_would_be_caught() -> None:
     """The wrong answer the issue saw: a mean over every ratio, wide ones
     too.  Two models, one wide: the answer is the other one alone."""

@@ -163,13 +163,13 @@ class Spread:
     """Keras over native for one framework, phase and batch (``batch``:
     ``None`` for each model's training batch, else that batch size, 1 for
     a single sample): the ratios read (``taken``: verified and not wide)
-    and those left out, each with why."""
+    and the models left out (``(model, why)``)."""
 
     framework: str
     phase: str
     batch: int | None
     taken: tuple[Ratio, ...]
-    left_out: tuple[tuple[Ratio, str], ...]
+    left_out: tuple[tuple[str, str], ...]
 
     @property
     def what(self) -> str:
@@ -223,13 +223,49 @@ class Spread:
 # Why a ratio is left out of every summary figure.
 UNVERIFIED = "unverified"
 WIDE = "too uncertain"
+HELD_BACK = "held back"
+NO_RATIO = "no ratio"
 
 
-def spreads(found: Sequence[Ratio]) -> list[Spread]:
+@dataclass(frozen=True)
+class Unrated:
+    """A Keras/native pair of the run without a ratio: held back by the gate
+    (a side's verdict is not ``pass``), or not timed to the end."""
+
+    model: str
+    framework: str
+    phase: str
+    batch: int
+    why: str
+
+
+def unrated(rows: Iterable[dict[str, Any]]) -> list[Unrated]:
+    """The rows of ``harness.report.analysis.overhead_rows`` without a ratio."""
+    out = []
+    for row in rows:
+        if row.get("overhead") is not None:
+            continue
+        verdicts = (row.get("keras_equivalence"), row.get("native_equivalence"))
+        held = any(v is not None and v != "pass" for v in verdicts)
+        out.append(
+            Unrated(
+                str(row["model"]),
+                str(row["framework"]),
+                str(row["phase"]),
+                int(row["batch_size"]),
+                HELD_BACK if held else NO_RATIO,
+            )
+        )
+    return out
+
+
+def spreads(found: Sequence[Ratio], missing: Sequence[Unrated] = ()) -> list[Spread]:
     """Per framework: training and inference at each model's training batch
     (``headline``), and every other batch of 1 (a single sample: the most
     common call, ``predict`` on one input); framework by framework,
-    training first."""
+    training first.  A pair of ``missing`` at those batches is left out by
+    name (the transformer held back on TensorFlow is one of five models,
+    not a model that was never there)."""
     chosen = headline(found)
     groups: dict[tuple[str, str, int | None], list[Ratio]] = {}
     for r in found:
@@ -237,6 +273,18 @@ def spreads(found: Sequence[Ratio]) -> list[Spread]:
             groups.setdefault((r.framework, r.phase, None), []).append(r)
         elif r.batch == 1:
             groups.setdefault((r.framework, r.phase, 1), []).append(r)
+    trained = {r.model: r.batch for r in chosen}
+    trained |= {m.model: m.batch for m in missing if m.phase == "train"}
+    absent: dict[tuple[str, str, int | None], list[tuple[str, str]]] = {}
+    for m in missing:
+        if m.batch == trained.get(m.model):
+            key: tuple[str, str, int | None] = (m.framework, m.phase, None)
+        elif m.batch == 1:
+            key = (m.framework, m.phase, 1)
+        else:
+            continue
+        absent.setdefault(key, []).append((m.model, m.why))
+        groups.setdefault(key, [])
     out = []
     for (framework, phase, batch), members in sorted(
         groups.items(),
@@ -244,20 +292,22 @@ def spreads(found: Sequence[Ratio]) -> list[Spread]:
     ):
         taken = tuple(r for r in members if r.verified and "wide" not in r.marks)
         left = tuple(
-            (r, UNVERIFIED if not r.verified else WIDE)
+            (r.model, UNVERIFIED if not r.verified else WIDE)
             for r in members
             if r not in taken
-        )
+        ) + tuple(absent.get((framework, phase, batch), ()))
         out.append(Spread(framework, phase, batch, taken, left))
     return out
 
 
-def answer(found: Sequence[Ratio]) -> list[dict[str, Any]]:
+def answer(
+    found: Sequence[Ratio], missing: Sequence[Unrated] = ()
+) -> list[dict[str, Any]]:
     """The answer's table, one row per :func:`spreads`, its columns in a
     reader's words: how many models it reads, their median and range, the
     geometric mean beside them, and what was left out and why."""
     rows = []
-    for s in spreads(found):
+    for s in spreads(found, missing):
         members = len(s.taken) + len(s.left_out)
         rows.append(
             {
@@ -267,18 +317,18 @@ def answer(found: Sequence[Ratio]) -> list[dict[str, Any]]:
                 "median": None if s.median is None else f"{s.median:.2f}x",
                 "lowest to highest": s.range_text(),
                 "geometric mean [95% CI]": s.mean_text(),
-                "left out": ", ".join(f"{r.model} ({why})" for r, why in s.left_out)
+                "left out": ", ".join(f"{model} ({why})" for model, why in s.left_out)
                 or None,
             }
         )
     return rows
 
 
-def carried(found: Sequence[Ratio]) -> list[str]:
+def carried(found: Sequence[Ratio], missing: Sequence[Unrated] = ()) -> list[str]:
     """One line per framework: what Keras costs there, as a reader carries
     it away (:meth:`Spread.sentence` of each of its rows)."""
     lines: dict[str, list[str]] = {}
-    for s in spreads(found):
+    for s in spreads(found, missing):
         lines.setdefault(s.framework, []).append(s.sentence())
     return [f"{framework}: {'; '.join(said)}" for framework, said in lines.items()]
 

@@ -365,12 +365,15 @@ def _summary_sections(
             _bullet(line, fmt) for line in summary.header(records_path, recs, doubted)
         )
     ]
-    answer = summary.answer(found)
+    missing = summary.unrated(overheads)
+    answer = summary.answer(found, missing)
     if answer:
         sections.append(
             _section(
                 "The answer: what Keras costs over native",
-                "\n".join(_bullet(line, fmt) for line in summary.carried(found))
+                "\n".join(
+                    _bullet(line, fmt) for line in summary.carried(found, missing)
+                )
                 + "\n\n"
                 + render(answer, fmt)
                 + "\n\nKeras' time over the hand-written native model's, per "
