@@ -365,9 +365,9 @@ def test_keras_over_the_idiomatic_step_stands_beside_keras_over_native(
     floored = summary.floors(tmp_path, "box")
     assert summary.floors(tmp_path, "another-box") == {}
     (row,) = summary.baseline([_ratio("lstm", 5.7, batch=64)], floored)
-    assert row["native"] == "native slower"
-    assert row["native_over_idiomatic"].startswith("2.16 ")
-    assert row["keras_over_idiomatic"].startswith(f"{5.7 * 0.1585 / 0.0733:.2f} ")
+    assert row["native step"] == "native slower"
+    assert row["native / idiomatic"].startswith("2.16 ")
+    assert row["Keras / idiomatic"].startswith(f"{5.7 * 0.1585 / 0.0733:.2f} ")
     said = summary.standing([row], floored.values())
     assert said.startswith("native slower than the idiomatic step: lstm on torch")
     assert "(Keras over the idiomatic step larger than over native there)" in said

@@ -434,7 +434,9 @@ def standing(rows: Sequence[dict[str, Any]], floored: Iterable[Floor]) -> str:
     said = []
     for stands, effect in (("native slower", "larger"), ("native faster", "smaller")):
         which = [
-            f"{r['model']} on {r['framework']}" for r in rows if r["native"] == stands
+            f"{r['model']} on {r['framework']}"
+            for r in rows
+            if r["native step"] == stands
         ]
         if which:
             said.append(
@@ -474,13 +476,13 @@ def baseline(
                 "model": r.model,
                 "framework": r.framework,
                 "batch": r.batch,
-                "keras_over_native": r.text(),
-                "native_over_idiomatic": f"{f.ratio:.2f} [{f.low:.2f}, {f.high:.2f}]",
-                "keras_over_idiomatic": (
+                "Keras / native": r.text(),
+                "native / idiomatic": f"{f.ratio:.2f} [{f.low:.2f}, {f.high:.2f}]",
+                "Keras / idiomatic": (
                     f"{r.value * f.ratio:.2f} [{r.low * f.low:.2f}, "
                     f"{r.high * f.high:.2f}]"
                 ),
-                "native": stands,
+                "native step": stands,
             }
         )
     return rows
