@@ -153,3 +153,42 @@ def test_a_contradiction_is_carried_to_the_localization() -> None:
         contradiction=sentence,
     )
     assert loc.contradiction == sentence
+
+
+def test_each_parameter_is_held_to_its_own_allowance() -> None:
+    """Issue 65: a batch normalization's moving variance 3e-6 off (allowed
+    1.5e-6) hid behind its layer's most lenient parameter and the walk went
+    on.  Here conv1's kernel gradient has a lenient allowance (its baseline
+    is 1e-3 off) and its bias a strict one (its baseline agrees): the bias
+    2e-4 off is blamed on conv1, though it is far below the kernel's."""
+    activations, reference = _case()
+    baseline = _copy(reference)
+    baseline["grad:conv1/kernel"] = reference["grad:conv1/kernel"] * np.float32(
+        1 + 1e-3
+    )
+    path = _copy(reference)
+    path["grad:conv1/bias"] = reference["grad:conv1/bias"] * np.float32(1 + 2e-4)
+    loc = localize(
+        SPEC,
+        "p",
+        "float64",
+        activations=(activations, activations),
+        evaluated=(path, reference),
+        baselines=[(activations, baseline, None)],
+    )
+    assert loc.first == Location("backward", "conv1"), loc.errors
+    (conv1,) = [e for e in loc.errors if e.stage == "backward" and e.layer == "conv1"]
+    assert conv1.error < 1e-3  # what the kernel's allowance would have hidden
+    # the same bias error on the lenient parameter passes: the allowance is
+    # the parameter's own
+    lenient = _copy(reference)
+    lenient["grad:conv1/kernel"] = reference["grad:conv1/kernel"] * np.float32(1 + 2e-4)
+    ok = localize(
+        SPEC,
+        "p",
+        "float64",
+        activations=(activations, activations),
+        evaluated=(lenient, reference),
+        baselines=[(activations, baseline, None)],
+    )
+    assert ok.first is None, ok.errors
