@@ -238,6 +238,9 @@ def _print_trajectories(model: str, pairs: list[PairResult]) -> None:
 
 
 def _print_localization(loc: Localization) -> None:
+    if loc.raised:
+        print(f"NOT LOCALIZED {loc.path}: {loc.raised} (no arrays to compare)")
+        return
     where = f"{loc.first}" if loc.first else "no layer beyond tolerance"
     if loc.step is not None:
         where += f" (training step {loc.step})"

@@ -285,6 +285,22 @@ def _repeat_error(first: dict[str, np.ndarray], second: dict[str, np.ndarray]) -
     return max(quantity_error(first, second, k) for k in keys)
 
 
+def _raised(report: ModelReport, path: str) -> str | None:
+    """Why ``path`` has no arrays to walk, when its evaluation (or, in a
+    case with training steps, its training run) raised: the error's first
+    line, as its reply gives it; ``None`` when both ran."""
+    ran = path in report.evaluated and (
+        not report.case.steps or path in report.trajectories
+    )
+    if ran:
+        return None
+    what = "evaluation" if path not in report.evaluated else "training run"
+    reply = report.outcomes.get(path)
+    said = (reply.error or reply.status) if reply is not None else "no reply"
+    first = said.strip().splitlines()[0][:300] if said.strip() else "no reply"
+    return f"its {what} raised ({reply.status if reply else '?'}): {first}"
+
+
 def _contradiction(
     activations: dict[str, np.ndarray], evaluated: dict[str, np.ndarray]
 ) -> str | None:
@@ -801,6 +817,14 @@ class Checker:
             outcome = report.outcomes.get(path)
             if outcome is None or outcome.status == "unavailable":
                 continue  # it never started; its failure says why
+            raised = _raised(report, path)
+            if raised is not None:
+                # no arrays: not a numerical difference (issue 65: a dropout
+                # check that raised was read as an infinite loss error)
+                report.localizations[path] = Localization(
+                    path, judged.label, (), None, raised=raised
+                )
+                continue
             mine, error = taps.get(path)
             own = own_implementation(path)
             bases = [

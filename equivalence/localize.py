@@ -63,6 +63,9 @@ class Localization:
     error: str | None = None  # why the path's forward pass stopped, if it did
     # set when the path's tapped and evaluated forward passes disagree
     contradiction: str | None = None
+    # set when the path's evaluation or training run raised: there are no
+    # arrays to walk, and the error is the finding (no layer is named)
+    raised: str | None = None
 
 
 def _worst(

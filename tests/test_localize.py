@@ -3,11 +3,15 @@ layer beyond tolerance; fed deliberately wrong arrays, it points at them."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any, cast
+
 import numpy as np
 
-from equivalence.check import _contradiction
+from equivalence.check import Case, Checker, ModelReport, _contradiction, _raised
 from equivalence.localize import localize
 from native.faults import Location
+from workers.launch import Reply
 from zoo.specs import MODELS
 
 SPEC = MODELS["lenet"]
@@ -192,3 +196,43 @@ def test_each_parameter_is_held_to_its_own_allowance() -> None:
         baselines=[(activations, baseline, None)],
     )
     assert ok.first is None, ok.errors
+
+
+def test_an_evaluation_that_raised_is_its_error_not_a_difference() -> None:
+    """Issue 65: a dropout check that raised left the path without arrays,
+    and the walk read them as an infinite loss error ("first difference in
+    loss", with a CONTRADICTION blaming a compiled graph).  Now the error
+    is the localization's, and no layer is walked or named."""
+    report = ModelReport(Case("lenet", 0, 4, steps=1))
+    report.verdicts = {"native-torch": "error", "native-jax": "pass"}
+    report.outcomes = {
+        "native-torch": Reply(
+            "error",
+            error="ValueError: dropout layer 'drop' kept values off the input\n"
+            "Traceback ...",
+        ),
+        "native-jax": Reply("ok"),
+    }
+    report.evaluated = {"native-jax": {}}
+    report.trajectories = {"native-jax": {}}
+
+    class NoTaps:
+        def get(self, name: str) -> None:
+            raise AssertionError(f"walked {name}'s arrays")
+
+    judged = SimpleNamespace(label="float64 native-jax")
+    Checker._localize(
+        cast(Checker, None), report, cast(Any, judged), cast(Any, NoTaps())
+    )
+    loc = report.localizations["native-torch"]
+    assert loc.first is None
+    assert loc.errors == ()
+    assert loc.raised == (
+        "its evaluation raised (error): ValueError: dropout layer 'drop' kept "
+        "values off the input"
+    )
+    # one whose evaluation ran but whose training run raised says so
+    report.evaluated["native-torch"] = {}
+    assert _raised(report, "native-torch") is not None
+    assert "its training run raised" in str(_raised(report, "native-torch"))
+    assert _raised(report, "native-jax") is None
