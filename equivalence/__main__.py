@@ -238,8 +238,11 @@ def _print_trajectories(model: str, pairs: list[PairResult]) -> None:
 
 
 def _print_localization(loc: Localization) -> None:
-    if loc.raised:
-        print(f"NOT LOCALIZED {loc.path}: {loc.raised} (no arrays to compare)")
+    if loc.raised and loc.first is None:
+        print(
+            f"NOT LOCALIZED {loc.path}: {loc.raised}; its forward pass agrees "
+            "layer by layer, and it has nothing else to compare"
+        )
         return
     where = f"{loc.first}" if loc.first else "no layer beyond tolerance"
     if loc.step is not None:
@@ -247,6 +250,8 @@ def _print_localization(loc: Localization) -> None:
     print(f"LOCALIZED {loc.path} against {loc.reference}: first difference in {where}")
     if loc.error:
         print(f"  its forward pass stopped: {loc.error}")
+    if loc.raised:
+        print(f"  {loc.raised}")
     if loc.contradiction:
         print(f"  CONTRADICTION: {loc.contradiction}")
     rows = [

@@ -817,14 +817,10 @@ class Checker:
             outcome = report.outcomes.get(path)
             if outcome is None or outcome.status == "unavailable":
                 continue  # it never started; its failure says why
+            # an evaluation that raised has no arrays past the forward pass:
+            # only its taps are walked (issue 65: a dropout check that raised
+            # was read as an infinite loss error, with a contradiction)
             raised = _raised(report, path)
-            if raised is not None:
-                # no arrays: not a numerical difference (issue 65: a dropout
-                # check that raised was read as an infinite loss error)
-                report.localizations[path] = Localization(
-                    path, judged.label, (), None, raised=raised
-                )
-                continue
             mine, error = taps.get(path)
             own = own_implementation(path)
             bases = [
@@ -844,7 +840,10 @@ class Checker:
                 else None,
                 baselines=bases,
                 error=error,
-                contradiction=_contradiction(mine, report.evaluated.get(path, {})),
+                contradiction=None
+                if raised
+                else _contradiction(mine, report.evaluated.get(path, {})),
+                raised=raised,
             )
 
     def accuracy(self, model: str, epochs: int, seed: int = 0) -> AccuracyReport:

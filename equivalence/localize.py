@@ -133,6 +133,8 @@ def layer_errors(
     evaluated: tuple[Arrays, Arrays],
     trajectory: tuple[Arrays, Arrays] | None = None,
     limit: Limit = fixed_limit,
+    *,
+    forward_only: bool = False,
 ) -> tuple[list[LayerError], int | None]:
     """Every layer's error in walking order, and the first differing training
     step whose parameters were compared (``None`` if none differs).
@@ -152,6 +154,8 @@ def layer_errors(
         )
         for name in spec.tapped_layers()
     ]
+    if forward_only:  # nothing evaluated to walk past the forward pass
+        return errors, None
     errors.append(
         LayerError(
             "loss",
@@ -236,12 +240,17 @@ def localize(
     share: float = 1.0,
     error: str | None = None,
     contradiction: str | None = None,
+    raised: str | None = None,
 ) -> Localization:
     """Where ``path`` first differs from ``reference`` (each pair of arrays is
     ``(path's, reference's)``).  ``baselines``: the float32 baselines'
     activations, evaluations and trajectories when ``reference`` is a float64
     run, so that every layer is allowed what the judgement allows (``share``
-    of it: two float64 runs are held to ``CROSS_CHECK_SHARE``)."""
+    of it: two float64 runs are held to ``CROSS_CHECK_SHARE``).  ``raised``:
+    why the path's evaluation or training run raised; then only its tapped
+    forward pass is walked (a layer that differs there is still named: a
+    wrong padding whose shapes stop the evaluation), never the loss, the
+    gradients or the updates it has no arrays for."""
     layer_limit: Limit = fixed_limit
     if baselines is not None:
         layer_limit = baseline_limit(
@@ -250,7 +259,14 @@ def localize(
             baselines,
             share,
         )
-    errors, step = layer_errors(spec, activations, evaluated, trajectory, layer_limit)
+    errors, step = layer_errors(
+        spec,
+        activations,
+        evaluated,
+        trajectory,
+        layer_limit,
+        forward_only=raised is not None,
+    )
     first = next((e for e in errors if not e.ok), None)
     location = Location(first.stage, first.layer) if first else None
     return Localization(
@@ -261,4 +277,5 @@ def localize(
         step if location and location.stage == "update" else None,
         error,
         contradiction,
+        raised,
     )

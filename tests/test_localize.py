@@ -3,12 +3,9 @@ layer beyond tolerance; fed deliberately wrong arrays, it points at them."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import Any, cast
-
 import numpy as np
 
-from equivalence.check import Case, Checker, ModelReport, _contradiction, _raised
+from equivalence.check import Case, ModelReport, _contradiction, _raised
 from equivalence.localize import localize
 from native.faults import Location
 from workers.launch import Reply
@@ -201,10 +198,11 @@ def test_each_parameter_is_held_to_its_own_allowance() -> None:
 def test_an_evaluation_that_raised_is_its_error_not_a_difference() -> None:
     """Issue 65: a dropout check that raised left the path without arrays,
     and the walk read them as an infinite loss error ("first difference in
-    loss", with a CONTRADICTION blaming a compiled graph).  Now the error
-    is the localization's, and no layer is walked or named."""
+    loss", with a CONTRADICTION blaming a compiled graph).  Now only its
+    tapped forward pass is walked: agreeing there, no layer is named and
+    the error is the localization's; a layer that differs there (a wrong
+    padding whose shapes stopped the evaluation) is still named."""
     report = ModelReport(Case("lenet", 0, 4, steps=1))
-    report.verdicts = {"native-torch": "error", "native-jax": "pass"}
     report.outcomes = {
         "native-torch": Reply(
             "error",
@@ -215,24 +213,37 @@ def test_an_evaluation_that_raised_is_its_error_not_a_difference() -> None:
     }
     report.evaluated = {"native-jax": {}}
     report.trajectories = {"native-jax": {}}
-
-    class NoTaps:
-        def get(self, name: str) -> None:
-            raise AssertionError(f"walked {name}'s arrays")
-
-    judged = SimpleNamespace(label="float64 native-jax")
-    Checker._localize(
-        cast(Checker, None), report, cast(Any, judged), cast(Any, NoTaps())
-    )
-    loc = report.localizations["native-torch"]
-    assert loc.first is None
-    assert loc.errors == ()
-    assert loc.raised == (
+    raised = _raised(report, "native-torch")
+    assert raised == (
         "its evaluation raised (error): ValueError: dropout layer 'drop' kept "
         "values off the input"
     )
-    # one whose evaluation ran but whose training run raised says so
-    report.evaluated["native-torch"] = {}
-    assert _raised(report, "native-torch") is not None
-    assert "its training run raised" in str(_raised(report, "native-torch"))
     assert _raised(report, "native-jax") is None
+    report.evaluated["native-torch"] = {}
+    assert "its training run raised" in str(_raised(report, "native-torch"))
+
+    activations, reference = _case()
+    walked = {
+        "activations": (_copy(activations), activations),
+        "evaluated": ({}, reference),  # nothing evaluated: every array missing
+        "raised": raised,
+    }
+    loc = localize(SPEC, "native-torch", "float64", **walked)  # type: ignore[arg-type]
+    assert loc.first is None, loc.errors
+    assert loc.raised == raised
+    assert {e.stage for e in loc.errors} == {"forward"}
+    # without ``raised`` the missing arrays read as an infinite loss error
+    assert localize(
+        SPEC, "p", "q", activations=walked["activations"], evaluated=({}, reference)
+    ).first == Location("loss", "loss")
+    wrong = _copy(activations)
+    wrong["conv2"] = np.zeros((2, 1), np.float32)  # its shape stopped the rest
+    shaped = localize(
+        SPEC,
+        "native-torch",
+        "float64",
+        activations=(wrong, activations),
+        evaluated=({}, reference),
+        raised=raised,
+    )
+    assert shaped.first == Location("forward", "conv2")
