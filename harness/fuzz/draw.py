@@ -285,8 +285,8 @@ DRAWS: dict[str, KindDraw] = {
 # (``_next_layer``): a window's padding at an edge is where backends' rules
 # differ most.  Measured (2,000 draws, two seeds): a drawn model holds an
 # average pool whose ``same`` padding is odd 0.6-1.4% of the time with the
-# pools drawn twice as often and strides drawn evenly, 2.5-2.7% with this
-# weight and ``_pool``'s own.
+# pools drawn twice as often and strides drawn evenly, 2.9-3.1% with this
+# weight and ``_pool``'s own (docs/findings/README.md).
 POOLS = ("avg_pool", "max_pool", "avg_pool1d", "max_pool1d")
 POOLED = 2
 # The merges: drawn after a layer, with an earlier output of its shape.
