@@ -21,79 +21,50 @@ from zoo.specs import get_spec
 pytestmark = pytest.mark.paths
 
 
+ENV = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def _reproduce(args: list[str], script: Path) -> str:
+    """Write a reproducer with ``python -m workers.keras_code ARGS SCRIPT``
+    (model, seed, batch, steps, expected) and run it on JAX: its output."""
+    python = interpreter("jax")
+    subprocess.run(
+        [python, "-m", "workers.keras_code", *args, str(script)],
+        cwd=PROJECT_ROOT,
+        env=ENV,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    done = subprocess.run(
+        [python, str(script), "jax"],
+        env=ENV,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=script.parent,
+    )
+    return done.stdout
+
+
 @pytest.mark.parametrize("model", ["kinds-seq", "kinds-cnn", "transformer-tiny"])
 def test_the_reproducer_rebuilds_the_same_model(model: str, tmp_path: Path) -> None:
     if model != "kinds-seq":  # the kinds the others add are kinds-seq's kin
         tiers.full_only(tiers.size(), f"the reproducer of {model}")
     script = tmp_path / "repro.py"
-    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"}
-    python = interpreter("jax")
-    subprocess.run(
-        [
-            python,
-            "-m",
-            "workers.keras_code",
-            model,
-            "0",
-            "2",
-            "1",
-            "keras",
-            str(script),
-        ],
-        cwd=PROJECT_ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    output = _reproduce([model, "0", "2", "1", "keras"], script)
     text = script.read_text()
     assert "np.array(" in text
     assert "keras.layers." in text
-    done = subprocess.run(
-        [python, str(script), "jax"],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
-    errors = errors_of(done.stdout)
-    assert set(errors) == {"logits"}, done.stdout
-    assert errors["logits"] < 1e-6, done.stdout
+    errors = errors_of(output)
+    assert set(errors) == {"logits"}, output
+    assert errors["logits"] < 1e-6, output
 
 
 def test_the_reproducer_sees_wrong_expected_values(tmp_path: Path) -> None:
     spec = get_spec("kinds-cnn")
     expected = tmp_path / "expected.npz"
     save_npz(expected, {"logits": np.ones((2, spec.classes), np.float64)})
-    script = tmp_path / "repro.py"
-    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"}
-    python = interpreter("jax")
-    subprocess.run(
-        [
-            python,
-            "-m",
-            "workers.keras_code",
-            spec.name,
-            "0",
-            "2",
-            "0",
-            str(expected),
-            str(script),
-        ],
-        cwd=PROJECT_ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    done = subprocess.run(
-        [python, str(script), "jax"],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert wrong(done.stdout) is True
+    output = _reproduce([spec.name, "0", "2", "0", str(expected)], tmp_path / "r.py")
+    assert wrong(output) is True
