@@ -53,7 +53,7 @@ from equivalence.compare import (
     step_tolerance,
 )
 from equivalence.localize import Localization
-from equivalence.reference import FLOOR, IMPLEMENTATIONS, MULTIPLE, thinned
+from equivalence.reference import FLOOR, IMPLEMENTATIONS, MULTIPLE
 from equivalence.sensitivity import run_suite
 from native.faults import FAULTS
 from workers.paths import MODE_PATHS, PATHS, get_path, integer, number, parse_list
@@ -144,7 +144,7 @@ def _print_judgements(report: ModelReport) -> None:
             rows, headers=[*headers, "m", "repeat", "verdict"], disable_numparse=True
         )
     )
-    fewer = thinned(vote, report.verdicts) if vote is not None else None
+    fewer = report.thinned()
     if fewer is not None:
         print(f"FEWER BASELINES: {fewer}")
     for path in report.verdicts:
@@ -567,7 +567,7 @@ def _write_verdicts(
                 "odd_one_out": r.vote.odd if r.vote else None,
                 "reference_sound": r.reference_sound,
                 "reference_fault": r.vote.fault if r.vote else None,
-                "thinned": thinned(r.vote, r.verdicts) if r.vote else None,
+                "thinned": r.thinned(),
                 "verdicts": r.verdicts,
                 "shown_verdicts": {p: r.shown_verdict(p) for p in r.verdicts},
                 "notes": {p: r.notes(p) for p in r.verdicts if r.notes(p)},

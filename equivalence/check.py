@@ -31,7 +31,7 @@ import functools
 import itertools
 import os
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,10 +52,12 @@ from equivalence.reference import (
     CROSS_CHECK_SHARE,
     IMPLEMENTATIONS,
     Vote,
+    allowance_note,
     judge,
     needed_multiple,
     own_implementation,
     per_step,
+    thinned,
     vote,
 )
 from workers.launch import Reply, Worker, thread_environment
@@ -197,6 +199,9 @@ class ModelReport:
     # the float64 reference's arrays (evaluation and ``step<t>/...``), once
     # the vote chose one: what a finding shows as the expected values
     expected: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    # the paths whose float32 runs witnessed rounding for a path whose
+    # allowance an odd one out thinned (``equivalence.reference``, witnesses)
+    witnesses: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def paths_pass(self) -> bool:
@@ -222,6 +227,21 @@ class ModelReport:
         reference implementation is a failure of the tool's own trust, even
         when every path it judged passed."""
         return self.paths_pass and self.reference_sound
+
+    def allowance_note(self, path: str) -> str | None:
+        """On which float32 baselines (and witnesses) ``path``'s allowance
+        rested, when an odd one out left it fewer (``None``: a full vote)."""
+        if self.vote is None:
+            return None
+        return allowance_note(self.vote, path, self.witnesses.get(path, ()))
+
+    def thinned(self) -> str | None:
+        """The sentence saying which allowances an odd one out left resting
+        on fewer float32 baselines, and what witnessed for them (``None``:
+        every implementation voted)."""
+        if self.vote is None:
+            return None
+        return thinned(self.vote, self.verdicts, self.witnesses)
 
     def failing(self, path: str) -> list[str]:
         """The quantities ``path`` has beyond their allowance."""
@@ -390,15 +410,64 @@ class _Judged:
         return {impl: run.merged for impl, run in self.baselines.items()}
 
 
+def _witnesses(
+    report: ModelReport, faults: Mapping[str, str]
+) -> dict[str, tuple[str, ...]]:
+    """For each path whose allowance an odd one out thinned
+    (``allowance_note``), the paths whose float32 runs witness ordinary
+    rounding in the lost baseline's place (``equivalence.reference``,
+    witnesses): every other path that passed its judgement, ran without a
+    deliberate fault and not the odd one's code, of a framework other than
+    the path's (never its own kernels, as never its own implementation's
+    baseline)."""
+    decided = report.vote
+    if decided is None or decided.reference is None or decided.odd is None:
+        return {}
+    passed = [
+        p
+        for p, result in report.judgements.items()
+        if result.ok
+        and report.outcomes[p].ok
+        and p not in faults
+        and own_implementation(p) != decided.odd
+    ]
+    found = {}
+    for path in report.judgements:
+        if allowance_note(decided, path) is None:
+            continue
+        framework = get_path(path).framework
+        mine = tuple(
+            w for w in passed if w != path and get_path(w).framework != framework
+        )
+        if mine:
+            found[path] = mine
+    return found
+
+
+def _judged_arrays(report: ModelReport, path: str) -> dict[str, np.ndarray]:
+    """What ``path`` computed, as ``judge`` reads it: its evaluation and
+    every training step's quantities."""
+    return {
+        **report.evaluated.get(path, {}),
+        **per_step(report.trajectories.get(path, {})),
+    }
+
+
 def decide(
-    report: ModelReport, runs: dict[str, ReferenceRun], failures: dict[str, str]
+    report: ModelReport,
+    runs: dict[str, ReferenceRun],
+    failures: dict[str, str],
+    faults: Mapping[str, str] | None = None,
 ) -> _Judged | None:
     """Let the reference runs (``runs``, by ``run_name``; ``failures``: why
     the others stopped) vote, and judge every path of ``report`` (its
     ``outcomes``, ``evaluated`` and ``trajectories``) against the float64 run
     they chose: fills its ``vote``, ``reference_error``, ``judgements``,
-    ``multiples`` and ``verdicts``.  The judges, or ``None`` when no two
-    float64 runs agreed.  Reads arrays only: no worker is asked."""
+    ``multiples``, ``witnesses`` and ``verdicts``.  A path whose allowance
+    an odd one out thinned is judged again with its witnesses
+    (``_witnesses``; ``faults``: the paths given a deliberate fault, never
+    a witness).  The judges, or ``None`` when no two float64 runs agreed.
+    Reads arrays only: no worker is asked."""
     report.vote = _vote(report.case.model, runs, failures)
     report.reference_error = (
         report.vote.sentence if report.vote.reference is None else None
@@ -406,13 +475,27 @@ def decide(
     judged = _Judged(report.vote, runs) if report.vote.reference else None
     if judged is not None:
         report.expected = judged.reference.merged
-        model = report.case.model
-        for path, arrays in report.evaluated.items():
-            mine = {**arrays, **per_step(report.trajectories.get(path, {}))}
-            result = judge(
-                model, path, mine, judged.reference.merged, judged.baselines_merged
+        model, reference = report.case.model, judged.reference.merged
+        for path in report.evaluated:
+            report.judgements[path] = judge(
+                model,
+                path,
+                _judged_arrays(report, path),
+                reference,
+                judged.baselines_merged,
             )
-            report.judgements[path] = result
+        # witnesses are the paths that passed without them: judged once more
+        report.witnesses = _witnesses(report, faults or {})
+        for path, names in report.witnesses.items():
+            report.judgements[path] = judge(
+                model,
+                path,
+                _judged_arrays(report, path),
+                reference,
+                judged.baselines_merged,
+                witnesses=[_judged_arrays(report, w) for w in names],
+            )
+        for path, result in report.judgements.items():
             report.multiples[path] = needed_multiple(result)
     # pass/fail from the judgement; error for a path that failed to run (or
     # to start, unless its optional framework is not installed here:
@@ -792,7 +875,7 @@ class Checker:
         report.evaluated, report.trajectories = evaluated, trajectories
         reused = _reuse(report, faults, source_faults)
         runs, failures = self._run_references(requests, source_faults, reused)
-        judged = decide(report, runs, failures)
+        judged = decide(report, runs, failures, faults)
         activations = Activations(
             model=case.model, weights=str(weights), data=str(data), out=""
         )
@@ -828,6 +911,14 @@ class Checker:
                 for impl in judged.baselines
                 if impl != own
             ]
+            witnesses = [
+                (
+                    taps.get(w)[0],
+                    report.evaluated[w],
+                    per_step(report.trajectories.get(w, {})),
+                )
+                for w in report.witnesses.get(path, ())
+            ]
             steps = per_step(report.trajectories.get(path, {}))
             report.localizations[path] = localize(
                 spec,
@@ -839,6 +930,7 @@ class Checker:
                 if report.case.steps and judged.reference.trajectory is not None
                 else None,
                 baselines=bases,
+                witnesses=witnesses,
                 error=error,
                 contradiction=None
                 if raised

@@ -20,7 +20,7 @@ the report shows how the difference grows.  Framework-free.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +32,7 @@ from equivalence.compare import (
     step_tolerance,
 )
 from equivalence.reference import limit as judged_limit
+from equivalence.reference import witnessed
 from native.faults import Location
 from zoo.specs import ModelSpec
 
@@ -208,11 +209,13 @@ def baseline_limit(
     reference: Triple,
     baselines: list[Triple],
     share: float = 1.0,
+    witnesses: Sequence[Triple] = (),
 ) -> Limit:
     """Each array allowed ``share`` of what ``equivalence.reference.limit``
     allows from the float32 baselines' largest error on it against the
     float64 reference (each given as ``(activations, evaluated,
-    trajectory)``), as the judgement allows it."""
+    trajectory)``), raised by ``witnesses`` as the judgement raises it
+    (``equivalence.reference.witnessed``), as the judgement allows it."""
     stages = {"forward": 0, "loss": 1, "backward": 1, "update": 2}
 
     def layer_limit(stage: str, key: str, tolerance: float) -> float:
@@ -223,6 +226,9 @@ def baseline_limit(
         base = max(quantity_error(b, ref, key) for b in bases if b is not None)
         if not base < math.inf:  # a baseline's tapped pass stopped: no allowance
             return share * tolerance
+        seen = [w[stages[stage]] for w in witnesses]
+        errors = [quantity_error(w, ref, key) for w in seen if w is not None]
+        base = witnessed(base, max(errors, default=0.0))
         return share * judged_limit(spec.name, key, base)
 
     return layer_limit
@@ -238,6 +244,7 @@ def localize(
     trajectory: tuple[Arrays, Arrays] | None = None,
     baselines: list[Triple] | None = None,
     share: float = 1.0,
+    witnesses: Sequence[Triple] = (),
     error: str | None = None,
     contradiction: str | None = None,
     raised: str | None = None,
@@ -246,7 +253,8 @@ def localize(
     ``(path's, reference's)``).  ``baselines``: the float32 baselines'
     activations, evaluations and trajectories when ``reference`` is a float64
     run, so that every layer is allowed what the judgement allows (``share``
-    of it: two float64 runs are held to ``CROSS_CHECK_SHARE``).  ``raised``:
+    of it: two float64 runs are held to ``CROSS_CHECK_SHARE``), with the
+    ``witnesses`` the judgement took (``equivalence.reference``).  ``raised``:
     why the path's evaluation or training run raised; then only its tapped
     forward pass is walked (a layer that differs there is still named: a
     wrong padding whose shapes stop the evaluation), never the loss, the
@@ -258,6 +266,7 @@ def localize(
             (activations[1], evaluated[1], trajectory[1] if trajectory else None),
             baselines,
             share,
+            witnesses,
         )
     errors, step = layer_errors(
         spec,

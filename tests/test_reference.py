@@ -15,7 +15,14 @@ import numpy as np
 import pytest
 
 import equivalence.__main__ as equivalence_cli
-from equivalence.check import Case, ModelReport, missing_framework
+from equivalence.check import (
+    Case,
+    ModelReport,
+    ReferenceRun,
+    decide,
+    missing_framework,
+    run_name,
+)
 from equivalence.compare import step_tolerance
 from equivalence.reference import (
     FLOOR,
@@ -30,6 +37,7 @@ from equivalence.reference import (
     thinned,
     trajectory_floor,
     vote,
+    witnessed,
 )
 from tests.helpers import JUDGED_PATHS, judged
 from workers.launch import Reply
@@ -337,6 +345,84 @@ def test_the_allowances_an_odd_one_out_leaves_thinner_are_said() -> None:
     assert allowance_note(full, "native-jax") is None
 
 
+def test_a_witness_raises_an_allowance_at_most_multiple_fold_never_lowers_one() -> None:
+    assert witnessed(1e-6, 0.0) == 1e-6
+    assert witnessed(1e-6, 5e-7) == 1e-6  # never lower
+    assert witnessed(1e-7, 5e-7) == 5e-7  # raised to what the witness saw
+    assert witnessed(1e-7, 1.0) == allowed(1e-7)  # at most MULTIPLE-fold
+    assert witnessed(1e-7, math.inf) == 1e-7  # a witness lacking it: nothing
+    assert witnessed(math.inf, 1e-7) == math.inf  # a baseline lacking it: no room
+
+
+def _after_a_vote(
+    paths: dict[str, float], faults: dict[str, str] | None = None
+) -> ModelReport:
+    """gap-cnn's case of issue 65 in stand-in arrays: native TensorFlow's
+    model code is wrong (voted out), native JAX's float32 run sums the
+    conv-bias gradient the accurate way (7e-8 off) and every other float32
+    computation the sequential way (5e-6 off).  ``paths``: each path's
+    relative error on that gradient."""
+    rng = np.random.default_rng(0)
+    reference = {
+        "logits": rng.standard_normal((4, 10)),
+        "loss": np.asarray(2.3),
+        "grad:conv/bias": rng.standard_normal(8),
+    }
+
+    def off(error: float) -> dict[str, np.ndarray]:
+        arrays = {q: np.asarray(a, np.float32) for q, a in reference.items()}
+        bias = reference["grad:conv/bias"]
+        arrays["grad:conv/bias"] = np.asarray(bias * (1 + error), np.float32)
+        return arrays
+
+    report = ModelReport(Case("gap-cnn"))
+    for path, error in paths.items():
+        report.outcomes[path] = Reply("ok")
+        report.evaluated[path] = off(error)
+    wrong = {**reference, "logits": reference["logits"] * 1.001}
+    runs = {
+        run_name("native-torch", "float64"): ReferenceRun(reference, None),
+        run_name("native-jax", "float64"): ReferenceRun(reference, None),
+        run_name("native-tensorflow", "float64"): ReferenceRun(wrong, None),
+        run_name("native-torch", "float32"): ReferenceRun(off(5e-6), None),
+        run_name("native-jax", "float32"): ReferenceRun(off(7e-8), None),
+        run_name("native-tensorflow", "float32"): ReferenceRun(off(5e-6), None),
+    }
+    decide(report, runs, {}, faults)
+    assert report.vote is not None
+    assert report.vote.odd == "native-tensorflow"
+    return report
+
+
+def test_after_a_vote_other_frameworks_witness_for_a_path_left_one_baseline() -> None:
+    # Issue 65: with native TensorFlow voted out, native PyTorch's allowance
+    # rested on JAX's float32 run alone, which sums the accurate way; its
+    # own ordinary rounding was failed (m 30).  Keras on TensorFlow, which
+    # sums as native PyTorch does, passed: it witnesses.
+    alone = _after_a_vote({"native-torch": 5e-6, "keras-torch": 5e-6})
+    assert alone.verdicts["native-torch"] == "fail"  # its own framework: no witness
+    assert alone.allowance_note("native-torch") == (
+        "native-jax's float32 baseline alone"
+    )
+    paths = {"native-torch": 5e-6, "keras-torch": 5e-6, "keras-tensorflow": 5e-6}
+    witnessed_report = _after_a_vote(paths)
+    assert witnessed_report.verdicts["native-torch"] == "pass"
+    assert witnessed_report.witnesses["native-torch"] == ("keras-tensorflow",)
+    assert witnessed_report.allowance_note("native-torch") == (
+        "native-jax's float32 baseline and 1 witness"
+    )
+    fewer = witnessed_report.thinned()
+    assert fewer is not None
+    assert "witnesses: keras-tensorflow, keras-torch (paths that passed" in fewer
+    # a witness never excuses a real difference: ten times its allowance at most
+    wrong = _after_a_vote({**paths, "native-torch": 1e-3})
+    assert wrong.verdicts["native-torch"] == "fail"
+    # nor does a path given a deliberate fault witness
+    faulty = _after_a_vote(paths, {"keras-tensorflow": "missing-bias"})
+    assert faulty.verdicts["native-torch"] == "fail"
+    assert "native-torch" not in faulty.witnesses
+
+
 def _stand_in_checker(odd: str | None, fault: str) -> type:
     """A stand-in for ``equivalence.check.Checker`` in ``main``: no worker,
     each case judged on stand-in arrays (``tests.helpers.judged``)."""
@@ -390,7 +476,8 @@ def test_an_odd_one_out_exits_non_zero_with_every_correct_path_still_judged(
     assert "ODD ONE OUT: native-torch's float64 run computed in float32" in out
     # beside the verdicts: which allowances rest on one baseline
     fewer = next(line for line in lines if line.startswith("FEWER BASELINES: "))
-    assert "native-tensorflow's float32 baseline alone for native-jax" in fewer
+    assert "native-tensorflow's float32 baseline and 1 witness for native-jax" in fewer
+    assert "witnesses: keras-jax, native-jax, native-tensorflow (paths" in fewer
     assert lines.index(fewer) > max(
         i for i, line in enumerate(lines) if line.split()[:1] == ["native-torch"]
     )

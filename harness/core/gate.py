@@ -81,8 +81,6 @@ from equivalence.reference import (
     FLOOR,
     IMPLEMENTATIONS,
     MULTIPLE,
-    allowance_note,
-    thinned,
 )
 from harness.core import records
 from workers.frameworks import distributions, incomplete
@@ -514,7 +512,7 @@ def _allowance(reports: list[ModelReport], path: str) -> str | None:
         f"its allowance rested on {note} ({r.vote.odd} out of the vote)"
         for r in reports
         if r.vote is not None
-        for note in [allowance_note(r.vote, path)]
+        for note in [r.allowance_note(path)]
         if note is not None
     ]
     return "; ".join(dict.fromkeys(notes)) or None
@@ -529,7 +527,7 @@ def _log_vote(
     wrong = "; ".join(_vote_sentences(reports)) or None
     if wrong is not None:
         log(f"equivalence {reference_line(model, wrong)}")
-    said = (thinned(r.vote, r.verdicts) for r in reports if r.vote is not None)
+    said = (r.thinned() for r in reports)
     for fewer in dict.fromkeys(said):
         if fewer is not None:
             log(f"equivalence {model}: {fewer}")
