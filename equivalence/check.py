@@ -52,6 +52,7 @@ from equivalence.reference import (
     CROSS_CHECK_SHARE,
     IMPLEMENTATIONS,
     Vote,
+    allowance_baselines,
     allowance_note,
     judge,
     needed_multiple,
@@ -417,9 +418,9 @@ def _witnesses(
     (``allowance_note``), the paths whose float32 runs witness ordinary
     rounding in the lost baseline's place (``equivalence.reference``,
     witnesses): every other path that passed its judgement, ran without a
-    deliberate fault and not the odd one's code, of a framework other than
-    the path's (never its own kernels, as never its own implementation's
-    baseline)."""
+    deliberate fault and not the odd one's code nor a baseline's (already
+    counted), of a framework other than the path's (never its own kernels,
+    as never its own implementation's baseline)."""
     decided = report.vote
     if decided is None or decided.reference is None or decided.odd is None:
         return {}
@@ -436,8 +437,13 @@ def _witnesses(
         if allowance_note(decided, path) is None:
             continue
         framework = get_path(path).framework
+        counted = allowance_baselines(path, decided.agreeing)
         mine = tuple(
-            w for w in passed if w != path and get_path(w).framework != framework
+            w
+            for w in passed
+            if w != path
+            and get_path(w).framework != framework
+            and own_implementation(w) not in counted
         )
         if mine:
             found[path] = mine

@@ -324,8 +324,8 @@ def test_a_wrong_reference_is_in_every_verdict_the_gate_caches(
     assert wrong == {"ffn": sentence}
     assert printed[-1] == f"REFERENCE WRONG for ffn: {sentence}"
     assert cached["native-jax"]["allowance"] == (
-        "its allowance rested on native-tensorflow's float32 baseline and 1 "
-        "witness (native-torch out of the vote)"
+        "its allowance rested on native-tensorflow's float32 baseline alone "
+        "(native-torch out of the vote)"
     )
     assert "allowance" not in cached["native-torch"]  # never had its own
     assert f"equivalence REFERENCE WRONG for ffn: {sentence}" in lines
@@ -338,7 +338,7 @@ def test_a_wrong_reference_is_in_every_verdict_the_gate_caches(
     assert f"equivalence REFERENCE WRONG for ffn: {sentence}" in again
     assert (
         "equivalence ffn: native-jax: its allowance rested on native-tensorflow's "
-        "float32 baseline and 1 witness (native-torch out of the vote)"
+        "float32 baseline alone (native-torch out of the vote)"
     ) in again
 
 
