@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from equivalence.check import Case, ModelReport, _contradiction, _raised
-from equivalence.localize import localize
+from equivalence.localize import Triple, localize
 from native.faults import Location
 from workers.launch import Reply
 from zoo.specs import MODELS
@@ -185,6 +185,35 @@ def test_each_parameter_is_held_to_its_own_allowance() -> None:
     # the same error on the lenient parameter passes: the allowance is the
     # parameter's own, not its layer's strictest or most lenient
     assert off("grad:conv1/kernel") is None
+
+
+def test_a_witness_allows_each_layer_what_it_allows_the_judgement() -> None:
+    """Issue 65: after a vote a path's allowance may rest on one lucky
+    baseline, and witnesses (other frameworks' passing paths) raise it, at
+    most ``MULTIPLE``-fold.  The localizer allows each layer the same: a
+    bias gradient 5e-6 off, where the lone baseline is exact and a witness
+    1e-6 off, is no difference; 1e-3 off it still is one."""
+    activations, reference = _case()
+    witness = _copy(reference)
+    witness["grad:conv1/bias"] = reference["grad:conv1/bias"] * np.float32(1 + 1e-6)
+
+    def off(error: float, witnesses: list[Triple]) -> Location | None:
+        path = _copy(reference)
+        path["grad:conv1/bias"] = reference["grad:conv1/bias"] * np.float32(1 + error)
+        return localize(
+            SPEC,
+            "p",
+            "float64",
+            activations=(activations, activations),
+            evaluated=(path, reference),
+            baselines=[(activations, _copy(reference), None)],
+            witnesses=witnesses,
+        ).first
+
+    conv1 = Location("backward", "conv1")
+    assert off(5e-6, []) == conv1  # the lone exact baseline allows 1e-6
+    assert off(5e-6, [(activations, witness, None)]) is None
+    assert off(1e-3, [(activations, witness, None)]) == conv1
 
 
 def test_an_evaluation_that_raised_is_its_error_not_a_difference() -> None:
