@@ -305,9 +305,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--model",
         type=Path,
+        action="append",
         metavar="FILE",
         help="your own model instead: a Keras 3 file (.keras) or a [model] "
-        "table (.toml); kept by name in results/models",
+        "table (.toml); kept by name in results/models; give it again to check "
+        "several with one set of workers",
     )
     parser.add_argument(
         "--paths",
@@ -369,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         models = (
-            [model_from_file(args.model, Path("results") / "models")]
+            [model_from_file(file, Path("results") / "models") for file in args.model]
             if args.model
             else parse_list(args.models, [*MODELS, *VARIANTS], "model")
         )
