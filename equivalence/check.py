@@ -459,6 +459,22 @@ def _judged_arrays(report: ModelReport, path: str) -> dict[str, np.ndarray]:
     }
 
 
+def _judge(
+    report: ModelReport, judged: _Judged, path: str, witnesses: Iterable[str] = ()
+) -> PairResult:
+    """``path``'s arrays judged against the float64 run the vote chose, with
+    the baselines' allowances raised by ``witnesses`` (paths of
+    ``report``)."""
+    return judge(
+        report.case.model,
+        path,
+        _judged_arrays(report, path),
+        judged.reference.merged,
+        judged.baselines_merged,
+        witnesses=[_judged_arrays(report, w) for w in witnesses],
+    )
+
+
 def decide(
     report: ModelReport,
     runs: dict[str, ReferenceRun],
@@ -481,26 +497,12 @@ def decide(
     judged = _Judged(report.vote, runs) if report.vote.reference else None
     if judged is not None:
         report.expected = judged.reference.merged
-        model, reference = report.case.model, judged.reference.merged
         for path in report.evaluated:
-            report.judgements[path] = judge(
-                model,
-                path,
-                _judged_arrays(report, path),
-                reference,
-                judged.baselines_merged,
-            )
+            report.judgements[path] = _judge(report, judged, path)
         # witnesses are the paths that passed without them: judged once more
         report.witnesses = _witnesses(report, faults or {})
         for path, names in report.witnesses.items():
-            report.judgements[path] = judge(
-                model,
-                path,
-                _judged_arrays(report, path),
-                reference,
-                judged.baselines_merged,
-                witnesses=[_judged_arrays(report, w) for w in names],
-            )
+            report.judgements[path] = _judge(report, judged, path, names)
         for path, result in report.judgements.items():
             report.multiples[path] = needed_multiple(result)
     # pass/fail from the judgement; error for a path that failed to run (or

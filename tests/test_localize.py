@@ -3,6 +3,8 @@ layer beyond tolerance; fed deliberately wrong arrays, it points at them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from equivalence.check import Case, ModelReport, _contradiction, _raised
@@ -156,6 +158,29 @@ def test_a_contradiction_is_carried_to_the_localization() -> None:
     assert loc.contradiction == sentence
 
 
+def _first_off(  # noqa: PLR0917 (the case, then what differs)
+    activations: dict[str, np.ndarray],
+    reference: dict[str, np.ndarray],
+    key: str,
+    error: float,
+    baseline: dict[str, np.ndarray],
+    witnesses: Sequence[Triple] = (),
+) -> Location | None:
+    """Where a path ``error`` off the float64 ``reference`` on ``key``
+    alone is localized, allowed what ``baseline`` and ``witnesses`` allow."""
+    path = _copy(reference)
+    path[key] = reference[key] * np.float32(1 + error)
+    return localize(
+        SPEC,
+        "p",
+        "float64",
+        activations=(activations, activations),
+        evaluated=(path, reference),
+        baselines=[(activations, baseline, None)],
+        witnesses=witnesses,
+    ).first
+
+
 def test_each_parameter_is_held_to_its_own_allowance() -> None:
     """Issue 65: a batch normalization's moving variance 3e-6 off (allowed
     1.5e-6) hid behind its layer's most lenient parameter and the walk went
@@ -170,16 +195,7 @@ def test_each_parameter_is_held_to_its_own_allowance() -> None:
 
     def off(key: str) -> Location | None:
         """Where a path 2e-4 off on ``key`` alone is localized."""
-        path = _copy(reference)
-        path[key] = reference[key] * np.float32(1 + 2e-4)
-        return localize(
-            SPEC,
-            "p",
-            "float64",
-            activations=(activations, activations),
-            evaluated=(path, reference),
-            baselines=[(activations, baseline, None)],
-        ).first
+        return _first_off(activations, reference, key, 2e-4, baseline)
 
     assert off("grad:conv1/bias") == Location("backward", "conv1")
     # the same error on the lenient parameter passes: the allowance is the
@@ -198,17 +214,9 @@ def test_a_witness_allows_each_layer_what_it_allows_the_judgement() -> None:
     witness["grad:conv1/bias"] = reference["grad:conv1/bias"] * np.float32(1 + 1e-6)
 
     def off(error: float, witnesses: list[Triple]) -> Location | None:
-        path = _copy(reference)
-        path["grad:conv1/bias"] = reference["grad:conv1/bias"] * np.float32(1 + error)
-        return localize(
-            SPEC,
-            "p",
-            "float64",
-            activations=(activations, activations),
-            evaluated=(path, reference),
-            baselines=[(activations, _copy(reference), None)],
-            witnesses=witnesses,
-        ).first
+        exact = _copy(reference)
+        key = "grad:conv1/bias"
+        return _first_off(activations, reference, key, error, exact, witnesses)
 
     conv1 = Location("backward", "conv1")
     assert off(5e-6, []) == conv1  # the lone exact baseline allows 1e-6
