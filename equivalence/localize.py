@@ -227,8 +227,9 @@ def baseline_limit(
         if not base < math.inf:  # a baseline's tapped pass stopped: no allowance
             return share * tolerance
         seen = [w[stages[stage]] for w in witnesses]
-        errors = [quantity_error(w, ref, key) for w in seen if w is not None]
-        base = witnessed(base, max(errors, default=0.0))
+        base = witnessed(
+            base, [quantity_error(w, ref, key) for w in seen if w is not None]
+        )
         return share * judged_limit(spec.name, key, base)
 
     return layer_limit

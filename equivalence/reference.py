@@ -50,10 +50,10 @@ implementation: the float32 error a correct computation makes depends on
 its kernels' summation, and after a vote the remaining implementations may
 all sum the accurate way.  On gap-cnn (seed 0, batch 4) with native
 TensorFlow voted out, native PyTorch's conv-bias gradient was 5.1e-6 off,
-as TensorFlow's and MXNet's oneDNN kernels are; JAX's was 7e-8, in four
-runs on one-ulp-perturbed weights and inputs too, and in its other mode;
-so native PyTorch failed at m = 30 until Keras on TensorFlow and native
-MXNet witnessed (issue 65, docs/equivalence.md).
+as Keras on TensorFlow's and native MXNet's were; JAX's was 7e-8, and at
+most 2.2e-7 in four runs on one-ulp-perturbed weights and inputs, so
+native PyTorch failed at m = 30 until Keras on TensorFlow or native MXNet
+witnessed (issue 65, docs/equivalence.md).
 
 The multiple adapts the allowance to the case: a gradient that nearly cancels
 has a large float32 error for every correct computation, a well-conditioned
@@ -131,20 +131,21 @@ def baseline_error(
     ``witnesses`` as far as ``witnessed`` lets them."""
     errors = [quantity_error(b, reference, quantity) for b in baselines]
     base = max(errors, default=math.inf)
-    seen = [quantity_error(w, reference, quantity) for w in witnesses]
-    return witnessed(base, max(seen, default=0.0))
+    return witnessed(base, [quantity_error(w, reference, quantity) for w in witnesses])
 
 
-def witnessed(base: float, seen: float) -> float:
+def witnessed(base: float, seen: Iterable[float]) -> float:
     """The baseline error an allowance is set from, when the baselines'
-    largest is ``base`` and the witnesses' (``WITNESSES``) is ``seen``: a
-    witness counts up to what the baselines alone allow, ``allowed(base)``,
-    so witnesses raise an allowance at most ``MULTIPLE``-fold and never
-    lower one.  A witness that lacks the quantity, or computed a NaN,
-    witnesses nothing; a baseline that lacks it still allows nothing."""
-    if not base < math.inf or not seen < math.inf:
+    largest is ``base`` and the witnesses' errors are ``seen`` (witnesses:
+    the module docstring): a witness counts up to what the baselines alone
+    allow, ``allowed(base)``, so witnesses raise an allowance at most
+    ``MULTIPLE``-fold and never lower one.  A witness that lacks the
+    quantity, or computed a NaN, witnesses nothing; a baseline that lacks it
+    still allows nothing."""
+    finite = [e for e in seen if e < math.inf]
+    if not base < math.inf or not finite:
         return base
-    return max(base, min(seen, allowed(base)))
+    return max(base, min(max(finite), allowed(base)))
 
 
 def limit(model: str, quantity: str, base: float) -> float:
@@ -170,8 +171,8 @@ def judge(
     """``path``'s every quantity against the float64 ``reference``, each with
     the allowance of ``baselines`` (float32 runs by implementation; the
     path's own is left out), raised by ``witnesses`` as far as ``witnessed``
-    lets them (``WITNESSES``: only after a vote left the path fewer
-    baselines).
+    lets them (only after a vote left the path fewer baselines: the module
+    docstring).
 
     A quantity the reference has and the path lacks (or the path has and the
     reference lacks) counts as an infinite error."""

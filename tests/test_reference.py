@@ -346,12 +346,14 @@ def test_the_allowances_an_odd_one_out_leaves_thinner_are_said() -> None:
 
 
 def test_a_witness_raises_an_allowance_at_most_multiple_fold_never_lowers_one() -> None:
-    assert witnessed(1e-6, 0.0) == 1e-6
-    assert witnessed(1e-6, 5e-7) == 1e-6  # never lower
-    assert witnessed(1e-7, 5e-7) == 5e-7  # raised to what the witness saw
-    assert witnessed(1e-7, 1.0) == allowed(1e-7)  # at most MULTIPLE-fold
-    assert witnessed(1e-7, math.inf) == 1e-7  # a witness lacking it: nothing
-    assert witnessed(math.inf, 1e-7) == math.inf  # a baseline lacking it: no room
+    assert witnessed(1e-6, []) == 1e-6
+    assert witnessed(1e-6, [5e-7]) == 1e-6  # never lower
+    assert witnessed(1e-7, [5e-7, 2e-7]) == 5e-7  # raised to what witnesses saw
+    assert witnessed(1e-7, [1.0]) == allowed(1e-7)  # at most MULTIPLE-fold
+    # a witness lacking the quantity witnesses nothing, the others still do
+    assert witnessed(1e-7, [math.inf]) == 1e-7
+    assert witnessed(1e-7, [math.inf, 5e-7]) == 5e-7
+    assert witnessed(math.inf, [1e-7]) == math.inf  # a baseline lacking it: no room
 
 
 def _after_a_vote(
