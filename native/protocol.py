@@ -279,6 +279,16 @@ class Framework(Protocol):
         """The mean of ``objective``'s loss over the batch, written out with
         Keras' formulas (``zoo.losses``)."""
 
+    def penalty(
+        self,
+        params: Mapping[str, Tensor],
+        penalties: tuple[tuple[str, float, float], ...],
+    ) -> Tensor:
+        """The weight penalties ``native.penalties_of`` names (Keras' ``L1L2``:
+        ``l1 * sum(|w|) + l2 * sum(w ** 2)`` per parameter, summed) of
+        ``params`` by name (what ``arrays`` gives), as ``loss_and_grads``
+        adds them to its loss."""
+
     def loss_and_grads(
         self, apply: Apply, params: Params, x: Tensor, y: Tensor
     ) -> tuple[Tensor, Tensor, Mapping[str, Tensor]]:

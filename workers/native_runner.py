@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from native import OPTIMIZERS, layout, load_apply, load_framework
+from native import OPTIMIZERS, layout, load_apply, load_framework, penalties_of
 from native.compose import train_forward
 from native.protocol import Params, Tensor, TrainState
 from workers.protocol import (
@@ -286,8 +286,14 @@ class Session:
             if self.spec.trains_differently:
                 # The loss a training step computes (Keras' train_on_batch
                 # reports it): batch statistics, as ``train_step`` runs.
+                # (its weight penalties too, as ``loss_and_grads`` adds them:
+                # without them a regularized model's step losses were off by
+                # the penalty on every native path, float64 references
+                # included, finding 6ece828580)
                 logits, _ = train_forward(self.apply, fw.arrays(params), xt)
                 value = fw.loss(logits, yt, self.spec.workload.objective)
+                if penalties := penalties_of(self.apply):
+                    value = value + fw.penalty(fw.arrays(params), penalties)
             else:
                 _, value, _ = fw.loss_and_grads(self.apply, params, xt, yt)
             loss = float(fw.to_numpy(value).item())

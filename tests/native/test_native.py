@@ -668,3 +668,25 @@ def test_a_dropout_that_does_not_drop_is_caught(
         ValueError, match=r"dropout layer 'drop' at rate 0\.25 kept 1\.000 of"
     ):
         runner.evaluate(spec, weights, x[0], y[0])
+
+
+def test_a_step_loss_with_batch_statistics_carries_the_weight_penalty(
+    runner: NativeRunner,
+) -> None:
+    """A model that trains differently (batch normalization) reports the
+    loss its training step computes, and that loss carries the weight
+    penalties as Keras' ``train_on_batch`` does: the regularized model's
+    step loss exceeds the plain one's by ``l1 * sum(|kernel|)`` (finding
+    6ece828580: the native paths, float64 references included, left it
+    out, so every Keras path failed on ``step1/loss``)."""
+    fc = dataclasses.replace(NORMED.layers[0], regularize=(("kernel", 0.01, 0.0),))
+    regularized = dataclasses.replace(
+        NORMED, name="normed-l1", layers=(fc, *NORMED.layers[1:])
+    )
+    assert regularized.penalties
+    weights = make_weights(NORMED, 4)
+    x, y = make_batches(NORMED, 4, 8, 1)
+    plain = Session(runner.framework, NORMED, weights).step(x[0], y[0])
+    penalized = Session(runner.framework, regularized, weights).step(x[0], y[0])
+    expected = 0.01 * np.abs(weights["fc/kernel"].astype(np.float64)).sum()
+    assert penalized - plain == pytest.approx(expected, rel=1e-5)
