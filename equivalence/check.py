@@ -51,6 +51,7 @@ from equivalence.localize import Localization, Triple, localize
 from equivalence.reference import (
     CROSS_CHECK_SHARE,
     IMPLEMENTATIONS,
+    PERTURBED,
     Vote,
     allowance_baselines,
     allowance_note,
@@ -61,6 +62,7 @@ from equivalence.reference import (
     thinned,
     vote,
 )
+from native.compose import PERTURB_ENV
 from workers.launch import Reply, Worker, thread_environment
 from workers.messages import (
     Accuracy,
@@ -378,7 +380,8 @@ class ReferenceRun:
 
 def _vote(model: str, runs: dict[str, ReferenceRun], failures: dict[str, str]) -> Vote:
     """``equivalence.reference.vote`` over the implementations whose float64
-    and float32 runs both gave arrays; the others count as failed."""
+    and float32 runs both gave arrays, with their perturbed runs; the others
+    count as failed."""
     pairs, failed = {}, {}
     for impl in IMPLEMENTATIONS:
         names = [run_name(impl, dtype) for dtype in ("float64", "float32")]
@@ -388,7 +391,16 @@ def _vote(model: str, runs: dict[str, ReferenceRun], failures: dict[str, str]) -
             failed[impl] = "; ".join(
                 f"{n}: {failures[n]}" for n in names if n in failures
             )
-    return vote(model, pairs, failed)
+    return vote(model, pairs, failed, _perturbed(runs, pairs))
+
+
+def _perturbed(
+    runs: Mapping[str, ReferenceRun], implementations: Iterable[str]
+) -> dict[str, dict[str, np.ndarray]]:
+    """The perturbed float64 runs (``PERTURBED``) of ``implementations``
+    that gave arrays."""
+    names = {i: run_name(i, PERTURBED) for i in implementations}
+    return {i: runs[n].merged for i, n in names.items() if n in runs}
 
 
 class _Judged:
@@ -404,6 +416,12 @@ class _Judged:
         self.reference = runs[self.reference_name]
         self.baselines = {
             impl: runs[run_name(impl, "float32")] for impl in decided.agreeing
+        }
+        # the agreeing implementations' perturbed float64 runs
+        self.perturbed = {
+            impl: runs[run_name(impl, PERTURBED)]
+            for impl in decided.agreeing
+            if run_name(impl, PERTURBED) in runs
         }
 
     @property
@@ -472,6 +490,7 @@ def _judge(
         judged.reference.merged,
         judged.baselines_merged,
         witnesses=[_judged_arrays(report, w) for w in witnesses],
+        perturbed={impl: run.merged for impl, run in judged.perturbed.items()},
     )
 
 
@@ -552,12 +571,14 @@ class _Taps:
 
 
 def _reference_worker(implementation: str, dtype: str) -> Worker:
-    """A worker running ``implementation`` in ``dtype``."""
-    return Worker(
-        implementation,
-        env={**WORKER_ENV, "HARNESS_NATIVE_DTYPE": dtype},
-        deterministic=True,
-    )
+    """A worker running ``implementation`` in ``dtype``, or in float64 with
+    every layer's output perturbed (``PERTURBED``, seeded per
+    implementation: three draws, not one)."""
+    env = {**WORKER_ENV, "HARNESS_NATIVE_DTYPE": dtype}
+    if dtype == PERTURBED:
+        seed = 1 + IMPLEMENTATIONS.index(implementation)
+        env.update({"HARNESS_NATIVE_DTYPE": "float64", PERTURB_ENV: str(seed)})
+    return Worker(implementation, env=env, deterministic=True)
 
 
 def _reuse(
@@ -598,8 +619,9 @@ def _localize_odd(
     name = run_name(odd, "float64")
     mine, error = taps.get(name)
     bases = [
-        _triple(run, taps.get(run_name(impl, "float32"))[0])
-        for impl, run in judged.baselines.items()
+        _triple(run, taps.get(run_name(impl, dtype))[0])
+        for dtype, runs_of in (("float32", judged.baselines), (PERTURBED, judged.perturbed))
+        for impl, run in runs_of.items()
     ]
     odd_steps, reference_steps = runs[name].trajectory, judged.reference.trajectory
     trajectory = None
@@ -782,7 +804,9 @@ class Checker:
         runs: dict[str, ReferenceRun] = dict(reused)
         failures: dict[str, str] = {}
         names = [
-            run_name(i, d) for i in IMPLEMENTATIONS for d in ("float64", "float32")
+            run_name(i, d)
+            for i in IMPLEMENTATIONS
+            for d in ("float64", "float32", PERTURBED)
         ]
         done = _side_by_side(
             {
@@ -915,8 +939,12 @@ class Checker:
             mine, error = taps.get(path)
             own = own_implementation(path)
             bases = [
-                _triple(judged.baselines[impl], taps.get(f"{impl}.float32")[0])
-                for impl in judged.baselines
+                _triple(run, taps.get(run_name(impl, dtype))[0])
+                for dtype, runs in (
+                    ("float32", judged.baselines),
+                    (PERTURBED, judged.perturbed),
+                )
+                for impl, run in runs.items()
                 if impl != own
             ]
             witnesses = [

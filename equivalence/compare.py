@@ -121,14 +121,52 @@ def quantity_error(
     a real gradient still shows."""
     if key not in a_arrays or key not in b_arrays:
         return math.inf
+    return relative_error(
+        a_arrays[key], b_arrays[key], _partner_norm(a_arrays, b_arrays, key)
+    )
+
+
+def _partner_norm(
+    a_arrays: Mapping[str, np.ndarray], b_arrays: Mapping[str, np.ndarray], key: str
+) -> float:
+    """The larger norm of ``key``'s scale partner on both sides
+    (``_scale_partner``), 0 for a quantity without one."""
     partner = _scale_partner(key)
-    if partner in a_arrays and partner in b_arrays:
-        floor = max(
-            float(np.linalg.norm(np.asarray(a_arrays[partner], np.float64))),
-            float(np.linalg.norm(np.asarray(b_arrays[partner], np.float64))),
-        )
-        return relative_error(a_arrays[key], b_arrays[key], floor)
-    return relative_error(a_arrays[key], b_arrays[key])
+    if partner not in a_arrays or partner not in b_arrays:
+        return 0.0
+    return max(
+        float(np.linalg.norm(np.asarray(a_arrays[partner], np.float64))),
+        float(np.linalg.norm(np.asarray(b_arrays[partner], np.float64))),
+    )
+
+
+def error_scale(
+    a_arrays: Mapping[str, np.ndarray], b_arrays: Mapping[str, np.ndarray], key: str
+) -> float:
+    """The norm ``quantity_error`` divides ``key``'s difference by: the larger
+    of the two sides' norms, or of its scale partner's; ``inf`` when a side
+    lacks it."""
+    if key not in a_arrays or key not in b_arrays:
+        return math.inf
+    return max(
+        float(np.linalg.norm(np.asarray(a_arrays[key], np.float64))),
+        float(np.linalg.norm(np.asarray(b_arrays[key], np.float64))),
+        _partner_norm(a_arrays, b_arrays, key),
+    )
+
+
+def distance(
+    a_arrays: Mapping[str, np.ndarray], b_arrays: Mapping[str, np.ndarray], key: str
+) -> float:
+    """The norm of the difference of ``key`` on both sides; ``inf`` when a
+    side lacks it, the shapes differ or a value is not finite."""
+    if key not in a_arrays or key not in b_arrays:
+        return math.inf
+    a64 = np.asarray(a_arrays[key], np.float64)
+    b64 = np.asarray(b_arrays[key], np.float64)
+    if a64.shape != b64.shape or not (np.isfinite(a64).all() and np.isfinite(b64).all()):
+        return math.inf
+    return float(np.linalg.norm(a64 - b64))
 
 
 def _scale_partner(key: str) -> str:

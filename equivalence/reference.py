@@ -76,6 +76,8 @@ import numpy as np
 from equivalence.compare import (
     Entry,
     PairResult,
+    distance,
+    error_scale,
     quantity_error,
     step_tolerance,
     trajectory_tolerance,
@@ -86,6 +88,11 @@ Arrays = Mapping[str, np.ndarray]
 REFERENCE = "float64"  # how reports name the judge
 # The float64 implementations, in order of preference as the reference.
 IMPLEMENTATIONS = ("native-torch", "native-jax", "native-tensorflow")
+# Each implementation runs a third time in float64 with every layer's output
+# perturbed at float32's rounding scale (``native.compose.PERTURBATION``): a
+# bound on what rounding moves each quantity that no float32 kernel's luck
+# decides (``perturbation_error``).  Its run's name: ``native-jax.perturbed``.
+PERTURBED = "perturbed"
 # Two float64 runs must agree within this share of what a path is allowed:
 # the reference's own doubt stays negligible against the judgement.
 CROSS_CHECK_SHARE = 0.01
@@ -125,13 +132,39 @@ def baseline_error(
     reference: Arrays,
     quantity: str,
     witnesses: Sequence[Arrays] = (),
+    perturbed: Sequence[Arrays] = (),
+    judged: Arrays | None = None,
 ) -> float:
     """The largest error of ``baselines`` against ``reference`` on
     ``quantity`` (``inf`` when one lacks it, or there is none), raised by
-    ``witnesses`` as far as ``witnessed`` lets them."""
+    ``witnesses`` as far as ``witnessed`` lets them, and by the ``perturbed``
+    runs' distance from ``reference`` on the scale ``judged`` is measured on
+    (``perturbation_error``)."""
     errors = [quantity_error(b, reference, quantity) for b in baselines]
     base = max(errors, default=math.inf)
-    return witnessed(base, [quantity_error(w, reference, quantity) for w in witnesses])
+    base = witnessed(base, [quantity_error(w, reference, quantity) for w in witnesses])
+    if judged is None or not base < math.inf:
+        return base
+    scale = error_scale(judged, reference, quantity)
+    return max(base, *(perturbation_error(p, reference, quantity, scale) for p in perturbed))
+
+
+def perturbation_error(
+    perturbed: Arrays, reference: Arrays, quantity: str, scale: float
+) -> float:
+    """How far a perturbed float64 run (``PERTURBED``) moved ``quantity``
+    from ``reference``, divided by ``scale``: the error a path as far from
+    ``reference`` would have, when ``scale`` is the norm its error is
+    measured on (``error_scale``).  So a quantity that vanishes in exact
+    arithmetic (a beta ahead of a normalization, a moving mean of values
+    centred by one) is allowed what rounding on the scale of the terms that
+    cancel moves it, not its own noise against itself; a value far from it
+    still fails.  0 (it witnesses nothing) where the run lacks the quantity
+    or moved it to a value not finite."""
+    moved = distance(perturbed, reference, quantity)
+    if not moved < math.inf or not 0 < scale < math.inf:
+        return 0.0
+    return moved / scale
 
 
 def witnessed(base: float, seen: Iterable[float]) -> float:
@@ -167,16 +200,19 @@ def judge(
     baselines: Mapping[str, Arrays],
     *,
     witnesses: Sequence[Arrays] = (),
+    perturbed: Mapping[str, Arrays] | None = None,
 ) -> PairResult:
     """``path``'s every quantity against the float64 ``reference``, each with
     the allowance of ``baselines`` (float32 runs by implementation; the
     path's own is left out), raised by ``witnesses`` as far as ``witnessed``
     lets them (only after a vote left the path fewer baselines: the module
-    docstring).
+    docstring) and by the ``perturbed`` float64 runs (by implementation, the
+    path's own left out as its baseline is: ``perturbation_error``).
 
     A quantity the reference has and the path lacks (or the path has and the
     reference lacks) counts as an infinite error."""
     mine = baselines_for(path, baselines)
+    moved = baselines_for(path, perturbed or {})
     entries = [
         Entry(
             quantity,
@@ -184,7 +220,7 @@ def judge(
             limit(
                 model,
                 quantity,
-                baseline_error(mine, reference, quantity, witnesses),
+                baseline_error(mine, reference, quantity, witnesses, moved, arrays),
             ),
         )
         for quantity in sorted(set(arrays) | set(reference), key=_walking_order)
@@ -229,14 +265,16 @@ def disagreement(
     model: str,
     first: tuple[Arrays, Arrays],
     second: tuple[Arrays, Arrays],
+    perturbed: tuple[Arrays | None, Arrays | None] = (None, None),
 ) -> str | None:
     """Where two implementations' float64 runs disagree, each given as
     ``(float64 run, float32 baseline)``: the first quantity (in walking
     order) on which they differ by more than ``CROSS_CHECK_SHARE`` of the
-    allowance their own baselines set, as a phrase; ``None`` when they
-    agree.  Each baseline is measured against its own implementation's
-    float64 run, so a fault in one implementation's code (in both its runs)
-    does not move the bar."""
+    allowance their own baselines set, raised by their own ``perturbed``
+    runs (``perturbation_error``), as a phrase; ``None`` when they agree.
+    Each baseline and perturbed run is measured against its own
+    implementation's float64 run, so a fault in one implementation's code
+    (in all its runs) does not move the bar."""
     (run_a, base_a), (run_b, base_b) = first, second
     for quantity in sorted(set(run_a) | set(run_b), key=_walking_order):
         error = quantity_error(run_a, run_b, quantity)
@@ -244,6 +282,16 @@ def disagreement(
             quantity_error(base_a, run_a, quantity),
             quantity_error(base_b, run_b, quantity),
         )
+        if base < math.inf:
+            scale = error_scale(run_a, run_b, quantity)
+            base = max(
+                base,
+                *(
+                    perturbation_error(p, run, quantity, scale)
+                    for p, run in zip(perturbed, (run_a, run_b), strict=True)
+                    if p is not None
+                ),
+            )
         bar = CROSS_CHECK_SHARE * limit(model, quantity, base)
         if not error <= bar:
             return f"on {quantity} by {error:.1e} (allowed {bar:.1e})"
@@ -277,10 +325,12 @@ def vote(
     model: str,
     runs: Mapping[str, tuple[Arrays, Arrays]],
     failures: Mapping[str, str] | None = None,
+    perturbed: Mapping[str, Arrays] | None = None,
 ) -> Vote:
     """Which float64 run to judge with.  ``runs``: ``(float64 run, float32
     baseline)`` by implementation; ``failures``: why an implementation has
-    none (its float64 or float32 run failed).  The reference is the
+    none (its float64 or float32 run failed); ``perturbed``: an
+    implementation's perturbed float64 run, where it has one.  The reference is the
     implementation agreeing with the most others (ties in
     ``IMPLEMENTATIONS`` order), if it agrees with at least one; an
     implementation that agrees with no other, or failed, is the odd one out
@@ -288,8 +338,9 @@ def vote(
     it is said (``odd_fault``)."""
     failures = dict(failures or {})
     present = [i for i in IMPLEMENTATIONS if i in runs]
+    moved = perturbed or {}
     why = {
-        (a, b): disagreement(model, runs[a], runs[b])
+        (a, b): disagreement(model, runs[a], runs[b], (moved.get(a), moved.get(b)))
         for a, b in itertools.combinations(present, 2)
     }
 

@@ -34,11 +34,35 @@ Framework-free: the framework comes in with ``ops``.
 
 from __future__ import annotations
 
+import math
+import os
 from typing import Any
 
 from native.protocol import Tap, Tensor, no_tap
 from zoo.kinds import KINDS
-from zoo.specs import INPUT, SLOPED, ModelSpec
+from zoo.specs import INPUT, SLOPED, ModelSpec, layer_shapes
+
+# A perturbed reference run (``equivalence.reference``, perturbations): with
+# ``HARNESS_NATIVE_PERTURB`` set to a seed in a float64 worker's environment,
+# two things move at float32's rounding scale, each by its own draw:
+# - every layer's output, before its activation, is multiplied by ``1 + d``,
+#   ``d`` uniform per element in ``[-PERTURBATION, PERTURBATION]``
+#   (float32's unit roundoff; ``ops.perturb``); its backward pass multiplies
+#   the gradient there by the same ``1 + d``, so forward and backward values
+#   both round;
+# - every parameter's gradient is multiplied by ``1 + d`` per element, its
+#   value left as it is (``ops.perturb_gradient``), ``d`` uniform in ``[-s,
+#   s]``, ``s`` the unit roundoff times the square root of the number of
+#   positions its layer sums that gradient over (batch times steps or pixels):
+#   a float32 sum of that many terms errs as its square root in
+#   probabilistic rounding analysis (Higham and Mary, 2019), and TensorFlow's
+#   kernels sum a batch normalization's beta gradient so (issue 74: 6e-6 off
+#   over 4,096 positions, where PyTorch's and JAX's are 1e-7), which no
+#   perturbation of single values reproduces: independent draws cancel in a
+#   sum, a sum's rounding accumulates.
+PERTURB_ENV = "HARNESS_NATIVE_PERTURB"
+PERTURB_SEED = int(os.environ.get(PERTURB_ENV, "0") or "0")
+PERTURBATION = 2.0**-24
 
 
 def apply(
@@ -57,6 +81,8 @@ def apply(
     them (see the module docstring)."""
     h = x
     outputs: dict[str, Tensor] = {INPUT: x}
+    if PERTURB_SEED:
+        params = _gradients_perturbed(ops, params, spec, _positions(spec, x))
     for index, layer in enumerate(spec.layers):
         if KINDS[layer.kind].takes != 1:  # a merge: the tuple of its inputs
             h = tuple(outputs[name] for name in layer.inputs)
@@ -70,6 +96,8 @@ def apply(
             h = _training_block(ops, params, spec, h, layer.name, updates=updates)
         else:
             h = getattr(ops, layer.kind)(h, params, spec, layer.name)
+        if PERTURB_SEED:
+            h = ops.perturb(h, PERTURBATION, PERTURB_SEED, index)
         if layer.activation in SLOPED:  # its number: its own or Keras' default
             h = getattr(ops, layer.activation)(h, layer.activation_slope)
         elif layer.activation is not None:
@@ -78,6 +106,38 @@ def apply(
             h = tap(layer.name, h)
         outputs[layer.name] = h
     return h
+
+
+def _gradients_perturbed(
+    ops: Any, params: Any, spec: ModelSpec, positions: dict[str, int]
+) -> dict[str, Tensor]:
+    """``params`` (a mapping by name, as every reference implementation
+    passes them) with every parameter's gradient perturbed
+    (``PERTURB_SEED``; the comment above), by its layer's positions."""
+    moved = dict(params)
+    for number, name in enumerate(sorted(moved)):
+        layer = name.split("/", maxsplit=1)[0]
+        scale = PERTURBATION * math.sqrt(positions.get(layer, 1))
+        moved[name] = ops.perturb_gradient(
+            moved[name], scale, PERTURB_SEED, len(spec.layers) + number
+        )
+    return moved
+
+
+def _positions(spec: ModelSpec, x: Tensor) -> dict[str, int]:
+    """Each layer's positions per channel for a batch like ``x``: the batch
+    times the steps or pixels of its input or its output, the more."""
+    # x is in the framework's layout (NCHW images for PyTorch): only its
+    # batch and size per sample are read; a free length is the one that varies
+    batch, size = int(x.shape[0]), math.prod(int(n) for n in x.shape[1:])
+    shape = spec.input_shape
+    if size != math.prod(shape):
+        shape = (size // math.prod(shape[1:]), *shape[1:])
+    shapes = layer_shapes(spec, shape)
+    return {
+        layer.name: batch * max(math.prod(given[:-1]), math.prod(out[:-1]))
+        for layer, (given, out) in zip(spec.layers, shapes, strict=True)
+    }
 
 
 def _training_block(

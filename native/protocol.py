@@ -134,6 +134,16 @@ class Ops(Protocol):
         explicit (JAX's key, TensorFlow's stateless seed), ``index`` the
         layer's, folded in."""
 
+    def perturb(self, h: Tensor, scale: float, seed: int, index: int) -> Tensor:
+        """``h * (1 + d)`` with ``d`` drawn uniform in ``[-scale, scale]`` per
+        element from ``seed`` and the layer's ``index`` (the same draw for the
+        same shape every call): a perturbed reference run's rounding stand-in
+        (``native.compose``, ``PERTURB_SEED``)."""
+
+    def perturb_gradient(self, w: Tensor, scale: float, seed: int, index: int) -> Tensor:
+        """``w`` in value, with the gradient that flows into it multiplied by
+        the ``1 + d`` that ``perturb`` draws (``native.compose``)."""
+
     def global_max_pool(
         self, h: Tensor, params: Params, spec: ModelSpec, name: str
     ) -> Tensor:

@@ -782,3 +782,18 @@ def _negative(h: jax.Array) -> jax.Array:
     taken there only, so a large ``h`` makes no inf whose zero gradient
     (``where``'s other branch) would read NaN."""
     return jnp.where(h > 0, jnp.zeros_like(h), h)
+
+
+def perturb(h: jax.Array, scale: float, seed: int, index: int) -> jax.Array:
+    """``h * (1 + d)``, ``d`` uniform in ``[-scale, scale]`` from the key of
+    ``seed`` with ``index`` folded in (``native.protocol.Ops.perturb``)."""
+    key = jax.random.fold_in(jax.random.PRNGKey(seed), index)
+    d = jax.random.uniform(key, h.shape, h.dtype, minval=-scale, maxval=scale)
+    return h * (1 + d)
+
+
+def perturb_gradient(w: jax.Array, scale: float, seed: int, index: int) -> jax.Array:
+    """``w`` in value, its gradient times ``1 + d`` (``d`` as ``perturb``
+    draws it; ``native.protocol.Ops.perturb_gradient``)."""
+    moved = perturb(w, scale, seed, index)
+    return moved - lax.stop_gradient(moved - w)

@@ -27,6 +27,7 @@ import operator
 from typing import Any
 
 import mxnet as mx
+import numpy as np
 
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
@@ -823,3 +824,19 @@ def leaky_relu(h: Any, slope: float) -> Any:
 def relu6(h: Any) -> Any:
     """``min(max(h, 0), 6)``."""
     return namespace(h).clip(h, 0.0, 6.0)
+
+
+def perturb(h: Any, scale: float, seed: int, index: int) -> Any:
+    """``h * (1 + d)``, ``d`` uniform in ``[-scale, scale]`` from NumPy's
+    generator of ``(seed, index)`` (``native.protocol.Ops.perturb``).  MXNet
+    is no reference implementation, so only its imperative arrays (whose
+    shape is known) are ever perturbed, by the tests."""
+    d = np.random.default_rng((seed, index)).uniform(-scale, scale, h.shape)
+    return h * (1 + mx.nd.array(d, dtype=h.dtype, ctx=h.context))
+
+
+def perturb_gradient(w: Any, scale: float, seed: int, index: int) -> Any:
+    """``w`` in value, its gradient times ``1 + d`` (``d`` as ``perturb``
+    draws it; ``native.protocol.Ops.perturb_gradient``)."""
+    moved = perturb(w, scale, seed, index)
+    return moved - mx.nd.stop_gradient(moved - w)

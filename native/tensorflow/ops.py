@@ -577,3 +577,19 @@ def leaky_relu(h: tf.Tensor, slope: float) -> tf.Tensor:
 def relu6(h: tf.Tensor) -> tf.Tensor:
     """``min(max(h, 0), 6)``."""
     return tf.nn.relu6(h)
+
+
+def perturb(h: tf.Tensor, scale: float, seed: int, index: int) -> tf.Tensor:
+    """``h * (1 + d)``, ``d`` uniform in ``[-scale, scale]`` drawn statelessly
+    from ``(seed, index)`` (``native.protocol.Ops.perturb``)."""
+    d = tf.random.stateless_uniform(
+        tf.shape(h), (seed, index), minval=-scale, maxval=scale, dtype=h.dtype
+    )
+    return h * (1 + d)
+
+
+def perturb_gradient(w: tf.Tensor, scale: float, seed: int, index: int) -> tf.Tensor:
+    """``w`` in value, its gradient times ``1 + d`` (``d`` as ``perturb``
+    draws it; ``native.protocol.Ops.perturb_gradient``)."""
+    moved = perturb(w, scale, seed, index)
+    return moved - tf.stop_gradient(moved - w)

@@ -701,3 +701,20 @@ def leaky_relu(h: torch.Tensor, slope: float) -> torch.Tensor:
 def relu6(h: torch.Tensor) -> torch.Tensor:
     """``min(max(h, 0), 6)``."""
     return F.relu6(h)
+
+
+def perturb(h: torch.Tensor, scale: float, seed: int, index: int) -> torch.Tensor:
+    """``h * (1 + d)``, ``d`` uniform in ``[-scale, scale]`` from a generator
+    seeded by ``seed`` and ``index`` (``native.protocol.Ops.perturb``)."""
+    generator = torch.Generator(device=h.device).manual_seed(seed * 100_003 + index)
+    u = torch.rand(h.shape, generator=generator, dtype=h.dtype, device=h.device)
+    return h * (1 + (2 * u - 1) * scale)
+
+
+def perturb_gradient(
+    w: torch.Tensor, scale: float, seed: int, index: int
+) -> torch.Tensor:
+    """``w`` in value, its gradient times ``1 + d`` (``d`` as ``perturb``
+    draws it; ``native.protocol.Ops.perturb_gradient``)."""
+    moved = perturb(w, scale, seed, index)
+    return moved - (moved - w).detach()
