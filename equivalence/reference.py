@@ -138,33 +138,49 @@ def baseline_error(
     """The largest error of ``baselines`` against ``reference`` on
     ``quantity`` (``inf`` when one lacks it, or there is none), raised by
     ``witnesses`` as far as ``witnessed`` lets them, and by the ``perturbed``
-    runs' distance from ``reference`` on the scale ``judged`` is measured on
-    (``perturbation_error``)."""
-    errors = [quantity_error(b, reference, quantity) for b in baselines]
-    base = max(errors, default=math.inf)
-    base = witnessed(base, [quantity_error(w, reference, quantity) for w in witnesses])
+    runs (``perturbation_error``).  With ``judged`` (the arrays of the path
+    being judged) every error is measured on the scale the path's is
+    (``on_scale``): the allowance is a distance from the reference, so a
+    quantity that vanishes in exact arithmetic is not judged by its noise
+    against itself (every run, ~100% off, allowed anything)."""
+    if judged is None:
+        scale = math.nan
+        errors = [quantity_error(b, reference, quantity) for b in baselines]
+        seen = [quantity_error(w, reference, quantity) for w in witnesses]
+    else:
+        scale = error_scale(judged, reference, quantity)
+        errors = [on_scale(b, reference, quantity, scale) for b in baselines]
+        seen = [on_scale(w, reference, quantity, scale) for w in witnesses]
+    base = witnessed(max(errors, default=math.inf), seen)
     if judged is None or not base < math.inf:
         return base
-    scale = error_scale(judged, reference, quantity)
-    return max(base, *(perturbation_error(p, reference, quantity, scale) for p in perturbed))
+    return max([base, *(perturbation_error(p, reference, quantity, scale) for p in perturbed)])
+
+
+def on_scale(arrays: Arrays, reference: Arrays, quantity: str, scale: float) -> float:
+    """How far ``arrays`` are from ``reference`` on ``quantity``, divided by
+    ``scale``: the error a path as far from ``reference`` has when ``scale``
+    is the norm its own error is measured on (``error_scale``); ``inf``
+    where ``arrays`` lack it or hold a value not finite, 0 when ``scale`` is
+    (the path and the reference both exactly 0: it passes anyway)."""
+    moved = distance(arrays, reference, quantity)
+    if not moved < math.inf:
+        return math.inf
+    return moved / scale if 0 < scale < math.inf else 0.0
 
 
 def perturbation_error(
     perturbed: Arrays, reference: Arrays, quantity: str, scale: float
 ) -> float:
     """How far a perturbed float64 run (``PERTURBED``) moved ``quantity``
-    from ``reference``, divided by ``scale``: the error a path as far from
-    ``reference`` would have, when ``scale`` is the norm its error is
-    measured on (``error_scale``).  So a quantity that vanishes in exact
-    arithmetic (a beta ahead of a normalization, a moving mean of values
-    centred by one) is allowed what rounding on the scale of the terms that
-    cancel moves it, not its own noise against itself; a value far from it
-    still fails.  0 (it witnesses nothing) where the run lacks the quantity
-    or moved it to a value not finite."""
-    moved = distance(perturbed, reference, quantity)
-    if not moved < math.inf or not 0 < scale < math.inf:
-        return 0.0
-    return moved / scale
+    from ``reference``, on ``scale`` (``on_scale``).  So a quantity that
+    vanishes in exact arithmetic (a beta ahead of a normalization, a moving
+    mean of values centred by one) is allowed what rounding on the scale of
+    the terms that cancel moves it, and a value far from it still fails.  0
+    (it witnesses nothing) where the run lacks the quantity or moved it to a
+    value not finite."""
+    moved = on_scale(perturbed, reference, quantity, scale)
+    return moved if moved < math.inf else 0.0
 
 
 def witnessed(base: float, seen: Iterable[float]) -> float:
@@ -278,19 +294,21 @@ def disagreement(
     (run_a, base_a), (run_b, base_b) = first, second
     for quantity in sorted(set(run_a) | set(run_b), key=_walking_order):
         error = quantity_error(run_a, run_b, quantity)
+        scale = error_scale(run_a, run_b, quantity)
         base = max(
-            quantity_error(base_a, run_a, quantity),
-            quantity_error(base_b, run_b, quantity),
+            on_scale(base_a, run_a, quantity, scale),
+            on_scale(base_b, run_b, quantity, scale),
         )
         if base < math.inf:
-            scale = error_scale(run_a, run_b, quantity)
             base = max(
-                base,
-                *(
-                    perturbation_error(p, run, quantity, scale)
-                    for p, run in zip(perturbed, (run_a, run_b), strict=True)
-                    if p is not None
-                ),
+                [
+                    base,
+                    *(
+                        perturbation_error(p, run, quantity, scale)
+                        for p, run in zip(perturbed, (run_a, run_b), strict=True)
+                        if p is not None
+                    ),
+                ]
             )
         bar = CROSS_CHECK_SHARE * limit(model, quantity, base)
         if not error <= bar:

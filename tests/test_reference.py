@@ -485,3 +485,92 @@ def test_an_odd_one_out_exits_non_zero_with_every_correct_path_still_judged(
     assert lines.index(fewer) > max(
         i for i, line in enumerate(lines) if line.split()[:1] == ["native-torch"]
     )
+
+
+# --- perturbed float64 runs (issue 74) -----------------------------------------
+
+
+def _vanishing(
+    noise: float, seed: int = 0
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """A beta gradient that is zero in exact arithmetic, over terms of size
+    about 1: the float64 reference holds float64's noise on it, a float32
+    computation float32's, and a perturbed float64 run what rounding at
+    float32's scale moves it by (``noise``, relative to the terms)."""
+    rng = np.random.default_rng(seed)
+    reference = {"grad:bn/beta": rng.standard_normal(8) * 1e-16}
+    float32 = {"grad:bn/beta": rng.standard_normal(8) * noise}
+    perturbed = {"grad:bn/beta": rng.standard_normal(8) * noise}
+    return reference, float32, perturbed
+
+
+def test_a_vanishing_quantity_is_judged_on_the_scale_of_the_terms_that_cancel() -> (
+    None
+):
+    # Noise against noise is ~100% off for every path: without a perturbed run
+    # a correct path is judged on its own noise, with it on the terms' scale
+    # (m about 1); a wrong value a thousand times the noise still fails.
+    reference, float32, perturbed = _vanishing(1e-8)
+    other = _vanishing(1e-8, seed=1)[1]
+    baselines = {"native-torch": other}
+    runs = {i: perturbed for i in IMPLEMENTATIONS}
+    for given in ({}, runs):  # a baseline's distance alone, or with perturbed runs
+        result = judge("m", "keras-jax", float32, reference, baselines, perturbed=given)
+        assert result.ok
+        assert 0.1 < needed_multiple(result) < MULTIPLE
+        # ~100% off, as the correct path is, but a thousand times farther
+        wrong = {"grad:bn/beta": float32["grad:bn/beta"] + 1e-5}
+        assert not judge(
+            "m", "keras-jax", wrong, reference, baselines, perturbed=given
+        ).ok
+    # where the baselines happen to be exact, the perturbed runs allow rounding
+    exact = {"native-torch": reference}
+    assert not judge("m", "keras-jax", float32, reference, exact).ok
+    assert judge("m", "keras-jax", float32, reference, exact, perturbed=runs).ok
+
+
+def test_a_perturbed_run_raises_an_allowance_never_lowers_one() -> None:
+    reference, baseline = _case()
+    bf16 = {**baseline, "logits": _bfloat16(reference["logits"])}
+    baselines = {"native-jax": baseline}
+    alone = judge("m", "keras-jax", bf16, reference, baselines)
+    assert not alone.ok
+    # a perturbed run that moved nothing (or lacks the quantity) allows what
+    # the baselines allow, no less
+    still = {"native-jax": reference, "native-torch": {}}
+    same = judge("m", "keras-jax", bf16, reference, baselines, perturbed=still)
+    assert same.entries == alone.entries
+    # one that moved the logits as far as bfloat16 does excuses it there
+    moved = {"native-jax": {**reference, "logits": _bfloat16(reference["logits"])}}
+    assert judge("m", "keras-jax", bf16, reference, baselines, perturbed=moved).ok
+
+
+def test_a_path_is_not_allowed_what_its_own_perturbed_run_moved() -> None:
+    # as its own baseline: a fault in its code moves its perturbed run too
+    reference, float32, perturbed = _vanishing(1e-8)
+    wrong = {"grad:bn/beta": float32["grad:bn/beta"] + 1e-5}
+    moved = {"grad:bn/beta": perturbed["grad:bn/beta"] + 1e-5}
+    baselines = {"native-torch": float32}
+    own = {"native-jax": moved}
+    assert not judge("m", "native-jax", wrong, reference, baselines, perturbed=own).ok
+    assert judge("m", "keras-jax", wrong, reference, baselines, perturbed=own).ok
+
+
+def test_float64_runs_agree_on_a_vanishing_quantity_by_their_perturbed_runs() -> None:
+    # MobileNetV2 (issue 74): a moving mean of values a batch normalization
+    # centred is noise in every run, and two float64 runs' noises are ~100%
+    # apart: no two agreed and no model got a verdict.  Their perturbed runs
+    # set the bar on the terms' scale; a real difference still disagrees.
+    runs, exact, moved = {}, {}, {}
+    for number, impl in enumerate(IMPLEMENTATIONS):
+        reference, float32, perturbed = _vanishing(1e-8, seed=number)
+        runs[impl], moved[impl] = (reference, float32), perturbed
+        exact[impl] = (reference, reference)  # baselines exact by luck
+    assert vote("m", runs).sentence is None  # the baselines' distance
+    assert vote("m", exact).reference is None
+    assert vote("m", exact, perturbed=moved).sentence is None
+    for given in (runs, exact):
+        off = dict(given)
+        reference, float32 = given["native-jax"]
+        off["native-jax"] = ({"grad:bn/beta": reference["grad:bn/beta"] + 1e-5}, float32)
+        assert vote("m", off, perturbed=moved).odd == "native-jax"
