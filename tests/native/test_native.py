@@ -327,19 +327,25 @@ def test_layer_norm_over_images_normalizes_each_pixels_channels(
     assert relative_error(logits, expected) < 1e-5
 
 
-def test_relu_has_no_gradient_at_exactly_zero(runner: NativeRunner) -> None:
+@pytest.mark.parametrize(
+    ("activation", "edge"), [("relu", 0.0), ("relu6", 0.0), ("relu6", 6.0)]
+)
+def test_relu_has_no_gradient_at_exactly_zero(
+    runner: NativeRunner, activation: str, edge: float
+) -> None:
     """A unit whose input is exactly 0 (zero kernel and bias, as a Keras
-    model's dead units start) passes no gradient, as Keras' relu has it."""
+    model's dead units start), or exactly a capped ReLU's cap, passes no
+    gradient, as Keras' relu has it (MXNet's clip passed it: issue 74)."""
     spec = ModelSpec(
         "dead",
         (3,),
         2,
-        (Layer("h", "dense", 4, activation="relu"), Layer("out", "dense", 2)),
+        (Layer("h", "dense", 4, activation=activation), Layer("out", "dense", 2)),
         Workload("none", "sgd", 0.1, 2),
     )
     weights = make_weights(spec, 0)
     weights["h/kernel"][:] = 0
-    weights["h/bias"][:] = 0
+    weights["h/bias"][:] = edge
     x, y = make_batches(spec, 0, 4, 1)
     _, _, grads = runner.evaluate(spec, weights, x[0], y[0])
     assert not np.asarray(grads["h/bias"]).any()
