@@ -766,8 +766,10 @@ def softplus(h: jax.Array) -> jax.Array:
 
 @functools.partial(jax.jit, static_argnames="slope")
 def leaky_relu(h: jax.Array, slope: float) -> jax.Array:
-    """``h`` from 0 up, ``slope * h`` below."""
-    return jnp.where(h >= 0, h, slope * h)
+    """``h`` above 0, ``slope * h`` at and below: gradient ``slope`` at
+    exactly 0, as the other frameworks' (``native.torch.ops.leaky_relu``),
+    not ``jax.nn.leaky_relu``'s 1."""
+    return jnp.where(h > 0, h, slope * h)
 
 
 @jax.jit

@@ -694,8 +694,11 @@ def softplus(h: torch.Tensor) -> torch.Tensor:
 
 
 def leaky_relu(h: torch.Tensor, slope: float) -> torch.Tensor:
-    """``h`` at and above 0, ``slope * h`` below (gradient 1 at 0, as Keras')."""
-    return torch.where(h >= 0, h, h * slope)
+    """``h`` above 0, ``slope * h`` at and below (gradient ``slope`` at
+    exactly 0, as Keras on TensorFlow and on PyTorch, TensorFlow's, PyTorch's
+    and MXNet's own have it; Keras on JAX takes 1 there,
+    docs/findings/keras-jax-leaky-relu-at-zero.md)."""
+    return torch.where(h > 0, h, h * slope)
 
 
 def relu6(h: torch.Tensor) -> torch.Tensor:

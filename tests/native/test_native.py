@@ -351,6 +351,33 @@ def test_relu_has_no_gradient_at_exactly_zero(
     assert not np.asarray(grads["h/bias"]).any()
 
 
+def test_leaky_relu_takes_its_slope_at_exactly_zero(runner: NativeRunner) -> None:
+    """At exactly 0 (zero kernel and bias) a leaky ReLU passes ``slope``
+    times the gradient, as TensorFlow, PyTorch, MXNet and Keras on those two
+    backends do (Keras on JAX passes all of it:
+    docs/findings/keras-jax-leaky-relu-at-zero.md).  The gradient arriving
+    there is the linear layer's: its output is 0 either way."""
+
+    def bias_gradient(leaky: bool) -> np.ndarray:
+        kink = Layer("kink", "activation", activation="leaky_relu", slope=0.3)
+        spec = ModelSpec(
+            "kink",
+            (3,),
+            2,
+            (Layer("h", "dense", 4), *([kink] if leaky else []), Layer("out", "dense", 2)),
+            Workload("none", "sgd", 0.1, 2),
+        )
+        weights = make_weights(spec, 0)
+        weights["h/kernel"][:] = 0
+        weights["h/bias"][:] = 0
+        x, y = make_batches(spec, 0, 4, 1)
+        return np.asarray(runner.evaluate(spec, weights, x[0], y[0])[2]["h/bias"])
+
+    linear = bias_gradient(leaky=False)
+    assert np.abs(linear).min() > 0
+    np.testing.assert_allclose(bias_gradient(leaky=True), 0.3 * linear, rtol=1e-5)
+
+
 def test_evaluate_matches_numpy(runner: NativeRunner) -> None:
     spec = MODELS["ffn"]
     weights = make_weights(spec, 1)

@@ -68,3 +68,32 @@ def test_the_reproducer_sees_wrong_expected_values(tmp_path: Path) -> None:
     save_npz(expected, {"logits": np.ones((2, spec.classes), np.float64)})
     output = _reproduce([spec.name, "0", "2", "0", str(expected)], tmp_path / "r.py")
     assert wrong(output) is True
+
+
+FINDINGS = PROJECT_ROOT / "docs" / "findings"
+# The gradients docs/findings/keras-jax-leaky-relu-at-zero.md shows, per backend.
+LEAKY_AT_ZERO = {
+    "jax": ("[1.  1.  0.2]", "[1. 1. 1. 1.]"),
+    "tensorflow": ("[0.2 1.  0.2]", "[0.2 0.2 0.2 0.2]"),
+    "torch": ("[0.2 1.  0.2]", "[0.2 0.2 0.2 0.2]"),
+}
+
+
+@pytest.mark.parametrize("backend", list(LEAKY_AT_ZERO))
+def test_keras_backends_disagree_on_leaky_relu_at_zero(backend: str) -> None:
+    """The finding page's claim, run: Keras on JAX takes LeakyReLU's
+    gradient at exactly 0 as 1, on TensorFlow and PyTorch as the slope (the
+    native models take the slope).  A Keras release that changes it fails
+    here, and the page with it."""
+    done = subprocess.run(
+        [interpreter(backend), "keras_jax_leaky_relu_at_zero.py", backend],
+        env={**ENV, "KERAS_BACKEND": backend},
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=FINDINGS,
+    )
+    at_zero, beta = LEAKY_AT_ZERO[backend]
+    assert f"leaky_relu: {at_zero}" in done.stdout
+    assert f"beta gradient: {beta}" in done.stdout
