@@ -147,6 +147,13 @@ def _print_judgements(report: ModelReport) -> None:
     fewer = report.thinned()
     if fewer is not None:
         print(f"FEWER BASELINES: {fewer}")
+    if report.consulted_perturbed:
+        print(
+            "PERTURBED RUNS: the float32 baselines alone left a failure or a "
+            "split vote, so every allowance above also holds what float64 runs "
+            "perturbed at float32's rounding scale moved each quantity "
+            "(docs/equivalence.md)"
+        )
     for path in report.verdicts:
         for note in report.notes(path):
             print(f"{path}: {note}")

@@ -205,6 +205,9 @@ class ModelReport:
     # the paths whose float32 runs witnessed rounding for a path whose
     # allowance an odd one out thinned (``equivalence.reference``, witnesses)
     witnesses: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # whether the perturbed float64 runs were asked for (``PERTURBED``: only
+    # when the float32 baselines alone left a failure or a split vote)
+    consulted_perturbed: bool = False
 
     @property
     def paths_pass(self) -> bool:
@@ -429,6 +432,19 @@ class _Judged:
         return {impl: run.merged for impl, run in self.baselines.items()}
 
 
+def _unsettled(report: ModelReport) -> bool:
+    """Whether the float32 baselines alone left something a perturbed run
+    could change: no two float64 runs agreed, one was the odd one out, or a
+    path failed its judgement."""
+    decided = report.vote
+    return (
+        decided is None
+        or decided.reference is None
+        or decided.odd is not None
+        or any(not result.ok for result in report.judgements.values())
+    )
+
+
 def _witnesses(
     report: ModelReport, faults: Mapping[str, str]
 ) -> dict[str, tuple[str, ...]]:
@@ -620,7 +636,10 @@ def _localize_odd(
     mine, error = taps.get(name)
     bases = [
         _triple(run, taps.get(run_name(impl, dtype))[0])
-        for dtype, runs_of in (("float32", judged.baselines), (PERTURBED, judged.perturbed))
+        for dtype, runs_of in (
+            ("float32", judged.baselines),
+            (PERTURBED, judged.perturbed),
+        )
         for impl, run in runs_of.items()
     ]
     odd_steps, reference_steps = runs[name].trajectory, judged.reference.trajectory
@@ -797,17 +816,15 @@ class Checker:
         requests: list[Evaluate | Trajectory],
         source_faults: dict[str, str],
         reused: dict[str, ReferenceRun],
+        dtypes: tuple[str, ...] = ("float64", "float32"),
     ) -> tuple[dict[str, ReferenceRun], dict[str, str]]:
-        """Every reference run's arrays for ``requests`` (a trajectory's split
-        per step), and why a run failed, by ``run_name``; ``reused``: runs
-        a path already made (``_reuse``)."""
+        """Every reference run's arrays in ``dtypes`` (``PERTURBED`` for the
+        perturbed runs) for ``requests`` (a trajectory's split per step), and
+        why a run failed, by ``run_name``; ``reused``: runs a path already
+        made (``_reuse``)."""
         runs: dict[str, ReferenceRun] = dict(reused)
         failures: dict[str, str] = {}
-        names = [
-            run_name(i, d)
-            for i in IMPLEMENTATIONS
-            for d in ("float64", "float32", PERTURBED)
-        ]
+        names = [run_name(i, d) for i in IMPLEMENTATIONS for d in dtypes]
         done = _side_by_side(
             {
                 name: functools.partial(
@@ -826,6 +843,33 @@ class Checker:
             else:
                 runs[name] = run
         return runs, failures
+
+    def _judge_all(
+        self,
+        report: ModelReport,
+        requests: list[Evaluate | Trajectory],
+        faults: dict[str, str],
+        source_faults: dict[str, str],
+    ) -> tuple[dict[str, ReferenceRun], _Judged | None]:
+        """The reference runs of ``requests`` and ``decide`` over them: the
+        runs by ``run_name`` and the judges.  The perturbed runs only raise
+        allowances and bars, so a case every path passed under a full vote
+        passes with them too: they are asked for only when something did not
+        (``_unsettled``), which gives the verdicts of always asking for them
+        at no cost to a case that passes."""
+        reused = _reuse(report, faults, source_faults)
+        runs, failures = self._run_references(requests, source_faults, reused)
+        judged = decide(report, runs, failures, faults)
+        if _unsettled(report):
+            more, failed = self._run_references(
+                requests, source_faults, {}, (PERTURBED,)
+            )
+            runs.update(more)
+            failures.update(failed)
+            report.consulted_perturbed = True
+            report.judgements, report.multiples, report.witnesses = {}, {}, {}
+            judged = decide(report, runs, failures, faults)
+        return runs, judged
 
     def _reference_run(
         self, name: str, requests: list[Evaluate | Trajectory], fault: str | None
@@ -905,9 +949,7 @@ class Checker:
                     )
                 )
         report.evaluated, report.trajectories = evaluated, trajectories
-        reused = _reuse(report, faults, source_faults)
-        runs, failures = self._run_references(requests, source_faults, reused)
-        judged = decide(report, runs, failures, faults)
+        runs, judged = self._judge_all(report, requests, faults, source_faults)
         activations = Activations(
             model=case.model, weights=str(weights), data=str(data), out=""
         )

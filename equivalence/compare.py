@@ -164,7 +164,9 @@ def distance(
         return math.inf
     a64 = np.asarray(a_arrays[key], np.float64)
     b64 = np.asarray(b_arrays[key], np.float64)
-    if a64.shape != b64.shape or not (np.isfinite(a64).all() and np.isfinite(b64).all()):
+    if a64.shape != b64.shape:
+        return math.inf
+    if not (np.isfinite(a64).all() and np.isfinite(b64).all()):
         return math.inf
     return float(np.linalg.norm(a64 - b64))
 

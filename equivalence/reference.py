@@ -131,6 +131,7 @@ def baseline_error(
     baselines: list[Arrays],
     reference: Arrays,
     quantity: str,
+    *,
     witnesses: Sequence[Arrays] = (),
     perturbed: Sequence[Arrays] = (),
     judged: Arrays | None = None,
@@ -154,7 +155,8 @@ def baseline_error(
     base = witnessed(max(errors, default=math.inf), seen)
     if judged is None or not base < math.inf:
         return base
-    return max([base, *(perturbation_error(p, reference, quantity, scale) for p in perturbed)])
+    moved = [perturbation_error(p, reference, quantity, scale) for p in perturbed]
+    return max([base, *moved])
 
 
 def on_scale(arrays: Arrays, reference: Arrays, quantity: str, scale: float) -> float:
@@ -236,7 +238,14 @@ def judge(
             limit(
                 model,
                 quantity,
-                baseline_error(mine, reference, quantity, witnesses, moved, arrays),
+                baseline_error(
+                    mine,
+                    reference,
+                    quantity,
+                    witnesses=witnesses,
+                    perturbed=moved,
+                    judged=arrays,
+                ),
             ),
         )
         for quantity in sorted(set(arrays) | set(reference), key=_walking_order)

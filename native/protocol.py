@@ -140,7 +140,9 @@ class Ops(Protocol):
         same shape every call): a perturbed reference run's rounding stand-in
         (``native.compose``, ``PERTURB_SEED``)."""
 
-    def perturb_gradient(self, w: Tensor, scale: float, seed: int, index: int) -> Tensor:
+    def perturb_gradient(
+        self, w: Tensor, scale: float, seed: int, index: int
+    ) -> Tensor:
         """``w`` in value, with the gradient that flows into it multiplied by
         the ``1 + d`` that ``perturb`` draws (``native.compose``)."""
 

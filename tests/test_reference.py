@@ -504,16 +504,14 @@ def _vanishing(
     return reference, float32, perturbed
 
 
-def test_a_vanishing_quantity_is_judged_on_the_scale_of_the_terms_that_cancel() -> (
-    None
-):
+def test_a_vanishing_quantity_is_judged_on_the_scale_of_the_terms_that_cancel() -> None:
     # Noise against noise is ~100% off for every path: without a perturbed run
     # a correct path is judged on its own noise, with it on the terms' scale
     # (m about 1); a wrong value a thousand times the noise still fails.
     reference, float32, perturbed = _vanishing(1e-8)
     other = _vanishing(1e-8, seed=1)[1]
     baselines = {"native-torch": other}
-    runs = {i: perturbed for i in IMPLEMENTATIONS}
+    runs = dict.fromkeys(IMPLEMENTATIONS, perturbed)
     for given in ({}, runs):  # a baseline's distance alone, or with perturbed runs
         result = judge("m", "keras-jax", float32, reference, baselines, perturbed=given)
         assert result.ok
@@ -572,5 +570,8 @@ def test_float64_runs_agree_on_a_vanishing_quantity_by_their_perturbed_runs() ->
     for given in (runs, exact):
         off = dict(given)
         reference, float32 = given["native-jax"]
-        off["native-jax"] = ({"grad:bn/beta": reference["grad:bn/beta"] + 1e-5}, float32)
+        off["native-jax"] = (
+            {"grad:bn/beta": reference["grad:bn/beta"] + 1e-5},
+            float32,
+        )
         assert vote("m", off, perturbed=moved).odd == "native-jax"

@@ -828,9 +828,9 @@ def relu6(h: Any) -> Any:
     exactly its beta (0 at the start), and the clip passed the whole
     gradient through every such position into the beta's (issue 74, a
     MobileNetV2: every beta ahead of a ``ReLU(6.)`` 4% to 36% off)."""
-    F = namespace(h)
-    inside = F.stop_gradient((h > 0) * (h < 6))
-    return h * inside + F.stop_gradient(F.clip(h, 0.0, 6.0) - h * inside)
+    arrays = namespace(h)
+    inside = arrays.stop_gradient((h > 0) * (h < 6))
+    return h * inside + arrays.stop_gradient(arrays.clip(h, 0.0, 6.0) - h * inside)
 
 
 def perturb(h: Any, scale: float, seed: int, index: int) -> Any:

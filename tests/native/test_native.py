@@ -87,10 +87,12 @@ def test_every_framework_folder_has_the_same_files(package: str) -> None:
 def test_ops_meet_the_ops_protocol(runner: NativeRunner) -> None:
     """Every block and activation ``native.compose`` may call, with the
     protocol's parameters; one per layer kind and activation of the specs,
-    and a batch normalization's training pass."""
+    a batch normalization's training pass, and the perturbations of a
+    perturbed reference run."""
     ops = importlib.import_module(f"native.{_package(runner)}.ops")
     members = [m for m in vars(Ops) if not m.startswith("_")]
     expected = {*LAYER_KINDS, *(a for a in ACTIVATIONS if a), "batch_norm_train"}
+    expected |= {"perturb", "perturb_gradient"}
     assert set(members) == expected
     for member in members:
         assert callable(getattr(ops, member, None)), member
@@ -364,7 +366,11 @@ def test_leaky_relu_takes_its_slope_at_exactly_zero(runner: NativeRunner) -> Non
             "kink",
             (3,),
             2,
-            (Layer("h", "dense", 4), *([kink] if leaky else []), Layer("out", "dense", 2)),
+            (
+                Layer("h", "dense", 4),
+                *([kink] if leaky else []),
+                Layer("out", "dense", 2),
+            ),
             Workload("none", "sgd", 0.1, 2),
         )
         weights = make_weights(spec, 0)
