@@ -16,8 +16,9 @@ compiled XLA computations of their own.  ``flatten``, ``reshape`` and
 ``permute`` only rearrange values, left to run as they are called.  A layer
 with ``use_bias=False`` hands its kernel ``None`` for the bias it lacks.
 
-Padding is given to XLA as numbers (``zoo.specs.padding_of``: Keras' ``same``
-rule), the same numbers the NCHW frameworks pad with.
+Padding is given to XLA as numbers; a ``same`` padding's split is XLA's own
+(``lax.padtype_to_pads``), never read from ``zoo``: a float64 reference must
+not share with another the one place a wrong split could sit in (issue 74).
 """
 
 from __future__ import annotations
@@ -39,8 +40,19 @@ _NHWC = ("NHWC", "HWIO", "NHWC")
 Pads = tuple[tuple[int, int], tuple[int, int]]
 
 
+def _side(layer: Layer, side: int) -> tuple[int, int]:
+    """The padding (before, after) ``layer`` puts on an axis of ``side``:
+    for ``same`` as XLA splits it (see the module docstring)."""
+    if layer.padding != "same":
+        return padding_of(layer, side)
+    ((before, after),) = lax.padtype_to_pads(
+        (side,), (layer.window,), (layer.stride,), "SAME"
+    )
+    return int(before), int(after)
+
+
 def _pads(layer: Layer, h: jax.Array) -> Pads:
-    return (padding_of(layer, h.shape[1]), padding_of(layer, h.shape[2]))
+    return (_side(layer, h.shape[1]), _side(layer, h.shape[2]))
 
 
 def _bias(params: Params, spec: ModelSpec, name: str) -> jax.Array | None:
@@ -271,7 +283,7 @@ def conv1d(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Arra
     ``(k, in, out)``, sequences ``(N, T, F)``."""
     layer = spec.layer(name)
     kernel, bias = params[f"{name}/kernel"], _bias(params, spec, name)
-    pads = (padding_of(layer, h.shape[1]),)
+    pads = (_side(layer, h.shape[1]),)
     return _conv1d(h, kernel, bias, layer.stride, pads)  # type: ignore[no-any-return]
 
 
@@ -290,14 +302,14 @@ def _pool1d(
 def max_pool1d(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     """The largest value of each window over time."""
     layer = spec.layer(name)
-    pads = padding_of(layer, h.shape[1])
+    pads = _side(layer, h.shape[1])
     return _pool1d(h, layer.size, layer.stride, pads, "max")  # type: ignore[no-any-return]
 
 
 def avg_pool1d(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     """The mean of each window over its positions inside the sequence."""
     layer = spec.layer(name)
-    pads = padding_of(layer, h.shape[1])
+    pads = _side(layer, h.shape[1])
     return _pool1d(h, layer.size, layer.stride, pads, "avg")  # type: ignore[no-any-return]
 
 

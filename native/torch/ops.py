@@ -31,9 +31,23 @@ from zoo.specs import Layer, ModelSpec, padding_of
 Pads = tuple[int, int, int, int]  # F.pad's order: left, right, top, bottom
 
 
+def _side(layer: Layer, side: int) -> tuple[int, int]:
+    """The padding (before, after) ``layer`` puts on an axis of ``side``.
+    A ``same`` padding is written out here, not read from ``zoo``: the float64
+    references must not share the one place a wrong split could sit in
+    (issue 74; JAX's is XLA's, TensorFlow's its own ``SAME``).  PyTorch's
+    ``padding="same"`` takes no stride, so: as many outputs as
+    ``ceil(side / stride)``, the padding that needs, the odd one after."""
+    if layer.padding != "same":
+        return padding_of(layer, side)
+    outputs = math.ceil(side / layer.stride)
+    total = max((outputs - 1) * layer.stride + layer.window - side, 0)
+    return total // 2, total - total // 2
+
+
 def _pads(layer: Layer, h: torch.Tensor) -> Pads:
-    top, bottom = padding_of(layer, h.shape[2])
-    left, right = padding_of(layer, h.shape[3])
+    top, bottom = _side(layer, h.shape[2])
+    left, right = _side(layer, h.shape[3])
     return left, right, top, bottom
 
 
@@ -230,7 +244,7 @@ def embedding(
 
 
 def _pads1d(layer: Layer, h: torch.Tensor) -> tuple[int, int]:
-    return padding_of(layer, h.shape[2])  # of (N, F, T)
+    return _side(layer, h.shape[2])  # of (N, F, T)
 
 
 def conv1d(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.Tensor:

@@ -39,6 +39,7 @@ from tests import tiers
 from workers import protocol
 from workers.native_runner import NativeRunner, Session
 from zoo.data import make_batches
+from zoo.kinds import base as zoo_base
 from zoo.specs import (
     ACTIVATIONS,
     LAYER_KINDS,
@@ -382,6 +383,42 @@ def test_leaky_relu_takes_its_slope_at_exactly_zero(runner: NativeRunner) -> Non
     linear = bias_gradient(leaky=False)
     assert np.abs(linear).min() > 0
     np.testing.assert_allclose(bias_gradient(leaky=True), 0.3 * linear, rtol=1e-5)
+
+
+ODD_PADDING = ModelSpec(
+    "odd-padding",
+    (7, 8, 2),
+    2,
+    (
+        Layer("conv", "conv2d", 3, 3, "same", strides=2),  # 7: (1, 1); 8: (0, 1)
+        Layer("pool", "max_pool", size=2, padding="same"),  # 4x4: (0, 0)
+        Layer("flat", "flatten"),
+        Layer("out", "dense", 2),
+    ),
+    Workload("none", "sgd", 0.1, 2),
+)
+
+
+def test_the_reference_implementations_split_a_same_padding_on_their_own(
+    runner: NativeRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 74: a wrong split in ``zoo`` (the odd one before, not after) was
+    read by native PyTorch's and JAX's float64 runs alike, won the vote two
+    to one, and the correct native TensorFlow was blamed.  With ``zoo``'s
+    rule swapped, the three reference implementations compute what they
+    computed; MXNet, a path and no reference, reads it."""
+    weights = make_weights(ODD_PADDING, 3)
+    x, y = make_batches(ODD_PADDING, 3, 2, 1)
+    before = runner.evaluate(ODD_PADDING, weights, x[0], y[0])[0]
+    rule = zoo_base.same_padding
+    monkeypatch.setattr(
+        zoo_base, "same_padding", lambda *args: tuple(reversed(rule(*args)))
+    )
+    # a new forward pass, traced anew: JAX's compiled one fixed its pads
+    monkeypatch.setattr(native, "_PASSES", {})
+    after = runner.evaluate(ODD_PADDING, weights, x[0], y[0])[0]
+    reads_zoo = runner.framework.startswith("mxnet")
+    assert np.array_equal(before, after) != reads_zoo
 
 
 def test_evaluate_matches_numpy(runner: NativeRunner) -> None:
