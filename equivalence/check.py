@@ -506,7 +506,7 @@ def _judge(
         judged.reference.merged,
         judged.baselines_merged,
         witnesses=[_judged_arrays(report, w) for w in witnesses],
-        perturbed={impl: run.merged for impl, run in judged.perturbed.items()},
+        perturbed=[run.merged for run in judged.perturbed.values()],
     )
 
 
@@ -587,13 +587,11 @@ class _Taps:
 
 
 def _reference_worker(implementation: str, dtype: str) -> Worker:
-    """A worker running ``implementation`` in ``dtype``, or in float64 with
-    every layer's output perturbed (``PERTURBED``, seeded per
-    implementation: three draws, not one)."""
+    """A worker running ``implementation`` in ``dtype``, or in float64
+    perturbed (``PERTURBED``)."""
     env = {**WORKER_ENV, "HARNESS_NATIVE_DTYPE": dtype}
     if dtype == PERTURBED:
-        seed = 1 + IMPLEMENTATIONS.index(implementation)
-        env.update({"HARNESS_NATIVE_DTYPE": "float64", PERTURB_ENV: str(seed)})
+        env.update({"HARNESS_NATIVE_DTYPE": "float64", PERTURB_ENV: "1"})
     return Worker(implementation, env=env, deterministic=True)
 
 
@@ -816,15 +814,18 @@ class Checker:
         requests: list[Evaluate | Trajectory],
         source_faults: dict[str, str],
         reused: dict[str, ReferenceRun],
-        dtypes: tuple[str, ...] = ("float64", "float32"),
+        names: list[str] | None = None,
     ) -> tuple[dict[str, ReferenceRun], dict[str, str]]:
-        """Every reference run's arrays in ``dtypes`` (``PERTURBED`` for the
-        perturbed runs) for ``requests`` (a trajectory's split per step), and
+        """Every reference run's arrays (or those ``names`` names: a
+        perturbed run) for ``requests`` (a trajectory's split per step), and
         why a run failed, by ``run_name``; ``reused``: runs a path already
         made (``_reuse``)."""
         runs: dict[str, ReferenceRun] = dict(reused)
         failures: dict[str, str] = {}
-        names = [run_name(i, d) for i in IMPLEMENTATIONS for d in dtypes]
+        if names is None:
+            names = [
+                run_name(i, d) for i in IMPLEMENTATIONS for d in ("float64", "float32")
+            ]
         done = _side_by_side(
             {
                 name: functools.partial(
@@ -852,18 +853,20 @@ class Checker:
         source_faults: dict[str, str],
     ) -> tuple[dict[str, ReferenceRun], _Judged | None]:
         """The reference runs of ``requests`` and ``decide`` over them: the
-        runs by ``run_name`` and the judges.  The perturbed runs only raise
+        runs by ``run_name`` and the judges.  A perturbed run only raises
         allowances and bars, so a case every path passed under a full vote
-        passes with them too: they are asked for only when something did not
-        (``_unsettled``), which gives the verdicts of always asking for them
-        at no cost to a case that passes."""
+        passes with it too: it is asked for only when something did not
+        (``_unsettled``), which gives the verdicts of always asking for it
+        at no cost to a case that passes.  One run, of the reference
+        implementation (of the first when no two agreed): its perturbations
+        are drawn, not its kernels' luck, so one implementation's serves."""
         reused = _reuse(report, faults, source_faults)
         runs, failures = self._run_references(requests, source_faults, reused)
         judged = decide(report, runs, failures, faults)
         if _unsettled(report):
-            more, failed = self._run_references(
-                requests, source_faults, {}, (PERTURBED,)
-            )
+            which = report.vote.reference if report.vote else None
+            name = run_name(which or IMPLEMENTATIONS[0], PERTURBED)
+            more, failed = self._run_references(requests, source_faults, {}, [name])
             runs.update(more)
             failures.update(failed)
             report.consulted_perturbed = True
@@ -987,7 +990,7 @@ class Checker:
                     (PERTURBED, judged.perturbed),
                 )
                 for impl, run in runs.items()
-                if impl != own
+                if impl != own or dtype == PERTURBED
             ]
             witnesses = [
                 (

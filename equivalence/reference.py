@@ -88,10 +88,14 @@ Arrays = Mapping[str, np.ndarray]
 REFERENCE = "float64"  # how reports name the judge
 # The float64 implementations, in order of preference as the reference.
 IMPLEMENTATIONS = ("native-torch", "native-jax", "native-tensorflow")
-# Each implementation runs a third time in float64 with every layer's output
-# perturbed at float32's rounding scale (``native.compose.PERTURBATION``): a
-# bound on what rounding moves each quantity that no float32 kernel's luck
-# decides (``perturbation_error``).  Its run's name: ``native-jax.perturbed``.
+# An implementation runs again in float64 with every layer's output and
+# every parameter's gradient perturbed at float32's rounding scale
+# (``native.compose``): a bound on what rounding moves each quantity that no
+# float32 kernel's luck decides (``perturbation_error``).  Its run's name:
+# ``native-torch.perturbed``.  Unlike a float32 baseline it may set its own
+# implementation's paths' allowances: a fault in that code shows in its
+# float64 runs, which the vote then drops, and a fault that shows in float32
+# alone is not in it.
 PERTURBED = "perturbed"
 # Two float64 runs must agree within this share of what a path is allowed:
 # the reference's own doubt stays negligible against the judgement.
@@ -218,19 +222,18 @@ def judge(
     baselines: Mapping[str, Arrays],
     *,
     witnesses: Sequence[Arrays] = (),
-    perturbed: Mapping[str, Arrays] | None = None,
+    perturbed: Sequence[Arrays] = (),
 ) -> PairResult:
     """``path``'s every quantity against the float64 ``reference``, each with
     the allowance of ``baselines`` (float32 runs by implementation; the
     path's own is left out), raised by ``witnesses`` as far as ``witnessed``
     lets them (only after a vote left the path fewer baselines: the module
-    docstring) and by the ``perturbed`` float64 runs (by implementation, the
-    path's own left out as its baseline is: ``perturbation_error``).
+    docstring) and by the ``perturbed`` float64 runs
+    (``perturbation_error``).
 
     A quantity the reference has and the path lacks (or the path has and the
     reference lacks) counts as an infinite error."""
     mine = baselines_for(path, baselines)
-    moved = baselines_for(path, perturbed or {})
     entries = [
         Entry(
             quantity,
@@ -243,7 +246,7 @@ def judge(
                     reference,
                     quantity,
                     witnesses=witnesses,
-                    perturbed=moved,
+                    perturbed=perturbed,
                     judged=arrays,
                 ),
             ),

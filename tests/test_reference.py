@@ -511,8 +511,8 @@ def test_a_vanishing_quantity_is_judged_on_the_scale_of_the_terms_that_cancel() 
     reference, float32, perturbed = _vanishing(1e-8)
     other = _vanishing(1e-8, seed=1)[1]
     baselines = {"native-torch": other}
-    runs = dict.fromkeys(IMPLEMENTATIONS, perturbed)
-    for given in ({}, runs):  # a baseline's distance alone, or with perturbed runs
+    runs = [perturbed]
+    for given in ([], runs):  # a baseline's distance alone, or with perturbed runs
         result = judge("m", "keras-jax", float32, reference, baselines, perturbed=given)
         assert result.ok
         assert 0.1 < needed_multiple(result) < MULTIPLE
@@ -535,23 +535,12 @@ def test_a_perturbed_run_raises_an_allowance_never_lowers_one() -> None:
     assert not alone.ok
     # a perturbed run that moved nothing (or lacks the quantity) allows what
     # the baselines allow, no less
-    still = {"native-jax": reference, "native-torch": {}}
+    still = [reference, {}]
     same = judge("m", "keras-jax", bf16, reference, baselines, perturbed=still)
     assert same.entries == alone.entries
     # one that moved the logits as far as bfloat16 does excuses it there
-    moved = {"native-jax": {**reference, "logits": _bfloat16(reference["logits"])}}
+    moved = [{**reference, "logits": _bfloat16(reference["logits"])}]
     assert judge("m", "keras-jax", bf16, reference, baselines, perturbed=moved).ok
-
-
-def test_a_path_is_not_allowed_what_its_own_perturbed_run_moved() -> None:
-    # as its own baseline: a fault in its code moves its perturbed run too
-    reference, float32, perturbed = _vanishing(1e-8)
-    wrong = {"grad:bn/beta": float32["grad:bn/beta"] + 1e-5}
-    moved = {"grad:bn/beta": perturbed["grad:bn/beta"] + 1e-5}
-    baselines = {"native-torch": float32}
-    own = {"native-jax": moved}
-    assert not judge("m", "native-jax", wrong, reference, baselines, perturbed=own).ok
-    assert judge("m", "keras-jax", wrong, reference, baselines, perturbed=own).ok
 
 
 def test_float64_runs_agree_on_a_vanishing_quantity_by_their_perturbed_runs() -> None:
