@@ -51,7 +51,7 @@ model = keras.Sequential(
 )
 beta = model.layers[1].beta
 batch = np.array([[0.5, -1.0, 2.0]], np.float32)
-outputs = keras.ops.convert_to_tensor(batch)
+inputs = keras.ops.convert_to_tensor(batch)
 if backend == "jax":
     import jax
 
@@ -60,7 +60,7 @@ if backend == "jax":
     index = [v.path for v in model.trainable_variables].index(beta.path)
 
     def loss(tv):
-        y, _ = model.stateless_call(tv, frozen, outputs, training=True)
+        y, _ = model.stateless_call(tv, frozen, inputs, training=True)
         return y.sum()
 
     grad = np.asarray(jax.grad(loss)(trainable)[index])
@@ -68,10 +68,10 @@ elif backend == "tensorflow":
     import tensorflow as tf
 
     with tf.GradientTape() as tape:
-        y = tf.reduce_sum(model(outputs, training=True))
+        y = tf.reduce_sum(model(inputs, training=True))
     grad = tape.gradient(y, beta.value).numpy()
 else:
-    y = model(outputs, training=True).sum()
+    y = model(inputs, training=True).sum()
     y.backward()
     grad = beta.value.grad.numpy()
 print("beta gradient:", grad)

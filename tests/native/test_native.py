@@ -29,6 +29,7 @@ from native import (
     FILES,
     FRAMEWORKS,
     IDIOMATIC,
+    compose,
     faults,
     layout,
     load_apply,
@@ -419,6 +420,32 @@ def test_the_reference_implementations_split_a_same_padding_on_their_own(
     after = runner.evaluate(ODD_PADDING, weights, x[0], y[0])[0]
     reads_zoo = runner.framework.startswith("mxnet")
     assert np.array_equal(before, after) != reads_zoo
+
+
+def test_a_perturbed_run_moves_values_and_gradients_by_its_scale(
+    runner: NativeRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a perturbation seed (``native.compose``, as a perturbed reference
+    run sets it) the logits move by about the perturbation, never more than
+    a few times it, and the gradients move too; unset, nothing moves.  A
+    perturbation that did nothing would let a perturbed run allow nothing
+    beyond the baselines, silently."""
+    if runner.framework == "mxnet-hybrid":
+        pytest.skip("a traced MXNet graph has no shapes to draw from; no reference")
+    weights = make_weights(NORMED, 5)
+    x, y = make_batches(NORMED, 5, 8, 1)
+    logits, _, grads = runner.evaluate(NORMED, weights, x[0], y[0])
+    scale = 1e-3
+    monkeypatch.setattr(compose, "PERTURB_SEED", 1)
+    monkeypatch.setattr(compose, "PERTURBATION", scale)
+    monkeypatch.setattr(native, "_PASSES", {})  # a pass traced anew
+    moved, _, moved_grads = runner.evaluate(NORMED, weights, x[0], y[0])
+    assert 0.01 * scale < relative_error(moved, logits) < 10 * scale
+    assert relative_error(moved_grads["fc/kernel"], grads["fc/kernel"]) > 0.01 * scale
+    monkeypatch.setattr(compose, "PERTURB_SEED", 0)
+    monkeypatch.setattr(native, "_PASSES", {})
+    again = runner.evaluate(NORMED, weights, x[0], y[0])[0]
+    np.testing.assert_array_equal(again, logits)
 
 
 def test_evaluate_matches_numpy(runner: NativeRunner) -> None:
