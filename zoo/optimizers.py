@@ -121,25 +121,26 @@ def defaults(optimizer: str) -> dict[str, float | bool]:
     return given
 
 
-def slot_starts(workload: Any) -> dict[str, float]:
+def slot_names(workload: Any) -> tuple[str, ...]:
     """The per-parameter slots Keras' optimizer keeps for ``workload``, by
-    Keras' names, each with the value it starts at (Adagrad's accumulator at
-    ``initial_accumulator_value``, every other at 0), reading only the options
-    of that optimizer: none for plain SGD, Adam's two moments for Adam.  Every
-    framework's ``make_train_state`` makes these and no others."""
+    Keras' names, reading only the options of that optimizer: none for plain
+    SGD, Adam's two moments for Adam.  Every framework's ``make_train_state``
+    makes these and no others.  What each slot starts at (zero, but
+    Adagrad's accumulator at ``initial_accumulator_value``) each framework
+    says itself: a wrong start written here once would be shared by every
+    float64 reference, which would then agree on it (issue 74)."""
     w, name = workload, get_optimizer(workload.optimizer).name
     if name == "sgd":
-        return {"momentum": 0.0} if w.momentum else {}
+        return ("momentum",) if w.momentum else ()
     if name in ("adam", "adamw"):
-        hat = {"velocity_hat": 0.0} if w.amsgrad else {}
-        return {"momentum": 0.0, "velocity": 0.0, **hat}
+        return ("momentum", "velocity") + (("velocity_hat",) if w.amsgrad else ())
     if name == "rmsprop":
-        centered = {"average_gradient": 0.0} if w.centered else {}
-        momentum = {"momentum": 0.0} if w.momentum > 0 else {}
-        return {"velocity": 0.0, **centered, **momentum}
+        centered = ("average_gradient",) if w.centered else ()
+        momentum = ("momentum",) if w.momentum > 0 else ()
+        return ("velocity", *centered, *momentum)
     if name == "adagrad":
-        return {"accumulator": float(w.initial_accumulator_value)}
-    return {"momentum": 0.0, "velocity": 0.0}  # nadam
+        return ("accumulator",)
+    return ("momentum", "velocity")  # nadam
 
 
 def get_optimizer(name: str) -> Optimizer:

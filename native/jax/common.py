@@ -52,7 +52,7 @@ import native
 from native.compose import train_forward
 from native.protocol import Apply
 from zoo.losses import EPSILON, Objective
-from zoo.optimizers import OPTIMIZERS, slot_starts
+from zoo.optimizers import OPTIMIZERS, slot_names
 from zoo.specs import Workload
 
 LAYOUT = "keras"
@@ -210,7 +210,7 @@ class TrainState:
     """The parameters and the optimizer's state after ``step`` steps.
 
     ``slots`` holds the per-parameter arrays the workload's optimizer keeps,
-    by Keras' slot name (``zoo.optimizers.slot_starts``): none for plain
+    by Keras' slot name (``zoo.optimizers.slot_names``): none for plain
     SGD, ``momentum`` and ``velocity`` for Adam.  Its keys flatten in sorted
     order, so plain SGD's and Adam's states flatten to the same leaves as
     ever and their compiled steps do not change."""
@@ -226,12 +226,16 @@ def make_train_state(params: Params, workload: Workload) -> TrainState:
     """``params`` at step 0 with the slots of ``workload``'s optimizer (a
     ValueError for one that is not written out here)."""
 
-    def start(p: jax.Array, value: float) -> jax.Array:
-        return jnp.zeros_like(p) if value == 0 else jnp.full_like(p, value)
+    def start(p: jax.Array, slot: str) -> jax.Array:
+        # Adagrad's accumulator starts at its option, as Keras' Constant
+        # initializer fills it; every other slot at zero.
+        if slot == "accumulator":
+            return jnp.full_like(p, workload.initial_accumulator_value)
+        return jnp.zeros_like(p)
 
     slots = {
-        slot: {k: start(p, value) for k, p in params.items()}
-        for slot, value in slot_starts(workload).items()
+        slot: {k: start(p, slot) for k, p in params.items()}
+        for slot in slot_names(workload)
     }
     # Nadam's u_product is one number for the model, in the parameters' dtype.
     nadam = workload.optimizer == "nadam"

@@ -35,7 +35,7 @@ import native
 from native.compose import train_forward
 from native.protocol import Apply
 from zoo.losses import EPSILON, Objective
-from zoo.optimizers import OPTIMIZERS, slot_starts
+from zoo.optimizers import OPTIMIZERS, slot_names
 from zoo.specs import Workload
 
 LAYOUT = "oihw"
@@ -176,7 +176,7 @@ def make_train_state(params: Params, workload: Workload) -> TrainState:
     (in the parameters' dtype, as Keras' constant initializer gives it)."""
     named = arrays(params)
     slots = {}
-    for slot in slot_starts(workload):
+    for slot in slot_names(workload):
         if slot == "accumulator":
             value = workload.initial_accumulator_value
             slots[slot] = {

@@ -54,7 +54,7 @@ import native
 from native.compose import train_forward
 from native.protocol import Apply
 from zoo.losses import EPSILON, Objective
-from zoo.optimizers import get_optimizer, slot_starts
+from zoo.optimizers import get_optimizer, slot_names
 from zoo.specs import Workload
 
 LAYOUT = "keras"
@@ -225,7 +225,7 @@ def make_train_state(params: Params, workload: Workload) -> TrainState:
     but Adagrad's accumulator at ``initial_accumulator_value``, each in its
     parameter's dtype; Nadam's ``u_product`` at 1 in the parameters' dtype."""
     slots: dict[str, Params] = {}
-    for slot in slot_starts(workload):
+    for slot in slot_names(workload):
         if slot == "accumulator":  # Adagrad's, as Keras' Constant initializer
             start = workload.initial_accumulator_value
             slots[slot] = {

@@ -52,7 +52,7 @@ import native
 from native.compose import train_forward
 from native.protocol import Apply
 from zoo.losses import EPSILON, Objective
-from zoo.optimizers import OPTIMIZERS, slot_starts
+from zoo.optimizers import OPTIMIZERS, slot_names
 from zoo.specs import Workload
 
 LAYOUT = "oihw"
@@ -167,7 +167,7 @@ Slots = dict[str, Params]
 class TrainState:
     params: Params
     # Keras' slot name -> one array per parameter, only the slots the
-    # workload's optimizer uses (``zoo.optimizers.slot_starts``): none for
+    # workload's optimizer uses (``zoo.optimizers.slot_names``): none for
     # plain SGD, Adam's ``momentum`` and ``velocity``.
     slots: Slots
     # Nadam's running product of its momentum schedule, one number for the
@@ -183,12 +183,17 @@ def _dtype(params: Params) -> torch.dtype:
 
 
 def make_train_state(params: Params, workload: Workload) -> TrainState:
-    """``params`` with the slots of ``workload``'s optimizer (each parameter's
-    shape, filled with the slot's start) at step 0; a ValueError for an
-    optimizer ``zoo.optimizers`` does not know."""
+    """``params`` with the slots of ``workload``'s optimizer at step 0, each
+    parameter's shape: zeros, but Adagrad's accumulator filled with
+    ``initial_accumulator_value`` (as Keras' Constant initializer); a
+    ValueError for an optimizer ``zoo.optimizers`` does not know."""
+
+    def start(slot: str) -> float:
+        return workload.initial_accumulator_value if slot == "accumulator" else 0.0
+
     slots = {
-        slot: {k: torch.full_like(p, start) for k, p in params.items()}
-        for slot, start in slot_starts(workload).items()
+        slot: {k: torch.full_like(p, start(slot)) for k, p in params.items()}
+        for slot in slot_names(workload)
     }
     u_product = (
         torch.ones((), dtype=_dtype(params)) if workload.optimizer == "nadam" else None
