@@ -328,14 +328,18 @@ def _with_penalty(model: Any, loss: Any, losses: Any = None) -> Any:
     return loss + sum(terms[1:], terms[0]) if terms else loss
 
 
-def _grads_jax(model: Any, loss_fn: Any, x: np.ndarray, y: np.ndarray) -> Any:
+def _grads_jax(
+    model: Any, loss_fn: Any, x: np.ndarray, y: np.ndarray, training: bool = False
+) -> Any:
     import jax
 
     trainable = [v.value for v in model.trainable_variables]
     frozen = [v.value for v in model.non_trainable_variables]
 
     def loss_of(tv: Any, x: Any, y: Any) -> Any:
-        logits, _, losses = model.stateless_call(tv, frozen, x, return_losses=True)
+        logits, _, losses = model.stateless_call(
+            tv, frozen, x, training=training, return_losses=True
+        )
         return _with_penalty(model, loss_fn(y, logits), losses), logits
 
     # One jitted program, as Keras' own train step is: op by op, JAX compiles
@@ -346,20 +350,24 @@ def _grads_jax(model: Any, loss_fn: Any, x: np.ndarray, y: np.ndarray) -> Any:
     return np.asarray(logits), float(loss), grads
 
 
-def _grads_tensorflow(model: Any, loss_fn: Any, x: np.ndarray, y: np.ndarray) -> Any:
+def _grads_tensorflow(
+    model: Any, loss_fn: Any, x: np.ndarray, y: np.ndarray, training: bool = False
+) -> Any:
     import tensorflow as tf
 
     with tf.GradientTape() as tape:
-        logits = model(x)
+        logits = model(x, training=training)
         loss = _with_penalty(model, loss_fn(y, logits))
     grads = tape.gradient(loss, [v.value for v in model.trainable_variables])
     return logits.numpy(), float(loss), grads
 
 
-def _grads_torch(model: Any, loss_fn: Any, x: np.ndarray, y: np.ndarray) -> Any:
+def _grads_torch(
+    model: Any, loss_fn: Any, x: np.ndarray, y: np.ndarray, training: bool = False
+) -> Any:
     import torch
 
-    logits = model(x)
+    logits = model(x, training=training)
     loss = _with_penalty(model, loss_fn(y, logits))
     grads = torch.autograd.grad(loss, [v.value for v in model.trainable_variables])
     return logits.detach().cpu().numpy(), float(loss.item()), grads

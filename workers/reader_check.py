@@ -11,7 +11,10 @@ agree: every layer's output in order (``ModelSpec.tapped_layers``: a
 misread layer is named; a layer of a model nested in the model is run
 inside it, on what that model takes), the outputs, the loss (the tool's, from
 ``zoo.losses``, against the one Keras itself deserializes from the file's
-compile config) and every parameter's gradient.  Else ``judge`` raises a
+compile config) and every parameter's gradient, in inference and then in a
+training step's pass (each dropout of the rebuilt model drawing the mask
+the original's draws: a reader that leaves dropouts out is caught; batch
+normalization on the batch's statistics).  Else ``judge`` raises a
 ValueError in one sentence naming the first layer that differs, and the
 model is neither checked nor timed.
 
@@ -34,6 +37,7 @@ from zoo.specs import ModelSpec
 
 TOLERANCE = 1e-5  # normwise relative error, float32
 BATCH = 4
+SEED = 0  # the random generators' start for the training step's pass
 
 
 def _error(a: Any, b: Any) -> float:
@@ -94,8 +98,7 @@ def judge(
     and ``weights`` computes what ``original`` (the model as Keras loaded
     the file) computes; ``compiled_loss``: the file's compile config's loss,
     which Keras itself deserializes, else the tool's loss is taken as read."""
-    from workers.keras_runner import _GRADS
-    from zoo.keras_models import build, set_weights, variable
+    from zoo.keras_models import build, set_weights
 
     rebuilt = build(spec, input_shape=spec.input_shape)
     set_weights(rebuilt, spec, weights)
@@ -113,12 +116,55 @@ def judge(
             _differs(f"the output of layer {name!r}", error)
     ours = keras_loss(keras, spec.workload.objective)
     theirs_loss = _keras_reading(keras, compiled_loss) if compiled_loss else ours
-    backend = keras.backend.backend()
-    _, loss, grads = _GRADS[backend](rebuilt, ours, x, y)
-    _, their_loss, their_grads = _GRADS[backend](original, theirs_loss, x, y)
+    # Inference first, then a training step's pass (dropout drawing the same
+    # masks in both, batch normalization on the batch's statistics): a
+    # reader that left out a dropout, or misread its rate, agrees in
+    # inference and parts here.
+    _judge_gradients(keras, (rebuilt, ours), (original, theirs_loss), spec, (x, y))
+    # A training pass moves the moving statistics: the file's model is left
+    # as it was loaded.
+    kept = [keras.ops.convert_to_numpy(v) for v in original.non_trainable_variables]
+    try:
+        _share_seeds(original, rebuilt)
+        _judge_gradients(
+            keras, (rebuilt, ours), (original, theirs_loss), spec, (x, y), training=True
+        )
+    finally:
+        for v, value in zip(original.non_trainable_variables, kept, strict=True):
+            v.assign(value)
+
+
+def _judge_gradients(
+    keras: Any,
+    mine: tuple[Any, Any],
+    theirs: tuple[Any, Any],
+    spec: ModelSpec,
+    batch: tuple[np.ndarray, np.ndarray],
+    *,
+    training: bool = False,
+) -> None:
+    """The loss and every trained parameter's gradient of the rebuilt model
+    (``mine``: the model and its loss) against the original's."""
+    from workers.keras_runner import _GRADS
+    from zoo.keras_models import variable
+
+    (rebuilt, ours), (original, theirs_loss) = mine, theirs
+    x, y = batch
+    where = " in a training step" if training else ""
+    backend = _GRADS[keras.backend.backend()]
+
+    def grads_of(model: Any, loss_fn: Any) -> Any:
+        if training:
+            # A dropout without a seed of its own draws from the backend's
+            # global generator on PyTorch: the same start for both models.
+            keras.utils.set_random_seed(SEED)
+        return backend(model, loss_fn, x, y, training=training)
+
+    _, loss, grads = grads_of(rebuilt, ours)
+    _, their_loss, their_grads = grads_of(original, theirs_loss)
     error = _error(loss, their_loss)
     if not error <= TOLERANCE:
-        _differs(f"the loss ({spec.workload.loss} as read)", error)
+        _differs(f"the loss ({spec.workload.loss} as read){where}", error)
     mine_by = dict(
         zip((id(v) for v in rebuilt.trainable_variables), grads, strict=True)
     )
@@ -134,7 +180,32 @@ def judge(
         theirs_g = convert(theirs_by[id(theirs_v)])
         error = _error(mine_g, theirs_g)
         if not error <= TOLERANCE:
-            _differs(f"the gradient of {p.name}", error)
+            _differs(f"the gradient of {p.name}{where}", error)
+
+
+def _seed_generators(model: Any, prefix: str = "") -> dict[str, list[Any]]:
+    """Each layer's random seed generators (a dropout's), by the layer's
+    name as the spec names it: ``<model>__<layer>`` inside a nested model."""
+    found: dict[str, list[Any]] = {}
+    for layer in model.layers:
+        name = f"{prefix}{layer.name}"
+        if hasattr(layer, "layers"):  # a model nested in the model
+            found.update(_seed_generators(layer, f"{name}{NESTED}"))
+        generators = list(getattr(layer, "_seed_generators", ()))
+        if generators:
+            found[name] = generators
+    return found
+
+
+def _share_seeds(original: Any, rebuilt: Any) -> None:
+    """Each random layer of ``rebuilt`` set to draw what the same-named
+    layer of ``original`` draws next: the same dropout masks in both.  A
+    layer one model has and the other lacks draws its own, and the pass
+    parts there."""
+    theirs = _seed_generators(original)
+    for name, generators in _seed_generators(rebuilt).items():
+        for mine, their in zip(generators, theirs.get(name, ()), strict=False):
+            mine.state.assign(their.state.value)
 
 
 def _keras_reading(keras: Any, saved: Any) -> Any:

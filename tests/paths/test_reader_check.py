@@ -8,7 +8,9 @@ a seed (no parameter is all zeros or ones, so every misreading shows), read
 back by ``zoo.keras_import.load``, judged as read, then judged once per
 parameter with that one parameter misread: its last axis rolled by one (a
 swapped gate block, shifted channels), or, for a square kernel, transposed;
-and once with the loss misread (probabilities where the file says logits).
+once with the loss misread (probabilities where the file says logits), and
+once, for a model with dropout, with every dropout left out (the same in
+inference: caught in the training step's pass).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 from workers import reader_check
 from zoo import keras_import
 from zoo.keras_models import build, set_weights
-from zoo.specs import get_spec
+from zoo.specs import get_spec, without_dropout
 from zoo.user_models import spec_from_document
 from zoo.weights import make_weights
 
@@ -73,6 +75,12 @@ for name in sys.argv[2:]:
             found[p.name] = "missed"
         except ValueError as exc:
             found[p.name] = str(exc)
+    if read.dropout:  # a reader that leaves every dropout out
+        try:
+            reader_check.judge(keras, original, without_dropout(read), weights, loss)
+            found["dropout"] = "missed"
+        except ValueError as exc:
+            found["dropout"] = str(exc)
 # the loss misread: probabilities where the file says logits
 wrong_loss = dataclasses.replace(read.workload, from_logits=False)
 try:
@@ -117,6 +125,7 @@ def test_a_wrong_reader_is_caught_on_every_parameter(tmp_path: Path) -> None:
         "dw",
         "bs",
         "base__c2",
+        "dropout",
     }
     print(next(iter(found.values())))
     for param, said in found.items():
@@ -124,6 +133,9 @@ def test_a_wrong_reader_is_caught_on_every_parameter(tmp_path: Path) -> None:
         assert "the reader misread the file" in said, said
         if param == "loss":
             assert "at the loss" in said
+            continue
+        if param == "dropout":  # same in inference: parts in a training step
+            assert "in a training step" in said, said
             continue
         layer = param.split("/")[0]
         assert f"'{layer}'" in said or f"{layer}/" in said, (param, said)
