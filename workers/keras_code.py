@@ -11,7 +11,9 @@ and none is written twice), sets the same weights and mini-batches as
 literals, compiles Keras' optimizer and loss as the tool does, trains
 ``STEPS`` steps with ``train_on_batch``, and prints, per quantity named in
 ``EXPECTED`` (an ``.npz`` of float64 values: ``logits`` on the first batch,
-or ``step<t>/<layer>/<parameter>`` after step ``t``; or the word ``keras``:
+``grad:<layer>/<parameter>``, the loss' gradient there (each backend's own
+gradient code, written out in the script), or ``step<t>/<layer>/<parameter>``
+after step ``t``; or the word ``keras``:
 the logits of the model built here, so that the script checks it rebuilds
 the same model), its error against them: ``max |keras - float64| / max
 |float64|``.
@@ -180,6 +182,14 @@ def script(  # noqa: PLR0917 (what one script holds)
     if "logits" in expected:
         lines.append("logits = model.predict_on_batch(x[0])")
         lines.append('print("logits: error", error(logits, expected_logits))')
+    gradients = [q for q in expected if q.startswith(GRADIENT) and q in paths]
+    if gradients:
+        lines += _GRADIENTS.splitlines()
+        lines.append("grads = gradients(x[0], y[0])")
+        lines += [
+            f'print("{q}: error", error(grads[{paths[q]!r}], expected_{_ident(q)}))'
+            for q in gradients
+        ]
     if steps:
         lines.append("variables = {v.path: v for v in model.weights}")
     for t in range(1, steps + 1):
@@ -193,12 +203,76 @@ def script(  # noqa: PLR0917 (what one script holds)
     return "\n".join(lines) + "\n"
 
 
+GRADIENT = "grad:"
+# A reproducer's gradients: of the loss on the first batch at the weights
+# set, the forward pass in inference (as the tool's Keras paths take them,
+# ``workers.keras_runner``), the model's penalty terms included; one branch
+# per backend, Keras having no backend-neutral gradient.
+_GRADIENTS = """
+
+def gradients(xb, yb):
+    trained = model.trainable_variables
+    if backend == "jax":
+        import jax
+
+        frozen = [v.value for v in model.non_trainable_variables]
+
+        def loss_of(values):
+            out, _, terms = model.stateless_call(values, frozen, xb, return_losses=True)
+            return model.loss(yb, out) + sum(terms)
+
+        grads = jax.grad(loss_of)([v.value for v in trained])
+    elif backend == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            loss = model.loss(yb, model(xb)) + sum(model.losses)
+        grads = tape.gradient(loss, trained)
+    else:
+        import torch
+
+        loss = model.loss(yb, model(xb)) + sum(model.losses)
+        grads = torch.autograd.grad(loss, [v.value for v in trained])
+    convert = keras.ops.convert_to_numpy
+    return {v.path: convert(g) for v, g in zip(trained, grads)}
+
+"""
+
+
 def _ident(quantity: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in quantity)
 
 
+def _own_values(
+    keras: Any, model: Any, spec: Any, batch: tuple[np.ndarray, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """What the tool's Keras path computes for the built model on ``batch``
+    (``workers.keras_runner``): its logits and every trained parameter's
+    gradient, by the reproducer's names."""
+    from workers.keras_runner import _GRADS
+    from zoo.keras_models import variable
+    from zoo.losses import keras_loss
+
+    x, y = batch
+    loss = keras_loss(keras, spec.workload.objective)
+    logits, _, grads = _GRADS[keras.backend.backend()](model, loss, x, y)
+    by_variable = dict(
+        zip((id(v) for v in model.trainable_variables), grads, strict=True)
+    )
+    values = {"logits": np.asarray(logits, np.float64)}
+    for p in spec.params:
+        if p.trainable:
+            g = by_variable[id(variable(model, p))]
+            values[GRADIENT + p.name] = np.asarray(
+                keras.ops.convert_to_numpy(g), np.float64
+            )
+    return values
+
+
 def main(argv: list[str]) -> int:
     name, seed, batch, steps, expected_file, out = argv
+    import keras
+
     from zoo.arrays import load_npz
     from zoo.data import make_batches
     from zoo.keras_models import build, set_weights, variable
@@ -221,17 +295,23 @@ def main(argv: list[str]) -> int:
     loss_class = LOSSES[w.loss].keras_class
     logits = f"from_logits={w.from_logits!r}" if LOSSES[w.loss].takes_logits else ""
     loss = f"keras.losses.{loss_class}({logits})"
-    if expected_file == "keras":  # the built model's own logits: a self-check
-        expected = {"logits": np.asarray(model.predict_on_batch(x[0]), np.float64)}
+    if expected_file == "keras":  # the built model's own values: a self-check
+        expected = _own_values(keras, model, spec, (x[0], y[0]))
     else:
         expected = load_npz(Path(expected_file))
+    names = {p.name for p in spec.params}
     paths = {
         quantity: variable(model, spec.param(quantity.split("/", 1)[1])).path
         for quantity in expected
         if quantity.startswith("step")
         and "/" in quantity
-        and quantity.split("/", 1)[1] in {p.name for p in spec.params}
+        and quantity.split("/", 1)[1] in names
     }
+    paths.update(
+        (quantity, variable(model, spec.param(quantity.removeprefix(GRADIENT))).path)
+        for quantity in expected
+        if quantity.startswith(GRADIENT) and quantity.removeprefix(GRADIENT) in names
+    )
     text = script(model, optimizer, loss, (x, y), int(steps), expected, paths)
     Path(out).write_text(text)
     return 0
