@@ -545,13 +545,22 @@ def add(h: tuple[jax.Array, ...], params: Params, spec: ModelSpec, name: str) ->
 
 @jax.jit
 def _global_max_pool(h: jax.Array) -> jax.Array:
-    return jnp.max(h, axis=tuple(range(1, h.ndim - 1)))  # (N, ..., C) -> (N, C)
+    rows = h.reshape(h.shape[0], -1, h.shape[-1])  # (N, ..., C) -> (N, P, C)
+    at = jnp.argmax(rows, axis=1, keepdims=True)
+    return jnp.take_along_axis(rows, at, axis=1)[:, 0]  # (N, C)
 
 
 def global_max_pool(
     h: jax.Array, params: Params, spec: ModelSpec, name: str
 ) -> jax.Array:
-    """The largest value over every position (time steps, or rows and columns)."""
+    """The largest value over every position (time steps, or rows and
+    columns), taken where ``argmax`` found it, and its gradient sent there.
+    Not ``jnp.max``: under ``jit`` on XLA's CPU backend its gradient (which
+    finds the maximum again by equality) lost whole entries, float64 too,
+    behind a layer normalization (finding ea62e9c9a5, issue 74).  A tie's
+    gradient goes to its first position, where PyTorch and TensorFlow share
+    it; the two agree wherever the tied values are one function of the
+    parameters (the same token twice), as exact ties are."""
     return _global_max_pool(h)  # type: ignore[no-any-return]
 
 

@@ -16,6 +16,9 @@ import dataclasses
 import importlib
 import inspect
 import math
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -51,6 +54,7 @@ from zoo.specs import (
     Workload,
     layer_shapes,
 )
+from zoo.user_models import spec_from_document
 from zoo.weights import make_weights
 
 ALL_MODELS = {**MODELS, **VARIANTS}
@@ -329,6 +333,60 @@ def test_layer_norm_over_images_normalizes_each_pixels_channels(
     norm = norm * weights["ln/gamma"] + weights["ln/beta"]
     expected = norm.reshape(2, -1) @ weights["out/kernel"] + weights["out/bias"]
     assert relative_error(logits, expected) < 1e-5
+
+
+def test_a_global_max_pool_passes_each_samples_gradient_once(
+    runner: NativeRunner,
+) -> None:
+    """Finding ea62e9c9a5 of issue 74's campaign, shrunk: an embedding, a
+    layer normalization, a global max pool, a sigmoid unit.  Native JAX's
+    ``jnp.max`` under ``jit`` lost whole entries of the normalization's beta
+    gradient (float64 too): every sample's maximum moves one for one with
+    beta, so beta's gradient is the sum of the pooled gradients."""
+    spec = spec_from_document(
+        "max-after-norm",
+        {
+            "input_shape": [2],
+            "layers": [
+                {"kind": "embedding", "name": "emb", "input_dim": 2, "output_dim": 3},
+                {"kind": "layer_norm", "name": "ln", "epsilon": 0.001},
+                {"kind": "global_max_pool", "name": "pool"},
+                {"kind": "dense", "name": "out", "units": 1, "activation": "sigmoid"},
+            ],
+            "workload": {"optimizer": "sgd", "loss": "binary_crossentropy"},
+        },
+    )
+    weights = make_weights(spec, 0)
+    x = np.array([[1, 1], [1, 0]], np.int32)  # the first sample's a tie
+    y = np.zeros((2, 1), np.float32)
+    _, _, grads = runner.evaluate(spec, weights, x, y)
+    e = weights["emb/embeddings"].astype(np.float64)[x]
+    norm = (e - e.mean(-1, keepdims=True)) / np.sqrt(e.var(-1, keepdims=True) + 1e-3)
+    pooled = (norm * weights["ln/gamma"] + weights["ln/beta"]).max(axis=1)
+    z = pooled @ weights["out/kernel"] + weights["out/bias"]
+    d_pooled = ((1 / (1 + np.exp(-z)) - y) / len(x)) @ weights["out/kernel"].T
+    assert relative_error(grads["ln/beta"], d_pooled.sum(axis=0)) < 1e-5
+
+
+def test_a_global_max_pool_passes_each_samples_gradient_once_in_float64() -> None:
+    """The same in float64, where the finding was seen (the float64 run of
+    native JAX voted out): JAX turned to float64 in a process of its own."""
+    pytest.importorskip("jax")
+    check = (
+        "from tests.native.test_native import "
+        "test_a_global_max_pool_passes_each_samples_gradient_once as check; "
+        "from workers.native_runner import NativeRunner; "
+        "check(NativeRunner('jax'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", check],
+        env={**os.environ, "HARNESS_NATIVE_DTYPE": "float64"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 @pytest.mark.parametrize(
