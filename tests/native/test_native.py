@@ -389,6 +389,25 @@ def test_a_global_max_pool_passes_each_samples_gradient_once_in_float64() -> Non
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+def test_jax_loses_a_max_gradient_under_jit() -> None:
+    """The claim of docs/findings/jax-jit-max-gradient.md, run: its
+    reproducer's gradient under ``jit`` lacks whole entries that the same
+    gradient op by op has.  A JAX release that fixes it fails here: update
+    the page."""
+    pytest.importorskip("jax")
+    script = Path(__file__).parents[2] / "docs/findings/jax_jit_max_gradient.py"
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert "op by op: [1.750916, -2.284955, 1.125077]" in done.stdout, done.stdout
+    assert "jit:      [0.875458, 0.0, 1.125077]" in done.stdout, done.stdout
+    assert done.returncode == 1
+
+
 @pytest.mark.parametrize(
     ("activation", "edge"), [("relu", 0.0), ("relu6", 0.0), ("relu6", 6.0)]
 )
