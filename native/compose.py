@@ -34,6 +34,7 @@ Framework-free: the framework comes in with ``ops``.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from typing import Any
@@ -98,10 +99,8 @@ def apply(
             h = getattr(ops, layer.kind)(h, params, spec, layer.name)
         if PERTURB_SEED:
             h = ops.perturb(h, PERTURBATION, PERTURB_SEED, index)
-        if layer.activation in SLOPED:  # its number: its own or Keras' default
-            h = getattr(ops, layer.activation)(h, layer.activation_slope)
-        elif layer.activation is not None:
-            h = getattr(ops, layer.activation)(h)
+        if layer.activation is not None:
+            h = _activation(ops, h, spec, layer.name)
         if layer.kind != "flatten":  # see ModelSpec.tapped_layers
             h = tap(layer.name, h)
         outputs[layer.name] = h
@@ -122,6 +121,28 @@ def _gradients_perturbed(
             moved[name], scale, PERTURB_SEED, len(spec.layers) + number
         )
     return moved
+
+
+def _activation(ops: Any, h: Tensor, spec: ModelSpec, name: str) -> Tensor:
+    """Layer ``name``'s activation of its output ``h``."""
+    layer = spec.layer(name)
+    if layer.activation in SLOPED:  # its number: its own or Keras' default
+        return getattr(ops, layer.activation)(h, layer.activation_slope)
+    if layer.activation == "softmax":  # over the channels, images' too
+        return ops.softmax(h, name in _images(spec))
+    return getattr(ops, str(layer.activation))(h)
+
+
+@functools.cache
+def _images(spec: ModelSpec) -> frozenset[str]:
+    """The layers whose output is an image (rows, columns, channels): where
+    a softmax is over the channels, not the framework's last axis."""
+    names = (layer.name for layer in spec.layers)
+    return frozenset(
+        name
+        for name, (_, out) in zip(names, layer_shapes(spec), strict=True)
+        if len(out) == 3  # rows, columns, channels
+    )
 
 
 def _positions(spec: ModelSpec, x: Tensor) -> dict[str, int]:

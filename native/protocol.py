@@ -244,8 +244,10 @@ class Ops(Protocol):
 
     def sigmoid(self, h: Tensor) -> Tensor: ...
 
-    def softmax(self, h: Tensor) -> Tensor:
-        """Over the last axis."""
+    def softmax(self, h: Tensor, image: bool) -> Tensor:
+        """Over Keras' last axis, the channels: axis 1 of ``(N, C, H, W)``
+        when ``image`` (the layer's output is one) in a channels-first
+        layout, the last axis otherwise."""
 
     def gelu(self, h: Tensor) -> Tensor:
         """Keras' exact GELU, ``h / 2 * (1 + erf(h / sqrt(2)))``."""

@@ -756,7 +756,8 @@ def sigmoid(h: jax.Array) -> jax.Array:
 
 
 @jax.jit
-def softmax(h: jax.Array) -> jax.Array:
+def softmax(h: jax.Array, image: bool) -> jax.Array:
+    """Over the last axis, the channels (Keras' layout here, images too)."""
     return jax.nn.softmax(h, axis=-1)
 
 

@@ -790,8 +790,10 @@ def sigmoid(h: Any) -> Any:
     return namespace(h).sigmoid(h)
 
 
-def softmax(h: Any) -> Any:
-    return namespace(h).softmax(h, axis=-1)
+def softmax(h: Any, image: bool) -> Any:
+    """Over Keras' last axis: the channels, axis 1 of an image ``(N, C, H,
+    W)`` here (a symbol has no shape: ``image`` comes from the spec)."""
+    return namespace(h).softmax(h, axis=1 if image else -1)
 
 
 def elu(h: Any, slope: float) -> Any:

@@ -541,7 +541,8 @@ def sigmoid(h: tf.Tensor) -> tf.Tensor:
     return tf.sigmoid(h)
 
 
-def softmax(h: tf.Tensor) -> tf.Tensor:
+def softmax(h: tf.Tensor, image: bool) -> tf.Tensor:
+    """Over the last axis, the channels (Keras' layout here, images too)."""
     return tf.nn.softmax(h, axis=-1)
 
 

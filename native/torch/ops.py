@@ -682,8 +682,11 @@ def sigmoid(h: torch.Tensor) -> torch.Tensor:
     return torch.sigmoid(h)
 
 
-def softmax(h: torch.Tensor) -> torch.Tensor:
-    return torch.softmax(h, dim=-1)
+def softmax(h: torch.Tensor, image: bool) -> torch.Tensor:
+    """Over Keras' last axis: the channels, axis 1 of an image ``(N, C, H,
+    W)`` here (issue 74's campaign: over the width, the last axis here, it
+    turned a one-channel image into ones)."""
+    return torch.softmax(h, dim=1 if image else -1)
 
 
 def elu(h: torch.Tensor, slope: float) -> torch.Tensor:

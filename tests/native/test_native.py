@@ -335,6 +335,30 @@ def test_layer_norm_over_images_normalizes_each_pixels_channels(
     assert relative_error(logits, expected) < 1e-5
 
 
+def test_a_softmax_over_an_image_is_over_its_channels(runner: NativeRunner) -> None:
+    """Finding 20b4e3d631 of issue 74's campaign: a softmax activation on an
+    image, which PyTorch and MXNet took over the last axis of their own
+    ``(N, C, H, W)`` layout, the width, not Keras' channels."""
+    spec = ModelSpec(
+        "image-softmax",
+        (2, 3, 2),
+        3,
+        (
+            Layer("soft", "activation", activation="softmax"),
+            Layer("flat", "flatten"),
+            Layer("out", "dense", 3),
+        ),
+        Workload("none", "sgd", 0.1, 2),
+    )
+    weights = make_weights(spec, 0)
+    x, y = make_batches(spec, 0, 2, 1)
+    logits, _, _ = runner.evaluate(spec, weights, x[0], y[0])
+    h = np.exp(x[0].astype(np.float64))
+    soft = h / h.sum(axis=-1, keepdims=True)
+    expected = soft.reshape(2, -1) @ weights["out/kernel"] + weights["out/bias"]
+    assert relative_error(logits, expected) < 1e-5
+
+
 def test_a_global_max_pool_passes_each_samples_gradient_once(
     runner: NativeRunner,
 ) -> None:
