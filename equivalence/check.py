@@ -328,14 +328,17 @@ def _raised(report: ModelReport, path: str) -> str | None:
 
 
 def _contradiction(
-    activations: dict[str, np.ndarray], evaluated: dict[str, np.ndarray]
+    activations: dict[str, np.ndarray], evaluated: dict[str, np.ndarray], output: str
 ) -> str | None:
-    """A sentence when a path's tapped forward pass (op by op) and its
-    evaluated one (as it trains and infers, compiled where it compiles)
-    disagree on the logits: then the layer-by-layer walk cannot see the
-    difference, which lies in code only the evaluated pass runs."""
-    error = quantity_error(activations, evaluated, "logits")
-    if "logits" not in activations or error <= TOLERANCES["logits"]:
+    """A sentence when a path's tapped forward pass (op by op; ``output``:
+    its last layer, whose output the logits are) and its evaluated one (as
+    it trains and infers, compiled where it compiles) disagree on the
+    logits: then the layer-by-layer walk cannot see the difference, which
+    lies in code only the evaluated pass runs."""
+    if output not in activations or "logits" not in evaluated:
+        return None
+    error = quantity_error({"logits": activations[output]}, evaluated, "logits")
+    if error <= TOLERANCES["logits"]:
         return None
     return (
         f"its tapped forward pass and its evaluated one disagree on the logits "
@@ -1015,7 +1018,9 @@ class Checker:
                 error=error,
                 contradiction=None
                 if raised
-                else _contradiction(mine, report.evaluated.get(path, {})),
+                else _contradiction(
+                    mine, report.evaluated.get(path, {}), spec.layers[-1].name
+                ),
                 raised=raised,
             )
 

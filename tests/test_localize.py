@@ -143,10 +143,14 @@ def test_a_contradiction_is_carried_to_the_localization() -> None:
     activations, _ = _case()
     same = {"logits": activations["logits"]}
     other = {"logits": activations["logits"] * np.float32(1.01)}
-    assert _contradiction(activations, same) is None
-    sentence = _contradiction(activations, other)
+    assert _contradiction(activations, same, "logits") is None
+    sentence = _contradiction(activations, other, "logits")
     assert sentence is not None
     assert "only the evaluated pass runs" in sentence
+    # a model whose last layer is not named logits (a user's, a drawn one)
+    last = {"outputs": activations["logits"]}
+    assert _contradiction(last, same, "outputs") is None
+    assert _contradiction(last, other, "outputs") == sentence
     loc = localize(
         SPEC,
         "p",

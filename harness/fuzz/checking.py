@@ -27,7 +27,9 @@ def outcome_of(report: ModelReport) -> Outcome:
     kinds = {layer.name: layer.kind for layer in spec.layers}
     located = {}
     for path, loc in report.localizations.items():
-        if loc.first is not None:
+        if loc.contradiction:  # op by op right, as it runs wrong: its compiler
+            located[path] = ("compiled", "")
+        elif loc.first is not None:
             located[path] = (
                 loc.first.stage,
                 kinds.get(loc.first.layer, loc.first.layer),

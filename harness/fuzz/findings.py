@@ -21,7 +21,9 @@ stopped stopped, and whether the float64 vote itself failed.
 The ``signature`` of a finding is its class, the failing paths (a path's
 modes counted as the path: whether a mode was drawn is luck), and the
 earliest place one of them parts from float64: the stage (forward, loss,
-backward, update; or the error's type for a path that stopped) and the
+backward, update; ``compiled`` for a path whose op-by-op forward pass is
+right and whose compiled one is not; or the error's type for a path that
+stopped) and the
 kind of the layer it was localized to: two drawn models
 that part the same way at the same kind of layer are one finding, whatever
 else they hold.  ``Finding.id`` is a digest of the signature.
@@ -139,7 +141,7 @@ def signature(outcome: Outcome) -> str:
     return f"{kind} | {','.join(bases)} | {first}"
 
 
-STAGES = ("stopped", "forward", "loss", "backward", "update", "not")
+STAGES = ("stopped", "compiled", "forward", "loss", "backward", "update", "not")
 
 
 def _stage_order(where: str) -> int:

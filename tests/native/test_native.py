@@ -413,6 +413,30 @@ def test_a_global_max_pool_passes_each_samples_gradient_once_in_float64() -> Non
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+def test_tensorflow_rewrites_a_maximum_as_a_minimum() -> None:
+    """The claim of docs/findings/tensorflow-onednn-max-fusion.md, run:
+    in a graph, with oneDNN's operations on, ``maximum(2x, x)`` comes out
+    as the minimum; with them off it does not.  A TensorFlow release that
+    fixes it fails here: update the page."""
+    pytest.importorskip("tensorflow")
+    script = Path(__file__).parents[2] / "docs/findings/tensorflow_onednn_max_fusion.py"
+    runs = {}
+    for onednn in ("1", "0"):
+        runs[onednn] = subprocess.run(
+            [sys.executable, str(script)],
+            env={**os.environ, "TF_ENABLE_ONEDNN_OPTS": onednn},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    wrong = "eager [-1.0, 2.0], graph [-2.0, 1.0]"
+    assert wrong in runs["1"].stdout, runs["1"].stdout + runs["1"].stderr[-2000:]
+    assert runs["1"].returncode == 1
+    assert "eager [-1.0, 2.0], graph [-1.0, 2.0]" in runs["0"].stdout
+    assert runs["0"].returncode == 0
+
+
 def test_jax_loses_a_max_gradient_under_jit() -> None:
     """The claim of docs/findings/jax-jit-max-gradient.md, run: its
     reproducer's gradient under ``jit`` lacks whole entries that the same
