@@ -60,10 +60,19 @@ from zoo.specs import INPUT, SLOPED, ModelSpec, layer_shapes
 #   kernels sum a batch normalization's beta gradient so (issue 74: 6e-6 off
 #   over 4,096 positions, where PyTorch's and JAX's are 1e-7), which no
 #   perturbation of single values reproduces: independent draws cancel in a
-#   sum, a sum's rounding accumulates.
+#   sum, a sum's rounding accumulates;
+# - a batch normalization's batch mean and variance in training are each
+#   multiplied by ``1 + d``, ``d`` as a gradient's over the layer's
+#   positions, before they normalize: ``h - mean`` is exactly 0 in float64
+#   wherever a channel holds one value (a batch of 1, a normalization after
+#   another), and float32 leaves a residue of its rounding there (Keras'
+#   ``h * inv + (beta - mean * inv)``: two rounded products), which Adam
+#   turns into a step of full size on gamma; a multiplied value stays
+#   exactly 0 (issue 74's campaign, finding cc6fc63f29).
 PERTURB_ENV = "HARNESS_NATIVE_PERTURB"
 PERTURB_SEED = int(os.environ.get(PERTURB_ENV, "0") or "0")
 PERTURBATION = 2.0**-24
+STATISTICS_INDEX = 1_000_000  # the statistics' draws, apart from the others'
 
 
 def apply(
@@ -82,8 +91,9 @@ def apply(
     them (see the module docstring)."""
     h = x
     outputs: dict[str, Tensor] = {INPUT: x}
+    positions = _positions(spec, x) if PERTURB_SEED else {}
     if PERTURB_SEED:
-        params = _gradients_perturbed(ops, params, spec, _positions(spec, x))
+        params = _gradients_perturbed(ops, params, spec, positions)
     for index, layer in enumerate(spec.layers):
         if KINDS[layer.kind].takes != 1:  # a merge: the tuple of its inputs
             h = tuple(outputs[name] for name in layer.inputs)
@@ -94,7 +104,9 @@ def apply(
                 h = tap(f"{layer.name}/input", h)  # for the dropout check
                 h = ops.dropout(h, layer.rate, rng, index)
         elif training:
-            h = _training_block(ops, params, spec, h, layer.name, updates=updates)
+            h = _training_block(
+                ops, params, spec, h, layer.name, updates=updates, positions=positions
+            )
         else:
             h = getattr(ops, layer.kind)(h, params, spec, layer.name)
         if PERTURB_SEED:
@@ -169,12 +181,21 @@ def _training_block(
     name: str,
     *,
     updates: dict[str, Tensor] | None,
+    positions: dict[str, int],
 ) -> Tensor:
     """Layer ``name`` as a training step computes it; the state it sets goes
-    into ``updates``."""
+    into ``updates``.  ``positions``: each layer's, in a perturbed run."""
     layer = spec.layer(name)
     if layer.kind == "batch_norm":
+        given = h
         h, mean, variance = ops.batch_norm_train(h, params, spec, name)
+        if PERTURB_SEED:  # the statistics as float32 rounds them (above)
+            scale = PERTURBATION * math.sqrt(positions.get(name, 1))
+            index = STATISTICS_INDEX + 2 * spec.layers.index(layer)
+            mean = ops.perturb(mean, scale, PERTURB_SEED, index)
+            variance = ops.perturb(variance, scale, PERTURB_SEED, index + 1)
+            moved = {f"{name}/moving_mean": mean, f"{name}/moving_variance": variance}
+            h = ops.batch_norm(given, {**params, **moved}, spec, name)
         if updates is not None:
             keep = layer.norm_momentum
             for stat, batch in (("moving_mean", mean), ("moving_variance", variance)):

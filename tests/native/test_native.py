@@ -573,6 +573,31 @@ def test_a_perturbed_run_moves_values_and_gradients_by_its_scale(
     np.testing.assert_array_equal(again, logits)
 
 
+def test_a_perturbed_run_leaves_a_residue_where_a_batch_of_one_centers_to_zero(
+    runner: NativeRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At a batch of one a batch normalization centers every channel to
+    exactly 0, so its gamma's gradient is exactly 0 and one SGD step leaves
+    gamma as it was; float32 leaves a residue there, and so must a
+    perturbed run (its statistics moved, ``native.compose``), or it allows
+    nothing where Adam turns that residue into a full step (finding
+    cc6fc63f29)."""
+    if runner.framework == "mxnet-hybrid":
+        pytest.skip("a traced MXNet graph has no shapes to draw from; no reference")
+    weights = make_weights(NORMED, 5)
+    x, y = make_batches(NORMED, 5, 1, 1)
+    gamma = weights["norm/gamma"]
+    plain = _trained(runner, NORMED, weights, (x[0], y[0]), 1)["norm/gamma"]
+    np.testing.assert_array_equal(plain, gamma)
+    scale = 1e-3  # float32 would round a residue at 2^-24 off gamma again
+    monkeypatch.setattr(compose, "PERTURB_SEED", 1)
+    monkeypatch.setattr(compose, "PERTURBATION", scale)
+    monkeypatch.setattr(native, "_PASSES", {})  # a pass traced anew
+    moved = _trained(runner, NORMED, weights, (x[0], y[0]), 1)["norm/gamma"]
+    assert np.any(moved != gamma)
+    assert relative_error(moved, gamma) < 10 * scale  # a residue, not a step
+
+
 def test_evaluate_matches_numpy(runner: NativeRunner) -> None:
     spec = MODELS["ffn"]
     weights = make_weights(spec, 1)
