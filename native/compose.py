@@ -61,14 +61,15 @@ from zoo.specs import INPUT, SLOPED, ModelSpec, layer_shapes
 #   over 4,096 positions, where PyTorch's and JAX's are 1e-7), which no
 #   perturbation of single values reproduces: independent draws cancel in a
 #   sum, a sum's rounding accumulates;
-# - a batch normalization's batch mean and variance in training are each
-#   multiplied by ``1 + d``, ``d`` as a gradient's over the layer's
-#   positions, before they normalize: ``h - mean`` is exactly 0 in float64
-#   wherever a channel holds one value (a batch of 1, a normalization after
-#   another), and float32 leaves a residue of its rounding there (Keras'
-#   ``h * inv + (beta - mean * inv)``: two rounded products), which Adam
-#   turns into a step of full size on gamma; a multiplied value stays
-#   exactly 0 (issue 74's campaign, finding cc6fc63f29).
+# - a normalization's statistics (a batch normalization's batch mean and
+#   variance in training, a layer normalization's) are each multiplied by
+#   ``1 + d``, ``d`` as a gradient's over the positions they average
+#   (``moved_statistics``), before they normalize: ``h - mean`` is exactly 0
+#   in float64 wherever it averages one value (a batch of 1, one feature),
+#   and float32 leaves a residue of its rounding there (Keras' ``h * inv +
+#   (beta - mean * inv)``: two rounded products), which Adam turns into a
+#   step of full size on gamma; a multiplied value stays exactly 0 (issue
+#   74's campaign, findings cc6fc63f29, 111472bdaf and 67d7eec925).
 PERTURB_ENV = "HARNESS_NATIVE_PERTURB"
 PERTURB_SEED = int(os.environ.get(PERTURB_ENV, "0") or "0")
 PERTURBATION = 2.0**-24
@@ -145,6 +146,28 @@ def _activation(ops: Any, h: Tensor, spec: ModelSpec, name: str) -> Tensor:
     return getattr(ops, str(layer.activation))(h)
 
 
+def moved_statistics(
+    perturb: Any,
+    spec: ModelSpec,
+    name: str,
+    statistics: tuple[Tensor, ...],
+    positions: int,
+) -> tuple[Tensor, ...]:
+    """Layer ``name``'s normalization statistics (its mean and variance),
+    each times ``1 + d`` in a perturbed run, ``d`` by ``perturb`` (the
+    framework's ``ops.perturb``) at the unit roundoff times the square root
+    of the ``positions`` they average (the comment above); as they are
+    otherwise.  A reference's layer normalization calls it too."""
+    if not PERTURB_SEED:
+        return statistics
+    scale = PERTURBATION * math.sqrt(positions)
+    index = STATISTICS_INDEX + 2 * [layer.name for layer in spec.layers].index(name)
+    return tuple(
+        perturb(value, scale, PERTURB_SEED, index + number)
+        for number, value in enumerate(statistics)
+    )
+
+
 @functools.cache
 def _images(spec: ModelSpec) -> frozenset[str]:
     """The layers whose output is an image (rows, columns, channels): where
@@ -190,10 +213,9 @@ def _training_block(
         given = h
         h, mean, variance = ops.batch_norm_train(h, params, spec, name)
         if PERTURB_SEED:  # the statistics as float32 rounds them (above)
-            scale = PERTURBATION * math.sqrt(positions.get(name, 1))
-            index = STATISTICS_INDEX + 2 * spec.layers.index(layer)
-            mean = ops.perturb(mean, scale, PERTURB_SEED, index)
-            variance = ops.perturb(variance, scale, PERTURB_SEED, index + 1)
+            mean, variance = moved_statistics(
+                ops.perturb, spec, name, (mean, variance), positions.get(name, 1)
+            )
             moved = {f"{name}/moving_mean": mean, f"{name}/moving_variance": variance}
             h = ops.batch_norm(given, {**params, **moved}, spec, name)
         if updates is not None:

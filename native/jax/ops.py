@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from native import compose
 from native.jax.common import Params
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as _ADAPTED_EPSILON
@@ -450,13 +451,21 @@ def dot_attention(
     return _dot_attention(query, value, key)  # type: ignore[no-any-return]
 
 
-@functools.partial(jax.jit, static_argnames="epsilon")
-def _layer_norm(
-    h: jax.Array, gamma: jax.Array, beta: jax.Array, epsilon: float
+def _layer_norm_moved(
+    h: jax.Array,
+    gamma: jax.Array,
+    beta: jax.Array,
+    epsilon: float,
+    moved: Any = None,
 ) -> jax.Array:
     mean = jnp.mean(h, axis=-1, keepdims=True)
     variance = jnp.mean(jnp.square(h - mean), axis=-1, keepdims=True)  # biased
+    if moved is not None:  # a perturbed run's statistics (native.compose)
+        mean, variance = moved((mean, variance))
     return (h - mean) * lax.rsqrt(variance + epsilon) * gamma + beta
+
+
+_layer_norm = jax.jit(_layer_norm_moved, static_argnames="epsilon")
 
 
 def layer_norm(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
@@ -464,6 +473,16 @@ def layer_norm(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.
     beta``, the variance without Bessel's correction, as Keras has it."""
     epsilon = spec.layer(name).norm_epsilon
     gamma, beta = params[f"{name}/gamma"], params[f"{name}/beta"]
+    if compose.PERTURB_SEED:  # not jitted alone: the step around it is
+        return _layer_norm_moved(
+            h,
+            gamma,
+            beta,
+            epsilon,
+            lambda stats: compose.moved_statistics(
+                perturb, spec, name, stats, h.shape[-1]
+            ),
+        )
     return _layer_norm(h, gamma, beta, epsilon)  # type: ignore[no-any-return]
 
 

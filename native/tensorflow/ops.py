@@ -19,6 +19,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from native import compose
 from native.tensorflow.common import Params
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
@@ -316,6 +317,9 @@ def layer_norm(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.T
     epsilon = spec.layer(name).norm_epsilon
     mean = tf.reduce_mean(h, axis=-1, keepdims=True)
     variance = tf.reduce_mean(tf.square(h - mean), axis=-1, keepdims=True)
+    mean, variance = compose.moved_statistics(
+        perturb, spec, name, (mean, variance), h.shape[-1]
+    )
     scaled = (h - mean) * tf.math.rsqrt(variance + epsilon)
     return scaled * params[f"{name}/gamma"] + params[f"{name}/beta"]
 

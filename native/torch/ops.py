@@ -23,6 +23,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from native import compose
 from native.torch.common import Params
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON
@@ -397,6 +398,9 @@ def layer_norm(
     axis, shape = (1, (-1, 1, 1)) if h.dim() == 4 else (-1, (-1,))
     mean = h.mean(dim=axis, keepdim=True)
     variance = (h - mean).square().mean(dim=axis, keepdim=True)
+    mean, variance = compose.moved_statistics(
+        perturb, spec, name, (mean, variance), h.shape[axis]
+    )
     scaled = (h - mean) * torch.rsqrt(variance + epsilon)
     gamma, beta = params[f"{name}/gamma"], params[f"{name}/beta"]
     return scaled * gamma.reshape(shape) + beta.reshape(shape)

@@ -573,27 +573,55 @@ def test_a_perturbed_run_moves_values_and_gradients_by_its_scale(
     np.testing.assert_array_equal(again, logits)
 
 
-def test_a_perturbed_run_leaves_a_residue_where_a_batch_of_one_centers_to_zero(
-    runner: NativeRunner, monkeypatch: pytest.MonkeyPatch
+NORMED = ModelSpec(
+    "normed",
+    (6,),
+    3,
+    (
+        Layer("fc", "dense", 5),
+        Layer("norm", "batch_norm", momentum=0.9),
+        Layer("logits", "dense", 3),
+    ),
+    Workload("mnist", "sgd", 0.1, 8),
+)
+
+
+# A layer normalization over one feature centres it to exactly 0 too.
+ONE_FEATURE = ModelSpec(
+    "one-feature",
+    (6,),
+    3,
+    (
+        Layer("fc", "dense", 1),
+        Layer("norm", "layer_norm", epsilon=1e-3),
+        Layer("logits", "dense", 3),
+    ),
+    Workload("mnist", "sgd", 0.1, 8),
+)
+
+
+@pytest.mark.parametrize("spec", [NORMED, ONE_FEATURE], ids=lambda s: s.name)
+def test_a_perturbed_run_leaves_a_residue_where_a_normalization_centers_to_zero(
+    runner: NativeRunner, monkeypatch: pytest.MonkeyPatch, spec: ModelSpec
 ) -> None:
-    """At a batch of one a batch normalization centers every channel to
-    exactly 0, so its gamma's gradient is exactly 0 and one SGD step leaves
-    gamma as it was; float32 leaves a residue there, and so must a
-    perturbed run (its statistics moved, ``native.compose``), or it allows
-    nothing where Adam turns that residue into a full step (finding
-    cc6fc63f29)."""
-    if runner.framework == "mxnet-hybrid":
-        pytest.skip("a traced MXNet graph has no shapes to draw from; no reference")
-    weights = make_weights(NORMED, 5)
-    x, y = make_batches(NORMED, 5, 1, 1)
+    """A batch normalization at a batch of one, or a layer normalization
+    over one feature, centres to exactly 0, so its gamma's gradient is
+    exactly 0 and one SGD step leaves gamma as it was; float32 leaves a
+    residue there, and so must a perturbed run (its statistics moved,
+    ``native.compose.moved_statistics``), or it allows nothing where Adam
+    turns that residue into a full step (findings cc6fc63f29, 111472bdaf)."""
+    if runner.framework.startswith("mxnet"):
+        pytest.skip("MXNet is no float64 reference: never a perturbed run")
+    weights = make_weights(spec, 5)
+    x, y = make_batches(spec, 5, 1, 1)
     gamma = weights["norm/gamma"]
-    plain = _trained(runner, NORMED, weights, (x[0], y[0]), 1)["norm/gamma"]
+    plain = _trained(runner, spec, weights, (x[0], y[0]), 1)["norm/gamma"]
     np.testing.assert_array_equal(plain, gamma)
     scale = 1e-3  # float32 would round a residue at 2^-24 off gamma again
     monkeypatch.setattr(compose, "PERTURB_SEED", 1)
     monkeypatch.setattr(compose, "PERTURBATION", scale)
     monkeypatch.setattr(native, "_PASSES", {})  # a pass traced anew
-    moved = _trained(runner, NORMED, weights, (x[0], y[0]), 1)["norm/gamma"]
+    moved = _trained(runner, spec, weights, (x[0], y[0]), 1)["norm/gamma"]
     assert np.any(moved != gamma)
     assert relative_error(moved, gamma) < 10 * scale  # a residue, not a step
 
@@ -875,18 +903,6 @@ def test_state_params_follow_training(runner: NativeRunner, model: str) -> None:
 
 
 # Batch normalization and dropout: what a training step computes ------------
-
-NORMED = ModelSpec(
-    "normed",
-    (6,),
-    3,
-    (
-        Layer("fc", "dense", 5),
-        Layer("norm", "batch_norm", momentum=0.9),
-        Layer("logits", "dense", 3),
-    ),
-    Workload("mnist", "sgd", 0.1, 8),
-)
 
 
 def test_batch_norm_sets_its_moving_statistics_as_keras_does(
