@@ -571,6 +571,7 @@ class _Taps:
         self.checker, self.request = checker, request
         self.faults, self.source_faults = faults, source_faults
         self.taken: dict[str, tuple[dict[str, np.ndarray], str | None]] = {}
+        self.ran: dict[str, bool] = {}  # the pass ran (it may have stopped)
 
     def get(self, name: str) -> tuple[dict[str, np.ndarray], str | None]:
         """The activations of a path or reference run (by ``run_name``) and
@@ -586,6 +587,7 @@ class _Taps:
             answer = reply.answer
             error = answer.error if isinstance(answer, ArraysAnswer) else None
             self.taken[name] = (arrays or {}, error or reply.error)
+            self.ran[name] = arrays is not None
         return self.taken[name]
 
 
@@ -1022,6 +1024,7 @@ class Checker:
                     mine, report.evaluated.get(path, {}), spec.layers[-1].name
                 ),
                 raised=raised,
+                tapped=taps.ran[path],
             )
 
     def accuracy(self, model: str, epochs: int, seed: int = 0) -> AccuracyReport:

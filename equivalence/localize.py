@@ -249,9 +249,12 @@ def localize(
     error: str | None = None,
     contradiction: str | None = None,
     raised: str | None = None,
+    tapped: bool = True,
 ) -> Localization:
     """Where ``path`` first differs from ``reference`` (each pair of arrays is
-    ``(path's, reference's)``).  ``baselines``: the float32 baselines'
+    ``(path's, reference's)``); no layer when ``path``'s tapped forward pass
+    never ran (``tapped`` false: its set-up raised, ``error`` says why),
+    never a first layer at an infinite error.  ``baselines``: the float32 baselines'
     activations, evaluations and trajectories when ``reference`` is a float64
     run, so that every layer is allowed what the judgement allows (``share``
     of it: two float64 runs are held to ``CROSS_CHECK_SHARE``), with the
@@ -260,6 +263,8 @@ def localize(
     forward pass is walked (a layer that differs there is still named: a
     wrong padding whose shapes stop the evaluation), never the loss, the
     gradients or the updates it has no arrays for."""
+    if not tapped:
+        return Localization(path, reference, (), None, None, error, None, raised)
     layer_limit: Limit = fixed_limit
     if baselines is not None:
         layer_limit = baseline_limit(

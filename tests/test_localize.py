@@ -280,3 +280,35 @@ def test_an_evaluation_that_raised_is_its_error_not_a_difference() -> None:
         raised=raised,
     )
     assert shaped.first == Location("forward", "conv2")
+
+
+def test_a_path_whose_set_up_raised_is_localized_nowhere() -> None:
+    """Issue 74: a path whose tapped forward pass never ran (its set-up
+    raised) was "localized" at the model's first layer, every layer at an
+    infinite error; it names no layer, and says why."""
+    _, evaluated = _case()
+    reference, _ = _case(1)
+    said = "ValueError: the weights do not fit"
+    loc = localize(
+        SPEC,
+        "p",
+        "float64",
+        activations=({}, reference),
+        evaluated=({}, evaluated),
+        error=said,
+        tapped=False,
+    )
+    assert loc.first is None
+    assert loc.errors == ()
+    assert loc.error == said
+    # a pass that ran and stopped at its first layer names it
+    stopped = localize(
+        SPEC,
+        "p",
+        "float64",
+        activations=({}, reference),
+        evaluated=({}, evaluated),
+        error=said,
+        raised="its evaluation raised (error): " + said,
+    )
+    assert stopped.first == Location("forward", SPEC.tapped_layers()[0])
