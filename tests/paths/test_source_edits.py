@@ -27,9 +27,10 @@ from workers.paths import PATHS
 pytestmark = pytest.mark.paths
 
 FAST = "global-pool-divisor"
-# The three reference implementations and one path of another framework's
-# kernels that sums a bias gradient as native PyTorch does: a witness.
-FAST_PATHS = ["native-torch", "native-jax", "native-tensorflow", "keras-tensorflow"]
+# The three reference implementations and Keras on JAX: no path of
+# TensorFlow's kernels that passes (issue 74: native PyTorch failed there at
+# m 17.6 before the perturbed run; the full tier has its witness).
+FAST_PATHS = ["native-torch", "native-jax", "native-tensorflow", "keras-jax"]
 
 
 @pytest.mark.sized
@@ -84,6 +85,10 @@ def test_a_fault_in_a_frameworks_code_is_blamed_on_it_alone_at_its_layer(
         # With TensorFlow out of the vote, native PyTorch's allowance would
         # rest on JAX's float32 run alone, which sums the conv-bias gradient
         # the accurate way: native PyTorch failed at m 30.  A path of
-        # TensorFlow's kernels that passed witnessed for it.
-        assert "keras-tensorflow" in report.witnesses["native-torch"]
+        # TensorFlow's kernels that passed witnesses for it where there is
+        # one; the perturbed run allows it where there is none.
         assert report.verdicts["native-torch"] == "pass"
+        if "keras-tensorflow" in paths:
+            assert "keras-tensorflow" in report.witnesses["native-torch"]
+        else:
+            assert report.consulted_perturbed
