@@ -82,6 +82,20 @@ KNOWN = (
         ),
     ),
     Known(
+        "keras-torch-nadam-velocity",
+        "Keras' Nadam on PyTorch (its own torch_nadam.py) accumulates the "
+        "velocity with 1 - beta_2 in double and corrects it by 1 - beta_2**t in "
+        "float32, so its first step is 1 - 6.4e-6 of the exact one on every "
+        "parameter, where Keras' generic Nadam is exact to float32 (a Keras "
+        "bug; docs/findings/keras-torch-nadam.md)",
+        bug=True,
+        applies=lambda spec, path: (
+            path.split("@", maxsplit=1)[0] == "keras-torch"
+            and spec.workload.optimizer == "nadam"
+        ),
+        quantities="step",
+    ),
+    Known(
         "keras-tensorflow-logits-before-activation",
         "Keras on TensorFlow computes this cross-entropy from the logits before "
         "the final activation (_keras_logits), not from the probabilities "

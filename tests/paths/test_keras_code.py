@@ -121,3 +121,24 @@ def test_keras_backends_disagree_on_leaky_relu_at_zero(backend: str) -> None:
     at_zero, beta = LEAKY_AT_ZERO[backend]
     assert f"leaky_relu: {at_zero}" in done.stdout
     assert f"beta gradient: {beta}" in done.stdout
+
+
+def test_keras_torch_nadam_takes_a_short_first_step() -> None:
+    """The claim of docs/findings/keras-torch-nadam.md, run: Keras' Nadam on
+    PyTorch takes its first step 1 - 6.4e-6 of the exact one (its velocity
+    not corrected as it was accumulated); on JAX it is exact to float32.  A
+    Keras release that fixes it fails here, and the page with it."""
+    said = {}
+    for backend in ("jax", "torch"):
+        said[backend] = subprocess.run(
+            [interpreter(backend), "keras_torch_nadam.py", backend],
+            env={**ENV, "KERAS_BACKEND": backend},
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=FINDINGS,
+        ).stdout
+    assert "step / exact step: [1.0, 1.0, 1.0]" in said["jax"], said["jax"]
+    assert "step / exact step: [0.9999936, 0.9999936, 0.9999936]" in said["torch"]
+    assert "velocity / (0.001 g**2): [1.0, 1.0, 1.0]" in said["torch"]
