@@ -206,6 +206,9 @@ def _share_seeds(original: Any, rebuilt: Any) -> None:
     for name, generators in _seed_generators(rebuilt).items():
         for mine, their in zip(generators, theirs.get(name, ()), strict=False):
             mine.state.assign(their.state.value)
+            # PyTorch draws from the generator only for a seeded layer (a
+            # file's Dropout(seed=7)), else from its global one
+            mine._initial_seed = their._initial_seed
 
 
 def _keras_reading(keras: Any, saved: Any) -> Any:
