@@ -3,6 +3,7 @@ layer beyond tolerance; fed deliberately wrong arrays, it points at them."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import numpy as np
@@ -10,6 +11,7 @@ import numpy as np
 from equivalence.check import Case, ModelReport, _contradiction, _raised
 from equivalence.localize import Triple, localize
 from native.faults import Location
+from tests.helpers import keras_on_torch
 from workers.launch import Reply
 from zoo.specs import MODELS
 
@@ -312,3 +314,30 @@ def test_a_path_whose_set_up_raised_is_localized_nowhere() -> None:
         raised="its evaluation raised (error): " + said,
     )
     assert stopped.first == Location("forward", SPEC.tapped_layers()[0])
+
+
+ONE_LAYER_TAPS = """
+import json
+import numpy as np
+from workers.keras_runner import KerasRunner
+from zoo.data import make_batches
+from zoo.user_models import spec_from_document
+from zoo.weights import make_weights
+spec = spec_from_document("one-layer", {
+    "input_shape": [3],
+    "layers": [{"kind": "dense", "name": "outputs", "units": 2}],
+    "workload": {"optimizer": "sgd", "loss": "mean_squared_error"},
+})
+x, _ = make_batches(spec, 0, 4, 1)
+taps, error = KerasRunner("torch").activations(spec, make_weights(spec, 0), x[0])
+print(json.dumps({k: list(v.shape) for k, v in taps.items()}))
+"""
+
+
+def test_a_one_layer_models_keras_tap_is_its_whole_batch() -> None:
+    """Issue 74's campaign (findings 933e5f4ee2, 6e3308685d): a probe of one
+    layer gives its output alone, not in a list, and the Keras paths'
+    tapped pass took the batch's first example for it, so a one-layer model
+    was "localized" at its layer (or its compiled pass said to part)."""
+    done = keras_on_torch(["-c", ONE_LAYER_TAPS])
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"outputs": [4, 2]}

@@ -259,8 +259,8 @@ class KerasRunner:
             model.inputs, [model.get_layer(n).output for n in names]
         )
         self._in_mode(probe, spec)  # the layers as the mode runs them
-        outputs = probe.predict_on_batch(x)
-        return {n: np.asarray(a) for n, a in zip(names, outputs, strict=True)}, None
+        outputs = listed(probe.predict_on_batch(x))
+        return dict(zip(names, outputs, strict=True)), None
 
     def session(self, spec: ModelSpec, weights: Mapping[str, np.ndarray]) -> Session:
         return Session(self, spec, weights)
@@ -318,6 +318,16 @@ class Session:
 
     def logits(self, x: np.ndarray) -> np.ndarray:
         return np.asarray(self._built(x).predict_on_batch(x))
+
+
+def listed(outputs: Any) -> list[np.ndarray]:
+    """A probe model's outputs as a list: one output comes alone, and
+    zipping names with it would walk its batch (a one-layer model's tap was
+    its first example; issue 74's campaign, findings 933e5f4ee2 and
+    6e3308685d)."""
+    if isinstance(outputs, list | tuple):
+        return [np.asarray(o) for o in outputs]
+    return [np.asarray(outputs)]
 
 
 def _with_penalty(model: Any, loss: Any, losses: Any = None) -> Any:

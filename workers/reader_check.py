@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from workers.keras_runner import listed
 from zoo.data import make_batches
 from zoo.keras_import import NESTED
 from zoo.losses import keras_loss
@@ -62,7 +63,7 @@ def _outputs(
     own = [n for n in names if n in found]
     if own:
         probe = keras.Model(model.inputs, [found[n].output for n in own])
-        values.update(zip(own, _listed(probe.predict_on_batch(x)), strict=True))
+        values.update(zip(own, listed(probe.predict_on_batch(x)), strict=True))
     nested: dict[str, list[str]] = {}
     for n in names:
         if n not in found:
@@ -78,13 +79,6 @@ def _outputs(
             (f"{outer}{NESTED}{n}", v) for n, v in zip(inner, inner_values, strict=True)
         )
     return [values[n] for n in names]
-
-
-def _listed(outputs: Any) -> list[np.ndarray]:
-    """A probe's outputs as a list (one output comes alone)."""
-    if isinstance(outputs, list | tuple):
-        return [np.asarray(o) for o in outputs]
-    return [np.asarray(outputs)]
 
 
 def judge(
