@@ -33,6 +33,7 @@ from mxnet import autograd, nd
 
 import native
 from native.compose import train_forward
+from native.mxnet.ops import softplus
 from native.protocol import Apply
 from zoo.losses import EPSILON, Objective
 from zoo.optimizers import OPTIMIZERS, slot_names
@@ -93,8 +94,7 @@ def loss(outputs: nd.NDArray, y: nd.NDArray, objective: Objective) -> nd.NDArray
         return -nd.mean(nd.sum(y * log_probs, axis=1))
     if name == "binary_crossentropy":
         if from_logits:  # log_sigmoid(z) = -softplus(-z), both written stably
-            log_p = -nd.Activation(-outputs, act_type="softrelu")
-            log_not_p = -nd.Activation(outputs, act_type="softrelu")
+            log_p, log_not_p = -softplus(-outputs), -softplus(outputs)
         else:
             p = nd.clip(outputs, EPSILON, 1 - EPSILON)
             log_p, log_not_p = nd.log(p), nd.log(1 - p)

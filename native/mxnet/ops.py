@@ -813,9 +813,14 @@ def silu(h: Any) -> Any:
 
 
 def softplus(h: Any) -> Any:
-    """``log(1 + exp(h))``, stably (MXNet's ``softrelu``: ``log1p(exp(h))``,
-    ``h`` itself above 20)."""
-    return namespace(h).Activation(h, act_type="softrelu")
+    """``log(1 + exp(h))``: ``h + log1p(exp(-h))`` above 0, ``log1p(exp(h))``
+    at and below (exact to float32 at both ends, exp never above 1, the
+    gradient ``sigmoid(h)``: 0.5 at exactly 0).  Not MXNet's ``softrelu``,
+    which rounds ``1 + exp(h)`` before its log: 3e-3 off at h = -9 (issue
+    74's campaign, finding 6613038fa1; docs/findings/log-one-plus-exp.md)."""
+    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    above = h > 0
+    return F.where(above, h, F.zeros_like(h)) + F.log1p(F.exp(F.where(above, -h, h)))
 
 
 def leaky_relu(h: Any, slope: float) -> Any:

@@ -119,6 +119,22 @@ def test_every_framework_computes_each_loss(framework: str, goal: Objective) -> 
         assert relative_error(np.float64(wrong.item()), expected) > 1e-3
 
 
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_small_cross_entropy_from_logits_keeps_its_digits(framework: str) -> None:
+    """Issue 74's campaign (finding 6613038fa1): a binary cross-entropy from
+    logits far on the right side is ``log(1 + exp(z))`` at z well below 0;
+    MXNet's ``softrelu`` rounds ``1 + exp(z)`` first, 3e-3 off at z = -9,
+    and native MXNet's loss with it."""
+    pytest.importorskip(framework.split("-", maxsplit=1)[0])
+    fw = load_framework(framework)
+    goal = Objective("binary_crossentropy", True)
+    outputs = np.array([[-9.0, -7.0, -5.0]], np.float32)
+    y = np.zeros((1, 3), np.float32)
+    expected = np.float64(numpy_loss(outputs, y, goal))
+    value = fw.to_numpy(fw.loss(fw.to_input(outputs), fw.to_labels(y), goal))
+    assert relative_error(np.float64(value.item()), expected) < 1e-5
+
+
 def test_keras_compile_configs_are_read() -> None:
     assert from_keras("mse") == Objective("mean_squared_error", False)
     assert from_keras("sparse_categorical_crossentropy") == Objective(

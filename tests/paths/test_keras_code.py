@@ -4,6 +4,7 @@ as a script, it computes the same logits."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -142,3 +143,35 @@ def test_keras_torch_nadam_takes_a_short_first_step() -> None:
     assert "step / exact step: [1.0, 1.0, 1.0]" in said["jax"], said["jax"]
     assert "step / exact step: [0.9999936, 0.9999936, 0.9999936]" in said["torch"]
     assert "velocity / (0.001 g**2): [1.0, 1.0, 1.0]" in said["torch"]
+
+
+def test_log_one_plus_exp_loses_digits_below_zero() -> None:
+    """The claim of docs/findings/log-one-plus-exp.md, run: PyTorch's binary
+    cross-entropy from logits and MXNet's softrelu are 3e-3 off at z = -9,
+    PyTorch's softplus is exact.  A release that fixes either fails here."""
+    torch = subprocess.run(
+        [interpreter("torch"), "log_one_plus_exp.py", "torch"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=FINDINGS,
+        check=True,
+    ).stdout
+    errors = {
+        line.split(":")[0]: json.loads(line.split(":", 1)[1])
+        for line in torch.splitlines()
+    }
+    assert errors["binary_cross_entropy_with_logits"][0] > 1e-3
+    assert max(errors["softplus"]) < 1e-7
+    mxnet = os.environ.get("HARNESS_PYTHON_MXNET", "")
+    if Path(mxnet).exists():
+        said = subprocess.run(
+            [mxnet, "log_one_plus_exp.py", "mxnet"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=FINDINGS,
+            check=True,
+        ).stdout
+        line = next(x for x in said.splitlines() if x.startswith("softrelu:"))
+        assert json.loads(line.split(":", 1)[1])[0] > 1e-3
