@@ -175,3 +175,18 @@ def test_log_one_plus_exp_loses_digits_below_zero() -> None:
         ).stdout
         line = next(x for x in said.splitlines() if x.startswith("softrelu:"))
         assert json.loads(line.split(":", 1)[1])[0] > 1e-3
+
+
+def test_keras_torch_conv_transpose_gradient_raises() -> None:
+    """Finding 11b1318ed9 of issue 74's second campaign, as
+    docs/findings/README.md states it: the gradient of Keras' Conv2DTranspose
+    without a bias raises on PyTorch.  A release that fixes it fails here."""
+    done = subprocess.run(
+        [interpreter("torch"), "keras_torch_conv_transpose.py"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=FINDINGS,
+        check=True,
+    )
+    assert "RuntimeError: grad_weight needs to be contiguous" in done.stdout
