@@ -115,6 +115,8 @@ def judge(
     # reader that left out a dropout, or misread its rate, agrees in
     # inference and parts here.
     _judge_gradients(keras, (rebuilt, ours), (original, theirs_loss), spec, (x, y))
+    if not spec.trains_differently:  # a training pass is the inference one
+        return
     # A training pass moves the moving statistics: the file's model is left
     # as it was loaded.
     kept = [keras.ops.convert_to_numpy(v) for v in original.non_trainable_variables]
