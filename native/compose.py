@@ -41,7 +41,7 @@ from typing import Any
 
 from native.protocol import Tap, Tensor, no_tap
 from zoo.kinds import KINDS
-from zoo.specs import INPUT, SLOPED, ModelSpec, layer_shapes
+from zoo.specs import INPUT, SLOPED, Layer, ModelSpec, layer_shapes
 
 # A perturbed reference run (``equivalence.reference``, perturbations): with
 # ``HARNESS_NATIVE_PERTURB`` set to a seed in a float64 worker's environment,
@@ -113,7 +113,7 @@ def apply(
         if PERTURB_SEED:
             h = ops.perturb(h, PERTURBATION, PERTURB_SEED, index)
         if layer.activation is not None:
-            h = _activation(ops, h, spec, layer.name)
+            h = _activation(ops, h, spec, layer)
         if layer.kind != "flatten":  # see ModelSpec.tapped_layers
             h = tap(layer.name, h)
         outputs[layer.name] = h
@@ -136,13 +136,13 @@ def _gradients_perturbed(
     return moved
 
 
-def _activation(ops: Any, h: Tensor, spec: ModelSpec, name: str) -> Tensor:
-    """Layer ``name``'s activation of its output ``h``."""
-    layer = spec.layer(name)
+def _activation(ops: Any, h: Tensor, spec: ModelSpec, layer: Layer) -> Tensor:
+    """``layer``'s activation of its output ``h`` (in the timed step: no
+    search of the spec's layers here)."""
     if layer.activation in SLOPED:  # its number: its own or Keras' default
         return getattr(ops, layer.activation)(h, layer.activation_slope)
     if layer.activation == "softmax":  # over the channels, images' too
-        return ops.softmax(h, name in _images(spec))
+        return ops.softmax(h, layer.name in _images(spec))
     return getattr(ops, str(layer.activation))(h)
 
 
