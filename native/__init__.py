@@ -170,6 +170,13 @@ def penalties_of(apply: Apply) -> tuple[tuple[str, float, float], ...]:
     return spec.penalties
 
 
+def frozen_of(apply: Apply) -> frozenset[str]:
+    """The parameters of a pass's frozen layers (``ModelSpec.frozen_names``),
+    which a training step holds: ``native.compose`` sets each to itself."""
+    spec: ModelSpec = apply.keywords["spec"]  # type: ignore[attr-defined]
+    return frozenset(spec.frozen_names())
+
+
 def at_shape(apply: Apply, shape: tuple[int, ...]) -> Apply:
     """``apply``'s forward pass for inputs of ``shape`` (without the batch):
     ``apply`` itself when its spec has that input shape, else the pass of the

@@ -25,7 +25,11 @@ mean and variance there unchanged (state, never trained); a ``dropout``
 drops (``ops.dropout``, with ``rng`` where the framework's randomness is
 explicit: a JAX key).  In
 inference a batch normalization uses its moving statistics and a dropout is
-the identity, as at rate 0 in training.  A dropout that drops also taps its
+the identity, as at rate 0 in training.  A frozen layer (Keras'
+``trainable=False``, ``Layer.trainable``) computes in a training step as in
+inference, and every parameter of it goes into ``updates`` as itself: held,
+so no framework takes its gradient or steps it (a framework skips setting a
+parameter to itself).  A dropout that drops also taps its
 input, as ``<name>/input``, for the check that it dropped as dropout must
 (``workers.protocol.check_dropout``).
 
@@ -169,6 +173,16 @@ def moved_statistics(
 
 
 @functools.cache
+def _held(spec: ModelSpec) -> dict[str, tuple[str, ...]]:
+    """Each frozen layer's parameters by layer name (``Param.frozen``)."""
+    held: dict[str, tuple[str, ...]] = {}
+    for p in spec.params:
+        if p.frozen:
+            held[p.layer] = (*held.get(p.layer, ()), p.name)
+    return held
+
+
+@functools.cache
 def _images(spec: ModelSpec) -> frozenset[str]:
     """The layers whose output is an image (rows, columns, channels): where
     a softmax is over the channels, not the framework's last axis."""
@@ -209,6 +223,14 @@ def _training_block(
     """Layer ``name`` as a training step computes it; the state it sets goes
     into ``updates``.  ``positions``: each layer's, in a perturbed run."""
     layer = spec.layer(name)
+    if not layer.trainable:
+        # Frozen (Keras' trainable=False): computed as in inference (a batch
+        # normalization with its moving statistics), its parameters held:
+        # set to themselves, so no gradient is taken.
+        h = getattr(ops, layer.kind)(h, params, spec, name)
+        if updates is not None:
+            updates.update({n: params[n] for n in _held(spec).get(name, ())})
+        return h
     if layer.kind == "batch_norm":
         given = h
         h, mean, variance = ops.batch_norm_train(h, params, spec, name)
@@ -237,7 +259,8 @@ def train_forward(
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """``apply`` (a bound pass of ``native.load_apply``) as a training step
     runs it: the logits, and the new value of every state parameter by name
-    (a batch normalization's moving statistics; none for other models)."""
+    (a batch normalization's moving statistics, a frozen layer's parameters
+    as they are; none for other models)."""
     updates: dict[str, Tensor] = {}
     logits = apply(params, x, training=True, updates=updates, rng=rng)
     return logits, updates

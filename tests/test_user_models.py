@@ -19,6 +19,7 @@ import pytest
 
 from tests.helpers import PROJECT_ROOT, keras_on_torch
 from zoo import keras_import, user_models
+from zoo.optimizers import Schedule
 from zoo.specs import MODELS, VARIANTS, get_spec
 from zoo.weights import make_weights
 
@@ -408,6 +409,276 @@ def test_a_config_becomes_a_document() -> None:
     assert (spec.workload.optimizer, spec.workload.learning_rate) == ("sgd", 0.05)
 
 
+def _compiled(optimizer: str, **options: Any) -> dict[str, Any]:
+    """A small model's config compiled with Keras' ``optimizer`` saved as
+    Keras 3.15 saves it: every option of its base class, then its own."""
+    config = _sequential(_layer("Flatten", "f"), _layer("Dense", "d", **DENSE))
+    base = {
+        "name": optimizer.lower(),
+        "learning_rate": 0.0010000000474974513,
+        "weight_decay": None,
+        "clipnorm": None,
+        "global_clipnorm": None,
+        "clipvalue": None,
+        "use_ema": False,
+        "ema_momentum": 0.99,
+        "ema_overwrite_frequency": None,
+        "loss_scale_factor": None,
+        "gradient_accumulation_steps": None,
+    }
+    saved = {
+        "module": "keras.optimizers",
+        "class_name": optimizer,
+        "registered_name": None,
+    }
+    config["compile_config"] = {"optimizer": {**saved, "config": base | options}}
+    return config
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "options", "expected"),
+    [
+        # a DCGAN's Adam, a Transformer's, SGD with Nesterov, AdamW, RMSprop,
+        # Adagrad and Nadam: each the file's own, not Adam at 0.001 (issue 75)
+        (
+            "Adam",
+            {"learning_rate": 2e-4, "beta_1": 0.5},
+            {"optimizer": "adam", "beta_1": 0.5},
+        ),
+        ("Adam", {"beta_2": 0.98, "epsilon": 1e-9}, {"beta_2": 0.98, "epsilon": 1e-9}),
+        (
+            "SGD",
+            {"momentum": 0.9, "nesterov": True},
+            {"optimizer": "sgd", "nesterov": True},
+        ),
+        (
+            "AdamW",
+            {"weight_decay": 0.004},
+            {"optimizer": "adamw", "weight_decay": 0.004},
+        ),
+        (
+            "RMSprop",
+            {"rho": 0.8, "centered": True},
+            {"optimizer": "rmsprop", "centered": True},
+        ),
+        (
+            "Adagrad",
+            {"initial_accumulator_value": 0.2},
+            {"initial_accumulator_value": 0.2},
+        ),
+        ("Nadam", {"beta_1": 0.8}, {"optimizer": "nadam", "beta_1": 0.8}),
+        (
+            "Adam",
+            {"amsgrad": True, "weight_decay": 0.01},
+            {"amsgrad": True, "weight_decay": 0.01},
+        ),
+    ],
+)
+def test_the_optimizer_is_the_one_the_file_was_compiled_with(
+    optimizer: str, options: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    document = keras_import.document_from_config(_compiled(optimizer, **options))
+    spec = user_models.spec_from_document("m", document)
+    rate = options.get("learning_rate", 0.001)
+    for field, value in {"learning_rate": rate, **expected}.items():
+        assert getattr(spec.workload, field) == pytest.approx(value), field
+    # and the store's document keeps it: a stored model trains on it, and
+    # its name is another than a default Adam's
+    again = user_models.spec_from_document("m", user_models.document_of(spec))
+    assert again.workload == spec.workload
+    plain = keras_import.document_from_config(_compiled("Adam"))
+    assert user_models.document_of(spec) != user_models.document_of(
+        user_models.spec_from_document("m", plain)
+    )
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "options", "named"),
+    [
+        ("Adam", {"use_ema": True}, "use_ema=True"),
+        ("Adam", {"gradient_accumulation_steps": 4}, "gradient_accumulation_steps=4"),
+        ("Adam", {"loss_scale_factor": 128.0}, "loss_scale_factor=128.0"),
+        (
+            "SGD",
+            {"learning_rate": {"class_name": "PolynomialDecay", "config": {}}},
+            "the learning-rate schedule 'PolynomialDecay' \\(the tool computes",
+        ),
+        ("Adadelta", {}, "optimizer 'Adadelta' \\(the tool computes Keras' SGD, Adam"),
+        ("Adam", {"future_option": 3}, "future_option=3"),
+    ],
+)
+def test_an_optimizer_the_tool_does_not_compute_is_refused_never_replaced(
+    optimizer: str, options: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(ValueError, match=named) as caught:
+        keras_import.document_from_config(_compiled(optimizer, **options))
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("rate", "schedule", "first"),
+    [
+        (
+            {"initial_learning_rate": 0.1, "decay_steps": 100, "decay_rate": 0.9},
+            Schedule("exponential_decay", 100, 0.9),
+            0.1,
+        ),
+        (
+            {
+                "initial_learning_rate": 0.01,
+                "decay_steps": 10,
+                "decay_rate": 1.0,
+                "staircase": True,
+            },
+            Schedule("inverse_time_decay", 10, 1.0, staircase=True),
+            0.01,
+        ),
+        (
+            {
+                "initial_learning_rate": 0.1,
+                "decay_steps": 50,
+                "alpha": 0.0,
+                "warmup_target": None,
+                "warmup_steps": 0,
+            },
+            Schedule("cosine_decay", 50),
+            0.1,
+        ),
+        (
+            {
+                "initial_learning_rate": 0.0,
+                "decay_steps": 50,
+                "alpha": 0.1,
+                "warmup_target": 0.01,
+                "warmup_steps": 5,
+            },
+            Schedule("cosine_decay", 50, alpha=0.1, warmup_target=0.01, warmup_steps=5),
+            0.0,
+        ),
+        (
+            {"boundaries": [10, 20], "values": [0.1, 0.01, 0.001]},
+            Schedule(
+                "piecewise_constant_decay",
+                boundaries=(10, 20),
+                values=(0.1, 0.01, 0.001),
+            ),
+            0.1,
+        ),
+    ],
+)
+def test_a_learning_rate_schedule_and_a_clip_are_read(
+    rate: dict[str, Any], schedule: Schedule, first: float
+) -> None:
+    names = {
+        "exponential_decay": "ExponentialDecay",
+        "inverse_time_decay": "InverseTimeDecay",
+        "cosine_decay": "CosineDecay",
+        "piecewise_constant_decay": "PiecewiseConstantDecay",
+    }
+    saved = {
+        "module": "keras.optimizers.schedules",
+        "class_name": names[schedule.kind],
+        "config": {**rate, "name": "s"},
+        "registered_name": None,
+    }
+    config = _compiled("SGD", learning_rate=saved, momentum=0.9, clipnorm=1.0)
+    spec = user_models.spec_from_document(
+        "m", keras_import.document_from_config(config)
+    )
+    w = spec.workload
+    assert (w.schedule, w.learning_rate, w.clipnorm, w.momentum) == (
+        schedule,
+        first,
+        1.0,
+        0.9,
+    )
+    again = user_models.spec_from_document("m", user_models.document_of(spec))
+    assert again.workload == w
+
+
+def test_the_control_an_unknown_optimizer_is_caught_by_the_test() -> None:
+    """The test above sees a replacement: a reader that dropped what it
+    does not know (the old one) gives a document, where it must refuse."""
+    config = _compiled("Adam", use_ema=True)
+    config["compile_config"]["optimizer"]["config"]["use_ema"] = False
+    assert keras_import.document_from_config(config)["workload"]["optimizer"] == "adam"
+
+
+def test_every_reason_is_named_at_once_layers_grouped() -> None:
+    """Three checks of different kinds in one sentence, and many layers
+    refused for one reason as one phrase (issue 75)."""
+    convs = [_layer("Conv2D", f"c{i}", **CONV, dilation_rate=[2, 2]) for i in range(6)]
+    config = _sequential(*convs, _layer("Flatten", "f"), _layer("Dense", "d", **DENSE))
+    config["compile_config"] = {
+        "loss": "huber",
+        "optimizer": _compiled("Adam", use_ema=True)["compile_config"]["optimizer"],
+    }
+    with pytest.raises(ValueError, match="3 things stop the tool") as caught:
+        keras_import.document_from_config(config)
+    sentence = str(caught.value)
+    assert sentence.startswith("3 things stop the tool: (1) 6 layers ('c0', 'c1', 'c2'")
+    assert "and 3 more): Conv2D layer has dilation_rate" in sentence
+    assert "(2) optimizer Adam with use_ema=True" in sentence
+    assert "(3) the model was compiled with loss 'huber'" in sentence
+    assert "'c3'" not in sentence
+    assert len(sentence) < 600
+
+
+def test_a_default_prelu_is_read() -> None:
+    """A PReLU that leaves shared_axes unset (an alpha per value) was
+    refused by the reader's own bug (issue 75)."""
+    config = _sequential(
+        _layer("Flatten", "f"), _layer("PReLU", "p"), _layer("Dense", "d", **DENSE)
+    )
+    spec = user_models.spec_from_document(
+        "m", keras_import.document_from_config(config)
+    )
+    assert spec.param("p/alpha").shape == (64,)
+
+
+def test_a_frozen_layer_is_read_frozen_and_its_weights_held() -> None:
+    """Keras' trainable=False, on a layer or on a model used as a layer
+    (a transfer model's base): its parameters are not trained."""
+    base = {
+        "module": "keras",
+        "class_name": "Sequential",
+        "config": {
+            "name": "base",
+            "trainable": False,
+            "layers": [
+                _layer("InputLayer", "base_in", batch_shape=[None, 8, 8, 1]),
+                _layer("Conv2D", "conv", **CONV),
+                _layer("BatchNormalization", "norm"),
+            ],
+        },
+    }
+    config = _sequential(
+        base,
+        _layer("Flatten", "f", trainable=False),
+        _layer("Dense", "d", **DENSE),
+    )
+    spec = user_models.spec_from_document(
+        "m", keras_import.document_from_config(config)
+    )
+    assert set(spec.frozen_names()) == {
+        "base__conv/kernel",
+        "base__conv/bias",
+        "base__norm/gamma",
+        "base__norm/beta",
+        "base__norm/moving_mean",
+        "base__norm/moving_variance",
+    }
+    assert spec.trainable_names() == ("d/kernel", "d/bias")
+    again = user_models.spec_from_document("m", user_models.document_of(spec))
+    assert again == spec
+    thawed = copy.deepcopy(config)
+    thawed["config"]["layers"][1]["config"]["trainable"] = True
+    spec = user_models.spec_from_document(
+        "m", keras_import.document_from_config(thawed)
+    )
+    assert not spec.frozen_names()  # the control: a base not frozen trains
+
+
 @pytest.mark.parametrize(
     ("activation", "units", "loss", "objective"),
     [
@@ -475,9 +746,9 @@ def test_a_single_output_cannot_train_on_a_categorical_loss() -> None:
     config = _sequential(
         _layer("Flatten", "f"), _layer("Dense", "d", units=1, activation="linear")
     )
-    document = keras_import.document_from_config(config)  # the default loss
+    # the default loss: the door's one sentence says so, before any spec
     with pytest.raises(ValueError, match="needs at least 2"):
-        user_models.spec_from_document("m", document)
+        keras_import.document_from_config(config)
 
 
 def test_a_functional_chain_is_read_in_order() -> None:
@@ -554,7 +825,9 @@ def test_a_functional_chain_is_read_in_order() -> None:
                 (_layer("Flatten", "f"), [["input"]]),
                 (_layer("Dense", "d", **DENSE), [["input"]]),
             ),
-            None,  # a branch from the model's input is read
+            # a branch from the model's input is read, and the door says at
+            # once what the spec makes of it (issue 75)
+            "layer 'f' feeds no later layer",
         ),
         (
             {**_functional((_layer("Flatten", "f"), [["input"]]))}
@@ -725,13 +998,20 @@ def test_a_layer_taking_an_earlier_layer_names_it() -> None:
         (_layer("GlobalAveragePooling1D", "gap"), _node("gru")),
         (_layer("Dense", "logits", **DENSE), _node("gap")),
     )
-    document = keras_import.document_from_config(config)
-    assert document["layers"][2]["inputs"] == ["embed"]
-    assert "inputs" not in document["layers"][3]
-    # the norm feeds nothing here: the spec refuses it (Keras' own configs
-    # hold only the layers between the input and the outputs)
+    # the norm feeds nothing here: the door refuses it, naming it, from what
+    # the spec makes of the graph it read (Keras' own configs hold only the
+    # layers between the input and the outputs)
     with pytest.raises(ValueError, match="'norm' feeds no later layer"):
-        user_models.spec_from_document("m", document)
+        keras_import.document_from_config(config)
+    graph = keras_import._layers(config)
+    entries: list[dict[str, Any]] = []
+    for layer, sources in graph:
+        entry = keras_import._entry(layer)
+        entries.append(
+            {**entry, **keras_import._inputs(layer, entry, sources, entries)}
+        )
+    assert entries[2]["inputs"] == ["embed"]
+    assert "inputs" not in entries[3]
 
 
 def _call_with(**kwargs: Any) -> dict[str, Any]:
@@ -792,7 +1072,6 @@ def _call_with(**kwargs: Any) -> dict[str, Any]:
             _transformer(embed=_layer("Embedding", "embed", mask_zero=True)),
             "mask_zero=True",
         ),
-        (_transformer(dtype="float32"), "input is float32 but its first layer"),
     ],
 )
 def test_a_newer_layer_the_spec_cannot_express_is_one_sentence(
@@ -801,6 +1080,15 @@ def test_a_newer_layer_the_spec_cannot_express_is_one_sentence(
     with pytest.raises(ValueError, match=message) as caught:
         keras_import.document_from_config(config)
     assert "\n" not in str(caught.value)
+
+
+def test_a_float_input_before_an_embedding_is_read_as_keras_reads_it() -> None:
+    """keras.io's text examples write ``keras.Input(shape=(maxlen,))``, a
+    float32 input, before an Embedding, which casts it to token ids."""
+    as_ids = keras_import.document_from_config(_transformer())
+    as_floats = keras_import.document_from_config(_transformer(dtype="float32"))
+    assert as_floats == as_ids
+    assert user_models.spec_from_document("m", as_floats).tokens
 
 
 def _with_layer(config: dict[str, Any], name: str, **change: Any) -> dict[str, Any]:
@@ -1016,10 +1304,6 @@ def test_batch_norm_and_dropout_configs_become_a_document() -> None:
         (
             _bn_cnn(fc_norm=FC_NORM | {"synchronized": True}),
             "layer 'fc_norm' has synchronized=True",
-        ),
-        (
-            _bn_cnn(fc_norm=FC_NORM | {"trainable": False}),
-            "layer 'fc_norm' has trainable=False",
         ),
         (
             _bn_cnn(fc_norm=FC_NORM | {"gamma_regularizer": {"class_name": "L2"}}),

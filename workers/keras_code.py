@@ -32,8 +32,9 @@ from typing import Any
 import numpy as np
 
 # Config keys never written: Keras fills them in, or the weights set below
-# make them moot.  A layer's name is kept: the weights are found by it.
-_SKIPPED = {"trainable", "dtype", "build_config", "compile_config"}
+# make them moot.  A layer's name is kept: the weights are found by it, and
+# ``trainable`` when it is False (a frozen layer).
+_SKIPPED = {"dtype", "build_config", "compile_config"}
 _INITIALIZER = "_initializer"
 
 
@@ -80,6 +81,8 @@ def _arguments(cls: Any, config: dict[str, Any], keras: Any) -> str:
     parts = []
     for key, value in config.items():
         if key in _SKIPPED or key.endswith(_INITIALIZER) or value is None:
+            continue
+        if key == "trainable" and value is True:
             continue
         parameter = signature.parameters.get(key)
         if parameter is not None and parameter.default is not inspect.Parameter.empty:

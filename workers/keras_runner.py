@@ -41,7 +41,7 @@ from workers.protocol import (
     check_training,
 )
 from zoo.losses import keras_loss
-from zoo.optimizers import get_optimizer, keras_arguments
+from zoo.optimizers import keras_optimizer
 from zoo.specs import ModelSpec
 
 # ``Model.compile`` keyword arguments of each mode that is not a backend's
@@ -136,11 +136,7 @@ class KerasRunner:
         self, spec: ModelSpec, weights: Mapping[str, np.ndarray], x: np.ndarray
     ) -> Any:
         model = self._model(spec, weights, x)
-        w = spec.workload
-        optimizer_class = getattr(
-            self.keras.optimizers, get_optimizer(w.optimizer).keras_class
-        )
-        optimizer = optimizer_class(**keras_arguments(w))
+        optimizer = keras_optimizer(self.keras, spec.workload)
         model.compile(
             optimizer=optimizer, loss=self._loss_fn(spec), **self.compile_args
         )

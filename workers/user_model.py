@@ -18,10 +18,12 @@ of ``READING_CODE``, the files that read one).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import stat
+import sys
 import tempfile
 import tomllib
 from pathlib import Path
@@ -29,7 +31,7 @@ from pathlib import Path
 from workers.launch import Worker
 from workers.messages import ImportAnswer, ImportModel
 from zoo.arrays import load_npz
-from zoo.user_models import find, register, store, use_store
+from zoo.user_models import find, register, store, training_of, use_store
 
 # Keras on PyTorch starts fastest of the Keras paths (docs/testing.md).
 KERAS_READER = "keras-torch"
@@ -165,18 +167,22 @@ def model_from_file(file: Path, folder: Path | None = None, seq_len: int = 0) ->
     except OSError as exc:
         raise ValueError(f"{file} cannot be read ({exc.strerror})") from None
     name = _remembered(remembered)
+    spec = None
     if name is not None:
-        try:
-            if find(name, folder) is not None:
-                return name
-        except ValueError:
-            pass  # a damaged entry: the file is read again and replaces it
-    name = (
-        _read_toml(file, folder)
-        if file.suffix == ".toml"
-        else _read_keras(file, folder, seq_len)
-    )
-    _remember(remembered, name)
+        # a damaged entry: the file is read again and replaces it
+        with contextlib.suppress(ValueError):
+            spec = find(name, folder)
+    if spec is None or name is None:
+        name = (
+            _read_toml(file, folder)
+            if file.suffix == ".toml"
+            else _read_keras(file, folder, seq_len)
+        )
+        _remember(remembered, name)
+        spec = find(name, folder)
+    # Said before any check: what is checked and timed is the file's own step.
+    if spec is not None:
+        print(f"{file}: {name}, trained with {training_of(spec)}", file=sys.stderr)
     return name
 
 

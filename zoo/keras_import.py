@@ -56,7 +56,8 @@ from zoo.kinds import BY_KERAS_CLASS, KINDS
 from zoo.kinds.attention import CALL_TENSORS
 from zoo.kinds.base import INPUT as SPEC_INPUT
 from zoo.losses import from_keras
-from zoo.user_models import DEFAULT_WORKLOAD
+from zoo.optimizers import OPTIMIZERS, SCHEDULES
+from zoo.user_models import DEFAULT_WORKLOAD, check_entry
 
 if TYPE_CHECKING:
     from zoo.specs import ModelSpec
@@ -317,10 +318,16 @@ def _inlined(graph: Graph) -> Graph:
         layers = _layers(entry) if listed else []
         if not layers:
             raise ValueError(f"the model {model!r} inside the model has no layers")
+        # A frozen model freezes every layer of it, as Keras' setter does.
+        frozen = (
+            isinstance(inner_config, dict) and inner_config.get("trainable") is False
+        )
         for inner, taken in layers:
             name = f"{model}{NESTED}{_name(inner)}"
             renamed[_name(inner)] = name
             config = {**inner.get("config", {}), "name": name}
+            if frozen:
+                config["trainable"] = False
             entry_named = {**inner, "config": config, "name": name}
             flat.append((entry_named, [renamed[t] for t in taken]))
         ends[model] = _name(flat[-1][0])
@@ -494,7 +501,11 @@ def _entry(layer: Mapping[str, Any]) -> dict[str, Any]:
     _check_dtype(f"{cls} layer {name!r}", config)
     build = layer.get("build_config")
     built = build.get("input_shape") if isinstance(build, dict) else None
-    return kind.read(str(cls), name, config, built)
+    entry = kind.read(str(cls), name, config, built)
+    if config.get("trainable") is False:  # frozen: Keras trains none of it
+        entry["trainable"] = False
+    check_entry(entry)  # its options' values too, each layer's named at once
+    return entry
 
 
 def _policy(dtype: Any) -> Any:
@@ -554,97 +565,216 @@ def _input_shape(config: Mapping[str, Any], seq_len: int = 0) -> list[Any]:
     raise ValueError("the file does not say the model's input shape; build it first")
 
 
-def _workload(config: Mapping[str, Any], probabilities: bool = False) -> dict[str, Any]:
-    """The loss the model was compiled with (``zoo.losses.from_keras``: one
-    the tool does not write out is refused), and the optimizer and rate
-    where the native paths write that optimizer out with Keras' constants;
-    the defaults for what the file does not say.  An uncompiled model that
+def _workload(
+    config: Mapping[str, Any], probabilities: bool = False
+) -> tuple[dict[str, Any], list[str]]:
+    """The workload the file was compiled with: its loss
+    (``zoo.losses.from_keras``), its optimizer with every option
+    (``_optimizer``), the defaults for what the file does not say; and what
+    of them the tool does not compute, as phrases.  An uncompiled model that
     ends in a softmax (``probabilities``) trains on the cross-entropy of its
     probabilities, not of logits (a softmax taken as logits is a softmax
     applied twice, which Keras on TensorFlow alone silently undoes)."""
     compiled = config.get("compile_config") or {}
     if not isinstance(compiled, dict):
         compiled = {}
-    workload = {**DEFAULT_WORKLOAD, **_optimizer(compiled)}
+    settings, problems = _optimizer(compiled)
+    workload = {**DEFAULT_WORKLOAD, **settings}
     if compiled.get("loss") is not None:
-        goal = from_keras(compiled["loss"])
-        workload.update(loss=goal.loss, from_logits=goal.from_logits)
+        try:
+            goal = from_keras(compiled["loss"])
+        except ValueError as exc:
+            problems.append(str(exc))
+        else:
+            workload.update(loss=goal.loss, from_logits=goal.from_logits)
     elif probabilities:
         workload.update(from_logits=False)
-    return workload
+    return workload, problems
 
 
-def _optimizer(compiled: Mapping[str, Any]) -> dict[str, Any]:
-    """``optimizer`` and ``learning_rate`` of a plain SGD or Adam (Keras'
-    constants, no extras); else nothing."""
+# The options of Keras' base optimizer the tool does not compute, each with
+# the value that means it is off (what the file must say, or leave out).
+_OPTIMIZER_OFF: dict[str, Any] = {
+    "use_ema": False,
+    "loss_scale_factor": None,
+    "gradient_accumulation_steps": None,
+}
+# The options of Keras' base optimizer that change nothing the tool computes
+# while the ones above are off (the moving average's, the optimizer's name).
+_OPTIMIZER_IDLE = ("name", "ema_momentum", "ema_overwrite_frequency")
+_BY_KERAS_CLASS = {o.keras_class: o for o in OPTIMIZERS.values()}
+
+
+def _optimizer(compiled: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The workload's optimizer, learning rate and every option of the
+    optimizer the file was compiled with (Keras' defaults for what it leaves
+    out: none when it was not compiled), and what of it the tool does not
+    compute, each as a short phrase (empty when it takes it all)."""
     optimizer = compiled.get("optimizer")
+    if optimizer is None:
+        return {}, []
+    if isinstance(optimizer, str):  # a name, as compile() takes it: defaults
+        named = {o.name: o.keras_class for o in OPTIMIZERS.values()}
+        optimizer = {"class_name": named.get(optimizer.lower(), optimizer)}
     if not isinstance(optimizer, dict):
-        return {}
-    cls, options = optimizer.get("class_name"), optimizer.get("config", {})
-    if not isinstance(options, dict):
-        return {}
-    rate = options.get("learning_rate")
-    extras = (
-        "weight_decay",
-        "clipnorm",
-        "global_clipnorm",
-        "clipvalue",
-        "use_ema",
-        "loss_scale_factor",
-        "gradient_accumulation_steps",
-    )
-    if any(options.get(option) for option in extras):
-        return {}
-    plain = {
-        "Adam": options.get("beta_1", 0.9) == 0.9
-        and options.get("beta_2", 0.999) == 0.999
-        and options.get("epsilon", 1e-7) == 1e-7
-        and not options.get("amsgrad", False),
-        "SGD": not options.get("momentum", 0.0) and not options.get("nesterov", False),
-    }
-    if cls in plain and plain[cls] and isinstance(rate, int | float):
+        optimizer = {"class_name": optimizer}
+    cls, module = optimizer.get("class_name"), optimizer.get("module")
+    known = _BY_KERAS_CLASS.get(str(cls))
+    if known is None or module not in ("keras.optimizers", None):
+        where = f" from {module!r}" if module not in ("keras.optimizers", None) else ""
+        return {}, [
+            f"optimizer {cls!r}{where} (the tool computes Keras' "
+            f"{', '.join(_BY_KERAS_CLASS)})"
+        ]
+    options = optimizer.get("config")
+    options = options if isinstance(options, dict) else {}
+    settings: dict[str, Any] = {"optimizer": known.name}
+    problems: list[str] = []
+    rate = options.get("learning_rate", 0.001)
+    if isinstance(rate, dict):
+        scheduled, problem = _schedule(rate)
+        settings.update(scheduled)
+        problems += [problem] if problem else []
+    elif isinstance(rate, int | float) and not isinstance(rate, bool):
         # Keras keeps the rate as a float32: 0.001 comes back 0.0010000000474974513
-        return {"optimizer": cls.lower(), "learning_rate": float(f"{rate:.8g}")}
-    return {}
+        settings["learning_rate"] = float(f"{rate:.8g}")
+    else:
+        problems.append(f"learning_rate {rate!r}")
+    for option in known.takes:  # its own, the weight decay and the clips
+        if options.get(option) is not None:
+            settings[option] = options[option]
+    for option, off in _OPTIMIZER_OFF.items():
+        if options.get(option, off) not in (off, None):
+            problems.append(f"{option}={options[option]!r}")
+    read = {"learning_rate", *known.takes, *_OPTIMIZER_OFF, *_OPTIMIZER_IDLE}
+    problems += [
+        f"{option}={options[option]!r}" for option in options if option not in read
+    ]
+    if problems:
+        return {}, [f"optimizer {cls} with {', '.join(problems)}, not computed"]
+    return settings, []
+
+
+_BY_SCHEDULE_CLASS = {keras_class: kind for kind, (keras_class, _) in SCHEDULES.items()}
+
+
+def _schedule(rate: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """The workload's ``learning_rate`` and ``schedule`` of a saved Keras
+    schedule, or what of it the tool does not compute (a phrase)."""
+    cls, config = rate.get("class_name"), rate.get("config")
+    kind = _BY_SCHEDULE_CLASS.get(str(cls))
+    if kind is None or rate.get("module") not in ("keras.optimizers.schedules", None):
+        known = ", ".join(_BY_SCHEDULE_CLASS)
+        return {}, f"the learning-rate schedule {cls!r} (the tool computes {known})"
+    config = dict(config) if isinstance(config, dict) else {}
+    config.pop("name", None)
+    if kind == "piecewise_constant_decay":
+        values = config.get("values")
+        first = values[0] if isinstance(values, list) and values else None
+    else:
+        first = config.pop("initial_learning_rate", None)
+    if kind == "cosine_decay" and config.get("warmup_target") is None:
+        config.pop("warmup_target", None)  # no warm-up: its steps are idle
+        config.pop("warmup_steps", None)
+    if not isinstance(first, int | float) or isinstance(first, bool):
+        return {}, f"the learning-rate schedule {cls} without a readable rate"
+    return {"learning_rate": float(first), "schedule": {"kind": kind, **config}}, ""
 
 
 def document_from_config(config: Mapping[str, Any], seq_len: int = 0) -> dict[str, Any]:
     """The model document of a Keras archive's config (no Keras needed); a
-    ValueError naming every layer the tool cannot take, not only the first.
-    A free sequence length is read as ``seq_len`` (``_input_shape``)."""
+    ValueError naming every reason the tool cannot take the model as the
+    file has it, all at once (``_Refusal``): its layers, the input, the
+    loss, the optimizer, and, when every layer reads, what the spec checks
+    (shapes, the output head).  A free sequence length is read as
+    ``seq_len`` (``_input_shape``)."""
     graph = _layers(config)
-    _check_dtype("the model", config.get("config"))
+    refusal = _Refusal()
+    try:
+        _check_dtype("the model", config.get("config"))
+    except ValueError as exc:
+        refusal.add(str(exc))
     entries: list[dict[str, Any]] = []
-    problems: list[str] = []
     for layer, sources in graph:
         try:
             entry = _entry(layer)
             entry.update(_inputs(layer, entry, sources, entries))
         except ValueError as exc:
-            problems.append(str(exc))
+            refusal.add_layer(_name(layer), str(exc))
             continue
         entries.append(entry)
-    if len(problems) == 1:
-        raise ValueError(problems[0])
-    if problems:
-        raise ValueError(
-            f"{len(problems)} layers of the model stop the tool: "
-            + "; ".join(f"({i}) {p}" for i, p in enumerate(problems, start=1))
-        )
-    if entries and entries[0]["kind"] == "embedding":
-        dtype = _input_dtype(config)
-        if dtype is not None and not dtype.startswith(("int", "uint")):
+    try:
+        shape = _input_shape(config, seq_len)
+    except ValueError as exc:
+        refusal.add(str(exc))
+        shape = []
+    probabilities = bool(entries) and entries[-1].get("activation") == "softmax"
+    workload, problems = _workload(config, probabilities)
+    for problem in problems:
+        refusal.add(problem)
+    document = {"input_shape": shape, "layers": entries, "workload": workload}
+    if not refusal.layers and shape:
+        # What the spec checks (shapes, the head, options' ranges), with the
+        # file's workload, or one any output row trains on when the loss or
+        # optimizer is refused already.
+        checked = document if not problems else {**document, "workload": _ANY_HEAD}
+        try:
+            from zoo.user_models import spec_from_document
+
+            spec_from_document("user model", checked)
+        except ValueError as exc:
+            refusal.add(str(exc))
+    refusal.raise_if_any()
+    return document
+
+
+# A workload whose loss takes any row of outputs: the spec's checks of the
+# shapes and the head, run when the file's own loss or optimizer is refused.
+_ANY_HEAD = {**DEFAULT_WORKLOAD, "loss": "mean_squared_error", "from_logits": False}
+# How many layers a refusal names for one reason before it counts the rest.
+NAMED_LAYERS = 3
+
+
+class _Refusal:
+    """Every reason a file is refused, for one sentence: each problem of the
+    model as a whole, and each layer's, layers with the same reason grouped
+    into one phrase (a frozen base of 52 layers is one phrase, not 52)."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        # reason -> the layers it stops, each with its own sentence
+        self.layers: dict[str, list[tuple[str, str]]] = {}
+
+    def add(self, problem: str) -> None:
+        if problem not in self.problems:
+            self.problems.append(problem)
+
+    def add_layer(self, name: str, problem: str) -> None:
+        # The reason without the layer's name, so that layers refused for the
+        # same reason share it ("Conv1D layer 'c' uses ..." -> "Conv1D layer
+        # uses ...").
+        reason = problem.replace(f" {name!r}", "", 1)
+        self.layers.setdefault(reason, []).append((name, problem))
+
+    def raise_if_any(self) -> None:
+        phrases: list[str] = []
+        for reason, stopped in self.layers.items():
+            if len(stopped) == 1:
+                phrases.append(stopped[0][1])
+                continue
+            names = [name for name, _ in stopped]
+            shown = ", ".join(repr(n) for n in names[:NAMED_LAYERS])
+            more = len(names) - NAMED_LAYERS
+            listed = f"{shown} and {more} more" if more > 0 else shown
+            phrases.append(f"{len(names)} layers ({listed}): {reason}")
+        phrases += self.problems
+        if len(phrases) == 1:
+            raise ValueError(phrases[0])
+        if phrases:
             raise ValueError(
-                f"the model's input is {dtype} but its first layer is an Embedding, "
-                "which takes token ids; give keras.Input dtype='int32'"
+                f"{len(phrases)} things stop the tool: "
+                + "; ".join(f"({i}) {p}" for i, p in enumerate(phrases, start=1))
             )
-    return {
-        "input_shape": _input_shape(config, seq_len),
-        "layers": entries,
-        "workload": _workload(
-            config, bool(entries) and entries[-1].get("activation") == "softmax"
-        ),
-    }
 
 
 def _inputs(
@@ -689,18 +819,6 @@ def _inputs(
     if takes != 1 or taken != [previous]:
         return {"inputs": list(taken)}
     return {}
-
-
-def _input_dtype(config: Mapping[str, Any]) -> str | None:
-    """The dtype the model's InputLayer states, if it has one."""
-    inner = config.get("config", {})
-    for layer in inner.get("layers", []) if isinstance(inner, dict) else []:
-        if isinstance(layer, dict) and layer.get("class_name") == "InputLayer":
-            dtype = layer.get("config", {}).get("dtype")
-            if isinstance(dtype, dict):  # a DTypePolicy
-                dtype = dtype.get("config", {}).get("name")
-            return dtype if isinstance(dtype, str) else None
-    return None
 
 
 def load(

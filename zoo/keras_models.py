@@ -35,6 +35,7 @@ def build(spec: ModelSpec, input_shape: tuple[int, ...] | None = None) -> keras.
     for layer, (given, _) in zip(spec.layers, layer_inputs(spec, shape), strict=True):
         kind = KINDS[layer.kind]
         block = kind.keras(keras, layer, given)
+        block.trainable = layer.trainable  # frozen: Keras trains none of it
         tensors = [outputs[name] for name in layer.inputs] if layer.inputs else [h]
         if kind.keras_call is not None:
             h = kind.keras_call(block, tensors)

@@ -36,6 +36,29 @@ every slot starts at zero unless said:
   u_product)``; ``v_hat = v / (1 - beta_2**t)``; ``w -= m_hat * lr /
   (sqrt(v_hat) + epsilon)``.
 
+- **gradient clipping** (every optimizer, Keras' base optimizer, on the
+  gradients before the weight decay and the update; at most one of the
+  three, 0 is off): ``clipnorm`` ``c`` scales each parameter's gradient
+  ``g = g * c / max(norm(g), c)`` (``norm`` the square root of the sum of
+  its squares); ``global_clipnorm`` ``c`` scales every gradient by one
+  number, ``g = g * (c * min(1 / n, 1 / c))``, ``n`` the square root of the
+  sum over every gradient of its sum of squares; ``clipvalue`` ``v`` clips
+  each value to ``[-v, v]``.
+- **a learning-rate schedule** (``Schedule``; ``None`` for a constant
+  rate): the rate of step ``t`` (0 for the first step: Keras' optimizer
+  reads its ``iterations`` before it counts the step) replaces
+  ``learning_rate`` everywhere above, the weight decay's included.  With
+  ``lr0`` the workload's ``learning_rate`` and ``p = t / decay_steps``
+  (``floor`` of it with ``staircase``):
+  ``exponential_decay`` ``lr0 * decay_rate ** p``; ``inverse_time_decay``
+  ``lr0 / (1 + decay_rate * p)``; ``cosine_decay`` (no warm-up) ``lr0 *
+  ((1 - alpha) * 0.5 * (1 + cos(pi * min(t, decay_steps) / decay_steps)) +
+  alpha)``, with a warm-up (``warmup_target`` not 0) ``lr0 + (target - lr0)
+  * t / warmup_steps`` for ``t < warmup_steps``, then the cosine decay from
+  ``target`` at ``min(t, decay_steps + warmup_steps) - warmup_steps``;
+  ``piecewise_constant_decay`` ``values[i]``, ``i`` the number of
+  ``boundaries`` below ``t`` (``t <= boundaries[0]`` takes ``values[0]``).
+
 A batch normalization's moving statistics are not trained: they take the
 values the training forward pass set, with no decay and no slots used.
 
@@ -49,8 +72,68 @@ from typing import Any
 
 # Keras' AdamW default weight decay (every other optimizer's is none).
 ADAMW_WEIGHT_DECAY = 0.004
+# Keras' gradient clipping, at most one of them (0: off).
+CLIPS = ("clipnorm", "global_clipnorm", "clipvalue")
 # Options every optimizer takes (Keras' base optimizer).
-COMMON_OPTIONS = ("weight_decay",)
+COMMON_OPTIONS = ("weight_decay", *CLIPS)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A Keras learning-rate schedule (``keras.optimizers.schedules``; the
+    formulas in the module docstring), from the workload's
+    ``learning_rate`` (its ``initial_learning_rate``; a piecewise constant
+    schedule's first value).  ``kind`` is one of ``SCHEDULES``; the other
+    fields are Keras' options of that kind, 0 or empty where it has none."""
+
+    kind: str
+    decay_steps: int = 0
+    decay_rate: float = 0.0
+    staircase: bool = False
+    alpha: float = 0.0
+    warmup_steps: int = 0
+    warmup_target: float = 0.0
+    boundaries: tuple[int, ...] = ()
+    values: tuple[float, ...] = ()
+
+    def keras_arguments(self, initial: float) -> dict[str, object]:
+        """Keras' constructor arguments of this schedule from ``initial``."""
+        if self.kind == "piecewise_constant_decay":
+            return {"boundaries": list(self.boundaries), "values": list(self.values)}
+        given = {o: getattr(self, o) for o in SCHEDULES[self.kind][1]}
+        if self.kind == "cosine_decay" and not self.warmup_target:
+            given["warmup_target"], given["warmup_steps"] = None, 0
+        return {"initial_learning_rate": initial, **given}
+
+
+# Each schedule's Keras class and options (besides the initial rate).
+SCHEDULES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "exponential_decay": (
+        "ExponentialDecay",
+        ("decay_steps", "decay_rate", "staircase"),
+    ),
+    "inverse_time_decay": (
+        "InverseTimeDecay",
+        ("decay_steps", "decay_rate", "staircase"),
+    ),
+    "cosine_decay": (
+        "CosineDecay",
+        ("decay_steps", "alpha", "warmup_target", "warmup_steps"),
+    ),
+    "piecewise_constant_decay": ("PiecewiseConstantDecay", ("boundaries", "values")),
+}
+
+
+class KerasCall(tuple[str, dict[str, object]]):
+    """``keras.optimizers.schedules.<class>(**arguments)``: built in a Keras
+    worker (``build``), written as that code by its repr (a reproducer)."""
+
+    def build(self, keras: Any) -> Any:
+        return getattr(keras.optimizers.schedules, self[0])(**self[1])
+
+    def __repr__(self) -> str:
+        given = ", ".join(f"{k}={v!r}" for k, v in self[1].items())
+        return f"keras.optimizers.schedules.{self[0]}({given})"
 
 
 @dataclass(frozen=True)
@@ -98,6 +181,9 @@ DEFAULTS: dict[str, float | bool] = {
     "centered": False,
     "initial_accumulator_value": 0.1,
     "weight_decay": 0.0,
+    "clipnorm": 0.0,
+    "global_clipnorm": 0.0,
+    "clipvalue": 0.0,
 }
 # The options that are true or false (the others are numbers).
 SWITCHES = ("amsgrad", "nesterov", "centered")
@@ -110,6 +196,9 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "rho": (0.0, 1.0, False),
     "initial_accumulator_value": (0.0, 1e3, True),
     "weight_decay": (0.0, 1.0, True),
+    "clipnorm": (0.0, 1e6, True),
+    "global_clipnorm": (0.0, 1e6, True),
+    "clipvalue": (0.0, 1e6, True),
 }
 
 
@@ -187,7 +276,25 @@ def keras_arguments(workload: object) -> dict[str, object]:
     decay = workload.weight_decay  # type: ignore[attr-defined]
     # Keras' ``None`` is no decay; AdamW refuses it and takes 0 instead.
     arguments["weight_decay"] = decay if decay or optimizer.name == "adamw" else None
+    for clip in CLIPS:  # Keras' None is off
+        arguments[clip] = getattr(workload, clip) or None
+    schedule: Schedule | None = workload.schedule  # type: ignore[attr-defined]
+    if schedule is not None:
+        keras_class = SCHEDULES[schedule.kind][0]
+        given = schedule.keras_arguments(workload.learning_rate)  # type: ignore[attr-defined]
+        arguments["learning_rate"] = KerasCall((keras_class, given))
     return arguments
+
+
+def keras_optimizer(keras: Any, workload: object) -> Any:
+    """Keras' own optimizer for ``workload`` (``keras``: the module, in a
+    Keras worker), its schedule built."""
+    arguments = keras_arguments(workload)
+    rate = arguments["learning_rate"]
+    if isinstance(rate, KerasCall):
+        arguments["learning_rate"] = rate.build(keras)
+    keras_class = get_optimizer(workload.optimizer).keras_class  # type: ignore[attr-defined]
+    return getattr(keras.optimizers, keras_class)(**arguments)
 
 
 def plain(workload: object) -> bool:
@@ -196,5 +303,9 @@ def plain(workload: object) -> bool:
     ``harness floors`` write out with their framework's stock optimizers."""
     w: Any = workload
     return w.optimizer in ("sgd", "adam") and not (
-        w.momentum or w.amsgrad or w.weight_decay
+        w.momentum
+        or w.amsgrad
+        or w.weight_decay
+        or any(getattr(w, clip) for clip in CLIPS)
+        or w.schedule is not None
     )

@@ -69,6 +69,7 @@ from zoo.kinds.base import (
 from zoo.losses import DEFAULT as DEFAULT_OBJECTIVE
 from zoo.losses import Objective
 from zoo.optimizers import OPTIMIZERS as OPTIMIZER_RECORDS
+from zoo.optimizers import Schedule
 
 __all__ = [
     "ACTIVATIONS",
@@ -145,6 +146,10 @@ _QUIET_OPTIONS = (
     "centered",
     "initial_accumulator_value",
     "weight_decay",
+    "clipnorm",
+    "global_clipnorm",
+    "clipvalue",
+    "schedule",
 )
 
 
@@ -154,7 +159,9 @@ class Workload:
 
     ``optimizer`` is one of ``zoo.optimizers.OPTIMIZERS`` (``sgd``, ``adam``,
     ``adamw``, ``rmsprop``, ``adagrad``, ``nadam``), its options the fields
-    from ``beta_1`` to ``weight_decay``, Keras' defaults unless a model sets
+    from ``beta_1`` to ``clipvalue``, and ``schedule`` a learning-rate
+    schedule (``zoo.optimizers.Schedule``; ``None``: the rate is constant),
+    Keras' defaults unless a model sets
     them (an option its optimizer does not take stays at its default and is
     never read); ``zoo.optimizers`` has the formulas every hand-written
     optimizer follows.
@@ -190,6 +197,10 @@ class Workload:
     centered: bool = False
     initial_accumulator_value: float = 0.1
     weight_decay: float = 0.0
+    clipnorm: float = 0.0
+    global_clipnorm: float = 0.0
+    clipvalue: float = 0.0
+    schedule: Schedule | None = None
 
     @property
     def objective(self) -> Objective:
@@ -249,8 +260,14 @@ class ModelSpec:
         )
 
     def trainable_names(self) -> tuple[str, ...]:
-        """The parameters an optimizer trains (all but ``STATE_KINDS``)."""
+        """The parameters an optimizer trains: all but ``STATE_KINDS`` and
+        those of frozen layers (``Param.trainable``)."""
         return tuple(p.name for p in self.params if p.trainable)
+
+    def frozen_names(self) -> tuple[str, ...]:
+        """The weights of frozen layers (Keras' ``trainable=False``): held as
+        they are in a training step, with no gradient taken."""
+        return tuple(p.name for p in self.params if p.frozen)
 
     @property
     def trains_differently(self) -> bool:
@@ -602,6 +619,8 @@ def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
         found = KIND_RECORDS[layer.kind].params(layer, given)
         if layer.kind == "dense" and flattened_from:
             found[0] = replace(found[0], feature_shape=flattened_from)
+        if not layer.trainable:
+            found = [replace(p, frozen=True) for p in found]
         params += found
         if layer.kind == "flatten" and len(given[0]) == 3:
             images[n] = (given[0][0], given[0][1], given[0][2])

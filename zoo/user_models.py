@@ -78,8 +78,9 @@ from zoo.arrays import digest, save_npz
 from zoo.kinds import KINDS as KIND_RECORDS
 from zoo.losses import DEFAULT as DEFAULT_OBJECTIVE
 from zoo.losses import LOSSES
+from zoo.optimizers import CLIPS, SCHEDULES, Schedule, check_option
 from zoo.optimizers import DEFAULTS as OPTIMIZER_DEFAULTS
-from zoo.optimizers import check_option
+from zoo.optimizers import OPTIMIZERS as OPTIMIZER_RECORDS
 from zoo.optimizers import defaults as optimizer_defaults
 from zoo.specs import (
     BATCH_NORM_MOMENTUM,
@@ -130,8 +131,16 @@ OPTION_WORDS = {
     "multiplier": "depth_multiplier",
     "regularize": "regularize",
 }
-# Options a document always writes out: they have no default in Keras.
+# Options a document always writes out: they have no default in Keras
+# (unless a kind says its own has one: ``Kind.defaulted``).
 _ALWAYS = ("kernel", "vocab", "heads", "target")
+
+
+def _always(kind: str, option: str) -> bool:
+    """Whether a ``kind`` layer's document must give ``option``."""
+    return option in _ALWAYS and option not in KIND_RECORDS[kind].defaulted
+
+
 # Keras' other names for an activation.
 _ACTIVATION_ALIASES = {"linear": None, "swish": "silu"}
 
@@ -216,7 +225,7 @@ def _layer(entry: Any, position: int, previous: str | None) -> Layer:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ValueError(f"{where}: name {name!r} must be letters, digits, _ or .")
     where = f"{kind} layer {name!r}"
-    words = {"kind", "name", "inputs", *words_of(kind).values()}
+    words = {"kind", "name", "inputs", "trainable", *words_of(kind).values()}
     size_word = SIZE_WORDS.get(kind)
     if size_word:
         words.add(size_word)
@@ -226,7 +235,10 @@ def _layer(entry: Any, position: int, previous: str | None) -> Layer:
             f"{where} has {', '.join(unknown)}, which it does not take; it takes: "
             f"{', '.join(sorted(words - {'kind', 'name'})) or 'nothing'}"
         )
-    layer = Layer(name, kind, **_options(where, kind, entry))
+    trainable = entry.get("trainable", True)
+    if not isinstance(trainable, bool):
+        raise ValueError(f"{where}: trainable must be true or false")
+    layer = Layer(name, kind, **_options(where, kind, entry), trainable=trainable)
     if layer.strides and layer.strides == Layer(name, kind, layer.size).stride:
         # Keras' default step written out (strides=1, a pool's own window):
         # the same layer as one that leaves it out.
@@ -240,6 +252,13 @@ def _layer(entry: Any, position: int, previous: str | None) -> Layer:
     return layer
 
 
+def check_entry(entry: Mapping[str, Any]) -> None:
+    """A ValueError in one sentence unless one layer's document entry (with
+    its name) reads as a ``Layer``: its kind, words and options (a reader
+    asks this of each layer, so every layer's problem is named at once)."""
+    _layer(entry, 0, None)
+
+
 def _options(where: str, kind: str, entry: Mapping[str, Any]) -> dict[str, Any]:
     """A document entry's size and options as ``Layer``'s keyword arguments,
     each word read as its field's type (``_read_option``)."""
@@ -248,7 +267,7 @@ def _options(where: str, kind: str, entry: Mapping[str, Any]) -> dict[str, Any]:
     if size_word:
         options["size"] = _field(where, entry, size_word, int)
     for option, word in words_of(kind).items():
-        if word in entry or option in ("kernel", "vocab", "heads", "target"):
+        if word in entry or _always(kind, option):
             options[option] = _read_option(where, option, word, entry.get(word))
     if "inputs" in entry:
         inputs = entry["inputs"]
@@ -330,12 +349,22 @@ def _workload(document: Mapping[str, Any]) -> Workload:
     given = document.get("workload", {})
     if not isinstance(given, Mapping):
         raise ValueError(f"workload must be a table of {', '.join(DEFAULT_WORKLOAD)}")
-    unknown = sorted(set(given) - set(DEFAULT_WORKLOAD) - set(OPTIMIZER_DEFAULTS))
+    unknown = sorted(
+        set(given) - set(DEFAULT_WORKLOAD) - set(OPTIMIZER_DEFAULTS) - {"schedule"}
+    )
     if unknown:
         raise ValueError(
             f"workload has {', '.join(unknown)}; it takes: "
-            f"{', '.join(DEFAULT_WORKLOAD)} and its optimizer's options"
+            f"{', '.join(DEFAULT_WORKLOAD)}, schedule and its optimizer's options"
         )
+    clips = [clip for clip in CLIPS if given.get(clip)]
+    if len(clips) > 1:
+        raise ValueError(
+            f"workload: {' and '.join(clips)} are both set; Keras takes one of "
+            f"{', '.join(CLIPS)}"
+        )
+    schedule = _schedule(given["schedule"]) if "schedule" in given else None
+    given = {k: v for k, v in given.items() if k != "schedule"}
     options = {k: v for k, v in given.items() if k in OPTIMIZER_DEFAULTS}
     given = {k: v for k, v in given.items() if k not in OPTIMIZER_DEFAULTS}
     w = {**DEFAULT_WORKLOAD, **given}
@@ -362,7 +391,9 @@ def _workload(document: Mapping[str, Any]) -> Workload:
     }
     rate = _field("workload", w, "learning_rate", float)
     batch = _field("workload", w, "batch_size", int)
-    if not 0 < rate < 1e3 or not 0 < batch <= 1 << 16:
+    # a warm-up may start at 0 (keras.io's CosineDecay(0.0, ..., warmup_target))
+    warms = schedule is not None and schedule.warmup_target > 0
+    if not (0 < rate < 1e3 or (warms and rate == 0)) or not 0 < batch <= 1 << 16:
         raise ValueError(
             f"workload: learning_rate {rate} and batch_size {batch} must be "
             "positive (a batch at most 65,536)"
@@ -374,8 +405,71 @@ def _workload(document: Mapping[str, Any]) -> Workload:
         batch,
         loss=w["loss"],
         from_logits=w["from_logits"],
+        schedule=schedule,
         **settings,
     )
+
+
+def _schedule(value: Any) -> Schedule:
+    """A workload's ``schedule`` table: its ``kind`` (``SCHEDULES``) and
+    Keras' options of that kind, checked as Keras checks them."""
+    where = "workload: schedule"
+    if not isinstance(value, Mapping) or value.get("kind") not in SCHEDULES:
+        raise ValueError(
+            f"{where} must be a table whose kind is one of {', '.join(SCHEDULES)}"
+        )
+    kind = value["kind"]
+    takes = SCHEDULES[kind][1]
+    unknown = sorted(set(value) - {"kind", *takes})
+    if unknown:
+        raise ValueError(
+            f"{where} {kind} has {', '.join(unknown)}; it takes {', '.join(takes)}"
+        )
+    if kind == "piecewise_constant_decay":
+        bounds, values = value.get("boundaries"), value.get("values")
+        if not isinstance(bounds, list | tuple) or not isinstance(values, list | tuple):
+            bounds, values = [], []
+        whole = all(isinstance(b, int) and not isinstance(b, bool) for b in bounds)
+        rates = all(
+            isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < 1e3
+            for v in values
+        )
+        if not whole or not rates or not bounds or len(values) != len(bounds) + 1:
+            raise ValueError(
+                f"{where}: boundaries must be whole numbers and values one more "
+                "positive rate than there are boundaries"
+            )
+        if list(bounds) != sorted(set(bounds)):
+            raise ValueError(f"{where}: boundaries must increase")
+        return Schedule(
+            kind, boundaries=tuple(bounds), values=tuple(float(v) for v in values)
+        )
+    options: dict[str, Any] = {}
+    for option in takes:
+        if option not in value:
+            continue
+        number = value[option]
+        if option == "staircase":
+            if not isinstance(number, bool):
+                raise ValueError(f"{where}: staircase must be true or false")
+            options[option] = number
+            continue
+        kind_of = int if option.endswith("steps") else float
+        checked = _field(where, value, option, kind_of)
+        ranges = {
+            "decay_steps": (0 < checked < 1 << 40, "positive"),
+            "warmup_steps": (0 <= checked < 1 << 40, "at least 0"),
+            "decay_rate": (0 <= checked < 1e6, "at least 0"),
+            "alpha": (0 <= checked <= 1, "between 0 and 1"),
+            "warmup_target": (0 <= checked < 1e3, "at least 0 (0: no warm-up)"),
+        }
+        ok, words = ranges[option]
+        if not ok:
+            raise ValueError(f"{where}: {option} must be {words}")
+        options[option] = kind_of(checked)
+    if "decay_steps" not in options:
+        raise ValueError(f"{where} {kind} needs decay_steps")
+    return Schedule(kind, **options)
 
 
 def spec_from_document(
@@ -471,10 +565,12 @@ def document_of(spec: ModelSpec) -> dict[str, Any]:
         defaults = Layer(layer.name, layer.kind)
         for option, word in words_of(layer.kind).items():
             value = getattr(layer, option)
-            if value != getattr(defaults, option) or option in _ALWAYS:
+            if value != getattr(defaults, option) or _always(layer.kind, option):
                 entry[word] = list(value) if isinstance(value, tuple) else value
         if layer.inputs:
             entry["inputs"] = list(layer.inputs)
+        if not layer.trainable:
+            entry["trainable"] = False
         layers.append(entry)
     w = spec.workload
     workload: dict[str, Any] = {
@@ -489,11 +585,69 @@ def document_of(spec: ModelSpec) -> dict[str, Any]:
     for option, default in optimizer_defaults(w.optimizer).items():
         if getattr(w, option) != default:
             workload[option] = getattr(w, option)
+    if w.schedule is not None:
+        workload["schedule"] = _schedule_document(w.schedule)
     return {
         "input_shape": list(spec.input_shape),
         "layers": layers,
         "workload": workload,
     }
+
+
+def _schedule_document(schedule: Schedule) -> dict[str, Any]:
+    """A schedule as a workload's ``schedule`` table, every option given."""
+    table: dict[str, Any] = {"kind": schedule.kind}
+    for option in SCHEDULES[schedule.kind][1]:
+        value = getattr(schedule, option)
+        table[option] = list(value) if isinstance(value, tuple) else value
+    return table
+
+
+def training_of(spec: ModelSpec) -> str:
+    """What a training step of ``spec`` is, in one line, as a command says it
+    before it checks and times the model and as the report shows it under
+    the model's name: the optimizer with every option it computes with, the
+    loss, the frozen layers and the batch."""
+    w = spec.workload
+    options = [
+        option
+        for option in optimizer_defaults(w.optimizer)
+        if option not in CLIPS or getattr(w, option)  # a clip only when on
+    ]
+    rate = f"learning_rate={w.learning_rate:g}"
+    if w.schedule is not None:
+        keras_class, arguments = SCHEDULES[w.schedule.kind][0], w.schedule
+        shown = {k: v for k, v in vars(arguments).items() if v and k != "kind"}
+        listed = ", ".join(f"{k}={v!r}" for k, v in shown.items())
+        rate = f"learning_rate={keras_class}({w.learning_rate:g}, {listed})"
+    given = ", ".join(
+        [rate]
+        + [
+            f"{option}={getattr(w, option)}"
+            if isinstance(getattr(w, option), bool)
+            else f"{option}={getattr(w, option):g}"
+            for option in options
+        ]
+    )
+    loss = w.loss + (" from logits" if w.from_logits else "")
+    frozen = [
+        layer.name
+        for layer in spec.layers
+        if not layer.trainable and any(p.layer == layer.name for p in spec.params)
+    ]
+    held = (
+        f"{len(frozen)} frozen layer{'s' * (len(frozen) != 1)} ({_listed(frozen)})"
+        if frozen
+        else "no frozen layer"
+    )
+    keras_class = OPTIMIZER_RECORDS[w.optimizer].keras_class
+    return f"{keras_class}({given}), loss {loss}, {held}, batch {w.batch_size}"
+
+
+def _listed(names: list[str], shown: int = 3) -> str:
+    """The first ``shown`` names, and how many more."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 # --- the store -----------------------------------------------------------------

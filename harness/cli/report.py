@@ -7,8 +7,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.cli.common import Commands
+
+if TYPE_CHECKING:
+    from harness.core.records import Record
 
 
 def add(commands: Commands) -> None:
@@ -131,6 +135,7 @@ def report_command(args: argparse.Namespace) -> int:
     # what the gate found wrong with a float64 reference, said whichever form
     # the report takes (--check fails on it)
     sound = _references(records_path)
+    _trainings(load(records_path), records_path.parent)
     if args.plots:
         if args.plots.exists() and not args.plots.is_dir():
             raise ValueError(f"--plots {args.plots} is a file; give a folder")
@@ -225,6 +230,25 @@ def _references(records_path: Path) -> bool:
     for model, sentence in wrong.items():
         print(reference_line(model, sentence), file=sys.stderr)
     return not wrong
+
+
+def _trainings(records: list[Record], results: Path) -> None:
+    """Under each user model's name, the training step its cells timed, as
+    ``--model`` said it before the run (``zoo.user_models.training_of``),
+    from the run's model store; to stderr, like ``_references``."""
+    from zoo.user_models import find, training_of
+
+    for model in sorted({r.model for r in records}):
+        try:
+            spec = find(model, results / "models")
+        except ValueError as exc:  # a damaged entry: said, not trusted
+            print(
+                f"{model}: its stored description is unreadable ({exc})",
+                file=sys.stderr,
+            )
+            continue
+        if spec is not None:
+            print(f"{model}: trained with {training_of(spec)}", file=sys.stderr)
 
 
 def _explained(results: Path) -> None:

@@ -39,6 +39,7 @@ run the equivalence checker holds its reference against
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -252,11 +253,10 @@ def _slots(state: TrainState) -> dict[str, Params]:
     return {name: dict(arrays) for name, arrays in state.slots.items()}
 
 
-def _sgd(state: TrainState, grads: Params) -> TrainState:
+def _sgd(state: TrainState, grads: Params, lr: Any) -> TrainState:
     """Keras' SGD: ``w -= lr * g``; with momentum ``b = b * momentum - g *
     lr``, then ``w += b``, or with Nesterov ``w += b * momentum - g * lr``."""
     w = state.workload
-    lr = w.learning_rate
     if w.momentum == 0:  # no slot; the same operations as ever
         new = {k: state.params[k] - lr * g for k, g in grads.items()}
         return replace(state, params={**state.params, **new}, step=state.step + 1)
@@ -269,7 +269,7 @@ def _sgd(state: TrainState, grads: Params) -> TrainState:
     return replace(state, params=params, slots=slots, step=state.step + 1)
 
 
-def _adam(state: TrainState, grads: Params) -> TrainState:
+def _adam(state: TrainState, grads: Params, lr: Any) -> TrainState:
     """Keras' Adam and AdamW (whose decay ``update`` applies): the bias
     corrections folded into the step size ``alpha``, epsilon outside the
     square root (inside where the workload's ``epsilon_inside_sqrt``, a
@@ -279,7 +279,7 @@ def _adam(state: TrainState, grads: Params) -> TrainState:
     # The powers in the parameters' dtype, as Keras computes them; plain
     # Python floats (1 - beta_1) elsewhere, as Keras' own are.
     t = (state.step + 1).astype(DTYPE)
-    alpha = w.learning_rate * jnp.sqrt(1 - w.beta_2**t) / (1 - w.beta_1**t)
+    alpha = lr * jnp.sqrt(1 - w.beta_2**t) / (1 - w.beta_1**t)
     slots, params, eps = _slots(state), dict(state.params), w.epsilon
     m, v = slots["momentum"], slots["velocity"]
     for k, g in grads.items():
@@ -296,12 +296,12 @@ def _adam(state: TrainState, grads: Params) -> TrainState:
     return replace(state, params=params, slots=slots, step=state.step + 1)
 
 
-def _rmsprop(state: TrainState, grads: Params) -> TrainState:
+def _rmsprop(state: TrainState, grads: Params, lr: Any) -> TrainState:
     """Keras' RMSprop: ``v = rho * v + (1 - rho) * g**2``; centered, the
     mean gradient ``a`` too and ``v - a**2`` under the square root; epsilon
     inside it; with momentum the increments accumulate in ``b``."""
     w = state.workload
-    lr, rho, eps = w.learning_rate, w.rho, w.epsilon
+    rho, eps = w.rho, w.epsilon
     slots, params = _slots(state), dict(state.params)
     v = slots["velocity"]
     for k, g in grads.items():
@@ -321,11 +321,11 @@ def _rmsprop(state: TrainState, grads: Params) -> TrainState:
     return replace(state, params=params, slots=slots, step=state.step + 1)
 
 
-def _adagrad(state: TrainState, grads: Params) -> TrainState:
+def _adagrad(state: TrainState, grads: Params, lr: Any) -> TrainState:
     """Keras' Adagrad: ``s += g**2`` (``s`` starting at the workload's
     ``initial_accumulator_value``), ``w -= lr * g / sqrt(s + epsilon)``."""
     w = state.workload
-    lr, eps = w.learning_rate, w.epsilon
+    eps = w.epsilon
     slots, params = _slots(state), dict(state.params)
     s = slots["accumulator"]
     for k, g in grads.items():
@@ -334,7 +334,7 @@ def _adagrad(state: TrainState, grads: Params) -> TrainState:
     return replace(state, params=params, slots=slots, step=state.step + 1)
 
 
-def _nadam(state: TrainState, grads: Params) -> TrainState:
+def _nadam(state: TrainState, grads: Params, lr: Any) -> TrainState:
     """Keras' Nadam: first the model's ``u_product`` takes this step's
     ``u(t) = beta_1 * (1 - 0.5 * 0.96**t)``, then every parameter its
     Nesterov-corrected Adam step."""
@@ -351,7 +351,7 @@ def _nadam(state: TrainState, grads: Params) -> TrainState:
     u_next = beta_1 * (1.0 - 0.5 * decay**t_next)
     u_product_next = u_product * u_next
     beta_2_power = beta_2**t
-    lr, eps = w.learning_rate, w.epsilon
+    eps = w.epsilon
     slots, params = _slots(state), dict(state.params)
     m, v = slots["momentum"], slots["velocity"]
     for k, g in grads.items():
@@ -365,7 +365,7 @@ def _nadam(state: TrainState, grads: Params) -> TrainState:
     )
 
 
-_STEPS: dict[str, Callable[[TrainState, Params], TrainState]] = {
+_STEPS: dict[str, Callable[[TrainState, Params, Any], TrainState]] = {
     "sgd": _sgd,
     "adam": _adam,
     "adamw": _adam,
@@ -376,12 +376,71 @@ _STEPS: dict[str, Callable[[TrainState, Params], TrainState]] = {
 assert set(_STEPS) == set(OPTIMIZERS)
 
 
-def _decayed(params: Params, trained: Params, workload: Workload) -> Params:
+def _decayed(params: Params, trained: Params, workload: Workload, lr: Any) -> Params:
     """Keras' weight decay of the ``trained`` parameters, before the update:
-    ``w - w * weight_decay * lr`` (both Python floats, taking the
-    parameters' dtype as Keras' casts do)."""
-    wd, lr = workload.weight_decay, workload.learning_rate
+    ``w - w * weight_decay * lr`` (Python floats, or the schedule's rate in
+    the parameters' dtype, taking that dtype as Keras' casts do)."""
+    wd = workload.weight_decay
     return {**params, **{k: params[k] - params[k] * wd * lr for k in trained}}
+
+
+def learning_rate(state: TrainState) -> Any:
+    """The rate of this step: the workload's (a Python float: the program of
+    a constant rate is what it always was), or its schedule's
+    (``zoo.optimizers``) at the count of steps taken (Keras' ``iterations``,
+    0 for the first), computed in the parameters' dtype."""
+    w = state.workload
+    s = w.schedule
+    if s is None:
+        return w.learning_rate
+    if s.kind == "piecewise_constant_decay":
+        below = jnp.sum(state.step > jnp.asarray(s.boundaries))
+        return jnp.asarray(s.values, DTYPE)[below]
+    t, lr0 = state.step.astype(DTYPE), jnp.asarray(w.learning_rate, DTYPE)
+    steps = jnp.asarray(s.decay_steps, DTYPE)
+    if s.kind in ("exponential_decay", "inverse_time_decay"):
+        p = t / steps
+        if s.staircase:
+            p = jnp.floor(p)
+        rate = jnp.asarray(s.decay_rate, DTYPE)
+        if s.kind == "exponential_decay":
+            return lr0 * rate**p
+        return lr0 / (1 + rate * p)
+    # cosine_decay, from lr0, or after a linear warm-up from lr0 to its target
+    if not s.warmup_target:
+        return lr0 * _cosine(jnp.minimum(t, steps) / steps, s.alpha)
+    target = jnp.asarray(s.warmup_target, DTYPE)
+    warmup = jnp.asarray(s.warmup_steps, DTYPE)
+    t = jnp.minimum(t, steps + warmup)
+    warming = (target - lr0) * (t / warmup) + lr0
+    decaying = target * _cosine((t - warmup) / steps, s.alpha)
+    return jnp.where(t < warmup, warming, decaying)
+
+
+def _cosine(completed: jax.Array, alpha: float) -> jax.Array:
+    """Keras' cosine decay factor at the fraction ``completed``."""
+    cosine = 0.5 * (1.0 + jnp.cos(jnp.asarray(math.pi, DTYPE) * completed))
+    return (1 - alpha) * cosine + alpha
+
+
+def clipped(w: Workload, grads: Params) -> Params:
+    """The gradients as Keras' clipping leaves them (``zoo.optimizers``): by
+    each one's norm, by their global norm, or each value; as they are when
+    the workload clips none."""
+    if w.clipnorm:
+        c = w.clipnorm
+        return {
+            k: g * c / jnp.maximum(jnp.sqrt(jnp.sum(g**2)), c) for k, g in grads.items()
+        }
+    if w.global_clipnorm:
+        c = w.global_clipnorm
+        norm = jnp.sqrt(jnp.sum(jnp.stack([jnp.sum(g**2) for g in grads.values()])))
+        scale = c * jnp.minimum(1.0 / norm, 1.0 / c) + (norm - norm)
+        return {k: g * scale for k, g in grads.items()}
+    if w.clipvalue:
+        v = w.clipvalue
+        return {k: jnp.clip(g, -v, v) for k, g in grads.items()}
+    return grads
 
 
 def update(
@@ -393,11 +452,12 @@ def update(
     of an optimizer step or weight decay (their slots are never used).
     Weight decay, where the workload has one, comes first, as Keras'."""
     updates = updates or {}
-    trained = {k: g for k, g in grads.items() if k not in updates}
     w = state.workload
+    trained = clipped(w, {k: g for k, g in grads.items() if k not in updates})
+    lr = learning_rate(state)
     if w.weight_decay:
-        state = replace(state, params=_decayed(state.params, trained, w))
-    new = _STEPS[w.optimizer](state, trained)
+        state = replace(state, params=_decayed(state.params, trained, w, lr))
+    new = _STEPS[w.optimizer](state, trained, lr)
     return replace(new, params={**new.params, **updates})
 
 

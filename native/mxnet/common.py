@@ -22,6 +22,7 @@ MXNet's engine is asynchronous: ``sync`` waits with ``mx.nd.waitall()``.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -202,7 +203,63 @@ def _dtype(params: Params) -> type[np.floating[Any]]:
     return scalar
 
 
-def _decay(state: TrainState, params: Params, grads: Params) -> None:
+def learning_rate(state: TrainState, params: Params) -> float:
+    """The rate of this step: the workload's, or its schedule's
+    (``zoo.optimizers``) at the count of steps taken (Keras' ``iterations``,
+    0 for the first), computed with NumPy in the parameters' dtype, as this
+    module computes Adam's other step-dependent numbers."""
+    w = state.workload
+    s = w.schedule
+    if s is None:
+        return w.learning_rate
+    dtype = _dtype(params)
+    if s.kind == "piecewise_constant_decay":
+        below = sum(1 for bound in s.boundaries if state.step > bound)
+        return float(dtype(s.values[below]))
+    t, lr0, steps = dtype(state.step), dtype(w.learning_rate), dtype(s.decay_steps)
+    if s.kind in ("exponential_decay", "inverse_time_decay"):
+        p = t / steps
+        if s.staircase:
+            p = np.floor(p)
+        rate = dtype(s.decay_rate)
+        if s.kind == "exponential_decay":
+            return float(lr0 * rate**p)
+        return float(lr0 / (dtype(1) + rate * p))
+    # cosine_decay, from lr0, or after a linear warm-up from lr0 to its target
+    start = lr0
+    if s.warmup_target:
+        target, warmup = dtype(s.warmup_target), dtype(s.warmup_steps)
+        t = min(t, steps + warmup)
+        if state.step < s.warmup_steps:
+            return float((target - lr0) * (t / warmup) + lr0)
+        start, t = target, t - warmup
+    else:
+        t = min(t, steps)
+    cosine = dtype(0.5) * (dtype(1) + np.cos(dtype(math.pi) * (t / steps)))
+    return float(start * (dtype(1 - s.alpha) * cosine + dtype(s.alpha)))
+
+
+def clipped(w: Workload, grads: Params) -> Params:
+    """The gradients as Keras' clipping leaves them (``zoo.optimizers``): by
+    each one's norm, by their global norm, or each value; as they are when
+    the workload clips none."""
+    if w.clipnorm:
+        c = w.clipnorm
+        return {
+            k: g * c / nd.maximum(nd.sqrt(nd.sum(g * g)), c) for k, g in grads.items()
+        }
+    if w.global_clipnorm:
+        c = w.global_clipnorm
+        norm = nd.sqrt(nd.add_n(*[nd.sum(g * g) for g in grads.values()]))
+        scale = c * nd.minimum(1.0 / norm, 1.0 / c) + (norm - norm)
+        return {k: nd.broadcast_mul(g, scale) for k, g in grads.items()}
+    if w.clipvalue:
+        v = w.clipvalue
+        return {k: nd.clip(g, -v, v) for k, g in grads.items()}
+    return grads
+
+
+def _decay(state: TrainState, params: Params, grads: Params, lr: float) -> None:
     """Keras' weight decay (its base optimizer's ``_apply_weight_decay``),
     before the update, on the trained parameters (those in ``grads``):
     ``w = w - w * weight_decay * lr``, multiplied in that order, both
@@ -210,15 +267,14 @@ def _decay(state: TrainState, params: Params, grads: Params) -> None:
     w = state.workload
     for name in grads:
         p = params[name]
-        p[:] = p - p * w.weight_decay * w.learning_rate
+        p[:] = p - p * w.weight_decay * lr
 
 
-def _sgd(state: TrainState, params: Params, grads: Params) -> None:
+def _sgd(state: TrainState, params: Params, grads: Params, lr: float) -> None:
     """Keras' SGD: ``w -= lr * g``; with momentum (slot ``momentum``, ``b``)
     ``b = b * momentum - g * lr`` then ``w += b``, or with Nesterov
     ``w += b * momentum - g * lr`` with the new ``b``."""
     w = state.workload
-    lr = w.learning_rate
     if not w.momentum:  # the plain step, unchanged: no slot
         for name, g in grads.items():
             params[name][:] = params[name] - lr * g
@@ -229,7 +285,7 @@ def _sgd(state: TrainState, params: Params, grads: Params) -> None:
         p[:] = p + (b * w.momentum - g * lr if w.nesterov else b)
 
 
-def _adam(state: TrainState, params: Params, grads: Params) -> None:
+def _adam(state: TrainState, params: Params, grads: Params, lr: float) -> None:
     """Keras' Adam (and AdamW, whose decay ``update`` applies first):
     ``alpha = lr * sqrt(1 - beta_2**t) / (1 - beta_1**t)``; ``m += (g - m)
     * (1 - beta_1)``; ``v += (g*g - v) * (1 - beta_2)``; with AMSGrad ``vh
@@ -244,7 +300,7 @@ def _adam(state: TrainState, params: Params, grads: Params) -> None:
     # this step always has: now and then 1 ulp from Keras' float32 alpha,
     # kept so that the timed Adam step and its verdicts do not move.
     t, b1, b2 = dtype(state.step + 1), dtype(w.beta_1), dtype(w.beta_2)
-    alpha = float(dtype(w.learning_rate) * np.sqrt(1 - b2**t) / (1 - b1**t))
+    alpha = float(dtype(lr) * np.sqrt(1 - b2**t) / (1 - b1**t))
     eps = w.epsilon
     slots = state.slots
     for name, g in grads.items():
@@ -259,13 +315,13 @@ def _adam(state: TrainState, params: Params, grads: Params) -> None:
         p[:] = p - m * alpha / root
 
 
-def _rmsprop(state: TrainState, params: Params, grads: Params) -> None:
+def _rmsprop(state: TrainState, params: Params, grads: Params, lr: float) -> None:
     """Keras' RMSprop: ``v = rho * v + (1 - rho) * g*g``; centered, ``a =
     rho * a + (1 - rho) * g`` and ``d = v - a*a + epsilon``, else ``d = v +
     epsilon``; ``inc = lr * g / sqrt(d)``; with momentum ``b = momentum * b
     + inc`` and ``w -= b``, else ``w -= inc``."""
     w = state.workload
-    lr, rho, eps = w.learning_rate, w.rho, w.epsilon
+    rho, eps = w.rho, w.epsilon
     slots = state.slots
     for name, g in grads.items():
         p, v = params[name], slots["velocity"][name]
@@ -285,17 +341,17 @@ def _rmsprop(state: TrainState, params: Params, grads: Params) -> None:
             p[:] = p - increment
 
 
-def _adagrad(state: TrainState, params: Params, grads: Params) -> None:
+def _adagrad(state: TrainState, params: Params, grads: Params, lr: float) -> None:
     """Keras' Adagrad: ``s += g*g``; ``w -= lr * g / sqrt(s + epsilon)``
     (``s`` started at ``initial_accumulator_value``)."""
     w = state.workload
     for name, g in grads.items():
         p, s = params[name], state.slots["accumulator"][name]
         s[:] = s + g * g
-        p[:] = p - w.learning_rate * g / nd.sqrt(s + w.epsilon)
+        p[:] = p - lr * g / nd.sqrt(s + w.epsilon)
 
 
-def _nadam(state: TrainState, params: Params, grads: Params) -> None:
+def _nadam(state: TrainState, params: Params, grads: Params, lr: float) -> None:
     """Keras' Nadam, with ``u(t) = beta_1 * (1 - 0.5 * 0.96**t)``: first
     ``u_product *= u(t)``, once for the model; then per parameter ``m += (g
     - m) * (1 - beta_1)``, ``v += (g*g - v) * (1 - beta_2)``, ``m_hat =
@@ -320,7 +376,7 @@ def _nadam(state: TrainState, params: Params, grads: Params) -> None:
     g_scale, g_divisor = float(one - u_t), float(one - u_product)
     v_divisor = float(one - b2**t)
     m_rate, v_rate = float(one - b1), float(one - b2)
-    lr, eps = w.learning_rate, w.epsilon
+    eps = w.epsilon
     slots = state.slots
     for name, g in grads.items():
         p, m, v = params[name], slots["momentum"][name], slots["velocity"][name]
@@ -354,11 +410,14 @@ def update(
     new values instead, with no decay."""
     # Keras' order: the decay first, on the weights as they were, then the
     # update from the decayed weights (gradients taken before both).
+    grads = clipped(state.workload, grads)
+    lr = learning_rate(state, params)
     if state.workload.weight_decay:
-        _decay(state, params, grads)
-    _STEPS[state.workload.optimizer](state, params, grads)
+        _decay(state, params, grads, lr)
+    _STEPS[state.workload.optimizer](state, params, grads, lr)
     for name, value in (updates or {}).items():
-        params[name][:] = value
+        if value is not params[name]:  # a frozen layer's: held
+            params[name][:] = value
     state.step += 1
 
 
@@ -366,6 +425,9 @@ def train_step(
     apply: Apply, state: TrainState, x: nd.NDArray, y: nd.NDArray
 ) -> TrainState:
     params = state.params
+    for name in native.frozen_of(apply):
+        if params[name].grad is not None:  # once: no gradient of a held one
+            params[name].attach_grad(grad_req="null")
     with autograd.record():
         logits, updates = train_forward(apply, params, x)
         value = objective(apply, params, logits, y)

@@ -81,6 +81,8 @@ class Model(gluon.HybridBlock):
         apply = at_shape(apply, shape)
         if self.apply_fn is not apply or self.training != training:
             self.apply_fn, self.training = apply, training
+            for name in native.frozen_of(apply) if training else ():
+                getattr(self, _attribute(name)).grad_req = "null"  # held
             # Not static_shape: with it, MXNet 1.9.1 computes the LSTM's
             # contrib.foreach loop wrongly (the equivalence checks caught it).
             self.hybridize(static_alloc=True)
@@ -92,14 +94,20 @@ class Model(gluon.HybridBlock):
         if not self.training:
             return self.apply_fn(canonical, x)  # F is x's namespace: apply picks it
         logits, updates = train_forward(self.apply_fn, canonical, x)
-        self.state_names = sorted(updates)  # traced once: fixes the order
+        # traced once: fixes the order; a frozen layer's held, not returned
+        held = native.frozen_of(self.apply_fn)
+        self.state_names = sorted(set(updates) - held)
         return [logits, *(updates[name] for name in self.state_names)]
 
     def arrays(self) -> dict[str, nd.NDArray]:
         return {self.names[a]: getattr(self, a).data() for a in self.names}
 
     def grads(self) -> dict[str, nd.NDArray]:
-        return {self.names[a]: getattr(self, a).grad() for a in self.names}
+        return {
+            self.names[a]: getattr(self, a).grad()
+            for a in self.names
+            if getattr(self, a).grad_req != "null"  # a frozen layer's: held
+        }
 
 
 def _objective(apply: Apply, net: Model, logits: Any, y: nd.NDArray) -> nd.NDArray:
@@ -149,7 +157,8 @@ def train_step(
         value = _objective(apply, net, logits, y)
     value.backward()
     updates = dict(zip(net.state_names, values, strict=True))
-    grads = {k: g for k, g in net.grads().items() if k not in updates}
+    held = native.frozen_of(apply)
+    grads = {k: g for k, g in net.grads().items() if k not in updates and k not in held}
     update(state, arrays(state.params), grads, updates)
     return state
 

@@ -42,6 +42,7 @@ votes with (``equivalence.reference``).  Nothing else differs.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -253,21 +254,82 @@ def state_variables(state: TrainState) -> tuple[Any, ...]:
 Grads = dict[str, tf.Tensor]
 
 
-def _weight_decay(state: TrainState, grads: Grads) -> None:
+def learning_rate(state: TrainState) -> Any:
+    """The rate of this step: the workload's (a Python float: a constant
+    rate's graph is what it always was), or its schedule's
+    (``zoo.optimizers``) at the count of steps taken (Keras' ``iterations``,
+    0 for the first), computed in the parameters' dtype."""
+    w = state.workload
+    s = w.schedule
+    if s is None:
+        return w.learning_rate
+    if s.kind == "piecewise_constant_decay":
+        bounds = tf.constant(s.boundaries, state.step.dtype)
+        below = tf.reduce_sum(tf.cast(state.step > bounds, tf.int32))
+        return tf.gather(tf.constant(s.values, DTYPE), below)
+    t, lr0 = tf.cast(state.step, DTYPE), tf.constant(w.learning_rate, DTYPE)
+    steps = tf.constant(s.decay_steps, DTYPE)
+    if s.kind in ("exponential_decay", "inverse_time_decay"):
+        p = t / steps
+        if s.staircase:
+            p = tf.floor(p)
+        rate = tf.constant(s.decay_rate, DTYPE)
+        if s.kind == "exponential_decay":
+            return lr0 * tf.pow(rate, p)
+        return lr0 / (1 + rate * p)
+    # cosine_decay, from lr0, or after a linear warm-up from lr0 to its target
+    if not s.warmup_target:
+        return lr0 * _cosine(tf.minimum(t, steps) / steps, s.alpha)
+    target = tf.constant(s.warmup_target, DTYPE)
+    warmup = tf.constant(s.warmup_steps, DTYPE)
+    t = tf.minimum(t, steps + warmup)
+    warming = (target - lr0) * (t / warmup) + lr0
+    decaying = target * _cosine((t - warmup) / steps, s.alpha)
+    return tf.where(t < warmup, warming, decaying)
+
+
+def _cosine(completed: tf.Tensor, alpha: float) -> tf.Tensor:
+    """Keras' cosine decay factor at the fraction ``completed``."""
+    cosine = 0.5 * (1.0 + tf.cos(tf.constant(math.pi, DTYPE) * completed))
+    return (1 - alpha) * cosine + alpha
+
+
+def clipped(w: Workload, grads: Grads) -> Grads:
+    """The gradients as Keras' clipping leaves them (``zoo.optimizers``): by
+    each one's norm, by their global norm, or each value; as they are when
+    the workload clips none."""
+    if w.clipnorm:
+        c = w.clipnorm
+        return {
+            k: g * c / tf.maximum(tf.sqrt(tf.reduce_sum(tf.square(g))), c)
+            for k, g in grads.items()
+        }
+    if w.global_clipnorm:
+        c = w.global_clipnorm
+        sums = [tf.reduce_sum(tf.square(g)) for g in grads.values()]
+        norm = tf.sqrt(tf.reduce_sum(tf.stack(sums)))
+        scale = c * tf.minimum(1.0 / norm, 1.0 / c) + (norm - norm)
+        return {k: g * scale for k, g in grads.items()}
+    if w.clipvalue:
+        v = w.clipvalue
+        return {k: tf.clip_by_value(g, -v, v) for k, g in grads.items()}
+    return grads
+
+
+def _weight_decay(state: TrainState, grads: Grads, lr: Any) -> None:
     """Keras' weight decay, before the update: ``w -= w * weight_decay * lr``
     on the trained parameters (those with a gradient), the two factors in the
     parameter's dtype, multiplied in Keras' order."""
     w = state.workload
     for name in grads:
         p = state.params[name]
-        p.assign_sub(p * w.weight_decay * w.learning_rate)
+        p.assign_sub(p * w.weight_decay * lr)
 
 
-def _sgd(state: TrainState, grads: Grads) -> None:
+def _sgd(state: TrainState, grads: Grads, lr: Any) -> None:
     """SGD: ``w -= lr * g``; with momentum ``b = b * momentum - g * lr``, then
     ``w += b`` (Nesterov: ``w += b * momentum - g * lr`` with the new ``b``)."""
     w = state.workload
-    lr = w.learning_rate
     if "momentum" not in state.slots:
         for name, g in grads.items():
             state.params[name].assign_sub(lr * g)
@@ -281,14 +343,14 @@ def _sgd(state: TrainState, grads: Grads) -> None:
             p.assign_add(b)
 
 
-def _adam(state: TrainState, grads: Grads) -> None:
+def _adam(state: TrainState, grads: Grads, lr: Any) -> None:
     """Adam and AdamW: the bias correction folded into the step size,
     ``alpha``; with ``amsgrad`` the running maximum of ``v`` divides; epsilon
     outside the square root (inside when ``epsilon_inside_sqrt`` says so)."""
     w = state.workload
     # As Keras computes it: the powers of beta in the parameters' dtype.
     t = tf.cast(state.step + 1, DTYPE)
-    alpha = w.learning_rate * tf.sqrt(1 - w.beta_2**t) / (1 - w.beta_1**t)
+    alpha = lr * tf.sqrt(1 - w.beta_2**t) / (1 - w.beta_1**t)
     eps = w.epsilon
     for name, g in grads.items():
         p = state.params[name]
@@ -303,12 +365,12 @@ def _adam(state: TrainState, grads: Grads) -> None:
         p.assign_sub(m * alpha / root)
 
 
-def _rmsprop(state: TrainState, grads: Grads) -> None:
+def _rmsprop(state: TrainState, grads: Grads, lr: Any) -> None:
     """RMSprop: ``v = rho * v + (1 - rho) * g*g``; divides ``lr * g`` by
     ``sqrt(v + eps)``, or centered ``sqrt(v - a*a + eps)`` with ``a`` the
     running mean of ``g``; with momentum the step accumulates in ``b``."""
     w = state.workload
-    lr, rho, eps = w.learning_rate, w.rho, w.epsilon
+    rho, eps = w.rho, w.epsilon
     for name, g in grads.items():
         p, v = state.params[name], state.slots["velocity"][name]
         v.assign(rho * v + (1 - rho) * tf.square(g))
@@ -327,16 +389,16 @@ def _rmsprop(state: TrainState, grads: Grads) -> None:
             p.assign_sub(increment)
 
 
-def _adagrad(state: TrainState, grads: Grads) -> None:
+def _adagrad(state: TrainState, grads: Grads, lr: Any) -> None:
     """Adagrad: ``s += g*g``; ``w -= lr * g / sqrt(s + eps)``."""
     w = state.workload
     for name, g in grads.items():
         p, s = state.params[name], state.slots["accumulator"][name]
         s.assign_add(tf.square(g))
-        p.assign_sub(w.learning_rate * g / tf.sqrt(s + w.epsilon))
+        p.assign_sub(lr * g / tf.sqrt(s + w.epsilon))
 
 
-def _nadam(state: TrainState, grads: Grads) -> None:
+def _nadam(state: TrainState, grads: Grads, lr: Any) -> None:
     """Nadam: the model's ``u_product`` first, once per step, then each
     parameter from Adam's moments with Nesterov's look-ahead."""
     w = state.workload
@@ -365,11 +427,11 @@ def _nadam(state: TrainState, grads: Grads) -> None:
         v.assign_add((g * g - v) * (1 - beta_2))
         m_hat = u_t_1 * m / (1 - u_product_t_1) + (1 - u_t) * g / (1 - u_product_t)
         v_hat = v / (1 - beta_2_power)
-        p.assign_sub(m_hat * w.learning_rate / (tf.sqrt(v_hat) + w.epsilon))
+        p.assign_sub(m_hat * lr / (tf.sqrt(v_hat) + w.epsilon))
 
 
 # Each optimizer's update of the parameters from their gradients.
-_STEPS: dict[str, Callable[[TrainState, Grads], None]] = {
+_STEPS: dict[str, Callable[[TrainState, Grads, Any], None]] = {
     "sgd": _sgd,
     "adam": _adam,
     "adamw": _adam,  # Adam with the workload's weight decay
@@ -392,12 +454,16 @@ def update(
     into the graph of ``step_function``."""
     # Gradients in each parameter's dtype, as Keras casts them (a tensor
     # already in it passes unchanged: no operation added).
-    taken = {k: tf.cast(g, state.params[k].dtype) for k, g in grads.items()}
+    taken = clipped(
+        state.workload, {k: tf.cast(g, state.params[k].dtype) for k, g in grads.items()}
+    )
+    lr = learning_rate(state)
     if state.workload.weight_decay:
-        _weight_decay(state, taken)
-    _STEPS[get_optimizer(state.workload.optimizer).name](state, taken)
+        _weight_decay(state, taken, lr)
+    _STEPS[get_optimizer(state.workload.optimizer).name](state, taken, lr)
     for name, value in (updates or {}).items():  # state: set, not trained
-        state.params[name].assign(value)
+        if value is not state.params[name]:  # a frozen layer's: held
+            state.params[name].assign(value)
     state.step.assign_add(1)
 
 

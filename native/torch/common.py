@@ -39,6 +39,7 @@ against (``equivalence.reference``).  Nothing else differs.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -205,20 +206,79 @@ def state_params(state: TrainState) -> Params:
     return state.params
 
 
-def _decay(state: TrainState, names: list[str]) -> None:
+def learning_rate(state: TrainState) -> float:
+    """The rate of this step: the workload's, or its schedule's
+    (``zoo.optimizers``) at the count of steps taken (Keras' ``iterations``,
+    0 for the first), computed in the parameters' dtype as Keras computes
+    it in its variables'."""
+    w = state.workload
+    s = w.schedule
+    if s is None:
+        return w.learning_rate
+    dtype = _dtype(state.params)
+
+    def scalar(value: float) -> torch.Tensor:
+        return torch.tensor(value, dtype=dtype)
+
+    if s.kind == "piecewise_constant_decay":
+        below = sum(1 for bound in s.boundaries if state.step > bound)
+        return scalar(s.values[below]).item()
+    t, lr0 = scalar(state.step), scalar(w.learning_rate)
+    if s.kind in ("exponential_decay", "inverse_time_decay"):
+        p = t / scalar(s.decay_steps)
+        if s.staircase:
+            p = p.floor()
+        if s.kind == "exponential_decay":
+            return (lr0 * scalar(s.decay_rate) ** p).item()
+        return (lr0 / (1 + scalar(s.decay_rate) * p)).item()
+    # cosine_decay, from lr0, or after a linear warm-up from lr0 to its target
+    start, steps = lr0, scalar(s.decay_steps)
+    if s.warmup_target:
+        target, warmup = scalar(s.warmup_target), scalar(s.warmup_steps)
+        t = torch.minimum(t, steps + warmup)
+        if state.step < s.warmup_steps:
+            return ((target - lr0) * (t / warmup) + lr0).item()
+        start, t = target, t - warmup
+    else:
+        t = torch.minimum(t, steps)
+    cosine = 0.5 * (1.0 + torch.cos(scalar(math.pi) * (t / steps)))
+    return (start * ((1 - s.alpha) * cosine + s.alpha)).item()
+
+
+def clipped(w: Workload, grads: Params) -> Params:
+    """The gradients as Keras' clipping leaves them (``zoo.optimizers``): by
+    each one's norm, by their global norm, or each value; as they are when
+    the workload clips none."""
+    if w.clipnorm:
+        c = w.clipnorm
+        return {
+            k: g * c / torch.clamp(g.square().sum().sqrt(), min=c)
+            for k, g in grads.items()
+        }
+    if w.global_clipnorm:
+        c = w.global_clipnorm
+        norm = torch.stack([g.square().sum() for g in grads.values()]).sum().sqrt()
+        scale = c * torch.clamp(1.0 / norm, max=1.0 / c) + (norm - norm)
+        return {k: g * scale for k, g in grads.items()}
+    if w.clipvalue:
+        v = w.clipvalue
+        return {k: g.clamp(-v, v) for k, g in grads.items()}
+    return grads
+
+
+def _decay(state: TrainState, names: list[str], lr: float) -> None:
     """Keras' weight decay, ``w = w - w * weight_decay * lr`` (two products,
     each rounded in the parameter's dtype), on the parameters ``names``."""
     w = state.workload
     for name in names:
         p = state.params[name]
-        p.sub_(p * w.weight_decay * w.learning_rate)
+        p.sub_(p * w.weight_decay * lr)
 
 
-def _sgd(state: TrainState, grads: Params) -> None:
+def _sgd(state: TrainState, grads: Params, lr: float) -> None:
     """SGD: ``w -= lr * g``; with momentum ``b = b * momentum - lr * g``, then
     ``w += b``, or with Nesterov ``w += b * momentum - lr * g``."""
     w = state.workload
-    lr = w.learning_rate
     if "momentum" not in state.slots:  # plain SGD: the program as it always was
         for name, g in grads.items():
             state.params[name].sub_(g, alpha=lr)
@@ -231,7 +291,7 @@ def _sgd(state: TrainState, grads: Params) -> None:
         p.add_(b * w.momentum - scaled if w.nesterov else b)
 
 
-def _adam(state: TrainState, grads: Params) -> None:
+def _adam(state: TrainState, grads: Params, lr: float) -> None:
     """Adam (and AdamW, whose decay ``update`` applies first): the moments,
     ``amsgrad``'s running maximum of ``v``, and the step with the bias
     correction folded into ``alpha``."""
@@ -239,7 +299,7 @@ def _adam(state: TrainState, grads: Params) -> None:
     # As Keras computes it: the powers of beta in the parameters' dtype (in
     # float32, 0.999 is 0.99900001, which moves sqrt(1 - beta_2**t) by 6e-6).
     t = torch.tensor(state.step + 1, dtype=_dtype(state.params))
-    alpha = (w.learning_rate * (1 - w.beta_2**t).sqrt() / (1 - w.beta_1**t)).item()
+    alpha = (lr * (1 - w.beta_2**t).sqrt() / (1 - w.beta_1**t)).item()
     eps = w.epsilon
     ms, vs = state.slots["momentum"], state.slots["velocity"]
     v_hats = state.slots.get("velocity_hat")
@@ -255,12 +315,12 @@ def _adam(state: TrainState, grads: Params) -> None:
         p.sub_(m * alpha / root)
 
 
-def _rmsprop(state: TrainState, grads: Params) -> None:
+def _rmsprop(state: TrainState, grads: Params, lr: float) -> None:
     """RMSprop: ``v = rho * v + (1 - rho) * g*g`` (centered: less the square
     of ``a = rho * a + (1 - rho) * g``); ``inc = lr * g / sqrt(v + eps)``,
     subtracted, or with momentum accumulated in ``b`` and ``b`` subtracted."""
     w = state.workload
-    rho, eps, lr = w.rho, w.epsilon, w.learning_rate
+    rho, eps = w.rho, w.epsilon
     vs = state.slots["velocity"]
     averages = state.slots.get("average_gradient")
     momenta = state.slots.get("momentum")
@@ -279,17 +339,17 @@ def _rmsprop(state: TrainState, grads: Params) -> None:
             p.sub_(increment)
 
 
-def _adagrad(state: TrainState, grads: Params) -> None:
+def _adagrad(state: TrainState, grads: Params, lr: float) -> None:
     """Adagrad: ``s += g*g`` (``s`` starting at ``initial_accumulator_value``);
     ``w -= lr * g / sqrt(s + eps)``."""
     w = state.workload
     accumulators = state.slots["accumulator"]
     for name, g in grads.items():
         s = accumulators[name].add_(g.square())
-        state.params[name].sub_(g * w.learning_rate / (s + w.epsilon).sqrt())
+        state.params[name].sub_(g * lr / (s + w.epsilon).sqrt())
 
 
-def _nadam(state: TrainState, grads: Params) -> None:
+def _nadam(state: TrainState, grads: Params, lr: float) -> None:
     """Nadam: first the model's ``u_product *= u(t)``, ``u(t) = beta_1 * (1 -
     0.5 * 0.96**t)``, then per parameter Adam's moments and ``w -= m_hat * lr
     / (sqrt(v_hat) + eps)`` with ``m_hat = u(t+1) * m / (1 - u_product *
@@ -319,7 +379,7 @@ def _nadam(state: TrainState, grads: Params) -> None:
     gradient_divisor = (1 - u_product).item()
     velocity_divisor = (1 - beta_2**t).item()
     keep_1, keep_2 = (1 - beta_1).item(), (1 - beta_2).item()
-    lr, eps = w.learning_rate, w.epsilon
+    eps = w.epsilon
     ms, vs = state.slots["momentum"], state.slots["velocity"]
     for name, g in grads.items():
         m, v = ms[name], vs[name]
@@ -355,12 +415,15 @@ def update(state: TrainState, grads: Params, updates: Params | None = None) -> N
     copied in, neither decayed nor trained."""
     updates = updates or {}
     with torch.no_grad():  # every helper above runs under it
+        lr = learning_rate(state)
+        grads = clipped(state.workload, grads)
         if state.workload.weight_decay:
             # Keras decays every trained variable before any update step.
-            _decay(state, [name for name in grads if name not in updates])
-        _STEPS[state.workload.optimizer](state, grads)
+            _decay(state, [name for name in grads if name not in updates], lr)
+        _STEPS[state.workload.optimizer](state, grads, lr)
         for name, value in updates.items():
-            state.params[name].copy_(value)
+            if value is not state.params[name]:  # a frozen layer's: held
+                state.params[name].copy_(value)
     state.step += 1
 
 

@@ -44,6 +44,7 @@ from workers import protocol
 from workers.native_runner import NativeRunner, Session
 from zoo.data import make_batches
 from zoo.kinds import base as zoo_base
+from zoo.optimizers import Schedule
 from zoo.specs import (
     ACTIVATIONS,
     LAYER_KINDS,
@@ -232,32 +233,78 @@ def _ffn_numpy(
     return z, float(loss), grads
 
 
-def _train_numpy(  # noqa: PLR0915 (one branch per optimizer, as Keras has them)
-    w: dict[str, np.ndarray], x: np.ndarray, y: np.ndarray, wl: Workload, steps: int
+def _rate_numpy(wl: Workload, t: int) -> float:
+    """Keras 3's learning-rate schedules (keras/src/optimizers/schedules)
+    at step ``t`` (Keras' iterations: 0 first) in float64, written here once
+    more, apart from every framework's."""
+    s, lr0 = wl.schedule, wl.learning_rate
+    if s is None:
+        return lr0
+    if s.kind == "piecewise_constant_decay":
+        return s.values[sum(t > b for b in s.boundaries)]
+    p = t / s.decay_steps
+    p = math.floor(p) if s.staircase else p
+    if s.kind == "exponential_decay":
+        return lr0 * s.decay_rate**p
+    if s.kind == "inverse_time_decay":
+        return lr0 / (1 + s.decay_rate * p)
+    if s.warmup_target and t < s.warmup_steps:
+        return lr0 + (s.warmup_target - lr0) * t / s.warmup_steps
+    start = s.warmup_target or lr0
+    done = min(t, s.decay_steps + s.warmup_steps) - s.warmup_steps
+    cosine = 0.5 * (1 + math.cos(math.pi * done / s.decay_steps))
+    return start * ((1 - s.alpha) * cosine + s.alpha)
+
+
+def _clip_numpy(wl: Workload, g: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Keras 3's gradient clipping (its base optimizer), in float64."""
+    if wl.clipnorm:
+        c = wl.clipnorm
+        return {k: v * c / max(float(np.sqrt((v**2).sum())), c) for k, v in g.items()}
+    if wl.global_clipnorm:
+        c = wl.global_clipnorm
+        norm = math.sqrt(sum(float((v**2).sum()) for v in g.values()))
+        return {k: v * (c * min(1 / norm, 1 / c)) for k, v in g.items()}
+    if wl.clipvalue:
+        return {k: np.clip(v, -wl.clipvalue, wl.clipvalue) for k, v in g.items()}
+    return g
+
+
+def _train_numpy(  # noqa: PLR0915, PLR0917 (one branch per optimizer, as Keras has them)
+    w: dict[str, np.ndarray],
+    x: np.ndarray,
+    y: np.ndarray,
+    wl: Workload,
+    steps: int,
+    frozen: tuple[str, ...] = (),
 ) -> dict[str, np.ndarray]:
     """Keras 3's optimizers (keras/src/optimizers/*.py, as zoo/optimizers.py
     states them) in float64, written here once more, apart from every
-    framework's: weight decay first, then SGD (momentum, Nesterov), Adam and
-    AdamW (amsgrad; epsilon inside the square root when the workload says
-    so, the fault), RMSprop (centered, momentum), Adagrad or Nadam."""
+    framework's: the gradients of the parameters not ``frozen``, clipped,
+    the schedule's rate, weight decay first, then SGD (momentum, Nesterov),
+    Adam and AdamW (amsgrad; epsilon inside the square root when the
+    workload says so, the fault), RMSprop (centered, momentum), Adagrad or
+    Nadam."""
     w = {k: v.astype(np.float64) for k, v in w.items()}
     slot: dict[str, dict[str, np.ndarray]] = {}
 
     def zeros(name: str, k: str, start: float = 0.0) -> np.ndarray:
         return slot.setdefault(name, {}).setdefault(k, np.full_like(w[k], start))
 
-    lr, b1, b2, eps = wl.learning_rate, wl.beta_1, wl.beta_2, wl.epsilon
+    b1, b2, eps = wl.beta_1, wl.beta_2, wl.epsilon
     u_product = 1.0
     for t in range(1, steps + 1):
-        _, _, g = _ffn_numpy(w, x, y)
+        _, _, every = _ffn_numpy(w, x, y)
+        g = _clip_numpy(wl, {k: v for k, v in every.items() if k not in frozen})
+        lr = _rate_numpy(wl, t - 1)
         if wl.weight_decay:
-            w = {k: w[k] - w[k] * wl.weight_decay * lr for k in w}
+            w = {k: w[k] - w[k] * wl.weight_decay * lr if k in g else w[k] for k in w}
 
         def u(step: int) -> float:
             return b1 * (1 - 0.5 * 0.96**step)
 
         u_product *= u(t)
-        for k in w:
+        for k in g:
             if wl.optimizer == "sgd" and not wl.momentum:
                 w[k] = w[k] - lr * g[k]
             elif wl.optimizer == "sgd":
@@ -679,6 +726,45 @@ OPTIMIZER_CASES: dict[str, tuple[dict[str, object], float]] = {
     ),
     "adagrad": ({"optimizer": "adagrad", "initial_accumulator_value": 1.0}, 1.0),
     "nadam": ({"optimizer": "nadam"}, 1.0),
+    # Keras' clipping (issue 75), each small enough to act on these gradients
+    "sgd-clipnorm": ({"optimizer": "sgd", "clipnorm": 0.05}, 1.0),
+    "adam-global-clipnorm": ({"optimizer": "adam", "global_clipnorm": 0.05}, 1.0),
+    "rmsprop-clipvalue": ({"optimizer": "rmsprop", "clipvalue": 0.002}, 1.0),
+    # Keras' learning-rate schedules, each moving the rate within three steps
+    "sgd-exponential-decay": (
+        {"optimizer": "sgd", "schedule": Schedule("exponential_decay", 1, 0.5)},
+        1.0,
+    ),
+    "sgd-inverse-time-staircase": (
+        {
+            "optimizer": "sgd",
+            "weight_decay": 0.1,
+            "schedule": Schedule("inverse_time_decay", 2, 3.0, staircase=True),
+        },
+        1.0,
+    ),
+    "sgd-cosine": (
+        {"optimizer": "sgd", "schedule": Schedule("cosine_decay", 2, alpha=0.1)},
+        1.0,
+    ),
+    "sgd-cosine-warmup": (
+        {
+            "optimizer": "sgd",
+            "schedule": Schedule("cosine_decay", 2, warmup_steps=2, warmup_target=0.05),
+        },
+        1.0,
+    ),
+    "adam-piecewise": (
+        {
+            "optimizer": "adam",
+            "schedule": Schedule(
+                "piecewise_constant_decay",
+                boundaries=(0, 1),
+                values=(0.01, 0.03, 0.001),
+            ),
+        },
+        1.0,
+    ),
 }
 
 
@@ -702,6 +788,38 @@ def test_train_steps_follow_keras_formulas(runner: NativeRunner, case: str) -> N
         # formula (bias correction, epsilon at scale 1e-4) errs by 10% or more.
         change, ref_change = got[name] - weights[name], final - weights[name]
         assert relative_error(change, ref_change) < 1e-2, name
+
+
+def test_a_frozen_layer_is_held_and_the_rest_trained_as_keras(
+    runner: NativeRunner,
+) -> None:
+    """Keras' trainable=False (issue 75): no step moves a frozen layer's
+    parameters, and the others take Keras' steps with the gradient that
+    flows through it; the control, the same layer not frozen, moves."""
+    base = MODELS["ffn"]
+    wl = Workload("mnist", "adam", 0.01, 8, weight_decay=0.1)
+    layers = tuple(
+        dataclasses.replace(layer, trainable=layer.name != "fc1")
+        for layer in base.layers
+    )
+    weights = make_weights(base, 3)
+    x, y = make_batches(base, 3, 8, 1)
+    for spec, frozen in (
+        (
+            dataclasses.replace(base, layers=layers, workload=wl),
+            ("fc1/kernel", "fc1/bias"),
+        ),
+        (_with_workload(base, wl), ()),
+    ):
+        got = _trained(runner, spec, weights, (x[0], y[0]), 3)
+        expected = _train_numpy(weights, x[0].astype(np.float64), y[0], wl, 3, frozen)
+        for name, final in expected.items():
+            change, ref_change = got[name] - weights[name], final - weights[name]
+            if name in frozen:
+                assert not change.any(), name
+            else:
+                assert np.abs(change).max() > 0, name
+                assert relative_error(change, ref_change) < 1e-2, name
 
 
 def test_epsilon_inside_sqrt_differs_from_keras_adam(runner: NativeRunner) -> None:

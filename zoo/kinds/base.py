@@ -104,7 +104,10 @@ class Layer:
     ``merge`` a bidirectional layer's merge mode and ``cell`` its recurrent
     kind; ``multiplier`` a depthwise convolution's depth multiplier (0: 1);
     ``regularize`` each regularized parameter role with its L1 and L2
-    factors.
+    factors; ``trainable`` ``False`` for a frozen layer (Keras'
+    ``trainable=False``): no step updates its parameters, none of them has a
+    gradient taken, and a frozen batch normalization normalizes with its
+    moving statistics in a training step too, as Keras runs it.
 
     The options added after the reference models show in the repr only when
     set, so those models read as they always have (the verdict cache keys on
@@ -134,6 +137,7 @@ class Layer:
     cell: str = ""
     multiplier: int = 0
     regularize: tuple[tuple[str, float, float], ...] = ()
+    trainable: bool = True
 
     def __repr__(self) -> str:
         shown = [
@@ -197,11 +201,14 @@ QUIET = (
     "cell",
     "multiplier",
     "regularize",
+    "trainable",
 )
 # The fields a kind may take as its options (``Kind.options``), beyond name,
-# kind, size and inputs.
+# kind, size, inputs and ``trainable`` (every layer's).
 OPTIONAL = tuple(
-    f.name for f in fields(Layer) if f.name not in ("name", "kind", "size", "inputs")
+    f.name
+    for f in fields(Layer)
+    if f.name not in ("name", "kind", "size", "inputs", "trainable")
 )
 
 
@@ -218,11 +225,20 @@ class Param:
     # A dense kernel right after a flatten of images: the (H, W, C) of its
     # input rows (only ``native.faults`` reads it: the rows in C, H, W order).
     feature_shape: tuple[int, int, int] | None = None
+    # Of a frozen layer (``Layer.trainable`` False): held as it is.  Out of
+    # the repr: its layer's shows it, and every other spec reads as before.
+    frozen: bool = field(default=False, repr=False)
+
+    @property
+    def state(self) -> bool:
+        """Whether it is a statistic (``STATE_KINDS``) rather than a weight."""
+        return self.kind in STATE_KINDS
 
     @property
     def trainable(self) -> bool:
-        """Whether an optimizer trains it (and a gradient is compared)."""
-        return self.kind not in STATE_KINDS
+        """Whether an optimizer trains it (and a gradient is compared): a
+        weight of a layer that is not frozen."""
+        return not self.state and not self.frozen
 
 
 @dataclass(frozen=True)
@@ -256,6 +272,10 @@ class Kind:
     - ``trains_differently``: computes otherwise in a training step
       (``native.compose``).
     - ``scores``: its size is what a model that ends in it outputs.
+    - ``defaulted``: its options that Keras gives a default although the
+      same option of other kinds has none (a ``PReLU``'s ``shared_axes``,
+      where a ``Reshape``'s ``target_shape`` must be given): a document may
+      leave them out (``zoo.user_models``).
     - ``shift``: the role of a parameter added to each output channel last
       (a bias, a batch normalization's beta), whose gradient is zero when
       only batch normalizations take the output (``ModelSpec.noise_trained``).
@@ -278,6 +298,7 @@ class Kind:
     trains_differently: bool = False
     scores: bool = False
     shift: str | None = None
+    defaulted: tuple[str, ...] = ()
 
 
 def no_params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:

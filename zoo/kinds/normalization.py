@@ -94,14 +94,9 @@ def layer_norm_read(
 def batch_norm_read(
     cls: str, name: str, config: Mapping[str, Any], built: Any
 ) -> dict[str, Any]:
-    # Keras 3 runs a frozen (trainable=False) BatchNormalization in inference
-    # mode in training too: the moving statistics, none updated.
-    kw.must(
-        cls,
-        name,
-        config,
-        (*_SCALED, ("renorm", False), ("synchronized", False), ("trainable", True)),
-    )
+    # A frozen one (trainable=False) Keras 3 runs in inference mode in
+    # training too (the moving statistics, none updated): ``native.compose``.
+    kw.must(cls, name, config, (*_SCALED, ("renorm", False), ("synchronized", False)))
     _check_batch_norm_axis(name, config, built)
     return {
         "kind": "batch_norm",

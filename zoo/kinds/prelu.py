@@ -68,4 +68,5 @@ KIND = Kind(
     keras_classes=("PReLU",),
     read=read,
     words={"target": "shared_axes"},
+    defaulted=("target",),  # None: an alpha per value
 )
