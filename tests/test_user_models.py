@@ -1082,6 +1082,34 @@ def test_a_newer_layer_the_spec_cannot_express_is_one_sentence(
     assert "\n" not in str(caught.value)
 
 
+def test_a_padding_mask_is_named_once_at_its_embedding() -> None:
+    """Keras saves an Embedding(mask_zero=True)'s mask as a NotEqual of the
+    token ids that the next layer takes as a second tensor: the refusal
+    names the Embedding's mask_zero alone, not layers the user never wrote
+    (issue 75: four of them, with advice to use a Reshape)."""
+    not_equal = {
+        "module": "keras.src.ops.numpy",
+        "class_name": "NotEqual",
+        "config": {"name": "not_equal"},
+    }
+    gru = _layer("GRU", "gru", **(GRU | {"return_sequences": False}))
+    config = _graph(
+        (
+            _layer("Embedding", "embed", input_dim=50, output_dim=8, mask_zero=True),
+            _node("input"),
+        ),
+        (not_equal, _node("input")),
+        (gru, _node("embed", mask=_tensor("not_equal"))),
+        (_layer("Dense", "logits", **DENSE), _node("gru")),
+    )
+    with pytest.raises(ValueError, match="mask_zero") as caught:
+        keras_import.document_from_config(config)
+    assert str(caught.value) == (
+        "Embedding layer 'embed' has mask_zero=True, which the tool does not "
+        "compute; it needs mask_zero=False"
+    )
+
+
 def test_a_float_input_before_an_embedding_is_read_as_keras_reads_it() -> None:
     """keras.io's text examples write ``keras.Input(shape=(maxlen,))``, a
     float32 input, before an Embedding, which casts it to token ids."""

@@ -695,7 +695,11 @@ def document_from_config(config: Mapping[str, Any], seq_len: int = 0) -> dict[st
     except ValueError as exc:
         refusal.add(str(exc))
     entries: list[dict[str, Any]] = []
-    for layer, sources in graph:
+    masks = _padding_masks(graph)
+    for layer, given in graph:
+        if _name(layer) in masks:
+            continue  # the padding mask of an Embedding, refused at the Embedding
+        sources = [source for source in given if source not in masks]
         try:
             entry = _entry(layer)
             entry.update(_inputs(layer, entry, sources, entries))
@@ -726,6 +730,26 @@ def document_from_config(config: Mapping[str, Any], seq_len: int = 0) -> dict[st
             refusal.add(str(exc))
     refusal.raise_if_any()
     return document
+
+
+def _padding_masks(graph: Graph) -> set[str]:
+    """The operations Keras saves to compute an ``Embedding(mask_zero=True)``'s
+    padding mask (a ``NotEqual`` of the token ids), which the layers after it
+    take as a second tensor: not layers the user wrote, so only the
+    Embedding's ``mask_zero`` is named when the file is refused."""
+    masked = any(
+        layer.get("class_name") == "Embedding"
+        and isinstance(layer.get("config"), dict)
+        and layer["config"].get("mask_zero") is True
+        for layer, _ in graph
+    )
+    return {
+        _name(layer)
+        for layer, _ in graph
+        if masked
+        and layer.get("class_name") == "NotEqual"
+        and str(layer.get("module", "")).startswith("keras.src.ops")
+    }
 
 
 # A workload whose loss takes any row of outputs: the spec's checks of the

@@ -390,6 +390,8 @@ def _workload(document: Mapping[str, Any]) -> Workload:
         },
     }
     rate = _field("workload", w, "learning_rate", float)
+    if schedule is not None and schedule.values:  # piecewise: its first value
+        rate = schedule.values[0]
     batch = _field("workload", w, "batch_size", int)
     # a warm-up may start at 0 (keras.io's CosineDecay(0.0, ..., warmup_target))
     warms = schedule is not None and schedule.warmup_target > 0

@@ -40,7 +40,7 @@ from workers.paths import MODE_PATHS
 from zoo.kinds import KINDS
 from zoo.kinds.base import ACTIVATIONS, INPUT, SLOPED, Layer
 from zoo.losses import LOSSES
-from zoo.optimizers import OPTIMIZERS, SWITCHES
+from zoo.optimizers import CLIPS, OPTIMIZERS, SWITCHES
 from zoo.optimizers import defaults as optimizer_defaults
 from zoo.user_models import spec_from_document
 
@@ -422,13 +422,19 @@ def drawn_models(draw: Draw) -> Drawn:
         "from_logits": from_logits,
     }
     for option, default in optimizer_defaults(optimizer).items():
-        if option in ("beta_1", "beta_2", "epsilon") or not draw(st.booleans()):
+        if option in ("beta_1", "beta_2", "epsilon", *CLIPS) or not draw(st.booleans()):
             continue  # Keras' default (constants are drawn as options are set)
         workload[option] = (
             not default
             if option in SWITCHES
             else draw(st.sampled_from(_OPTION_VALUES[option]))
         )
+    clip = draw(st.sampled_from((None, *CLIPS)))  # Keras takes one at most
+    if clip is not None:
+        workload[clip] = draw(st.sampled_from(_OPTION_VALUES[clip]))
+    schedule = draw(st.sampled_from(_SCHEDULES))
+    if schedule is not None:
+        workload["schedule"] = schedule
     batch_size = draw(st.integers(1, MAX_BATCH))
     workload["batch_size"] = batch_size
     document = {"input_shape": input_shape, "layers": layers, "workload": workload}
@@ -486,4 +492,32 @@ _OPTION_VALUES: dict[str, list[float]] = {
     "rho": [0.5],
     "initial_accumulator_value": [0.0, 1.0],
     "weight_decay": [0.01, 0.1],
+    # at sizes that act on a drawn model's gradients
+    "clipnorm": [0.01, 1.0],
+    "global_clipnorm": [0.01, 1.0],
+    "clipvalue": [0.001, 0.1],
 }
+# The learning rate's schedules a workload may draw (None: constant), each
+# moving the rate within the few steps a check takes.
+_SCHEDULES: list[dict[str, Any] | None] = [
+    None,
+    {"kind": "exponential_decay", "decay_steps": 1, "decay_rate": 0.5},
+    {
+        "kind": "inverse_time_decay",
+        "decay_steps": 2,
+        "decay_rate": 1.0,
+        "staircase": True,
+    },
+    {"kind": "cosine_decay", "decay_steps": 3, "alpha": 0.1},
+    {
+        "kind": "cosine_decay",
+        "decay_steps": 3,
+        "warmup_steps": 2,
+        "warmup_target": 0.01,
+    },
+    {
+        "kind": "piecewise_constant_decay",
+        "boundaries": [0, 1],
+        "values": [0.01, 0.003, 0.001],
+    },
+]

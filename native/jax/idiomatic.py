@@ -41,6 +41,11 @@ def make_step(
             f"the idiomatic yardstick writes out plain SGD and Adam only, not "
             f"{w.optimizer} with these options"
         )
+    if spec.frozen_names():
+        raise ValueError(
+            f"{spec.name} has frozen layers, which the yardstick's stock "
+            "Optax step would train"
+        )
     optimizer = (
         optax.sgd(w.learning_rate)
         if w.optimizer == "sgd"

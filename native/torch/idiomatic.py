@@ -194,6 +194,11 @@ def make_step(
             f"the idiomatic yardstick writes out plain SGD and Adam only, not "
             f"{w.optimizer} with these options"
         )
+    if spec.frozen_names():
+        raise ValueError(
+            f"{spec.name} has frozen layers, which the yardstick's stock "
+            "torch.optim step would train"
+        )
     optimizer = (
         torch.optim.SGD(model.parameters(), lr=w.learning_rate)
         if w.optimizer == "sgd"
