@@ -57,7 +57,7 @@ from zoo.kinds.attention import CALL_TENSORS
 from zoo.kinds.base import INPUT as SPEC_INPUT
 from zoo.losses import from_keras
 from zoo.optimizers import OPTIMIZERS, SCHEDULES
-from zoo.user_models import DEFAULT_WORKLOAD, check_entry
+from zoo.user_models import DEFAULT_WORKLOAD, check_entry, spec_from_document
 
 if TYPE_CHECKING:
     from zoo.specs import ModelSpec
@@ -628,18 +628,9 @@ def _optimizer(compiled: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
         ]
     options = optimizer.get("config")
     options = options if isinstance(options, dict) else {}
-    settings: dict[str, Any] = {"optimizer": known.name}
-    problems: list[str] = []
-    rate = options.get("learning_rate", 0.001)
-    if isinstance(rate, dict):
-        scheduled, problem = _schedule(rate)
-        settings.update(scheduled)
-        problems += [problem] if problem else []
-    elif isinstance(rate, int | float) and not isinstance(rate, bool):
-        # Keras keeps the rate as a float32: 0.001 comes back 0.0010000000474974513
-        settings["learning_rate"] = float(f"{rate:.8g}")
-    else:
-        problems.append(f"learning_rate {rate!r}")
+    settings, problem = _rate(options.get("learning_rate", 0.001))
+    settings["optimizer"] = known.name
+    problems = [problem] if problem else []
     for option in known.takes:  # its own, the weight decay and the clips
         if options.get(option) is not None:
             settings[option] = options[option]
@@ -653,6 +644,17 @@ def _optimizer(compiled: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     if problems:
         return {}, [f"optimizer {cls} with {', '.join(problems)}, not computed"]
     return settings, []
+
+
+def _rate(rate: Any) -> tuple[dict[str, Any], str]:
+    """The workload's ``learning_rate`` (and ``schedule``) of a saved
+    optimizer's rate, or what of it the tool does not compute."""
+    if isinstance(rate, dict):
+        return _schedule(rate)
+    if isinstance(rate, int | float) and not isinstance(rate, bool):
+        # Keras keeps the rate as a float32: 0.001 comes back 0.0010000000474974513
+        return {"learning_rate": float(f"{rate:.8g}")}, ""
+    return {}, f"learning_rate {rate!r}"
 
 
 _BY_SCHEDULE_CLASS = {keras_class: kind for kind, (keras_class, _) in SCHEDULES.items()}
@@ -723,8 +725,6 @@ def document_from_config(config: Mapping[str, Any], seq_len: int = 0) -> dict[st
         # optimizer is refused already.
         checked = document if not problems else {**document, "workload": _ANY_HEAD}
         try:
-            from zoo.user_models import spec_from_document
-
             spec_from_document("user model", checked)
         except ValueError as exc:
             refusal.add(str(exc))
@@ -854,7 +854,6 @@ def load(
     import keras
 
     from zoo.keras_models import variable
-    from zoo.user_models import spec_from_document
 
     document = document_from_config(read_config(path), seq_len)
     spec = spec_from_document("user model", document)  # refused before loading
