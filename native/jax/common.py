@@ -169,6 +169,27 @@ def training_objective(
     return value
 
 
+def training_grad(apply: Apply, objective: Callable[..., Any]) -> Callable[..., Any]:
+    """``jax.grad`` of a ``training_objective`` taken for the parameters
+    that are not a frozen layer's only (``native.frozen_of``): ``(params, x,
+    y, rng) -> (grads, updates)``, so no program, jitted or eager, spends
+    time on a gradient Keras does not take."""
+    held = native.frozen_of(apply)
+    if not held:
+        return jax.grad(objective, has_aux=True)  # the program as it always was
+
+    def split(trained: Params, frozen: Params, *rest: Any) -> Any:
+        return objective({**trained, **frozen}, *rest)
+
+    grad = jax.grad(split, has_aux=True)
+
+    def call(params: Params, *rest: Any) -> Any:
+        trained = {k: v for k, v in params.items() if k not in held}
+        return grad(trained, {k: params[k] for k in held}, *rest)
+
+    return call
+
+
 def step_key(step: jax.Array) -> jax.Array:
     """The random key of training step ``step`` (dropout's): a fixed seed
     folded with the count, so every step draws anew and a run repeats."""
@@ -463,7 +484,7 @@ def update(
 
 @functools.cache
 def _jitted_step(apply: Apply) -> Any:
-    loss_grad = jax.grad(training_objective(apply), has_aux=True)
+    loss_grad = training_grad(apply, training_objective(apply))
 
     def step(state: TrainState, x: jax.Array, y: jax.Array) -> TrainState:
         grads, updates = loss_grad(state.params, x, y, step_key(state.step))

@@ -65,7 +65,9 @@ def _inference(apply: Apply, params: Params, x: jax.Array) -> jax.Array:
 
 @functools.cache
 def _layer_step_grads(apply: Apply) -> Any:
-    return jax.grad(common.training_objective(apply, _loss, _penalty), has_aux=True)
+    return common.training_grad(
+        apply, common.training_objective(apply, _loss, _penalty)
+    )
 
 
 def _train_step(

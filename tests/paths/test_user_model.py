@@ -67,9 +67,12 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("name", SAVED)
 def test_a_saved_model_comes_back_as_its_spec_and_weights(
-    saved: Path, tmp_path: Path, name: str
+    saved: Path, tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     stored = model_from_file(saved / f"{name}.keras", tmp_path / "models")
+    # said before any check, read or remembered: the step that is checked
+    said = capsys.readouterr().err
+    assert f"{stored}, trained with Adam(learning_rate=0.001, " in said, said
     spec, original = get_spec(stored), get_spec(name)
     assert stored.startswith(name.replace("-", "_") + "-")
     assert spec.layers == original.layers
@@ -80,6 +83,7 @@ def test_a_saved_model_comes_back_as_its_spec_and_weights(
     # read once: the same file again starts no worker and names the same model
     assert (tmp_path / "models" / "files").is_dir()
     assert model_from_file(saved / f"{name}.keras", tmp_path / "models") == stored
+    assert f"{stored}, trained with" in capsys.readouterr().err
 
 
 def test_the_transformer_example_reads_each_variable_by_its_path(
