@@ -899,8 +899,8 @@ def text_transformer() -> keras.Model:
     """The example's own ``TransformerBlock`` and ``TokenAndPositionEmbedding``
     layer classes; 200 tokens of 20,000 shrunk to 32 of 1,000, width 32 to
     16, its feed-forward 32 to 16, the 20-unit layer kept, a softmax over
-    two classes.  The input is given ``dtype="int32"``, which the example
-    leaves float."""
+    two classes.  Its input float, as the example leaves it (the door reads
+    a float input before an Embedding as token ids, as Keras does)."""
     import keras
     from keras import layers, ops
 
@@ -940,7 +940,7 @@ def text_transformer() -> keras.Model:
             return x + positions
 
     maxlen, vocab_size, embed_dim, num_heads, ff_dim = 32, 1000, 16, 2, 16
-    inputs = layers.Input(shape=(maxlen,), dtype="int32")
+    inputs = layers.Input(shape=(maxlen,))
     embedding_layer = TokenAndPositionEmbedding(maxlen, vocab_size, embed_dim)
     x = embedding_layer(inputs)
     transformer_block = TransformerBlock(embed_dim, num_heads, ff_dim)

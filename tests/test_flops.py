@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -11,7 +12,7 @@ from harness.core.flops import (
     step_flops,
     train_flops,
 )
-from zoo.specs import MODELS
+from zoo.specs import MODELS, ModelSpec
 
 
 def test_ffn_forward_matches_hand_count_at_batch_one() -> None:
@@ -89,6 +90,31 @@ def test_optimizer_cost_follows_the_workload() -> None:
     assert optimizer_flops(ffn) == 2 * 109_386
     assert lenet.workload.optimizer == "adam"
     assert optimizer_flops(lenet) == 12 * sum(math.prod(p.shape) for p in lenet.params)
+
+
+def test_a_frozen_layer_counts_the_backward_it_takes() -> None:
+    """ffn with fc1 frozen takes no backward through it (nothing before it
+    trains): its 2x forward matmul and its elementwise backward are not
+    counted; with fc2 frozen instead, its input gradient still flows to fc1
+    (1x its forward matmul kept, its weight gradient not); and a frozen
+    layer has no optimizer update (issue 75)."""
+    ffn = MODELS["ffn"]
+    fc1, fc2 = (2 * 784 * 128, 128 + 128), (2 * 128 * 64, 64 + 64)
+
+    def frozen(name: str) -> ModelSpec:
+        layers = tuple(
+            dataclasses.replace(layer, trainable=layer.name != name)
+            for layer in ffn.layers
+        )
+        return dataclasses.replace(ffn, layers=layers)
+
+    per_sample = train_flops(ffn, 1) - optimizer_flops(ffn)
+    first, second = frozen("fc1"), frozen("fc2")
+    assert train_flops(first, 1) - optimizer_flops(first) == (
+        per_sample - 2 * fc1[0] - fc1[1]
+    )
+    assert train_flops(second, 1) - optimizer_flops(second) == (per_sample - fc2[0])
+    assert optimizer_flops(first) == optimizer_flops(ffn) - 2 * (784 * 128 + 128)
 
 
 def test_bad_phase_raises_one_clear_sentence() -> None:

@@ -55,6 +55,10 @@ Conventions
 - Loss: per output and sample, forward and backward together, the model's
   loss's ``zoo.losses.Loss.flops_per_output`` (softmax cross-entropy over
   logits 5, as before; a squared error 3).
+- A frozen layer (Keras' ``trainable=False``) computes no weight gradient,
+  and no input gradient when no layer before it trains: its backward is
+  1x its forward matmul (its elementwise backward kept), or none at all
+  (``_untaken_backward``).
 - Optimizer, once per step whatever the batch: ``zoo.optimizers.Optimizer.
   flops_per_param`` per trained parameter (plain SGD 2: scale, subtract; Adam
   12: two moment updates, bias corrections, square root, division, update).
@@ -175,8 +179,29 @@ def train_flops(
     matmul = sum(c.matmul for c in layers)
     elementwise = sum(c.elementwise for c in layers)
     forward_and_backward = 3 * matmul + 2 * elementwise
+    for count, untaken in zip(layers, _untaken_backward(spec), strict=True):
+        # no backward at all (2): its elementwise backward goes too
+        forward_and_backward -= untaken * count.matmul + (untaken == 2) * (
+            count.elementwise
+        )
     loss = LOSSES[spec.workload.loss].flops_per_output * spec.classes
     return batch_size * (forward_and_backward + loss) + optimizer_flops(spec)
+
+
+def _untaken_backward(spec: ModelSpec) -> list[int]:
+    """Per layer, the backward products a training step does not compute:
+    a frozen layer's (Keras' ``trainable=False``) weight gradient, and its
+    input gradient too when no layer before it trains, so that nothing
+    needs it (a transfer model's base takes no backward pass at all); 0 for
+    every other layer, counted by the convention above."""
+    trained = {p.layer for p in spec.params if p.trainable}
+    reaches: dict[str, bool] = {}  # whether a trained layer is at or before it
+    untaken = []
+    for layer in spec.layers:
+        before = any(reaches.get(source, False) for source in spec.sources(layer.name))
+        reaches[layer.name] = before or layer.name in trained
+        untaken.append(0 if layer.trainable else (1 if before else 2))
+    return untaken
 
 
 def step_flops(spec: ModelSpec, phase: str, batch_size: int) -> int:
