@@ -327,3 +327,46 @@ def test_literal_markdown_escapes_what_could_render_and_keeps_plain_text() -> No
     assert literal.code("python -m harness x") == "`python -m harness x`"
     assert literal.code("a`b") == "``a`b``"
     assert literal.code("--models <x>") == "--models &lt;x>"
+
+
+# --- what was trained, under the model's name ----------------------------------
+
+
+def test_the_report_says_each_user_models_training_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--model`` says the step it checks and times before the run; the
+    report says it again under the model's name, from the run's store
+    (issue 75), and nothing for a model the store does not hold."""
+    from zoo import user_models
+
+    document = {
+        "input_shape": [8],
+        "layers": [
+            {"kind": "dense", "name": "base", "units": 4, "trainable": False},
+            {"kind": "dense", "name": "head", "units": 3},
+        ],
+        "workload": {
+            "optimizer": "sgd",
+            "learning_rate": 0.05,
+            "momentum": 0.9,
+            "batch_size": 16,
+            "clipnorm": 1.0,
+        },
+    }
+    name = user_models.register("mine.toml", document, None, tmp_path / "models")
+    recs = [
+        record(model=model, path=path, phase="train")
+        for model in (name, "ffn")
+        for path in ("keras-torch", "native-torch")
+    ]
+    out = _run(tmp_path, recs)
+    assert main(["report", str(out)]) == 0
+    said = capsys.readouterr().err
+    assert (
+        f"{name}: trained with SGD(learning_rate=0.05, momentum=0.9, "
+        "nesterov=False, weight_decay=0, clipnorm=1), loss "
+        "sparse_categorical_crossentropy from logits, 1 frozen layer (base), "
+        "batch 16"
+    ) in said, said
+    assert "ffn: trained with" not in said
