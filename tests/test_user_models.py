@@ -596,6 +596,24 @@ def test_a_learning_rate_schedule_and_a_clip_are_read(
     assert again.workload == w
 
 
+def test_an_optimizer_saved_on_pytorch_is_keras_own() -> None:
+    """Keras on PyTorch saves its optimizers as its backend's subclasses
+    (module keras.src.backend.torch.optimizers.torch_rmsprop); a class of
+    the user's own, registered under another name, stays refused."""
+    config = _compiled("RMSprop", centered=True)
+    saved = config["compile_config"]["optimizer"]
+    saved |= {
+        "module": "keras.src.backend.torch.optimizers.torch_rmsprop",
+        "registered_name": "RMSprop",
+    }
+    document = keras_import.document_from_config(config)
+    assert document["workload"]["optimizer"] == "rmsprop"
+    assert document["workload"]["centered"] is True
+    saved |= {"module": "my_project.optimizers", "registered_name": "Custom>RMSprop"}
+    with pytest.raises(ValueError, match="optimizer 'RMSprop' from 'my_project"):
+        keras_import.document_from_config(config)
+
+
 def test_the_control_an_unknown_optimizer_is_caught_by_the_test() -> None:
     """The test above sees a replacement: a reader that dropped what it
     does not know (the old one) gives a document, where it must refuse."""

@@ -620,7 +620,12 @@ def _optimizer(compiled: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
         optimizer = {"class_name": optimizer}
     cls, module = optimizer.get("class_name"), optimizer.get("module")
     known = _BY_KERAS_CLASS.get(str(cls))
-    if known is None or module not in ("keras.optimizers", None):
+    # Keras' own class: saved as keras.optimizers', or on PyTorch as its
+    # backend's subclass (keras.src.backend.torch.optimizers.torch_adam)
+    own = module in ("keras.optimizers", None) or str(module).startswith("keras.src.")
+    if optimizer.get("registered_name") not in (None, cls):
+        own = False
+    if known is None or not own:
         where = f" from {module!r}" if module not in ("keras.optimizers", None) else ""
         return {}, [
             f"optimizer {cls!r}{where} (the tool computes Keras' "
@@ -665,7 +670,11 @@ def _schedule(rate: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     schedule, or what of it the tool does not compute (a phrase)."""
     cls, config = rate.get("class_name"), rate.get("config")
     kind = _BY_SCHEDULE_CLASS.get(str(cls))
-    if kind is None or rate.get("module") not in ("keras.optimizers.schedules", None):
+    module = rate.get("module")
+    own = module in ("keras.optimizers.schedules", None) or str(module).startswith(
+        "keras.src."
+    )
+    if kind is None or not own:
         known = ", ".join(_BY_SCHEDULE_CLASS)
         return {}, f"the learning-rate schedule {cls!r} (the tool computes {known})"
     config = dict(config) if isinstance(config, dict) else {}

@@ -7,12 +7,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from harness.cli.common import Commands
-
-if TYPE_CHECKING:
-    from harness.core.records import Record
 
 
 def add(commands: Commands) -> None:
@@ -135,7 +131,7 @@ def report_command(args: argparse.Namespace) -> int:
     # what the gate found wrong with a float64 reference, said whichever form
     # the report takes (--check fails on it)
     sound = _references(records_path)
-    _trainings(load(records_path), records_path.parent)
+    _trainings(records_path)
     if args.plots:
         if args.plots.exists() and not args.plots.is_dir():
             raise ValueError(f"--plots {args.plots} is a file; give a folder")
@@ -232,15 +228,18 @@ def _references(records_path: Path) -> bool:
     return not wrong
 
 
-def _trainings(records: list[Record], results: Path) -> None:
+def _trainings(records_path: Path) -> None:
     """Under each user model's name, the training step its cells timed, as
     ``--model`` said it before the run (``zoo.user_models.training_of``),
-    from the run's model store; to stderr, like ``_references``."""
+    from the run's model store; to stderr, like ``_references`` (the
+    records read quietly: the report warns about their lines once)."""
+    from harness.core.records import scan
     from zoo.user_models import find, training_of
 
-    for model in sorted({r.model for r in records}):
+    store = records_path.parent / "models"
+    for model in sorted({r.model for r in scan(records_path).records}):
         try:
-            spec = find(model, results / "models")
+            spec = find(model, store)
         except ValueError as exc:  # a damaged entry: said, not trusted
             print(
                 f"{model}: its stored description is unreadable ({exc})",
