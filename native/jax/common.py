@@ -25,7 +25,13 @@ has them), in the order Keras computes them, written out with ``jax.numpy``
 - ``nadam``: the model's ``u_product`` updated once per step, before the
   parameters, in their dtype;
 - weight decay (``weight_decay``, any optimizer; ``adamw``'s by default)
-  before the update, on the trained parameters only.
+  before the update, on the trained parameters only;
+- Keras' gradient clipping (``clipped``) before it, and a learning-rate
+  schedule's rate of the step (``learning_rate``, traced: the schedule lives
+  in the compiled step; a constant rate stays a Python float).
+
+A frozen layer's parameters get no gradient (``training_grad``
+differentiates the others only) and no step.
 
 The optimizer state (``TrainState``) keeps only the slots the optimizer
 uses, so plain SGD's and Adam's compiled steps are what they always were.

@@ -16,7 +16,10 @@ operations: ``sgd`` (with ``momentum``, ``nesterov``), ``adam`` (with
 ``epsilon_inside_sqrt`` says so), ``adamw`` (Adam with weight decay),
 ``rmsprop`` (``centered``, ``momentum``), ``adagrad`` and ``nadam``; any of
 them with ``weight_decay``, applied to the trained parameters before the
-update.  ``update`` is the one optimizer step, for both modes.
+update, after Keras' gradient clipping (``clipped``), at the step's rate
+(``learning_rate``: a schedule's, with NumPy in the parameters' dtype).  A
+frozen layer's parameters take no gradient (``grad_req="null"``) and no
+step.  ``update`` is the one optimizer step, for both modes.
 MXNet's engine is asynchronous: ``sync`` waits with ``mx.nd.waitall()``.
 """
 

@@ -31,8 +31,11 @@ operation in Keras' order (``zoo.optimizers`` has them), as variable updates
 
 Weight decay (``weight_decay``, any optimizer; ``adamw``'s default 0.004)
 shrinks each trained parameter before its update; a batch normalization's
-moving statistics are set, never decayed.  The train state keeps only the
-slots the optimizer uses (none for plain SGD).
+moving statistics are set, never decayed.  Keras' gradient clipping
+(``clipped``) comes first, and a learning-rate schedule gives each step its
+rate (``learning_rate``, traced into the graph).  A frozen layer's
+parameters are set to themselves (``native.compose``): no gradient, no step.
+The train state keeps only the slots the optimizer uses (none for plain SGD).
 
 ``HARNESS_NATIVE_DTYPE=float64`` in a worker's environment makes every
 parameter and input float64: the third float64 run the equivalence checker

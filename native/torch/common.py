@@ -28,8 +28,11 @@ parameters and its slots under ``no_grad``:
 - Nadam: Adam's moments with the momentum schedule ``u(t) = b1 * (1 - 0.5 *
   0.96**t)`` and its running product, one number for the whole model.
 
-A ``TrainState`` keeps only the slots its optimizer uses, by Keras' names
-(plain SGD none; Adam ``momentum`` and ``velocity``).
+Keras' gradient clipping (``clipped``) comes first, and a learning-rate
+schedule gives each step its rate (``learning_rate``); a frozen layer's
+parameters are set to themselves (``native.compose``): no gradient taken,
+no step.  A ``TrainState`` keeps only the slots its optimizer uses, by
+Keras' names (plain SGD none; Adam ``momentum`` and ``velocity``).
 
 ``HARNESS_NATIVE_DTYPE=float64`` in a worker's environment makes every
 parameter and input float64: the same model, weights and data computed in
