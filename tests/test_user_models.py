@@ -642,6 +642,38 @@ def test_every_reason_is_named_at_once_layers_grouped() -> None:
     assert len(sentence) < 600
 
 
+def test_the_head_is_judged_even_beside_a_refused_layer() -> None:
+    """A refused layer stops the spec from being built, but the head is
+    judged from the shape Keras built the last layer for: a per-position
+    output is named in the same sentence, and a one-row head that the loss
+    cannot train on too (the second fix a user would make is not refused
+    anew)."""
+    dilated = _layer("Conv2D", "c", **CONV, dilation_rate=[2, 2])
+    per_pixel = {
+        **_layer("Dense", "d", **DENSE),
+        "build_config": {"input_shape": [None, 6, 4]},  # a sequence's steps
+    }
+    with pytest.raises(ValueError, match="2 things stop the tool") as caught:
+        keras_import.document_from_config(_sequential(dilated, per_pixel))
+    assert "the model ends in shape (6, 10); the tool computes a loss" in str(
+        caught.value
+    )
+    one = {
+        **_layer("Dense", "d", units=1, activation="linear"),
+        "build_config": {"input_shape": [None, 64]},
+    }
+    config = _sequential(dilated, _layer("Flatten", "f"), one)
+    with pytest.raises(ValueError, match="needs at least 2"):
+        keras_import.document_from_config(config)
+    # the control: a head that trains, beside the refused layer, is not named
+    fine = {**one, "config": {**one["config"], "units": 10}}
+    with pytest.raises(ValueError, match="dilation_rate") as caught:
+        keras_import.document_from_config(
+            _sequential(dilated, _layer("Flatten", "f"), fine)
+        )
+    assert str(caught.value).startswith("Conv2D layer 'c' has dilation_rate")
+
+
 def test_a_default_prelu_is_read() -> None:
     """A PReLU that leaves shared_axes unset (an alpha per value) was
     refused by the reader's own bug (issue 75)."""

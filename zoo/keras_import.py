@@ -55,9 +55,16 @@ import numpy as np
 from zoo.kinds import BY_KERAS_CLASS, KINDS
 from zoo.kinds.attention import CALL_TENSORS
 from zoo.kinds.base import INPUT as SPEC_INPUT
-from zoo.losses import from_keras
+from zoo.losses import Objective, from_keras
+from zoo.losses import check as check_loss
 from zoo.optimizers import OPTIMIZERS, SCHEDULES
-from zoo.user_models import DEFAULT_WORKLOAD, check_entry, spec_from_document
+from zoo.specs import not_one_row
+from zoo.user_models import (
+    DEFAULT_WORKLOAD,
+    check_entry,
+    layer_of,
+    spec_from_document,
+)
 
 if TYPE_CHECKING:
     from zoo.specs import ModelSpec
@@ -728,6 +735,17 @@ def document_from_config(config: Mapping[str, Any], seq_len: int = 0) -> dict[st
     for problem in problems:
         refusal.add(problem)
     document = {"input_shape": shape, "layers": entries, "workload": workload}
+    if (
+        refusal.layers
+        and entries
+        and graph
+        and _name(graph[-1][0]) == entries[-1]["name"]
+    ):
+        # The spec cannot be built around a refused layer, but the head can
+        # be checked from the shape Keras built the last layer for.
+        head = _head_problem(graph[-1][0], entries[-1], workload, bool(problems))
+        if head:
+            refusal.add(head)
     if not refusal.layers and shape:
         # What the spec checks (shapes, the head, options' ranges), with the
         # file's workload, or one any output row trains on when the loss or
@@ -739,6 +757,39 @@ def document_from_config(config: Mapping[str, Any], seq_len: int = 0) -> dict[st
             refusal.add(str(exc))
     refusal.raise_if_any()
     return document
+
+
+def _head_problem(
+    layer: Mapping[str, Any],
+    entry: Mapping[str, Any],
+    workload: Mapping[str, Any],
+    unread: bool,
+) -> str:
+    """What is wrong with the model's head, judged from its last layer alone
+    (``layer``, read as ``entry``) at the input shape Keras built it for:
+    an output that is not one row, or one the file's loss cannot train on
+    (``unread``: the loss or optimizer was refused, so not that); empty
+    when nothing is, or the shape is not saved."""
+    build = layer.get("build_config")
+    built = build.get("input_shape") if isinstance(build, dict) else None
+    if not isinstance(built, list) or not all(
+        isinstance(d, int) and not isinstance(d, bool) for d in built[1:]
+    ):
+        return ""
+    try:
+        last = layer_of(entry)
+        final = KINDS[last.kind].shape(last, (tuple(built[1:]),))
+    except (ValueError, KeyError, IndexError, TypeError):
+        return ""
+    if len(final) != 1:
+        return not_one_row("the model", final)
+    if unread:
+        return ""
+    try:
+        check_loss(Objective(workload["loss"], workload["from_logits"]), final[0])
+    except ValueError as exc:
+        return str(exc)
+    return ""
 
 
 def _padding_masks(graph: Graph) -> set[str]:

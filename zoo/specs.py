@@ -598,6 +598,15 @@ def _check_penalties(spec: ModelSpec, params: list[Param]) -> None:
         seen.add(name)
 
 
+def not_one_row(model: str, final: tuple[int, ...]) -> str:
+    """Why a model ending in ``final`` (not one row of outputs) is refused."""
+    return (
+        f"{model} ends in shape {final}; the tool computes a loss over one row "
+        "of outputs per example, not over every step or position (flatten or "
+        "pool before the last layer)"
+    )
+
+
 def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
     """Walk the layers, tracking the activation shapes, and list the
     parameters each kind has (``zoo.kinds``)."""
@@ -627,11 +636,7 @@ def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
     _check_penalties(spec, params)
     final = walked[-1][1] if walked else spec.input_shape
     if len(final) != 1:
-        raise ValueError(
-            f"{spec.name} ends in shape {final}; the tool computes a loss over "
-            "one row of outputs per example, not over every step or position "
-            "(flatten or pool before the last layer)"
-        )
+        raise ValueError(not_one_row(spec.name, final))
     if final != (spec.classes,):
         raise ValueError(
             f"{spec.name} ends in shape {final} but says it gives "

@@ -256,7 +256,12 @@ def check_entry(entry: Mapping[str, Any]) -> None:
     """A ValueError in one sentence unless one layer's document entry (with
     its name) reads as a ``Layer``: its kind, words and options (a reader
     asks this of each layer, so every layer's problem is named at once)."""
-    _layer(entry, 0, None)
+    layer_of(entry)
+
+
+def layer_of(entry: Mapping[str, Any]) -> Layer:
+    """The ``Layer`` of one layer's document entry (with its name), checked."""
+    return _layer(entry, 0, None)
 
 
 def _options(where: str, kind: str, entry: Mapping[str, Any]) -> dict[str, Any]:
