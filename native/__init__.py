@@ -172,8 +172,13 @@ def penalties_of(apply: Apply) -> tuple[tuple[str, float, float], ...]:
 
 def frozen_of(apply: Apply) -> frozenset[str]:
     """The parameters of a pass's frozen layers (``ModelSpec.frozen_names``),
-    which a training step holds: ``native.compose`` sets each to itself."""
-    spec: ModelSpec = apply.keywords["spec"]  # type: ignore[attr-defined]
+    which a training step holds: ``native.compose`` sets each to itself.
+    Found once per spec: MXNet's timed step asks every step."""
+    return _frozen(apply.keywords["spec"])  # type: ignore[attr-defined]
+
+
+@functools.cache
+def _frozen(spec: ModelSpec) -> frozenset[str]:
     return frozenset(spec.frozen_names())
 
 
