@@ -13,6 +13,7 @@ import pytest
 from harness.core import jsonl
 from harness.explain import measure as explain
 from harness.ops import report as ops
+from zoo import files
 
 ONE = {"kind": "host", "b": 1, "a": 2}
 TWO = {"kind": "peak", "path": "native-jax", "flops_per_s": [1e9]}
@@ -45,9 +46,30 @@ def test_append_never_glues_onto_a_torn_line(tmp_path: Path) -> None:
     assert found.torn is None
 
 
-def test_a_write_that_fails_names_the_file_and_the_noun() -> None:
-    with pytest.raises(jsonl.WriteError, match="could not write a line to /dev/full"):
+def test_a_write_that_fails_names_the_file_and_the_noun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "lines.jsonl"
+    jsonl.append(out, ONE)
+
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(jsonl.os, "write", full)
+    with pytest.raises(jsonl.WriteError, match=f"could not write a line to {out}"):
+        jsonl.append(out, TWO)
+    monkeypatch.undo()
+    assert jsonl.read(out).values == [(1, ONE)]  # undone: the file as it was
+
+
+def test_a_device_or_a_link_is_never_appended_to(tmp_path: Path) -> None:
+    with pytest.raises(jsonl.WriteError, match="character device"):
         jsonl.append(Path("/dev/full"), ONE)
+    target = tmp_path / "elsewhere.jsonl"
+    (tmp_path / "lines.jsonl").symlink_to(target)
+    with pytest.raises(jsonl.WriteError, match="symbolic link"):
+        jsonl.append(tmp_path / "lines.jsonl", ONE)
+    assert not target.exists()
 
 
 def test_read_skips_torn_lines_and_names_only_the_last(tmp_path: Path) -> None:
@@ -114,7 +136,7 @@ def test_ops_reads_by_the_same_policy(
 def test_two_runs_started_in_one_second_never_share_a_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(jsonl.time, "strftime", lambda _: "20261126-101010")
+    monkeypatch.setattr(files.time, "strftime", lambda _: "20261126-101010")
     pid = os.getpid()
     first = jsonl.claim(tmp_path / "converge", "converge", ".jsonl")
     second = jsonl.claim(tmp_path / "converge", "converge", ".jsonl")

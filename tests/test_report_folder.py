@@ -18,12 +18,13 @@ import pytest
 from markdown_it import MarkdownIt
 
 from harness.__main__ import main
-from harness.core import files, jsonl, records
+from harness.core import jsonl, records
 from harness.report import literal, summary
 from tests.helpers import record
 from tests.test_report_html import _external_references
 from tests.test_report_summary import MACHINE, _pairs
 from tests.test_report_summary import _floors as _summary_floors
+from zoo import files
 
 HOSTILE = "![x](http://evil/x.png)<script>alert(1)</script>|a"
 

@@ -91,7 +91,6 @@ def report_command(args: argparse.Namespace) -> int:
     as ``--results FOLDER`` (its newest run).
 
     Raises ValueError or FileNotFoundError for anything the user can fix."""
-    from harness.core import files
     from harness.core.records import ACCEPTED, outcome
     from harness.report import html
     from harness.report.tables import (
@@ -102,6 +101,7 @@ def report_command(args: argparse.Namespace) -> int:
         render_report,
         report,
     )
+    from zoo import files
 
     if args.machines:
         if args.records or args.compare or args.plots or args.check:
@@ -168,8 +168,8 @@ def report_command(args: argparse.Namespace) -> int:
 
 def _versions(args: argparse.Namespace) -> int:
     """``--versions DIR``: the overhead per release (``harness.versions``)."""
-    from harness.core import files
     from harness.versions import report as versions_report
+    from zoo import files
 
     if args.records or args.compare or args.machines or args.check:
         raise ValueError(

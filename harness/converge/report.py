@@ -15,9 +15,10 @@ from pydantic import Field, field_validator, model_validator
 from tabulate import tabulate
 
 from harness.converge.agreement import Vote, disagreement, reached, vote
-from harness.core import files, validated
+from harness.core import validated
 from harness.core.validated import Count, Seconds
 from workers.paths import get_path
+from zoo import files
 
 Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 

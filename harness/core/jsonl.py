@@ -33,10 +33,10 @@ Reading, one policy for every file:
 - blank lines are skipped.
 
 Only a regular file of at most :data:`MAX_FILE_BYTES` (256 MiB) is read
-(:func:`open_regular`): a FIFO, a device such as ``/dev/zero``, a directory
-or a larger file is refused in one sentence (:class:`UnreadableFileError`)
-before a byte is read, and the file is opened non-blocking, so that a FIFO
-cannot hang the reader.
+(``zoo.files.opened``, the project's one door for files): a FIFO, a device
+such as ``/dev/zero``, a folder, a link or a larger file is refused in one
+sentence (``zoo.files.Refused``) before a byte is read, and the file is
+opened non-blocking, so that a FIFO cannot hang the reader.
 
 A reader takes a shared lock while it reads, so a line another process is
 appending at that moment is never seen half written.  A file that is not
@@ -51,41 +51,20 @@ import fcntl
 import json
 import os
 import signal
-import stat
 import sys
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
+
+from zoo import files
 
 SHOWN = 5  # skipped line numbers a warning names
 # The largest file read (its records are held in memory at once) and the
 # longest line parsed: a record of a run of 100,000 steps is about 2 MB.
-MAX_FILE_BYTES = 256 * 1024 * 1024
+MAX_FILE_BYTES = files.MAX_BYTES
 MAX_LINE_BYTES = 8 * 1024 * 1024
-
-
-def claim(folder: Path, prefix: str, suffix: str = "") -> Path:
-    """A new run's file (``suffix``, e.g. ``.jsonl``: created empty) or
-    folder (no suffix), ``folder/<prefix>-<time>-<pid>``, made exclusively
-    (``O_EXCL``, ``mkdir``): two runs started in the same second, by two
-    processes or by one, never share it (the second of one process gets
-    ``-2``, ``-3``, ...)."""
-    name = f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-    folder.mkdir(parents=True, exist_ok=True)
-    for n in range(1, 1000):
-        path = folder / f"{name}{'' if n == 1 else f'-{n}'}{suffix}"
-        try:
-            if suffix:
-                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
-            else:
-                path.mkdir()
-        except FileExistsError:
-            continue
-        return path
-    raise FileExistsError(f"{folder}: no free name for a new {prefix} run")
 
 
 class WriteError(OSError):
@@ -104,8 +83,8 @@ def append(
     line = json.dumps(value, sort_keys=sort_keys) + "\n"
     with _signals_held():
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            files.folder(path.parent)
+            fd = files.open_append(path)
         except OSError as exc:
             raise WriteError(
                 f"cannot write {noun}s to {path}: {exc.strerror or exc}"
@@ -161,10 +140,10 @@ def _signals_held() -> Iterator[None]:
 
 def _ends_torn(path: Path) -> bool:
     try:
-        with path.open("rb") as f:
+        with files.opened(path) as f:
             f.seek(-1, os.SEEK_END)
             return f.read(1) != b"\n"
-    except OSError:  # missing or empty file
+    except OSError:  # missing, empty or too large a file (append refuses it)
         return False
 
 
@@ -188,52 +167,10 @@ class Lines:
         )
 
 
-class UnreadableFileError(OSError, ValueError):
-    """A file that is no regular file or is larger than :data:`MAX_FILE_BYTES`
-    (an OSError and a ValueError, so that every reader's handling of either
-    takes it); its message is one sentence naming the file."""
-
-
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-@contextlib.contextmanager
-def open_regular(path: Path, limit: int | None = None) -> Iterator[BinaryIO]:
-    """``path`` open for reading in binary, once it is known to be a regular
-    file of at most ``limit`` bytes (default :data:`MAX_FILE_BYTES`; a link
-    is followed: what it names is checked).  Opened non-blocking, so that a
-    FIFO cannot hang the caller.
-
-    Raises :class:`UnreadableFileError` for anything else, OSError for a
-    file that cannot be opened (FileNotFoundError...)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        limit = MAX_FILE_BYTES if limit is None else limit
-        mode, size = (found := os.fstat(fd)).st_mode, found.st_size
-        if not stat.S_ISREG(mode):
-            kind = next((what for test, what in _KINDS if test(mode)), "no file")
-            raise UnreadableFileError(
-                f"{path} is {kind}, not a regular file: it is not read"
-            )
-        if size > limit:
-            raise UnreadableFileError(
-                f"{path} is {size} bytes, more than the {limit} a file read here "
-                "may have: it is not read"
-            )
-        # A regular file never blocks; blocking again reads it whole.
-        os.set_blocking(fd, True)
-        handle = os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-    with handle:
-        yield handle
+# A file the door refuses (no regular file, a link, too large): one sentence.
+UnreadableFileError = files.Refused
+claim = files.claim
+open_regular = files.opened
 
 
 def read(path: Path) -> Lines:
@@ -268,7 +205,7 @@ def _read_locked(path: Path) -> bytes:
     """The bytes of ``path``, read under a shared lock: a writer holding the
     lock (:func:`append`) finishes its line first; at most
     :data:`MAX_FILE_BYTES` (:func:`open_regular`)."""
-    with open_regular(path) as f:
+    with files.opened(path, MAX_FILE_BYTES) as f:
         # Closing the file releases this process's locks on it, so a thread
         # of this process must not read a file another of its threads is
         # appending to (none does: every writer here is the main thread).

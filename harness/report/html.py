@@ -41,7 +41,7 @@ from markdown_it.renderer import RendererHTML
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 
-from harness.core import files
+from zoo import files
 
 # An embedded image is read whole into memory and grows by a third in base64:
 # a plot is well under a megabyte, anything this large is a mistake.

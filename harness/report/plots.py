@@ -57,7 +57,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.core import files
 from harness.core.records import Record
 from harness.report.analysis import (
     CellKey,
@@ -70,6 +69,7 @@ from harness.report.analysis import (
 )
 from harness.stats import paired
 from workers.paths import MODES, PATHS, get_path
+from zoo import files
 
 RGB = tuple[float, float, float]
 # Base colours, one per framework in the order of ``PATHS``; a framework past

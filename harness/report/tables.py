@@ -39,7 +39,6 @@ from typing import Any
 
 from tabulate import tabulate
 
-from harness.core import files
 from harness.core.machines import describe, group, name_of
 from harness.core.records import Record, scan
 from harness.report import doubts, literal, modes, summary
@@ -63,6 +62,7 @@ from harness.report.threads import (
 )
 from harness.stats import paired, robust
 from workers.resources import CONTENDED_CORES, CONTENDED_STEAL
+from zoo import files
 
 FORMATS = ("table", "markdown", "csv", "json")
 

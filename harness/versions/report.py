@@ -29,7 +29,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.core import files
 from harness.core.records import Record
 from harness.count import analysis as count_analysis
 from harness.count import compare as count_compare
@@ -38,6 +37,7 @@ from harness.count.measure import read as read_count
 from harness.report.analysis import compare_pair_rows, overhead_rows
 from harness.report.tables import latest_run, load, render
 from harness.versions.run import outcomes
+from zoo import files
 
 Key = tuple[str, str, str, int]  # model, framework, phase, batch size
 
