@@ -121,13 +121,13 @@ def test_a_fifo_a_device_and_a_folder_are_refused_before_a_byte_is_read(
     zero = tmp_path / "run-zero.jsonl"
     zero.symlink_to("/dev/zero")
     with _within(10):
-        for path, kind in ((fifo, "a FIFO"), (folder, "a directory")):
+        for path, kind in ((fifo, "a FIFO"), (folder, "a folder")):
             with pytest.raises(jsonl.UnreadableFileError) as refused:
                 jsonl.read(path)
             assert str(refused.value) == (
                 f"{path} is {kind}, not a regular file: it is not read"
             )
-        with pytest.raises(ValueError, match="is a character device, not a regular"):
+        with pytest.raises(ValueError, match="is a symbolic link: it is not followed"):
             records.scan(zero)
 
 
@@ -142,7 +142,7 @@ def test_a_file_larger_than_the_limit_is_refused_in_one_sentence(
     with pytest.raises(jsonl.UnreadableFileError) as refused:
         records.scan(out)
     assert str(refused.value) == (
-        f"{out} is {size} bytes, more than the 100 a file read here may have: "
+        f"{out} is {size:,} bytes, more than the 100 a file read here may have: "
         "it is not read"
     )
     assert main(["report", str(out)]) == 2
