@@ -543,9 +543,9 @@ def import_model(request: m.ImportModel, path: PathInfo) -> m.ImportAnswer:
     from zoo.user_models import spec_from_document
 
     file = Path(request.file)
-    document, weights, original = keras_import.load(file, request.seq_len)
+    document, weights, original, loss = keras_import.load(file, request.seq_len)
     spec = spec_from_document("user model", document)
-    reader_check.judge(keras, original, spec, weights, keras_import.compiled_loss(file))
+    reader_check.judge(keras, original, spec, weights, loss)
     save_npz(Path(request.out), weights)
     return m.ImportAnswer(document=json.dumps(document), weights=request.out)
 

@@ -211,6 +211,9 @@ def open_zip(
             yield archive
 
 
+_UNPACK_ERRORS = (zipfile.BadZipFile, EOFError, zlib.error, RuntimeError, OSError)
+
+
 class _Bounded:
     """A zip member's stream that raises :class:`Refused` once more than
     ``limit`` bytes have come out of it."""
@@ -223,7 +226,10 @@ class _Bounded:
         want = self._left + 1 if size < 0 else min(size, self._left + 1)
         data = bytearray()
         while len(data) < want:
-            chunk = self._stream.read(min(CHUNK, want - len(data)))
+            try:
+                chunk = self._stream.read(min(CHUNK, want - len(data)))
+            except _UNPACK_ERRORS as exc:
+                raise Refused(f"{self._where} cannot be unpacked ({exc})") from None
             if not chunk:
                 break
             data += chunk
@@ -234,9 +240,6 @@ class _Bounded:
             )
         self._left -= len(data)
         return bytes(data)
-
-
-_UNPACK_ERRORS = (zipfile.BadZipFile, EOFError, zlib.error, RuntimeError, OSError)
 
 
 @contextlib.contextmanager
@@ -264,12 +267,11 @@ def member(
             "have: it is not read"
         )
     try:
-        with archive.open(info) as stream:
-            yield _Bounded(stream, limit, where)
-    except Refused:
-        raise
+        stream = archive.open(info)
     except _UNPACK_ERRORS as exc:
         raise Refused(f"{where} cannot be unpacked ({exc})") from None
+    with stream:
+        yield _Bounded(stream, limit, where)
 
 
 def member_bytes(
@@ -311,8 +313,11 @@ def inside(folder: Path, name: str, what: str = "a name") -> Path:
 def file_name(name: str) -> str:
     """``name`` fit to be part of a file name: each character other than an
     ASCII letter, digit, ``.``, ``_`` or ``-`` becomes ``_``, a run of dots
-    ``..`` becomes ``__``, at most :data:`NAME_CHARS` characters."""
+    ``..`` becomes ``__``, a leading dot ``_`` (no hidden file, never ``.``),
+    at most :data:`NAME_CHARS` characters."""
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", name).replace("..", "__")
+    if safe.startswith("."):
+        safe = "_" + safe[1:]
     return safe[:NAME_CHARS] or "_"
 
 
@@ -446,3 +451,33 @@ def claim(where: Path, prefix: str, suffix: str = "") -> Path:
             continue
         return path
     raise FileExistsError(f"{where}: no free name for a new {prefix} run")
+
+
+def zip_copy(
+    dest: Path,
+    source: zipfile.ZipFile,
+    copied: dict[str, int],
+    written: dict[str, bytes],
+    where: StrPath,
+) -> Path:
+    """A new zip archive at ``dest`` (by :func:`replace`) holding ``written``
+    (name -> the bytes already read) and each member of ``source`` named in
+    ``copied`` (name -> its limit), inflated through :func:`member`, so
+    that whoever reads ``dest`` next (Keras reading a user's ``.keras``)
+    reads exactly what was checked, each member at its true size.  A member
+    of ``copied`` that ``source`` lacks is left out; ``where`` names the
+    source in errors."""
+    with replace(dest) as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_STORED) as out:
+        for name, data in written.items():
+            out.writestr(name, data)
+        present = set(source.namelist())
+        for name, limit in copied.items():
+            if name not in present:
+                continue
+            with (
+                member(source, name, limit, f"{where}: {name}") as stream,
+                out.open(name, "w", force_zip64=True) as target,
+            ):
+                while chunk := stream.read(CHUNK):
+                    target.write(chunk)
+    return dest

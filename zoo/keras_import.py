@@ -42,16 +42,17 @@ attention layer's ``query/kernel``), else name, the way
 
 from __future__ import annotations
 
-import json
+import contextlib
 import re
-import stat
+import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zoo import files
 from zoo.kinds import BY_KERAS_CLASS, KINDS
 from zoo.kinds.attention import CALL_TENSORS
 from zoo.kinds.base import INPUT as SPEC_INPUT
@@ -107,88 +108,92 @@ _CUSTOM = (
 )
 
 
-def _kind_of(path: Path) -> None:
-    """Refuse, in one sentence, a path that is missing or not a regular file
-    (a folder, a FIFO, a device), without opening it."""
+def _config_of(archive: zipfile.ZipFile, path: Path) -> tuple[dict[str, Any], bytes]:
+    """The archive's ``config.json`` and its bytes, after checking it is a
+    Keras archive whose members declare a sane size (the config itself read
+    at most ``MAX_CONFIG_BYTES`` inflated, whatever its entry declares)."""
+    members = {info.filename: info for info in archive.infolist()}
+    if "config.json" not in members or "model.weights.h5" not in members:
+        raise ValueError(
+            f"{path} is a zip file but not a Keras archive (no config.json "
+            "and model.weights.h5); save the model with model.save('x.keras')"
+        )
+    unpacked = sum(info.file_size for info in members.values())
+    if unpacked > MAX_BYTES:
+        raise ValueError(
+            f"{path} would unpack to {unpacked / 2**30:.1f} GiB, more than "
+            "the 4 GiB a model may be"
+        )
+    if members["config.json"].file_size > MAX_CONFIG_BYTES:
+        raise ValueError(f"{path}'s config.json is larger than 16 MiB")
     try:
-        mode = path.stat().st_mode
+        text = files.member_bytes(
+            archive, "config.json", MAX_CONFIG_BYTES, f"{path}: config.json"
+        )
+    except files.Refused as exc:
+        if "inflates to more" in str(exc):
+            raise ValueError(
+                f"{path}'s config.json inflates to more than 16 MiB (its "
+                "directory says less)"
+            ) from None
+        raise ValueError(
+            f"{path} has a damaged config.json (it does not inflate to what "
+            "the archive's directory says)"
+        ) from None
+    try:
+        config = files.parse_json(text, f"{path}'s config.json")
+    except files.Refused as exc:
+        if "nests too deeply" in str(exc):
+            raise ValueError(
+                f"{path} has a config.json that nests too deeply"
+            ) from None
+        raise ValueError(f"{path} has a damaged config.json (not JSON)") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} has a damaged config.json (not an object)")
+    _check_depth(path, config)
+    return config, text
+
+
+@contextlib.contextmanager
+def _archive(path: Path) -> Iterator[zipfile.ZipFile]:
+    """The user's ``.keras`` file as a zip archive through the door
+    (``zoo.files``: a regular file of at most ``MAX_BYTES``; the path the
+    user named may be a link), refused in one sentence otherwise."""
+    try:
+        with files.open_zip(path, MAX_BYTES, follow=True) as archive:
+            yield archive
+    except files.Refused as exc:
+        message = str(exc)
+        if "is a folder" in message:
+            raise ValueError(f"{path} is a folder, not a Keras file") from None
+        if "not a regular file" in message:
+            kind = message.split(" is ", 1)[1].split(",", 1)[0]
+            raise ValueError(
+                f"{path} is not a regular file ({kind}: not a file a model is saved in)"
+            ) from None
+        if "more than the" in message:
+            raise ValueError(
+                f"{path} is {path.stat().st_size / 2**30:.1f} GiB, more than the "
+                "4 GiB a model may be"
+            ) from None
+        if "not a zip archive" in message:
+            raise ValueError(
+                f"{path} is not a Keras archive (not a zip file: a .h5 or "
+                "SavedModel is not read; save the model with model.save('x.keras'))"
+            ) from None
+        raise ValueError(f"{path}: {message}") from None
+    except FileNotFoundError:
+        raise ValueError(f"{path} cannot be read: no such file") from None
     except OSError as exc:
         raise ValueError(f"{path} cannot be read: {exc.strerror or exc}") from None
-    if stat.S_ISDIR(mode):
-        raise ValueError(f"{path} is a folder, not a Keras file")
-    if not stat.S_ISREG(mode):
-        raise ValueError(
-            f"{path} is not a regular file (not a file a model is saved in)"
-        )
-
-
-def _read_member(archive: zipfile.ZipFile, member: str, cap: int) -> int | bytes:
-    """``member`` of ``archive`` inflated a chunk at a time: its bytes when
-    they are at most ``cap``, else ``cap + 1`` (the count), whatever its
-    directory entry declares."""
-    data = bytearray()
-    with archive.open(member) as stream:
-        while chunk := stream.read(min(1 << 20, cap + 1 - len(data))):
-            data += chunk
-            if len(data) > cap:
-                return cap + 1
-    return bytes(data)
 
 
 def read_config(path: Path) -> dict[str, Any]:
     """The archive's ``config.json``, after checking the file is a Keras
     archive of a sane size (nothing unpacked but the config, itself read
     at most ``MAX_CONFIG_BYTES`` inflated)."""
-    _kind_of(path)
-    size = path.stat().st_size
-    if size > MAX_BYTES:
-        raise ValueError(
-            f"{path} is {size / 2**30:.1f} GiB, more than the 4 GiB a model may be"
-        )
-    try:
-        with zipfile.ZipFile(path) as archive:
-            members = {info.filename: info for info in archive.infolist()}
-            if "config.json" not in members or "model.weights.h5" not in members:
-                raise ValueError(
-                    f"{path} is a zip file but not a Keras archive (no config.json "
-                    "and model.weights.h5); save the model with model.save('x.keras')"
-                )
-            unpacked = sum(info.file_size for info in members.values())
-            if unpacked > MAX_BYTES:
-                raise ValueError(
-                    f"{path} would unpack to {unpacked / 2**30:.1f} GiB, more than "
-                    "the 4 GiB a model may be"
-                )
-            if members["config.json"].file_size > MAX_CONFIG_BYTES:
-                raise ValueError(f"{path}'s config.json is larger than 16 MiB")
-            text = _read_member(archive, "config.json", MAX_CONFIG_BYTES)
-    except zipfile.BadZipFile as exc:
-        if "CRC" in str(exc) or "config.json" in str(exc):
-            raise ValueError(
-                f"{path} has a damaged config.json (it does not inflate to what "
-                "the archive's directory says)"
-            ) from None
-        raise ValueError(
-            f"{path} is not a Keras archive (not a zip file: a .h5 or SavedModel "
-            "is not read; save the model with model.save('x.keras'))"
-        ) from None
-    except (OSError, EOFError, RuntimeError, NotImplementedError) as exc:
-        raise ValueError(f"{path} is a damaged Keras archive ({exc})") from None
-    if isinstance(text, int):
-        raise ValueError(
-            f"{path}'s config.json inflates to more than 16 MiB (its directory "
-            "says less)"
-        )
-    try:
-        config = json.loads(text)
-    except RecursionError:
-        raise ValueError(f"{path} has a config.json that nests too deeply") from None
-    except ValueError:
-        raise ValueError(f"{path} has a damaged config.json (not JSON)") from None
-    if not isinstance(config, dict):
-        raise ValueError(f"{path} has a damaged config.json (not an object)")
-    _check_depth(path, config)
-    return config
+    with _archive(path) as archive:
+        return _config_of(archive, path)[0]
 
 
 def _check_depth(path: Path, config: Any) -> None:
@@ -220,26 +225,62 @@ def weights_limit(spec: ModelSpec) -> int:
 def check_weights_member(path: Path, spec: ModelSpec) -> None:
     """Refuse, in one sentence, a ``model.weights.h5`` larger than the
     parameters ``spec`` reads from the config need (``weights_limit``):
-    its declared size and what it inflates to, before Keras opens it."""
+    its declared size and what it inflates to."""
+    with _archive(path) as archive:
+        _weights_fit(archive, path, spec)
+
+
+def _weights_fit(archive: zipfile.ZipFile, path: Path, spec: ModelSpec) -> int:
+    """``weights_limit(spec)`` once ``model.weights.h5``'s declared size is
+    within it (``_copy`` checks what it inflates to as it copies)."""
     limit = weights_limit(spec)
-    too_big = (
-        f"{path}'s model.weights.h5 {{}} more than the {limit:,} bytes its "
-        "config's parameters need"
-    )
-    try:
-        with zipfile.ZipFile(path) as archive:
-            declared = archive.getinfo("model.weights.h5").file_size
-            if declared > limit:
-                raise ValueError(too_big.format(f"is {declared:,} bytes,"))
-            if isinstance(_read_member(archive, "model.weights.h5", limit), int):
-                raise ValueError(too_big.format("inflates to"))
-    except zipfile.BadZipFile:
+    declared = archive.getinfo("model.weights.h5").file_size
+    if declared > limit:
         raise ValueError(
-            f"{path} has a damaged model.weights.h5 (it does not inflate to what "
-            "the archive's directory says)"
-        ) from None
-    except (OSError, KeyError, EOFError, RuntimeError, NotImplementedError) as exc:
-        raise ValueError(f"{path} is a damaged Keras archive ({exc})") from None
+            f"{path}'s model.weights.h5 is {declared:,} bytes, more than the "
+            f"{limit:,} bytes its config's parameters need"
+        )
+    try:
+        with files.member(
+            archive, "model.weights.h5", limit, f"{path}: model.weights.h5"
+        ) as stream:
+            while stream.read(files.CHUNK):
+                pass
+    except files.Refused as exc:
+        raise ValueError(_weights_refusal(path, limit, exc)) from None
+    return limit
+
+
+def _weights_refusal(path: Path, limit: int, exc: files.Refused) -> str:
+    if "inflates to more" in str(exc):
+        return (
+            f"{path}'s model.weights.h5 inflates to more than the {limit:,} bytes "
+            "its config's parameters need"
+        )
+    return (
+        f"{path} has a damaged model.weights.h5 (it does not inflate to what "
+        "the archive's directory says)"
+    )
+
+
+def _copy(
+    archive: zipfile.ZipFile, path: Path, config: bytes, limit: int, dest: Path
+) -> Path:
+    """The archive Keras loads: the config the tool read (its bytes) and the
+    weights and metadata inflated within their limits (``files.zip_copy``),
+    so Keras never reads a member again without one."""
+    try:
+        return files.zip_copy(
+            dest,
+            archive,
+            {"metadata.json": MAX_CONFIG_BYTES, "model.weights.h5": limit},
+            {"config.json": config},
+            path,
+        )
+    except files.Refused as exc:
+        if "model.weights.h5" in str(exc):
+            raise ValueError(_weights_refusal(path, limit, exc)) from None
+        raise ValueError(str(exc)) from None
 
 
 def keras_reason(exc: BaseException) -> str:
@@ -907,21 +948,31 @@ def _inputs(
 
 def load(
     path: Path, seq_len: int = 0
-) -> tuple[dict[str, Any], dict[str, np.ndarray], Any]:
-    """The document and canonical weights of the Keras file ``path``, and
-    the model as Keras loaded it (inside a Keras worker; the worker judges
-    the reading against that model: ``workers.reader_check``)."""
+) -> tuple[dict[str, Any], dict[str, np.ndarray], Any, Any]:
+    """The document and canonical weights of the Keras file ``path``, the
+    model as Keras loaded it (inside a Keras worker; the worker judges the
+    reading against that model: ``workers.reader_check``) and the loss its
+    compile config names (``compiled_loss``).
+
+    The file is opened once, through ``zoo.files``: its config is read and
+    judged, and Keras loads a private copy holding that config and the
+    weights inflated within ``weights_limit`` (``_copy``), never the file
+    itself, which could say one size and inflate to another."""
     import keras
 
     from zoo.keras_models import variable
 
-    document = document_from_config(read_config(path), seq_len)
-    spec = spec_from_document("user model", document)  # refused before loading
-    check_weights_member(path, spec)  # no variable Keras builds is huge
-    try:
-        model = keras.saving.load_model(path, compile=False, safe_mode=True)
-    except Exception as exc:
-        raise ValueError(f"Keras cannot load {path}: {keras_reason(exc)}") from None
+    with _archive(path) as archive, tempfile.TemporaryDirectory() as scratch:
+        config, text = _config_of(archive, path)
+        document = document_from_config(config, seq_len)
+        spec = spec_from_document("user model", document)  # refused before loading
+        limit = _weights_fit(archive, path, spec)  # no variable Keras builds is huge
+        copy = _copy(archive, path, text, limit, Path(scratch) / "model.keras")
+        try:
+            model = keras.saving.load_model(copy, compile=False, safe_mode=True)
+        except Exception as exc:
+            reason = keras_reason(exc).replace(str(copy), str(path))
+            raise ValueError(f"Keras cannot load {path}: {reason}") from None
     # Each parameter by layer and variable path, else name, as
     # zoo.keras_models assigns it: a layer of several sublayers (attention's
     # query, key, value and output) names its variables by path only.
@@ -947,11 +998,11 @@ def load(
                 "model's weights must be finite"
             )
         weights[p.name] = value
-    return document, weights, model
+    return document, weights, model, compiled_loss(config)
 
 
-def compiled_loss(path: Path) -> Any:
-    """The ``loss`` of the file's compile config as saved (``None`` when it
+def compiled_loss(config: dict[str, Any]) -> Any:
+    """The ``loss`` of a file's compile config as saved (``None`` when it
     was not compiled with one), for Keras itself to deserialize."""
-    compiled = read_config(path).get("compile_config") or {}
+    compiled = config.get("compile_config") or {}
     return compiled.get("loss") if isinstance(compiled, dict) else None

@@ -61,9 +61,8 @@ for name in sys.argv[2:]:
     model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     path = Path(sys.argv[1]) / f"{name}.keras"
     model.save(path)
-    document, weights, original = keras_import.load(path)
+    document, weights, original, loss = keras_import.load(path)
     read = spec_from_document("user model", document)
-    loss = keras_import.compiled_loss(path)
     reader_check.judge(keras, original, read, weights, loss)  # read right: passes
     for p in read.params:
         wrong = {**weights, p.name: misread(weights[p.name])}
