@@ -119,6 +119,34 @@ def test_a_damaged_remembered_entry_is_read_again(tmp_path: Path) -> None:
     assert model_from_file(table, folder) == name
 
 
+def test_an_index_edited_to_name_another_stored_model_is_caught(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from workers.user_model import model_from_file
+
+    folder = tmp_path / "kept"
+    names = {}
+    for variant in ("strided-cnn", "gap-cnn"):
+        table = tmp_path / f"{variant}.toml"
+        table.write_text(
+            "[model]\n" + _toml_of(user_models.document_of(VARIANTS[variant]))
+        )
+        names[variant] = model_from_file(table, folder)
+    assert names["strided-cnn"] != names["gap-cnn"]
+    first = tmp_path / "strided-cnn.toml"
+    (index,) = [
+        p
+        for p in (folder / "files").iterdir()
+        if p.read_text().strip() == names["strided-cnn"]
+    ]
+    index.write_text(names["gap-cnn"] + "\n")  # another stored model
+    capsys.readouterr()
+    assert model_from_file(first, folder) == names["strided-cnn"]
+    err = capsys.readouterr().err
+    assert f"names stored model {names['gap-cnn']}, which was not stored" in err
+    assert index.read_text().strip() == names["strided-cnn"]  # the index repaired
+
+
 def _toml_of(document: dict[str, Any]) -> str:
     def inline(layer: dict[str, Any]) -> str:
         return "{" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in layer.items()) + "}"

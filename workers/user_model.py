@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
-import os
 import stat
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
 
 from workers.launch import Worker
 from workers.messages import ImportAnswer, ImportModel
+from zoo import files
 from zoo.arrays import load_npz
 from zoo.user_models import find, register, store, training_of, use_store
 
@@ -54,23 +52,32 @@ READING_CODE = (
 def _reader_version() -> str:
     digest = hashlib.sha256()
     for name in READING_CODE:
-        digest.update(name.encode() + b"\0" + (_ROOT / name).read_bytes())
+        digest.update(name.encode() + b"\0" + files.read_bytes(_ROOT / name))
     return digest.hexdigest()[:12]
 
 
 READER = _reader_version()
 SUFFIXES = (".keras", ".toml")
+# The largest model file read (``zoo.keras_import.MAX_BYTES``) and [model] table.
+MAX_FILE_BYTES = 4 << 30
+MAX_TOML_BYTES = 16 << 20
+# The folder of a stored entry that marks each file it was stored from.
+SOURCES = "sources"
 
 
 def _sha256(file: Path) -> str:
     """The digest of ``file``'s content, read only when it is a regular
     file (a FIFO is opened without blocking and refused unread)."""
-    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as stream:
-        _check_kind(file, os.fstat(stream.fileno()).st_mode)
-        digest = hashlib.sha256()
-        while chunk := stream.read(1 << 20):
-            digest.update(chunk)
+    try:
+        with files.opened(file, MAX_FILE_BYTES, follow=True) as stream:
+            digest = hashlib.sha256()
+            while chunk := stream.read(files.CHUNK):
+                digest.update(chunk)
+    except files.Refused as exc:
+        mode = file.stat().st_mode
+        if not stat.S_ISREG(mode):
+            _check_kind(file, mode)
+        raise ValueError(str(exc)) from None
     return digest.hexdigest()
 
 
@@ -94,42 +101,46 @@ def _check_kind(file: Path, mode: int) -> None:
 def _files_folder(folder: Path) -> Path:
     """``<store>/files``, refused when it is a link (the store writes
     through no link)."""
-    files = folder / "files"
-    if files.is_symlink() or (files.exists() and not files.is_dir()):
+    index = folder / "files"
+    if index.is_symlink() or (index.exists() and not index.is_dir()):
         raise ValueError(
-            f"{files} is a link or not a folder; the model store writes through "
+            f"{index} is a link or not a folder; the model store writes through "
             "no link: remove it"
         )
-    return files
+    return index
 
 
 def _remembered(remembered: Path) -> str | None:
     """The stored name a remembered file holds, read without following a
     link; ``None`` when there is none (or it is not a plain stored name)."""
     try:
-        fd = os.open(remembered, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+        text = files.read_bytes(remembered, 256).decode("ascii", "replace").strip()
+    except OSError:  # missing, a link, no regular file, too long
         return None
-    with os.fdopen(fd, "rb") as stream:
-        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
-            return None
-        text = stream.read(256).decode("ascii", "replace").strip()
     return text or None
 
 
-def _remember(remembered: Path, name: str) -> None:
-    """Write ``name`` to ``remembered`` through a temporary name in its
-    folder and a rename (never through a link)."""
-    remembered.parent.mkdir(parents=True, exist_ok=True)
-    _files_folder(remembered.parent.parent)
-    fd, scratch = tempfile.mkstemp(prefix=f".{remembered.name}.", dir=remembered.parent)
+def _from_this_file(folder: Path, name: str, remembered: Path) -> bool:
+    """Whether the stored model ``name`` was stored from the file (and
+    reader) ``remembered`` names: its entry keeps a mark of each
+    (``sources/<sha256>.r<READER>``), so an index edited to name another
+    stored model is caught, not run under this file's name."""
     try:
-        with os.fdopen(fd, "w") as stream:
-            stream.write(name + "\n")
-        Path(scratch).replace(remembered)
-    except BaseException:
-        Path(scratch).unlink(missing_ok=True)
-        raise
+        with files.opened(folder / name / SOURCES / remembered.name, 0):
+            return True
+    except OSError:
+        return False
+
+
+def _remember(remembered: Path, name: str) -> None:
+    """Write ``name`` to ``remembered`` and the mark of this file in the
+    entry (``_from_this_file``), each through a temporary name in its folder
+    and a rename (never through a link)."""
+    store_folder = remembered.parent.parent
+    _files_folder(store_folder)
+    sources = files.folder(store_folder / name / SOURCES)
+    files.write_text(sources / remembered.name, "")
+    files.write_text(files.folder(remembered.parent) / remembered.name, name + "\n")
 
 
 def model_from_file(file: Path, folder: Path | None = None, seq_len: int = 0) -> str:
@@ -158,16 +169,23 @@ def model_from_file(file: Path, folder: Path | None = None, seq_len: int = 0) ->
             f"{file}: --seq-len is for a Keras file's free-length input; a "
             "[model] table gives its length in input_shape"
         )
-    files = _files_folder(folder)
+    index = _files_folder(folder)
     try:
         length = f"-L{seq_len}" if seq_len else ""
-        remembered = files / f"{_sha256(file)}{length}.r{READER}"
+        remembered = index / f"{_sha256(file)}{length}.r{READER}"
     except FileNotFoundError:
         raise ValueError(f"{file}: no such file") from None
     except OSError as exc:
         raise ValueError(f"{file} cannot be read ({exc.strerror})") from None
     name = _remembered(remembered)
     spec = None
+    if name is not None and not _from_this_file(folder, name, remembered):
+        print(
+            f"warning: {remembered} names stored model {name}, which was not "
+            f"stored from {file}: the file is read again",
+            file=sys.stderr,
+        )
+        name = None
     if name is not None:
         # a damaged entry: the file is read again and replaces it
         with contextlib.suppress(ValueError):
@@ -188,11 +206,10 @@ def model_from_file(file: Path, folder: Path | None = None, seq_len: int = 0) ->
 
 def _read_toml(file: Path, folder: Path) -> str:
     try:
-        table = tomllib.loads(file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ValueError(f"{file} is not a TOML file ({exc})") from None
-    except RecursionError:
-        raise ValueError(f"{file} is not a TOML file: it nests too deeply") from None
+        table = files.read_toml(file, MAX_TOML_BYTES, follow=True)
+    except files.Refused as exc:
+        why = str(exc).removeprefix(f"{file} ")
+        raise ValueError(f"{file} is not a TOML file ({why})") from None
     except ValueError:  # an integer of more than 4300 digits
         raise ValueError(f"{file} is not a TOML file: a number is too long") from None
     if "model" not in table:
@@ -214,7 +231,7 @@ def _read_keras(file: Path, folder: Path, seq_len: int = 0) -> str:
         if not isinstance(reply.answer, ImportAnswer):
             why = (reply.error or reply.status).removeprefix("ValueError: ")
             raise ValueError(why if str(file.absolute()) in why else f"{file}: {why}")
-        document = json.loads(reply.answer.document)
+        document = files.parse_json(reply.answer.document, f"{file}'s reading")
         weights = load_npz(out)
     try:
         return register(file.name, document, weights, folder)

@@ -23,41 +23,40 @@ environment.
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import math
 import os
 import struct
-import tempfile
 import zipfile
-import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
+from zoo import files
+
 _EPOCH = (1980, 1, 1, 0, 0, 0)
+# The largest ``.npz`` opened: a dataset's arrays (``zoo.datasets.MAX_BYTES``,
+# 4 GiB) with room to spare; what a member holds is counted from its header
+# before anything is allocated.
+MAX_FILE_BYTES = 8 << 30
 
 
 def save_npz(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> None:
     """Write ``arrays`` to ``path`` deterministically (sorted names, fixed dates)."""
     dest = Path(path)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w") as zf:
-            for name in sorted(arrays):
-                info = zipfile.ZipInfo(f"{name}.npy", date_time=_EPOCH)
-                info.compress_type = zipfile.ZIP_STORED
-                with zf.open(info, "w", force_zip64=True) as member:
-                    np.lib.format.write_array(
-                        member, np.asarray(arrays[name], order="C"), allow_pickle=False
-                    )
-        Path(tmp).replace(dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    files.folder(dest.parent)
+    with files.replace(dest) as raw, zipfile.ZipFile(raw, "w") as zf:
+        for name in sorted(arrays):
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=_EPOCH)
+            info.compress_type = zipfile.ZIP_STORED
+            with zf.open(info, "w", force_zip64=True) as member:
+                np.lib.format.write_array(
+                    member, np.asarray(arrays[name], order="C"), allow_pickle=False
+                )
 
 
 # The longest ``.npy`` header read: NumPy writes some 128 bytes for any
@@ -96,18 +95,25 @@ class Member:
         return self.count * self.dtype.itemsize
 
 
-def open_npz(path: str | os.PathLike[str]) -> zipfile.ZipFile:
-    """``path`` as a zip archive, refused in one sentence when it is not one
-    (a missing or unreadable file is the ``OSError`` of opening it)."""
+@contextlib.contextmanager
+def open_npz(
+    path: str | os.PathLike[str], limit: int = MAX_FILE_BYTES, *, follow: bool = False
+) -> Iterator[zipfile.ZipFile]:
+    """``path`` as a zip archive through the door (``zoo.files.open_zip``: a
+    regular file of at most ``limit`` bytes, a link followed only when
+    ``follow``, a path the user named), refused in one sentence when it is
+    not one (a missing or unreadable file is the ``OSError`` of opening
+    it; a FIFO, a device, a link or a larger file a ``zoo.files.Refused``)."""
     try:
-        return zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as exc:
-        raise NpzError(
-            f"{path} is not an .npz file (not a zip archive: {exc})"
-        ) from None
+        with files.open_zip(path, limit, follow=follow) as archive:
+            yield archive
+    except files.Refused as exc:
+        if str(exc).startswith(f"{path} is not a zip archive"):
+            raise NpzError(f"{path} is not an .npz file ({exc})") from None
+        raise
 
 
-def _exactly(stream: IO[bytes], size: int, where: str) -> bytes:
+def _exactly(stream: files.Bounded, size: int, where: str) -> bytes:
     data = stream.read(size)
     if len(data) != size:
         raise NpzError(f"{where} is truncated: {len(data)} of {size} bytes")
@@ -149,7 +155,7 @@ def npy_member(archive: zipfile.ZipFile, name: str, where: str) -> Member:
             "stored or deflated members (numpy.savez, savez_compressed) are read"
         )
     try:
-        with archive.open(info) as stream:
+        with files.member(archive, info, info.file_size, where) as stream:
             prefix = stream.read(len(_MAGIC) + 2)
             if (
                 len(prefix) < len(_MAGIC) + 2
@@ -166,8 +172,8 @@ def npy_member(archive: zipfile.ZipFile, name: str, where: str) -> Member:
                     f"than the {MAX_HEADER} read (zoo.arrays.MAX_HEADER)"
                 )
             text = _exactly(stream, length, where)
-    except (zipfile.BadZipFile, EOFError, OSError, zlib.error, RuntimeError) as exc:
-        raise NpzError(f"{where} cannot be unpacked ({exc})") from None
+    except files.Refused as exc:
+        raise NpzError(str(exc)) from None
     descr, fortran, shape = _parse(text, version, where)
     try:
         dtype = np.lib.format.descr_to_dtype(descr)
@@ -200,8 +206,9 @@ def read_member(
     values as stored, before any conversion (to refuse them)."""
     target = member.dtype if dtype is None else np.dtype(dtype)
     flat = np.empty(member.count, target)
+    size = member.offset + member.nbytes
     try:
-        with archive.open(member.name) as stream:
+        with files.member(archive, member.name, size, where) as stream:
             _exactly(stream, member.offset, where)
             if dtype is None and check is None:  # the bytes as they are
                 raw = flat.view(np.uint8)
@@ -221,8 +228,8 @@ def read_member(
                     flat[start : start + n] = values
             if stream.read(1):  # the size was checked; this also checks the CRC
                 raise NpzError(f"{where} goes on past its .npy data")
-    except (zipfile.BadZipFile, EOFError, OSError, zlib.error, RuntimeError) as exc:
-        raise NpzError(f"{where} cannot be unpacked ({exc})") from None
+    except files.Refused as exc:
+        raise NpzError(str(exc)) from None
     if member.fortran:
         return flat.reshape(member.shape[::-1]).T
     return flat.reshape(member.shape)

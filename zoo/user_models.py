@@ -74,7 +74,8 @@ from typing import Any
 
 import numpy as np
 
-from zoo.arrays import digest, save_npz
+from zoo import files
+from zoo.arrays import digest, load_npz, save_npz
 from zoo.kinds import KINDS as KIND_RECORDS
 from zoo.losses import DEFAULT as DEFAULT_OBJECTIVE
 from zoo.losses import LOSSES
@@ -153,6 +154,9 @@ def words_of(kind: str) -> dict[str, str]:
 
 _NAME = re.compile(r"[A-Za-z0-9_.]+")
 _STEM_CHARS = 64
+# The largest stored document read back (a model of thousands of layers is
+# a few MB).
+MAX_DOCUMENT_BYTES = 64 << 20
 _STORED = re.compile(
     r"(?P<stem>[A-Za-z0-9_][A-Za-z0-9_.]{0,63})-(?P<digest>[0-9a-f]{12})"
 )
@@ -709,7 +713,7 @@ def register(
     try:
         if arrays is not None:
             save_npz(scratch / "weights.npz", arrays)
-        (scratch / "model.json").write_text(text + "\n")
+        files.write_text(scratch / "model.json", text + "\n")
         _place(scratch, parent, name)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -749,24 +753,6 @@ def _intact(parent: Path, name: str) -> bool:
         return False
 
 
-def _read_file(path: Path) -> bytes:
-    """A stored file's bytes, opened without following a link."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as stream:
-        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
-            raise OSError(f"{path.name} is not a regular file")
-        return stream.read()
-
-
-def _read_arrays(path: Path) -> dict[str, np.ndarray]:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as stream:
-        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
-            raise OSError(f"{path.name} is not a regular file")
-        with np.load(stream, allow_pickle=False) as data:
-            return {key: data[key] for key in data.files}
-
-
 def _read_entry(folder: Path, name: str) -> ModelSpec | None:
     """The stored model ``folder/name``, checked to hold the content its
     name's digest says; ``None`` when there is no such entry; a ValueError
@@ -789,12 +775,11 @@ def _read_entry(folder: Path, name: str) -> ModelSpec | None:
             "the model's file again"
         )
     try:
-        text = _read_file(entry / "model.json").decode()
-        document = json.loads(text)
+        document = files.read_json(entry / "model.json", MAX_DOCUMENT_BYTES)
         spec = spec_from_document(name, document)
         arrays = None
         if os.path.lexists(entry / "weights.npz"):
-            arrays = _read_arrays(entry / "weights.npz")
+            arrays = load_npz(entry / "weights.npz")
     except FileNotFoundError:
         raise ValueError(
             f"{where} is damaged (no model.json); give the model's file again "

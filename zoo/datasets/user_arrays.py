@@ -119,38 +119,12 @@ def load(path: Path, spec: ModelSpec) -> Split:
     """The four arrays of ``path`` as a ``Split`` for ``spec``."""
     regular_file(path, WHAT)
     try:
-        archive = open_npz(path)
+        with open_npz(path, follow=True) as archive:
+            arrays = _read(archive, path, spec)
     except NpzError:
         raise DataError(f"{path} is not an .npz file (not a zip archive)") from None
     except OSError as exc:
         raise DataError(f"{path} cannot be read ({exc})") from None
-    with archive:
-        members = {name: _member(archive, name, path) for name in NAMES}
-        counts = {name: _check(name, m, spec) for name, m in members.items()}
-        within_limit(
-            sum(m.count * _target(n, spec).itemsize for n, m in members.items()),
-            f"{path}, as its .npy headers say,",
-            "USER_MAX_BYTES",
-        )
-        for part in ("train", "test"):
-            if counts[f"x_{part}"] != counts[f"y_{part}"]:
-                raise DataError(
-                    f"{path}: x_{part} has {counts[f'x_{part}']} samples, "
-                    f"y_{part} {counts[f'y_{part}']}"
-                )
-        arrays = {}
-        for name, member in members.items():
-            check = _in_range(name, path, spec) or _finite(name, path)
-            try:
-                arrays[name] = read_member(
-                    archive,
-                    member,
-                    f"{path}: {member.name}",
-                    _target(name, spec),
-                    check,
-                )
-            except NpzError as exc:
-                raise DataError(str(exc)) from None
     return Split(
         arrays["x_train"],
         arrays["y_train"],
@@ -158,3 +132,34 @@ def load(path: Path, spec: ModelSpec) -> Split:
         arrays["y_test"],
         source=str(path),
     )
+
+
+def _read(archive: zipfile.ZipFile, path: Path, spec: ModelSpec) -> dict[str, Any]:
+    """The four arrays, each header checked before any is read."""
+    members = {name: _member(archive, name, path) for name in NAMES}
+    counts = {name: _check(name, m, spec) for name, m in members.items()}
+    within_limit(
+        sum(m.count * _target(n, spec).itemsize for n, m in members.items()),
+        f"{path}, as its .npy headers say,",
+        "USER_MAX_BYTES",
+    )
+    for part in ("train", "test"):
+        if counts[f"x_{part}"] != counts[f"y_{part}"]:
+            raise DataError(
+                f"{path}: x_{part} has {counts[f'x_{part}']} samples, "
+                f"y_{part} {counts[f'y_{part}']}"
+            )
+    arrays = {}
+    for name, member in members.items():
+        check = _in_range(name, path, spec) or _finite(name, path)
+        try:
+            arrays[name] = read_member(
+                archive,
+                member,
+                f"{path}: {member.name}",
+                _target(name, spec),
+                check,
+            )
+        except NpzError as exc:
+            raise DataError(str(exc)) from None
+    return arrays
