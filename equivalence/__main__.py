@@ -27,7 +27,6 @@ verdicts as JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -58,6 +57,7 @@ from equivalence.sensitivity import run_suite
 from native.faults import FAULTS
 from workers.paths import MODE_PATHS, PATHS, get_path, integer, number, parse_list
 from workers.user_model import model_from_file
+from zoo import files
 from zoo.specs import MODELS, VARIANTS, get_spec
 
 # 4: the float64 vote (reference, odd one out); 5: per case
@@ -589,10 +589,8 @@ def _write_verdicts(
         ],
         "models": _combined_verdicts(reports),
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(document, indent=2) + "\n")
-    tmp.replace(out)
+    files.folder(out.parent)
+    files.write_json(out, document, indent=2)
 
 
 if __name__ == "__main__":

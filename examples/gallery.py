@@ -1187,11 +1187,16 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    out.mkdir(parents=True, exist_ok=True)
+    from zoo import files  # writes renamed into place, never through a link
+
+    try:
+        files.folder(out)
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     for name in names:
         model = GALLERY[name]()
-        path = out / f"{name}.keras"
-        model.save(path)
+        path = files.write_with(out / f"{name}.keras", model.save)
         print(f"wrote {path} ({model.count_params():,} parameters)")
     return 0
 

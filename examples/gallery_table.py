@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import math
 import sys
 from collections import Counter
@@ -40,6 +39,7 @@ from typing import Any
 from tabulate import tabulate
 
 from equivalence.keras_known import KNOWN_BUG
+from zoo import files
 
 HERE = Path(__file__).resolve().parent
 # What equivalence/__main__.py writes (VERDICT_SCHEMA_VERSION) and this
@@ -50,6 +50,10 @@ SCHEMA_VERSIONS = (5, 6)
 NOTES_SINCE = 6
 VERDICTS = ("pass", "unavailable", "infer-only", "unchecked", "fail", "error")
 PASSING = ("pass", "unavailable")
+# The largest verdict file and standard error file read (a verdict file is
+# a few kB; a run's standard error a few MB at most).
+MAX_VERDICT_BYTES = 64 << 20
+MAX_STDERR_BYTES = 1 << 30
 # The last this much of a standard error file is read.
 STDERR_TAIL_BYTES = 1 << 20
 
@@ -157,8 +161,8 @@ def read_verdicts(path: Path, name: str) -> Verdicts:
     ``name``; a VerdictFileError in one sentence naming the file and the
     field when it is not one."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        document = files.read_json(path, MAX_VERDICT_BYTES)
+    except OSError as exc:  # zoo.files.Refused too: no regular file, not JSON
         raise VerdictFileError(f"{path} cannot be read as JSON: {exc}") from None
     try:
         return _results(document, name)
@@ -241,10 +245,7 @@ def _read_case(
 def door_sentence(stderr: Path) -> str | None:
     """The last ``error: `` line of a standard error file, without the
     prefix (the door's one sentence), or None when it has none."""
-    with stderr.open("rb") as f:
-        f.seek(max(0, stderr.stat().st_size - STDERR_TAIL_BYTES))
-        text = f.read().decode("utf-8", errors="replace")
-    lines = [line.strip() for line in text.splitlines()]
+    lines = [line.strip() for line in _tail(stderr, STDERR_TAIL_BYTES).splitlines()]
     said = [
         line.removeprefix("error: ") for line in lines if line.startswith("error: ")
     ]
@@ -252,10 +253,16 @@ def door_sentence(stderr: Path) -> str | None:
 
 
 def _last_line(stderr: Path) -> str:
-    with stderr.open("rb") as f:
-        f.seek(max(0, stderr.stat().st_size - 4096))
-        lines = f.read().decode("utf-8", errors="replace").strip().splitlines()
+    lines = _tail(stderr, 4096).strip().splitlines()
     return lines[-1].strip() if lines else "its standard error is empty"
+
+
+def _tail(stderr: Path, size: int) -> str:
+    """The last ``size`` bytes of a standard error file, as text (through
+    the door: a regular file, no link followed)."""
+    with files.opened(stderr, MAX_STDERR_BYTES) as f:
+        f.seek(max(0, f.seek(0, 2) - size))
+        return f.read().decode("utf-8", errors="replace")
 
 
 def row_of(folder: Path, name: str) -> Row:
@@ -377,8 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     found = rows(args.folder, examples)
     print(tables(found, examples, markdown=False))
     if args.markdown:
-        args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        args.markdown.write_text(tables(found, examples, markdown=True) + "\n")
+        files.folder(args.markdown.parent)
+        files.write_text(args.markdown, tables(found, examples, markdown=True) + "\n")
         print(f"\nwrote {args.markdown}")
     unreadable = [r for r in found if r.status == "unreadable"]
     for r in unreadable:

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import keras
 
+from zoo import files
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -107,8 +109,7 @@ def main(names: list[str]) -> None:
         model.compile(optimizer=optimizer, loss=loss, metrics=["accuracy"])
         if names and model.name not in names:
             continue
-        path = HERE / f"{model.name}.keras"
-        model.save(path)
+        path = files.write_with(HERE / f"{model.name}.keras", model.save)
         print(f"wrote {path.relative_to(HERE.parent)} ({path.stat().st_size:,} bytes)")
 
 

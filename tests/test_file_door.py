@@ -44,8 +44,10 @@ NAMES = {"open", "load_model", "ZipFile"}
 ALLOWED = {
     ("zoo/keras_import.py", "keras.saving.load_model"): "Keras opens the private "
     "copy zoo.files.keras_copy rebuilt from the members it read within limits",
-    ("workers/serve.py", "os.fdopen"): "the worker's log, a descriptor "
-    "zoo.files.open_append opened",
+    ("workers/serve.py", "os.fdopen"): "the protocol's channel: a copy of "
+    "the worker's stdout descriptor, no path",
+    ("zoo/arrays.py", "zf.open"): "writes one array into a member of the "
+    "archive zoo.files.zip_writer is making, no path",
 }
 
 
@@ -64,6 +66,8 @@ def _called(node: ast.Call) -> str | None:
     if isinstance(owner, ast.Name):
         parts.append(owner.id)
     dotted = ".".join(reversed(parts))
+    if isinstance(owner, ast.Name) and owner.id == "files" and len(parts) == 2:
+        return None  # the door itself: zoo.files.read_text(...)
     if isinstance(owner, ast.Name) and (owner.id, func.attr) in FUNCTIONS:
         return dotted
     if func.attr in NAMES - {"open"} or func.attr in METHODS:
@@ -116,6 +120,8 @@ def test_every_allowed_exception_is_still_there() -> None:
         ("zipfile.ZipFile('x')", True),
         ("keras.saving.load_model('x')", True),
         ("files.read_text(p)", False),
+        ("files.write_text(p, text)", False),
+        ("self.files.write_text(p)", True),
         ("json.loads(text)", False),
         ("files.write_figure(p, fig, 120)", False),
     ],

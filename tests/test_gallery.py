@@ -307,3 +307,37 @@ def test_every_gallery_model_names_its_example() -> None:
         doc = gallery.GALLERY[name].__doc__
         assert doc.startswith(f"{title} ({url}). "), name
         assert len(doc) > len(title) + len(url) + 6, f"{name} says nothing of itself"
+
+
+class _Saved:
+    """A stand-in for a Keras model: ``save`` writes a few bytes."""
+
+    def save(self, path: Path) -> None:
+        path.write_bytes(b"a model")
+
+    def count_params(self) -> int:
+        return 1
+
+
+def test_the_gallery_saves_through_no_link_and_refuses_a_file_as_its_folder(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    gallery = _load("gallery")
+    name = next(iter(gallery.GALLERY))
+    monkeypatch.setitem(gallery.GALLERY, name, _Saved)
+    outside = tmp_path / "outside.keras"
+    outside.write_bytes(b"the user's own")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / f"{name}.keras").symlink_to(outside)
+    assert gallery.main([str(out), name]) == 0
+    assert outside.read_bytes() == b"the user's own"  # the link replaced, not followed
+    assert (out / f"{name}.keras").read_bytes() == b"a model"
+    assert not (out / f"{name}.keras").is_symlink()
+    capsys.readouterr()
+    assert gallery.main([str(outside), name]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {outside} is a file, not a folder: nothing is written there\n"
+    )

@@ -30,7 +30,10 @@ from workers.messages import CALLGRIND_LIBRARY_ENV as LIBRARY_ENV
 from workers.messages import CALLGRIND_OUT_ENV as OUT_ENV
 from workers.messages import CountAnswer
 from workers.timing import _order, blocks_of
+from zoo import files
 
+# The largest callgrind dump read (one labelled region's is a few MB).
+MAX_DUMP_BYTES = 256 << 20
 EMPTY_DUMPS = 3  # dumps of an empty region: the counter's own cost
 CALIBRATION_LOOP = 20_000  # iterations whose count calibrates the extra work
 
@@ -98,7 +101,7 @@ def process_callgrind() -> Callgrind:
 def instructions(dump: Path, label: str) -> int:
     """The instructions a dump file holds (its ``totals`` line), after
     checking that it is the dump labelled ``label``."""
-    text = dump.read_text(errors="replace")
+    text = files.read_bytes(dump, MAX_DUMP_BYTES).decode(errors="replace")
     if f"Client Request: {label}\n" not in text:
         raise ValueError(f"callgrind's dump {dump} is not the one labelled {label!r}")
     for line in text.splitlines():

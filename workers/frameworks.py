@@ -22,6 +22,8 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
+from zoo import files
+
 
 @dataclass(frozen=True)
 class FrameworkInfo:
@@ -106,7 +108,7 @@ def missing_pieces(name: str, checkout: Path = _CHECKOUT) -> list[str]:
 def _keys(source: Path, table: str) -> set[str]:
     """The string keys of the dict literal assigned to ``table`` at the top
     level of ``source``."""
-    found = _dict_keys(source.read_text(), table)
+    found = _dict_keys(files.read_text(source), table)
     if found is None:
         raise LookupError(f"{source} has no dict literal {table}")
     return set(found)
@@ -145,9 +147,11 @@ def _missing_install(info: FrameworkInfo, checkout: Path) -> list[str]:
         return []  # installed, not a checkout: nothing to read
     wanted = f'"{info.distributions[0]}=='
     if info.environment is None:
-        if wanted not in project.read_text():
+        if wanted not in files.read_text(project):
             return [f"pyproject.toml: {info.distributions[0]} in [frameworks]"]
-    elif wanted not in nox.read_text() or info.environment.name not in nox.read_text():
+    elif wanted not in (text := files.read_text(nox)) or (
+        info.environment.name not in text
+    ):
         return [f"noxfile.py: {info.distributions[0]} and {info.environment}"]
     return []
 

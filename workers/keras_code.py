@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from zoo import files
+
 # Config keys never written: Keras fills them in, or the weights set below
 # make them moot.  A layer's name is kept: the weights are found by it, and
 # ``trainable`` when it is False (a frozen layer).
@@ -316,7 +318,7 @@ def main(argv: list[str]) -> int:
         if quantity.startswith(GRADIENT) and quantity.removeprefix(GRADIENT) in names
     )
     text = script(model, optimizer, loss, (x, y), int(steps), expected, paths)
-    Path(out).write_text(text)
+    files.write_text(Path(out), text)
     return 0
 
 

@@ -52,7 +52,7 @@ from workers import launch, numerics, protocol, runs, timing
 from workers import messages as m
 from workers.paths import PathInfo, get_path
 from workers.protocol import NativeOnly, Runner
-from zoo import user_models
+from zoo import files, user_models
 from zoo.arrays import digest, load_npz, save_npz
 from zoo.specs import ModelSpec, get_spec, without_dropout
 from zoo.weights import check_weights
@@ -595,7 +595,7 @@ def log_request(request: m.Task, path: PathInfo, partners: list[Served]) -> None
         # where a user's model is kept (zoo.user_models), to read its layers back
         "store": str(user_models.store().absolute()),
     }
-    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = files.open_append(Path(log))
     try:
         os.write(fd, (json.dumps(line) + "\n").encode())
     finally:

@@ -33,7 +33,6 @@ import random
 import resource
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from workers.messages import (
     InferAnswer,
@@ -41,6 +40,7 @@ from workers.messages import (
     SelfcheckAnswer,
     TrainAnswer,
 )
+from zoo import files
 
 # The clock every loop here reads.  Tests put a fake one in its place
 # (``monkeypatch.setattr(workers.timing, "clock", fake)``) whose time moves only
@@ -69,7 +69,7 @@ def ready_wait_s() -> float:
     """Seconds the calling thread has spent ready to run but waiting for a
     CPU since it started; NaN where the kernel does not say."""
     try:
-        return int(Path(SCHEDSTAT).read_text().split()[1]) / 1e9
+        return int(files.read_text(SCHEDSTAT, 4096).split()[1]) / 1e9
     except (OSError, ValueError, IndexError):
         return math.nan
 

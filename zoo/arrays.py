@@ -49,7 +49,7 @@ def save_npz(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> 
     """Write ``arrays`` to ``path`` deterministically (sorted names, fixed dates)."""
     dest = Path(path)
     files.folder(dest.parent)
-    with files.replace(dest) as raw, zipfile.ZipFile(raw, "w") as zf:
+    with files.zip_writer(dest) as zf:
         for name in sorted(arrays):
             info = zipfile.ZipInfo(f"{name}.npy", date_time=_EPOCH)
             info.compress_type = zipfile.ZIP_STORED

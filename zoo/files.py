@@ -74,6 +74,7 @@ class Refused(OSError, ValueError):  # noqa: N818 (what it says: refused)
 
 
 _KINDS = (
+    (stat.S_ISREG, "a file"),
     (stat.S_ISDIR, "a folder"),
     (stat.S_ISFIFO, "a FIFO"),
     (stat.S_ISCHR, "a character device"),
@@ -214,7 +215,7 @@ def open_zip(
 _UNPACK_ERRORS = (zipfile.BadZipFile, EOFError, zlib.error, RuntimeError, OSError)
 
 
-class _Bounded:
+class Bounded:
     """A zip member's stream that raises :class:`Refused` once more than
     ``limit`` bytes have come out of it."""
 
@@ -245,7 +246,7 @@ class _Bounded:
 @contextlib.contextmanager
 def member(
     archive: zipfile.ZipFile, name: str | zipfile.ZipInfo, limit: int, where: str
-) -> Iterator[_Bounded]:
+) -> Iterator[Bounded]:
     """Member ``name`` of ``archive`` as a stream of at most ``limit`` bytes
     inflated (:class:`Refused` past it, whatever its directory entry says;
     and when its declared size is already larger).  Only stored and
@@ -271,7 +272,7 @@ def member(
     except _UNPACK_ERRORS as exc:
         raise Refused(f"{where} cannot be unpacked ({exc})") from None
     with stream:
-        yield _Bounded(stream, limit, where)
+        yield Bounded(stream, limit, where)
 
 
 def member_bytes(
@@ -368,6 +369,14 @@ def replace(path: Path) -> Iterator[BinaryIO]:
         with contextlib.suppress(OSError):
             temporary.unlink()
         raise
+
+
+@contextlib.contextmanager
+def zip_writer(path: Path) -> Iterator[zipfile.ZipFile]:
+    """A new zip archive to write ``path`` with, renamed over it when the
+    block ends (:func:`replace`)."""
+    with replace(path) as raw, zipfile.ZipFile(raw, "w") as archive:
+        yield archive
 
 
 def write_bytes(path: Path, data: bytes) -> Path:

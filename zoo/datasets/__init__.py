@@ -22,14 +22,17 @@ workers ``.npz`` files.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
 
 import numpy as np
 
+from zoo import files
 from zoo.specs import ModelSpec
 
 # Where each dataset lives under the data folder.
@@ -89,12 +92,20 @@ def within_limit(
     return size
 
 
-def open_stream(path: Path) -> BinaryIO:
-    """``path`` for reading, unpacked as it is read when it is gzipped (by
+@contextlib.contextmanager
+def open_stream(path: Path) -> Iterator[BinaryIO]:
+    """``path`` for reading through the door (``zoo.files.opened``: a
+    regular file of at most :data:`MAX_BYTES`; a link the user put in the
+    data folder is followed), unpacked as it is read when it is gzipped (by
     its magic bytes, whatever its name)."""
-    with path.open("rb") as raw:
+    with files.opened(path, MAX_BYTES, follow=True) as raw:
         gzipped = raw.read(2) == _GZIP
-    return gzip.open(path, "rb") if gzipped else path.open("rb")  # type: ignore[return-value]
+        raw.seek(0)
+        if not gzipped:
+            yield raw
+            return
+        with gzip.GzipFile(fileobj=raw, mode="rb") as unpacked:
+            yield unpacked  # type: ignore[misc]
 
 
 def read_exactly(stream: BinaryIO, path: Path, size: int, promise: str) -> bytearray:

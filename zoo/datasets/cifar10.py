@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from zoo import files
 from zoo.datasets import DataError, Split, read_exactly, regular_file
 
 TRAIN_FILES = tuple(f"data_batch_{i}.bin" for i in range(1, 6))
@@ -93,7 +94,7 @@ def read(path: Path) -> tuple[np.ndarray, np.ndarray]:
             f"records (a label byte and a 32x32x3 image): truncated or another format"
         )
     try:
-        with path.open("rb") as stream:
+        with files.opened(path, size, follow=True) as stream:
             raw = read_exactly(stream, path, size, "its size on disk")
     except OSError as exc:
         raise DataError(f"{path} cannot be read ({exc.strerror or exc})") from exc

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from zoo import files
 from zoo.datasets import DataError, Split, orders, regular_file, within_limit
 
 FEATURES = 50
@@ -44,6 +45,8 @@ PAD, UNKNOWN = 0, 1
 # The most text one folder of reviews may hold: tokens take some ten times
 # their text in memory.
 MAX_TEXT_BYTES = 2**28
+# The largest GloVe file read (glove.6B.50d.txt is 171 MB).
+MAX_GLOVE_BYTES = 2**30
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
 
 
@@ -65,24 +68,24 @@ def reviews(where: Path, part: str) -> tuple[list[list[str]], np.ndarray]:
                 f"{folder} is missing: IMDB needs aclImdb/train and aclImdb/test, "
                 f"each with pos/ and neg/ folders of .txt reviews"
             )
-        files = [
+        reviews = [
             regular_file(f, "a review as UTF-8 text")
             for f in sorted(folder.glob("*.txt"))
         ]
-        text_bytes = sum(f.stat().st_size for f in files)
+        text_bytes = sum(f.stat().st_size for f in reviews)
         if text_bytes > MAX_TEXT_BYTES:
             raise DataError(
                 f"the reviews in {folder} are {text_bytes / 2**20:.0f} MiB of text, "
                 f"more than the {MAX_TEXT_BYTES // 2**20} MiB read here "
                 f"(imdb.MAX_TEXT_BYTES; IMDB's own are 17 MiB a folder)"
             )
-        counts[kind] = len(files)
-        for file in files:
+        counts[kind] = len(reviews)
+        for file in reviews:
             try:
-                texts.append(tokens(file.read_bytes().decode("utf-8")))
-            except UnicodeDecodeError as exc:
-                raise DataError(f"{file} is not UTF-8 text ({exc.reason})") from exc
-        labels += [label] * len(files)
+                texts.append(tokens(files.read_text(file, MAX_TEXT_BYTES, follow=True)))
+            except OSError as exc:  # not UTF-8 (zoo.files.Refused), unreadable
+                raise DataError(str(exc)) from exc
+        labels += [label] * len(reviews)
     if not counts["neg"] or counts["neg"] != counts["pos"]:
         raise DataError(
             f"{where / part} holds {counts['pos']} positive and {counts['neg']} "
@@ -130,7 +133,7 @@ def read_glove(path: Path, wanted: dict[str, int]) -> Iterable[tuple[str, np.nda
     words in ``wanted``; a line of another shape is refused, naming it."""
     path = regular_file(Path(path), "a GloVe 50-d text file (glove.6B.50d.txt)")
     found = 0
-    with path.open("rb") as lines:
+    with files.opened(path, MAX_GLOVE_BYTES, follow=True) as lines:
         for number, raw in enumerate(lines, start=1):
             try:
                 line = raw.decode("utf-8")

@@ -23,7 +23,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from zoo import digits
+from zoo import digits, files
 from zoo.datasets import DataError, Split, open_stream, read_exactly, regular_file
 from zoo.specs import ModelSpec
 
@@ -114,6 +114,8 @@ def read(path: Path, key: str) -> np.ndarray:
                 )
             promise = f"its header ({' x '.join(map(str, shape))})"
             body = read_exactly(stream, path, int(np.prod(shape)), promise)
+    except files.Refused as exc:  # no regular file, or larger than MAX_BYTES
+        raise DataError(str(exc)) from exc
     except OSError as exc:  # unreadable (permissions, I/O)
         raise DataError(f"{path} cannot be read ({exc.strerror or exc})") from exc
     if not shape[0]:
