@@ -139,8 +139,38 @@ def test_a_framework_that_cannot_be_imported_is_unavailable(
 def test_the_probe_refuses_bad_arguments() -> None:
     with pytest.raises(ValueError, match="unknown source"):
         peak_probe.probe("theano", 0.1)
-    with pytest.raises(ValueError, match="seconds > 0"):
+    with pytest.raises(ValueError, match="seconds above 0"):
         peak_probe.probe("numpy", 0.0)
+    with pytest.raises(ValueError, match="size from 1 to 8192"):
+        peak_probe.probe("numpy", 0.1, size=100_000)
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["numpy", "0.01", "--size", "100000"],
+            "--size: takes an integer from 1 to 8192",
+        ),
+        (["numpy", "0.01", "--size", "0"], "--size: takes an integer from 1 to 8192"),
+        (["numpy", "0.01", "--repeats", "-1"], "--repeats: takes an integer from 1"),
+        (["numpy", "nan"], "seconds: takes a number above 0 up to 3600"),
+        (["numpy", "1e300"], "seconds: takes a number above 0 up to 3600"),
+        (["numpy", "soon"], "seconds: takes a number above 0 up to 3600"),
+    ],
+)
+def test_the_probe_s_command_line_says_the_range_it_takes(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An argument out of range ends in one line naming the range (exit 2),
+    before any matrix is made: ``--size 100000`` once ended in a traceback
+    (three 40 GB matrices)."""
+    with pytest.raises(SystemExit) as ended:
+        peak_probe.main(argv)
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert said in err
+    assert "Traceback" not in err
 
 
 # --- the environments -----------------------------------------------------------
@@ -221,6 +251,8 @@ BAD = {
     "a NaN rate": (0, _answer(float("nan")), "", "no positive finite rate"),
     "a negative rate": (0, _answer(-1.0), "", "no positive finite rate"),
     "no kernel": (0, _answer(1e9, kernel=" "), "", "did not name its kernel"),
+    "an impossible rate": (0, _answer(1e300), "", "of at most 1e+16 FLOP/s"),
+    "a 7 MB kernel": (0, _answer(1e9, kernel="k" * 7_000_000), "", "7,000,000 char"),
 }
 
 
@@ -305,7 +337,7 @@ def test_a_run_probes_the_frameworks_it_measures_once(
 
     def measure(**kw: Any) -> dict[str, Any]:
         asked.append(kw)
-        return {"flops_per_s": 2.0, "best": "numpy"}
+        return {"flops_per_s": 2.0, "best": "numpy", "sources": {}}
 
     monkeypatch.setattr(harness.bench.run, "measure_matmul_peak", measure)
     plan = _plan(peak_frameworks=frameworks)

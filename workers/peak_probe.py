@@ -27,7 +27,6 @@ environment), and ``threadpoolctl`` is optional (that environment lacks it).
 from __future__ import annotations
 
 import json
-import math
 import os
 import statistics
 import sys
@@ -38,6 +37,12 @@ from typing import Any
 SOURCES = ("numpy", "jax", "tensorflow", "torch", "mxnet")
 SIZE = 2048
 REPEATS = 5
+# The ranges a probe takes: three float32 matrices of MAX_SIZE squared are
+# 768 MiB (a larger one may not fit the machine, and says nothing more of
+# its peak); repeats and seconds bound how long one probe may run.
+MAX_SIZE = 8192
+MAX_REPEATS = 1000
+MAX_SECONDS = 3600.0
 # What the answer reports of the environment the product ran under: thread
 # counts, and the OpenBLAS variables that choose its kernel and cache sizes.
 REPORTED_VARIABLES = (
@@ -220,10 +225,15 @@ def probe(
     ``unavailable`` with the import's error."""
     if source not in _SETUPS:
         raise ValueError(f"unknown source {source!r}; known: {', '.join(SOURCES)}")
-    if size < 1 or repeats < 1 or not (seconds > 0 and math.isfinite(seconds)):
+    if not (
+        1 <= size <= MAX_SIZE
+        and 1 <= repeats <= MAX_REPEATS
+        and 0 < seconds <= MAX_SECONDS
+    ):
         raise ValueError(
-            "a matmul probe needs size >= 1, repeats >= 1 and seconds > 0, "
-            f"not size={size}, repeats={repeats}, seconds={seconds}"
+            f"a matmul probe needs size from 1 to {MAX_SIZE}, repeats from 1 to "
+            f"{MAX_REPEATS} and seconds above 0 and at most {MAX_SECONDS:g}, not "
+            f"size={size}, repeats={repeats}, seconds={seconds}"
         )
     pinned: dict[str, Any] = {}
     try:
@@ -263,6 +273,37 @@ def probe(
     }
 
 
+def _ranged(kind: type[int] | type[float], low: float, high: float) -> Any:
+    """An argparse ``type`` reading a ``kind`` from ``low`` to ``high`` (a
+    float above ``low``), whose refusal says the range."""
+    import argparse
+
+    exact = kind is int
+    span = f"an integer from {low:g}" if exact else f"a number above {low:g} up"
+
+    def fits(value: float) -> bool:  # NaN fits no range
+        return (low <= value if exact else low < value) and value <= high
+
+    def read(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not fits(value):
+            raise argparse.ArgumentTypeError(
+                f"takes {span} to {high:g}, not {text[:40]!r}"
+            )
+        return value
+
+    return read
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` to the descriptor ``fd``."""
+    while data:
+        data = data[os.write(fd, data) :]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
@@ -271,9 +312,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Time one float32 matmul peak; one JSON object on stdout.",
     )
     parser.add_argument("source", choices=SOURCES)
-    parser.add_argument("seconds", type=float, help="seconds per timed repeat")
-    parser.add_argument("--size", type=int, default=SIZE)
-    parser.add_argument("--repeats", type=int, default=REPEATS)
+    parser.add_argument(
+        "seconds",
+        type=_ranged(float, 0, MAX_SECONDS),
+        help=f"seconds per timed repeat (above 0, at most {MAX_SECONDS:g})",
+    )
+    parser.add_argument(
+        "--size",
+        type=_ranged(int, 1, MAX_SIZE),
+        default=SIZE,
+        help=f"the matrices' side, from 1 to {MAX_SIZE} (default {SIZE})",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=_ranged(int, 1, MAX_REPEATS),
+        default=REPEATS,
+        help=f"timed repeats, from 1 to {MAX_REPEATS} (default {REPEATS})",
+    )
     parser.add_argument("--cpus", help="start on these CPUs, e.g. 1 or 0,1")
     args = parser.parse_args(argv)
     if args.cpus:
@@ -284,14 +339,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError, AttributeError) as exc:
             parser.error(f"cannot start on CPUs {args.cpus}: {exc}")
     # Keep the real stdout for the answer; library prints go to stderr.
-    channel = os.fdopen(os.dup(1), "w")
+    channel = os.dup(1)
     os.dup2(2, 1)
     try:
         answer = probe(args.source, args.seconds, args.size, args.repeats)
     except ValueError as exc:
         parser.error(str(exc))
-    channel.write(json.dumps(answer) + "\n")
-    channel.flush()
+    _write_all(channel, (json.dumps(answer) + "\n").encode())
+    os.close(channel)
     return 0
 
 

@@ -55,12 +55,13 @@ def add(commands: Commands) -> None:
 def explain_command(args: argparse.Namespace) -> int:
     """The ``explain`` command; raises ValueError for anything the user can fix."""
     from harness.explain.measure import FRAMEWORKS, PROCESSES, explain, render
+    from zoo import files
 
     if args.render is not None:
         if not (args.render / "explain.jsonl").is_file():
             raise ValueError(f"{args.render} holds no explain.jsonl of an explain run")
         render(args.render)
-        print((args.render / "explain.md").read_text())
+        print(files.read_text(args.render / "explain.md"))
         return 0
     if not 1 <= args.processes <= 100:
         raise ValueError("--processes must be an integer from 1 to 100")
@@ -79,7 +80,7 @@ def explain_command(args: argparse.Namespace) -> int:
         processes=args.processes or PROCESSES,
         allow_unverified=args.allow_unverified,
     )
-    print((out / "explain.md").read_text())
+    print(files.read_text(out / "explain.md"))
     print(f"written to {out}")
     return 0
 

@@ -5,7 +5,6 @@ and each framework's own operators, each checked against float64 first
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from harness.cli.common import Commands
@@ -51,14 +50,15 @@ def ops_command(args: argparse.Namespace) -> int:
     float64, 1 otherwise (a deliberate fault should give 1); raises
     ValueError for anything the user can fix."""
     from harness.ops.measure import FRAMEWORKS, get_ops_profile, ops
-    from harness.ops.report import render
+    from harness.ops.report import load, render
+    from zoo import files
     from zoo.operators import OPERATORS
 
     if args.render is not None:
         if not (args.render / "gate.jsonl").is_file():
             raise ValueError(f"{args.render} holds no gate.jsonl of an ops run")
         analysis = render(args.render)
-        print((args.render / "ops.md").read_text())
+        print(files.read_text(args.render / "ops.md"))
     else:
         out = ops(
             get_ops_profile(args.profile),
@@ -67,8 +67,8 @@ def ops_command(args: argparse.Namespace) -> int:
             results_dir=args.results,
             fault=args.fault,
         )
-        analysis = json.loads((out / "ops.json").read_text())  # ops() rendered it
-        print((out / "ops.md").read_text())
+        analysis = load(out)  # ops() rendered it
+        print(files.read_text(out / "ops.md"))
         print(f"written to {out}")
     agreed = all(v["ok"] for v in analysis["verdicts"]) and not any(
         r["status"] == "not-timed" for r in analysis["rows"]

@@ -4,7 +4,6 @@ of two runs or of several machines, or plots (``harness.report``)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -179,8 +178,7 @@ def _versions(args: argparse.Namespace) -> int:
     if args.plots:
         if args.plots.exists() and not args.plots.is_dir():
             raise ValueError(f"--plots {args.plots} is a file; give a folder")
-        markdown = args.plots / "versions.md"
-        args.plots.mkdir(parents=True, exist_ok=True)
+        markdown = files.folder(args.plots) / "versions.md"
         files.write_text(
             markdown, versions_report.text(args.versions, "markdown") + "\n"
         )
@@ -330,16 +328,20 @@ def _agreement(results: Path, records_path: Path, fmt: str) -> None:
 
 def _operators(results: Path) -> None:
     """The ``harness ops`` section: the newest ops run's headline figures,
-    when there is one."""
-    from harness.ops.report import analyse, latest, markdown
+    when there is one; an ``ops.json`` that cannot be read or shown
+    (``harness.ops.report.load``) is named on stderr and the section left
+    out."""
+    from harness.core import jsonl
+    from harness.ops.report import analyse, latest, load, markdown
 
     found = latest(results)
     if found is not None:
         # the analysis the run wrote (its bootstrap takes a minute), else anew
-        rendered = found / "ops.json"
-        analysis = (
-            json.loads(rendered.read_text()) if rendered.exists() else analyse(found)
-        )
+        try:
+            analysis = load(found) if (found / "ops.json").exists() else analyse(found)
+        except (OSError, ValueError) as exc:  # zoo.files.Refused included
+            jsonl.warn(f"warning: {exc}; the operators section is left out")
+            return
         print()
         print(markdown(analysis, every_operator=False))
         print(f"(every operator's table and plots: {found}/ops.md, ops-*.png)")

@@ -34,7 +34,9 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
+
+from pydantic import Field
 
 from workers.frameworks import FRAMEWORKS
 from workers.launch import PROJECT_ROOT
@@ -59,6 +61,18 @@ REPEATS = 5  # workers.peak_probe.REPEATS
 # framework start, the untimed first product, a slow machine's products.
 PROBE_START_S = 120.0
 REASON_CHARS = 300  # of a failed probe's output, in its reason
+# The largest matmul rate a probe's answer or a record read back may hold:
+# 1e16 FLOP/s (1e7 GFLOP/s), some 500 times the float32 rate of the largest
+# two-socket CPU server (about 2e13); a figure above it (1e300: a hand edit)
+# is no measurement, rather than a 291-digit header.
+MAX_FLOPS_PER_S = 1e16
+# The longest kernel or source name a peak may hold (``openblas 0.3.29
+# SkylakeX``, ``torch 2.5.1 mkl AVX512``): a longer one is no answer.
+MAX_KERNEL_CHARS = 200
+# A matmul rate as a record holds it: finite, positive, at most the bound.
+Rate = Annotated[float, Field(gt=0, le=MAX_FLOPS_PER_S, allow_inf_nan=False)]
+# A kernel's or a source's name as a record holds it.
+KernelName = Annotated[str, Field(min_length=1, max_length=MAX_KERNEL_CHARS)]
 
 
 class MatmulPeak(TypedDict):
@@ -168,11 +182,13 @@ def _skipped(reason: str) -> dict[str, Any]:
 
 
 def _rate(value: Any) -> bool:
+    """Whether ``value`` is a finite FLOP/s figure from 0 (excluded) to
+    ``MAX_FLOPS_PER_S``."""
     return (
         isinstance(value, int | float)
         and not isinstance(value, bool)
         and math.isfinite(value)
-        and value > 0
+        and 0 < value <= MAX_FLOPS_PER_S
     )
 
 
@@ -217,10 +233,18 @@ def _wrong(source: str, answer: dict[str, Any]) -> str | None:
     if not (
         _rate(answer.get("flops_per_s")) and _rate(answer.get("median_flops_per_s"))
     ):
-        return f"the {source} probe answered no positive finite rate"
+        return (
+            f"the {source} probe answered no positive finite rate of at most "
+            f"{MAX_FLOPS_PER_S:.0e} FLOP/s"
+        )
     kernel = answer.get("kernel")
     if not (isinstance(kernel, str) and kernel.strip()):
         return f"the {source} probe did not name its kernel"
+    if len(kernel) > MAX_KERNEL_CHARS:
+        return (
+            f"the {source} probe named a kernel of {len(kernel):,} characters, "
+            f"more than {MAX_KERNEL_CHARS}"
+        )
     return None
 
 

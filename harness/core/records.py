@@ -33,8 +33,10 @@ JSON is skipped by the policy of :mod:`harness.core.jsonl` (the torn last
 line of a crash mid-write with a warning), and a JSON line that is no record
 (a missing, unknown or wrongly typed field, a name longer than
 ``MAX_NAME_CHARS`` or a text longer than ``MAX_TEXT_CHARS``, or times per step
-that are not finite numbers from ``MIN_STEP_S`` to ``MAX_STEP_S``) is skipped
-and counted (:func:`scan`).  Only a regular file of at most
+that are not finite numbers from ``MIN_STEP_S`` to ``MAX_STEP_S``, or a
+matmul peak outside ``harness.core.peak.MAX_FLOPS_PER_S`` or a kernel name
+longer than ``harness.core.peak.MAX_KERNEL_CHARS``) is skipped and counted
+(:func:`scan`).  Only a regular file of at most
 ``jsonl.MAX_FILE_BYTES`` is read, and no line longer than
 ``jsonl.MAX_LINE_BYTES`` (:func:`harness.core.jsonl.read`).
 """
@@ -55,7 +57,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from harness.core import jsonl, machines
+from harness.core import jsonl, machines, peak
 from workers.paths import get_path
 
 SCHEMA_VERSION = 4
@@ -283,7 +285,6 @@ _READER = TypeAdapter(Record)
 # record whose times are not finite non-negative numbers (a hand-edited file)
 # is no record, rather than a crash or a wrong table later.
 Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 # A time per step, mini-batch or round, and a rate per second, within
 # MIN_STEP_S to MAX_STEP_S.
 StepSeconds = Annotated[float, Field(ge=MIN_STEP_S, le=MAX_STEP_S, allow_inf_nan=False)]
@@ -323,8 +324,28 @@ class _Summary(_Measured):
     usage_ready_s: Seconds | None = None
 
 
+class _PeakSource(_Measured):
+    status: Name
+    flops_per_s: peak.Rate | None = None
+    median_flops_per_s: peak.Rate | None = None
+    kernel: peak.KernelName | None = None
+
+
+class _MatmulPeak(_Measured):
+    """The run's matmul peak (``harness.core.peak.MatmulPeak``) as the
+    report's header shows it: every rate within ``peak.MAX_FLOPS_PER_S``,
+    every kernel and source name within ``peak.MAX_KERNEL_CHARS``."""
+
+    flops_per_s: peak.Rate | None = None
+    median_flops_per_s: peak.Rate | None = None
+    best: peak.KernelName | None = None
+    kernel: peak.KernelName | None = None
+    sources: dict[peak.KernelName, _PeakSource] = Field(default_factory=dict)
+
+
 class _Platform(_Measured):
-    matmul_peak_flops: Positive | None = None
+    matmul_peak_flops: peak.Rate | None = None
+    matmul_peak: _MatmulPeak | None = None
 
 
 def _named(platform: dict[str, Any]) -> bool:

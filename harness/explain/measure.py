@@ -22,26 +22,26 @@ latest explain run's tables too.
 
 from __future__ import annotations
 
-import json
 import sys
 import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.core import jsonl, records
+from harness.core import jsonl, records, validated
 from harness.core.gate import checked_batches, checked_weights, verify
 from harness.core.placement import Placement, kept_off, of_profile
 from harness.core.profiles import Profile
 from harness.core.progress import Progress
 from harness.core.resources import resource_summary
 from harness.core.seeds import WEIGHTS_SEED
-from harness.explain import decompose
+from harness.explain import analysis, decompose
 from workers.frameworks import FRAMEWORKS as REGISTERED
 from workers.launch import Worker
 from workers.messages import Levels, LevelsAnswer, ProfileAnswer, encode
 from workers.messages import Profile as ProfileRequest
 from workers.paths import levels_of
+from zoo import files
 from zoo.specs import get_spec
 
 # Keras runs on the first three; MXNet's native paths are only profiled.
@@ -306,10 +306,12 @@ def render(out: Path) -> list[dict[str, Any]]:
     lines = read(out)
     found = decompose.cells(lines)
     skipped = [line for line in lines if line["kind"] in ("skipped", "failure")]
-    (out / "explain.json").write_text(
-        json.dumps({"schema": 1, "cells": found, "not_measured": skipped}, indent=1)
+    files.write_json(
+        out / "explain.json",
+        {"schema": 1, "cells": found, "not_measured": skipped},
+        indent=1,
     )
-    (out / "explain.md").write_text(markdown(found, skipped))
+    files.write_text(out / "explain.md", markdown(found, skipped))
     explain_bars([c for c in found if "parts" in c], out)
     return found
 
@@ -322,17 +324,25 @@ def latest(results_dir: Path) -> Path | None:
 
 def newest_cells(results_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
     """Every (model, framework, phase) any explain run under ``results_dir``
-    analysed, from the newest run that has it, with that run's folder; an
-    analysis that cannot be read is passed over."""
+    analysed, from the newest run that has it, with that run's folder.  An
+    analysis that cannot be read (``harness.explain.analysis.cells``), and
+    a cell that does not hold what :func:`markdown` shows
+    (``harness.explain.analysis.Cell``), is named once on stderr and passed
+    over."""
     found: dict[tuple[str, str, str], tuple[Path, dict[str, Any]]] = {}
-    for analysis in sorted(results_dir.glob("explain-*/explain.json")):
-        try:
-            cells = json.loads(analysis.read_text())["cells"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        for cell in cells:
+    for folder in sorted(p.parent for p in results_dir.glob("explain-*/explain.json")):
+        cells = analysis.cells(folder)
+        kept = [c for c in cells or [] if validated.fits(analysis.Cell, c)]
+        if cells is not None and len(kept) < len(cells):
+            n = len(cells) - len(kept)
+            jsonl.warn(
+                f"warning: skipped {n} cell{'s' * (n != 1)} of "
+                f"{folder / 'explain.json'} that hold no figures the report can "
+                "show (a field missing, of another type or out of range)"
+            )
+        for cell in kept:
             key = (cell["model"], cell["framework"], cell["phase"])
-            found[key] = (analysis.parent, cell)
+            found[key] = (folder, cell)
     return [
         found[k] for k in sorted(found, key=lambda k: (k[0], k[1], k[2] != "train"))
     ]

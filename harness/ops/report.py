@@ -22,7 +22,6 @@ operator (``harness.report.plots.op_curves``).
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, replace
@@ -32,9 +31,10 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 from tabulate import tabulate
 
-from harness.core import records, validated
+from harness.core import peak, records, validated
 from harness.stats import paired
 from workers.frameworks import keras_backends
+from zoo import files
 from zoo.operators import DIRECTIONS, OPERATORS, get_operator
 
 BACKENDS = keras_backends()
@@ -92,11 +92,13 @@ class Overhead:
     native_s: float  # the native operator's time per call
 
 
-Rate = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# A matmul rate a gate line may hold: finite, positive, at most
+# ``peak.MAX_FLOPS_PER_S`` (a line outside is skipped and named).
+Rate = peak.Rate
 
 
 class _Named(validated.Schema):
-    name: str
+    name: records.Name
 
 
 class _Peak(validated.Schema):
@@ -493,8 +495,8 @@ def _operator_table(op: str, rows: list[dict[str, Any]]) -> list[str]:
 def render(out: Path) -> dict[str, Any]:
     """Analyse a run folder and write ``ops.json``, ``ops.md`` and the plots."""
     analysis = analyse(out)
-    (out / "ops.json").write_text(json.dumps(analysis, indent=1, default=_finite))
-    (out / "ops.md").write_text(markdown(analysis) + "\n")
+    files.write_json(out / "ops.json", analysis, indent=1, default=_finite)
+    files.write_text(out / "ops.md", markdown(analysis) + "\n")
     try:
         from harness.report.plots import op_curves
     except ImportError:  # matplotlib missing: the tables still stand
@@ -507,6 +509,109 @@ def _finite(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     raise TypeError(f"not JSON: {value!r}")
+
+
+# --- reading an analysis back ---------------------------------------------------
+
+# The largest ops.json read: an ops run of every operator writes a few MB.
+ANALYSIS_BYTES = 64 * 1024 * 1024
+# A time per call, FLOPs or elements per call, a ratio or share an analysis
+# may hold: finite, and within what a CPU can do (a call of at most eleven
+# days, 1e18 FLOPs, a ratio of a million), or the report prints no figure.
+CallSeconds = Annotated[
+    float, Field(ge=-records.MAX_STEP_S, le=records.MAX_STEP_S, allow_inf_nan=False)
+]
+Work = Annotated[float, Field(ge=0, le=1e18, allow_inf_nan=False)]
+Factor = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
+# A search's counterexample or reason, as the verdict table prints it.
+Said = Annotated[str, Field(max_length=records.MAX_TEXT_CHARS)]
+
+
+class _ShownRow(validated.Schema):
+    op: records.Name
+    case: records.Name
+    direction: records.Name
+    path: records.Name
+    status: records.Name
+    work: Work
+    call_s: CallSeconds | None = None
+    low_s: CallSeconds | None = None
+    high_s: CallSeconds | None = None
+    share_of_peak: Factor | None = None
+    above_peak: bool = False
+    contended: bool = False
+
+    @model_validator(mode="after")
+    def _timed(self) -> _ShownRow:
+        if self.status == "ok" and None in (self.call_s, self.low_s, self.high_s):
+            raise ValueError("a timed row without its time")
+        return self
+
+
+class _ShownOverhead(validated.Schema):
+    op: records.Name
+    case: records.Name
+    direction: records.Name
+    backend: records.Name
+    work: Work
+    extra_s: CallSeconds
+    extra_low_s: CallSeconds
+    extra_high_s: CallSeconds
+    ratio: Factor
+    ratio_low: Factor
+    ratio_high: Factor
+    native_s: CallSeconds
+
+    @model_validator(mode="after")
+    def _known(self) -> _ShownOverhead:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend {self.backend!r:.80} is none of {BACKENDS}")
+        return self
+
+
+class _ShownVerdict(validated.Schema):
+    op: records.Name
+    path: records.Name
+    ok: bool
+    examples: validated.Count
+    counterexample: Said | None = None
+    why: Said | None = None
+
+
+class Analysis(validated.Schema):
+    """What ``harness report`` and ``harness ops`` show of an ``ops.json``
+    (:func:`markdown` without every operator's table, the exit status):
+    each field of its type and within range, every name at most
+    ``records.MAX_NAME_CHARS`` characters."""
+
+    run: records.Name
+    profile: records.Name
+    fault: records.Name | None = None
+    matmul_peak_flops: Rate
+    peak_by: records.Name = "numpy"
+    numpy_peak_flops: Rate | None = None
+    framework_peaks: dict[records.Name, Rate] = Field(default_factory=dict)
+    verdicts: list[_ShownVerdict]
+    rows: list[_ShownRow]
+    overheads: list[_ShownOverhead]
+
+
+def load(out: Path) -> dict[str, Any]:
+    """The analysis an ops run folder's ``ops.json`` holds, as written.
+
+    Raises ValueError (``zoo.files.Refused`` included), in one sentence
+    naming the file, for one that is no regular file, larger than
+    ``ANALYSIS_BYTES``, no JSON or not what :class:`Analysis` asks; OSError
+    when it cannot be read."""
+    path = out / "ops.json"
+    found = files.read_object(path, ANALYSIS_BYTES)
+    if not validated.fits(Analysis, found):
+        raise ValueError(
+            f"{path} is not an ops analysis the report can show (a field "
+            "missing, of another type or out of range); run 'python -m harness "
+            f"ops --render {out}' to write it again"
+        )
+    return found
 
 
 def latest(results_dir: Path) -> Path | None:

@@ -29,7 +29,7 @@ from pydantic import Field
 
 from harness.core import jsonl, records, validated
 from harness.core.records import Record
-from harness.core.validated import Finite
+from harness.explain import analysis as explained
 from harness.report.analysis import cells
 
 CellKey = tuple[str, str, str, int, str]  # model, path, phase, batch, threads
@@ -49,13 +49,28 @@ class Estimate:
     busy: bool
 
 
+# The most threads a worker's count may say (more is no setting: a hand edit).
+MAX_THREADS = 100_000
+# The most training steps per timed call an explain run may say.
+MAX_STEPS = 10**9
+
+
+def _count(value: Any, most: int) -> int | None:
+    """``value`` when it is an integer from 1 to ``most``, else None."""
+    ok = type(value) is int and 1 <= value <= most
+    return value if ok else None
+
+
 def threads_label(threads: Any) -> str:
     """``1 thread, own CPU, helpers free`` and the like, from a record's
     ``platform["threads"]`` (``helpers`` unrecorded: confined, as every
-    worker was before the key); ``?`` where it was not recorded."""
-    if not isinstance(threads, dict) or "intra_op" not in threads:
+    worker was before the key); ``?`` where it was not recorded, or is no
+    count from 1 to ``MAX_THREADS``."""
+    if not isinstance(threads, dict):
         return "?"
-    n = threads["intra_op"]
+    n = _count(threads.get("intra_op"), MAX_THREADS)
+    if n is None:
+        return "?"
     own = ", own CPU" if threads.get("isolated") is True else ""
     if own and threads.get("helpers") == "free":
         own += ", helpers free"
@@ -89,7 +104,7 @@ def from_run(recs: Iterable[Record], source: str) -> list[Estimate]:
                 cell.summary.median,
                 cell.summary.ci_low,
                 cell.summary.ci_high,
-                steps if isinstance(steps, int) else None,
+                _count(steps, MAX_STEPS),
                 f"paired with {partner}" if partner else "alone",
                 any(bool(r.summary.get("contended")) for r in cell.ok),
             )
@@ -97,49 +112,34 @@ def from_run(recs: Iterable[Record], source: str) -> list[Estimate]:
     return found
 
 
-class _Figure(validated.Schema):
-    us: Finite
-    low: Finite
-    high: Finite
-
-
 class _Parts(validated.Schema):
-    native: _Figure | None = None
+    native: explained.Figure | None = None
 
 
 class _ExplainCell(validated.Schema):
     """What the comparison reads of a cell of an explain run's analysis."""
 
-    model: str
-    phase: str
-    batch: int
-    paths: Annotated[list[str], Field(min_length=2)]
-    total: _Figure | None = None
+    model: explained.Name
+    phase: explained.Name
+    batch: explained.Batch
+    paths: Annotated[list[explained.Name], Field(min_length=2)]
+    total: explained.Figure | None = None
     parts: _Parts = Field(default_factory=_Parts)
-
-
-class _ExplainHost(validated.Schema):
-    host: dict[str, Any] = Field(default_factory=dict)
 
 
 def from_explain(folder: Path) -> list[Estimate]:
     """An explain run's Keras ``fit`` level and native level of each cell
-    (nothing where its files cannot be read; a cell of another shape is
-    passed over)."""
-    try:
-        analysis = json.loads((folder / "explain.json").read_text())
-        first = json.loads((folder / "explain.jsonl").read_text().splitlines()[0])
-    except (OSError, ValueError, IndexError):
+    (nothing where its files cannot be read: ``harness.explain.analysis``
+    says so once; a cell of another shape is passed over)."""
+    cells_ = explained.cells(folder)
+    host = explained.host(folder) if cells_ is not None else None
+    if cells_ is None or host is None:
         return []
-    if not validated.fits(_ExplainHost, first) or not isinstance(analysis, dict):
-        return []
-    host = first.get("host", {})
     threads = threads_label(host.get("threads"))
     steps = host.get("train_steps")
     steps = steps if isinstance(steps, dict) else {}
     found = []
-    cells_ = analysis.get("cells")
-    for cell in cells_ if isinstance(cells_, list) else []:
+    for cell in cells_:
         if not validated.fits(_ExplainCell, cell):
             continue
         total, native = cell.get("total"), cell.get("parts", {}).get("native")
@@ -154,7 +154,9 @@ def from_explain(folder: Path) -> list[Estimate]:
                     figure["us"] / 1e6,
                     figure["low"] / 1e6,
                     figure["high"] / 1e6,
-                    steps.get(cell["model"]) if cell["phase"] == "train" else None,
+                    _count(steps.get(cell["model"]), MAX_STEPS)
+                    if cell["phase"] == "train"
+                    else None,
                     company,
                     bool(cell.get("contended")),
                 )

@@ -81,9 +81,9 @@ def write(markdown_path: Path) -> Path:
     """Write the HTML page of the Markdown file ``markdown_path`` beside it
     (same stem, ``.html``), its images resolved against the file's folder and
     its title the first level-1 heading, else the file's name; returns the
-    written path (written by ``harness.core.files.write_text``: a link
+    written path (written by ``zoo.files.write_text``: a link
     planted there is replaced, never written through)."""
-    markdown = markdown_path.read_text(encoding="utf-8")
+    markdown = files.read_text(markdown_path)
     title = first_heading(markdown) or markdown_path.name
     html = page(markdown, markdown_path.parent, title)
     return files.write_text(markdown_path.with_suffix(".html"), html)
@@ -123,17 +123,9 @@ def embed_png(source: str, folder: Path) -> str:
         raise ValueError(f"image {source!r} leads out of the report's folder")
     if not path.is_file():
         raise ValueError(f"image {source!r} is not a file in {folder}")
-    size = path.stat().st_size
-    if size > MAX_IMAGE_BYTES:
-        raise ValueError(
-            f"image {source!r} is {size} bytes, more than the {MAX_IMAGE_BYTES} "
-            "an embedded image may have"
-        )
-    with path.open("rb") as handle:
-        # Bounded: the file may have grown since its size was read.
-        data = handle.read(MAX_IMAGE_BYTES + 1)
-    if len(data) > MAX_IMAGE_BYTES:
-        raise ValueError(f"image {source!r} grew past {MAX_IMAGE_BYTES} bytes")
+    # A regular file of at most MAX_IMAGE_BYTES, refused in one sentence
+    # (``files.Refused`` is a ValueError) before a byte is read otherwise.
+    data = files.read_bytes(path, MAX_IMAGE_BYTES)
     if not data.startswith(PNG_SIGNATURE):
         raise ValueError(f"image {source!r} is not a PNG (no PNG signature)")
     return "data:image/png;base64," + base64.b64encode(data).decode("ascii")

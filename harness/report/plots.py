@@ -49,10 +49,13 @@ and draws.
 from __future__ import annotations
 
 import colorsys
+import contextlib
+import functools
 import math
 import numbers
+import sys
 import textwrap
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,13 +92,33 @@ _SHADES = "dark: Keras, light: native"
 _HELD_BACK, _UNAVAILABLE = "not-timed", "unavailable"
 
 
-def _pyplot() -> Any:
+@contextlib.contextmanager
+def _pyplot() -> Iterator[Any]:
+    """Matplotlib's pyplot (Agg) with its ``$...$`` math off while the body
+    draws: a record's name is text, and one holding ``$\\frac$`` must not
+    end the drawing in a math parser's error."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    return plt
+    with matplotlib.rc_context({"text.parse_math": False}):
+        yield plt
+
+
+def _drawn(what: str, draw: Callable[[], Path | None]) -> Path | None:
+    """``draw()``'s file; None when drawing or writing it fails (a record
+    Matplotlib cannot lay out, a name refused as a file name, a full disk),
+    which is named on stderr in one line, the other plots still drawn."""
+    try:
+        return draw()
+    except (ValueError, OSError) as exc:
+        said = " ".join(str(exc).split())[:300] or type(exc).__name__
+        print(
+            f"warning: {what} is not drawn ({said}); the other plots are written",
+            file=sys.stderr,
+        )
+        return None
 
 
 def _frameworks() -> list[str]:
@@ -546,8 +569,10 @@ def _modes(
 
     if not modes.has_modes(recs):
         return []
-    written = []
-    for model, timings in modes.timings(recs).items():
+
+    def draw(
+        model: str, timings: dict[tuple[str, str, str], dict[str, modes.Timing]]
+    ) -> Path:
         marks = modes.ranks(timings)
         untimed = _untimed_modes(by_key, model)
         order = sorted({*timings, *untimed}, key=lambda key: _mode_rank(*key))
@@ -608,38 +633,45 @@ def _modes(
             bbox_to_anchor=(1.02, 1.0),
         )
         fig.suptitle(f"{model}: execution modes (* fastest verified mode)")
-        written.append(_save(plt, fig, out / f"modes-{model}.png"))
+        return _save(plt, fig, out / f"modes-{files.file_name(model)}.png")
+
+    written = []
+    for model, timings in modes.timings(recs).items():
+        what = f"the modes plot of {model!r:.80}"
+        path = _drawn(what, functools.partial(draw, model, timings))
+        if path is not None:
+            written.append(path)
     return written
 
 
 def _save(plt: Any, fig: Any, path: Path) -> Path:
-    """Save ``fig`` as a PNG at ``path``, its name made fit for a file name
-    (a record's model may hold any character: ``files.file_name``) and
-    written by ``files.replace`` (never through a link planted there); the
-    path written."""
-    fig.tight_layout()
-    path = path.with_name(files.file_name(path.stem) + path.suffix)
+    """Save ``fig`` as a PNG at ``path`` by ``files.write_figure`` (never
+    through a link planted there) and close it; the path written.  Each
+    part of its name that comes from a record went through
+    ``files.file_name`` (a model may hold any character, ``/`` included)."""
     try:
-        with files.replace(path) as handle:
-            fig.savefig(handle, format="png", dpi=120)
+        fig.tight_layout()
+        return files.write_figure(path, fig, 120)
     finally:
         plt.close(fig)
-    return path
 
 
 def write_plots(records: list[Record], out_dir: Path) -> list[Path]:
     """Draw the figures the records hold a time for into ``out_dir``
     (created if needed) and return their paths; raises ImportError without
     matplotlib."""
-    plt = _pyplot()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    files.folder(out_dir)
     by_key = cells(records)
-    written = [
-        _overhead(plt, records, by_key, out_dir),
-        _throughput(plt, by_key, out_dir),
-        _train_step(plt, by_key, out_dir),
-    ]
-    return [p for p in written if p is not None] + _modes(plt, records, by_key, out_dir)
+    with _pyplot() as plt:
+        written = [
+            _drawn(
+                "the overhead plot", lambda: _overhead(plt, records, by_key, out_dir)
+            ),
+            _drawn("the throughput plot", lambda: _throughput(plt, by_key, out_dir)),
+            _drawn("the train step plot", lambda: _train_step(plt, by_key, out_dir)),
+        ]
+        modes_ = _modes(plt, records, by_key, out_dir)
+    return [p for p in written if p is not None] + modes_
 
 
 # Where one Keras step goes, bottom to top, each part with a fixed colour.
@@ -824,15 +856,20 @@ def explain_bars(cells: Sequence[Mapping[str, Any]], out_dir: Path) -> list[Path
         bars.append(bar)
     if not groups:
         return []
-    plt = _pyplot()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    files.folder(out_dir)
     written = []
-    for (model, framework), bars in groups.items():
-        bars.sort(key=_phase_rank)
-        batches = ", ".join(str(b) for b in dict.fromkeys(b.batch for b in bars))
-        title = f"{model} on {framework}: where a Keras step goes (batch {batches})"
-        path = out_dir / f"explain-{model}-{framework}.png"
-        written.append(_draw_explain(plt, title, bars, path))
+    with _pyplot() as plt:
+        for (model, framework), bars in groups.items():
+            bars.sort(key=_phase_rank)
+            batches = ", ".join(str(b) for b in dict.fromkeys(b.batch for b in bars))
+            title = f"{model} on {framework}: where a Keras step goes (batch {batches})"
+            name = f"explain-{files.file_name(model)}-{files.file_name(framework)}.png"
+            path = _drawn(
+                f"the explain plot of {model!r:.80} on {framework!r:.80}",
+                functools.partial(_draw_explain, plt, title, bars, out_dir / name),
+            )
+            if path is not None:
+                written.append(path)
     return written
 
 
@@ -853,51 +890,64 @@ def op_curves(rows: Sequence[Mapping[str, Any]], out_dir: Path) -> list[Path]:
     direction.  Where a line is flat the fixed per-call cost dominates;
     where it climbs with slope 1 the work does.  ``rows``:
     ``harness.ops.report`` rows; only timed ones drawn."""
-    plt = _pyplot()
-    out_dir.mkdir(parents=True, exist_ok=True)
     timed = [r for r in rows if r["status"] == "ok"]
+    files.folder(out_dir)
     written = []
-    for op in sorted({r["op"] for r in timed}):
-        mine = [r for r in timed if r["op"] == op]
-        directions = [
-            d for d in ("forward", "backward") if any(r["direction"] == d for r in mine)
-        ]
-        fig, axes = plt.subplots(
-            1, len(directions), figsize=(6 * len(directions), 4.5), squeeze=False
-        )
-        for ax, direction in zip(axes[0], directions, strict=True):
-            for path in sorted({r["path"] for r in mine}):
-                points = sorted(
-                    (r["work"], r["call_s"], r["low_s"], r["high_s"])
-                    for r in mine
-                    if r["path"] == path and r["direction"] == direction
-                )
-                if not points:
-                    continue
-                x = [p[0] for p in points]
-                y = [p[1] * 1e6 for p in points]
-                err = [
-                    [max(0.0, (p[1] - p[2]) * 1e6) for p in points],
-                    [max(0.0, (p[3] - p[1]) * 1e6) for p in points],
-                ]
-                keras = path.startswith("keras-")
-                ax.errorbar(
-                    x,
-                    y,
-                    yerr=err,
-                    marker="o" if keras else "s",
-                    markersize=3,
-                    linestyle="-" if keras else "--",
-                    color=_look(path).colour,
-                    label=path,
-                    capsize=2,
-                )
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            unit = "FLOPs" if mine[0]["compute_bound"] else "elements"
-            ax.set_xlabel(f"{unit} per call")
-            ax.set_ylabel("µs per call (95% CI)")
-            ax.set_title(f"{op}, {direction}")
-            ax.legend(fontsize=7)
-        written.append(_save(plt, fig, out_dir / f"ops-{op}.png"))
+    with _pyplot() as plt:
+        for op in sorted({r["op"] for r in timed}):
+            mine = [r for r in timed if r["op"] == op]
+            path = _drawn(
+                f"the plot of operator {op!r:.80}",
+                functools.partial(_op_curve, plt, op, mine, out_dir),
+            )
+            if path is not None:
+                written.append(path)
     return written
+
+
+def _op_curve(
+    plt: Any, op: str, mine: Sequence[Mapping[str, Any]], out_dir: Path
+) -> Path:
+    """``ops-<operator>.png`` of :func:`op_curves`: ``mine``, the timed rows
+    of operator ``op``."""
+    directions = [
+        d for d in ("forward", "backward") if any(r["direction"] == d for r in mine)
+    ]
+    fig, axes = plt.subplots(
+        1, len(directions), figsize=(6 * len(directions), 4.5), squeeze=False
+    )
+    for ax, direction in zip(axes[0], directions, strict=True):
+        for path in sorted({r["path"] for r in mine}):
+            points = sorted(
+                (r["work"], r["call_s"], r["low_s"], r["high_s"])
+                for r in mine
+                if r["path"] == path and r["direction"] == direction
+            )
+            if not points:
+                continue
+            x = [p[0] for p in points]
+            y = [p[1] * 1e6 for p in points]
+            err = [
+                [max(0.0, (p[1] - p[2]) * 1e6) for p in points],
+                [max(0.0, (p[3] - p[1]) * 1e6) for p in points],
+            ]
+            keras = path.startswith("keras-")
+            ax.errorbar(
+                x,
+                y,
+                yerr=err,
+                marker="o" if keras else "s",
+                markersize=3,
+                linestyle="-" if keras else "--",
+                color=_look(path).colour,
+                label=path,
+                capsize=2,
+            )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        unit = "FLOPs" if mine[0]["compute_bound"] else "elements"
+        ax.set_xlabel(f"{unit} per call")
+        ax.set_ylabel("µs per call (95% CI)")
+        ax.set_title(f"{op}, {direction}")
+        ax.legend(fontsize=7)
+    return _save(plt, fig, out_dir / f"ops-{files.file_name(op)}.png")

@@ -44,16 +44,17 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
-from harness.core import jsonl, validated
+from harness.core import jsonl, peak, validated
 from harness.core.machines import describe, name_of
 from harness.core.records import Record, final, outcome, scan
-from harness.core.validated import Finite
+from harness.explain import analysis as explain
 from harness.report import doubts, literal
 from harness.stats import robust
+from zoo import files
 
 # The z of a two-sided 95% normal interval.
 Z95 = statistics.NormalDist().inv_cdf(0.975)
@@ -491,57 +492,62 @@ def baseline(
 # --- findings: where a large overhead's time goes ---------------------------------
 
 
-class _Figure(validated.Schema):
-    us: Finite
-    low: Finite
-    high: Finite
-
-
 class _Explained(validated.Schema):
     """What a finding reads of a cell of an explain run's analysis."""
 
-    model: str
-    framework: str
-    phase: str
-    batch: int
-    total: _Figure
-    parts: dict[str, _Figure]
+    model: explain.Name
+    framework: explain.Name
+    phase: explain.Name
+    batch: explain.Batch
+    total: explain.Figure
+    parts: dict[explain.Name, explain.Figure]
+
+
+# A count run's figures a finding prints: Keras' work over native's, and
+# instructions added per step (a ratio of a million, or 1e15 instructions
+# per step, is no measurement).
+WorkRatio = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
+Instructions = Annotated[float, Field(ge=-1e15, le=1e15, allow_inf_nan=False)]
+# The largest count.json read: a count run of every model writes kilobytes.
+COUNT_BYTES = 64 * 1024 * 1024
 
 
 class _Counted(validated.Schema):
     """What a finding reads of a pair of a count run's analysis."""
 
-    model: str
-    framework: str
-    phase: str
-    batch: int
-    work_ratio: Finite
-    added_non_kernel: Finite
-    top_added: list[tuple[str, Finite]] = Field(default_factory=list)
+    model: explain.Name
+    framework: explain.Name
+    phase: explain.Name
+    batch: explain.Batch
+    work_ratio: WorkRatio
+    added_non_kernel: Instructions
+    top_added: list[tuple[str, Instructions]] = Field(default_factory=list)
+
+
+class _CountRun(validated.Schema):
+    pairs: list[Any]
 
 
 def explained(
     results_dir: Path, machine: str
 ) -> dict[tuple[str, str, str], tuple[str, dict[str, Any]]]:
     """(model, framework, phase) -> (explain run folder name, cell), the
-    newest run of ``machine`` that analysed it; runs and cells of another
-    shape are passed over."""
+    newest run of ``machine`` that analysed it; a run whose files cannot be
+    read is named once on stderr (``harness.explain.analysis``), cells of
+    another shape are passed over."""
     found: dict[tuple[str, str, str], tuple[str, dict[str, Any]]] = {}
-    for analysis in sorted(results_dir.glob("explain-*/explain.json")):
-        try:
-            host = json.loads(
-                (analysis.parent / "explain.jsonl").read_text().splitlines()[0]
-            ).get("host", {})
-            cells_ = json.loads(analysis.read_text()).get("cells")
-        except (OSError, ValueError, IndexError, AttributeError):
+    for folder in sorted(p.parent for p in results_dir.glob("explain-*/explain.json")):
+        cells_ = explain.cells(folder)
+        host = explain.host(folder) if cells_ is not None else None
+        if cells_ is None or host is None:
             continue
-        named = host.get("machine", {}) if isinstance(host, dict) else {}
+        named = host.get("machine", {})
         if isinstance(named, dict) and named.get("name") not in (None, machine):
             continue
-        for cell in cells_ if isinstance(cells_, list) else []:
+        for cell in cells_:
             if validated.fits(_Explained, cell):
                 key = (cell["model"], cell["framework"], cell["phase"])
-                found[key] = (analysis.parent.name, cell)
+                found[key] = (folder.name, cell)
     return found
 
 
@@ -549,14 +555,24 @@ def counted(
     results_dir: Path,
 ) -> dict[tuple[str, str, str, int], tuple[str, dict[str, Any]]]:
     """(model, framework, phase, batch) -> (count run folder name, pair), the
-    newest count run that counted it; pairs of another shape passed over."""
+    newest count run that counted it; a count.json that cannot be read (no
+    regular file, too large, no JSON, no list of pairs) is named once on
+    stderr and passed over, pairs of another shape too, silently."""
     found: dict[tuple[str, str, str, int], tuple[str, dict[str, Any]]] = {}
     for analysis in sorted(results_dir.glob("count-*/count.json")):
         try:
-            pairs = json.loads(analysis.read_text()).get("pairs")
-        except (OSError, ValueError, AttributeError):
+            run = files.read_object(analysis, COUNT_BYTES)
+        except OSError as exc:  # files.Refused included
+            jsonl.warn(f"warning: {exc}; that count run is left out of the report")
             continue
-        for pair in pairs if isinstance(pairs, list) else []:
+        if not validated.fits(_CountRun, run):
+            jsonl.warn(
+                f"warning: {analysis} holds no list of pairs; that count run is "
+                "left out of the report"
+            )
+            continue
+        pairs = run["pairs"]
+        for pair in pairs:
             if validated.fits(_Counted, pair):
                 key = (pair["model"], pair["framework"], pair["phase"], pair["batch"])
                 found[key] = (analysis.parent.name, pair)
@@ -722,23 +738,33 @@ def header(
 
 
 class _Source(validated.Schema):
-    """A source of a record's ``platform["matmul_peak"]`` that gave a figure."""
+    """A source of a record's ``platform["matmul_peak"]`` that gave a figure:
+    a rate from 0 to ``peak.MAX_FLOPS_PER_S`` and a kernel's name of at most
+    ``peak.MAX_KERNEL_CHARS`` characters (``harness.core.records`` reads no
+    record outside them; a record made otherwise is checked here again)."""
 
     status: str
-    flops_per_s: Finite
-    kernel: str
+    flops_per_s: peak.Rate
+    kernel: peak.KernelName
 
 
 def _peak(recs: list[Record]) -> str:
     """The matmul peak the cells' ``peak_frac`` divides by: its figure,
     which source gave it with the kernel it ran, and the other sources'
     figures (``harness.core.peak``), from the first record that holds one
-    of that shape; an older record's bare figure as it is."""
+    of that shape; an older record's bare figure as it is (when within
+    ``peak.MAX_FLOPS_PER_S``).  A source whose name is longer than
+    ``peak.MAX_KERNEL_CHARS`` is not shown."""
     for r in recs:
-        peak = r.platform.get("matmul_peak")
-        sources = peak.get("sources") if isinstance(peak, dict) else None
+        found = r.platform.get("matmul_peak")
+        sources = found.get("sources") if isinstance(found, dict) else None
         if not isinstance(sources, dict):
             continue
+        sources = {
+            name: entry
+            for name, entry in sources.items()
+            if len(name) <= peak.MAX_KERNEL_CHARS
+        }
         rated = {
             name: entry
             for name, entry in sources.items()
@@ -760,9 +786,15 @@ def _peak(recs: list[Record]) -> str:
             + (f"; not measured: {', '.join(skipped)}" if skipped else "")
         )
     figures = [r.platform.get("matmul_peak_flops") for r in recs]
-    found = [f for f in figures if isinstance(f, int | float) and f > 0]
-    if found:
-        return f"{found[0] / 1e9:.0f} GFLOP/s float32 (NumPy's BLAS, kernel unknown)"
+    bare = [
+        f
+        for f in figures
+        if isinstance(f, int | float)
+        and not isinstance(f, bool)
+        and 0 < f <= peak.MAX_FLOPS_PER_S
+    ]
+    if bare:
+        return f"{bare[0] / 1e9:.0f} GFLOP/s float32 (NumPy's BLAS, kernel unknown)"
     return "not measured"
 
 
