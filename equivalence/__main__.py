@@ -589,7 +589,7 @@ def _write_verdicts(
         ],
         "models": _combined_verdicts(reports),
     }
-    files.folder(out.parent)
+    files.folder(out.parent, follow=True)
     files.write_json(out, document, indent=2)
 
 

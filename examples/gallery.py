@@ -1190,7 +1190,7 @@ def main(argv: list[str]) -> int:
     from zoo import files  # writes renamed into place, never through a link
 
     try:
-        files.folder(out)
+        files.folder(out, follow=True)
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -384,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     found = rows(args.folder, examples)
     print(tables(found, examples, markdown=False))
     if args.markdown:
-        files.folder(args.markdown.parent)
+        files.folder(args.markdown.parent, follow=True)
         files.write_text(args.markdown, tables(found, examples, markdown=True) + "\n")
         print(f"\nwrote {args.markdown}")
     unreadable = [r for r in found if r.status == "unreadable"]

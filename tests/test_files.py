@@ -134,6 +134,7 @@ def test_a_folder_is_never_a_link_or_a_file(tmp_path: Path) -> None:
     (tmp_path / "out").symlink_to(elsewhere)
     with pytest.raises(files.Refused, match="is a symbolic link, not a folder"):
         files.folder(tmp_path / "out")
+    assert files.folder(tmp_path / "out", follow=True) == tmp_path / "out"  # named
     (tmp_path / "file").write_text("")
     with pytest.raises(files.Refused, match=r"a part of it is a file|not a folder"):
         files.folder(tmp_path / "file" / "sub")

@@ -88,11 +88,13 @@ def test_results_that_cannot_be_written_is_one_sentence(
 # --- a full disk ---------------------------------------------------------------
 
 
-def test_a_full_disk_is_an_error_naming_the_file() -> None:
-    # /dev/full is a real device whose every write fails with ENOSPC.
+def test_a_device_is_never_appended_to_and_the_error_names_it() -> None:
+    # /dev/full (every write fails with ENOSPC) is a device: the door
+    # (zoo.files.open_append) refuses it before a byte is written; a disk
+    # that fills is the short write below.
     with pytest.raises(records.RecordsWriteError, match="/dev/full") as caught:
         records.append(Path("/dev/full"), record())
-    assert "No space left on device" in str(caught.value)
+    assert "is a character device, not a file to append to" in str(caught.value)
 
 
 def test_a_short_write_is_undone_and_reported(tmp_path: Path) -> None:

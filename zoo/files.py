@@ -325,16 +325,19 @@ def file_name(name: str) -> str:
 # ---------------------------------------------------------------- writing
 
 
-def folder(path: Path) -> Path:
-    """``path`` made a folder (with its parents) unless it is one; a link,
-    a file or anything else there is refused in one sentence."""
+def folder(path: Path, *, follow: bool = False) -> Path:
+    """``path`` made a folder (with its parents) unless it is one; a file or
+    anything else there is refused in one sentence, and so is a link unless
+    ``follow``: a folder the user named (``--results``, ``--plots``, an
+    output folder) may be a link to one, a folder the tool names inside
+    another never is."""
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
         pass
     except NotADirectoryError:
         raise Refused(f"{path} cannot be a folder: a part of it is a file") from None
-    mode = path.lstat().st_mode
+    mode = path.stat().st_mode if follow else path.lstat().st_mode
     if not stat.S_ISDIR(mode):
         raise Refused(
             f"{path} is {_kind(mode)}, not a folder: nothing is written there"

@@ -43,7 +43,6 @@ crashed or timed out is replaced before the next cell.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
@@ -51,10 +50,12 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
+
+from pydantic import Field
 
 from harness.bench.measure import Measuring
-from harness.core import jsonl, machines, pairing, records
+from harness.core import jsonl, machines, pairing, records, validated
 from harness.core.cells import (
     PLAN_SUFFIX,
     Cell,
@@ -81,6 +82,11 @@ from harness.core.seeds import WEIGHTS_SEED
 from workers.frameworks import FRAMEWORKS
 from workers.launch import Worker
 from workers.paths import get_path
+from zoo import files
+
+# The most a kept matmul peak (``<results>/cache/peak-<run>-<host>.json``)
+# may hold: a figure and a few sources' entries, some kilobytes.
+PEAK_BYTES = 1024 * 1024
 
 
 class RunStoppedError(Exception):
@@ -98,7 +104,7 @@ def _writable_folder(results_dir: Path) -> None:
     if results_dir.exists() and not results_dir.is_dir():
         raise ValueError(f"--results {results_dir} is a file; give a folder")
     try:
-        results_dir.mkdir(parents=True, exist_ok=True)
+        files.folder(results_dir, follow=True)  # the user named it
         with tempfile.TemporaryFile(dir=results_dir) as probe:
             probe.write(b"probe\n" * 512)
             probe.flush()
@@ -122,8 +128,7 @@ def _open(
     if not resume.is_file():
         raise FileNotFoundError(f"--resume: no records file {resume}")
     try:
-        with resume.open("ab"):
-            pass
+        os.close(files.open_append(resume))  # what appending its records does
     except OSError as exc:
         raise ValueError(
             f"--resume: cannot append to {resume} ({exc.strerror or exc})"
@@ -327,7 +332,7 @@ def run_cell(plan_path: Path, index: int, results_dir: Path) -> list[records.Rec
     The unit's paths are timed only when ``<results_dir>/verdicts.json``
     holds a passing verdict under the keys the plan names *and* those keys
     are what this environment computes (``cells`` module docstring)."""
-    plan = read_plan(plan_path)
+    plan = read_plan(plan_path, follow=True)  # the plan the user named
     if not 0 <= index < len(plan.units):
         raise ValueError(
             f"{plan_path} has units 0 to {len(plan.units) - 1}, not {index}"
@@ -478,14 +483,22 @@ def matmul_peak(results_dir: Path, plan: Plan) -> dict[str, Any]:
     (``harness.core.peak``).  Measured once per run and machine (kept in
     ``<results>/cache``), so the units of a run that another process or node
     runs share the figure of their machine."""
-    host = records.host_platform()["hostname"]
-    kept = results_dir / "cache" / f"peak-{plan.run_id}-{host}.json"
+    host = files.file_name(records.host_platform()["hostname"])
+    cache = results_dir / "cache"
+    kept = files.inside(cache, f"peak-{plan.run_id}-{host}.json", "a peak's name")
     try:
-        found: dict[str, Any] = json.loads(kept.read_text())
-        if isinstance(found.get("flops_per_s"), float):
+        found = files.read_object(kept, PEAK_BYTES)
+        if validated.fits(_KeptPeak, found):
             return found
-    except (OSError, ValueError):
+        print(
+            f"warning: {kept} is not a matmul peak this code keeps (a damaged "
+            "or edited cache file); measured again",
+            file=sys.stderr,
+        )
+    except FileNotFoundError:
         pass
+    except OSError as exc:  # files.Refused: a link, a FIFO, not JSON ...
+        print(f"warning: {exc}; the matmul peak is measured again", file=sys.stderr)
     profile = plan.get_profile()
     used = {get_path(p).framework for p in plan.paths}
     frameworks = [f for f in FRAMEWORKS if f in used] if profile.peak_frameworks else []
@@ -505,8 +518,15 @@ def matmul_peak(results_dir: Path, plan: Plan) -> dict[str, Any]:
             log=lambda line: print(line, file=sys.stderr),
         )
     )
-    kept.parent.mkdir(parents=True, exist_ok=True)
-    tmp = kept.with_name(f".{kept.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(peak))
-    tmp.replace(kept)
+    if validated.fits(_KeptPeak, peak):  # a peak no source gave is not kept
+        files.folder(cache)
+        files.write_json(kept, peak)
     return peak
+
+
+class _KeptPeak(validated.Schema):
+    """What a kept matmul peak must hold to be used again: a figure and the
+    sources the report names (``harness.report.summary``)."""
+
+    flops_per_s: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    sources: dict[str, dict[str, Any]]

@@ -44,6 +44,7 @@ def bisect_command(args: argparse.Namespace) -> int:
     the verdict, also written to ``<results>/bisect-<cell>/bisect.md``."""
     from harness.core.profiles import get_profile
     from harness.versions import bisect, finding, signals
+    from zoo import files
     from zoo.user_models import plain_name
 
     # The model and path name the results' folder: one plain name each.
@@ -54,8 +55,7 @@ def bisect_command(args: argparse.Namespace) -> int:
     get_profile(args.profile).require([args.phase], [args.model])
     old, new = args.between
     releases = bisect.between(old, new, bisect.pip_releases())
-    out = args.results / f"bisect-{cell.name}"
-    out.mkdir(parents=True, exist_ok=True)
+    out = files.folder(args.results / f"bisect-{cell.name}")
     print(
         f"{cell.name}: {len(releases)} releases from {old} to {new}, by "
         f"{cell.signal} (a change must exceed {cell.floor:.1%} and the ranges); "
@@ -69,7 +69,7 @@ def bisect_command(args: argparse.Namespace) -> int:
     found = bisect.bisect(releases, measure, cell.floor)
     elapsed = time.monotonic() - started
     text = finding.summary(cell, found, out, elapsed)
-    (out / "bisect.md").write_text(text)
+    files.write_text(out / "bisect.md", text)
     print(text)
     if found.changed:
         written = finding.write(cell, found, out, sys.executable)

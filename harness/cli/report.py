@@ -178,7 +178,7 @@ def _versions(args: argparse.Namespace) -> int:
     if args.plots:
         if args.plots.exists() and not args.plots.is_dir():
             raise ValueError(f"--plots {args.plots} is a file; give a folder")
-        markdown = files.folder(args.plots) / "versions.md"
+        markdown = files.folder(args.plots, follow=True) / "versions.md"
         files.write_text(
             markdown, versions_report.text(args.versions, "markdown") + "\n"
         )

@@ -352,10 +352,8 @@ def plot(found: Converged, out_dir: Path) -> Path:
         ax.set_ylabel("test accuracy")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "converge.png"
-    with files.replace(path) as handle:  # never through a link there
-        fig.savefig(handle, format="png", dpi=110)
+    path = files.folder(out_dir, follow=True) / "converge.png"
+    files.write_figure(path, fig, dpi=110)  # never through a link there
     plt.close(fig)
     return path
 

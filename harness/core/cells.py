@@ -40,14 +40,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from harness.core import pairing, records
 from harness.core.profiles import Profile
 from workers.paths import PHASES, get_path
+from zoo import files
 from zoo.specs import get_spec
 
 PLAN_SCHEMA_VERSION = 1
+# The most a plan file may hold: a unit is a few hundred bytes, so a sweep
+# of a hundred thousand units stays well below it.
+PLAN_BYTES = 128 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,21 @@ class Plan(_Frozen):
     allow_unverified: bool = False
     slowdown: dict[str, float] = Field(default_factory=dict)
     units: tuple[Unit, ...]
+
+    @field_validator("run_id")
+    @classmethod
+    def _plain(cls, run_id: str) -> str:
+        """One plain name: the run's records file is named after it."""
+        return files.plain(run_id, "the run's id")
+
+    @field_validator("slowdown")
+    @classmethod
+    def _factors(cls, slowdown: dict[str, float]) -> dict[str, float]:
+        """Finite factors of at least 1 (what a timing worker accepts)."""
+        for path, factor in slowdown.items():
+            if not (math.isfinite(factor) and factor >= 1.0):
+                raise ValueError(f"slowdown of {path[:80]!r} is {factor}, not >= 1")
+        return slowdown
 
     def get_profile(self) -> Profile:
         return Profile.model_validate(self.profile, strict=False)
@@ -323,21 +342,23 @@ def new_plan(
 
 
 def write_plan(plan: Plan, out: Path) -> None:
-    """Write ``plan`` whole or not at all (a temporary file, then a rename)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(plan.model_dump_json(indent=1) + "\n")
-    tmp.replace(out)
+    """Write ``plan`` whole or not at all (``zoo.files.write_text``)."""
+    files.folder(out.parent, follow=True)
+    files.write_text(out, plan.model_dump_json(indent=1) + "\n")
 
 
-def read_plan(path: Path) -> Plan:
-    """The plan in ``path``; ValueError, in one sentence, for anything else."""
+def read_plan(path: Path, *, follow: bool = False) -> Plan:
+    """The plan in ``path``; ValueError, in one sentence, for anything else
+    (no regular file, more than ``PLAN_BYTES``, a link unless ``follow``:
+    the plan the user named on the command line: ``zoo.files``)."""
     try:
-        text = path.read_bytes()
+        text = files.read_bytes(path, PLAN_BYTES, follow=follow)
     except FileNotFoundError:
         raise FileNotFoundError(
             f"no plan file {path}; write one with 'python -m harness plan'"
         ) from None
+    except files.Refused as exc:
+        raise ValueError(f"{exc}; write a plan with 'python -m harness plan'") from None
     except OSError as exc:
         raise ValueError(f"cannot read plan {path}: {exc.strerror or exc}") from None
     try:

@@ -65,9 +65,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from equivalence.check import Case, Checker, ModelReport, seq_lens, worst_verdict
+from equivalence.check import (
+    VERDICT_ORDER,
+    Case,
+    Checker,
+    ModelReport,
+    seq_lens,
+    worst_verdict,
+)
 from equivalence.compare import (
     TOLERANCES,
     TRAJECTORY_TOLERANCE,
@@ -87,6 +94,7 @@ from workers.frameworks import distributions, incomplete
 from workers.launch import PROJECT_ROOT
 from workers.messages import ArraysAnswer, TimedOutputs
 from workers.paths import PATHS, get_path, interpreter
+from zoo import files
 from zoo.arrays import digest, load_npz, save_npz
 from zoo.data import batches_file, make_batches
 from zoo.specs import ModelSpec, get_spec
@@ -104,6 +112,12 @@ INFER_ONLY_SENTENCE = (
     "update does not, so it is timed for inference only"
 )
 CACHE_NAME = "verdicts.json"
+# The most a verdicts cache may hold: an entry is a few hundred bytes, so a
+# cache of every model and path over many edits stays far below it.
+CACHE_BYTES = 64 * 1024 * 1024
+# The most one of the project's source files (digested into every verdict's
+# key) may hold; the largest is well under a megabyte.
+SOURCE_BYTES = 16 * 1024 * 1024
 
 
 def training_checks(spec: ModelSpec) -> str | None:
@@ -137,13 +151,16 @@ _SOURCES = ("zoo", "native", "workers", "equivalence", "harness/core/gate.py")
 
 
 def sources_digest(root: Path = PROJECT_ROOT) -> str:
-    """SHA-256 over the project's model and check sources (path and bytes)."""
+    """SHA-256 over the project's model and check sources (path and bytes),
+    each read through ``zoo.files`` (a regular file, no link followed, at
+    most ``SOURCE_BYTES``)."""
     sha = hashlib.sha256()
     for entry in _SOURCES:
         base = root / entry
-        files = sorted(base.rglob("*.py")) if base.is_dir() else [base]
-        for f in files:
-            sha.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+        sources = sorted(base.rglob("*.py")) if base.is_dir() else [base]
+        for f in sources:
+            data = files.read_bytes(f, SOURCE_BYTES)
+            sha.update(str(f.relative_to(root)).encode() + b"\0" + data)
     return sha.hexdigest()
 
 
@@ -227,6 +244,15 @@ class _Entry(BaseModel):
     reference: str | None = None
     allowance: str | None = None
 
+    @field_validator("verdict")
+    @classmethod
+    def _known(cls, verdict: str) -> str:
+        """A verdict the gate gives: a cache saying anything else (a damaged
+        or edited file) is not trusted to let a path be timed."""
+        if verdict not in VERDICT_ORDER:
+            raise ValueError(f"{verdict[:40]!r} is not a verdict the gate gives")
+        return verdict
+
 
 class _Cache(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -237,13 +263,16 @@ class _Cache(BaseModel):
 def _load(cache: Path, log: Callable[[str], None]) -> dict[str, dict[str, str]]:
     """The cached verdicts by key; none when there is no cache.
 
-    A file that is not a verdicts cache of this version (not JSON, not
-    UTF-8, a wrong shape, an older version) is set aside beside itself with a
-    warning, and every verdict is checked again."""
+    A file that is not a verdicts cache of this version (no regular file, a
+    link, larger than ``CACHE_BYTES``, not JSON, not UTF-8, a wrong shape, a
+    verdict the gate does not give, an older version) is set aside beside
+    itself with a warning, and every verdict is checked again."""
     try:
-        text = cache.read_bytes()
+        text = files.read_bytes(cache, CACHE_BYTES)
     except FileNotFoundError:
         return {}
+    except files.Refused as exc:
+        return _set_aside(cache, str(exc), log)
     except OSError as exc:
         raise ValueError(f"cannot read {cache}: {exc.strerror or exc}") from None
     try:
@@ -255,6 +284,14 @@ def _load(cache: Path, log: Callable[[str], None]) -> dict[str, dict[str, str]]:
         problem = f"version {document.schema_version}, not {CACHE_SCHEMA_VERSION}"
     except ValidationError as exc:
         problem = _first_problem(exc)
+    return _set_aside(cache, problem, log)
+
+
+def _set_aside(
+    cache: Path, problem: str, log: Callable[[str], None]
+) -> dict[str, dict[str, str]]:
+    """No cached verdicts: ``cache`` (``problem``) renamed beside itself for a
+    look, said once in ``log``."""
     aside = cache.with_name(f"{cache.name}.bad-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
         cache.replace(aside)
@@ -275,11 +312,11 @@ def _first_problem(exc: ValidationError) -> str:
 
 
 def _save(cache: Path, entries: dict[str, Any]) -> None:
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cache.with_suffix(".tmp")
+    """Write the verdicts cache (``zoo.files.write_json``: renamed into
+    place, a link there replaced, never followed)."""
+    files.folder(cache.parent, follow=True)
     document = {"schema_version": CACHE_SCHEMA_VERSION, "verdicts": entries}
-    tmp.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
-    tmp.replace(cache)
+    files.write_json(cache, document, indent=1, sort_keys=True)
 
 
 # --- the data the timing uses ------------------------------------------------
@@ -553,27 +590,37 @@ def reference_line(model: str, sentence: str) -> str:
     return f"REFERENCE WRONG for {model}: {sentence}"
 
 
+def cached(results_dir: Path) -> dict[str, dict[str, str]]:
+    """The verdicts cached in ``results_dir`` by key, as the gate reads them
+    (its schema: each field of the type it has, a verdict the gate gives);
+    empty when there is none.  Only reads: a cache this code cannot read
+    says nothing here (the gate sets it aside when it next runs)."""
+    try:
+        text = files.read_bytes(results_dir / CACHE_NAME, CACHE_BYTES)
+        cache = _Cache.model_validate_json(text)
+    except (OSError, ValidationError):
+        return {}
+    if cache.schema_version != CACHE_SCHEMA_VERSION:
+        return {}
+    return {k: e.model_dump(exclude_none=True) for k, e in cache.verdicts.items()}
+
+
 def wrong_references(
     results_dir: Path, keys: Mapping[str, Iterable[str | None]]
 ) -> dict[str, str]:
     """Per model, what the verdicts cached in ``results_dir`` under ``keys``
     (by model) say was wrong with the float64 reference that judged them;
     a model whose reference was sound, or whose verdicts are not cached, is
-    left out.  Only reads: a cache this code cannot read says nothing here
-    (the gate sets it aside when it next runs)."""
-    try:
-        cache = _Cache.model_validate_json((results_dir / CACHE_NAME).read_bytes())
-    except (OSError, ValidationError):
-        return {}
-    entries = cache.verdicts if cache.schema_version == CACHE_SCHEMA_VERSION else {}
+    left out (:func:`cached`)."""
+    entries = cached(results_dir)
     found = {}
     for model, model_keys in keys.items():
         said = [
-            entry.reference
+            entry["reference"]
             for k in model_keys
             if k is not None
             for entry in [entries.get(k)]
-            if entry is not None and entry.reference is not None
+            if entry is not None and "reference" in entry
         ]
         if said:
             found[model] = "; ".join(dict.fromkeys(said))

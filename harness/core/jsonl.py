@@ -83,7 +83,7 @@ def append(
     line = json.dumps(value, sort_keys=sort_keys) + "\n"
     with _signals_held():
         try:
-            files.folder(path.parent)
+            files.folder(path.parent, follow=True)
             fd = files.open_append(path)
         except OSError as exc:
             raise WriteError(

@@ -26,6 +26,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from zoo import files
+
+# The most /proc/cpuinfo may hold here: some 2 KB per logical CPU, so a
+# machine of a few thousand CPUs stays below it.
+CPUINFO_BYTES = 16 * 1024 * 1024
+CPUINFO = Path("/proc/cpuinfo")
+
 
 class Measured(Protocol):
     """What this module reads of a record (a ``harness.core.records.Record``;
@@ -127,7 +134,7 @@ def short_hostname(hostname: str) -> str:
 def cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo``, else ``platform.processor``)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
+        for line in files.read_text(CPUINFO, CPUINFO_BYTES).splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     except OSError:
@@ -143,7 +150,7 @@ def cpu_details(cpuinfo: str | None = None) -> dict[str, str]:
     (or ``cpuinfo``, its text) does not say."""
     if cpuinfo is None:
         try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
+            cpuinfo = files.read_text(CPUINFO, CPUINFO_BYTES)
         except OSError:
             cpuinfo = ""
     first: dict[str, str] = {}

@@ -25,17 +25,13 @@ both the ``models`` list and ``[models.vgg16]`` tables.
 from __future__ import annotations
 
 import difflib
-import errno
 import functools
 import hashlib
 import json
-import os
 import re
-import stat
 import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
@@ -55,6 +51,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, ErrorDetails, PydanticCustomError, core_schema
 
 from workers.paths import MODE_PATHS, PATHS, PHASES
+from zoo import files
 from zoo.specs import MODELS, VARIANTS
 
 # The shipped blueprints, in the order the CLI lists them.
@@ -904,28 +901,18 @@ def parse_blueprint(name: str, text: str, label: str | None = None) -> Profile:
 
 
 MAX_BLUEPRINT_BYTES = 16 * 2**20  # a blueprint is a few lines; this is plenty
-
-
-def _read_regular(path: Path, limit: int) -> bytes:
-    """The bytes of the regular file ``path``; OSError, with a reason, for a
-    folder, a pipe or a device (which could block or never end) and for a
-    file over ``limit`` bytes."""
-    # O_NONBLOCK: opening a named pipe must not wait for a writer.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        raw = f.read(limit + 1)
-    if len(raw) > limit:
-        raise OSError(errno.EFBIG, f"larger than {limit // 2**20} MiB")
-    return raw
+# The shipped blueprints, beside this package.
+BLUEPRINTS = Path(__file__).resolve().parent.parent / "blueprints"
 
 
 def load_blueprint(path: str | Path) -> Profile:
-    """The profile in the TOML file ``path``, named after the file's stem."""
+    """The profile in the TOML file ``path`` (a path the user named: a link
+    is followed), named after the file's stem.  A folder, a FIFO, a device
+    or a file over ``MAX_BLUEPRINT_BYTES`` is refused in one sentence
+    (``zoo.files``), never read."""
     path = Path(path)
     try:
-        raw = _read_regular(path, MAX_BLUEPRINT_BYTES)
+        raw = files.read_bytes(path, MAX_BLUEPRINT_BYTES, follow=True)
     except FileNotFoundError:
         raise ValueError(
             f"no blueprint file {str(path)!r}; give the path of an existing .toml "
@@ -946,21 +933,22 @@ def anchored(profile: Profile, folder: Path) -> Profile:
     """``profile`` with its relative ``[converge]`` files (``data``,
     ``glove``) taken from ``folder``, the blueprint's own, as a reader of
     the file would take them, not from wherever the command runs."""
-    files = {
+    moved = {
         key: str(folder / value)
         for key in ("data", "glove")
         if (value := getattr(profile.converge, key)) is not None
         and not Path(value).is_absolute()
     }
-    if not files:
+    if not moved:
         return profile
-    converge = profile.converge.model_copy(update=files)
+    converge = profile.converge.model_copy(update=moved)
     return profile.model_copy(update={"converge": converge})
 
 
 def _shipped(name: str) -> Profile:
-    text = resources.files("harness").joinpath("blueprints", f"{name}.toml")
-    return parse_blueprint(name, text.read_text(encoding="utf-8"))
+    """The shipped profile ``name`` (``harness/blueprints/<name>.toml``)."""
+    path = BLUEPRINTS / f"{name}.toml"
+    return parse_blueprint(name, files.read_text(path, MAX_BLUEPRINT_BYTES))
 
 
 PROFILES: dict[str, Profile] = {name: _shipped(name) for name in SHIPPED}

@@ -48,6 +48,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from zoo import files
+
+# The most a callgrind dump may hold: one block of a worker (the interpreter,
+# a framework's libraries, some ten thousand functions and their calls) is
+# some megabytes; a dump past this is no dump this code wrote for.
+DUMP_BYTES = 512 * 1024 * 1024
 GROUPS = ("interpreter", "framework", "system", "kernel", "spin")
 NON_KERNEL = ("interpreter", "framework", "system")
 
@@ -223,9 +229,10 @@ class _Reader:
 def read(path: Path) -> Dump:
     """The dump in ``path``.  Raises DumpError when it is not a whole
     callgrind dump of instruction counts (no ``events: Ir``, no total, or
-    self costs that do not add up to the total)."""
+    self costs that do not add up to the total), or is no regular file of at
+    most ``DUMP_BYTES`` (``zoo.files``)."""
     try:
-        text = path.read_text(errors="replace")
+        text = files.read_bytes(path, DUMP_BYTES).decode("utf-8", errors="replace")
     except OSError as exc:
         raise DumpError(f"cannot read callgrind dump {path}: {exc}") from None
     reader = _Reader()

@@ -19,7 +19,6 @@ host; the interpreter's, the frameworks' and the runtime's do not.
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 import subprocess
 import sys
@@ -48,10 +47,13 @@ from workers.messages import CALLGRIND_LIBRARY_ENV as LIBRARY_ENV
 from workers.messages import CALLGRIND_OUT_ENV as OUT_ENV
 from workers.messages import Count, CountAnswer
 from workers.paths import PATHS, get_path
+from zoo import files
 from zoo.specs import get_spec
 
 Log = Callable[[str], None]
 SOURCE = PROJECT_ROOT / "workers" / "callgrind_requests.c"
+# The most the client requests' C source may hold (it is a few kilobytes).
+SOURCE_BYTES = 1024 * 1024
 START_TIMEOUT_S = 1200.0  # imports under valgrind: TensorFlow takes minutes
 # Functions kept per counted block: those with at least this share of its
 # instructions, the most first, at most TOP_FUNCTIONS.
@@ -96,7 +98,7 @@ def build_requests(cache: Path) -> Path:
     """The shared library of callgrind's client requests, compiled once per
     source (``workers/callgrind_requests.c``) with the system's C compiler;
     ValueError in one sentence where it cannot be built."""
-    source = SOURCE.read_bytes()
+    source = files.read_bytes(SOURCE, SOURCE_BYTES)
     library = cache / f"callgrind-requests-{hashlib.sha256(source).hexdigest()[:12]}.so"
     if library.exists():
         return library
@@ -106,22 +108,24 @@ def build_requests(cache: Path) -> Path:
             "harness count builds valgrind's client requests with a C compiler, "
             "and none is installed: apt-get install gcc"
         )
-    cache.mkdir(parents=True, exist_ok=True)
-    partial = library.with_suffix(".partial")
-    built = subprocess.run(
-        [compiler, "-O2", "-shared", "-fPIC", "-o", str(partial), str(SOURCE)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if built.returncode != 0:
-        raise ValueError(
-            f"cannot build valgrind's client requests ({SOURCE.name}): "
-            f"{built.stderr.strip().splitlines()[-1:]}; is valgrind's header "
-            "installed (apt-get install valgrind)?"
+
+    def build(partial: Path) -> None:
+        built = subprocess.run(
+            [compiler, "-O2", "-shared", "-fPIC", "-o", str(partial), str(SOURCE)],
+            capture_output=True,
+            text=True,
+            check=False,
         )
-    partial.replace(library)
-    return library
+        if built.returncode != 0:
+            raise ValueError(
+                f"cannot build valgrind's client requests ({SOURCE.name}): "
+                f"{built.stderr.strip().splitlines()[-1:]}; is valgrind's header "
+                "installed (apt-get install valgrind)?"
+            )
+
+    files.folder(cache)
+    # built beside it and renamed over it: a process never loads half a library
+    return files.write_with(library, build)
 
 
 def batch_sizes(profile: Profile, model: str, phase: str) -> list[int]:
@@ -527,9 +531,9 @@ def render(out: Path, results_dir: Path) -> str:
             f"run ended before its first"
         )
     found["time"] = analysis.relate(found, _timing(results_dir, found))
-    (out / "count.json").write_text(json.dumps(found, indent=1))
+    files.write_json(out / "count.json", found, indent=1)
     text = analysis.markdown(found)
-    (out / "count.md").write_text(text + "\n")
+    files.write_text(out / "count.md", text + "\n")
     return text
 
 

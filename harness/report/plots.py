@@ -660,7 +660,7 @@ def write_plots(records: list[Record], out_dir: Path) -> list[Path]:
     """Draw the figures the records hold a time for into ``out_dir``
     (created if needed) and return their paths; raises ImportError without
     matplotlib."""
-    files.folder(out_dir)
+    files.folder(out_dir, follow=True)
     by_key = cells(records)
     with _pyplot() as plt:
         written = [
@@ -856,7 +856,7 @@ def explain_bars(cells: Sequence[Mapping[str, Any]], out_dir: Path) -> list[Path
         bars.append(bar)
     if not groups:
         return []
-    files.folder(out_dir)
+    files.folder(out_dir, follow=True)
     written = []
     with _pyplot() as plt:
         for (model, framework), bars in groups.items():
@@ -891,7 +891,7 @@ def op_curves(rows: Sequence[Mapping[str, Any]], out_dir: Path) -> list[Path]:
     where it climbs with slope 1 the work does.  ``rows``:
     ``harness.ops.report`` rows; only timed ones drawn."""
     timed = [r for r in rows if r["status"] == "ok"]
-    files.folder(out_dir)
+    files.folder(out_dir, follow=True)
     written = []
     with _pyplot() as plt:
         for op in sorted({r["op"] for r in timed}):

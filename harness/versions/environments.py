@@ -23,7 +23,6 @@ never left half-built for the next run.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -31,7 +30,11 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from pydantic import Field
+
+from harness.core import jsonl, validated
 from harness.core.gate import library_versions
 from harness.versions.matrix import (
     AXES,
@@ -40,8 +43,12 @@ from harness.versions.matrix import (
     project_requirements,
 )
 from workers.launch import PROJECT_ROOT
+from zoo import files
 
 STAMP = "harness-versions.json"
+# The most a stamp may hold: what was asked of pip and its notes, a few
+# kilobytes.
+STAMP_BYTES = 1024 * 1024
 BUILT_UNDER = Path(".nox") / "release-envs"  # beside, not in, nox's own "versions"
 PIP_TIMEOUT_S = 3600.0  # a cold cache downloads some 1.5 GB
 
@@ -101,20 +108,16 @@ def prepare(
         return Environment(combination, sys.executable)
     home = root / BUILT_UNDER / combination.slug
     python = home / "bin" / "python"
-    stamp = home / STAMP
     wanted = _wanted(combination, root)
-    try:
-        kept = json.loads(stamp.read_text())
-    except (OSError, ValueError):
-        kept = None
-    if python.exists() and isinstance(kept, dict) and kept.get("wanted") == wanted:
-        return Environment(combination, str(python), notes=list(kept.get("notes", [])))
+    kept = read_stamp(home / STAMP, _Stamp)
+    if python.exists() and kept is not None and kept["wanted"] == wanted:
+        return Environment(combination, str(python), notes=kept["notes"])
     for requirement in varied_requirements(combination, root):
         found = _download(requirement)
         if found.returncode != 0:
             return Environment(combination, None, f"pip: {pip_error(found)}")
     if home.exists():
-        why = "changed" if isinstance(kept, dict) else "was not finished"
+        why = "changed" if kept is not None else "was not finished"
         log(f"{combination.label}: its environment {why}; building it again")
         shutil.rmtree(home)
     log(f"{combination.label}: building {home.relative_to(root)} with pip")
@@ -122,6 +125,37 @@ def prepare(
     if built.python is None:
         shutil.rmtree(home, ignore_errors=True)  # nothing half-built stays
     return built
+
+
+class _Stamp(validated.Schema):
+    """What a finished build's stamp holds (:func:`_build`)."""
+
+    wanted: dict[str, Any]
+    notes: list[str] = Field(default_factory=list)
+
+
+def read_stamp(
+    path: Path, schema: type[validated.Schema], what: str = "environment"
+) -> dict[str, Any] | None:
+    """The stamp at ``path`` when it holds what ``schema`` asks for; None
+    when there is none, and when it cannot be read (a link, a FIFO, too
+    large, not JSON, a field of the wrong type), said once on stderr: a
+    damaged stamp is a build not finished, and the ``what`` it stamps
+    (an environment, an overlay) is built again."""
+    try:
+        found = files.read_object(path, STAMP_BYTES)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # files.Refused: a link, a FIFO, not JSON ...
+        jsonl.warn(f"warning: {exc}; its {what} is built again")
+        return None
+    if not validated.fits(schema, found):
+        jsonl.warn(
+            f"warning: {path} is not a stamp this code wrote (a damaged or "
+            f"edited file); its {what} is built again"
+        )
+        return None
+    return schema.model_validate(found, strict=False).model_dump()
 
 
 def varied_requirements(combination: Combination, root: Path) -> list[str]:
@@ -196,6 +230,6 @@ def _build(
     if found != combination.release:
         reason = f"pip installed {found}, not {combination.release}"
         return Environment(combination, None, reason)
-    (home / STAMP).write_text(json.dumps({"wanted": wanted, "notes": notes}))
+    files.write_json(home / STAMP, {"wanted": wanted, "notes": notes})
     # absolute, not resolved: the venv's python is a symlink to the base one
     return Environment(combination, str(python.absolute()), notes=notes)

@@ -21,6 +21,7 @@ from harness.versions.overlay import UNDER, Overlay, prepare, size
 from harness.versions.reproducer import REPEATS, STEPS, script
 from harness.versions.signals import Cell, counted_rows, harness_in, measured_s
 from workers.launch import PROJECT_ROOT
+from zoo import files
 from zoo.specs import get_spec
 
 TOP = 12  # functions listed per finding
@@ -228,7 +229,7 @@ def write(cell: Cell, found: Bisection, out: Path, python: str) -> Path:
     part = _main_part(found)
     host = host_platform()
     reproducer = out / f"reproduce-{cell.name}.py"
-    reproducer.write_text(script(cell, prepare(part.before.release, python)))
+    files.write_text(reproducer, script(cell, prepare(part.before.release, python)))
     lines = [
         f"# Keras {part.after.release}: {cell.model} {cell.phase} on "
         f"{cell.framework} changed",
@@ -302,7 +303,7 @@ def write(cell: Cell, found: Bisection, out: Path, python: str) -> Path:
         "between the two releases where the interpreter's share is the change.",
     ]
     path = out / f"finding-{cell.name}.md"
-    path.write_text("\n".join(lines) + "\n")
+    files.write_text(path, "\n".join(lines) + "\n")
     return path
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from pydantic import ValidationError
 
 from harness.core.profiles import VersionSettings
 from workers.launch import PROJECT_ROOT
+from zoo import files
 
 # The distributions each axis of [versions] moves (jaxlib follows jax).
 AXES: dict[str, tuple[str, ...]] = {
@@ -37,13 +37,15 @@ AXES: dict[str, tuple[str, ...]] = {
 }
 # What each environment has besides the frameworks: the harness itself.
 PROJECT_EXTRAS = "harness"
+# The most the project's pyproject.toml may hold (it is a few kilobytes).
+PYPROJECT_BYTES = 1024 * 1024
 _PINNED = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*==\s*([^\s;#]+)")
 
 
 def project_requirements(root: Path = PROJECT_ROOT) -> list[str]:
     """The ``frameworks`` extra of the project's pyproject.toml, as written."""
-    with (root / "pyproject.toml").open("rb") as f:
-        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    project = files.read_toml(root / "pyproject.toml", PYPROJECT_BYTES)
+    extras = project["project"]["optional-dependencies"]
     return [str(r) for r in extras["frameworks"]]
 
 

@@ -25,19 +25,26 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+from pydantic import Field
 
-from harness.versions.environments import pip_error, run_pip
+from harness.core import validated
+from harness.versions.environments import pip_error, read_stamp, run_pip
 from workers.launch import PROJECT_ROOT
+from zoo import files
 from zoo.user_models import plain_name
 
 UNDER = Path(".nox") / "release-overlays"
 STAMP = "harness-overlay.json"
+# The most a Keras wheel may hold (a release is some 1.5 MB) and its
+# METADATA inflated (the project's description and requirements, some
+# kilobytes): a wheel past either is no Keras release.
+WHEEL_BYTES = 64 * 1024 * 1024
+METADATA_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -61,15 +68,20 @@ class Overlay:
 
 def requirements(wheel: Path) -> list[Requirement]:
     """The requirements a wheel's metadata names for this interpreter (no
-    extras)."""
-    with zipfile.ZipFile(wheel) as archive:
+    extras).  Only its METADATA is read, within ``WHEEL_BYTES`` and
+    ``METADATA_BYTES`` (``zoo.files``: a wheel that is no zip archive, or a
+    member that inflates past its limit, is refused in one sentence); pip
+    installs the wheel."""
+    with files.open_zip(wheel, WHEEL_BYTES) as archive:
         name = next(
             (n for n in archive.namelist() if n.endswith(".dist-info/METADATA")),
             None,
         )
         if name is None:
             raise ValueError(f"{wheel.name} has no METADATA")
-        text = archive.read(name).decode("utf-8", errors="replace")
+        where = f"{wheel.name}: {name}"
+        data = files.member_bytes(archive, name, METADATA_BYTES, where)
+        text = data.decode("utf-8", errors="replace")
     out = []
     for line in text.splitlines():
         if not line.startswith("Requires-Dist:"):
@@ -140,24 +152,24 @@ def prepare(
 
     Raises ValueError with pip's reason when it cannot be built."""
     plain_name(release, "release")  # it names the overlay's folder
-    (root / UNDER).mkdir(parents=True, exist_ok=True)
-    with (root / UNDER / f"keras-{release}.lock").open("w") as lock:
+    files.folder(root / UNDER)
+    lock = files.open_append(root / UNDER / f"keras-{release}.lock")
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         return _prepare(release, python, root)
+    finally:
+        os.close(lock)  # and the lock with it
 
 
 def _prepare(release: str, python: str, root: Path) -> Overlay:
     home = root / UNDER / f"keras-{release}"
     site = home / "site"
     stamp = home / STAMP
-    try:
-        kept = json.loads(stamp.read_text())
-    except (OSError, ValueError):
-        kept = None
-    if isinstance(kept, dict) and kept.get("python") == python and site.is_dir():
-        return Overlay(release, python, site, tuple(kept.get("added", [])), size(site))
+    kept = read_stamp(stamp, _Stamp, "overlay")
+    if kept is not None and kept["python"] == python and site.is_dir():
+        return Overlay(release, python, site, tuple(kept["added"]), size(site))
     shutil.rmtree(home, ignore_errors=True)
-    home.mkdir(parents=True)
+    files.folder(home)
     with tempfile.TemporaryDirectory(prefix="harness-overlay-") as folder:
         got = _pip("download", "--no-deps", "--dest", folder, f"keras=={release}")
         wheels = sorted(Path(folder).glob("keras-*.whl"))
@@ -171,5 +183,12 @@ def _prepare(release: str, python: str, root: Path) -> Overlay:
     if done.returncode != 0:
         shutil.rmtree(home, ignore_errors=True)
         raise ValueError(f"pip cannot install keras {release}: {pip_error(done)}")
-    stamp.write_text(json.dumps({"release": release, "python": python, "added": added}))
+    files.write_json(stamp, {"release": release, "python": python, "added": added})
     return Overlay(release, python, site, tuple(added), size(site))
+
+
+class _Stamp(validated.Schema):
+    """What a finished overlay's stamp holds (:func:`_prepare`)."""
+
+    python: str
+    added: list[str] = Field(default_factory=list)

@@ -299,10 +299,8 @@ def plot(base: Path, out_dir: Path) -> Path | None:
         ax.set_title(f"{model} {phase}: Keras / native (95% CI)")
         ax.set_ylabel("overhead (x)")
         ax.legend(fontsize=8)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "versions.png"
+    path = files.folder(out_dir, follow=True) / "versions.png"
     fig.tight_layout()
-    with files.replace(path) as handle:  # never through a link there
-        fig.savefig(handle, format="png", dpi=120)
+    files.write_figure(path, fig, dpi=120)  # never through a link there
     plt.close(fig)
     return path

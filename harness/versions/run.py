@@ -18,7 +18,6 @@ reuses every environment and every cached verdict that still holds.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from collections.abc import Callable
@@ -27,8 +26,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from harness.core import jsonl, validated
-from harness.core.gate import CACHE_NAME
+from harness.core import gate, jsonl, validated
 from harness.core.profiles import Profile
 from harness.core.records import Record, scan
 from harness.versions.environments import Environment, prepare
@@ -90,16 +88,14 @@ def verdicts(out: Path) -> dict[str, dict[str, str]]:
 
 def _gate_reasons(out: Path) -> dict[str, str]:
     """The newest reason the gate cached in ``out`` for each path, with its
-    model (``ffn: ...``); nothing for a cache that cannot be read."""
-    try:
-        cached = json.loads((out / CACHE_NAME).read_text())["verdicts"].values()
-        newest = sorted(
-            (e for e in cached if isinstance(e, dict) and e.get("reason")),
-            key=lambda e: str(e.get("created", "")),
-        )
-        return {str(e["path"]): f"{e['model']}: {e['reason']}"[:300] for e in newest}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return {}
+    model (``ffn: ...``); nothing for a cache that cannot be read
+    (``harness.core.gate.cached``: read as the gate reads it, each field
+    checked)."""
+    newest = sorted(
+        (e for e in gate.cached(out).values() if e.get("reason")),
+        key=lambda e: e["created"],
+    )
+    return {e["path"]: f"{e['model']}: {e['reason']}"[:300] for e in newest}
 
 
 def _line(env: Environment, status: str, out: Path, **more: Any) -> dict[str, Any]:

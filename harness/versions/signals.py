@@ -20,26 +20,33 @@ it is there, so an interrupted bisection resumes where it stopped.
 
 from __future__ import annotations
 
-import json
 import math
 import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field
+
+from harness.core import jsonl, validated
 from harness.core.records import scan
 from harness.report.analysis import overhead_rows
 from harness.versions.bisect import Figure
 from harness.versions.overlay import Overlay, prepare
 from workers.launch import PROJECT_ROOT
 from workers.paths import PATHS
+from zoo import files
 from zoo.user_models import plain_name
 
 COUNT_FLOOR = 0.003  # a count change smaller than 0.3% is no change
 TIME_FLOOR = 0.02  # nor a ratio change smaller than 2%
 MEASURED_S = "measure_s.txt"  # a release's measuring time, in its folder
+MEASURED_BYTES = 1024  # it holds one number
+# The most a count run's analysis (``count.json``) may hold: a few hundred
+# functions per path and cell, some megabytes.
+ANALYSIS_BYTES = 256 * 1024 * 1024
 COUNTED = ("torch", "tensorflow")
 TIMED = ("jax",)
 Log = Callable[[str], None]
@@ -128,7 +135,8 @@ def measurer(
             done = harness_in(overlay, *args)
             found = _read(cell, folder)
             if found is not None:
-                (folder / MEASURED_S).write_text(f"{time.monotonic() - started:.1f}\n")
+                seconds = f"{time.monotonic() - started:.1f}\n"
+                files.write_text(folder / MEASURED_S, seconds)
             if found is None:
                 tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
                 raise ValueError(
@@ -144,12 +152,25 @@ def measurer(
 def measured_s(folder: Path) -> float | None:
     """How long measuring the release of ``folder`` took (its gate and its
     run), as the bisection that measured it wrote; None where it was not
-    written (or is not a number of seconds)."""
+    written, and where it cannot be read or holds no number of seconds
+    (said once on stderr)."""
+    path = folder / MEASURED_S
     try:
-        seconds = float((folder / MEASURED_S).read_text())
-    except (OSError, ValueError):
+        seconds = float(files.read_text(path, MEASURED_BYTES))
+    except FileNotFoundError:
         return None
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    except OSError as exc:  # files.Refused: a link, a FIFO, too large ...
+        jsonl.warn(f"warning: {exc}; its release's measuring time is not counted")
+        return None
+    except ValueError:
+        seconds = math.nan
+    if math.isfinite(seconds) and seconds >= 0:
+        return seconds
+    jsonl.warn(
+        f"warning: {path} holds no number of seconds; its release's measuring "
+        "time is not counted"
+    )
+    return None
 
 
 def _read(cell: Cell, folder: Path) -> Figure | None:
@@ -160,23 +181,49 @@ def _read(cell: Cell, folder: Path) -> Figure | None:
 
 
 def counted_rows(cell: Cell, folder: Path) -> dict[str, dict[str, Any]] | None:
-    """The newest count run's rows of the cell in ``folder``, by path."""
+    """The newest count run's rows of the cell in ``folder``, by path: rows
+    that hold what a bisection reads of them (:class:`CountRow`).  An
+    analysis that cannot be read (a link, a FIFO, too large, not JSON, no
+    list of rows) is passed over, said once on stderr."""
     for analysis in sorted(folder.glob("count-*/count.json"), reverse=True):
         try:
-            rows = json.loads(analysis.read_text())["paths"]
-        except (OSError, ValueError, KeyError, TypeError):
+            rows = files.read_object(analysis, ANALYSIS_BYTES).get("paths")
+        except OSError as exc:  # files.Refused, or gone since it was listed
+            jsonl.warn(f"warning: {exc}; that count run is passed over")
+            continue
+        if not isinstance(rows, list):
+            jsonl.warn(
+                f"warning: {analysis} holds no list of counted paths; that count "
+                "run is passed over"
+            )
             continue
         mine = {
             r["path"]: r
             for r in rows
-            if isinstance(r, dict)
-            and r.get("model") == cell.model
-            and r.get("phase") == cell.phase
-            and isinstance(r.get("work"), int | float)
+            if validated.fits(CountRow, r)
+            and r["model"] == cell.model
+            and r["phase"] == cell.phase
         }
         if cell.path in mine:
             return mine
     return None
+
+
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class CountRow(validated.Schema):
+    """What a bisection reads of a row of a count run's analysis
+    (``harness.count.analysis``): its cell, its work per step and spreads,
+    and its functions' instructions."""
+
+    path: str
+    model: str
+    phase: str
+    work: NonNegative
+    work_spread: NonNegative = 0.0
+    work_block_spread: NonNegative = 0.0
+    functions: dict[str, validated.Finite] = Field(default_factory=dict)
 
 
 def _counted(cell: Cell, folder: Path) -> Figure | None:
