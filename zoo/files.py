@@ -267,12 +267,29 @@ def member(
             f"{where} is {info.file_size:,} bytes, more than the {limit:,} it may "
             "have: it is not read"
         )
+    if info.compress_size > _most_packed(info):
+        raise Refused(
+            f"{where} holds {info.compress_size:,} packed bytes, more than its "
+            f"declared {info.file_size:,} bytes can take (its directory lies about "
+            "what it inflates to): it is not read"
+        )
     try:
         stream = archive.open(info)
     except _UNPACK_ERRORS as exc:
         raise Refused(f"{where} cannot be unpacked ({exc})") from None
     with stream:
         yield Bounded(stream, limit, where)
+
+
+def _most_packed(info: zipfile.ZipInfo) -> int:
+    """The most packed bytes ``info``'s declared size can take: the same
+    when stored; deflated, what deflate's stored blocks add (5 bytes per
+    block of at most 65,535) and some slack.  More means the member inflates
+    past what it declares (Python's reader cuts it there, and a reader that
+    inflates before cutting, as ``read()`` does, holds it all)."""
+    if info.compress_type == zipfile.ZIP_STORED:
+        return info.file_size + (12 if info.flag_bits & 0x1 else 0)
+    return info.file_size + 5 * (info.file_size // 65_535 + 1) + 64
 
 
 def member_bytes(
