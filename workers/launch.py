@@ -402,6 +402,14 @@ class Worker:
             self._proc.kill()
             self._proc.wait()
 
+    @property
+    def pid(self) -> int | None:
+        """The worker process' id while it runs (``None`` once it ended or
+        when it never started)."""
+        if self._proc is None or self._proc.poll() is not None:
+            return None
+        return self._proc.pid
+
     def close(self, kill: bool = False) -> None:
         """End the worker: let it exit (its stdin closes), or with ``kill``
         end it at once.  A timing worker has nothing left to save once it has

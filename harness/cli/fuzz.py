@@ -61,22 +61,19 @@ def fuzz_command(args: argparse.Namespace) -> int:
     interrupted (its findings kept)."""
     from harness.fuzz.campaign import Campaign
     from harness.fuzz.checking import WorkerCheck
-    from harness.fuzz.findings import TRIAGE, read_findings
-    from harness.fuzz.report import write_all
+    from harness.fuzz.findings import TRIAGE
 
     if not 0 < args.budget <= 7 * 86_400:
         raise ValueError(
             f"--budget must be from 1 second to a week, got {args.budget:g}"
         )
+    if args.releases is not None and args.write is None:
+        raise ValueError(
+            "--releases bisects the findings --write writes: give --write DIR too"
+        )
     folder = args.folder.absolute()
     if args.write is not None:
-        findings = read_findings(folder)
-        written = write_all(findings, args.write, folder / "models")
-        print(f"wrote {len(written)} findings to {args.write}")
-        if args.releases:
-            for finding in findings.values():
-                _releases(finding, args.write, args.releases)
-        return 0
+        return _write(folder, args.write, args.releases)
     print(
         f"fuzz: drawing models for {args.budget:g} s into {folder}; every path "
         "against float64, each disagreement shrunk and kept"
@@ -102,18 +99,53 @@ def fuzz_command(args: argparse.Namespace) -> int:
     return 1 if tally.new else 0
 
 
-def _releases(finding: Finding, folder: Path, oldest: str) -> None:
-    """The releases section of a finding's page, for a finding of Keras
-    paths of one backend (the backend its reproducer fails on)."""
-    from harness.fuzz.report import releases_section
-    from harness.versions.correctness import bisect_releases
+def _write(folder: Path, out: Path, oldest: str | None) -> int:
+    """``--write``: every finding of ``folder`` that reads and builds
+    (``read_findings`` names the others) written to ``out``, before a
+    worker starts; with ``oldest``, the releases of each Keras finding."""
+    from harness.fuzz.findings import FINDINGS, read_findings
+    from harness.fuzz.report import write_all
 
+    findings = read_findings(folder)
+    if not findings:
+        raise ValueError(
+            f"{folder / FINDINGS} does not exist: no findings to write; run a "
+            f"campaign with --folder {folder} first"
+        )
+    written = write_all(findings, out, folder / "models")
+    print(f"wrote {len(written)} findings to {out}")
+    if oldest is not None:
+        keras = {f.id: b for f in findings.values() if (b := _backend(f))}
+        if not keras:
+            print(
+                "--releases: no finding is of one Keras backend's paths alone, "
+                "so there is no Keras release to bisect"
+            )
+        for finding in findings.values():
+            if finding.id in keras:
+                _releases(finding, keras[finding.id], out, oldest)
+    return 0
+
+
+def _backend(finding: Finding) -> str:
+    """The Keras backend a finding's paths are all of; ``""`` when they are
+    not one Keras backend's (no release of Keras to name)."""
     paths = finding.signature.split(" | ")[1].split(",")
     backends = {p.removeprefix("keras-") for p in paths if p.startswith("keras-")}
     if len(backends) != 1 or len(backends) != len(paths):
-        return  # not one Keras backend's: no release of Keras to name
-    backend = backends.pop()
+        return ""
+    return backends.pop()
+
+
+def _releases(finding: Finding, backend: str, folder: Path, oldest: str) -> None:
+    """The releases section of a finding's page: its reproducer run on
+    ``backend`` over Keras releases from ``oldest``."""
+    from harness.fuzz.report import add_releases
+    from harness.versions.correctness import bisect_releases
+    from zoo import files
+
     print(f"{finding.id}: its reproducer on {backend}, release by release")
-    first, tried = bisect_releases(folder / f"{finding.id}.py", backend, oldest)
-    page = folder / f"{finding.id}.md"
-    page.write_text(page.read_text() + releases_section(backend, tried, first))
+    script = files.inside(folder, f"{finding.id}.py", "a finding's id")
+    first, tried = bisect_releases(script, backend, oldest)
+    page = files.inside(folder, f"{finding.id}.md", "a finding's id")
+    add_releases(page, backend, tried, first)

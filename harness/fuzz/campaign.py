@@ -21,6 +21,11 @@ and kept (``harness.fuzz.findings``).
   it as it was, or when it was in the findings file before the campaign
   started, it is settled: counted when seen again, never raised (not
   reported twice, not shrunk again).
+- **Hypothesis' files.**  Hypothesis keeps more than its database: a
+  cache of the constants in the code it runs (``constants/``), by default
+  in ``.hypothesis`` of the current folder, which a campaign run from a
+  project or home folder would litter.  While a campaign runs, Hypothesis'
+  home is the campaign's ``<folder>/hypothesis``, beside its database.
 - **Budget.**  Past the deadline the next draw ends the round at once, its
   shrinking too (the findings file has the smallest model seen so far).
   One finding's shrinking gets ``SHRINK_CHECKS`` checks in a campaign;
@@ -43,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
+from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Unsatisfiable
 
@@ -165,7 +171,9 @@ class Campaign:
     def run(self) -> Tally:
         """Rounds until the budget is spent; Ctrl-C ends it, keeping every
         finding (the file has them already)."""
-        database = DirectoryBasedExampleDatabase(str(self.folder / "hypothesis"))
+        home = self.folder / "hypothesis"
+        database = DirectoryBasedExampleDatabase(str(home))
+        set_hypothesis_home_dir(home)  # not the current folder's .hypothesis
         try:
             while not self.over():
                 before = {i: self._size(f) for i, f in self.findings.items()}
@@ -185,6 +193,8 @@ class Campaign:
         except KeyboardInterrupt:
             self.tally.interrupted = True
             self.say("interrupted: the findings so far are kept")
+        finally:
+            set_hypothesis_home_dir(None)  # Hypothesis' own default again
         return self.tally
 
     def _round(self, database: DirectoryBasedExampleDatabase) -> None:

@@ -2,23 +2,87 @@
 and checked by one ``equivalence.check.Checker`` that stays up, on every
 default path and the modes the draw chose, against float64, as ``python -m
 equivalence --model`` does (no accuracy epochs: they need real data).
+
+Memory.  Every worker is a framework's interpreter, 150 to 570 MB resident;
+with a worker for each of the 15 paths and modes and the three float64
+reference runs, a 60-second campaign's processes held 7.5 GB on a 24 GiB,
+2-core machine.  The rule now: the default paths' workers and the
+references stay up (every model is checked on them); a mode's worker
+(``workers.paths.MODE_PATHS``: a path compiled or jitted) is started when
+a drawn model asks for its mode, and at most ``MODE_WORKERS`` are kept at
+once (one draw asks for two at most), the least recently used closed
+first; none is started while ``/proc/meminfo`` says less than
+``MODE_HEADROOM_BYTES`` is available (the draw's mode is then left out of
+its check, and said).  And the workers' compile caches grow with every
+drawn model (keras-jax's from 400 to 850 MB in a minute): when the
+campaign's workers together hold more than ``WORKERS_MAX_BYTES``
+resident (``/proc/<pid>/status``), they are all started again after the
+model being checked, and that is said.
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 
-from equivalence.check import Case, Checker, ModelReport, missing_framework
+from equivalence.check import (
+    WORKER_ENV,
+    Case,
+    Checker,
+    ModelReport,
+    missing_framework,
+)
 from harness.fuzz.campaign import crashed
 from harness.fuzz.draw import Drawn
 from harness.fuzz.findings import Outcome
+from workers.launch import Worker
 from workers.paths import MODE_PATHS, PATHS
+from zoo import files
 from zoo.specs import get_spec
 from zoo.user_models import register, use_store
 
 # Seconds a worker may take for one drawn model (they take about one).
 TIMEOUT_S = 120.0
+# Mode workers kept at once (module docstring): what one draw asks for.
+MODE_WORKERS = 2
+# The memory the machine must have available to start a mode's worker: the
+# largest worker measured (570 MB, TensorFlow's) and room for the rest of
+# the machine.
+MODE_HEADROOM_BYTES = 2 * 1024**3
+MEMINFO = Path("/proc/meminfo")
+# The most the campaign's workers may hold together, resident (module
+# docstring): the eight paths' and three references' workers start at
+# about 4 GB here.
+WORKERS_MAX_BYTES = 6 * 1024**3
+
+
+def resident_bytes(pid: int) -> int:
+    """``VmRSS`` of process ``pid`` (0 when it is gone or not said)."""
+    try:
+        text = files.read_text(Path(f"/proc/{pid}/status"), 1 << 20)
+    except OSError:
+        return 0
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name == "VmRSS" and value.split():
+            return int(value.split()[0]) * 1024
+    return 0
+
+
+def available_bytes() -> int | None:
+    """``MemAvailable`` of ``/proc/meminfo``; ``None`` where it is not
+    there (no Linux)."""
+    try:
+        text = files.read_text(MEMINFO, 1 << 20)
+    except OSError:
+        return None
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name == "MemAvailable" and value.split():
+            return int(value.split()[0]) * 1024
+    return None
 
 
 def outcome_of(report: ModelReport) -> Outcome:
@@ -58,9 +122,10 @@ class WorkerCheck:
     def __init__(self, store: Path, timeout: float = TIMEOUT_S) -> None:
         self.store = use_store(store)
         self.timeout = timeout
-        self.paths = [*PATHS, *MODE_PATHS]
+        self.paths = list(PATHS)
         self.checker = self._start()
         self.restarts = 0
+        self.modes: list[str] = []  # mode workers up, the least recently used first
 
     def _start(self) -> Checker:
         """The checker; a ValueError in one sentence when a path's worker
@@ -90,19 +155,63 @@ class WorkerCheck:
     ) -> None:
         self.checker.close()
 
+    def ready(self, modes: Iterable[str]) -> list[str]:
+        """Of ``modes``, those whose workers are up now, started as the
+        module docstring's rule allows (the others named on stderr)."""
+        wanted = [m for m in modes if m in MODE_PATHS]
+        for mode in wanted:
+            if mode in self.modes:
+                self.modes.remove(mode)
+                self.modes.append(mode)
+                continue
+            for old in [m for m in self.modes if m not in wanted]:
+                if len(self.modes) < MODE_WORKERS:
+                    break
+                self.modes.remove(old)
+                self.checker.workers.pop(old).close()
+            available = available_bytes()
+            if available is not None and available < MODE_HEADROOM_BYTES:
+                print(
+                    f"{mode} is left out of this model's check: the machine has "
+                    f"{available / 1024**3:.1f} GiB available, less than the "
+                    f"{MODE_HEADROOM_BYTES / 1024**3:g} GiB a worker is started with",
+                    file=sys.stderr,
+                )
+                continue
+            self.checker.workers[mode] = Worker(
+                mode, env=WORKER_ENV, deterministic=True
+            )
+            self.modes.append(mode)
+        return [m for m in wanted if m in self.modes]
+
     def __call__(self, drawn: Drawn) -> Outcome:
         name = register("drawn", drawn.document, folder=self.store)
         case = Case(name, drawn.seed, drawn.batch_size, None, 1.0, drawn.steps)
         try:
-            report = self.checker.check(case, paths=[*PATHS, *drawn.modes])
+            paths = [*PATHS, *self.ready(drawn.modes)]
+            report = self.checker.check(case, paths=paths)
             outcome = outcome_of(report)
         except Exception as exc:
             outcome = crashed(exc)
-        if self._broken():
+        held = self.resident()
+        if held > WORKERS_MAX_BYTES:
+            print(
+                f"the workers hold {held / 1024**3:.1f} GiB, more than the "
+                f"{WORKERS_MAX_BYTES / 1024**3:g} GiB a campaign keeps: all are "
+                "started again",
+                file=sys.stderr,
+            )
+        if self._broken() or held > WORKERS_MAX_BYTES:
             self.checker.close()
             self.checker = self._start()
+            self.modes = []
             self.restarts += 1
         return outcome
+
+    def resident(self) -> int:
+        """Bytes the checker's workers hold resident together."""
+        workers = [*self.checker.workers.values(), *self.checker.references.values()]
+        return sum(resident_bytes(w.pid) for w in workers if w.pid is not None)
 
     def _broken(self) -> bool:
         workers = [*self.checker.workers.values(), *self.checker.references.values()]

@@ -31,7 +31,14 @@ else they hold.  ``Finding.id`` is a digest of the signature.
 The findings file (``findings.jsonl``) gets one line per finding each time
 a smaller model shows it (``harness.core.jsonl``: appended whole, fsynced,
 so Ctrl-C or a crash keeps every line written); the last line of an id is
-the finding.  Read back through a schema (``harness.core.validated``).
+the finding.  A campaign folder may be shared, so the file is read as data
+from anyone: through a schema (``harness.core.validated``) whose ``id``
+must be the digest of the line's ``signature`` (the id names the files
+``--write`` makes, so no ``../../x``), whose ``kind`` is one of ``CLASSES``
+and whose case is one a campaign draws; and each finding's model must
+build (``zoo.user_models.spec_from_document``), so that a document without
+layers is refused before a worker starts.  Lines that fail either are
+skipped and named once on stderr.
 """
 
 from __future__ import annotations
@@ -40,11 +47,16 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field, model_validator
 
 from harness.core import jsonl
 from harness.core.validated import Count, Schema, checked
+from harness.fuzz.draw import MAX_BATCH, MAX_SEED, MAX_STEPS
 from workers.paths import get_path
+from zoo import files
+from zoo.user_models import spec_from_document
 
 FINDINGS = "findings.jsonl"
 CLASSES = (
@@ -67,6 +79,7 @@ TRIAGE = {
     "several paths": "read the paths named",
 }
 _FAILED = ("fail", "error")
+SHOWN = 5  # findings whose model does not build a warning names
 
 
 @dataclass(frozen=True)
@@ -180,38 +193,87 @@ class Finding:
 
 
 class FindingSchema(Schema):
-    """What a findings line must hold to be read back."""
+    """What a findings line must hold to be read back: named by its
+    signature (``id``, ``kind``: module docstring), with a case a campaign
+    draws (``harness.fuzz.draw``'s limits: a line cannot ask the workers
+    for a billion steps)."""
 
     id: str
     signature: str
     kind: str
     document: dict[str, Any]
-    seed: Count
-    batch_size: Count
-    steps: Count
+    seed: Annotated[int, Field(ge=0, le=MAX_SEED)]
+    batch_size: Annotated[int, Field(ge=1, le=MAX_BATCH)]
+    steps: Annotated[int, Field(ge=0, le=MAX_STEPS)]
     paths: list[str]
     layers: Count
     seen: Count
     outcome: dict[str, Any]
+    optimizers: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _named_by_its_signature(self) -> FindingSchema:
+        if self.kind not in CLASSES:
+            raise ValueError(f"kind {self.kind!r} is not one of the classes")
+        parts = self.signature.split(" | ")
+        if len(parts) < 3 or parts[0] != self.kind:
+            raise ValueError("a signature is 'class | paths | where'")
+        if self.id != finding_id(self.signature):  # ten hex digits, no path
+            raise ValueError("an id is its signature's digest")
+        return self
 
 
 def read_findings(folder: Path) -> dict[str, Finding]:
-    """The findings of ``folder``'s file by id (the last line of each), every
-    line checked first; none when there is no file."""
+    """The findings of ``folder``'s file by id (the last line of each that
+    is read); none when there is no file.  Lines that do not fit the schema,
+    and findings whose model does not build, are skipped and named once on
+    stderr (module docstring).
+
+    Raises ValueError when the file holds none that is read, OSError
+    (``zoo.files.Refused``...) when it cannot be read."""
     path = folder / FINDINGS
-    if not path.exists():
+    try:
+        lines, _ = checked(path, FindingSchema, ("a finding", "findings"))
+    except FileNotFoundError:
         return {}
-    lines, _ = checked(path, FindingSchema, ("a finding", "findings"))
     found: dict[str, Finding] = {}
+    broken: dict[str, str] = {}
     for line in lines:
+        reason = unbuilt(line["document"])
+        if reason:
+            broken[line["id"]] = reason
+            continue
         known = {k: line[k] for k in Finding.__dataclass_fields__ if k in line}
         found[line["id"]] = Finding(**known)
+    if broken:
+        named = [f"{ident} ({why})" for ident, why in list(broken.items())[:SHOWN]]
+        more = f" and {len(broken) - SHOWN} more" if len(broken) > SHOWN else ""
+        jsonl.warn(
+            f"warning: skipped findings of {path} whose model does not build: "
+            f"{'; '.join(named)}{more}"
+        )
+    if not found:
+        raise ValueError(
+            f"{path} holds no finding whose model builds; move it aside to "
+            "start the campaign's findings anew"
+        )
     return found
+
+
+def unbuilt(document: dict[str, Any]) -> str:
+    """Why a finding's model does not build as a campaign builds it
+    (``spec_from_document``, as ``register`` does before a worker sees
+    it); ``""`` when it does."""
+    try:
+        spec_from_document("finding", document)
+    except (ValueError, KeyError, TypeError) as exc:
+        return str(exc).split("\n", maxsplit=1)[0][:200] or type(exc).__name__
+    return ""
 
 
 def keep(folder: Path, finding: Finding) -> None:
     """Append ``finding`` to the findings file (its newest line)."""
-    folder.mkdir(parents=True, exist_ok=True)
+    files.folder(folder, follow=True)
     jsonl.append(folder / FINDINGS, finding.line())
 
 

@@ -27,9 +27,10 @@ from equivalence.check import Case, ModelReport
 from harness.fuzz.checking import WorkerCheck
 from harness.fuzz.findings import TRIAGE, Finding
 from workers.launch import PROJECT_ROOT
-from workers.paths import MODE_PATHS, PATHS, interpreter
+from workers.paths import PATHS, interpreter
+from zoo import files
 from zoo.arrays import save_npz
-from zoo.user_models import STORE_ENV, register
+from zoo.user_models import STORE_ENV, register, spec_from_document
 
 BACKENDS = ("jax", "tensorflow", "torch")
 # A reproducer's error above this is a wrong result (float32 rounding of
@@ -37,14 +38,20 @@ BACKENDS = ("jax", "tensorflow", "torch")
 WRONG = 1e-4
 SHOWN = 4  # failing quantities shown per finding
 SCRIPT_TIMEOUT_S = 300.0
+# The most a reproducer (weights and batches as literals) and a page may
+# hold when read back: a drawn model's are tens of kilobytes.
+SCRIPT_BYTES = 16 * 1024 * 1024
+PAGE_BYTES = 32 * 1024 * 1024
 _ERROR_LINE = re.compile(r"^(?P<quantity>\S+): error (?P<error>\S+)$")
 
 
 def _check(check: WorkerCheck, finding: Finding) -> ModelReport:
     name = register("drawn", finding.document, folder=check.store)
     case = Case(name, finding.seed, finding.batch_size, None, 1.0, finding.steps)
-    paths = [p for p in finding.paths if p in PATHS or p in MODE_PATHS]
-    return check.checker.check(case, paths=paths or list(PATHS))
+    paths = [p for p in finding.paths if p in PATHS]
+    return check.checker.check(
+        case, paths=[*(paths or PATHS), *check.ready(finding.paths)]
+    )
 
 
 def _shown(report: ModelReport) -> list[str]:
@@ -95,16 +102,17 @@ def wrong(output: str) -> bool | None:
     return max(errors.values()) > WRONG
 
 
-def _script(
-    check: WorkerCheck, finding: Finding, report: ModelReport, folder: Path
-) -> Path:
+def _script(check: WorkerCheck, finding: Finding, report: ModelReport) -> str:
+    """The reproducer's text: ``workers.keras_code`` writes it into a
+    scratch folder, whence it is read back through the door (the caller
+    writes it beside the page)."""
     shown = _shown(report)
     with tempfile.TemporaryDirectory(prefix="finding-") as scratch:
         expected = Path(scratch) / "expected.npz"
         save_npz(
             expected, {q: np.asarray(report.expected[q], np.float64) for q in shown}
         )
-        out = folder / f"{finding.id}.py"
+        made = Path(scratch) / "reproducer.py"
         subprocess.run(
             [
                 interpreter("jax"),
@@ -115,7 +123,7 @@ def _script(
                 str(finding.batch_size),
                 str(finding.steps),
                 str(expected),
-                str(out),
+                str(made),
             ],
             cwd=PROJECT_ROOT,
             env={**os.environ, STORE_ENV: str(check.store), "KERAS_BACKEND": "jax"},
@@ -123,19 +131,21 @@ def _script(
             capture_output=True,
             timeout=SCRIPT_TIMEOUT_S,
         )
-    return out
+        return files.read_text(made, SCRIPT_BYTES)
 
 
 def markdown(
     finding: Finding,
     report: ModelReport,
-    script: Path,
+    script: tuple[str, str],
     outputs: dict[str, str],
     keras_version: str,
 ) -> str:
-    """The report's text."""
-    doc = finding.document
-    w = doc["workload"]
+    """The report's text; ``script``: the reproducer's file name and text.
+    The workload is the spec's (a document may leave options to their
+    defaults)."""
+    w = spec_from_document("finding", finding.document).workload
+    name, text = script
     paths = finding.signature.split(" | ")[1]
     lines = [
         f"# Finding {finding.id}: {finding.kind}, {paths}",
@@ -146,16 +156,16 @@ def markdown(
         f"model{'s' * (finding.seen != 1)} (optimizers "
         f"{', '.join(finding.optimizers)}), shrunk to {finding.layers} layers. "
         f"Batch of {finding.batch_size}, seed {finding.seed}, {finding.steps} "
-        f"training step{'s' * (finding.steps != 1)}; {w['optimizer']} at "
-        f"learning rate {w['learning_rate']}, loss {w['loss']}"
-        f"{' from logits' if w.get('from_logits') else ''}.",
+        f"training step{'s' * (finding.steps != 1)}; {w.optimizer} at "
+        f"learning rate {w.learning_rate:g}, loss {w.loss}"
+        f"{' from logits' if w.from_logits else ''}.",
         "",
         "## Reproducer",
         "",
-        f"`{script.name}` beside this page: the model in plain Keras, its "
+        f"`{name}` beside this page: the model in plain Keras, its "
         "weights, mini-batches and the float64 expected values as literals. "
         f"Run on each backend with Keras {keras_version} "
-        f"(`python {script.name} BACKEND`); error = max |Keras - float64| / "
+        f"(`python {name} BACKEND`); error = max |Keras - float64| / "
         f"max |float64|, wrong above {WRONG:g}:",
         "",
         "| backend | " + " | ".join(_quantities(outputs) or ["output"]) + " |",
@@ -173,7 +183,7 @@ def markdown(
             for q in _quantities(outputs)
         ]
         lines.append(f"| {backend} | " + " | ".join(cells) + " |")
-    lines += ["", "```python", script.read_text().rstrip(), "```", ""]
+    lines += ["", "```python", text.rstrip(), "```", ""]
     lines += ["## What the check saw on every path", ""]
     lines += [
         "| path | verdict | where it parts from float64 | worst failing quantity |"
@@ -224,15 +234,29 @@ def _quantities(outputs: dict[str, str]) -> list[str]:
 
 
 def write(finding: Finding, check: WorkerCheck, folder: Path) -> Path:
-    """``folder/<id>.md`` and ``folder/<id>.py`` for one finding."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """``folder/<id>.md`` and ``folder/<id>.py`` for one finding, each
+    written through the door under a name its id must be plain for."""
+    files.folder(folder, follow=True)
+    page = files.inside(folder, f"{finding.id}.md", "a finding's id")
+    script = files.inside(folder, f"{finding.id}.py", "a finding's id")
     report = _check(check, finding)
-    script = _script(check, finding, report, folder)
+    text = _script(check, finding, report)
+    files.write_text(script, text)
     outputs = {backend: run_script(script, backend) for backend in BACKENDS}
     version = check.checker.workers["keras-jax"].platform.get("keras_version", "?")
-    page = folder / f"{finding.id}.md"
-    page.write_text(markdown(finding, report, script, outputs, str(version)))
+    files.write_text(
+        page, markdown(finding, report, (script.name, text), outputs, str(version))
+    )
     return page
+
+
+def add_releases(
+    page: Path, backend: str, tried: dict[str, bool | None], first: str | None
+) -> None:
+    """Append the releases section (``releases_section``) to a page
+    ``write`` made: read within its limit, written whole by a rename."""
+    text = files.read_text(page, PAGE_BYTES)
+    files.write_text(page, text + releases_section(backend, tried, first))
 
 
 def write_all(findings: dict[str, Finding], folder: Path, store: Path) -> list[Path]:

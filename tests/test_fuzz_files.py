@@ -1,0 +1,303 @@
+"""``harness fuzz`` and the files it reads from a campaign folder, which may
+be shared: a findings line whose id is a path, or whose model does not
+build, is skipped before a worker starts; ``--write`` writes only under
+plain names, through ``zoo.files``; ``--releases`` is refused where it
+would do nothing; and a campaign keeps Hypothesis' files in its folder,
+never in the current one.  No worker starts here (the checks are
+stand-ins)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from harness.__main__ import main
+from harness.core import jsonl
+from harness.fuzz import checking, report
+from harness.fuzz.findings import FINDINGS, Finding, finding_id, read_findings
+from workers.paths import MODE_PATHS, PATHS
+from zoo import files
+
+ROOT = Path(__file__).resolve().parents[1]
+SIGNATURE = "one Keras backend | keras-torch | forward at avg_pool"
+DOCUMENT = {
+    "input_shape": [4, 5, 2],
+    "layers": [
+        {"kind": "avg_pool", "name": "avg_pool_2", "pool_size": 3, "padding": "same"},
+        {"kind": "flatten", "name": "head_flatten"},
+        {"kind": "dense", "name": "outputs", "units": 1},
+    ],
+    "workload": {"optimizer": "sgd", "learning_rate": 0.01,
+                 "loss": "mean_squared_error", "batch_size": 1},
+}  # fmt: skip
+
+
+def _line(**changed: Any) -> dict[str, Any]:
+    """A findings line as a campaign writes it, with ``changed`` fields."""
+    signature = changed.pop("signature", SIGNATURE)
+    finding = Finding(
+        id=finding_id(signature),
+        signature=signature,
+        kind=signature.split(" | ")[0],
+        document=DOCUMENT,
+        seed=0,
+        batch_size=1,
+        steps=0,
+        paths=["keras-torch"],
+        layers=3,
+        seen=1,
+        outcome={},
+        optimizers=["sgd"],
+    )
+    return {**finding.line(), **changed}
+
+
+def _folder(tmp_path: Path, *lines: dict[str, Any]) -> Path:
+    folder = tmp_path / "campaign"
+    for line in lines:
+        jsonl.append(folder / FINDINGS, line)
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def _no_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Starting the workers fails the test: every refusal here comes first."""
+
+    def started(*args: object) -> None:
+        raise AssertionError("a worker was started")
+
+    monkeypatch.setattr(report, "WorkerCheck", started)
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"id": "../../x"},  # a path where the id should be
+        {"id": "0123456789"},  # ten hex digits, not the signature's
+        {"kind": "a kind of its own"},
+        {"signature": "../../x", "kind": "../../x"},  # an id of a bad signature
+        {"steps": 10**9},  # not a case a campaign draws
+    ],
+)
+def test_a_line_not_named_by_its_signature_is_skipped_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], changed: dict[str, Any]
+) -> None:
+    """Found: a shared folder's ``findings.jsonl`` with an id ``../../x``
+    made ``--write`` overwrite a file outside its folder.  Such a line is
+    no finding: skipped, its line named on stderr; the good one is read."""
+    folder = _folder(tmp_path, _line(), _line(**changed))
+    found = read_findings(folder)
+    assert list(found) == [finding_id(SIGNATURE)]
+    assert "skipped 1 line" in capsys.readouterr().err
+
+
+def test_a_finding_whose_model_does_not_build_is_skipped_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found: a document without layers started every worker under
+    ``--write`` and ended in a traceback after 113 s and 7 GB."""
+    bad = _line(signature="one Keras backend | keras-jax | forward at dense")
+    bad["document"] = {k: v for k, v in DOCUMENT.items() if k != "layers"}
+    found = read_findings(_folder(tmp_path, _line(), bad))
+    assert list(found) == [finding_id(SIGNATURE)]
+    err = capsys.readouterr().err
+    assert bad["id"] in err
+    assert "a model needs a list of layers" in err
+
+
+def test_write_refuses_findings_that_do_not_build_before_any_worker(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = _line()
+    bad["document"] = {**DOCUMENT, "layers": []}
+    folder = _folder(tmp_path, bad)
+    out = tmp_path / "pages"
+    assert main(["fuzz", "--folder", str(folder), "--write", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ")
+    assert "no finding whose model builds" in err[-1]
+    assert not out.exists()
+
+
+def test_write_without_findings_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["fuzz", "--folder", str(tmp_path), "--write", str(tmp_path / "o")])
+    assert code == 2
+    assert "no findings to write" in capsys.readouterr().err
+
+
+def test_a_page_is_never_written_under_an_id_that_is_a_path(tmp_path: Path) -> None:
+    """Whatever reached ``write`` (a finding made in code, not read), its id
+    names a file only when it is one plain name: before any check runs."""
+    finding = Finding(**{**_line(), "id": "../x"})
+    out = tmp_path / "pages"
+    with pytest.raises(files.Refused, match="a finding's id"):
+        report.write(finding, SimpleNamespace(), out)  # type: ignore[arg-type]
+    assert list(tmp_path.rglob("x*")) == []
+
+
+def test_a_document_without_a_loss_writes_its_page(tmp_path: Path) -> None:
+    """Found: a finding whose workload left out ``loss`` (a default) gave a
+    traceback under ``--write``: the page reads the spec's workload."""
+    outputs = {"kind": "dense", "name": "outputs", "units": 3}
+    layers = [*DOCUMENT["layers"][:-1], outputs]
+    document = {**DOCUMENT, "layers": layers, "workload": {"optimizer": "sgd"}}
+    (found,) = read_findings(_folder(tmp_path, _line(document=document))).values()
+    checked = SimpleNamespace(
+        verdicts={}, localizations={}, judgements={}, notes=lambda path: []
+    )
+    page = report.markdown(found, checked, ("r.py", "print(1)"), {}, "3.9")  # type: ignore[arg-type]
+    assert "sgd at learning rate 0.001, loss sparse_categorical_crossentropy" in page
+
+
+def test_releases_without_write_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found: ``--releases`` was ignored without a word without ``--write``."""
+    code = main(["fuzz", "--folder", str(tmp_path), "--releases", "3.0.0"])
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        err
+        == "error: --releases bisects the findings --write writes: give --write DIR too"
+    )
+
+
+def test_releases_with_nothing_to_bisect_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    several = "several paths | keras-jax,native-torch | forward at dense"
+    folder = _folder(tmp_path, _line(signature=several))
+    monkeypatch.setattr(report, "write_all", lambda found, out, store: [])
+    argv = ["fuzz", "--folder", str(folder), "--write", str(tmp_path / "o")]
+    assert main([*argv, "--releases", "3.0.0"]) == 0
+    assert "no Keras release to bisect" in capsys.readouterr().out
+
+
+def test_the_releases_section_is_appended_through_the_door(tmp_path: Path) -> None:
+    page = files.write_text(tmp_path / "f.md", "# Finding\n")
+    report.add_releases(page, "torch", {"3.1.0": True, "3.0.0": False}, "3.1.0")
+    text = files.read_text(page)
+    assert text.startswith("# Finding\n")
+    assert "first affected: 3.1.0" in text
+    link = tmp_path / "link.md"
+    link.symlink_to(page)
+    with pytest.raises(files.Refused, match="symbolic link"):
+        report.add_releases(link, "torch", {}, None)
+
+
+def test_a_campaign_keeps_hypothesis_out_of_the_current_folder(tmp_path: Path) -> None:
+    """Found: a campaign wrote ``.hypothesis/`` (its constants cache) into
+    the folder it was run from.  A fresh process, as the command is, runs a
+    campaign on a stand-in check from an empty folder: nothing appears
+    there, Hypothesis' files are in the campaign's folder."""
+    here = tmp_path / "here"
+    here.mkdir()
+    campaign = tmp_path / "campaign"
+    script = textwrap.dedent(
+        f"""
+        import itertools, sys
+        from pathlib import Path
+        sys.path.insert(0, {str(ROOT)!r})
+        from tests.test_fuzz import stand_in
+        from harness.fuzz.campaign import Campaign
+        ticks = itertools.count()
+        Campaign(Path({str(campaign)!r}), 20, stand_in, say=lambda line: None,
+                 clock=lambda: float(next(ticks)), draw_seed=0).run()
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], cwd=here, check=True, timeout=600)
+    assert list(here.iterdir()) == []
+    assert (campaign / "hypothesis").is_dir()
+
+
+class _Worker:
+    """A worker that starts and closes at once, and says which it is."""
+
+    def __init__(self, path: str, **options: object) -> None:
+        self.path, self.failure, self.closed = path, None, False
+        self.pid: int | None = os.getpid()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _Checker:
+    def __init__(self, paths: list[str], timeout: float) -> None:
+        self.workers: dict[str, Any] = {p: _Worker(p) for p in paths}
+        self.references: dict[str, Any] = {}
+        self.closed = False
+
+    def check(self, case: object, paths: list[str]) -> object:
+        raise RuntimeError("checked")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_workers_holding_more_than_their_share_are_started_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The workers' compile caches grow with every drawn model: past
+    ``WORKERS_MAX_BYTES`` together, they are all started again."""
+    monkeypatch.setattr(checking, "Checker", _Checker)
+    monkeypatch.setattr(checking, "register", lambda *a, **k: "drawn-0")
+    check = checking.WorkerCheck(tmp_path)
+    first = check.checker
+    drawn = SimpleNamespace(document={}, seed=0, batch_size=2, steps=1, modes=[])
+    per_worker = checking.WORKERS_MAX_BYTES // len(PATHS)
+    monkeypatch.setattr(checking, "resident_bytes", lambda pid: per_worker)
+    check(drawn)  # type: ignore[arg-type]
+    assert check.checker is first  # within the cap: kept
+    monkeypatch.setattr(checking, "resident_bytes", lambda pid: per_worker + 1024**2)
+    check(drawn)  # type: ignore[arg-type]
+    assert first.closed
+    assert check.checker is not first
+    assert check.restarts == 1
+    assert "more than the 6 GiB a campaign keeps" in capsys.readouterr().err
+    assert checking.resident_bytes(os.getpid()) > 0  # read from /proc
+
+
+def test_mode_workers_are_started_on_demand_and_bounded(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found: a 60-second campaign's 22 processes held 7.5 GB, a worker for
+    every mode resident.  Now a mode's worker starts when a draw asks for
+    it, at most ``MODE_WORKERS`` are kept (the least recently used closed
+    first), and none starts when the machine is short of memory."""
+    monkeypatch.setattr(checking, "Checker", _Checker)
+    monkeypatch.setattr(checking, "Worker", _Worker)
+    monkeypatch.setattr(checking, "available_bytes", lambda: 8 * 1024**3)
+    check = checking.WorkerCheck(tmp_path)
+    assert set(check.checker.workers) == set(PATHS)  # no mode's worker yet
+    spe, xla, compiled = "keras-jax@spe", "keras-tensorflow@xla", "keras-torch@compile"
+    assert check.ready([spe, xla]) == [spe, xla]
+    first = check.checker.workers[spe]
+    assert check.ready([xla]) == [xla]  # kept: no new worker
+    assert check.ready([compiled]) == [compiled]
+    assert first.closed  # the least recently used went
+    assert spe not in check.checker.workers
+    assert sum(p in MODE_PATHS for p in check.checker.workers) == checking.MODE_WORKERS
+    monkeypatch.setattr(checking, "available_bytes", lambda: 1024**3)
+    assert check.ready([spe]) == []
+    assert f"{spe} is left out of this model's check" in capsys.readouterr().err
+
+
+def test_the_memory_available_is_read_through_the_door(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    meminfo = files.write_text(tmp_path / "meminfo", "MemAvailable:    1024 kB\n")
+    monkeypatch.setattr(checking, "MEMINFO", meminfo)
+    assert checking.available_bytes() == 1024 * 1024
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(checking, "MEMINFO", fifo)
+    assert checking.available_bytes() is None  # refused, never waited on
