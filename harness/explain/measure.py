@@ -35,7 +35,8 @@ from harness.core.profiles import Profile
 from harness.core.progress import Progress
 from harness.core.resources import resource_summary
 from harness.core.seeds import WEIGHTS_SEED
-from harness.explain import analysis, decompose
+from harness.explain import decompose
+from harness.report import explain_runs as analysis
 from workers.frameworks import FRAMEWORKS as REGISTERED
 from workers.launch import Worker
 from workers.messages import Levels, LevelsAnswer, ProfileAnswer, encode
@@ -325,9 +326,9 @@ def latest(results_dir: Path) -> Path | None:
 def newest_cells(results_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
     """Every (model, framework, phase) any explain run under ``results_dir``
     analysed, from the newest run that has it, with that run's folder.  An
-    analysis that cannot be read (``harness.explain.analysis.cells``), and
+    analysis that cannot be read (``harness.report.explain_runs.cells``), and
     a cell that does not hold what :func:`markdown` shows
-    (``harness.explain.analysis.Cell``), is named once on stderr and passed
+    (``harness.report.explain_runs.Cell``), is named once on stderr and passed
     over."""
     found: dict[tuple[str, str, str], tuple[Path, dict[str, Any]]] = {}
     for folder in sorted(p.parent for p in results_dir.glob("explain-*/explain.json")):

@@ -29,7 +29,7 @@ from pydantic import Field
 
 from harness.core import jsonl, records, validated
 from harness.core.records import Record
-from harness.explain import analysis as explained
+from harness.report import explain_runs as explained
 from harness.report.analysis import cells
 
 CellKey = tuple[str, str, str, int, str]  # model, path, phase, batch, threads
@@ -129,7 +129,7 @@ class _ExplainCell(validated.Schema):
 
 def from_explain(folder: Path) -> list[Estimate]:
     """An explain run's Keras ``fit`` level and native level of each cell
-    (nothing where its files cannot be read: ``harness.explain.analysis``
+    (nothing where its files cannot be read: ``harness.report.explain_runs``
     says so once; a cell of another shape is passed over)."""
     cells_ = explained.cells(folder)
     host = explained.host(folder) if cells_ is not None else None

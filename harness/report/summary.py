@@ -51,8 +51,8 @@ from pydantic import Field
 from harness.core import jsonl, peak, validated
 from harness.core.machines import describe, name_of
 from harness.core.records import Record, final, outcome, scan
-from harness.explain import analysis as explain
 from harness.report import doubts, literal
+from harness.report import explain_runs as explain
 from harness.stats import robust
 from zoo import files
 
@@ -533,7 +533,7 @@ def explained(
 ) -> dict[tuple[str, str, str], tuple[str, dict[str, Any]]]:
     """(model, framework, phase) -> (explain run folder name, cell), the
     newest run of ``machine`` that analysed it; a run whose files cannot be
-    read is named once on stderr (``harness.explain.analysis``), cells of
+    read is named once on stderr (``harness.report.explain_runs``), cells of
     another shape are passed over."""
     found: dict[tuple[str, str, str], tuple[str, dict[str, Any]]] = {}
     for folder in sorted(p.parent for p in results_dir.glob("explain-*/explain.json")):
