@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import re
@@ -332,11 +333,16 @@ def file_name(name: str) -> str:
     """``name`` fit to be part of a file name: each character other than an
     ASCII letter, digit, ``.``, ``_`` or ``-`` becomes ``_``, a run of dots
     ``..`` becomes ``__``, a leading dot ``_`` (no hidden file, never ``.``),
-    at most :data:`NAME_CHARS` characters."""
+    at most :data:`NAME_CHARS` characters.  A name changed on the way ends
+    in ``-`` and 8 hex digits of its digest, so two names never share a
+    file (``a/b`` and ``a_b``)."""
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", name).replace("..", "__")
     if safe.startswith("."):
         safe = "_" + safe[1:]
-    return safe[:NAME_CHARS] or "_"
+    if safe == name and 0 < len(safe) <= NAME_CHARS:
+        return safe
+    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()
+    return f"{safe[: NAME_CHARS - 9] or '_'}-{digest[:8]}"
 
 
 # ---------------------------------------------------------------- writing
