@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from equivalence.check import Case, ModelReport
+from equivalence.check import VERDICT_ORDER, Case, ModelReport
 from equivalence.reference import Vote
 from harness.__main__ import main as harness_main
 from harness.core import gate
@@ -169,6 +169,7 @@ def _is_valid(document: Any) -> bool:
             isinstance(e, dict)
             and set(e) == set(_GOOD_ENTRY)
             and all(isinstance(v, str) for v in e.values())
+            and e["verdict"] in VERDICT_ORDER  # a verdict the gate gives
             for e in entries.values()
         )
     )
