@@ -58,7 +58,8 @@ from native.faults import FAULTS
 from workers.paths import MODE_PATHS, PATHS, get_path, integer, number, parse_list
 from workers.user_model import model_from_file
 from zoo import files
-from zoo.specs import MODELS, VARIANTS, get_spec
+from zoo.models import get_spec
+from zoo.specs import MODELS, VARIANTS
 
 # 4: the float64 vote (reference, odd one out); 5: per case
 # ``reference_sound``, what was wrong with an odd one out

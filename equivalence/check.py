@@ -76,7 +76,8 @@ from workers.paths import OPTIONAL_FRAMEWORKS, get_path
 from zoo.arrays import digest, load_npz, save_npz
 from zoo.data import make_batches
 from zoo.digits import digit_epochs
-from zoo.specs import ModelSpec, get_spec
+from zoo.models import get_spec
+from zoo.specs import ModelSpec
 from zoo.weights import weights_file
 
 Results = dict[str, dict[str, np.ndarray]]  # arrays per path

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zoo.specs import ZERO_GRADIENT_ROLES, get_spec
+from zoo.models import get_spec
+from zoo.specs import ZERO_GRADIENT_ROLES
 
 TOLERANCES: dict[str, float] = {"logits": 1e-5, "loss": 1e-5, "grad": 1e-4}
 # Trajectories: after training step t the loss and every parameter may differ

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from equivalence.check import Case, Checker
 from native.faults import FAULTS, Location
-from zoo.specs import get_spec
+from zoo.models import get_spec
 
 # The case each fault is tried on.
 FAULT_CASES: dict[str, Case] = {

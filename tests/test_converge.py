@@ -26,7 +26,7 @@ from workers.protocol import Predictor, Runner, Trainer, check_training
 from workers.serve import handle
 from zoo.arrays import save_npz
 from zoo.data import make_batches
-from zoo.specs import get_spec
+from zoo.models import get_spec
 from zoo.weights import make_weights
 
 ENSEMBLE = [[0.50, 0.70, 0.80], [0.52, 0.71, 0.80], [0.51, 0.69, 0.81]]

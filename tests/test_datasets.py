@@ -17,7 +17,8 @@ import pytest
 from tests.datafiles import MNIST_NAMES, idx_bytes, write_cifar, write_imdb, write_mnist
 from zoo import datasets
 from zoo.datasets import DataError, cifar10, imdb, mnist
-from zoo.specs import MODELS, get_spec
+from zoo.models import get_spec
+from zoo.specs import MODELS
 
 
 @pytest.mark.parametrize("gzipped", [True, False])

@@ -23,7 +23,7 @@ from workers.protocol import Runner
 from workers.serve import handle
 from zoo.arrays import digest, load_npz, save_npz
 from zoo.data import make_batches
-from zoo.specs import get_spec
+from zoo.models import get_spec
 from zoo.weights import make_weights
 
 NAMES = st.text(min_size=1, max_size=8)

@@ -33,7 +33,7 @@ from workers.paths import PATHS, interpreter
 from workers.protocol import Predictor, Trainer, check_outputs, check_training
 from zoo.arrays import digest, save_npz
 from zoo.data import make_batches
-from zoo.specs import get_spec
+from zoo.models import get_spec
 from zoo.weights import make_weights
 
 # --- the sentences and wrappers, in-process ------------------------------------

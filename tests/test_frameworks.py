@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from harness.core import gate
-from workers import frameworks, paths
+from workers import completeness, frameworks, paths
 from workers.frameworks import FRAMEWORKS, FrameworkInfo
 
 
 def test_every_shipped_framework_is_complete() -> None:
-    assert {name: frameworks.missing_pieces(name) for name in FRAMEWORKS} == {
+    assert {name: completeness.missing_pieces(name) for name in FRAMEWORKS} == {
         name: [] for name in FRAMEWORKS
     }
-    assert frameworks.incomplete() is None
+    assert completeness.incomplete() is None
 
 
 def test_the_derived_lists_follow_the_registry() -> None:
@@ -42,7 +42,7 @@ def toy(monkeypatch: pytest.MonkeyPatch) -> FrameworkInfo:
 def test_a_toy_framework_registered_in_one_place_is_told_every_place_missing(
     toy: FrameworkInfo,
 ) -> None:
-    missing = frameworks.missing_pieces("toy")
+    missing = completeness.missing_pieces("toy")
     assert [m.split(":")[0] for m in missing] == [
         "native/__init__.py",
         "native/toy/",
@@ -53,7 +53,7 @@ def test_a_toy_framework_registered_in_one_place_is_told_every_place_missing(
         "workers/profiling.py",
         "pyproject.toml",
     ]
-    sentence = frameworks.incomplete()
+    sentence = completeness.incomplete()
     assert sentence is not None
     assert sentence.count("toy (") == 1
     for place in missing:
@@ -84,13 +84,13 @@ def test_a_framework_with_its_own_environment_must_be_built_by_nox(
     monkeypatch.setitem(
         FRAMEWORKS, "toy", FrameworkInfo("toy", ("toyframe",), environment=Path("x"))
     )
-    found = frameworks._missing_install(FRAMEWORKS["toy"], tmp_path)
+    found = completeness._missing_install(FRAMEWORKS["toy"], tmp_path)
     assert found == ["noxfile.py: toyframe and x"]
-    assert frameworks._missing_install(FRAMEWORKS["mxnet"], tmp_path) == [
+    assert completeness._missing_install(FRAMEWORKS["mxnet"], tmp_path) == [
         "noxfile.py: mxnet and .nox/mxnet-env"
     ]
     (tmp_path / "noxfile.py").write_text(
         'PINS = ("mxnet==1.9.1",)\nENV = "mxnet-env"\n'
     )
-    assert frameworks._missing_install(FRAMEWORKS["mxnet"], tmp_path) == []
-    assert frameworks._missing_install(FRAMEWORKS["torch"], tmp_path) == []
+    assert completeness._missing_install(FRAMEWORKS["mxnet"], tmp_path) == []
+    assert completeness._missing_install(FRAMEWORKS["torch"], tmp_path) == []

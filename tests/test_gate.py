@@ -37,7 +37,7 @@ from tests.helpers import JUDGED_PATHS, judged
 from workers.launch import Reply
 from zoo.arrays import digest, load_npz, save_npz
 from zoo.data import make_batches
-from zoo.specs import get_spec
+from zoo.models import get_spec
 from zoo.weights import make_weights
 
 

@@ -25,7 +25,8 @@ from workers.paths import get_path
 from workers.protocol import Predictor, TrainCheck, Trainer, check_training
 from zoo.arrays import load_npz, save_npz
 from zoo.data import make_batches
-from zoo.specs import ModelSpec, get_spec
+from zoo.models import get_spec
+from zoo.specs import ModelSpec
 from zoo.weights import make_weights
 
 STEPS = 2

@@ -82,7 +82,7 @@ def test_every_kind_is_in_a_variant_every_path_checks() -> None:
 _ROUND_TRIP = """
 import json, sys
 from zoo.keras_models import build
-from zoo.specs import get_spec
+from zoo.models import get_spec
 out = {}
 for name in sys.argv[1:]:
     model = build(get_spec(name))
@@ -271,7 +271,7 @@ import json, sys
 import numpy as np
 from workers.keras_runner import _with_penalty
 from zoo.keras_models import build, set_weights
-from zoo.specs import get_spec
+from zoo.models import get_spec
 from zoo.weights import make_weights
 spec = get_spec(sys.argv[1])
 model = build(spec)

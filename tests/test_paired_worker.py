@@ -30,7 +30,7 @@ from workers.serve import UNUSED_IMPORTS, _arguments, handle
 from workers.timing import time_paired
 from zoo.arrays import save_npz
 from zoo.data import make_batches
-from zoo.specs import get_spec
+from zoo.models import get_spec
 from zoo.weights import make_weights
 
 

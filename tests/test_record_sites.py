@@ -20,8 +20,8 @@ from harness.core.profiles import get_profile
 from harness.ops.measure import _Run, get_ops_profile
 from workers.launch import Reply
 from workers.messages import FloorAnswer, TrainAnswer, encode
+from zoo.models import get_spec
 from zoo.operators import Case
-from zoo.specs import get_spec
 
 HOST = {"hostname": "box", "cpu_model": "test cpu", "machine": {"name": "box"}}
 WORKER = {"framework_version": "9.9", "device": "cpu"}

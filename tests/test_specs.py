@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from zoo import user_models
+from zoo.models import get_spec
 from zoo.specs import (
     MODELS,
     VARIANTS,
     Layer,
     ModelSpec,
     Workload,
-    get_spec,
     layer_shapes,
     output_shape,
     same_padding,

@@ -19,8 +19,9 @@ import pytest
 
 from tests.helpers import PROJECT_ROOT, keras_on_torch
 from zoo import keras_import, user_models
+from zoo.models import get_spec
 from zoo.optimizers import Schedule
-from zoo.specs import MODELS, VARIANTS, get_spec
+from zoo.specs import MODELS, VARIANTS
 from zoo.weights import make_weights
 
 SEQUENTIAL_DENSE = {"class_name": "Dense", "module": "keras.layers"}

@@ -29,7 +29,8 @@ from native.faults import FAULTS, TIMED_FAULTS
 from workers import messages
 from workers.paths import LEVEL_PATHS, MODE_PATHS, MODES, PATHS, get_path
 from zoo import user_models
-from zoo.specs import LAYER_OPTIONS, MODELS, VARIANTS, Layer, ModelSpec, get_spec
+from zoo.models import get_spec
+from zoo.specs import LAYER_OPTIONS, MODELS, VARIANTS, Layer, ModelSpec
 
 REFERENCE_ENV = "HARNESS_NATIVE_DTYPE"
 TESTS = Path(__file__).resolve().parent

@@ -7,8 +7,8 @@ distributions whose versions enter the gate's verdict key
 environment of their own (``workers.paths.OPTIONAL_FRAMEWORKS`` and
 ``NOX_ENVIRONMENTS``), the frameworks ``harness explain`` and ``harness ops``
 run.  What cannot be derived, the code that runs a framework, is named by
-:func:`missing_pieces`: every place a registered framework has no entry in
-yet, which ``harness.core.gate.verify`` refuses to start without
+``workers.completeness``: every place a registered framework has no entry
+in yet, which ``harness.core.gate.verify`` refuses to start without
 (``docs/extending.md``).
 
 Framework-free, like the rest of the registry (``workers.paths``).
@@ -16,13 +16,8 @@ Framework-free, like the rest of the registry (``workers.paths``).
 
 from __future__ import annotations
 
-import ast
-import functools
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
-
-from zoo import files
 
 
 @dataclass(frozen=True)
@@ -52,7 +47,6 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
 }
 # What every environment's results depend on besides its frameworks.
 SHARED_DISTRIBUTIONS = ("numpy", "keras")
-_CHECKOUT = Path(__file__).resolve().parents[1]
 
 
 def distributions() -> tuple[str, ...]:
@@ -65,105 +59,3 @@ def distributions() -> tuple[str, ...]:
 
 def keras_backends() -> tuple[str, ...]:
     return tuple(name for name, info in FRAMEWORKS.items() if info.keras_backend)
-
-
-def missing_pieces(name: str, checkout: Path = _CHECKOUT) -> list[str]:
-    """Every place the registered framework ``name`` has no entry in yet,
-    each as "file: what is missing"; empty when it is complete.  The
-    project files (pyproject.toml, noxfile.py) are read only where this
-    runs from a checkout."""
-    # Lazily: these import this module.  The worker-side tables (numeric
-    # pinning, profilers) are read from their source, not imported: their
-    # modules import frameworks inside functions, which the orchestrator's
-    # import contract does not allow even there.
-    import native
-    from workers import paths
-
-    info = FRAMEWORKS[name]
-    missing = []
-    if name not in native.FRAMEWORKS or name not in native.MODES:
-        missing.append("native/__init__.py: FRAMEWORKS and MODES")
-    package = checkout / "native" / name
-    if importlib.util.find_spec(f"native.{name}") is None:
-        missing.append(f"native/{name}/: the native models ({', '.join(native.FILES)})")
-    elif package.is_dir():
-        absent = [f for f in native.FILES if not (package / f).exists()]
-        if absent:
-            missing.append(f"native/{name}/: {', '.join(absent)}")
-    if f"native-{name}" not in paths.PATHS:
-        missing.append(f"workers/paths.py: PATHS has no native-{name}")
-    if info.keras_backend and f"keras-{name}" not in paths.PATHS:
-        missing.append(f"workers/paths.py: PATHS has no keras-{name}")
-    if info.keras_backend and name not in paths.KERAS_MODES:
-        missing.append("workers/paths.py: KERAS_MODES")
-    workers = checkout / "workers"
-    if name not in _keys(workers / "numerics.py", "_PIN"):
-        missing.append("workers/numerics.py: _PIN (its numeric settings)")
-    if name not in _keys(workers / "profiling.py", "_PROFILE"):
-        missing.append("workers/profiling.py: _PROFILE (its profiler)")
-    missing += _missing_install(info, checkout)
-    return missing
-
-
-def _keys(source: Path, table: str) -> set[str]:
-    """The string keys of the dict literal assigned to ``table`` at the top
-    level of ``source``."""
-    found = _dict_keys(files.read_text(source), table)
-    if found is None:
-        raise LookupError(f"{source} has no dict literal {table}")
-    return set(found)
-
-
-@functools.lru_cache(maxsize=32)
-def _dict_keys(text: str, table: str) -> frozenset[str] | None:
-    """``_keys`` of a source text, parsed once per text: CPython 3.11's
-    ``ast.parse`` is not safe in two threads at once (``SystemError: AST
-    constructor recursion depth mismatch``), and a process that has checked
-    once need not parse again."""
-    for node in ast.parse(text).body:
-        targets: list[ast.expr]
-        if isinstance(node, ast.AnnAssign):
-            targets, value = [node.target], node.value
-        elif isinstance(node, ast.Assign):
-            targets, value = node.targets, node.value
-        else:
-            continue
-        named = any(isinstance(t, ast.Name) and t.id == table for t in targets)
-        if named and isinstance(value, ast.Dict):
-            return frozenset(
-                k.value
-                for k in value.keys
-                if isinstance(k, ast.Constant) and isinstance(k.value, str)
-            )
-    return None
-
-
-def _missing_install(info: FrameworkInfo, checkout: Path) -> list[str]:
-    """Where the project's install does not name the framework's first
-    distribution: pyproject.toml's ``frameworks`` extra, or noxfile.py for
-    a framework with an environment of its own."""
-    project, nox = checkout / "pyproject.toml", checkout / "noxfile.py"
-    if not (project.exists() and nox.exists()):
-        return []  # installed, not a checkout: nothing to read
-    wanted = f'"{info.distributions[0]}=='
-    if info.environment is None:
-        if wanted not in files.read_text(project):
-            return [f"pyproject.toml: {info.distributions[0]} in [frameworks]"]
-    elif wanted not in (text := files.read_text(nox)) or (
-        info.environment.name not in text
-    ):
-        return [f"noxfile.py: {info.distributions[0]} and {info.environment}"]
-    return []
-
-
-def incomplete() -> str | None:
-    """One sentence naming, for every registered framework that is not
-    complete, every place still missing; ``None`` when all are."""
-    gaps = {name: missing_pieces(name) for name in FRAMEWORKS}
-    said = [f"{name} ({'; '.join(where)})" for name, where in gaps.items() if where]
-    if not said:
-        return None
-    return (
-        "a registered framework is not complete, so nothing is checked or "
-        f"timed: {', '.join(said)}; see docs/extending.md"
-    )

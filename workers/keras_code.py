@@ -282,8 +282,8 @@ def main(argv: list[str]) -> int:
     from zoo.data import make_batches
     from zoo.keras_models import build, set_weights, variable
     from zoo.losses import LOSSES
+    from zoo.models import get_spec
     from zoo.optimizers import get_optimizer, keras_arguments
-    from zoo.specs import get_spec
     from zoo.weights import make_weights
 
     spec = get_spec(name)

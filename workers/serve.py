@@ -54,7 +54,8 @@ from workers.paths import PathInfo, get_path
 from workers.protocol import NativeOnly, Runner
 from zoo import files, user_models
 from zoo.arrays import digest, load_npz, save_npz
-from zoo.specs import ModelSpec, get_spec, without_dropout
+from zoo.models import get_spec
+from zoo.specs import ModelSpec, without_dropout
 from zoo.weights import check_weights
 
 Data = dict[str, np.ndarray]

@@ -1,6 +1,7 @@
 """The reference models: framework-free specs here, Keras builders in
 ``zoo.keras_models`` (imported only inside a Keras worker)."""
 
-from zoo.specs import MODELS, VARIANTS, ModelSpec, get_spec
+from zoo.models import get_spec
+from zoo.specs import MODELS, VARIANTS, ModelSpec
 
 __all__ = ["MODELS", "VARIANTS", "ModelSpec", "get_spec"]

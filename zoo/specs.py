@@ -1047,20 +1047,3 @@ def without_dropout(spec: ModelSpec) -> ModelSpec:
         for layer in spec.layers
     )
     return replace(spec, layers=layers)
-
-
-def get_spec(name: str) -> ModelSpec:
-    """The spec for ``name``: a built-in model, or a user's model in the
-    store (``zoo.user_models``); else a ValueError listing the known names."""
-    known = {**MODELS, **VARIANTS}
-    if name in known:
-        return known[name]
-    from zoo import user_models  # NumPy: only for names that are not built in
-
-    found = user_models.find(name)
-    if found is None:
-        raise ValueError(
-            f"unknown model {name!r}; known models: {', '.join(sorted(known))}, "
-            f"or a user's model in {user_models.store()} (--model FILE)"
-        )
-    return found

@@ -48,7 +48,7 @@ and its weights, ``<stem>-<12 hex digits>``, so two different files with one
 name never pool and a changed file is a new model, never judged by an old
 verdict.  It writes ``<store>/<name>/model.json`` (and ``weights.npz`` for a
 file's own weights) once; ``find`` reads them back in any process:
-``zoo.specs.get_spec`` asks it for every name that is not a built-in model.
+``zoo.models.get_spec`` asks it for every name that is not a built-in model.
 The store is ``$ZOO_MODEL_STORE`` (the orchestrator sets it, absolute, for
 the workers it starts), else ``results/models`` under the current folder.
 

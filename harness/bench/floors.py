@@ -26,7 +26,7 @@ from native import IDIOMATIC
 from workers.launch import Worker
 from workers.messages import Floor, FloorAnswer, encode
 from zoo.data import batches_file
-from zoo.specs import get_spec
+from zoo.models import get_spec
 from zoo.weights import weights_file
 
 VARIANTS = ("path", "idiomatic")  # the fields of workers.messages.FloorAnswer

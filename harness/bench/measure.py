@@ -29,7 +29,7 @@ from harness.core.resources import resource_summary, usage_summary
 from harness.core.seeds import WEIGHTS_SEED
 from workers.launch import Reply, Worker
 from workers.messages import Infer, Paired, PairedAnswer, Train, encode
-from zoo.specs import get_spec
+from zoo.models import get_spec
 
 LATENCY_SAMPLES = 10
 

@@ -36,7 +36,7 @@ from workers.launch import Worker
 from workers.messages import Selfcheck, SelfcheckAnswer
 from workers.resources import contended
 from zoo.data import batches_file
-from zoo.specs import get_spec
+from zoo.models import get_spec
 from zoo.weights import weights_file
 
 SELFCHECK_MODEL = "lenet"

@@ -30,7 +30,7 @@ from workers.launch import Worker
 from workers.messages import Converge, ConvergeAnswer, encode
 from zoo import datasets
 from zoo.arrays import digest, load_npz, save_npz
-from zoo.specs import get_spec
+from zoo.models import get_spec
 
 SCHEMA = 1
 FOLDER = "converge"

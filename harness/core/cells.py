@@ -46,7 +46,7 @@ from harness.core import pairing, records
 from harness.core.profiles import Profile
 from workers.paths import PHASES, get_path
 from zoo import files
-from zoo.specs import get_spec
+from zoo.models import get_spec
 
 PLAN_SCHEMA_VERSION = 1
 # The most a plan file may hold: a unit is a few hundred bytes, so a sweep

@@ -90,14 +90,16 @@ from equivalence.reference import (
     MULTIPLE,
 )
 from harness.core import records
-from workers.frameworks import distributions, incomplete
+from workers.completeness import incomplete
+from workers.frameworks import distributions
 from workers.launch import PROJECT_ROOT
 from workers.messages import ArraysAnswer, TimedOutputs
 from workers.paths import PATHS, get_path, interpreter
 from zoo import files
 from zoo.arrays import digest, load_npz, save_npz
 from zoo.data import batches_file, make_batches
-from zoo.specs import ModelSpec, get_spec
+from zoo.models import get_spec
+from zoo.specs import ModelSpec
 from zoo.weights import make_weights, weights_file
 
 GATE_STEPS = 2
@@ -712,7 +714,7 @@ def verify(
     asked for are started, with the reference implementations' workers their
     judgement needs), and a passing path's timed closures then against its
     own checked results.  Refused, with one sentence, while a registered
-    framework is incomplete (``workers.frameworks.incomplete``).
+    framework is incomplete (``workers.completeness.incomplete``).
 
     For tests: ``faults`` injects deliberate faults (``native.faults``) by
     path; ``checker``, an open ``Checker`` to check with, only on the paths

@@ -48,7 +48,7 @@ from workers.messages import CALLGRIND_OUT_ENV as OUT_ENV
 from workers.messages import Count, CountAnswer
 from workers.paths import PATHS, get_path
 from zoo import files
-from zoo.specs import get_spec
+from zoo.models import get_spec
 
 Log = Callable[[str], None]
 SOURCE = PROJECT_ROOT / "workers" / "callgrind_requests.c"

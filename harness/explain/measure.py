@@ -43,7 +43,7 @@ from workers.messages import Levels, LevelsAnswer, ProfileAnswer, encode
 from workers.messages import Profile as ProfileRequest
 from workers.paths import levels_of
 from zoo import files
-from zoo.specs import get_spec
+from zoo.models import get_spec
 
 # Keras runs on the first three; MXNet's native paths are only profiled.
 FRAMEWORKS = tuple(REGISTERED)

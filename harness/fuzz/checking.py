@@ -40,7 +40,7 @@ from harness.fuzz.findings import Outcome
 from workers.launch import Worker
 from workers.paths import MODE_PATHS, PATHS
 from zoo import files
-from zoo.specs import get_spec
+from zoo.models import get_spec
 from zoo.user_models import register, use_store
 
 # Seconds a worker may take for one drawn model (they take about one).

@@ -22,7 +22,7 @@ from harness.versions.reproducer import REPEATS, STEPS, script
 from harness.versions.signals import Cell, counted_rows, harness_in, measured_s
 from workers.launch import PROJECT_ROOT
 from zoo import files
-from zoo.specs import get_spec
+from zoo.models import get_spec
 
 TOP = 12  # functions listed per finding
 

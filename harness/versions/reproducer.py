@@ -28,7 +28,7 @@ REPEATS = 7  # timed loops; the median is printed
 
 _CONFIG = """
 import json, sys
-from zoo.specs import get_spec
+from zoo.models import get_spec
 from zoo.keras_models import build
 spec = get_spec(sys.argv[1])
 model = build(spec)

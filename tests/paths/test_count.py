@@ -17,7 +17,7 @@ from harness.count import analysis, compare
 from harness.count.measure import count, read
 from tests.test_counting import needs_valgrind
 from tests.tiers import Sizes, full_only
-from workers.frameworks import incomplete
+from workers.completeness import incomplete
 
 pytestmark = [pytest.mark.paths, needs_valgrind]
 

@@ -26,7 +26,7 @@ from tests.paths.conftest import UNAVAILABLE, require
 from tests.tiers import KIND_MODELS, OPTION_MODELS, Sizes, full_only
 from workers.launch import PROJECT_ROOT
 from workers.paths import OPTIONAL_FRAMEWORKS, PATHS
-from zoo.specs import get_spec
+from zoo.models import get_spec
 
 pytestmark = pytest.mark.paths
 NATIVE_PATHS = [p for p, info in PATHS.items() if info.api == "native"]

@@ -17,7 +17,7 @@ from tests import tiers
 from workers.launch import PROJECT_ROOT
 from workers.paths import interpreter
 from zoo.arrays import save_npz
-from zoo.specs import get_spec
+from zoo.models import get_spec
 
 pytestmark = pytest.mark.paths
 

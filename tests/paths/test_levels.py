@@ -18,7 +18,7 @@ from harness.core.gate import checked_batches, checked_weights, verify
 from workers.launch import PROJECT_ROOT, Worker
 from workers.messages import Levels, LevelsAnswer, Profile, ProfileAnswer
 from workers.paths import LEVEL_PATHS, LEVELS, levels_of
-from zoo.specs import get_spec
+from zoo.models import get_spec
 
 pytestmark = pytest.mark.paths
 

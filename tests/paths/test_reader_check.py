@@ -28,7 +28,8 @@ import numpy as np
 from workers import reader_check
 from zoo import keras_import
 from zoo.keras_models import build, set_weights
-from zoo.specs import get_spec, without_dropout
+from zoo.specs import without_dropout
+from zoo.models import get_spec
 from zoo.user_models import spec_from_document
 from zoo.weights import make_weights
 

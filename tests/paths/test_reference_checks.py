@@ -20,7 +20,7 @@ from tests.tiers import Sizes, full_only
 from workers.launch import PROJECT_ROOT, Worker
 from workers.messages import Evaluate
 from zoo.arrays import load_npz
-from zoo.specs import get_spec
+from zoo.models import get_spec
 from zoo.weights import weights_file
 
 pytestmark = pytest.mark.paths

@@ -16,7 +16,7 @@ from workers.launch import PROJECT_ROOT
 from workers.paths import OPTIONAL_FRAMEWORKS, PATHS
 from workers.user_model import model_from_file
 from zoo import user_models
-from zoo.specs import get_spec
+from zoo.models import get_spec
 from zoo.weights import make_weights
 
 EXAMPLES = PROJECT_ROOT / "examples"
@@ -34,7 +34,7 @@ import sys
 import keras
 import numpy as np
 from zoo.keras_models import build, set_weights
-from zoo.specs import get_spec
+from zoo.models import get_spec
 from zoo.weights import make_weights
 for name in sys.argv[3:]:
     spec = get_spec(name)
