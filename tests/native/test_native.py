@@ -100,10 +100,25 @@ def test_ops_meet_the_ops_protocol(runner: NativeRunner) -> None:
     members = [m for m in vars(Ops) if not m.startswith("_")]
     expected = {*LAYER_KINDS, *(a for a in ACTIVATIONS if a), "batch_norm_train"}
     expected |= {"perturb", "perturb_gradient"}
-    assert set(members) == expected
+    missing, extra = sorted(expected - set(members)), sorted(set(members) - expected)
+    assert not missing, (
+        f"native/protocol.py: Ops has no block for {missing}; add one per layer "
+        "kind (its signature, as the others; docs/extending.md, Adding a layer "
+        "kind, step 2)"
+    )
+    assert not extra, (
+        f"native/protocol.py: Ops has blocks {extra} that no layer kind, "
+        "activation or perturbation uses (zoo/kinds: is the kind registered?)"
+    )
+    where = f"native/{_package(runner)}/ops.py"
     for member in members:
-        assert callable(getattr(ops, member, None)), member
-        assert _parameters(getattr(ops, member)) == _parameters(getattr(Ops, member))
+        assert callable(getattr(ops, member, None)), (
+            f"{where} has no block {member!r}, which native/protocol.py's Ops asks "
+            "for (docs/extending.md, Adding a layer kind, step 3)"
+        )
+        assert _parameters(getattr(ops, member)) == _parameters(getattr(Ops, member)), (
+            f"{where}: {member}'s parameters differ from native/protocol.py's Ops"
+        )
 
 
 def test_common_meets_the_framework_protocol(runner: NativeRunner) -> None:
