@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -338,3 +339,35 @@ def test_a_model_nested_in_the_model_is_read_as_its_layers(tmp_path: Path) -> No
     ]
     assert spec.sources("base__res") == ("base__c", "base__c2")
     assert spec.sources("gap") == ("base__res",)
+
+
+def documented_classes(text: str) -> set[str]:
+    """The Keras classes docs/user_models.md's list of layers names: every
+    backticked class between its pointer to the registry and "read as the
+    merge", ``X1D``/``2D`` read as both."""
+    start = text.index("lists the classes):")
+    span = text[start : text.index("read as the merge", start)]
+    named = set(re.findall(r"`([A-Z][A-Za-z0-9]*)`", span))
+    named |= {f"{stem}2D" for stem in re.findall(r"`([A-Za-z]+)1D`/`2D`", span)}
+    return named
+
+
+def test_the_docs_layer_list_is_the_registry() -> None:
+    text = (PROJECT_ROOT / "docs" / "user_models.md").read_text(encoding="utf-8")
+    documented = documented_classes(text)
+    missing = sorted(set(BY_KERAS_CLASS) - documented)
+    extra = sorted(documented - set(BY_KERAS_CLASS))
+    assert not missing, (
+        f"docs/user_models.md's list of layers lacks {missing}, which zoo/kinds "
+        "reads: name each there (docs/extending.md, Adding a layer kind)"
+    )
+    assert not extra, (
+        f"docs/user_models.md's list of layers names {extra}, which no module "
+        "of zoo/kinds reads: take it out, or add the kind"
+    )
+
+
+def test_the_docs_check_sees_a_class_left_out() -> None:
+    line = "lists the classes): `Dense`, `Conv1D`/`2D` ... read as the merge"
+    assert documented_classes(line) == {"Dense", "Conv1D", "Conv2D"}
+    assert "LSTM" not in documented_classes(line)
