@@ -4,32 +4,14 @@ sentence before a byte is read or a byte is written outside its folder."""
 from __future__ import annotations
 
 import os
-import signal
 import struct
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import within
 from zoo import files
-
-
-@contextmanager
-def _within(seconds: int) -> Iterator[None]:
-    """Fail (rather than hang the suite) when the body blocks."""
-
-    def expired(*_: object) -> None:
-        raise AssertionError(f"blocked for {seconds} s")
-
-    before = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, before)
 
 
 def test_only_a_regular_file_within_its_limit_is_read(tmp_path: Path) -> None:
@@ -41,7 +23,7 @@ def test_only_a_regular_file_within_its_limit_is_read(tmp_path: Path) -> None:
     real.write_text('{"a": 1}')
     link = tmp_path / "link.json"
     link.symlink_to(real)
-    with _within(10):
+    with within(10):
         with pytest.raises(files.Refused, match="is a FIFO, not a regular file"):
             files.read_json(fifo)
         with pytest.raises(files.Refused, match="is a symbolic link: it is not"):

@@ -7,12 +7,9 @@ or a traceback."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,24 +21,8 @@ from harness.core.profiles import load_blueprint
 from harness.count import callgrind
 from harness.versions import environments, overlay, signals
 from harness.versions import run as versions_run
-from tests.helpers import profile
+from tests.helpers import profile, within
 from zoo import files
-
-
-@contextlib.contextmanager
-def _within(seconds: int) -> Iterator[None]:
-    """Fail, rather than hang, when the body takes longer (a FIFO read)."""
-
-    def expired(signum: int, frame: object) -> None:
-        raise TimeoutError(f"still running after {seconds} s")
-
-    before = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, before)
 
 
 def _hostile(path: Path, kind: str) -> None:
@@ -69,7 +50,7 @@ def test_a_gate_cache_that_is_no_file_is_set_aside_once(
     cache = tmp_path / gate.CACHE_NAME
     _hostile(cache, kind)
     said: list[str] = []
-    with _within(10):
+    with within(10):
         assert gate.cached(tmp_path) == {}  # only reads: says nothing
         assert gate._load(cache, said.append) == {}
     (line,) = said
@@ -102,7 +83,7 @@ def test_the_sources_digest_follows_no_link(tmp_path: Path) -> None:
     (tmp_path / "harness/core/gate.py").write_text("")
     assert len(gate.sources_digest(tmp_path)) == 64
     (tmp_path / "zoo" / "zero.py").symlink_to("/dev/zero")
-    with _within(10), pytest.raises(files.Refused, match=r"zero\.py is a symbolic"):
+    with within(10), pytest.raises(files.Refused, match=r"zero\.py is a symbolic"):
         gate.sources_digest(tmp_path)
 
 
@@ -127,7 +108,7 @@ def _plan_document(tmp_path: Path) -> dict[str, Any]:
 def test_a_plan_that_is_no_file_is_one_sentence(tmp_path: Path, kind: str) -> None:
     path = tmp_path / "cells.json"
     _hostile(path, kind)
-    with _within(10), pytest.raises(ValueError, match=r"is not (read|fol)") as caught:
+    with within(10), pytest.raises(ValueError, match=r"is not (read|fol)") as caught:
         cells.read_plan(path)
     assert str(caught.value).startswith(str(path))
     assert "\n" not in str(caught.value)
@@ -204,7 +185,7 @@ def test_a_damaged_kept_peak_is_measured_again_and_said_once(
     else:
         kept.write_text(damage)
     capsys.readouterr()
-    with _within(10):
+    with within(10):
         assert bench_run.matmul_peak(tmp_path, plan)["flops_per_s"] == 1e11
     assert len(measured) == 2
     warnings = [ln for ln in capsys.readouterr().err.splitlines() if "warning" in ln]
@@ -242,7 +223,7 @@ def test_a_cpuinfo_that_is_no_file_says_unknown(
 ) -> None:
     _hostile(tmp_path / "cpuinfo", kind)
     monkeypatch.setattr(machines, "CPUINFO", tmp_path / "cpuinfo")
-    with _within(10):
+    with within(10):
         assert machines.cpu_details()["cpu"] == "unknown"
         assert machines.cpu_model()
 
@@ -256,7 +237,7 @@ def test_a_callgrind_dump_that_is_no_file_is_one_sentence(
 ) -> None:
     dump = tmp_path / "callgrind.out.1"
     _hostile(dump, kind)
-    with _within(10), pytest.raises(callgrind.DumpError, match="cannot read"):
+    with within(10), pytest.raises(callgrind.DumpError, match="cannot read"):
         callgrind.read(dump)
 
 
@@ -272,7 +253,7 @@ def test_a_wheel_that_is_no_zip_or_inflates_too_far_is_refused(
         overlay.requirements(wheel)
     wheel.unlink()
     _hostile(wheel, "device")
-    with _within(10), pytest.raises(files.Refused, match="symbolic link"):
+    with within(10), pytest.raises(files.Refused, match="symbolic link"):
         overlay.requirements(wheel)
     wheel.unlink()
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -286,7 +267,7 @@ def test_an_overlay_lock_that_is_a_link_is_refused(tmp_path: Path) -> None:
     under = tmp_path / overlay.UNDER
     under.mkdir(parents=True)
     (under / "keras-9.9.9.lock").symlink_to("/dev/zero")
-    with _within(10), pytest.raises(files.Refused, match="symbolic link"):
+    with within(10), pytest.raises(files.Refused, match="symbolic link"):
         overlay.prepare("9.9.9", root=tmp_path)
 
 
@@ -302,7 +283,7 @@ def test_a_damaged_stamp_is_a_build_not_finished_said_once(
         _hostile(stamp, damage)
     else:
         stamp.write_text(damage)
-    with _within(10):
+    with within(10):
         assert environments.read_stamp(stamp, overlay._Stamp, "overlay") is None
         assert environments.read_stamp(stamp, overlay._Stamp, "overlay") is None
     err = capsys.readouterr().err
@@ -336,7 +317,7 @@ def test_measured_seconds_that_cannot_be_read_are_not_counted_and_said(
         _hostile(path, damage)
     else:
         path.write_text(damage)
-    with _within(10):
+    with within(10):
         assert signals.measured_s(tmp_path) is None
     assert str(path) in capsys.readouterr().err
     assert signals.measured_s(tmp_path / "elsewhere") is None  # none written
@@ -384,6 +365,6 @@ def test_a_count_analysis_that_cannot_be_read_is_passed_over_and_said(
         _hostile(path, damage)
     else:
         path.write_text(damage)
-    with _within(10):
+    with within(10):
         assert signals.counted_rows(cell, tmp_path) is None
     assert str(path) in capsys.readouterr().err

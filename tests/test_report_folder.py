@@ -7,11 +7,8 @@ HTML."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,29 +17,13 @@ from markdown_it import MarkdownIt
 from harness.__main__ import main
 from harness.core import jsonl, records
 from harness.report import literal, summary
-from tests.helpers import record
+from tests.helpers import record, within
 from tests.test_report_html import _external_references
 from tests.test_report_summary import MACHINE, _pairs
 from tests.test_report_summary import _floors as _summary_floors
 from zoo import files
 
 HOSTILE = "![x](http://evil/x.png)<script>alert(1)</script>|a"
-
-
-@contextlib.contextmanager
-def _within(seconds: int) -> Iterator[None]:
-    """Fail, rather than hang, when the body takes longer (a FIFO read)."""
-
-    def expired(signum: int, frame: object) -> None:
-        raise TimeoutError(f"still running after {seconds} s")
-
-    before = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, before)
 
 
 def _run(folder: Path, recs: list[records.Record]) -> Path:
@@ -123,7 +104,7 @@ def test_a_fifo_a_device_and_a_folder_are_refused_before_a_byte_is_read(
     folder.mkdir()
     zero = tmp_path / "run-zero.jsonl"
     zero.symlink_to("/dev/zero")
-    with _within(10):
+    with within(10):
         for path, kind in ((fifo, "a FIFO"), (folder, "a folder")):
             with pytest.raises(jsonl.UnreadableFileError) as refused:
                 jsonl.read(path)
@@ -164,7 +145,7 @@ def test_a_report_beside_a_fifo_and_dev_zero_does_not_hang(
     (tmp_path / "run-00000000-000000-1.jsonl").symlink_to("/dev/zero")
     os.mkfifo(tmp_path / "floors-20261127-000000.jsonl")
     (tmp_path / "floors-20261127-000001.jsonl").symlink_to("/dev/zero")
-    with _within(60):
+    with within(60):
         assert main(["report", str(out), "--format", "markdown"]) == 0
     assert "## The answer" in capsys.readouterr().out
 
@@ -174,7 +155,7 @@ def test_the_cli_refuses_a_fifo_given_as_the_records_file(
 ) -> None:
     fifo = tmp_path / "run-1.jsonl"
     os.mkfifo(fifo)
-    with _within(10):
+    with within(10):
         assert main(["report", str(fifo)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {fifo} ")

@@ -25,8 +25,8 @@ from harness.__main__ import main
 from harness.core import jsonl, records
 from harness.core.peak import MAX_FLOPS_PER_S
 from harness.report import summary
-from tests.helpers import record
-from tests.test_report_folder import _run, _within
+from tests.helpers import record, within
+from tests.test_report_folder import _run
 from tests.test_report_summary import MACHINE, _pairs
 from zoo import files
 
@@ -87,7 +87,7 @@ def _ops(results: Path, analysis: dict[str, Any] | None = None) -> Path:
 def _report(results: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
     """``harness report RESULTS --format markdown``: exit 0 within a minute,
     and its stdout and stderr."""
-    with _within(60):
+    with within(60):
         assert main(["report", str(results), "--format", "markdown"]) == 0
     found = capsys.readouterr()
     return found.out, found.err
@@ -259,7 +259,7 @@ def test_ops_render_says_a_bad_ops_json_in_one_sentence(
         load(folder)
     assert "\n" not in str(refused.value)
     _fifo(folder / "ops.json")
-    with _within(10), pytest.raises(ValueError, match="a FIFO"):
+    with within(10), pytest.raises(ValueError, match="a FIFO"):
         load(folder)
 
 
@@ -376,7 +376,7 @@ def test_report_plots_goes_on_past_a_model_name_matplotlib_cannot_parse(
     pytest.importorskip("matplotlib", reason="plots need matplotlib")
     out = _run(tmp_path, [*_pairs(2.0), *_pairs(3.0, model="$\\frac$/../../x")])
     folder = tmp_path / "report"
-    with _within(120):
+    with within(120):
         assert main(["report", str(out), "--plots", str(folder)]) == 0
     capsys.readouterr()
     assert (folder / "overhead.png").is_file()  # both models in one figure
