@@ -225,14 +225,24 @@ def weights_limit(spec: ModelSpec) -> int:
 def check_weights_member(path: Path, spec: ModelSpec) -> None:
     """Refuse, in one sentence, a ``model.weights.h5`` larger than the
     parameters ``spec`` reads from the config need (``weights_limit``):
-    its declared size and what it inflates to."""
+    its declared size and what it inflates to (``load`` checks the second
+    as it copies the member, ``_copy``)."""
     with _archive(path) as archive:
-        _weights_fit(archive, path, spec)
+        limit = _weights_fit(archive, path, spec)
+        try:
+            with files.member(
+                archive, "model.weights.h5", limit, f"{path}: model.weights.h5"
+            ) as stream:
+                while stream.read(files.CHUNK):
+                    pass
+        except files.Refused as exc:
+            raise ValueError(_weights_refusal(path, limit, exc)) from None
 
 
 def _weights_fit(archive: zipfile.ZipFile, path: Path, spec: ModelSpec) -> int:
     """``weights_limit(spec)`` once ``model.weights.h5``'s declared size is
-    within it (``_copy`` checks what it inflates to as it copies)."""
+    within it (what it inflates to is checked as it is read: ``_copy``,
+    ``check_weights_member``)."""
     limit = weights_limit(spec)
     declared = archive.getinfo("model.weights.h5").file_size
     if declared > limit:
@@ -240,14 +250,6 @@ def _weights_fit(archive: zipfile.ZipFile, path: Path, spec: ModelSpec) -> int:
             f"{path}'s model.weights.h5 is {declared:,} bytes, more than the "
             f"{limit:,} bytes its config's parameters need"
         )
-    try:
-        with files.member(
-            archive, "model.weights.h5", limit, f"{path}: model.weights.h5"
-        ) as stream:
-            while stream.read(files.CHUNK):
-                pass
-    except files.Refused as exc:
-        raise ValueError(_weights_refusal(path, limit, exc)) from None
     return limit
 
 
