@@ -1,11 +1,12 @@
 """The surface every native framework package offers.
 
 A model is never written out per framework: ``native.compose`` walks its
-spec over the framework's ``ops.py``, which meets ``Ops`` below: one block
-per layer kind, ``block(h, params, spec, name)``, reading what it needs from
+spec over the framework's ``ops.py``, which offers a ``Block`` below per
+layer kind, ``block(h, params, spec, name)``, reading what it needs from
 the spec (a convolution's strides and padding, an LSTM's
-``return_sequences``, the static operator attributes MXNet needs), and one
-function per activation.  ``native.load_apply`` binds a spec into
+``return_sequences``, the static operator attributes MXNet needs), and
+what ``Ops`` lists: one function per activation and the few members of
+another signature.  ``native.load_apply`` binds a spec into
 ``apply(params, x, tap=no_tap) -> logits``.  ``tap(name, h)`` is called with
 the output of every layer in ``spec.tapped_layers()``, in order, and returns
 ``h``; the default does nothing, so compiled passes are unchanged, and the
@@ -44,80 +45,27 @@ def no_tap(name: str, h: Tensor) -> Tensor:
     return h
 
 
+class Block(Protocol):
+    """A layer kind's block in a framework's ``ops.py``: a function named as
+    the kind (``zoo.kinds.KINDS``), ``block(h, params, spec, name)``.  It
+    takes the layer's input (the tuple of its inputs for a kind that takes
+    several), the parameters by canonical name, the spec and the layer's
+    name, reads the layer's options from ``spec.layer(name)``, and returns
+    the layer's output before its activation, in the framework's layout
+    (``LAYOUT`` of its ``common``).  What it computes is the kind's module's
+    docstring (``zoo/kinds/<module>.py``).  Every kind has one, derived from
+    the registry: no list here names them (``blocks``)."""
+
+    def __call__(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
+        """The layer's output."""
+
+
 class Ops(Protocol):
-    """A framework's building blocks (``native/<fw>/ops.py``).  Blocks take
-    the layer's input, the parameters by canonical name, the spec and the
-    layer's name; activations take a tensor.  Layouts are the framework's
-    (``LAYOUT`` of its ``common``)."""
-
-    def dense(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
-        """``h @ kernel + bias`` over the last axis, on ``(N, F)`` or ``(N, T, F)``."""
-
-    def conv2d(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
-        """A square convolution with the layer's strides and padding."""
-
-    def max_pool(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
-        """The largest value of each window (padding never wins)."""
-
-    def avg_pool(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
-        """The mean of each window's positions inside the input (padding
-        is not counted, as in Keras)."""
-
-    def flatten(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
-        """``(N, ...) -> (N, features)`` in the layout's element order."""
-
-    def lstm(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
-        """The LSTM over ``(N, T, F)``: the last hidden state ``(N, u)``, or
-        every step's ``(N, T, u)`` with ``return_sequences``."""
-
-    def embedding(
-        self, h: Tensor, params: Params, spec: ModelSpec, name: str
-    ) -> Tensor:
-        """Each token id's row of the table: ``(N, T) -> (N, T, dim)``."""
-
-    def conv1d(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
-        """A convolution over time with the layer's strides and padding; a
-        sequence ``(N, T, F)`` in and out in every layout."""
-
-    def max_pool1d(
-        self, h: Tensor, params: Params, spec: ModelSpec, name: str
-    ) -> Tensor:
-        """The largest value of each window over time."""
-
-    def avg_pool1d(
-        self, h: Tensor, params: Params, spec: ModelSpec, name: str
-    ) -> Tensor:
-        """The mean of each window's steps inside the sequence."""
-
-    def global_avg_pool(
-        self, h: Tensor, params: Params, spec: ModelSpec, name: str
-    ) -> Tensor:
-        """The mean over every position: ``(N, T, F) -> (N, F)``, images
-        ``-> (N, C)``."""
-
-    def gru(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
-        """Keras' GRU (``reset_after=True``) over ``(N, T, F)``, as ``lstm``
-        returns its states."""
-
-    def layer_norm(
-        self, h: Tensor, params: Params, spec: ModelSpec, name: str
-    ) -> Tensor:
-        """Normalized over the last axis, then ``gamma`` and ``beta``."""
-
-    def attention(
-        self, h: Tensor, params: Params, spec: ModelSpec, name: str
-    ) -> Tensor:
-        """Keras' ``MultiHeadAttention`` with ``h`` as query, key and value."""
-
-    def add(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
-        """The sum of the tuple of outputs ``h`` the layer takes."""
-
-    def batch_norm(
-        self, h: Tensor, params: Params, spec: ModelSpec, name: str
-    ) -> Tensor:
-        """Inference: normalized over the channels (the last axis; axis 1 of
-        an ``oihw`` image) with the moving statistics, then ``gamma`` and
-        ``beta``, as Keras computes it."""
+    """What a framework's ``ops.py`` offers besides a ``Block`` per kind:
+    the members whose signature is not a block's (a kind's training pass,
+    the dropout mask, a perturbed reference run's draws) and one function
+    per activation.  A kind's name here gives its block this signature in
+    place of ``Block``'s."""
 
     def batch_norm_train(
         self, h: Tensor, params: Params, spec: ModelSpec, name: str
@@ -145,98 +93,6 @@ class Ops(Protocol):
     ) -> Tensor:
         """``w`` in value, with the gradient that flows into it multiplied by
         the ``1 + d`` that ``perturb`` draws (``native.compose``)."""
-
-    def global_max_pool(
-        self, h: Tensor, params: Params, spec: ModelSpec, name: str
-    ) -> Tensor:
-        """The largest value over every position, as ``global_avg_pool``."""
-
-    def subtract(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
-        """``h[0] - h[1]`` of the tuple of outputs ``h`` the layer takes."""
-
-    def multiply(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
-        """The elementwise product of the tuple of outputs ``h``."""
-
-    def average(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
-        """Their mean: the sum in order, divided by the count."""
-
-    def maximum(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
-        """Their elementwise largest."""
-
-    def minimum(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
-        """Their elementwise smallest."""
-
-    def concatenate(
-        self, h: Tensor, params: Params, spec: ModelSpec, name: str
-    ) -> Tensor:
-        """Joined along Keras' last axis (an image's channels)."""
-
-    def activation(
-        self, h: Tensor, params: Params, spec: ModelSpec, name: str
-    ) -> Tensor:
-        """The identity: the layer's activation follows, as on any layer."""
-
-    def prelu(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
-        """``max(h, 0) + alpha * min(h, 0)``, alpha in the input's layout."""
-
-    def rescaling(
-        self, h: Tensor, params: Params, spec: ModelSpec, name: str
-    ) -> Tensor:
-        """``h * scale + offset``."""
-
-    def normalization(
-        self, h: Tensor, params: Params, spec: ModelSpec, name: str
-    ) -> Tensor:
-        """``(h - mean) / max(sqrt(variance), 1e-7)`` over the last axis."""
-
-    def reshape(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
-        """To the layer's ``target`` in Keras' element order."""
-
-    def permute(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
-        """The axes after the batch in ``target``'s order (Keras' order)."""
-
-    def zero_padding(
-        self, h: Tensor, params: Params, spec: ModelSpec, name: str
-    ) -> Tensor:
-        """Zeros before and after each axis (``target``'s widths)."""
-
-    def cropping(self, h: Tensor, params: Params, spec: ModelSpec, name: str) -> Tensor:
-        """Values cut before and after each axis (``target``'s widths)."""
-
-    def upsampling(
-        self, h: Tensor, params: Params, spec: ModelSpec, name: str
-    ) -> Tensor:
-        """Each position repeated ``target``'s times (nearest)."""
-
-    def conv2d_transpose(
-        self, h: Tensor, params: Params, spec: ModelSpec, name: str
-    ) -> Tensor:
-        """The gradient of a convolution: the full scatter, cut to the output."""
-
-    def depthwise_conv2d(
-        self, h: Tensor, params: Params, spec: ModelSpec, name: str
-    ) -> Tensor:
-        """Each channel convolved on its own by ``multiplier`` kernels."""
-
-    def separable_conv2d(
-        self, h: Tensor, params: Params, spec: ModelSpec, name: str
-    ) -> Tensor:
-        """A depthwise convolution, then a 1x1 one, then the bias."""
-
-    def bidirectional(
-        self, h: Tensor, params: Params, spec: ModelSpec, name: str
-    ) -> Tensor:
-        """The cell read forward and backward, merged by ``merge``."""
-
-    def dot_attention(
-        self, h: Tensor, params: Params, spec: ModelSpec, name: str
-    ) -> Tensor:
-        """``softmax(query @ key.T) @ value`` over ``(query, value[, key])``."""
-
-    def simple_rnn(
-        self, h: Tensor, params: Params, spec: ModelSpec, name: str
-    ) -> Tensor:
-        """``tanh(x_t @ kernel + h @ recurrent_kernel + bias)`` over the steps."""
 
     def relu(self, h: Tensor) -> Tensor: ...
 
@@ -269,6 +125,16 @@ class Ops(Protocol):
 
     def relu6(self, h: Tensor) -> Tensor:
         """``min(max(h, 0), 6)``."""
+
+
+def blocks() -> dict[str, Callable[..., Tensor]]:
+    """Every member a framework's ``ops.py`` must offer, by name, with the
+    function whose parameters it must have: a ``Block`` per registered kind
+    (or the ``Ops`` member of the kind's name), and every member of ``Ops``."""
+    from zoo.kinds import KINDS
+
+    members = {m: getattr(Ops, m) for m in vars(Ops) if not m.startswith("_")}
+    return {**{kind: Block.__call__ for kind in KINDS}, **members}
 
 
 class Framework(Protocol):

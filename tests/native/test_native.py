@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from types import SimpleNamespace
 from pathlib import Path
 from types import ModuleType
 
@@ -38,7 +39,7 @@ from native import (
     load_apply,
     load_framework,
 )
-from native.protocol import Framework, Ops
+from native.protocol import Framework, blocks
 from tests import tiers
 from workers import protocol
 from workers.native_runner import NativeRunner, Session
@@ -93,32 +94,59 @@ def test_every_framework_folder_has_the_same_files(package: str) -> None:
 
 def test_ops_meet_the_ops_protocol(runner: NativeRunner) -> None:
     """Every block and activation ``native.compose`` may call, with the
-    protocol's parameters; one per layer kind and activation of the specs,
-    a batch normalization's training pass, and the perturbations of a
-    perturbed reference run."""
+    protocol's parameters: a ``Block`` per registered layer kind (derived
+    from ``zoo.kinds``, so a new kind asks for its block here at once), and
+    ``Ops``' members: one per activation, a batch normalization's training
+    pass, the dropout mask and the perturbations of a perturbed reference
+    run."""
+    expected = blocks()
+    assert set(LAYER_KINDS) <= set(expected)
     ops = importlib.import_module(f"native.{_package(runner)}.ops")
-    members = [m for m in vars(Ops) if not m.startswith("_")]
-    expected = {*LAYER_KINDS, *(a for a in ACTIVATIONS if a), "batch_norm_train"}
-    expected |= {"perturb", "perturb_gradient"}
-    missing, extra = sorted(expected - set(members)), sorted(set(members) - expected)
-    assert not missing, (
-        f"native/protocol.py: Ops has no block for {missing}; add one per layer "
-        "kind (its signature, as the others; docs/extending.md, Adding a layer "
-        "kind, step 2)"
-    )
-    assert not extra, (
-        f"native/protocol.py: Ops has blocks {extra} that no layer kind, "
-        "activation or perturbation uses (zoo/kinds: is the kind registered?)"
-    )
     where = f"native/{_package(runner)}/ops.py"
-    for member in members:
-        assert callable(getattr(ops, member, None)), (
-            f"{where} has no block {member!r}, which native/protocol.py's Ops asks "
-            "for (docs/extending.md, Adding a layer kind, step 3)"
-        )
-        assert _parameters(getattr(ops, member)) == _parameters(getattr(Ops, member)), (
-            f"{where}: {member}'s parameters differ from native/protocol.py's Ops"
-        )
+    problems = _unmet(ops, where, expected)
+    assert not problems, "; ".join(problems)
+
+
+def _unmet(
+    ops: object, where: str, expected: dict[str, Callable[..., object]]
+) -> list[str]:
+    """What ``ops`` lacks of ``expected``, each named with its file and the
+    guide's step."""
+    step = "docs/extending.md, Adding a layer kind, step 1"
+    problems = []
+    for member, signature in expected.items():
+        found = getattr(ops, member, None)
+        if not callable(found):
+            problems.append(
+                f"{where} has no block {member!r}: write "
+                f"{member}({', '.join(_parameters(signature))}) there ({step})"
+            )
+        elif _parameters(found) != _parameters(signature):
+            problems.append(
+                f"{where}: {member} takes ({', '.join(_parameters(found))}), not "
+                f"({', '.join(_parameters(signature))}) as native/protocol.py "
+                f"asks ({step})"
+            )
+    return problems
+
+
+def test_a_missing_or_misshapen_block_is_named_with_its_file() -> None:
+    """The check itself: a kind's block left out, and one of another
+    signature, are each named with the file and the step."""
+
+    def dense(h: object, params: object, spec: object, name: str) -> object:
+        return h
+
+    def conv2d(h: object, params: object) -> object:
+        return h
+
+    ops = SimpleNamespace(dense=dense, conv2d=conv2d)
+    wanted = {k: v for k, v in blocks().items() if k in ("dense", "conv2d", "flatten")}
+    problems = _unmet(ops, "native/toy/ops.py", wanted)
+    assert len(problems) == 2, problems
+    assert "native/toy/ops.py has no block 'flatten'" in problems[1]
+    assert "conv2d takes (h, params), not (h, params, spec, name)" in problems[0]
+    assert all("Adding a layer kind, step 1" in p for p in problems)
 
 
 def test_common_meets_the_framework_protocol(runner: NativeRunner) -> None:
