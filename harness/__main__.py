@@ -15,6 +15,7 @@ from harness.cli import (
     explain,
     floors,
     fuzz,
+    kinds,
     ops,
     report,
     run,
@@ -42,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
         ops,
         selfcheck,
         report,
+        kinds,
     ):
         command.add(commands)
     return parser

@@ -134,7 +134,7 @@ def blocks() -> dict[str, Callable[..., Tensor]]:
     from zoo.kinds import KINDS
 
     members = {m: getattr(Ops, m) for m in vars(Ops) if not m.startswith("_")}
-    return {**{kind: Block.__call__ for kind in KINDS}, **members}
+    return {**dict.fromkeys(KINDS, Block.__call__), **members}
 
 
 class Framework(Protocol):

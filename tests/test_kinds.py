@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.cli.kinds import rows
 from tests.helpers import PROJECT_ROOT, keras_on_torch
+from tests.tiers import SIZES
 from zoo import keras_import, user_models
-from zoo.kinds import BY_KERAS_CLASS, KINDS
+from zoo.kinds import BY_KERAS_CLASS, KINDS, MODULE_FILES, discovered
 from zoo.kinds.base import ACTIVATIONS, OPTIONAL, SLOPED
 from zoo.specs import MODELS, VARIANTS, ModelSpec
 
@@ -72,7 +74,28 @@ def _reference_kinds() -> set[str]:
 
 
 def test_every_kind_is_in_a_variant_every_path_checks() -> None:
-    assert set(KINDS) == _reference_kinds()
+    unused = sorted(set(KINDS) - _reference_kinds())
+    assert not unused, "; ".join(
+        f"no test-size model uses {kind}: give {MODULE_FILES[kind]}'s Kind an "
+        "example=Example(input_shape, layers) (docs/extending.md, Adding a "
+        "layer kind)"
+        for kind in unused
+    )
+    assert _reference_kinds() <= set(KINDS)
+    for tier, sizes in SIZES.items():
+        unchecked = sorted(
+            kind
+            for kind in KINDS
+            if not any(
+                layer.kind == kind
+                for name in sizes.models
+                for layer in (MODELS.get(name) or VARIANTS[name]).layers
+            )
+        )
+        assert not unchecked, (
+            f"kinds {unchecked} are in no model the {tier} tier checks every "
+            "path on (tests/tiers.py: SIZES, KIND_MODELS)"
+        )
     assert set(SLOPED) <= {
         layer.activation for spec in VARIANTS.values() for layer in spec.layers
     }
@@ -342,10 +365,10 @@ def test_a_model_nested_in_the_model_is_read_as_its_layers(tmp_path: Path) -> No
 
 
 def documented_classes(text: str) -> set[str]:
-    """The Keras classes docs/user_models.md's list of layers names: every
-    backticked class between its pointer to the registry and "read as the
-    merge", ``X1D``/``2D`` read as both."""
-    start = text.index("lists the classes):")
+    """The Keras classes docs/user_models.md's paragraph on layers names:
+    every backticked class between its pointer to ``harness kinds`` and
+    "read as the merge", ``X1D``/``2D`` read as both."""
+    start = text.index("harness kinds")
     span = text[start : text.index("read as the merge", start)]
     named = set(re.findall(r"`([A-Z][A-Za-z0-9]*)`", span))
     named |= {f"{stem}2D" for stem in re.findall(r"`([A-Za-z]+)1D`/`2D`", span)}
@@ -353,21 +376,51 @@ def documented_classes(text: str) -> set[str]:
 
 
 def test_the_docs_layer_list_is_the_registry() -> None:
+    """The list users read is ``harness kinds``' (derived from the registry,
+    a row per kind naming each of its Keras classes); the docs point there
+    and name no class the registry lacks."""
+    table = rows()
+    assert [row[0] for row in table] == list(KINDS)
+    listed = {cls for row in table for cls in row[1].split(", ") if cls}
+    assert listed == set(BY_KERAS_CLASS)
     text = (PROJECT_ROOT / "docs" / "user_models.md").read_text(encoding="utf-8")
-    documented = documented_classes(text)
-    missing = sorted(set(BY_KERAS_CLASS) - documented)
-    extra = sorted(documented - set(BY_KERAS_CLASS))
-    assert not missing, (
-        f"docs/user_models.md's list of layers lacks {missing}, which zoo/kinds "
-        "reads: name each there (docs/extending.md, Adding a layer kind)"
-    )
+    extra = sorted(documented_classes(text) - set(BY_KERAS_CLASS))
     assert not extra, (
-        f"docs/user_models.md's list of layers names {extra}, which no module "
-        "of zoo/kinds reads: take it out, or add the kind"
+        f"docs/user_models.md's paragraph on layers names {extra}, which no "
+        "module of zoo/kinds reads: take it out, or add the kind"
     )
 
 
-def test_the_docs_check_sees_a_class_left_out() -> None:
-    line = "lists the classes): `Dense`, `Conv1D`/`2D` ... read as the merge"
-    assert documented_classes(line) == {"Dense", "Conv1D", "Conv2D"}
-    assert "LSTM" not in documented_classes(line)
+def test_the_docs_check_sees_a_class_the_registry_lacks() -> None:
+    line = "harness kinds: `Dense`, `Conv3D`, `Cropping1D`/`2D`, read as the merge"
+    assert documented_classes(line) == {"Dense", "Conv3D", "Cropping1D", "Cropping2D"}
+    assert "Conv3D" not in BY_KERAS_CLASS
+
+
+def test_harness_kinds_prints_every_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.__main__ import main
+
+    assert main(["kinds", "--markdown"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("| kind")
+    kinds = {line.split("|")[1].strip() for line in printed[2:]}
+    assert kinds == set(KINDS)
+
+
+def test_a_module_that_makes_no_kind_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The registry reads every module of the package: one that makes no
+    ``Kind`` (a newcomer's typo in ``KIND``) stops the import, naming it."""
+    package = tmp_path / "toykinds"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "good.py").write_text(
+        "from zoo.kinds.flatten import KIND as _F\nKIND = _F\n"
+    )
+    (package / "typo.py").write_text("from zoo.kinds.flatten import KIND as KINDE\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ImportError, match=r"toykinds/typo\.py makes no kind"):
+        discovered([str(package)], "toykinds")
+    (package / "typo.py").unlink()
+    assert [k.name for k in discovered([str(package)], "toykinds")] == ["flatten"]

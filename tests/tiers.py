@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass
 
 from workers.paths import PATHS
-from zoo.specs import MODELS
+from zoo.specs import EXAMPLE_MODELS, MODELS
 
 TIERS = ("fast", "full")
 # The one framework the fast tier sends a command through end to end (the
@@ -41,8 +41,9 @@ OPTION_MODELS = ("strided-cnn", "stacked-lstm")
 # The variants that carry the layer kinds today's models are made of
 # (embeddings, attention, residual adds, layer normalization, GELU, 1-D
 # convolutions and pools, GRUs, global average pooling, batch normalization,
-# dropout), and those users' models brought (issue 62: ``kinds-cnn``,
-# ``kinds-seq``): small, so both tiers check every path on them.
+# dropout), those users' models brought (issue 62: ``kinds-cnn``,
+# ``kinds-seq``), and each kind's own example (``Kind.example``: a kind added
+# since needs no line here): small, so both tiers check every path on them.
 KIND_MODELS = (
     "transformer-tiny",
     "conv1d-gru",
@@ -50,6 +51,7 @@ KIND_MODELS = (
     "bn-dropout-cnn",
     "kinds-cnn",
     "kinds-seq",
+    *EXAMPLE_MODELS,
 )
 
 
@@ -96,7 +98,8 @@ SIZES = {
     "fast": Sizes(
         vgg16="vgg16-narrow",
         transformer="transformer-tiny",
-        variants=(*OPTION_MODELS, "conv1d-gru", "gap-cnn", "kinds-cnn", "kinds-seq"),
+        # every kind model but the transformer's, which is the family here
+        variants=(*OPTION_MODELS, *(m for m in KIND_MODELS if m != "transformer-tiny")),
         lstm_long=40,
         draw_factor=0.25,
         mode_models=("ffn",),

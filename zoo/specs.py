@@ -59,6 +59,7 @@ from zoo.kinds.base import (
     SLOPED,
     STATE_KINDS,
     SYMMETRIC,
+    Example,
     Layer,
     Param,
     Shape,
@@ -1034,6 +1035,39 @@ VARIANTS: dict[str, ModelSpec] = {
         Workload("imdb", "adam", 0.001, 16),
     ),
 }
+
+
+def _example(kind: str, example: Example) -> ModelSpec:
+    """The variant ``kind-<kind>``: a kind's ``Example`` with a head of
+    scores (a flatten first when its last output is not one row)."""
+    name = f"kind-{kind}".replace("_", "-")
+    head = [_dense("logits", example.classes, None)]
+    if len(final_shape(example.layers, example.input_shape)) > 1:
+        head.insert(0, Layer("flat", "flatten"))
+    return ModelSpec(
+        name,
+        example.input_shape,
+        example.classes,
+        (*example.layers, *head),
+        _EXAMPLE_WORKLOAD,
+    )
+
+
+_EXAMPLE_WORKLOAD = Workload("user", "adam", 0.001, 16)
+# The variants the kinds' own examples make (``Kind.example``), by name.
+EXAMPLE_MODELS: tuple[str, ...] = tuple(
+    _example(name, kind.example).name
+    for name, kind in KIND_RECORDS.items()
+    if kind.example is not None
+)
+VARIANTS.update(
+    (spec.name, spec)
+    for spec in (
+        _example(name, kind.example)
+        for name, kind in KIND_RECORDS.items()
+        if kind.example is not None
+    )
+)
 
 
 def without_dropout(spec: ModelSpec) -> ModelSpec:

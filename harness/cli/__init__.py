@@ -9,6 +9,7 @@ builds the parser from them and dispatches):
 - ``ops``: every operator through keras.ops and each framework's own;
 - ``selfcheck``: the harness' timer against each framework's;
 - ``report``: tables, comparisons and plots from a run's records;
+- ``kinds``: the layer kinds the tool computes, from the registry;
 - ``common``: what several share (the profile, models, paths and phases).
 
 Each command module has ``add(commands)``, which adds its subparser(s) with

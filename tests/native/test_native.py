@@ -20,9 +20,8 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from types import SimpleNamespace
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import numpy as np
 import pytest
@@ -47,7 +46,6 @@ from zoo.data import make_batches
 from zoo.kinds import base as zoo_base
 from zoo.optimizers import Schedule
 from zoo.specs import (
-    ACTIVATIONS,
     LAYER_KINDS,
     MODELS,
     VARIANTS,

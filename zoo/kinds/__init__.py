@@ -25,26 +25,36 @@ from zoo.kinds.base import Kind
 _SHARED = ("base", "keras_words", "recurrent")
 
 
-def _discovered() -> tuple[Kind, ...]:
-    """Every kind of every module of this package, by module name and, within
-    a module, in its own order: a new module is registered by being here."""
+# Kind -> the file that holds it, for messages that say which file to open.
+MODULE_FILES: dict[str, str] = {}
+
+
+def discovered(
+    path: list[str], package: str, shared: tuple[str, ...] = _SHARED
+) -> tuple[Kind, ...]:
+    """Every kind of every module of ``package`` (found on ``path``) but the
+    ``shared`` ones, by module name and, within a module, in its own order:
+    a new module is registered by being there."""
     found: list[Kind] = []
-    for module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
-        if module in _SHARED:
+    folder = package.replace(".", "/")
+    for module in sorted(m.name for m in pkgutil.iter_modules(path)):
+        if module in shared:
             continue
-        loaded = importlib.import_module(f"{__name__}.{module}")
-        kinds = getattr(loaded, "KINDS", None) or (getattr(loaded, "KIND", None),)
-        if not all(isinstance(kind, Kind) for kind in kinds):
+        loaded = importlib.import_module(f"{package}.{module}")
+        made = getattr(loaded, "KINDS", None) or (getattr(loaded, "KIND", None),)
+        kinds = [kind for kind in made if isinstance(kind, Kind)]
+        if not kinds or len(kinds) != len(made):
             raise ImportError(
-                f"zoo/kinds/{module}.py makes no kind: give it a KIND = Kind(...) "
+                f"{folder}/{module}.py makes no kind: give it a KIND = Kind(...) "
                 "(or KINDS, a tuple of them), or name it in zoo/kinds/__init__.py's "
                 "_SHARED if it holds rules several kinds share"
             )
         found.extend(kinds)
+        MODULE_FILES.update({kind.name: f"{folder}/{module}.py" for kind in kinds})
     return tuple(found)
 
 
-_ORDER = _discovered()
+_ORDER = discovered(list(__path__), __name__)
 KINDS: dict[str, Kind] = {kind.name: kind for kind in _ORDER}
 _NAMES = [kind.name for kind in _ORDER]
 if len(KINDS) != len(_NAMES):

@@ -279,6 +279,10 @@ class Kind:
     - ``shift``: the role of a parameter added to each output channel last
       (a bias, a batch normalization's beta), whose gradient is zero when
       only batch normalizations take the output (``ModelSpec.noise_trained``).
+    - ``example``: a test-size model that uses the kind (``Example``), which
+      ``zoo.specs`` makes the variant ``kind-<name>`` that both test tiers
+      judge every path on against float64.  A kind that a hand-written
+      variant already uses (``kinds-cnn``, ``kinds-seq``) needs none.
     """
 
     name: str
@@ -299,6 +303,20 @@ class Kind:
     scores: bool = False
     shift: str | None = None
     defaulted: tuple[str, ...] = ()
+    example: Example | None = None
+
+
+@dataclass(frozen=True)
+class Example:
+    """A test-size model that uses a kind (``Kind.example``): its input (no
+    batch) and its layers, the first taking the input.  ``zoo.specs`` adds
+    the head: a flatten when the last layer's output is not one row, then a
+    dense layer of ``classes`` scores.  Keep it small (a few hundred
+    parameters): every path is checked on it in both test tiers."""
+
+    input_shape: Shape
+    layers: tuple[Layer, ...]
+    classes: int = 2
 
 
 def no_params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
