@@ -27,6 +27,7 @@ from tests.tiers import KIND_MODELS, OPTION_MODELS, Sizes, full_only
 from workers.launch import PROJECT_ROOT
 from workers.paths import OPTIONAL_FRAMEWORKS, PATHS
 from zoo.models import get_spec
+from zoo.specs import EXAMPLE_MODELS
 
 pytestmark = pytest.mark.paths
 NATIVE_PATHS = [p for p, info in PATHS.items() if info.api == "native"]
@@ -157,7 +158,9 @@ def test_lstm_paths_agree(  # noqa: PLR0917 (one argument per drawn value)
 @example(model="gap-cnn", seed=5, batch=3, seq_len=None, scale=1.0, steps=2)
 @example(model="bn-dropout-cnn", seed=6, batch=6, seq_len=None, scale=1.0, steps=2)
 @given(
-    model=st.sampled_from((*OPTION_MODELS, *KIND_MODELS)),
+    model=st.sampled_from(
+        (*OPTION_MODELS, *(m for m in KIND_MODELS if m not in EXAMPLE_MODELS))
+    ),
     seed=seeds,
     batch=st.integers(1, 16),
     seq_len=st.integers(1, 20),
@@ -182,6 +185,13 @@ def test_layer_option_paths_agree(  # noqa: PLR0917 (one argument per drawn valu
         # noise in every run (float64's too) that Adam makes full steps of.
         batch = max(batch, 3)
     _assert_all_agree(checker, Case(model, seed, batch, length, scale, steps))
+
+
+# Each kind's own example (``Kind.example``), once each in both tiers: a new
+# kind is judged on every path without shifting the draws above.
+@pytest.mark.parametrize("model", EXAMPLE_MODELS)
+def test_kind_example_paths_agree(checker: Checker, model: str) -> None:
+    _assert_all_agree(checker, Case(model, 7, 4, None, 1.0, 2))
 
 
 @pytest.mark.sized
