@@ -6,9 +6,12 @@ does not report them again when it resumes."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import sys
+from collections.abc import Mapping
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -20,9 +23,11 @@ from harness.fuzz.draw import (
     DRAWS,
     MERGES,
     NOT_DRAWN,
+    POOLS,
     Drawn,
     cut_first_layer,
     drawn_models,
+    vocabulary,
 )
 from harness.fuzz.findings import (
     FINDINGS,
@@ -35,8 +40,8 @@ from harness.fuzz.report import errors_of, wrong
 from harness.versions.correctness import first_affected
 from workers.launch import Reply
 from workers.paths import MODE_PATHS, PATHS
-from zoo.kinds import KINDS
-from zoo.kinds.base import INPUT
+from zoo.kinds import KINDS, merge
+from zoo.kinds.base import INPUT, Kind, no_options
 from zoo.specs import input_of
 from zoo.user_models import spec_from_document
 
@@ -44,13 +49,67 @@ PASS = dict.fromkeys(PATHS, "pass")
 HEADS = ("flatten", "global_avg_pool", "global_max_pool")
 
 
+def _module_file(kind: Kind) -> str:
+    """The file of the ``zoo.kinds`` module that makes ``kind``."""
+    for name, module in sorted(sys.modules.items()):
+        if not name.startswith("zoo.kinds.") or module is None:
+            continue
+        held = (getattr(module, "KIND", None), *getattr(module, "KINDS", ()))
+        if any(k is kind for k in held):
+            return name.replace(".", "/") + ".py"
+    return kind.shape.__module__.replace(".", "/") + ".py"
+
+
+def _undrawn(kinds: Mapping[str, Kind]) -> list[str]:
+    """Each kind the fuzzer's vocabulary (read from ``kinds``) never draws
+    and that says not why, with the file to open."""
+    known = vocabulary(kinds)
+    drawn = {n for n, d in known.draws.items() if d.ranks}
+    covered = drawn | set(known.merges) | set(known.not_drawn)
+    return [
+        f"{name} (open {_module_file(kind)}: set draw= and draw_ranks=, or not_drawn=)"
+        for name, kind in kinds.items()
+        if name not in covered
+    ]
+
+
 def test_every_kind_is_drawn_or_says_why_not() -> None:
-    drawn = set(DRAWS) | set(MERGES) | set(NOT_DRAWN)
-    missing = sorted(set(KINDS) - drawn)
+    missing = _undrawn(KINDS)
     assert not missing, (
-        f"kinds the fuzzer never draws: {missing}; give each an entry in "
-        "harness/fuzz/draw.py's DRAWS (or a reason in NOT_DRAWN)"
+        f"kinds the fuzzer never draws: {'; '.join(missing)}.  A kind's module "
+        "holds its fuzz draw (zoo.kinds.base.Kind.draw, on a Pick); "
+        'docs/extending.md, "Adding a layer kind"'
     )
+    known = vocabulary(KINDS)
+    assert (known.draws, known.not_drawn) == (DRAWS, NOT_DRAWN)
+    # what draw.py listed by hand before the kinds' modules held their draws
+    assert known.pools == POOLS == ("avg_pool", "max_pool", "avg_pool1d", "max_pool1d")
+    assert known.merges == MERGES == tuple(merge.CLASSES)
+    assert "dot_attention" in DRAWS
+    assert "embedding" in NOT_DRAWN
+
+
+def test_an_undrawn_kind_is_named_with_its_module(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a newcomer's kind, registered but given no draw (nor a reason)
+    module = ModuleType("zoo.kinds.newcomer")
+    module.KIND = dataclasses.replace(  # type: ignore[attr-defined]
+        KINDS["rescaling"], name="newcomer", draw=None, draw_ranks=()
+    )
+    monkeypatch.setitem(sys.modules, "zoo.kinds.newcomer", module)
+    monkeypatch.setitem(KINDS, "newcomer", module.KIND)
+    assert _undrawn(KINDS) == [
+        "newcomer (open zoo/kinds/newcomer.py: set draw= and draw_ranks=, "
+        "or not_drawn=)"
+    ]
+    # a draw on no rank of input is never drawn either; a reason is enough
+    rankless = dataclasses.replace(module.KIND, draw=no_options)
+    monkeypatch.setitem(KINDS, "newcomer", rankless)
+    assert len(_undrawn(KINDS)) == 1
+    excused = dataclasses.replace(module.KIND, not_drawn="a stand-in")
+    monkeypatch.setitem(KINDS, "newcomer", excused)
+    assert _undrawn(KINDS) == []
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))

@@ -9,7 +9,11 @@ Each step draws a kind that takes the current shape (``DRAWS``: per kind,
 the ranks it takes and its options in the document's words, at sizes a
 2-core machine checks in seconds), sometimes from an earlier layer's
 output instead of the last one (a branch), sometimes followed by a merge
-with an earlier output of the same shape (a residual).  A layer whose
+with an earlier output of the same shape (a residual).  Each kind's module
+holds its draw (``Kind.draw``, ``Kind.draw_ranks``, asking a
+``zoo.kinds.base.Pick`` that this module answers on Hypothesis); the
+tables here (``DRAWS``, ``NOT_DRAWN``, ``POOLS``, ``MERGES``) are read from
+``zoo.kinds.KINDS``, so a new kind is drawn without an edit here.  A layer whose
 options do not fit the shape (its kind's own ``shape`` rule says so) is
 left out.  A head ends the model in one row of outputs that the drawn loss
 takes (``zoo.losses``), and the workload draws an optimizer of
@@ -23,22 +27,23 @@ before the layers, so leaving a layer out changes every shape after it):
 ``cut_first_layer`` writes that model, and the campaign tries it once
 Hypothesis is done.
 
-Every kind of ``zoo.kinds.KINDS`` has an entry in ``DRAWS`` or a reason in
-``NOT_DRAWN`` (``tests/test_fuzz.py`` names a kind that has neither).
+Every kind of ``zoo.kinds.KINDS`` is drawn as a layer (a draw), as a
+merge (several inputs, no draw) or says why not (``Kind.not_drawn``);
+``tests/test_fuzz.py`` names a kind that does none, with its module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from hypothesis import reject
 from hypothesis import strategies as st
 
 from workers.paths import MODE_PATHS
 from zoo.kinds import KINDS
-from zoo.kinds.base import ACTIVATIONS, INPUT, SLOPED, Layer
+from zoo.kinds.base import INPUT, Kind, Layer, Pick
 from zoo.losses import LOSSES
 from zoo.optimizers import CLIPS, OPTIMIZERS, SWITCHES
 from zoo.optimizers import defaults as optimizer_defaults
@@ -47,6 +52,7 @@ from zoo.user_models import spec_from_document
 Shape = tuple[int, ...]
 Entry = dict[str, Any]
 Draw = st.DrawFn
+T = TypeVar("T")
 # Layers of a model's body at most (the head adds two).
 MAX_BODY = 6
 # The largest side of an image or sequence drawn, and of a layer's width.
@@ -55,16 +61,30 @@ MAX_WIDTH = 4
 MAX_STEPS = 3
 MAX_BATCH = 6
 MAX_SEED = 3
-# Kinds never drawn, and why.
-NOT_DRAWN = {
-    "embedding": "drawn as the first layer of a token model, never in the body",
-}
 _RATES = (0.001, 0.01, 0.1)
-_ACTIVATIONS = [a for a in ACTIVATIONS if a is not None]
 
 
-def _act(draw: Draw) -> str | None:
-    return draw(st.sampled_from([None, *_ACTIVATIONS]))
+@dataclass(frozen=True)
+class _Picked:
+    """``zoo.kinds.base.Pick`` on Hypothesis' draw: what a kind's draw asks
+    for, as one strategy each (so Hypothesis shrinks each answer)."""
+
+    draw: Draw
+
+    def integer(self, lo: int, hi: int) -> int:
+        return self.draw(st.integers(lo, hi))
+
+    def one_of(self, options: Sequence[T]) -> T:
+        return self.draw(st.sampled_from(options))
+
+    def boolean(self) -> bool:
+        return self.draw(st.booleans())
+
+    def permutation(self, items: Sequence[T]) -> list[T]:
+        return self.draw(st.permutations(items))
+
+    def width(self) -> int:
+        return self.draw(st.integers(1, MAX_WIDTH))
 
 
 def _regularize(draw: Draw, entry: Entry, shape: Shape) -> None:
@@ -81,216 +101,58 @@ def _regularize(draw: Draw, entry: Entry, shape: Shape) -> None:
         entry["regularize"] = [[draw(st.sampled_from(roles)), l1, l2]]
 
 
-def _window(draw: Draw, shape: Shape, axes: int) -> dict[str, Any]:
-    """A convolution's or pool's kernel, strides and padding for ``axes``
-    spatial axes of ``shape``."""
-    side = min(shape[:axes])
-    kernel = draw(st.integers(1, max(1, min(3, side))))
-    return {
-        "strides": draw(st.integers(1, 2)),
-        "padding": draw(st.sampled_from(["valid", "same"])),
-        "kernel": kernel,
-    }
+@dataclass(frozen=True)
+class KindDraw:
+    """How to draw one kind (its ``Kind.draw_ranks`` and ``Kind.draw``): the
+    ranks of input it takes and its options in the document's words, given
+    the input shape."""
 
-
-def _conv(draw: Draw, shape: Shape, axes: int, filters: bool = True) -> Entry:
-    w = _window(draw, shape, axes)
-    entry: Entry = {
-        "kernel_size": w["kernel"],
-        "strides": w["strides"],
-        "padding": w["padding"],
-        "activation": _act(draw),
-        "use_bias": draw(st.booleans()),
-    }
-    if filters:
-        entry["filters"] = draw(st.integers(1, MAX_WIDTH))
-    return entry
-
-
-def _pool(draw: Draw, shape: Shape, axes: int) -> Entry:
-    sides = shape[:axes]
-    # a window of one pools nothing; an odd window over an edge it does not
-    # cover (``same``) is where padding rules differ, so it is drawn first
-    windows = [w for w in (3, 2) if w <= min(sides)] or [min(sides)]
-    window = draw(st.sampled_from(windows))
-    padding = draw(st.sampled_from(["same", "same", "valid"]))
-    entry: Entry = {"pool_size": window, "padding": padding}
-    # the stride: Keras' default (the window), or 2, 1, 3.  With ``same``
-    # padding, a stride that pads one edge alone (an odd total padding on
-    # some axis) is drawn four times as often: there one side's padding
-    # must not count, and backends have done that differently
-    strides: list[int | None] = [None, 2, 1, 3]
-    if padding == "same":
-        edge = [s for s in strides if any(_odd(n, window, s or window) for n in sides)]
-        strides = edge * 3 + strides
-    stride = draw(st.sampled_from(strides))
-    if stride is not None:
-        entry["strides"] = stride
-    return entry
-
-
-def _odd(side: int, window: int, stride: int) -> bool:
-    """Whether ``same`` padding of a window over ``side`` steps is odd (one
-    edge gets a step more than the other)."""
-    out = -(-side // stride)
-    return max((out - 1) * stride + window - side, 0) % 2 == 1
-
-
-def _recurrent(draw: Draw, shape: Shape) -> Entry:
-    entry: Entry = {
-        "units": draw(st.integers(1, MAX_WIDTH)),
-        "return_sequences": draw(st.booleans()),
-        "use_bias": draw(st.booleans()),
-    }
-    return entry
-
-
-def _bidirectional(draw: Draw, shape: Shape) -> Entry:
-    return {
-        "units": draw(st.integers(1, MAX_WIDTH)),
-        "return_sequences": draw(st.booleans()),
-        "use_bias": draw(st.booleans()),
-        "cell": draw(st.sampled_from(["lstm", "gru", "simple_rnn"])),
-        "merge_mode": draw(st.sampled_from(["concat", "sum", "ave", "mul"])),
-    }
-
-
-def _borders(kind: str) -> Callable[[Draw, Shape], Entry]:
-    """Zero padding, cropping or upsampling widths for a sequence or image."""
-
-    def drawn(draw: Draw, shape: Shape) -> Entry:
-        sides = 1 if len(shape) == 2 else 2
-        if kind == "upsampling":
-            return {"size": [draw(st.integers(1, 2)) for _ in range(sides)]}
-        widths = [draw(st.integers(0, 2)) for _ in range(2 * sides)]
-        word = "padding" if kind == "zero_padding" else "cropping"
-        return {word: widths}
-
-    return drawn
-
-
-def _reshape(draw: Draw, shape: Shape) -> Entry:
-    """To a feature row, a sequence of it, or (images) a sequence of rows."""
-    size = 1
-    for d in shape:
-        size *= d
-    options: list[list[int]] = [[size], [size, 1]]
-    if len(shape) == 3:
-        options.append([shape[0] * shape[1], shape[2]])
-    if len(shape) == 2:
-        options.append([shape[1], shape[0]])
-    return {"target_shape": draw(st.sampled_from(options))}
-
-
-def _permute(draw: Draw, shape: Shape) -> Entry:
-    axes = list(range(1, len(shape) + 1))
-    return {"dims": draw(st.permutations(axes))}
-
-
-def _prelu(draw: Draw, shape: Shape) -> Entry:
-    shared = list(range(1, len(shape)))  # every axis but the channels
-    return {"shared_axes": shared if draw(st.booleans()) else []}
-
-
-def _activation(draw: Draw, shape: Shape) -> Entry:
-    name = draw(st.sampled_from(_ACTIVATIONS))
-    entry: Entry = {"activation": name}
-    if name in SLOPED and draw(st.booleans()):
-        entry["slope"] = draw(st.sampled_from([0.1, 0.5]))
-    return entry
+    ranks: tuple[int, ...]
+    options: Callable[[Pick, Shape], Entry]
 
 
 @dataclass(frozen=True)
-class KindDraw:
-    """How to draw one kind: the ranks of input it takes and its options in
-    the document's words, given the input shape."""
+class Vocabulary:
+    """What the fuzzer draws, from the kinds' own records: ``draws`` the
+    kinds drawn as a layer, ``not_drawn`` each kind never drawn with why,
+    ``pools`` the window pools (``Kind.pool``), ``merges`` the kinds drawn
+    as a merge (several inputs and no draw of their own), each in the
+    registry's order."""
 
-    ranks: tuple[int, ...]
-    options: Callable[[Draw, Shape], Entry]
+    draws: dict[str, KindDraw]
+    not_drawn: dict[str, str]
+    pools: tuple[str, ...]
+    merges: tuple[str, ...]
 
 
-DRAWS: dict[str, KindDraw] = {
-    "dense": KindDraw(
-        (1, 2),
-        lambda d, s: {
-            "units": d(st.integers(1, MAX_WIDTH)),
-            "activation": _act(d),
-            "use_bias": d(st.booleans()),
+def vocabulary(kinds: Mapping[str, Kind]) -> Vocabulary:
+    """The vocabulary ``kinds`` give (``zoo.kinds.KINDS``: the fuzzer's)."""
+    return Vocabulary(
+        draws={
+            name: KindDraw(kind.draw_ranks, kind.draw)
+            for name, kind in kinds.items()
+            if kind.draw is not None
         },
-    ),
-    "conv2d": KindDraw((3,), lambda d, s: _conv(d, s, 2)),
-    "conv2d_transpose": KindDraw((3,), lambda d, s: _conv(d, s, 2)),
-    "depthwise_conv2d": KindDraw(
-        (3,),
-        lambda d, s: {
-            **_conv(d, s, 2, filters=False),
-            "depth_multiplier": d(st.integers(1, 2)),
-        },
-    ),
-    "separable_conv2d": KindDraw(
-        (3,),
-        lambda d, s: {**_conv(d, s, 2), "depth_multiplier": d(st.integers(1, 2))},
-    ),
-    "conv1d": KindDraw((2,), lambda d, s: _conv(d, s, 1)),
-    "avg_pool": KindDraw((3,), lambda d, s: _pool(d, s, 2)),
-    "max_pool": KindDraw((3,), lambda d, s: _pool(d, s, 2)),
-    "avg_pool1d": KindDraw((2,), lambda d, s: _pool(d, s, 1)),
-    "max_pool1d": KindDraw((2,), lambda d, s: _pool(d, s, 1)),
-    "global_avg_pool": KindDraw((2, 3), lambda d, s: {}),
-    "global_max_pool": KindDraw((2, 3), lambda d, s: {}),
-    "flatten": KindDraw((2, 3), lambda d, s: {}),
-    "lstm": KindDraw((2,), _recurrent),
-    "gru": KindDraw((2,), _recurrent),
-    "simple_rnn": KindDraw((2,), _recurrent),
-    "bidirectional": KindDraw((2,), _bidirectional),
-    "attention": KindDraw(
-        (2,),
-        lambda d, s: {
-            "num_heads": d(st.integers(1, 2)),
-            "key_dim": d(st.integers(1, 3)),
-            "use_bias": d(st.booleans()),
-        },
-    ),
-    "dot_attention": KindDraw((2,), lambda d, s: {}),
-    "layer_norm": KindDraw(
-        (1, 2, 3), lambda d, s: {"epsilon": d(st.sampled_from([0.001, 1e-5]))}
-    ),
-    "batch_norm": KindDraw(
-        (1, 2, 3),
-        lambda d, s: {
-            "epsilon": d(st.sampled_from([0.001, 1e-5])),
-            "momentum": d(st.sampled_from([0.99, 0.5])),
-        },
-    ),
-    "normalization": KindDraw((1, 2, 3), lambda d, s: {}),
-    "dropout": KindDraw(
-        (1, 2, 3), lambda d, s: {"rate": d(st.sampled_from([0.0, 0.5]))}
-    ),
-    "activation": KindDraw((1, 2, 3), _activation),
-    "prelu": KindDraw((1, 2, 3), _prelu),
-    "rescaling": KindDraw(
-        (1, 2, 3),
-        lambda d, s: {
-            "scale": d(st.sampled_from([0.5, 2.0])),
-            "offset": d(st.sampled_from([0.0, -0.5])),
-        },
-    ),
-    "reshape": KindDraw((1, 2, 3), _reshape),
-    "permute": KindDraw((2, 3), _permute),
-    "zero_padding": KindDraw((2, 3), _borders("zero_padding")),
-    "cropping": KindDraw((2, 3), _borders("cropping")),
-    "upsampling": KindDraw((2, 3), _borders("upsampling")),
-}
+        not_drawn={n: k.not_drawn for n, k in kinds.items() if k.not_drawn},
+        pools=tuple(n for n, k in kinds.items() if k.pool),
+        merges=tuple(n for n, k in kinds.items() if k.takes != 1 and k.draw is None),
+    )
+
+
+_VOCABULARY = vocabulary(KINDS)
+DRAWS = _VOCABULARY.draws
+NOT_DRAWN = _VOCABULARY.not_drawn
 # The window pools, drawn ``1 + POOLED`` times as often as another kind
 # (``_next_layer``): a window's padding at an edge is where backends' rules
 # differ most.  Measured (2,000 draws, two seeds): a drawn model holds an
 # average pool whose ``same`` padding is odd 0.6-1.4% of the time with the
 # pools drawn twice as often and strides drawn evenly, 2.9-3.1% with this
-# weight and ``_pool``'s own (docs/findings/README.md).
-POOLS = ("avg_pool", "max_pool", "avg_pool1d", "max_pool1d")
+# weight and the pools' own draw (``zoo.kinds.pooling``;
+# docs/findings/README.md).
+POOLS = _VOCABULARY.pools
 POOLED = 2
 # The merges: drawn after a layer, with an earlier output of its shape.
-MERGES = ("add", "subtract", "multiply", "average", "maximum", "minimum", "concatenate")
+MERGES = _VOCABULARY.merges
 
 
 def _shape_of(entry: Entry, shapes: tuple[Shape, ...]) -> Shape | None:
@@ -365,8 +227,11 @@ def _next_layer(
     # backends' rules differ most
     kind = draw(st.sampled_from(kinds + [k for k in kinds if k in POOLS] * POOLED))
     name = f"{kind}_{position}"
-    entry: Entry = {"kind": kind, "name": name, **DRAWS[kind].options(draw, shape)}
-    inputs = [source, source] if kind == "dot_attention" else [source]
+    options = DRAWS[kind].options(_Picked(draw), shape)
+    entry: Entry = {"kind": kind, "name": name, **options}
+    # a kind of several inputs drawn as a layer (dot attention) takes the
+    # one output as each of two
+    inputs = [source] * (1 if KINDS[kind].takes == 1 else 2)
     if inputs != [last]:
         entry["inputs"] = inputs
     made = _shape_of(entry, tuple(shape for _ in inputs))

@@ -1,7 +1,8 @@
 """The registry of layer kinds: every fact the framework-free side knows of a
 kind lives in that kind's module here (``zoo.kinds.base.Kind``: its options,
-output shape, parameters, FLOPs, Keras layer, Keras reading and table
-words), and every other place reads it from ``KINDS``.
+output shape, parameters, FLOPs, Keras layer, Keras reading, table
+words and ``harness fuzz`` draw), and every other place reads it from
+``KINDS``.
 
 A module makes one ``KIND``, or a few closely related ones in ``KINDS``
 (the four window pools, the merges): kinds that differ by one word share

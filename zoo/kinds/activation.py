@@ -11,7 +11,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import SLOPED, Kind, Layer, Shape, no_params, one_input
+from zoo.kinds.base import (
+    ACTIVATIONS,
+    SLOPED,
+    Kind,
+    Layer,
+    Pick,
+    Shape,
+    no_params,
+    one_input,
+)
 
 # Keras' LeakyReLU layer's default negative slope (the ``leaky_relu``
 # activation function's is 0.2: ``SLOPED``).
@@ -91,6 +100,14 @@ def _relu(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
     )
 
 
+def draw(pick: Pick, shape: Shape) -> dict[str, Any]:
+    name = pick.one_of([a for a in ACTIVATIONS if a is not None])
+    entry: dict[str, Any] = {"activation": name}
+    if name in SLOPED and pick.boolean():
+        entry["slope"] = pick.one_of([0.1, 0.5])
+    return entry
+
+
 KIND = Kind(
     name="activation",
     summary="an activation as a layer of its own",
@@ -102,4 +119,6 @@ KIND = Kind(
     keras=keras,
     keras_classes=("Activation", "ReLU", "LeakyReLU", "ELU", "Softmax"),
     read=read,
+    draw=draw,
+    draw_ranks=(1, 2, 3),
 )

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import Kind, Layer, Param, Shape, one_input
+from zoo.kinds.base import Kind, Layer, Param, Shape, no_options, one_input
 
 # Keras' ``backend.epsilon()``, the least standard deviation it divides by.
 EPSILON = 1e-7
@@ -55,4 +55,6 @@ KIND = Kind(
     keras=keras,
     keras_classes=("Normalization",),
     read=read,
+    draw=no_options,
+    draw_ranks=(1, 2, 3),
 )

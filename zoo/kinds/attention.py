@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import ACTIVATION_FLOPS, Kind, Layer, Param, Shape
+from zoo.kinds.base import ACTIVATION_FLOPS, Kind, Layer, Param, Pick, Shape
 
 # The arguments a MultiHeadAttention call may pass beyond its tensors, each
 # only at its default (a mask, a causal mask, the scores as a second output
@@ -133,6 +133,14 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
     }
 
 
+def draw(pick: Pick, shape: Shape) -> dict[str, Any]:
+    return {
+        "num_heads": pick.integer(1, 2),
+        "key_dim": pick.integer(1, 3),
+        "use_bias": pick.boolean(),
+    }
+
+
 KIND = Kind(
     name="attention",
     summary="multi-head self-attention over a sequence",
@@ -145,4 +153,6 @@ KIND = Kind(
     keras_classes=("MultiHeadAttention",),
     read=read,
     keras_call=keras_call,
+    draw=draw,
+    draw_ranks=(2,),
 )

@@ -1,6 +1,7 @@
 """What every layer kind is made of: the ``Layer`` and ``Param`` records, the
-``Kind`` record a kind's module fills in, and the rules several kinds share
-(Keras' ``same`` padding, activations and their FLOPs).
+``Kind`` record a kind's module fills in, the ``Pick`` a kind's fuzz draw
+asks its choices of, and the rules several kinds share (Keras' ``same``
+padding, activations and their FLOPs).
 
 Standard library only: every environment (the MXNet one included, with
 NumPy 1.23 and no Keras) imports it.  ``zoo.specs`` re-exports what it
@@ -10,11 +11,12 @@ always offered (``Layer``, ``Param``, ``padding_of``, the constants).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 Shape = tuple[int, ...]
+T = TypeVar("T")
 
 # ``None`` is Keras' ``linear``; ``softmax`` is over the last axis; ``gelu``
 # is Keras' default, the exact one: ``x / 2 * (1 + erf(x / sqrt(2)))``;
@@ -241,6 +243,37 @@ class Param:
         return not self.state and not self.frozen
 
 
+class Pick(Protocol):
+    """What a kind's fuzz draw (``Kind.draw``) may ask for.  ``harness fuzz``
+    answers on Hypothesis (``harness.fuzz.draw``), which shrinks each answer
+    toward the first it could give: the low end, the first option,
+    ``False``, the order given; so a draw lists its options simplest first."""
+
+    def integer(self, lo: int, hi: int) -> int:
+        """A whole number from ``lo`` to ``hi``, both included."""
+        ...
+
+    def one_of(self, options: Sequence[T]) -> T:
+        """One of ``options`` (one listed twice is picked twice as often)."""
+        ...
+
+    def boolean(self) -> bool: ...
+
+    def permutation(self, items: Sequence[T]) -> list[T]:
+        """``items`` in some order."""
+        ...
+
+    def width(self) -> int:
+        """A layer's width (units, filters): from 1 to the fuzzer's largest,
+        which is the fuzzer's to choose (a check must take seconds)."""
+        ...
+
+
+def pick_activation(pick: Pick) -> str | None:
+    """An activation for a kind's draw: linear first, then ``ACTIVATIONS``."""
+    return pick.one_of([None, *(a for a in ACTIVATIONS if a is not None)])
+
+
 @dataclass(frozen=True)
 class Kind:
     """Everything the framework-free side knows of one layer kind; each
@@ -283,6 +316,12 @@ class Kind:
       ``zoo.specs`` makes the variant ``kind-<name>`` that both test tiers
       judge every path on against float64.  A kind that a hand-written
       variant already uses (``kinds-cnn``, ``kinds-seq``) needs none.
+    - ``draw(pick, shape)``: its options in the ``[model]`` document's words
+      for an input of ``shape``, as ``harness fuzz`` draws them (``Pick``);
+      ``draw_ranks`` the ranks of input it is drawn on.  A kind that takes
+      several inputs and has no draw is drawn as a merge: after a layer,
+      joining it with an earlier output of its shape.  ``not_drawn``: why
+      the fuzzer never draws a kind that has neither.
     """
 
     name: str
@@ -304,6 +343,9 @@ class Kind:
     shift: str | None = None
     defaulted: tuple[str, ...] = ()
     example: Example | None = None
+    draw: Callable[[Pick, Shape], dict[str, Any]] | None = None
+    draw_ranks: tuple[int, ...] = ()
+    not_drawn: str = ""
 
 
 @dataclass(frozen=True)
@@ -317,6 +359,11 @@ class Example:
     input_shape: Shape
     layers: tuple[Layer, ...]
     classes: int = 2
+
+
+def no_options(pick: Pick, shape: Shape) -> dict[str, Any]:
+    """The draw of a kind with no options to draw (``Kind.draw``)."""
+    return {}
 
 
 def no_params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import gru, lstm, recurrent, simple_rnn
-from zoo.kinds.base import Kind, Layer, Param, Shape
+from zoo.kinds.base import Kind, Layer, Param, Pick, Shape
 
 CELLS = {"lstm": lstm.KIND, "gru": gru.KIND, "simple_rnn": simple_rnn.KIND}
 MERGES = ("concat", "sum", "ave", "mul")
@@ -105,6 +105,16 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
     return {**words, "kind": "bidirectional", "cell": cell, "merge_mode": merge}
 
 
+def draw(pick: Pick, shape: Shape) -> dict[str, Any]:
+    return {
+        "units": pick.width(),
+        "return_sequences": pick.boolean(),
+        "use_bias": pick.boolean(),
+        "cell": pick.one_of(list(CELLS)),
+        "merge_mode": pick.one_of(list(MERGES)),
+    }
+
+
 KIND = Kind(
     name="bidirectional",
     summary="an LSTM, GRU or SimpleRNN read forward and backward, merged",
@@ -117,4 +127,6 @@ KIND = Kind(
     keras_classes=("Bidirectional",),
     read=read,
     scores=True,
+    draw=draw,
+    draw_ranks=(2,),
 )

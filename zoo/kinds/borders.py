@@ -8,11 +8,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import Kind, Layer, Shape, no_flops, no_params
+from zoo.kinds.base import Kind, Layer, Pick, Shape, no_flops, no_params
 
 
 def _rank(layer: Layer, given: Shape, per_axis: int) -> int:
@@ -142,6 +142,19 @@ def _copies(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, i
     return no_flops(layer, shapes, out)
 
 
+def _draw(word: str, per_axis: int) -> Callable[[Pick, Shape], dict[str, Any]]:
+    """A ``Kind.draw`` of ``per_axis`` numbers per axis of a sequence or an
+    image (``word`` in the document): widths of 0 to 2 (two per axis), or
+    repeats of 1 or 2 (one per axis)."""
+
+    def draw(pick: Pick, shape: Shape) -> dict[str, Any]:
+        sides = 1 if len(shape) == 2 else 2
+        least = 0 if per_axis == 2 else 1
+        return {word: [pick.integer(least, 2) for _ in range(per_axis * sides)]}
+
+    return draw
+
+
 ZERO_PADDING = Kind(
     name="zero_padding",
     summary="zeros added around a sequence or an image",
@@ -154,6 +167,8 @@ ZERO_PADDING = Kind(
     keras_classes=("ZeroPadding1D", "ZeroPadding2D"),
     read=padding_read,
     words={"target": "padding"},
+    draw=_draw("padding", 2),
+    draw_ranks=(2, 3),
 )
 CROPPING = Kind(
     name="cropping",
@@ -167,6 +182,8 @@ CROPPING = Kind(
     keras_classes=("Cropping1D", "Cropping2D"),
     read=cropping_read,
     words={"target": "cropping"},
+    draw=_draw("cropping", 2),
+    draw_ranks=(2, 3),
 )
 UPSAMPLING = Kind(
     name="upsampling",
@@ -180,5 +197,7 @@ UPSAMPLING = Kind(
     keras_classes=("UpSampling1D", "UpSampling2D"),
     read=upsampling_read,
     words={"target": "size"},
+    draw=_draw("size", 1),
+    draw_ranks=(2, 3),
 )
 KINDS = (ZERO_PADDING, CROPPING, UPSAMPLING)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from zoo.kinds.base import Kind, Layer, Param, Shape, bias, windowed
-from zoo.kinds.conv2d import keras_builder, reader
+from zoo.kinds.conv2d import draw_convolution, keras_builder, reader
 
 
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
@@ -38,4 +38,6 @@ KIND = Kind(
     keras_classes=("Conv1D",),
     read=reader("conv1d"),
     shift="bias",
+    draw=lambda pick, shape: draw_convolution(pick, shape, 1),
+    draw_ranks=(2,),
 )

@@ -9,7 +9,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import Kind, Layer, Param, Shape, bias, windowed
+from zoo.kinds.base import (
+    Kind,
+    Layer,
+    Param,
+    Pick,
+    Shape,
+    bias,
+    pick_activation,
+    windowed,
+)
 
 
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
@@ -78,6 +87,26 @@ def reader(
     return read
 
 
+def draw_convolution(
+    pick: Pick, shape: Shape, axes: int, filters: bool = True
+) -> dict[str, Any]:
+    """A convolution kind's ``Kind.draw`` over ``axes`` spatial axes of
+    ``shape``: its kernel (at most the smallest side), strides, padding,
+    activation, bias and (``filters``) filters."""
+    side = min(shape[:axes])
+    kernel = pick.integer(1, max(1, min(3, side)))
+    entry: dict[str, Any] = {
+        "kernel_size": kernel,
+        "strides": pick.integer(1, 2),
+        "padding": pick.one_of(["valid", "same"]),
+        "activation": pick_activation(pick),
+        "use_bias": pick.boolean(),
+    }
+    if filters:
+        entry["filters"] = pick.width()
+    return entry
+
+
 KIND = Kind(
     name="conv2d",
     summary="a square convolution over images",
@@ -90,4 +119,6 @@ KIND = Kind(
     keras_classes=("Conv2D",),
     read=reader("conv2d"),
     shift="bias",
+    draw=lambda pick, shape: draw_convolution(pick, shape, 2),
+    draw_ranks=(3,),
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from zoo.kinds.base import Kind, Layer, Param, Shape, bias, needs_rank, same_padding
-from zoo.kinds.conv2d import keras_builder, reader
+from zoo.kinds.conv2d import draw_convolution, keras_builder, reader
 
 
 def side_out(layer: Layer, side: int) -> int:
@@ -64,4 +64,6 @@ KIND = Kind(
     keras_classes=("Conv2DTranspose",),
     read=reader("conv2d_transpose", (("output_padding", None),)),
     shift="bias",
+    draw=lambda pick, shape: draw_convolution(pick, shape, 2),
+    draw_ranks=(3,),
 )

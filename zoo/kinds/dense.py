@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import Kind, Layer, Param, Shape, bias
+from zoo.kinds.base import Kind, Layer, Param, Pick, Shape, bias, pick_activation
 
 
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
@@ -64,6 +64,14 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
     }
 
 
+def draw(pick: Pick, shape: Shape) -> dict[str, Any]:
+    return {
+        "units": pick.width(),
+        "activation": pick_activation(pick),
+        "use_bias": pick.boolean(),
+    }
+
+
 KIND = Kind(
     name="dense",
     summary="h @ kernel + bias over the last axis",
@@ -77,4 +85,6 @@ KIND = Kind(
     read=read,
     shift="bias",
     scores=True,
+    draw=draw,
+    draw_ranks=(1, 2),
 )

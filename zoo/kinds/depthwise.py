@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import Kind, Layer, Param, Shape, bias, windowed
-from zoo.kinds.conv2d import CONVOLUTION
+from zoo.kinds.base import Kind, Layer, Param, Pick, Shape, bias, windowed
+from zoo.kinds.conv2d import CONVOLUTION, draw_convolution
 
 # Keras' regularizer arguments -> the roles they penalize, per kind.
 REGULARIZERS = {
@@ -69,6 +69,12 @@ def _kind(kind: str) -> Kind:
                 )
             )
         return [*found, *bias(layer, width(layer, c))]
+
+    def draw(pick: Pick, shape: Shape) -> dict[str, Any]:
+        return {
+            **draw_convolution(pick, shape, 2, filters=separable),
+            "depth_multiplier": pick.integer(1, 2),
+        }
 
     def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
         positions = math.prod(out[:-1])
@@ -134,6 +140,8 @@ def _kind(kind: str) -> Kind:
         keras_classes=(_CLASSES[kind],),
         read=read,
         shift="bias",
+        draw=draw,
+        draw_ranks=(3,),
     )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import ACTIVATION_FLOPS, Kind, Layer, Shape, no_params
+from zoo.kinds.base import ACTIVATION_FLOPS, Kind, Layer, Shape, no_options, no_params
 
 
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
@@ -63,4 +63,6 @@ KIND = Kind(
     keras_classes=("Attention",),
     read=read,
     takes=0,
+    draw=no_options,  # the fuzzer gives it one sequence as query and value
+    draw_ranks=(2,),
 )

@@ -35,4 +35,6 @@ KIND = Kind(
     keras_classes=("Dropout",),
     read=read,
     trains_differently=True,
+    draw=lambda pick, shape: {"rate": pick.one_of([0.0, 0.5])},
+    draw_ranks=(1, 2, 3),
 )

@@ -67,4 +67,5 @@ KIND = Kind(
     keras=keras,
     keras_classes=("Embedding",),
     read=read,
+    not_drawn="drawn as the first layer of a token model, never in the body",
 )

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import Kind, Layer, Shape, no_flops, no_params
+from zoo.kinds.base import Kind, Layer, Shape, no_flops, no_options, no_params
 
 
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
@@ -35,4 +35,6 @@ KIND = Kind(
     keras=keras,
     keras_classes=("Flatten",),
     read=read,
+    draw=no_options,
+    draw_ranks=(2, 3),
 )

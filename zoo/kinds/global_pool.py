@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import Kind, Layer, Shape, no_params
+from zoo.kinds.base import Kind, Layer, Shape, no_options, no_params
 
 _CLASS = {
     "global_avg_pool": "GlobalAveragePooling",
@@ -56,6 +56,8 @@ def _kind(kind: str) -> Kind:
         keras=keras,
         keras_classes=(stem + "1D", stem + "2D"),
         read=read,
+        draw=no_options,
+        draw_ranks=(2, 3),
     )
 
 

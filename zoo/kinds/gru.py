@@ -62,4 +62,6 @@ KIND = Kind(
     keras_classes=("GRU",),
     read=read,
     scores=True,
+    draw=recurrent.draw,
+    draw_ranks=(2,),
 )

@@ -55,4 +55,6 @@ KIND = Kind(
     keras_classes=("LSTM",),
     read=read,
     scores=True,
+    draw=recurrent.draw,
+    draw_ranks=(2,),
 )

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import Kind, Layer, Param, Shape, one_input
+from zoo.kinds.base import Kind, Layer, Param, Pick, Shape, one_input
 
 # Per element of a layer normalization: the mean's sum, the centring, the
 # square and its sum, the scaling by 1 / sqrt(variance + epsilon), gamma, beta.
@@ -123,6 +123,13 @@ def _check_batch_norm_axis(name: str, config: Mapping[str, Any], built: Any) -> 
     )
 
 
+def batch_norm_draw(pick: Pick, shape: Shape) -> dict[str, Any]:
+    return {
+        "epsilon": pick.one_of([0.001, 1e-5]),
+        "momentum": pick.one_of([0.99, 0.5]),
+    }
+
+
 LAYER_NORM = Kind(
     name="layer_norm",
     summary="normalized over the last axis, then gamma and beta",
@@ -134,6 +141,8 @@ LAYER_NORM = Kind(
     keras=layer_norm_keras,
     keras_classes=("LayerNormalization",),
     read=layer_norm_read,
+    draw=lambda pick, shape: {"epsilon": pick.one_of([0.001, 1e-5])},
+    draw_ranks=(1, 2, 3),
 )
 BATCH_NORM = Kind(
     name="batch_norm",
@@ -148,5 +157,7 @@ BATCH_NORM = Kind(
     read=batch_norm_read,
     trains_differently=True,
     shift="beta",
+    draw=batch_norm_draw,
+    draw_ranks=(1, 2, 3),
 )
 KINDS = (LAYER_NORM, BATCH_NORM)

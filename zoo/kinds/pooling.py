@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import Kind, Layer, Shape, no_params, windowed
+from zoo.kinds.base import Kind, Layer, Pick, Shape, no_params, same_padding, windowed
 
 # kind -> (Keras class, rank of its input)
 _CLASSES = {
@@ -22,6 +22,39 @@ _CLASSES = {
     "max_pool1d": ("MaxPooling1D", 2),
     "avg_pool1d": ("AveragePooling1D", 2),
 }
+
+
+def _draw(pick: Pick, shape: Shape, axes: int) -> dict[str, Any]:
+    """A pool's window, padding and stride over ``axes`` spatial axes of
+    ``shape`` (the fuzzer also draws the pools more often than other kinds:
+    ``harness.fuzz.draw.POOLED``, with what the two weights were measured
+    to give)."""
+    sides = shape[:axes]
+    # a window of one pools nothing; an odd window over an edge it does not
+    # cover (``same``) is where padding rules differ, so it is drawn first
+    windows = [w for w in (3, 2) if w <= min(sides)] or [min(sides)]
+    window = pick.one_of(windows)
+    padding = pick.one_of(["same", "same", "valid"])
+    entry: dict[str, Any] = {"pool_size": window, "padding": padding}
+    # the stride: Keras' default (the window), or 2, 1, 3.  With ``same``
+    # padding, a stride that pads one edge alone (an odd total padding on
+    # some axis) is drawn four times as often: there one side's padding
+    # must not count, and backends have done that differently
+    strides: list[int | None] = [None, 2, 1, 3]
+    if padding == "same":
+        edge = [s for s in strides if any(_odd(n, window, s or window) for n in sides)]
+        strides = edge * 3 + strides
+    stride = pick.one_of(strides)
+    if stride is not None:
+        entry["strides"] = stride
+    return entry
+
+
+def _odd(side: int, window: int, stride: int) -> bool:
+    """Whether ``same`` padding of a window over ``side`` steps is odd (one
+    edge gets a step more than the other)."""
+    before, after = same_padding(side, window, stride)
+    return before != after
 
 
 def _kind(name: str) -> Kind:
@@ -57,6 +90,8 @@ def _kind(name: str) -> Kind:
         keras_classes=(cls,),
         read=read,
         pool=True,
+        draw=lambda pick, shape: _draw(pick, shape, rank - 1),
+        draw_ranks=(rank,),
     )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import Kind, Layer, Param, Shape, one_input
+from zoo.kinds.base import Kind, Layer, Param, Pick, Shape, one_input
 
 
 def alpha_shape(layer: Layer, shape: Shape) -> Shape:
@@ -56,6 +56,11 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
     return entry
 
 
+def draw(pick: Pick, shape: Shape) -> dict[str, Any]:
+    shared = list(range(1, len(shape)))  # every axis but the channels
+    return {"shared_axes": shared if pick.boolean() else []}
+
+
 KIND = Kind(
     name="prelu",
     summary="a ReLU with a trained slope below 0",
@@ -69,4 +74,6 @@ KIND = Kind(
     read=read,
     words={"target": "shared_axes"},
     defaulted=("target",),  # None: an alpha per value
+    draw=draw,
+    draw_ranks=(1, 2, 3),
 )

@@ -1,5 +1,5 @@
-"""Helpers the recurrent kinds (``lstm``, ``gru``) share: the shape rule and
-the Keras words."""
+"""Helpers the recurrent kinds (``lstm``, ``gru``, ``simple_rnn``) share: the
+shape rule, the Keras words and the fuzz draw."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import Layer, Shape
+from zoo.kinds.base import Layer, Pick, Shape
 
 # Keras' regularizer arguments -> the roles they penalize.
 REGULARIZERS = {**kw.KERNEL_AND_BIAS, "recurrent_regularizer": "recurrent_kernel"}
@@ -20,6 +20,15 @@ def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
             f"{layer.kind} layer {layer.name!r} needs a sequence (T, F), not {given}"
         )
     return (given[0], layer.size) if layer.return_sequences else (layer.size,)
+
+
+def draw(pick: Pick, shape: Shape) -> dict[str, Any]:
+    """A recurrent kind's ``Kind.draw`` (on a sequence)."""
+    return {
+        "units": pick.width(),
+        "return_sequences": pick.boolean(),
+        "use_bias": pick.boolean(),
+    }
 
 
 def keras_builder(cls: str) -> Callable[[Any, Layer, tuple[Shape, ...]], Any]:

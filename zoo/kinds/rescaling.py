@@ -43,4 +43,9 @@ KIND = Kind(
     keras=keras,
     keras_classes=("Rescaling",),
     read=read,
+    draw=lambda pick, shape: {
+        "scale": pick.one_of([0.5, 2.0]),
+        "offset": pick.one_of([0.0, -0.5]),
+    },
+    draw_ranks=(1, 2, 3),
 )

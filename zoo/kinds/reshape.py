@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from zoo.kinds.base import Kind, Layer, Shape, no_flops, no_params
+from zoo.kinds.base import Kind, Layer, Pick, Shape, no_flops, no_params
 
 
 def reshape_shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
@@ -82,6 +82,21 @@ def permute_read(
     }
 
 
+def reshape_draw(pick: Pick, shape: Shape) -> dict[str, Any]:
+    """To a feature row, a sequence of it, or (images) a sequence of rows."""
+    size = math.prod(shape)
+    options: list[list[int]] = [[size], [size, 1]]
+    if len(shape) == 3:
+        options.append([shape[0] * shape[1], shape[2]])
+    if len(shape) == 2:
+        options.append([shape[1], shape[0]])
+    return {"target_shape": pick.one_of(options)}
+
+
+def permute_draw(pick: Pick, shape: Shape) -> dict[str, Any]:
+    return {"dims": pick.permutation(list(range(1, len(shape) + 1)))}
+
+
 RESHAPE = Kind(
     name="reshape",
     summary="the same values in another shape (Keras' element order)",
@@ -94,6 +109,8 @@ RESHAPE = Kind(
     keras_classes=("Reshape",),
     read=reshape_read,
     words={"target": "target_shape"},
+    draw=reshape_draw,
+    draw_ranks=(1, 2, 3),
 )
 PERMUTE = Kind(
     name="permute",
@@ -107,5 +124,7 @@ PERMUTE = Kind(
     keras_classes=("Permute",),
     read=permute_read,
     words={"target": "dims"},
+    draw=permute_draw,
+    draw_ranks=(2, 3),
 )
 KINDS = (RESHAPE, PERMUTE)
