@@ -2,7 +2,9 @@
 injected into every native path, must be caught and localized.
 
 Each fault runs on the cheapest model it applies to, with the training steps
-its stage needs (an optimizer fault shows only after a step).  A fault is
+its stage needs (an optimizer fault shows only after a step): a kind's
+mistake on the model it declares (``zoo.kinds.base.Mistake``), the faults of
+no one kind on the models written here.  A fault is
 *caught* when its path fails (or errors) while every other path passes, and
 *localized* when localization names the fault's own stage and layer.
 ``python -m equivalence --fault-suite`` prints the table and the catch rate;
@@ -16,35 +18,39 @@ from dataclasses import dataclass
 
 from equivalence.check import Case, Checker
 from native.faults import FAULTS, Location
+from zoo.kinds import MISTAKES
+from zoo.kinds.base import Mistake
 from zoo.models import get_spec
 
-# The case each fault is tried on.
-FAULT_CASES: dict[str, Case] = {
+# The case each fault of no one kind is tried on; a kind's mistake declares
+# its own (``zoo.kinds.base.Mistake``).
+_CROSS_CUTTING_CASES: dict[str, Case] = {
     "unpermuted-flatten": Case("lenet", 0, 4),
-    "conv-hw-swapped": Case("lenet", 0, 4),
-    "lstm-gates-swapped": Case("lstm", 0, 4, seq_len=12),
     "missing-bias": Case("lenet", 0, 4),
-    "valid-padding": Case("vgg16", 0, 2),
     "activation-swapped": Case("strided-cnn", 0, 4),
-    "same-padding-symmetric": Case("strided-cnn", 0, 4),
-    "attention-heads-interleaved": Case("transformer-tiny", 0, 4),
-    "attention-unscaled": Case("transformer-tiny", 0, 4),
-    "gru-gates-swapped": Case("conv1d-gru", 0, 4),
-    "layer-norm-epsilon": Case("transformer-tiny", 0, 4),
     "gelu-tanh": Case("transformer-tiny", 0, 4),
-    "embedding-off-by-one": Case("transformer-tiny", 0, 4),
-    "conv1d-kernel-flipped": Case("conv1d-gru", 0, 4),
-    "batch-norm-momentum-swapped": Case("bn-dropout-cnn", 0, 4, steps=1),
-    "adam-eps-inside-sqrt": Case("lenet", 0, 4, steps=1),
-    "join-reversed": Case("kinds-cnn", 0, 4),
-    "slope-default": Case("kinds-cnn", 0, 4),
-    "crop-swapped": Case("kinds-seq", 0, 4),
     "l2-halved": Case("kinds-cnn", 0, 4),
-    "directions-swapped": Case("kinds-seq", 0, 4),
-    "transpose-taps-unflipped": Case("kinds-cnn", 0, 4),
-    "depthwise-order": Case("kinds-cnn", 0, 4),
-    "query-key-swapped": Case("kinds-seq", 0, 4),
-    "recurrence-transposed": Case("kinds-seq", 0, 4),
+    "adam-eps-inside-sqrt": Case("lenet", 0, 4, steps=1),
+}
+
+
+def mistake_case(mistake: Mistake) -> Case:
+    """The case a kind's mistake declares it is tried on."""
+    return Case(
+        mistake.model,
+        0,
+        mistake.batch_size,
+        seq_len=mistake.seq_len,
+        steps=mistake.steps,
+    )
+
+
+# The case each fault is tried on, in the order of ``FAULTS``.
+FAULT_CASES: dict[str, Case] = {
+    name: _CROSS_CUTTING_CASES[name]
+    if name in _CROSS_CUTTING_CASES
+    else mistake_case(MISTAKES[name])
+    for name in FAULTS
 }
 
 

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import pkgutil
 
 import numpy as np
 import pytest
 
+import zoo.kinds
+from equivalence.sensitivity import FAULT_CASES, mistake_case
 from native import faults
-from zoo.specs import MODELS, VARIANTS
+from zoo.kinds import KINDS, MISTAKES
+from zoo.kinds.base import Kind, Mistake
+from zoo.models import get_spec
+from zoo.specs import MODELS, VARIANTS, padding_of
 from zoo.weights import make_weights
 
 
@@ -111,7 +118,7 @@ def test_option_faults_change_one_layer_and_keep_every_shape() -> None:
     canonical = make_weights(spec, 0)
     for fault, field, value in (
         ("activation-swapped", "activation", "sigmoid"),
-        ("same-padding-symmetric", "padding", "symmetric"),
+        ("same-padding-symmetric", "mistake", "same-padding-symmetric"),
     ):
         faulty, _ = faults.inject(spec, canonical, fault)
         changed = [a for a, b in zip(spec.layers, faulty.layers, strict=True) if a != b]
@@ -127,3 +134,102 @@ def test_symmetric_padding_applies_only_where_keras_pads_unevenly() -> None:
     assert applies(VARIANTS["strided-cnn"])  # 3x3 stride 2 on 28: (0, 1)
     assert not applies(MODELS["vgg16"])  # 3x3 stride 1: (1, 1), nothing to get wrong
     assert not faults.FAULTS["activation-swapped"].applies(MODELS["lenet"])
+
+
+def test_the_symmetric_mistake_pads_half_the_window_each_side() -> None:
+    spec = VARIANTS["strided-cnn"]
+    faulty, _ = faults.inject(spec, make_weights(spec, 0), "same-padding-symmetric")
+    conv = faulty.layer("conv1")
+    assert conv.padding == "same"  # the layer as declared, its mistake beside it
+    assert padding_of(conv, 28) == (1, 1) != padding_of(spec.layer("conv1"), 28)
+    assert "mistake='same-padding-symmetric'" in repr(conv)
+    assert "mistake" not in repr(spec.layer("conv1"))  # quiet when not set
+
+
+# --- the kinds' mistakes (``Kind.mistakes``) ----------------------------------
+
+
+def _module_file(kind: Kind) -> str:
+    """The file of the ``zoo.kinds`` module that makes ``kind``."""
+    for info in pkgutil.iter_modules(zoo.kinds.__path__):
+        made = vars(importlib.import_module(f"zoo.kinds.{info.name}")).values()
+        if any(v is kind or (isinstance(v, tuple) and kind in v) for v in made):
+            return f"zoo/kinds/{info.name}.py"
+    raise AssertionError(f"no module of zoo/kinds makes kind {kind.name!r}")
+
+
+def _declared_in(mistake: Mistake) -> str:
+    """The module file(s) declaring a mistake of ``mistake``'s name."""
+    files = {
+        _module_file(k)
+        for k in KINDS.values()
+        if mistake.name in (m.name for m in k.mistakes)
+    }
+    return " or ".join(sorted(files)) or "the kind's module"
+
+
+def _mistake_problem(mistake: Mistake) -> str | None:
+    """What is wrong with ``mistake`` on the model it declares: it hits no
+    layer there, or its injection changes nothing (the fault suite could not
+    catch it); ``None`` when it does its work."""
+    fault = faults.fault_of(mistake)
+    spec = get_spec(mistake.model)
+    where = _declared_in(mistake)
+    if not fault.applies(spec):
+        return (
+            f"mistake {mistake.name!r} hits no layer of the model it declares, "
+            f"{mistake.model!r}: open {where} and name a model it applies to "
+            "(or mend its hits)"
+        )
+    weights = make_weights(spec, 0)
+    faulty, wrong = fault.inject(spec, weights)
+    same_pass = faulty.layers == spec.layers and faulty.workload == spec.workload
+    if same_pass and all(np.array_equal(wrong[k], a) for k, a in weights.items()):
+        return (
+            f"mistake {mistake.name!r} changes nothing on its model "
+            f"{mistake.model!r}: open {where} and mend how it enters"
+        )
+    return None
+
+
+@pytest.mark.parametrize("name", list(MISTAKES))
+def test_every_kinds_mistake_applies_to_its_model_and_changes_it(name: str) -> None:
+    mistake = MISTAKES[name]
+    assert _mistake_problem(mistake) is None, _mistake_problem(mistake)
+    target = faults.FAULTS[name].target(get_spec(mistake.model))
+    assert target.stage == mistake.stage
+
+
+def test_a_mistake_that_changes_nothing_or_misses_its_model_is_named() -> None:
+    idle = Mistake(
+        "kernel-as-is",
+        "a convolution kernel loaded as it is",
+        "lenet",
+        params="conv2d",
+        corrupt=lambda a, p: a,
+    )
+    assert "changes nothing on its model 'lenet'" in (_mistake_problem(idle) or "")
+    misplaced = dataclasses.replace(idle, model="ffn")  # no convolution there
+    assert "hits no layer of the model it declares, 'ffn'" in (
+        _mistake_problem(misplaced) or ""
+    )
+    # a kind's mistake is named with the module that declares it
+    moved = dataclasses.replace(MISTAKES["conv-hw-swapped"], model="ffn")
+    assert "open zoo/kinds/conv2d.py and name a model" in (
+        _mistake_problem(moved) or ""
+    )
+
+
+def test_every_mistake_is_a_fault_with_its_own_case() -> None:
+    declared = [m for kind in KINDS.values() for m in kind.mistakes]
+    assert all(MISTAKES[m.name] is m for m in declared)  # one name, one mistake
+    assert set(MISTAKES).isdisjoint(faults.CROSS_CUTTING)
+    assert set(faults.FAULTS) == set(MISTAKES) | set(faults.CROSS_CUTTING)
+    assert list(FAULT_CASES) == list(faults.FAULTS)
+    for name, mistake in MISTAKES.items():
+        assert FAULT_CASES[name] == mistake_case(mistake)
+        assert faults.FAULTS[name].description == mistake.description
+        assert mistake.inject or mistake.corrupt or mistake.changes, name
+        assert bool(mistake.params) == bool(mistake.corrupt), name
+    assert _declared_in(MISTAKES["join-reversed"]) == "zoo/kinds/merge.py"
+    assert _declared_in(MISTAKES["crop-swapped"]) == "zoo/kinds/borders.py"

@@ -58,7 +58,6 @@ from zoo.kinds.base import (
     PADDINGS,
     SLOPED,
     STATE_KINDS,
-    SYMMETRIC,
     Example,
     Layer,
     Param,
@@ -81,7 +80,6 @@ __all__ = [
     "PADDINGS",
     "SLOPED",
     "STATE_KINDS",
-    "SYMMETRIC",
     "Layer",
     "Param",
     "padding_of",
@@ -484,9 +482,14 @@ def _check_options(layer: Layer) -> None:  # noqa: PLR0912 (one rule per option)
         raise ValueError(
             f"layer {n!r} has activation {layer.activation!r}; known: {known}"
         )
-    if layer.padding not in (*PADDINGS, SYMMETRIC):
+    if layer.padding not in PADDINGS:
         raise ValueError(
             f"layer {n!r} has padding {layer.padding!r}; use valid or same"
+        )
+    if layer.mistake not in ("", *(m.name for m in kind.mistakes)):
+        raise ValueError(
+            f"{layer.kind} layer {n!r} computes mistake {layer.mistake!r}, "
+            "which is no mistake of its kind"
         )
     sizeless = kind.size_word is None
     if layer.size < (0 if sizeless else 1) or layer.strides < 0:

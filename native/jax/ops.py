@@ -44,7 +44,7 @@ Pads = tuple[tuple[int, int], tuple[int, int]]
 def _side(layer: Layer, side: int) -> tuple[int, int]:
     """The padding (before, after) ``layer`` puts on an axis of ``side``:
     for ``same`` as XLA splits it (see the module docstring)."""
-    if layer.padding != "same":
+    if layer.padding != "same" or layer.mistake:  # a mistake's: as zoo has it
         return padding_of(layer, side)
     ((before, after),) = lax.padtype_to_pads(
         (side,), (layer.window,), (layer.stride,), "SAME"

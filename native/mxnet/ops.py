@@ -45,7 +45,7 @@ def _pads(h: Any, spec: ModelSpec, name: str) -> tuple[int, int, int, int]:
     shape imperatively; a symbol has none, so a hybridized pass (traced
     once) works it out from the spec's shapes."""
     layer = spec.layer(name)
-    if layer.padding == "valid":
+    if layer.padding == "valid" and not layer.mistake:
         return 0, 0, 0, 0
     if isinstance(h, mx.nd.NDArray):
         rows, cols = h.shape[2], h.shape[3]  # (N, C, H, W)

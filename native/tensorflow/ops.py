@@ -8,8 +8,8 @@ spec over them.  A layer's weights are ``params["<name>/kernel"]`` and
 ``return_sequences``) come from the spec.
 
 ``valid`` and ``same`` padding are TensorFlow's own (its ``SAME`` is Keras'
-rule, ``zoo.specs.same_padding``); any other padding a deliberate fault asks
-for is given as numbers (``zoo.specs.padding_of``).
+rule, ``zoo.specs.same_padding``); a layer computing a deliberate mistake
+(``Layer.mistake``) is padded by numbers (``zoo.specs.padding_of``).
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from native.tensorflow.common import Params
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
 from zoo.kinds.bidirectional import cell_layer
-from zoo.specs import PADDINGS, Layer, ModelSpec, padding_of
+from zoo.specs import Layer, ModelSpec, padding_of
 
 
 def _padding(layer: Layer, h: tf.Tensor) -> Any:
-    if layer.padding in PADDINGS:
+    if not layer.mistake:
         return layer.padding.upper()
     rows, cols = padding_of(layer, h.shape[1]), padding_of(layer, h.shape[2])
     return [[0, 0], list(rows), list(cols), [0, 0]]
@@ -117,7 +117,7 @@ def conv1d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tenso
     ``(k, in, out)``, sequences ``(N, T, F)``."""
     layer = spec.layer(name)
     padding = layer.padding.upper()
-    if layer.padding not in PADDINGS:  # a deliberate fault's: padded by hand
+    if layer.mistake:  # a deliberate mistake's padding: padded by hand
         h = tf.pad(h, [[0, 0], list(padding_of(layer, h.shape[1])), [0, 0]])
         padding = "VALID"
     h = tf.nn.conv1d(h, params[f"{name}/kernel"], layer.stride, padding)

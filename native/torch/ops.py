@@ -39,7 +39,7 @@ def _side(layer: Layer, side: int) -> tuple[int, int]:
     (issue 74; JAX's is XLA's, TensorFlow's its own ``SAME``).  PyTorch's
     ``padding="same"`` takes no stride, so: as many outputs as
     ``ceil(side / stride)``, the padding that needs, the odd one after."""
-    if layer.padding != "same":
+    if layer.padding != "same" or layer.mistake:  # a mistake's: as zoo has it
         return padding_of(layer, side)
     outputs = math.ceil(side / layer.stride)
     total = max((outputs - 1) * layer.stride + layer.window - side, 0)

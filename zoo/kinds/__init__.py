@@ -1,7 +1,8 @@
 """The registry of layer kinds: every fact the framework-free side knows of a
 kind lives in that kind's module here (``zoo.kinds.base.Kind``: its options,
 output shape, parameters, FLOPs, Keras layer, Keras reading, table
-words and ``harness fuzz`` draw), and every other place reads it from
+words, ``harness fuzz`` draw and typical hand-written mistakes), and every
+other place reads it from
 ``KINDS``.
 
 A module makes one ``KIND``, or a few closely related ones in ``KINDS``
@@ -20,7 +21,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from zoo.kinds.base import Kind
+from zoo.kinds.base import Kind, Mistake
 
 # Modules of this package that hold no kind: the shared records and rules.
 _SHARED = ("base", "keras_words", "recurrent")
@@ -63,6 +64,9 @@ if len(KINDS) != len(_NAMES):
         "two kinds of zoo/kinds have the same name: "
         + ", ".join(sorted({n for n in _NAMES if _NAMES.count(n) > 1}))
     )
+# Every kind's mistakes (``Kind.mistakes``) by name, in the registry's order;
+# one that several kinds declare (the merges' ``join-reversed``) once.
+MISTAKES: dict[str, Mistake] = {m.name: m for kind in _ORDER for m in kind.mistakes}
 # Keras class -> the kind that reads it.
 BY_KERAS_CLASS: dict[str, Kind] = {
     cls: kind for kind in _ORDER for cls in kind.keras_classes

@@ -16,6 +16,7 @@ from zoo.kinds.base import (
     SLOPED,
     Kind,
     Layer,
+    Mistake,
     Pick,
     Shape,
     no_params,
@@ -108,6 +109,18 @@ def draw(pick: Pick, shape: Shape) -> dict[str, Any]:
     return entry
 
 
+MISTAKES = (
+    Mistake(
+        "slope-default",
+        "a LeakyReLU or ELU layer computed with its activation function's "
+        "default slope, not its own (LeakyReLU's 0.3 is not leaky_relu's 0.2)",
+        "kinds-cnn",
+        hits=lambda layer, shapes: bool(layer.slope),  # its own slope
+        changes=lambda layer: {"slope": 0.0},
+    ),
+)
+
+
 KIND = Kind(
     name="activation",
     summary="an activation as a layer of its own",
@@ -121,4 +134,5 @@ KIND = Kind(
     read=read,
     draw=draw,
     draw_ranks=(1, 2, 3),
+    mistakes=MISTAKES,
 )

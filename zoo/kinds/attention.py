@@ -6,11 +6,12 @@ bias ``(F,)``.  ``size`` is ``key_dim``."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import ACTIVATION_FLOPS, Kind, Layer, Param, Pick, Shape
+from zoo.kinds.base import ACTIVATION_FLOPS, Kind, Layer, Mistake, Param, Pick, Shape
 
 # The arguments a MultiHeadAttention call may pass beyond its tensors, each
 # only at its default (a mask, a causal mask, the scores as a second output
@@ -141,6 +142,43 @@ def draw(pick: Pick, shape: Shape) -> dict[str, Any]:
     }
 
 
+def heads_interleaved(a: Any, p: Param) -> Any:
+    # A projection (F, heads * key_dim) split into heads as (key_dim, heads):
+    # what a hand-written reshape gets wrong when it takes heads innermost.
+    features, heads, key_dim = a.shape
+    return a.reshape(features, key_dim, heads).transpose(0, 2, 1).copy()
+
+
+def unscaled(
+    layer: Layer, spec: Any, weights: Mapping[str, Any]
+) -> tuple[Any, dict[str, Any]]:
+    # Scores q . k without Keras' 1 / sqrt(key_dim): what the correct pass
+    # computes from a query projection sqrt(key_dim) times larger.
+    query = (f"{layer.name}/query/kernel", f"{layer.name}/query/bias")
+    return spec, {
+        name: a * a.dtype.type(math.sqrt(layer.size)) if name in query else a
+        for name, a in weights.items()
+    }
+
+
+MISTAKES = (
+    Mistake(
+        "attention-heads-interleaved",
+        "attention's query, key and value kernels split into heads as "
+        "(key_dim, heads), not (heads, key_dim)",
+        "transformer-tiny",
+        params="attention_kernel",
+        corrupt=heads_interleaved,
+    ),
+    Mistake(
+        "attention-unscaled",
+        "attention scores q . k without the 1 / sqrt(key_dim) scaling",
+        "transformer-tiny",
+        inject=unscaled,
+    ),
+)
+
+
 KIND = Kind(
     name="attention",
     summary="multi-head self-attention over a sequence",
@@ -155,4 +193,5 @@ KIND = Kind(
     keras_call=keras_call,
     draw=draw,
     draw_ranks=(2,),
+    mistakes=MISTAKES,
 )

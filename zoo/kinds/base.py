@@ -2,6 +2,9 @@
 ``Kind`` record a kind's module fills in, the ``Pick`` a kind's fuzz draw
 asks its choices of, and the rules several kinds share (Keras' ``same``
 padding, activations and their FLOPs).
+``Kind`` record a kind's module fills in (with the ``Mistake`` records of its
+typical hand-written mistakes), and the rules several kinds share
+(Keras' ``same`` padding, activations and their FLOPs).
 
 Standard library only: every environment (the MXNet one included, with
 NumPy 1.23 and no Keras) imports it.  ``zoo.specs`` re-exports what it
@@ -66,10 +69,10 @@ ACTIVATION_FLOPS: dict[str | None, int] = {
 LAYER_NORM_EPSILON = 1e-3
 BATCH_NORM_MOMENTUM = 0.99
 PADDINGS = ("valid", "same")
-# A padding no Keras layer has: ``window // 2`` on each side, what a
-# hand-written PyTorch ``padding=k // 2`` gives.  Only the deliberate fault
-# ``same-padding-symmetric`` (``native.faults``) sets it.
-SYMMETRIC = "symmetric"
+# The mistake (``Layer.mistake``, conv2d's) whose padding ``padding_of``
+# gives: ``window // 2`` on each side, what a hand-written PyTorch
+# ``padding=k // 2`` gives where Keras puts the odd position after.
+SYMMETRIC_SAME = "same-padding-symmetric"
 # An activation no Keras layer has: GELU by its tanh approximation
 # (``jax.nn.gelu``'s default), which only the deliberate fault ``gelu-tanh``
 # sets; every framework's ops.py computes it as written there.
@@ -109,7 +112,9 @@ class Layer:
     factors; ``trainable`` ``False`` for a frozen layer (Keras'
     ``trainable=False``): no step updates its parameters, none of them has a
     gradient taken, and a frozen batch normalization normalizes with its
-    moving statistics in a training step too, as Keras runs it.
+    moving statistics in a training step too, as Keras runs it; ``mistake``
+    the name of the mistake of its kind this layer computes (``Kind.mistakes``,
+    set only by a deliberate fault; empty: none).
 
     The options added after the reference models show in the repr only when
     set, so those models read as they always have (the verdict cache keys on
@@ -140,6 +145,7 @@ class Layer:
     multiplier: int = 0
     regularize: tuple[tuple[str, float, float], ...] = ()
     trainable: bool = True
+    mistake: str = ""
 
     def __repr__(self) -> str:
         shown = [
@@ -204,13 +210,15 @@ QUIET = (
     "multiplier",
     "regularize",
     "trainable",
+    "mistake",
 )
 # The fields a kind may take as its options (``Kind.options``), beyond name,
-# kind, size, inputs and ``trainable`` (every layer's).
+# kind, size, inputs and ``trainable`` (every layer's) and ``mistake`` (no
+# model's: only a deliberate fault sets it).
 OPTIONAL = tuple(
     f.name
     for f in fields(Layer)
-    if f.name not in ("name", "kind", "size", "inputs", "trainable")
+    if f.name not in ("name", "kind", "size", "inputs", "trainable", "mistake")
 )
 
 
@@ -274,6 +282,58 @@ def pick_activation(pick: Pick) -> str | None:
     return pick.one_of([None, *(a for a in ACTIVATIONS if a is not None)])
 
 
+# A custom injection: (the layer hit, the spec, the weights) -> the spec and
+# weights the path runs with.
+Injection = Callable[[Layer, Any, Mapping[str, Any]], tuple[Any, dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A mistake typical of writing a kind by hand, declared on the kind
+    (``Kind.mistakes``).  ``native.faults`` makes it the deliberate fault of
+    its name, injected into one native path to prove that the equivalence
+    checks catch it and point at it.
+
+    - ``name``: the fault's name; ``description``: what it gets wrong.
+    - ``model``: the small model (``zoo.specs``) the fault suite tries it
+      on, with ``batch_size``, ``steps`` (a mistake in the update shows only
+      after one) and ``seq_len`` as ``equivalence.check.Case`` takes them.
+    - ``stage``: where localization must point (``forward``, ``loss``,
+      ``backward`` or ``update``), at the layer it hits.
+    - ``hits(layer, shapes)``: whether it shows in ``layer`` (``shapes``:
+      what the layer takes, as ``Kind.shape`` gets them); default: in any.
+      It applies to a model with a layer it hits, and hits the first.
+    - How it enters (one way, or ``params`` and ``changes`` together):
+      ``params`` and ``corrupt(array, param)``, a loading mistake: every
+      parameter whose Param kind or role is ``params`` (in whichever layer
+      holds it: a bidirectional layer's cells too) and whose layer it hits,
+      loaded as ``corrupt`` returns it (NumPy arrays, used by their methods);
+      ``changes(layer)``: the layer it hits computed with these ``Layer``
+      fields changed (a padding, an epsilon, its inputs), the weights kept;
+      ``inject(layer, spec, weights)``: anything else, given the layer it
+      hits: the spec and weights the path runs with.
+
+    The layers it can hit are those holding a ``params`` parameter, or
+    without ``params`` the layers of a kind that declares it (several kinds
+    may declare one, as the merges do ``join-reversed``).  Examples:
+    ``zoo/kinds/lstm.py`` (a loading mistake), ``zoo/kinds/conv2d.py``
+    (options changed), ``zoo/kinds/attention.py`` (an injection).
+    """
+
+    name: str
+    description: str
+    model: str
+    batch_size: int = 4
+    steps: int = 0
+    seq_len: int | None = None
+    stage: str = "forward"
+    hits: Callable[[Layer, tuple[Shape, ...]], bool] = lambda layer, shapes: True
+    params: str = ""
+    corrupt: Callable[[Any, Param], Any] | None = None
+    changes: Callable[[Layer], dict[str, Any]] | None = None
+    inject: Injection | None = None
+
+
 @dataclass(frozen=True)
 class Kind:
     """Everything the framework-free side knows of one layer kind; each
@@ -322,6 +382,8 @@ class Kind:
       several inputs and has no draw is drawn as a merge: after a layer,
       joining it with an earlier output of its shape.  ``not_drawn``: why
       the fuzzer never draws a kind that has neither.
+    - ``mistakes``: the mistakes typical of writing it by hand (``Mistake``),
+      each a deliberate fault of ``native.faults`` that the checks must catch.
     """
 
     name: str
@@ -346,6 +408,7 @@ class Kind:
     draw: Callable[[Pick, Shape], dict[str, Any]] | None = None
     draw_ranks: tuple[int, ...] = ()
     not_drawn: str = ""
+    mistakes: tuple[Mistake, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -408,11 +471,12 @@ def same_padding(side: int, window: int, stride: int) -> tuple[int, int]:
 
 
 def padding_of(layer: Layer, side: int) -> tuple[int, int]:
-    """The padding (before, after) ``layer`` puts on an axis of ``side``."""
+    """The padding (before, after) ``layer`` puts on an axis of ``side`` (a
+    layer computing the mistake ``SYMMETRIC_SAME``: ``window // 2`` each)."""
+    if layer.mistake == SYMMETRIC_SAME:
+        return layer.window // 2, layer.window // 2
     if layer.padding == "same":
         return same_padding(side, layer.window, layer.stride)
-    if layer.padding == SYMMETRIC:
-        return layer.window // 2, layer.window // 2
     return 0, 0
 
 

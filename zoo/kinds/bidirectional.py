@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import gru, lstm, recurrent, simple_rnn
-from zoo.kinds.base import Kind, Layer, Param, Pick, Shape
+from zoo.kinds.base import Kind, Layer, Mistake, Param, Pick, Shape
 
 CELLS = {"lstm": lstm.KIND, "gru": gru.KIND, "simple_rnn": simple_rnn.KIND}
 MERGES = ("concat", "sum", "ave", "mul")
@@ -115,6 +115,28 @@ def draw(pick: Pick, shape: Shape) -> dict[str, Any]:
     }
 
 
+def directions_swapped(
+    layer: Layer, spec: Any, weights: Mapping[str, Any]
+) -> tuple[Any, dict[str, Any]]:
+    # A loader that reads backward_lstm's weights into the forward copy.
+    swapped = dict(weights)
+    for p in spec.params:
+        if p.layer == layer.name and p.role.startswith("forward/"):
+            other = p.name.replace("/forward/", "/backward/")
+            swapped[p.name], swapped[other] = weights[other], weights[p.name]
+    return spec, swapped
+
+
+MISTAKES = (
+    Mistake(
+        "directions-swapped",
+        "a bidirectional layer's forward and backward weights exchanged",
+        "kinds-seq",
+        inject=directions_swapped,
+    ),
+)
+
+
 KIND = Kind(
     name="bidirectional",
     summary="an LSTM, GRU or SimpleRNN read forward and backward, merged",
@@ -129,4 +151,5 @@ KIND = Kind(
     scores=True,
     draw=draw,
     draw_ranks=(2,),
+    mistakes=MISTAKES,
 )

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import Kind, Layer, Pick, Shape, no_flops, no_params
+from zoo.kinds.base import Kind, Layer, Mistake, Pick, Shape, no_flops, no_params
 
 
 def _rank(layer: Layer, given: Shape, per_axis: int) -> int:
@@ -155,6 +155,27 @@ def _draw(word: str, per_axis: int) -> Callable[[Pick, Shape], dict[str, Any]]:
     return draw
 
 
+def uneven_crop(layer: Layer, shapes: tuple[Shape, ...]) -> bool:
+    t = layer.target
+    return any(t[i] != t[i + 1] for i in range(0, len(t), 2))
+
+
+def before_after_swapped(layer: Layer) -> dict[str, Any]:
+    t = layer.target
+    return {"target": tuple(t[i + 1 - 2 * (i % 2)] for i in range(len(t)))}
+
+
+CROPPING_MISTAKES = (
+    Mistake(
+        "crop-swapped",
+        "a cropping that cuts its before and after widths the wrong way round",
+        "kinds-seq",
+        hits=uneven_crop,
+        changes=before_after_swapped,
+    ),
+)
+
+
 ZERO_PADDING = Kind(
     name="zero_padding",
     summary="zeros added around a sequence or an image",
@@ -184,6 +205,7 @@ CROPPING = Kind(
     words={"target": "cropping"},
     draw=_draw("cropping", 2),
     draw_ranks=(2, 3),
+    mistakes=CROPPING_MISTAKES,
 )
 UPSAMPLING = Kind(
     name="upsampling",

@@ -5,8 +5,9 @@ out)``, bias ``(out,)``."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from zoo.kinds.base import Kind, Layer, Param, Shape, bias, windowed
+from zoo.kinds.base import Kind, Layer, Mistake, Param, Shape, bias, windowed
 from zoo.kinds.conv2d import draw_convolution, keras_builder, reader
 
 
@@ -26,6 +27,24 @@ def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int
     return matmul, outputs if layer.use_bias else 0
 
 
+def kernel_flipped(a: Any, p: Param) -> Any:
+    # A true convolution (the kernel reversed in time, as np.convolve has it)
+    # where Keras, like every framework, computes a correlation.
+    return a[::-1].copy()
+
+
+MISTAKES = (
+    Mistake(
+        "conv1d-kernel-flipped",
+        "1-D convolution kernels reversed in time (a true convolution for "
+        "Keras' correlation)",
+        "conv1d-gru",
+        params="conv1d",
+        corrupt=kernel_flipped,
+    ),
+)
+
+
 KIND = Kind(
     name="conv1d",
     summary="a convolution over a sequence's steps",
@@ -40,4 +59,5 @@ KIND = Kind(
     shift="bias",
     draw=lambda pick, shape: draw_convolution(pick, shape, 1),
     draw_ranks=(2,),
+    mistakes=MISTAKES,
 )

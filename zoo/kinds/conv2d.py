@@ -4,19 +4,24 @@ out)``, bias ``(out,)``."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
 from zoo.kinds.base import (
+    SYMMETRIC_SAME,
     Kind,
     Layer,
+    Mistake,
     Param,
     Pick,
     Shape,
     bias,
+    padding_of,
     pick_activation,
+    window_out,
     windowed,
 )
 
@@ -107,6 +112,49 @@ def draw_convolution(
     return entry
 
 
+def hw_swapped(a: Any, p: Param) -> Any:
+    return a.transpose(1, 0, 2, 3).copy()  # (kh, kw, ..) -> (kw, kh, ..)
+
+
+def asymmetric_same(layer: Layer, shapes: tuple[Shape, ...]) -> bool:
+    """A 'same' convolution whose Keras padding puts more after than before
+    and which a symmetric ``window // 2`` padding leaves the same size: the
+    case where a hand-written ``padding=k // 2`` runs and is silently off."""
+    if layer.padding != "same":
+        return False
+    symmetric = dataclasses.replace(layer, mistake=SYMMETRIC_SAME)
+    sides = shapes[0][:2]
+    return any(padding_of(layer, n) != padding_of(symmetric, n) for n in sides) and all(
+        window_out(layer, n) == window_out(symmetric, n) for n in sides
+    )
+
+
+MISTAKES = (
+    Mistake(
+        "conv-hw-swapped",
+        "convolution kernels loaded with height and width exchanged",
+        "lenet",
+        params="conv2d",
+        corrupt=hw_swapped,
+    ),
+    Mistake(
+        "valid-padding",
+        "the first 'same' convolution computed with 'valid' padding",
+        "vgg16",
+        batch_size=2,
+        hits=lambda layer, shapes: layer.padding == "same",
+        changes=lambda layer: {"padding": "valid"},
+    ),
+    Mistake(
+        SYMMETRIC_SAME,
+        "a 'same' convolution padded k//2 on both sides, not Keras' odd position after",
+        "strided-cnn",
+        hits=asymmetric_same,
+        changes=lambda layer: {"mistake": SYMMETRIC_SAME},
+    ),
+)
+
+
 KIND = Kind(
     name="conv2d",
     summary="a square convolution over images",
@@ -121,4 +169,5 @@ KIND = Kind(
     shift="bias",
     draw=lambda pick, shape: draw_convolution(pick, shape, 2),
     draw_ranks=(3,),
+    mistakes=MISTAKES,
 )

@@ -9,8 +9,18 @@ in)`` (Keras' order: the output channels first), bias ``(out,)``."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from zoo.kinds.base import Kind, Layer, Param, Shape, bias, needs_rank, same_padding
+from zoo.kinds.base import (
+    Kind,
+    Layer,
+    Mistake,
+    Param,
+    Shape,
+    bias,
+    needs_rank,
+    same_padding,
+)
 from zoo.kinds.conv2d import draw_convolution, keras_builder, reader
 
 
@@ -52,6 +62,23 @@ def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int
     return matmul, math.prod(out) if layer.use_bias else 0
 
 
+def taps_unflipped(a: Any, p: Param) -> Any:
+    # A transposed convolution written as a convolution of the dilated input
+    # with the kernel as it is: its taps must be reversed in both axes.
+    return a[::-1, ::-1].copy()
+
+
+MISTAKES = (
+    Mistake(
+        "transpose-taps-unflipped",
+        "a transposed convolution's kernel taps in the wrong spatial order",
+        "kinds-cnn",
+        params="conv2d_transpose",
+        corrupt=taps_unflipped,
+    ),
+)
+
+
 KIND = Kind(
     name="conv2d_transpose",
     summary="a transposed convolution over images (an upsampling one)",
@@ -66,4 +93,5 @@ KIND = Kind(
     shift="bias",
     draw=lambda pick, shape: draw_convolution(pick, shape, 2),
     draw_ranks=(3,),
+    mistakes=MISTAKES,
 )

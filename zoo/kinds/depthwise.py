@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import Kind, Layer, Param, Pick, Shape, bias, windowed
+from zoo.kinds.base import Kind, Layer, Mistake, Param, Pick, Shape, bias, windowed
 from zoo.kinds.conv2d import CONVOLUTION, draw_convolution
 
 # Keras' regularizer arguments -> the roles they penalize, per kind.
@@ -42,6 +42,25 @@ _CONSTRAINTS = (("depthwise_constraint", None), ("pointwise_constraint", None))
 def depth(layer: Layer) -> int:
     """Kernels per input channel: ``multiplier``, or Keras' default 1."""
     return layer.multiplier or 1
+
+
+def multiplier_major(a: Any, p: Param) -> Any:
+    # Output channel k * C + c read as Keras' c * m + k: the (C, m) kernels
+    # in multiplier-major order.
+    kh, kw, channels, depth = a.shape
+    return a.transpose(0, 1, 3, 2).reshape(kh, kw, channels * depth).reshape(a.shape)
+
+
+# A separable convolution's depthwise kernel is loaded as a depthwise one.
+DEPTHWISE_ORDER = Mistake(
+    "depthwise-order",
+    "a depthwise convolution's output channels in multiplier-major "
+    "order (k * C + c, not Keras' c * m + k)",
+    "kinds-cnn",
+    hits=lambda layer, shapes: depth(layer) > 1,
+    params="depthwise",
+    corrupt=multiplier_major,
+)
 
 
 def _kind(kind: str) -> Kind:
@@ -142,6 +161,7 @@ def _kind(kind: str) -> Kind:
         shift="bias",
         draw=draw,
         draw_ranks=(3,),
+        mistakes=(DEPTHWISE_ORDER,),
     )
 
 

@@ -10,7 +10,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import ACTIVATION_FLOPS, Kind, Layer, Shape, no_options, no_params
+from zoo.kinds.base import (
+    ACTIVATION_FLOPS,
+    Kind,
+    Layer,
+    Mistake,
+    Shape,
+    no_options,
+    no_params,
+)
 
 
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
@@ -51,6 +59,19 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
     return {"kind": "dot_attention", "name": name}
 
 
+MISTAKES = (
+    Mistake(
+        "query-key-swapped",
+        "a dot-product attention taking its query and key the wrong way round",
+        "kinds-seq",
+        # given a key of the query's shape: exchanging the two computes
+        # another layer of the same shape
+        hits=lambda layer, shapes: len(layer.inputs) == 3,
+        changes=lambda layer: {"inputs": layer.inputs[::-1]},
+    ),
+)
+
+
 KIND = Kind(
     name="dot_attention",
     summary="dot-product attention of a query over a value (and key)",
@@ -65,4 +86,5 @@ KIND = Kind(
     takes=0,
     draw=no_options,  # the fuzzer gives it one sequence as query and value
     draw_ranks=(2,),
+    mistakes=MISTAKES,
 )

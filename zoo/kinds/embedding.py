@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import Kind, Layer, Param, Shape, no_flops
+from zoo.kinds.base import Kind, Layer, Mistake, Param, Shape, no_flops
 
 
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
@@ -56,6 +56,23 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
     }
 
 
+def off_by_one(a: Any, p: Param) -> Any:
+    # Token id t looks up row t + 1: a table indexed as if ids started at 0
+    # where they start at 1 (or the padding row forgotten).
+    return a[[*range(1, a.shape[0]), 0]]
+
+
+MISTAKES = (
+    Mistake(
+        "embedding-off-by-one",
+        "token id t looks up the embedding row of t + 1",
+        "transformer-tiny",
+        params="embedding",
+        corrupt=off_by_one,
+    ),
+)
+
+
 KIND = Kind(
     name="embedding",
     summary="each token id's row of a table (a gather: no arithmetic)",
@@ -68,4 +85,5 @@ KIND = Kind(
     keras_classes=("Embedding",),
     read=read,
     not_drawn="drawn as the first layer of a token model, never in the body",
+    mistakes=MISTAKES,
 )

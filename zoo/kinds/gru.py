@@ -10,7 +10,7 @@ from typing import Any
 
 from zoo.kinds import keras_words as kw
 from zoo.kinds import recurrent
-from zoo.kinds.base import Kind, Layer, Param, Shape
+from zoo.kinds.base import Kind, Layer, Mistake, Param, Shape
 
 # Per unit and time step of Keras' GRU: the sums of the z and r gates'
 # halves, their sigmoids, r times the recurrent candidate, its sum and tanh,
@@ -50,6 +50,23 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
     return recurrent.read("gru", cls, name, config)
 
 
+def zr_swapped(a: Any, p: Param) -> Any:
+    # PyTorch's nn.GRU keeps its gates as r, z, n; read as Keras' z, r, h.
+    u = a.shape[-1] // 3
+    return a[..., [*range(u, 2 * u), *range(u), *range(2 * u, 3 * u)]]
+
+
+MISTAKES = (
+    Mistake(
+        "gru-gates-swapped",
+        "GRU input kernel loaded in PyTorch's gate order (r, z) for Keras' (z, r)",
+        "conv1d-gru",
+        params="gru_kernel",
+        corrupt=zr_swapped,
+    ),
+)
+
+
 KIND = Kind(
     name="gru",
     summary="a gated recurrent unit over a sequence (reset_after)",
@@ -64,4 +81,5 @@ KIND = Kind(
     scores=True,
     draw=recurrent.draw,
     draw_ranks=(2,),
+    mistakes=MISTAKES,
 )

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import recurrent
-from zoo.kinds.base import Kind, Layer, Param, Shape
+from zoo.kinds.base import Kind, Layer, Mistake, Param, Shape
 
 # 3 sigmoids + 2 tanh + 3 multiplications + 1 add, per unit and time step.
 GATE_FLOPS_PER_UNIT = 9
@@ -43,6 +43,24 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
     return recurrent.read("lstm", cls, name, config)
 
 
+def if_swapped(a: Any, p: Param) -> Any:
+    # The input and forget gates exchanged: Keras' order is i, f, c, o.
+    u = a.shape[-1] // 4
+    return a[..., [*range(u, 2 * u), *range(u), *range(2 * u, 4 * u)]]
+
+
+MISTAKES = (
+    Mistake(
+        "lstm-gates-swapped",
+        "LSTM input kernel loaded with the input and forget gates exchanged",
+        "lstm",
+        seq_len=12,
+        params="lstm_kernel",
+        corrupt=if_swapped,
+    ),
+)
+
+
 KIND = Kind(
     name="lstm",
     summary="a long short-term memory over a sequence",
@@ -57,4 +75,5 @@ KIND = Kind(
     scores=True,
     draw=recurrent.draw,
     draw_ranks=(2,),
+    mistakes=MISTAKES,
 )

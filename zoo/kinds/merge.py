@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from zoo.kinds.base import Kind, Layer, Shape, no_params
+from zoo.kinds.base import Kind, Layer, Mistake, Shape, no_params
 
 # kind -> Keras class, and the keras.ops function a functional model's
 # ``x + y`` (``x - y``, ``x * y``) is saved as.
@@ -28,6 +28,18 @@ CLASSES = {
 }
 # Keras' operator functions read as merges (``zoo.keras_import``).
 OPERATORS = {op: kind for kind, (_, op) in CLASSES.items() if op}
+
+
+JOIN_REVERSED = Mistake(
+    "join-reversed",
+    "a concatenate or subtract taking its inputs in the reverse order",
+    "kinds-cnn",
+    # two different outputs: reversed, they compute something else
+    hits=lambda layer, shapes: len(set(layer.inputs)) > 1,
+    changes=lambda layer: {"inputs": layer.inputs[::-1]},
+)
+# The merges whose result depends on the order of their inputs.
+ORDERED = ("concatenate", "subtract")
 
 
 def _kind(kind: str) -> Kind:
@@ -88,6 +100,7 @@ def _kind(kind: str) -> Kind:
         keras_classes=(cls,),
         read=read,
         takes=2 if kind == "subtract" else 0,
+        mistakes=(JOIN_REVERSED,) if kind in ORDERED else (),
     )
 
 

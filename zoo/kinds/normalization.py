@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import Kind, Layer, Param, Pick, Shape, one_input
+from zoo.kinds.base import Kind, Layer, Mistake, Param, Pick, Shape, one_input
 
 # Per element of a layer normalization: the mean's sum, the centring, the
 # square and its sum, the scaling by 1 / sqrt(variance + epsilon), gamma, beta.
@@ -130,6 +130,35 @@ def batch_norm_draw(pick: Pick, shape: Shape) -> dict[str, Any]:
     }
 
 
+# PyTorch's nn.LayerNorm default, where Keras' LayerNormalization has 1e-3.
+TORCH_LAYER_NORM_EPSILON = 1e-5
+
+
+LAYER_NORM_MISTAKES = (
+    Mistake(
+        "layer-norm-epsilon",
+        "layer normalization with PyTorch's default epsilon 1e-5 for Keras' 1e-3",
+        "transformer-tiny",
+        hits=lambda layer, shapes: layer.norm_epsilon != TORCH_LAYER_NORM_EPSILON,
+        changes=lambda layer: {"epsilon": TORCH_LAYER_NORM_EPSILON},
+    ),
+)
+# PyTorch's convention (new = (1 - m) * moving + m * batch, m = 0.1) read as
+# Keras' (new = m * moving + (1 - m) * batch, m = 0.99): the moving
+# statistics kept with the weight the batch should get.
+BATCH_NORM_MISTAKES = (
+    Mistake(
+        "batch-norm-momentum-swapped",
+        "batch normalization's moving statistics updated with momentum and "
+        "1 - momentum exchanged (PyTorch's convention for Keras')",
+        "bn-dropout-cnn",
+        steps=1,
+        stage="update",
+        changes=lambda layer: {"momentum": 1 - layer.norm_momentum},
+    ),
+)
+
+
 LAYER_NORM = Kind(
     name="layer_norm",
     summary="normalized over the last axis, then gamma and beta",
@@ -143,6 +172,7 @@ LAYER_NORM = Kind(
     read=layer_norm_read,
     draw=lambda pick, shape: {"epsilon": pick.one_of([0.001, 1e-5])},
     draw_ranks=(1, 2, 3),
+    mistakes=LAYER_NORM_MISTAKES,
 )
 BATCH_NORM = Kind(
     name="batch_norm",
@@ -159,5 +189,6 @@ BATCH_NORM = Kind(
     shift="beta",
     draw=batch_norm_draw,
     draw_ranks=(1, 2, 3),
+    mistakes=BATCH_NORM_MISTAKES,
 )
 KINDS = (LAYER_NORM, BATCH_NORM)

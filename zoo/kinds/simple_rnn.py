@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import recurrent
-from zoo.kinds.base import Kind, Layer, Param, Shape, bias
+from zoo.kinds.base import Kind, Layer, Mistake, Param, Shape, bias
 
 
 def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
@@ -43,6 +43,23 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
     )
 
 
+def recurrence_transposed(a: Any, p: Param) -> Any:
+    # h @ U read as U @ h: PyTorch's (out, in) weight_hh taken as Keras' (in, out).
+    return a.T.copy()
+
+
+MISTAKES = (
+    Mistake(
+        "recurrence-transposed",
+        "a SimpleRNN's recurrent kernel transposed (PyTorch's weight_hh "
+        "layout read as Keras')",
+        "kinds-seq",
+        params="simple_rnn_recurrent_kernel",
+        corrupt=recurrence_transposed,
+    ),
+)
+
+
 KIND = Kind(
     name="simple_rnn",
     summary="a plain recurrent layer over a sequence (tanh)",
@@ -57,4 +74,5 @@ KIND = Kind(
     scores=True,
     draw=recurrent.draw,
     draw_ranks=(2,),
+    mistakes=MISTAKES,
 )
