@@ -76,7 +76,8 @@ KNOWN = (
         applies=lambda spec, path: (
             path.split("@", maxsplit=1)[0] == "keras-torch"
             and any(
-                layer.kind in ("avg_pool", "avg_pool1d") and layer.padding == "same"
+                layer.kind in ("avg_pool", "avg_pool1d")
+                and layer.options.padding == "same"
                 for layer in spec.layers
             )
         ),

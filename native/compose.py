@@ -105,9 +105,9 @@ def apply(
         elif layer.inputs:
             h = outputs[layer.inputs[0]]
         if layer.kind == "dropout":
-            if training and layer.rate:
+            if training and layer.options.rate:
                 h = tap(f"{layer.name}/input", h)  # for the dropout check
-                h = ops.dropout(h, layer.rate, rng, index)
+                h = ops.dropout(h, layer.options.rate, rng, index)
         elif training:
             h = _training_block(
                 ops, params, spec, h, layer.name, updates=updates, positions=positions
@@ -241,7 +241,7 @@ def _training_block(
             moved = {f"{name}/moving_mean": mean, f"{name}/moving_variance": variance}
             h = ops.batch_norm(given, {**params, **moved}, spec, name)
         if updates is not None:
-            keep = layer.norm_momentum
+            keep = layer.options.momentum
             for stat, batch in (("moving_mean", mean), ("moving_variance", variance)):
                 moving = params[f"{name}/{stat}"]
                 updates[f"{name}/{stat}"] = moving * keep + batch * (1 - keep)

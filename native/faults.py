@@ -88,7 +88,7 @@ def _layer_changed(
     """``spec`` with layer ``name`` computed with ``changes`` (a padding, an
     activation, an epsilon), and the weights as they are."""
     layers = tuple(
-        dataclasses.replace(layer, **changes) if layer.name == name else layer
+        layer.replace(**changes) if layer.name == name else layer
         for layer in spec.layers
     )
     return _with_layers(spec, layers), dict(weights)

@@ -100,7 +100,9 @@ def conv2d(h, params, spec, name):
     both = _symmetric(pads)
     if both is None:
         h, both = F.pad(h, pads), (0, 0)
-    return F.conv2d(h, kernel.flip(2, 3), bias, stride=layer.stride, padding=both)
+    return F.conv2d(
+        h, kernel.flip(2, 3), bias, stride=layer.options.stride, padding=both
+    )
 """,
         "native-torch",
         "lenet",
@@ -275,10 +277,11 @@ def batch_norm(h, params, spec, name):
         """
 def avg_pool(h, params, spec, name):
     layer = spec.layer(name)
-    if layer.padding == "same":
+    o = layer.options
+    if o.padding == "same":
         rows, cols = padding_of(layer, h.shape[1]), padding_of(layer, h.shape[2])
         h = tf.pad(h, [[0, 0], list(rows), list(cols), [0, 0]])
-    return tf.nn.avg_pool2d(h, layer.size, layer.stride, "VALID")
+    return tf.nn.avg_pool2d(h, o.pool_size, o.stride, "VALID")
 """,
         "native-tensorflow",
         "strided-cnn",

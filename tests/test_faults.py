@@ -69,7 +69,7 @@ def test_valid_padding_changes_one_layer_and_keeps_the_weights() -> None:
         a.name for a, b in zip(spec.layers, faulty.layers, strict=True) if a != b
     ]
     assert changed == ["block1_conv1"]
-    assert faulty.layer("block1_conv1").padding == "valid"
+    assert faulty.layer("block1_conv1").options.padding == "valid"
     assert faulty.params == spec.params  # loading follows the declared weights
     assert weights.keys() == canonical.keys()
     assert faults.FAULTS["valid-padding"].target(spec) == faults.Location(
@@ -140,7 +140,9 @@ def test_the_symmetric_mistake_pads_half_the_window_each_side() -> None:
     spec = VARIANTS["strided-cnn"]
     faulty, _ = faults.inject(spec, make_weights(spec, 0), "same-padding-symmetric")
     conv = faulty.layer("conv1")
-    assert conv.padding == "same"  # the layer as declared, its mistake beside it
+    assert (
+        conv.options.padding == "same"
+    )  # the layer as declared, its mistake beside it
     assert padding_of(conv, 28) == (1, 1) != padding_of(spec.layer("conv1"), 28)
     assert "mistake='same-padding-symmetric'" in repr(conv)
     assert "mistake" not in repr(spec.layer("conv1"))  # quiet when not set

@@ -348,11 +348,12 @@ def uneven_pool(drawn: Drawn) -> Outcome:
     shows it, 7x9 does not), and with a window of three (two hides it)."""
     spec = spec_from_document("drawn", drawn.document)
     for layer in spec.layers:
-        if layer.kind != "avg_pool" or layer.padding != "same" or layer.size < 3:
+        o = layer.options
+        if layer.kind != "avg_pool" or o.padding != "same" or o.pool_size < 3:
             continue
-        stride = layer.stride
+        stride = o.stride
         for side in input_of(spec, layer.name)[:2]:
-            padding = (-(-side // stride) - 1) * stride + layer.size - side
+            padding = (-(-side // stride) - 1) * stride + o.pool_size - side
             if padding % 2:
                 return _outcome({"keras-torch": "fail"}, ("forward", "avg_pool"))
     return _outcome({})

@@ -8,6 +8,7 @@ import ast
 import dataclasses
 import json
 import re
+import typing
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from tests.helpers import PROJECT_ROOT, keras_on_torch
 from tests.tiers import SIZES
 from zoo import keras_import, user_models
 from zoo.kinds import BY_KERAS_CLASS, KINDS, MODULE_FILES, discovered
-from zoo.kinds.base import ACTIVATIONS, OPTIONAL, SLOPED
+from zoo.kinds.base import ACTIVATIONS, SLOPED
 from zoo.specs import MODELS, VARIANTS, ModelSpec
 
 FRAMEWORKS = ("jax", "tensorflow", "torch", "mxnet")
@@ -38,9 +39,40 @@ def test_every_kind_has_every_facet(name: str) -> None:
     assert kind.summary
     assert all(callable(getattr(kind, facet)) for facet in FACETS), name
     assert kind.keras_classes, f"{name} names no Keras class it reads"
-    assert set(kind.options) <= set(OPTIONAL), name
-    assert set(kind.words) <= set(kind.options), name
+    assert dataclasses.is_dataclass(kind.options), name
+    assert kind.options.__dataclass_params__.frozen, name  # type: ignore[attr-defined]
+    assert set(typing.get_type_hints(kind.options).values()) <= READABLE, name
     assert kind.takes in (0, 1, 2)
+
+
+# The types the document reader reads an option as (``zoo.user_models``).
+READABLE = {
+    int,
+    float,
+    bool,
+    str,
+    int | None,
+    float | None,
+    str | None,
+    tuple[int, ...],
+}
+# Options of one Keras name and two meanings, as Keras has them: a
+# convolution's ``padding`` (``valid``/``same``) and a zero padding's (widths).
+HOMONYMS = {"padding"}
+
+
+def test_an_option_name_means_one_thing() -> None:
+    """Each kind's options are its own record; a name two records share has
+    one type in both (Keras' homonyms aside), so a reader, a rule or a fault
+    that goes by the name reads the same thing."""
+    types: dict[str, set[object]] = {}
+    for kind in KINDS.values():
+        for option, given in typing.get_type_hints(kind.options).items():
+            # ``None`` only says "Keras' default" (a pool's strides: its window)
+            bare = [t for t in typing.get_args(given) if t is not type(None)]
+            types.setdefault(option, set()).add(bare[0] if bare else given)
+    mixed = {o: t for o, t in types.items() if len(t) > 1 and o not in HOMONYMS}
+    assert not mixed, mixed
 
 
 def test_a_keras_class_is_read_by_one_kind() -> None:

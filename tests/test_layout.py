@@ -18,9 +18,11 @@ def _tiny_cnn(h: int, w: int, c: int, filters: int) -> ModelSpec:
         (h, w, c),
         3,
         (
-            Layer("conv", "conv2d", filters, 1, "valid", "relu"),
-            Layer("flatten", "flatten"),
-            Layer("out", "dense", 3),
+            Layer.of(
+                "conv", "conv2d", filters=filters, kernel_size=1, activation="relu"
+            ),
+            Layer.of("flatten", "flatten"),
+            Layer.of("out", "dense", units=3),
         ),
         Workload("none", "sgd", 0.1, 2),
     )

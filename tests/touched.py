@@ -30,7 +30,7 @@ from workers import messages
 from workers.paths import LEVEL_PATHS, MODE_PATHS, MODES, PATHS, get_path
 from zoo import user_models
 from zoo.models import get_spec
-from zoo.specs import LAYER_OPTIONS, MODELS, VARIANTS, Layer, ModelSpec
+from zoo.specs import LAYER_OPTIONS, MODELS, VARIANTS, ModelSpec
 
 REFERENCE_ENV = "HARNESS_NATIVE_DTYPE"
 TESTS = Path(__file__).resolve().parent
@@ -75,6 +75,24 @@ class Table:
             self.options.update(options(spec))
 
 
+# Options that are a size, not a setting: every layer of the kind has one.
+SIZES = (
+    "units",
+    "filters",
+    "kernel_size",
+    "pool_size",
+    "key_dim",
+    "num_heads",
+    "input_dim",
+    "output_dim",
+)
+
+
+def option_default(options: object, option: str) -> object:
+    """The default of ``option`` in an options record."""
+    return next(f.default for f in dataclasses.fields(options) if f.name == option)  # type: ignore[arg-type]
+
+
 def options(spec: ModelSpec) -> set[str]:
     """The layer options ``spec`` sets, as ``<kind> <option>=<value>``: a
     setting is touched once a request ran some layer of its kind with it
@@ -82,13 +100,15 @@ def options(spec: ModelSpec) -> set[str]:
     found = set()
     for layer in spec.layers:
         for option in LAYER_OPTIONS[layer.kind]:
-            value = getattr(layer, option)
-            if option in ("kernel", "vocab", "heads"):
+            value = getattr(layer.options, option)
+            if option in SIZES:
                 continue  # a size, not a setting
             if option == "strides":  # Keras' default step, or another
-                default = Layer(layer.name, layer.kind, layer.size).stride
-                value = "default" if layer.stride == default else "set"
+                default = option_default(layer.options, option)
+                value = "default" if value == default else "set"
             found.add(f"{layer.kind} {option}={value!r}")
+        if layer.kind_record.regularized:
+            found.add(f"{layer.kind} regularize={layer.regularize!r}")
     return found
 
 

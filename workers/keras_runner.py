@@ -114,7 +114,7 @@ class KerasRunner:
     def _check_dropout(self, model: Any, spec: ModelSpec, x: np.ndarray) -> None:
         """A ValueError unless every dropout, at its rate in one training
         forward pass on ``x``, dropped as dropout must (``check_dropout``)."""
-        layers = [d for d in spec.layers if d.kind == "dropout" and d.rate]
+        layers = [d for d in spec.layers if d.kind == "dropout" and d.options.rate]
         ends = []
         for layer in layers:
             keras_layer = model.get_layer(layer.name)
@@ -127,7 +127,7 @@ class KerasRunner:
         ]
         for i, layer in enumerate(layers):
             problem = check_dropout(
-                layer.name, layer.rate, values[2 * i], values[2 * i + 1]
+                layer.name, layer.options.rate, values[2 * i], values[2 * i + 1]
             )
             if problem:
                 raise ValueError(problem)

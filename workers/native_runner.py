@@ -117,9 +117,9 @@ class NativeRunner:
         arrays = fw.arrays(self.init(spec, weights))
         apply(arrays, fw.to_input(x), tap=record, training=True)
         for layer in spec.layers:
-            if layer.kind == "dropout" and layer.rate:
+            if layer.kind == "dropout" and layer.options.rate:
                 given, got = taps[f"{layer.name}/input"], taps[layer.name]
-                problem = check_dropout(layer.name, layer.rate, given, got)
+                problem = check_dropout(layer.name, layer.options.rate, given, got)
                 if problem:
                     raise ValueError(problem)
 

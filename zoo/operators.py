@@ -574,26 +574,27 @@ def model_cases(spec: ModelSpec, batch: int) -> Iterator[Case]:
 def _layer_cases(layer: Layer, shape: Shape, batch: int, label: str) -> Iterator[Case]:
     """The operator cases of one layer whose input is ``shape`` (no batch)."""
     rows = batch * math.prod(shape[:-1])  # a sequence's steps are rows
-    kind, same = layer.kind, int(layer.padding == "same")
-    stride_1 = layer.stride == 1 and layer.padding in ("same", "valid")
+    kind, o = layer.kind, layer.options
+    same = int(getattr(o, "padding", None) == "same")
+    stride_1 = getattr(o, "stride", 0) == 1 and not layer.mistake
     if kind == "dense":
-        yield Case("dense", (rows, shape[-1], layer.size), label)
+        yield Case("dense", (rows, shape[-1], o.units), label)
     elif kind == "conv2d" and stride_1:
         h, w, c = shape
-        yield Case("conv2d", (batch, h, w, c, layer.size, layer.kernel, same), label)
+        yield Case("conv2d", (batch, h, w, c, o.filters, o.kernel_size, same), label)
     elif kind == "conv1d" and stride_1:
         t, c = shape
-        yield Case("conv1d", (batch, t, c, layer.size, layer.kernel, same), label)
+        yield Case("conv1d", (batch, t, c, o.filters, o.kernel_size, same), label)
     elif kind in ("avg_pool", "max_pool") and (
-        layer.stride == layer.size and layer.padding == "valid"
+        o.stride == o.pool_size and o.padding == "valid"
     ):
         h, w, c = shape
-        yield Case(kind, (batch, h, w, c, layer.size), label)
+        yield Case(kind, (batch, h, w, c, o.pool_size), label)
     elif kind in ("lstm", "gru"):
-        yield Case(f"{kind}_cell", (batch, shape[-1], layer.size), label)
+        yield Case(f"{kind}_cell", (batch, shape[-1], o.units), label)
     elif kind == "embedding":
         (t,) = shape
-        yield Case("embedding", (batch, t, layer.vocab, layer.size), label)
+        yield Case("embedding", (batch, t, o.input_dim, o.output_dim), label)
     elif kind == "layer_norm":
         yield Case("layer_norm", (rows, shape[-1]), label)
     elif kind == "batch_norm" and rows >= BATCH_NORM_MIN_ROWS:
@@ -604,10 +605,10 @@ def _layer_cases(layer: Layer, shape: Shape, batch: int, label: str) -> Iterator
         yield Case("global_avg_pool", (batch, t, c), label)
     elif kind == "attention":
         t, features = shape
-        width = layer.heads * layer.size
+        width = o.num_heads * o.key_dim
         # the query, key and value projections, then the output's
         yield Case("dense", (rows, features, width), f"{label}-projection")
-        yield Case("attention", (batch, t, layer.heads, layer.size), label)
+        yield Case("attention", (batch, t, o.num_heads, o.key_dim), label)
         yield Case("dense", (rows, width, features), f"{label}-output")
     elif kind == "dropout":
         # Nothing: dropout's random mask has no float64 reference to judge it
@@ -643,7 +644,7 @@ def timed_cases(sweep: Sweep, ops: tuple[str, ...] | None = None) -> list[Case]:
     for name in sweep.models:
         found += list(model_cases(MODELS[name], sweep.model_batch))
     lstm = MODELS["lstm"]
-    features, units = lstm.input_shape[1], lstm.layers[0].size
+    features, units = lstm.input_shape[1], lstm.layers[0].options.units
     # the GRU cell at the LSTM's shapes: the two recurrent cells side by side
     found += [
         Case(cell, (b, features, units), f"batch-{b}")

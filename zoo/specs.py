@@ -34,7 +34,8 @@ the outputs of the earlier layers its ``inputs`` names (``add`` takes two:
 a residual connection).  Self-attention takes one input as query, key and
 value.
 
-The layer options are Keras' (``LAYER_OPTIONS`` lists which kind takes which):
+The layer options are each kind's own record, named as Keras names the
+arguments (``zoo.kinds``; ``LAYER_OPTIONS`` lists which kind takes which):
 convolutions and pools take ``strides`` and ``padding`` (``valid`` or
 ``same``, Keras' rule: ``same_padding``), dense and convolution layers an
 ``activation`` (``ACTIVATIONS``), an LSTM ``return_sequences``; a dense layer
@@ -44,6 +45,7 @@ on a sequence ``(T, F)`` applies to its last axis, as Keras applies it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 
 from zoo import losses
@@ -54,7 +56,6 @@ from zoo.kinds.base import (
     GELU_TANH,
     INPUT,
     LAYER_NORM_EPSILON,
-    OPTIONAL,
     PADDINGS,
     SLOPED,
     STATE_KINDS,
@@ -119,7 +120,8 @@ KINDS = (
 # ``zoo.user_models`` reads a table or a Keras file into these.
 LAYER_KINDS = tuple(KIND_RECORDS)
 LAYER_OPTIONS: dict[str, tuple[str, ...]] = {
-    name: kind.options for name, kind in KIND_RECORDS.items()
+    name: tuple(f.name for f in fields(kind.options))
+    for name, kind in KIND_RECORDS.items()
 }
 # Kinds that compute differently in a training step than in inference: a
 # batch normalization (batch statistics, moving ones updated) and dropout.
@@ -277,7 +279,9 @@ class ModelSpec:
     @property
     def dropout(self) -> bool:
         """Whether a layer drops at a nonzero rate."""
-        return any(layer.kind == "dropout" and layer.rate for layer in self.layers)
+        return any(
+            layer.kind == "dropout" and layer.options.rate for layer in self.layers
+        )
 
     def noise_trained(self) -> tuple[str, ...]:
         """Parameters whose gradient in a training step is zero in exact
@@ -361,7 +365,11 @@ class ModelSpec:
         """How many token ids the model's input draws from, when it takes
         token ids (embeddings take it: the smallest table's); 0 when it takes
         floats."""
-        tables = [layer.vocab for layer in self.layers if layer.kind == "embedding"]
+        tables = [
+            layer.options.input_dim
+            for layer in self.layers
+            if layer.kind == "embedding"
+        ]
         return min(tables, default=0)
 
     def sources(self, name: str) -> tuple[str, ...]:
@@ -462,14 +470,36 @@ def input_of(spec: ModelSpec, name: str) -> tuple[int, ...]:
     return _walk(spec, None, until=name)[-1][1]
 
 
-def _check_options(layer: Layer) -> None:  # noqa: PLR0912 (one rule per option)
-    n = layer.name
-    kind = KIND_RECORDS.get(layer.kind)
-    if kind is None:
-        raise ValueError(
-            f"layer {n!r} has unknown kind {layer.kind!r}; "
-            f"known: {', '.join(LAYER_KINDS)}"
-        )
+# The least value of a whole-number option, by Keras' name (each name means
+# one thing wherever a kind's record has it: ``zoo.kinds``).
+AT_LEAST = {
+    "units": 1,
+    "filters": 1,
+    "kernel_size": 1,
+    "strides": 1,
+    "pool_size": 1,
+    "key_dim": 1,
+    "num_heads": 1,
+    "output_dim": 1,
+    "input_dim": 2,
+    "depth_multiplier": 1,
+}
+# The range of a number option, by name: (the test, what it must be).
+IN_RANGE: dict[str, tuple[Callable[[float], bool], str]] = {
+    "epsilon": (lambda v: 0 < v < 1, "above 0 and below 1"),
+    "momentum": (lambda v: 0 < v < 1, "above 0 and below 1"),
+    "rate": (lambda v: 0 <= v < 1, "at least 0 and below 1"),
+    "slope": (lambda v: 0 < v < 1e6, "above 0"),
+    "scale": (math.isfinite, "finite"),
+    "offset": (math.isfinite, "finite"),
+}
+
+
+def _check_options(layer: Layer) -> None:
+    """A ValueError in one sentence unless ``layer``'s name and options are
+    ones the tool computes (the kind's own shape rule checks the rest)."""
+    n, o = layer.name, layer.options
+    kind = KIND_RECORDS[layer.kind]
     if not n or "/" in n:
         raise ValueError(f"layer name {n!r} must be non-empty and without '/'")
     if n == INPUT:
@@ -482,43 +512,34 @@ def _check_options(layer: Layer) -> None:  # noqa: PLR0912 (one rule per option)
         raise ValueError(
             f"layer {n!r} has activation {layer.activation!r}; known: {known}"
         )
-    if layer.padding not in PADDINGS:
-        raise ValueError(
-            f"layer {n!r} has padding {layer.padding!r}; use valid or same"
-        )
+    padding = getattr(o, "padding", None)
+    if isinstance(padding, str) and padding not in PADDINGS:
+        raise ValueError(f"layer {n!r} has padding {padding!r}; use valid or same")
     if layer.mistake not in ("", *(m.name for m in kind.mistakes)):
         raise ValueError(
             f"{layer.kind} layer {n!r} computes mistake {layer.mistake!r}, "
             "which is no mistake of its kind"
         )
-    sizeless = kind.size_word is None
-    if layer.size < (0 if sizeless else 1) or layer.strides < 0:
-        raise ValueError(f"layer {n!r} needs a positive size and strides")
-    if "kernel" in kind.options and layer.kernel < 1:
-        raise ValueError(f"{layer.kind} layer {n!r} needs a kernel of at least 1")
-    if "vocab" in kind.options and layer.vocab < 2:
-        raise ValueError(f"embedding layer {n!r} needs a vocabulary of at least 2")
-    if "heads" in kind.options and layer.heads < 1:
-        raise ValueError(f"attention layer {n!r} needs at least one head")
-    if not 0 <= layer.epsilon < 1:
-        raise ValueError(f"layer {n!r} needs an epsilon in [0, 1)")
-    if not 0 <= layer.momentum < 1 or not 0 <= layer.rate < 1:
-        raise ValueError(f"layer {n!r} needs a momentum and a rate in [0, 1)")
-    if layer.slope < 0 or not math.isfinite(layer.slope):
-        raise ValueError(f"layer {n!r} needs a slope of at least 0")
-    if layer.slope and layer.activation not in SLOPED:
+    for option, least in AT_LEAST.items():
+        value = getattr(o, option, None)
+        if value is not None and value < least:
+            raise ValueError(
+                f"{layer.kind} layer {n!r} needs {option} of at least {least}, "
+                f"not {value}"
+            )
+    for option, (within, what) in IN_RANGE.items():
+        value = getattr(o, option, None)
+        if value is not None and not within(value):
+            raise ValueError(f"{layer.kind} layer {n!r} needs {option} {what}")
+    if getattr(o, "slope", None) is not None and layer.activation not in SLOPED:
         raise ValueError(
             f"layer {n!r} has a slope, which only {' and '.join(SLOPED)} take"
         )
-    if not (math.isfinite(layer.scale) and math.isfinite(layer.offset)):
-        raise ValueError(f"layer {n!r} needs a finite scale and offset")
-    for f in fields(layer):
-        foreign = f.name in OPTIONAL and f.name not in kind.options
-        if foreign and getattr(layer, f.name) != f.default:
-            raise ValueError(
-                f"{layer.kind} layer {n!r} takes no {f.name}; it takes: "
-                f"{', '.join(kind.options) or 'no options'}"
-            )
+    if layer.regularize and not kind.regularized:
+        raise ValueError(
+            f"{layer.kind} layer {n!r} takes no regularize: Keras gives it no "
+            "weight regularizer"
+        )
 
 
 def _check_graph(spec: ModelSpec) -> None:
@@ -666,7 +687,7 @@ def _check_size(spec: ModelSpec, params: list[Param]) -> None:
     for layer, (shape, out) in zip(spec.layers, layer_shapes(spec), strict=True):
         values += math.prod(out)
         if layer.kind == "attention":  # every head's scores and weights
-            values += 2 * layer.heads * shape[0] * shape[0]
+            values += 2 * layer.options.num_heads * shape[0] * shape[0]
     if values * 4 > MAX_SAMPLE_BYTES:
         raise ValueError(
             f"{spec.name}'s activations take {_gib(values * 4)} per example; the "
@@ -686,7 +707,7 @@ def _gib(size: int) -> str:
 
 
 def _dense(name: str, units: int, activation: str | None = "relu") -> Layer:
-    return Layer(name, "dense", units, activation=activation)
+    return Layer.of(name, "dense", units=units, activation=activation)
 
 
 def vgg_layers(
@@ -697,9 +718,18 @@ def vgg_layers(
     layers: list[Layer] = []
     for b, filters in enumerate(blocks, start=1):
         for i, f in enumerate(filters, start=1):
-            layers.append(Layer(f"block{b}_conv{i}", "conv2d", f, 3, "same", "relu"))
-        layers.append(Layer(f"block{b}_pool", "max_pool", 2))
-    layers.append(Layer("flatten", "flatten"))
+            layers.append(
+                Layer.of(
+                    f"block{b}_conv{i}",
+                    "conv2d",
+                    filters=f,
+                    kernel_size=3,
+                    padding="same",
+                    activation="relu",
+                )
+            )
+        layers.append(Layer.of(f"block{b}_pool", "max_pool", pool_size=2))
+    layers.append(Layer.of("flatten", "flatten"))
     layers += [_dense(f"fc{i}", u) for i, u in enumerate(dense, start=1)]
     layers.append(_dense("logits", classes, None))
     return tuple(layers)
@@ -723,13 +753,13 @@ def encoder_block(
     residual add, layer normalization.  Its output is ``<prefix>_norm2``."""
     width = heads * key_dim
     return (
-        Layer(f"{prefix}_attention", "attention", key_dim, heads=heads),
-        Layer(f"{prefix}_add1", "add", inputs=(source, f"{prefix}_attention")),
-        Layer(f"{prefix}_norm1", "layer_norm"),
+        Layer.of(f"{prefix}_attention", "attention", key_dim=key_dim, num_heads=heads),
+        Layer.of(f"{prefix}_add1", "add", inputs=(source, f"{prefix}_attention")),
+        Layer.of(f"{prefix}_norm1", "layer_norm"),
         _dense(f"{prefix}_ffn1", hidden, "gelu"),
         _dense(f"{prefix}_ffn2", width, None),
-        Layer(f"{prefix}_add2", "add", inputs=(f"{prefix}_norm1", f"{prefix}_ffn2")),
-        Layer(f"{prefix}_norm2", "layer_norm"),
+        Layer.of(f"{prefix}_add2", "add", inputs=(f"{prefix}_norm1", f"{prefix}_ffn2")),
+        Layer.of(f"{prefix}_norm2", "layer_norm"),
     )
 
 
@@ -744,15 +774,22 @@ def transformer_layers(
     over the sequence; logits."""
     width = heads * key_dim
     layers: list[Layer] = [
-        Layer("embed", "embedding", width, vocab=vocab),
-        Layer("position", "conv1d", width, 3, "same", "gelu"),
-        Layer("encode", "add", inputs=("embed", "position")),
+        Layer.of("embed", "embedding", output_dim=width, input_dim=vocab),
+        Layer.of(
+            "position",
+            "conv1d",
+            filters=width,
+            kernel_size=3,
+            padding="same",
+            activation="gelu",
+        ),
+        Layer.of("encode", "add", inputs=("embed", "position")),
     ]
     source = "encode"
     for b in range(1, blocks + 1):
         layers += encoder_block(f"block{b}", source, heads, key_dim, hidden)
         source = f"block{b}_norm2"
-    layers += [Layer("pool", "global_avg_pool"), _dense("logits", classes, None)]
+    layers += [Layer.of("pool", "global_avg_pool"), _dense("logits", classes, None)]
     return tuple(layers)
 
 
@@ -776,11 +813,15 @@ def _build_models() -> dict[str, ModelSpec]:
             (28, 28, 1),
             10,
             (
-                Layer("conv1", "conv2d", 6, 5, "valid", "relu"),
-                Layer("pool1", "avg_pool", 2),
-                Layer("conv2", "conv2d", 16, 3, "valid", "relu"),
-                Layer("pool2", "avg_pool", 2),
-                Layer("flatten", "flatten"),
+                Layer.of(
+                    "conv1", "conv2d", filters=6, kernel_size=5, activation="relu"
+                ),
+                Layer.of("pool1", "avg_pool", pool_size=2),
+                Layer.of(
+                    "conv2", "conv2d", filters=16, kernel_size=3, activation="relu"
+                ),
+                Layer.of("pool2", "avg_pool", pool_size=2),
+                Layer.of("flatten", "flatten"),
                 _dense("fc1", 120),
                 _dense("fc2", 84),
                 _dense("logits", 10, None),
@@ -798,7 +839,7 @@ def _build_models() -> dict[str, ModelSpec]:
             "lstm",
             (250, 50),
             2,
-            (Layer("lstm", "lstm", 128), _dense("logits", 2, None)),
+            (Layer.of("lstm", "lstm", units=128), _dense("logits", 2, None)),
             Workload("imdb", "adam", 0.01, 128),
         ),
         # Width 64 in 4 heads of 16, a 128-unit feed-forward, 128 tokens.
@@ -843,11 +884,30 @@ VARIANTS: dict[str, ModelSpec] = {
         (28, 28, 1),
         10,
         (
-            Layer("conv1", "conv2d", 8, 3, "same", "tanh", strides=2),  # 14x14
-            Layer("pool1", "max_pool", 3, padding="same", strides=2),  # 7x7
-            Layer("conv2", "conv2d", 8, 2, "same", "sigmoid"),  # pads (0, 1)
-            Layer("pool2", "avg_pool", 2, padding="same"),  # 4x4, edge of 1
-            Layer("flatten", "flatten"),
+            Layer.of(
+                "conv1",
+                "conv2d",
+                filters=8,
+                kernel_size=3,
+                padding="same",
+                activation="tanh",
+                strides=2,
+            ),  # 14x14
+            Layer.of(
+                "pool1", "max_pool", pool_size=3, padding="same", strides=2
+            ),  # 7x7
+            Layer.of(
+                "conv2",
+                "conv2d",
+                filters=8,
+                kernel_size=2,
+                padding="same",
+                activation="sigmoid",
+            ),  # pads (0, 1)
+            Layer.of(
+                "pool2", "avg_pool", pool_size=2, padding="same"
+            ),  # 4x4, edge of 1
+            Layer.of("flatten", "flatten"),
             _dense("fc1", 16, "softmax"),
             _dense("logits", 10, None),
         ),
@@ -858,9 +918,9 @@ VARIANTS: dict[str, ModelSpec] = {
         (250, 50),
         2,
         (
-            Layer("lstm1", "lstm", 16, return_sequences=True),
+            Layer.of("lstm1", "lstm", units=16, return_sequences=True),
             _dense("project", 8, "tanh"),  # on every step of the sequence
-            Layer("lstm2", "lstm", 8),
+            Layer.of("lstm2", "lstm", units=8),
             _dense("logits", 2, None),
         ),
         Workload("imdb", "adam", 0.001, 32),
@@ -883,16 +943,33 @@ VARIANTS: dict[str, ModelSpec] = {
         (20, 6),
         2,
         (
-            Layer("conv1", "conv1d", 8, 3, "same", "relu", strides=2),  # 10
-            Layer("pool1", "max_pool1d", 2, padding="same", strides=1),  # 10
-            Layer("conv2", "conv1d", 8, 2, "same", "tanh"),  # pads (0, 1)
+            Layer.of(
+                "conv1",
+                "conv1d",
+                filters=8,
+                kernel_size=3,
+                padding="same",
+                activation="relu",
+                strides=2,
+            ),  # 10
+            Layer.of(
+                "pool1", "max_pool1d", pool_size=2, padding="same", strides=1
+            ),  # 10
+            Layer.of(
+                "conv2",
+                "conv1d",
+                filters=8,
+                kernel_size=2,
+                padding="same",
+                activation="tanh",
+            ),  # pads (0, 1)
             # 10, padded (0, 1).  Not a 3-wide window there: Keras on PyTorch
             # pads a 'same' pool by repeating the edge, which a 3-wide average
             # then counts (docs/results/transformer.md).
-            Layer("pool2", "avg_pool1d", 2, padding="same", strides=1),
-            Layer("gru1", "gru", 8, return_sequences=True),
-            Layer("gru2", "gru", 6),
-            Layer("norm", "layer_norm", epsilon=1e-5),
+            Layer.of("pool2", "avg_pool1d", pool_size=2, padding="same", strides=1),
+            Layer.of("gru1", "gru", units=8, return_sequences=True),
+            Layer.of("gru2", "gru", units=6),
+            Layer.of("norm", "layer_norm", epsilon=1e-5),
             _dense("logits", 2, None),
         ),
         Workload("imdb", "adam", 0.001, 16),
@@ -904,13 +981,15 @@ VARIANTS: dict[str, ModelSpec] = {
         (28, 28, 1),
         10,
         (
-            Layer("conv", "conv2d", 8, 3, "same", strides=2),  # 14x14
-            Layer("conv_norm", "batch_norm"),
-            Layer("pool", "max_pool", 2, padding="same"),  # 7x7
-            Layer("flatten", "flatten"),
+            Layer.of(
+                "conv", "conv2d", filters=8, kernel_size=3, padding="same", strides=2
+            ),  # 14x14
+            Layer.of("conv_norm", "batch_norm"),
+            Layer.of("pool", "max_pool", pool_size=2, padding="same"),  # 7x7
+            Layer.of("flatten", "flatten"),
             _dense("fc", 16, None),
-            Layer("fc_norm", "batch_norm", epsilon=1e-5, momentum=0.9),
-            Layer("drop", "dropout", rate=0.25),
+            Layer.of("fc_norm", "batch_norm", epsilon=1e-5, momentum=0.9),
+            Layer.of("drop", "dropout", rate=0.25),
             _dense("logits", 10, None),
         ),
         Workload("mnist", "adam", 0.001, 16),
@@ -921,8 +1000,16 @@ VARIANTS: dict[str, ModelSpec] = {
         (28, 28, 1),
         10,
         (
-            Layer("conv", "conv2d", 8, 3, "same", "relu", strides=2),
-            Layer("pool", "global_avg_pool"),
+            Layer.of(
+                "conv",
+                "conv2d",
+                filters=8,
+                kernel_size=3,
+                padding="same",
+                activation="relu",
+                strides=2,
+            ),
+            Layer.of("pool", "global_avg_pool"),
             _dense("logits", 10, None),
         ),
         Workload("mnist", "adam", 0.001, 16),
@@ -935,61 +1022,77 @@ VARIANTS: dict[str, ModelSpec] = {
         (12, 12, 3),
         10,
         (
-            Layer("scale", "rescaling", scale=0.5, offset=-0.1),
-            Layer("pad", "zero_padding", target=(1, 0, 0, 1)),  # 13x13
-            Layer("conv", "conv2d", 6, 3, use_bias=False),  # 11x11
-            Layer("elu", "activation", activation="elu", slope=0.5),
-            Layer("prelu", "prelu", target=(1, 2)),
-            Layer("crop", "cropping", target=(0, 1, 1, 0)),  # 10x10
-            Layer("dw", "depthwise_conv2d", 0, 3, "same", "relu", multiplier=2),
-            Layer(
+            Layer.of("scale", "rescaling", scale=0.5, offset=-0.1),
+            Layer.of("pad", "zero_padding", padding=(1, 0, 0, 1)),  # 13x13
+            Layer.of(
+                "conv", "conv2d", filters=6, kernel_size=3, use_bias=False
+            ),  # 11x11
+            Layer.of("elu", "activation", activation="elu", slope=0.5),
+            Layer.of("prelu", "prelu", shared_axes=(1, 2)),
+            Layer.of("crop", "cropping", cropping=(0, 1, 1, 0)),  # 10x10
+            Layer.of(
+                "dw",
+                "depthwise_conv2d",
+                kernel_size=3,
+                padding="same",
+                activation="relu",
+                depth_multiplier=2,
+            ),
+            Layer.of(
                 "sep",
                 "separable_conv2d",
-                6,
-                3,
-                "same",
+                filters=6,
+                kernel_size=3,
+                padding="same",
                 regularize=(("pointwise_kernel", 0.001, 0.0),),
             ),
-            Layer("pool", "max_pool", 2),  # 5x5
-            Layer("up", "upsampling", target=(2, 2)),  # 10x10
-            Layer(
+            Layer.of("pool", "max_pool", pool_size=2),  # 5x5
+            Layer.of("up", "upsampling", size=(2, 2)),  # 10x10
+            Layer.of(
                 "grow",
                 "conv2d_transpose",
-                6,
-                4,
-                "same",
+                filters=6,
+                kernel_size=4,
+                padding="same",
                 strides=2,
                 inputs=("pool",),
                 regularize=(("kernel", 0.0, 0.01), ("bias", 0.01, 0.01)),
             ),  # 10x10, its output starting 1 into the full scatter
-            Layer("regrown", "add", inputs=("up", "grow")),
-            Layer("middle", "cropping", target=(2, 2, 2, 2)),  # 6x6
-            Layer(
-                "side", "conv2d", 6, 3, "same", "silu", strides=2, inputs=(INPUT,)
+            Layer.of("regrown", "add", inputs=("up", "grow")),
+            Layer.of("middle", "cropping", cropping=(2, 2, 2, 2)),  # 6x6
+            Layer.of(
+                "side",
+                "conv2d",
+                filters=6,
+                kernel_size=3,
+                padding="same",
+                activation="silu",
+                strides=2,
+                inputs=(INPUT,),
             ),  # 6x6, from the input
-            Layer("cat", "concatenate", inputs=("middle", "side")),  # 12 channels
-            Layer("mul", "multiply", inputs=("middle", "side")),
-            Layer("sub", "subtract", inputs=("side", "middle")),
-            Layer("avg", "average", inputs=("mul", "sub", "side")),
-            Layer("max", "maximum", inputs=("avg", "middle")),
-            Layer("min", "minimum", inputs=("avg", "side")),
-            Layer("joined", "concatenate", inputs=("cat", "max", "min")),  # 24
-            Layer("swap", "permute", target=(2, 1, 3)),
-            Layer("capped", "activation", activation="relu6"),
-            Layer("gmax", "global_max_pool"),
-            Layer(
+            Layer.of("cat", "concatenate", inputs=("middle", "side")),  # 12 channels
+            Layer.of("mul", "multiply", inputs=("middle", "side")),
+            Layer.of("sub", "subtract", inputs=("side", "middle")),
+            Layer.of("avg", "average", inputs=("mul", "sub", "side")),
+            Layer.of("max", "maximum", inputs=("avg", "middle")),
+            Layer.of("min", "minimum", inputs=("avg", "side")),
+            Layer.of("joined", "concatenate", inputs=("cat", "max", "min")),  # 24
+            Layer.of("swap", "permute", dims=(2, 1, 3)),
+            Layer.of("capped", "activation", activation="relu6"),
+            Layer.of("gmax", "global_max_pool"),
+            Layer.of(
                 "fc",
                 "dense",
-                16,
+                units=16,
                 activation="selu",
                 use_bias=False,
                 regularize=(("kernel", 0.0, 0.01),),
             ),
-            Layer("leaky", "activation", activation="leaky_relu", slope=0.1),
-            Layer("fc2", "dense", 12, activation="softplus"),
-            Layer("grid", "reshape", target=(3, 4)),
-            Layer("row", "reshape", target=(-1,)),
-            Layer("fc3", "dense", 12, activation="leaky_relu"),
+            Layer.of("leaky", "activation", activation="leaky_relu", slope=0.1),
+            Layer.of("fc2", "dense", units=12, activation="softplus"),
+            Layer.of("grid", "reshape", target_shape=(3, 4)),
+            Layer.of("row", "reshape", target_shape=(-1,)),
+            Layer.of("fc3", "dense", units=12, activation="leaky_relu"),
             _dense("logits", 10, None),
         ),
         Workload("cifar10", "adam", 0.001, 16),
@@ -999,40 +1102,46 @@ VARIANTS: dict[str, ModelSpec] = {
         (8, 5),
         2,
         (
-            Layer("norm", "normalization"),
-            Layer("proj", "dense", 6, activation="silu"),
-            Layer(
+            Layer.of("norm", "normalization"),
+            Layer.of("proj", "dense", units=6, activation="silu"),
+            Layer.of(
                 "lstm",
                 "lstm",
-                6,
+                units=6,
                 return_sequences=True,
                 use_bias=False,
                 regularize=(("recurrent_kernel", 0.0, 0.01),),
             ),
-            Layer("gru", "gru", 6, return_sequences=True, use_bias=False),
-            Layer("att", "attention", 3, heads=2, use_bias=False),
-            Layer("res", "add", inputs=("gru", "att")),
-            Layer(
+            Layer.of("gru", "gru", units=6, return_sequences=True, use_bias=False),
+            Layer.of("att", "attention", key_dim=3, num_heads=2, use_bias=False),
+            Layer.of("res", "add", inputs=("gru", "att")),
+            Layer.of(
                 "bi",
                 "bidirectional",
-                4,
+                units=4,
                 return_sequences=True,
-                merge="concat",
+                merge_mode="concat",
                 cell="lstm",
                 inputs=("proj",),
             ),  # (8, 8)
-            Layer("look", "dot_attention", inputs=("res", "bi", "gru")),  # (8, 8)
-            Layer("bg", "bidirectional", 3, merge="ave", cell="gru"),  # (3,)
-            Layer("rnn", "simple_rnn", 4, return_sequences=True, inputs=("look",)),
-            Layer("bs", "bidirectional", 3, merge="mul", cell="simple_rnn"),  # (3,)
-            Layer("pad", "zero_padding", target=(1, 2), inputs=("res",)),  # 11
-            Layer("crop", "cropping", target=(2, 1)),  # 8
-            Layer("up", "upsampling", target=(2,)),  # 16
-            Layer("swap", "permute", target=(2, 1)),  # (6, 16)
-            Layer("gmax", "global_max_pool"),  # 16
-            Layer("gavg", "global_avg_pool", inputs=("crop",)),  # 6
-            Layer("both", "concatenate", inputs=("gmax", "gavg", "bg", "bs")),  # 28
-            Layer("act", "activation", activation="elu"),
+            Layer.of("look", "dot_attention", inputs=("res", "bi", "gru")),  # (8, 8)
+            Layer.of(
+                "bg", "bidirectional", units=3, merge_mode="ave", cell="gru"
+            ),  # (3,)
+            Layer.of(
+                "rnn", "simple_rnn", units=4, return_sequences=True, inputs=("look",)
+            ),
+            Layer.of(
+                "bs", "bidirectional", units=3, merge_mode="mul", cell="simple_rnn"
+            ),  # (3,)
+            Layer.of("pad", "zero_padding", padding=(1, 2), inputs=("res",)),  # 11
+            Layer.of("crop", "cropping", cropping=(2, 1)),  # 8
+            Layer.of("up", "upsampling", size=(2,)),  # 16
+            Layer.of("swap", "permute", dims=(2, 1)),  # (6, 16)
+            Layer.of("gmax", "global_max_pool"),  # 16
+            Layer.of("gavg", "global_avg_pool", inputs=("crop",)),  # 6
+            Layer.of("both", "concatenate", inputs=("gmax", "gavg", "bg", "bs")),  # 28
+            Layer.of("act", "activation", activation="elu"),
             _dense("logits", 2, None),
         ),
         Workload("imdb", "adam", 0.001, 16),
@@ -1046,7 +1155,7 @@ def _example(kind: str, example: Example) -> ModelSpec:
     name = f"kind-{kind}".replace("_", "-")
     head = [_dense("logits", example.classes, None)]
     if len(final_shape(example.layers, example.input_shape)) > 1:
-        head.insert(0, Layer("flat", "flatten"))
+        head.insert(0, Layer.of("flat", "flatten"))
     return ModelSpec(
         name,
         example.input_shape,
@@ -1080,7 +1189,7 @@ def without_dropout(spec: ModelSpec) -> ModelSpec:
     if not spec.dropout:
         return spec
     layers = tuple(
-        replace(layer, rate=0.0) if layer.kind == "dropout" else layer
+        layer.replace(rate=0.0) if layer.kind == "dropout" else layer
         for layer in spec.layers
     )
     return replace(spec, layers=layers)

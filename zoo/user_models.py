@@ -22,8 +22,9 @@ file was compiled with another or the table names one (a named
 cross-entropy takes probabilities unless ``from_logits = true``, as Keras'
 losses do).
 
-Each kind takes Keras' words for its options (``SIZE_WORDS``,
-``OPTION_WORDS``): an ``embedding`` ``input_dim`` and ``output_dim``, an
+Each kind takes Keras' words for its options (its options record's fields,
+``zoo.kinds``; ``python -m harness kinds`` lists them): an ``embedding``
+``input_dim`` and ``output_dim``, an
 ``attention`` ``num_heads`` and ``key_dim``, a ``layer_norm`` ``epsilon``, a
 ``batch_norm`` (over the last axis) ``epsilon`` and ``momentum`` (each above
 0 and below 1; Keras' defaults, 0.001 and 0.99, when left out), a
@@ -67,6 +68,7 @@ import re
 import shutil
 import stat
 import tempfile
+import typing
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -77,6 +79,7 @@ import numpy as np
 from zoo import files
 from zoo.arrays import digest, load_npz, save_npz
 from zoo.kinds import KINDS as KIND_RECORDS
+from zoo.kinds.base import required, shown_options
 from zoo.losses import DEFAULT as DEFAULT_OBJECTIVE
 from zoo.losses import LOSSES
 from zoo.optimizers import CLIPS, SCHEDULES, Schedule, check_option
@@ -84,9 +87,8 @@ from zoo.optimizers import DEFAULTS as OPTIMIZER_DEFAULTS
 from zoo.optimizers import OPTIMIZERS as OPTIMIZER_RECORDS
 from zoo.optimizers import defaults as optimizer_defaults
 from zoo.specs import (
-    BATCH_NORM_MOMENTUM,
+    IN_RANGE,
     LAYER_KINDS,
-    LAYER_NORM_EPSILON,
     OPTIMIZERS,
     PADDINGS,
     Layer,
@@ -106,50 +108,19 @@ DEFAULT_WORKLOAD = {
     "loss": DEFAULT_OBJECTIVE.loss,
     "from_logits": DEFAULT_OBJECTIVE.from_logits,
 }
-# A document's word for a layer's size, by kind (Keras' argument names;
-# each kind's module in ``zoo.kinds`` names it).
-SIZE_WORDS = {name: k.size_word for name, k in KIND_RECORDS.items() if k.size_word}
-# The document's words for ``zoo.specs.Layer``'s options (a kind's module
-# may give its own: ``Kind.words``, a reshape's ``target_shape``).
-OPTION_WORDS = {
-    "kernel": "kernel_size",
-    "strides": "strides",
-    "padding": "padding",
-    "activation": "activation",
-    "return_sequences": "return_sequences",
-    "vocab": "input_dim",
-    "heads": "num_heads",
-    "epsilon": "epsilon",
-    "momentum": "momentum",
-    "rate": "rate",
-    "use_bias": "use_bias",
-    "slope": "slope",
-    "scale": "scale",
-    "offset": "offset",
-    "target": "target",
-    "merge": "merge_mode",
-    "cell": "cell",
-    "multiplier": "depth_multiplier",
-    "regularize": "regularize",
-}
-# Options a document always writes out: they have no default in Keras
-# (unless a kind says its own has one: ``Kind.defaulted``).
-_ALWAYS = ("kernel", "vocab", "heads", "target")
 
 
-def _always(kind: str, option: str) -> bool:
-    """Whether a ``kind`` layer's document must give ``option``."""
-    return option in _ALWAYS and option not in KIND_RECORDS[kind].defaulted
+def words_of(kind: str) -> tuple[str, ...]:
+    """The document's words for a ``kind`` layer's options: its options
+    record's fields (Keras' argument names), ``regularize`` where Keras
+    gives the kind weight regularizers."""
+    record = KIND_RECORDS[kind]
+    words = tuple(f.name for f in dataclasses.fields(record.options))
+    return (*words, "regularize") if record.regularized else words
 
 
 # Keras' other names for an activation.
 _ACTIVATION_ALIASES = {"linear": None, "swish": "silu"}
-
-
-def words_of(kind: str) -> dict[str, str]:
-    """Option -> the document's word for it, for the options ``kind`` takes."""
-    own = KIND_RECORDS[kind].words
-    return {o: own.get(o, OPTION_WORDS[o]) for o in KIND_RECORDS[kind].options}
 
 
 _NAME = re.compile(r"[A-Za-z0-9_.]+")
@@ -229,10 +200,7 @@ def _layer(entry: Any, position: int, previous: str | None) -> Layer:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ValueError(f"{where}: name {name!r} must be letters, digits, _ or .")
     where = f"{kind} layer {name!r}"
-    words = {"kind", "name", "inputs", "trainable", *words_of(kind).values()}
-    size_word = SIZE_WORDS.get(kind)
-    if size_word:
-        words.add(size_word)
+    words = {"kind", "name", "inputs", "trainable", *words_of(kind)}
     unknown = sorted(set(entry) - words)
     if unknown:
         raise ValueError(
@@ -242,18 +210,21 @@ def _layer(entry: Any, position: int, previous: str | None) -> Layer:
     trainable = entry.get("trainable", True)
     if not isinstance(trainable, bool):
         raise ValueError(f"{where}: trainable must be true or false")
-    layer = Layer(name, kind, **_options(where, kind, entry), trainable=trainable)
-    if layer.strides and layer.strides == Layer(name, kind, layer.size).stride:
-        # Keras' default step written out (strides=1, a pool's own window):
-        # the same layer as one that leaves it out.
-        layer = dataclasses.replace(layer, strides=0)
-    if layer.epsilon == LAYER_NORM_EPSILON:
-        layer = dataclasses.replace(layer, epsilon=0.0)  # Keras' default, written
-    if layer.momentum == BATCH_NORM_MOMENTUM:
-        layer = dataclasses.replace(layer, momentum=0.0)  # the same
-    if kind != "add" and previous is not None and layer.inputs == (previous,):
-        layer = dataclasses.replace(layer, inputs=())  # the previous layer's, named
-    return layer
+    record = KIND_RECORDS[kind].options
+    types = typing.get_type_hints(record)
+    options = {
+        option: _read_option(where, option, types[option], entry[option])
+        for option in types
+        if option in entry
+    }
+    lacking = [o for o in required(record) if o not in options]
+    if lacking:
+        raise ValueError(f"{where} needs {', '.join(lacking)}")
+    regularize = _penalties(where, entry["regularize"]) if "regularize" in entry else ()
+    inputs = _inputs(where, entry)
+    if kind != "add" and previous is not None and inputs == (previous,):
+        inputs = ()  # the previous layer's, named
+    return Layer(name, kind, record(**options), inputs, regularize, trainable)
 
 
 def check_entry(entry: Mapping[str, Any]) -> None:
@@ -268,73 +239,57 @@ def layer_of(entry: Mapping[str, Any]) -> Layer:
     return _layer(entry, 0, None)
 
 
-def _options(where: str, kind: str, entry: Mapping[str, Any]) -> dict[str, Any]:
-    """A document entry's size and options as ``Layer``'s keyword arguments,
-    each word read as its field's type (``_read_option``)."""
-    options: dict[str, Any] = {}
-    size_word = SIZE_WORDS.get(kind)
-    if size_word:
-        options["size"] = _field(where, entry, size_word, int)
-    for option, word in words_of(kind).items():
-        if word in entry or _always(kind, option):
-            options[option] = _read_option(where, option, word, entry.get(word))
-    if "inputs" in entry:
-        inputs = entry["inputs"]
-        if not isinstance(inputs, list | tuple) or not all(
-            isinstance(source, str) for source in inputs
-        ):
-            raise ValueError(
-                f"{where}: inputs must be a list of earlier layers' names, "
-                f"not {inputs!r}"
-            )
-        options["inputs"] = tuple(inputs)
-    return options
+def _inputs(where: str, entry: Mapping[str, Any]) -> tuple[str, ...]:
+    """A document entry's ``inputs``: the earlier layers it takes."""
+    if "inputs" not in entry:
+        return ()
+    inputs = entry["inputs"]
+    if not isinstance(inputs, list | tuple) or not all(
+        isinstance(source, str) for source in inputs
+    ):
+        raise ValueError(
+            f"{where}: inputs must be a list of earlier layers' names, not {inputs!r}"
+        )
+    return tuple(inputs)
 
 
-def _read_option(where: str, option: str, word: str, value: Any) -> Any:  # noqa: PLR0911
-    """One option's value, checked: whole numbers, numbers in their range,
-    ``valid``/``same``, an activation's name, true or false, a list of
-    whole numbers."""
+def _read_option(where: str, word: str, kind: Any, value: Any) -> Any:  # noqa: PLR0911
+    """One option's value, read as its record's field's type (``kind``):
+    whole numbers, numbers in their range (``zoo.specs.IN_RANGE``),
+    ``valid``/``same``, an activation's name, true or false, a list of whole
+    numbers."""
     given = {word: value}
-    if option in ("kernel", "strides", "vocab", "heads", "multiplier"):
-        return _field(where, given, word, int)
-    if option == "padding":
-        if value not in PADDINGS:
-            raise ValueError(f"{where}: padding must be valid or same, not {value!r}")
-        return value
-    if option == "activation":
+    optional = kind in (int | None, float | None, str | None)
+    if optional and value is None:
+        return None
+    if word == "activation":
         name = _field(where, given, word, str)
         return _ACTIVATION_ALIASES.get(name, name)
-    if option in ("return_sequences", "use_bias"):
+    if kind in (int, int | None):
+        return _field(where, given, word, int)
+    if kind is bool:
         if not isinstance(value, bool):
             raise ValueError(f"{where}: {word} must be true or false")
         return value
-    if option == "target":
+    if kind in (str, str | None):
+        text = _field(where, given, word, str)
+        if word == "padding" and text not in PADDINGS:
+            raise ValueError(f"{where}: padding must be valid or same, not {value!r}")
+        return text
+    if kind == tuple[int, ...]:
         if not isinstance(value, list | tuple) or not all(
             isinstance(v, int) and not isinstance(v, bool) for v in value
         ):
             raise ValueError(f"{where}: {word} must be a list of whole numbers")
         return tuple(value)
-    if option == "regularize":
-        return _penalties(where, word, value)
-    if option in ("merge", "cell"):
-        return _field(where, given, word, str)
     number = float(_field(where, given, word, float))
-    ranges = {
-        "epsilon": (0 < number < 1, "above 0 and below 1"),
-        "momentum": (0 < number < 1, "above 0 and below 1"),
-        "rate": (0 <= number < 1, "at least 0 and below 1"),
-        "slope": (0 < number < 1e6, "above 0"),
-    }
-    ok, words = ranges.get(option, (math.isfinite(number), "finite"))
-    if not ok:
-        raise ValueError(f"{where}: {word} must be {words}")
+    within, what = IN_RANGE.get(word, (math.isfinite, "finite"))
+    if not math.isfinite(number) or not within(number):
+        raise ValueError(f"{where}: {word} must be {what}")
     return number
 
 
-def _penalties(
-    where: str, word: str, value: Any
-) -> tuple[tuple[str, float, float], ...]:
+def _penalties(where: str, value: Any) -> tuple[tuple[str, float, float], ...]:
     """``regularize``: a list of ``[role, l1, l2]`` (a parameter's role such
     as ``kernel``, and its L1 and L2 factors)."""
     shape_ok = isinstance(value, list | tuple) and all(
@@ -348,7 +303,7 @@ def _penalties(
     )
     if not shape_ok:
         raise ValueError(
-            f"{where}: {word} must be a list of [role, l1, l2], such as "
+            f"{where}: regularize must be a list of [role, l1, l2], such as "
             '[["kernel", 0.0, 0.01]]'
         )
     return tuple((role, float(l1), float(l2)) for role, l1, l2 in value)
@@ -571,13 +526,10 @@ def document_of(spec: ModelSpec) -> dict[str, Any]:
     layers = []
     for layer in spec.layers:
         entry: dict[str, Any] = {"kind": layer.kind, "name": layer.name}
-        if layer.kind in SIZE_WORDS:
-            entry[SIZE_WORDS[layer.kind]] = layer.size
-        defaults = Layer(layer.name, layer.kind)
-        for option, word in words_of(layer.kind).items():
-            value = getattr(layer, option)
-            if value != getattr(defaults, option) or _always(layer.kind, option):
-                entry[word] = list(value) if isinstance(value, tuple) else value
+        for option, value in shown_options(layer.options).items():
+            entry[option] = list(value) if isinstance(value, tuple) else value
+        if layer.regularize:
+            entry["regularize"] = [list(r) for r in layer.regularize]
         if layer.inputs:
             entry["inputs"] = list(layer.inputs)
         if not layer.trainable:

@@ -30,8 +30,7 @@ def rows() -> list[list[str]]:
 
     table = []
     for name, kind in KINDS.items():
-        words = [kind.size_word] if kind.size_word else []
-        words += [w for w in words_of(name).values() if w not in words]
+        words = words_of(name)
         table.append(
             [name, ", ".join(kind.keras_classes), ", ".join(words), kind.summary]
         )

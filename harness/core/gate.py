@@ -134,7 +134,9 @@ def training_checks(spec: ModelSpec) -> str | None:
             "training, moving ones in inference, the moving statistics "
             "compared after every step like the weights"
         )
-    drops = [f"{x.name} at {x.rate:g}" for x in spec.layers if x.kind == "dropout"]
+    drops = [
+        f"{x.name} at {x.options.rate:g}" for x in spec.layers if x.kind == "dropout"
+    ]
     if drops:
         parts.append(
             f"dropout ({', '.join(drops)}): the identity in inference (logits) "

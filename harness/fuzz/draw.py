@@ -90,7 +90,7 @@ class _Picked:
 def _regularize(draw: Draw, entry: Entry, shape: Shape) -> None:
     """Sometimes an L1/L2 penalty on one of the layer's trained parameters
     (its kind's own roles), when the kind takes one."""
-    if "regularize" not in KINDS[entry["kind"]].options or not draw(st.booleans()):
+    if not KINDS[entry["kind"]].regularized or not draw(st.booleans()):
         return
     from zoo.user_models import _layer
 

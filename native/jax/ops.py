@@ -44,10 +44,10 @@ Pads = tuple[tuple[int, int], tuple[int, int]]
 def _side(layer: Layer, side: int) -> tuple[int, int]:
     """The padding (before, after) ``layer`` puts on an axis of ``side``:
     for ``same`` as XLA splits it (see the module docstring)."""
-    if layer.padding != "same" or layer.mistake:  # a mistake's: as zoo has it
+    if layer.options.padding != "same" or layer.mistake:  # a mistake's: as zoo has it
         return padding_of(layer, side)
     ((before, after),) = lax.padtype_to_pads(
-        (side,), (layer.window,), (layer.stride,), "SAME"
+        (side,), (layer.options.window,), (layer.options.stride,), "SAME"
     )
     return int(before), int(after)
 
@@ -60,7 +60,7 @@ def _bias(params: Params, spec: ModelSpec, name: str) -> jax.Array | None:
     """``params["<name>/bias"]``, or ``None`` for a layer with
     ``use_bias=False`` (it has none): a kernel given ``None`` adds nothing,
     and traces a program of its own (the one with a bias is unchanged)."""
-    return params[f"{name}/bias"] if spec.layer(name).use_bias else None
+    return params[f"{name}/bias"] if spec.layer(name).options.use_bias else None
 
 
 @jax.jit
@@ -87,7 +87,7 @@ def conv2d(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Arra
     ``same``); kernel ``(kh, kw, in, out)``."""
     layer = spec.layer(name)
     kernel, bias = params[f"{name}/kernel"], _bias(params, spec, name)
-    return _conv2d(h, kernel, bias, layer.stride, _pads(layer, h))  # type: ignore[no-any-return]
+    return _conv2d(h, kernel, bias, layer.options.stride, _pads(layer, h))  # type: ignore[no-any-return]
 
 
 @functools.partial(jax.jit, static_argnames=("stride", "pads"))
@@ -113,7 +113,7 @@ def conv2d_transpose(
     which the output keeps ``side_out`` positions from ``start`` (a dilated
     convolution with the flipped kernel); kernel ``(kh, kw, out, in)``."""
     layer = spec.layer(name)
-    k, s = layer.kernel, layer.stride
+    k, s = layer.options.kernel_size, layer.options.stride
 
     def pads(side: int) -> tuple[int, int]:
         begin = conv_transpose.start(layer, side)
@@ -157,7 +157,7 @@ def depthwise_conv2d(
     layer = spec.layer(name)
     kernel, bias = params[f"{name}/kernel"], _bias(params, spec, name)
     pads = _pads(layer, h)
-    return _depthwise(h, kernel, None, bias, stride=layer.stride, pads=pads)  # type: ignore[no-any-return]
+    return _depthwise(h, kernel, None, bias, stride=layer.options.stride, pads=pads)  # type: ignore[no-any-return]
 
 
 def separable_conv2d(
@@ -170,7 +170,7 @@ def separable_conv2d(
     pointwise, bias = params[f"{name}/pointwise_kernel"], _bias(params, spec, name)
     pads = _pads(layer, h)
     return _depthwise(  # type: ignore[no-any-return]
-        h, kernel, pointwise, bias, stride=layer.stride, pads=pads
+        h, kernel, pointwise, bias, stride=layer.options.stride, pads=pads
     )
 
 
@@ -196,13 +196,13 @@ def _avg_pool(h: jax.Array, size: int, stride: int, pads: Pads) -> jax.Array:
 def max_pool(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     """The largest value of each window, with the layer's strides and padding."""
     layer = spec.layer(name)
-    return _max_pool(h, layer.size, layer.stride, _pads(layer, h))  # type: ignore[no-any-return]
+    return _max_pool(h, layer.options.pool_size, layer.options.stride, _pads(layer, h))  # type: ignore[no-any-return]
 
 
 def avg_pool(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     """The mean of each window over its positions inside the input."""
     layer = spec.layer(name)
-    return _avg_pool(h, layer.size, layer.stride, _pads(layer, h))  # type: ignore[no-any-return]
+    return _avg_pool(h, layer.options.pool_size, layer.options.stride, _pads(layer, h))  # type: ignore[no-any-return]
 
 
 def flatten(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
@@ -216,7 +216,7 @@ def _cell(params: Params, spec: ModelSpec, name: str, prefix: str) -> Cell:
     """A recurrent layer's kernel, recurrent kernel and bias (``None`` with
     ``use_bias=False``), read under ``prefix`` (the layer's name, or a
     bidirectional layer's ``<name>/forward``)."""
-    bias = params[f"{prefix}/bias"] if spec.layer(name).use_bias else None
+    bias = params[f"{prefix}/bias"] if spec.layer(name).options.use_bias else None
     return params[f"{prefix}/kernel"], params[f"{prefix}/recurrent_kernel"], bias
 
 
@@ -252,7 +252,7 @@ def lstm(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     all steps up front measured 40% slower in the forward pass under XLA on
     CPU.  Kernel ``(F, 4u)``, recurrent kernel ``(u, 4u)``, bias ``(4u,)``
     (none with ``use_bias=False``)."""
-    sequences = spec.layer(name).return_sequences
+    sequences = spec.layer(name).options.return_sequences
     return _lstm(h, *_cell(params, spec, name, name), sequences)  # type: ignore[no-any-return]
 
 
@@ -285,7 +285,7 @@ def conv1d(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Arra
     layer = spec.layer(name)
     kernel, bias = params[f"{name}/kernel"], _bias(params, spec, name)
     pads = (_side(layer, h.shape[1]),)
-    return _conv1d(h, kernel, bias, layer.stride, pads)  # type: ignore[no-any-return]
+    return _conv1d(h, kernel, bias, layer.options.stride, pads)  # type: ignore[no-any-return]
 
 
 @functools.partial(jax.jit, static_argnames=("size", "stride", "pads", "kind"))
@@ -304,14 +304,14 @@ def max_pool1d(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.
     """The largest value of each window over time."""
     layer = spec.layer(name)
     pads = _side(layer, h.shape[1])
-    return _pool1d(h, layer.size, layer.stride, pads, "max")  # type: ignore[no-any-return]
+    return _pool1d(h, layer.options.pool_size, layer.options.stride, pads, "max")  # type: ignore[no-any-return]
 
 
 def avg_pool1d(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     """The mean of each window over its positions inside the sequence."""
     layer = spec.layer(name)
     pads = _side(layer, h.shape[1])
-    return _pool1d(h, layer.size, layer.stride, pads, "avg")  # type: ignore[no-any-return]
+    return _pool1d(h, layer.options.pool_size, layer.options.stride, pads, "avg")  # type: ignore[no-any-return]
 
 
 @jax.jit
@@ -355,7 +355,7 @@ def gru(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     gate after the recurrent product); ``h = z * h + (1 - z) * candidate``.
     Kernel ``(F, 3u)``, recurrent kernel ``(u, 3u)``, bias ``(2, 3u)`` (none
     with ``use_bias=False``)."""
-    sequences = spec.layer(name).return_sequences
+    sequences = spec.layer(name).options.return_sequences
     return _gru(h, *_cell(params, spec, name, name), sequences)  # type: ignore[no-any-return]
 
 
@@ -382,7 +382,7 @@ def simple_rnn(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.
     0``, run over time with ``lax.scan`` (the input projection step by step
     inside it, as the LSTM does).  Kernel ``(F, u)``, recurrent kernel ``(u,
     u)``, bias ``(u,)`` (none with ``use_bias=False``)."""
-    sequences = spec.layer(name).return_sequences
+    sequences = spec.layer(name).options.return_sequences
     return _simple_rnn(h, *_cell(params, spec, name, name), sequences)  # type: ignore[no-any-return]
 
 
@@ -428,9 +428,9 @@ def bidirectional(
         h,
         forward,
         backward,
-        cell=layer.cell,
-        sequences=layer.return_sequences,
-        merge=layer.merge,
+        cell=layer.options.cell,
+        sequences=layer.options.return_sequences,
+        merge=layer.options.merge_mode,
     )
 
 
@@ -471,7 +471,7 @@ _layer_norm = jax.jit(_layer_norm_moved, static_argnames="epsilon")
 def layer_norm(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     """Over the last axis: ``(h - mean) / sqrt(variance + epsilon) * gamma +
     beta``, the variance without Bessel's correction, as Keras has it."""
-    epsilon = spec.layer(name).norm_epsilon
+    epsilon = spec.layer(name).options.epsilon
     gamma, beta = params[f"{name}/gamma"], params[f"{name}/beta"]
     if compose.PERTURB_SEED:  # not jitted alone: the step around it is
         return _layer_norm_moved(
@@ -495,7 +495,7 @@ def _normalized(
 ) -> jax.Array:
     """As Keras' ``ops.batch_normalization`` writes it: ``h * inv + (beta -
     mean * inv)`` with ``inv = gamma / sqrt(variance + epsilon)``."""
-    (mean, variance), epsilon = stats, spec.layer(name).norm_epsilon
+    (mean, variance), epsilon = stats, spec.layer(name).options.epsilon
     inv = lax.rsqrt(variance + epsilon) * params[f"{name}/gamma"]
     return h * inv + (params[f"{name}/beta"] - mean * inv)
 
@@ -667,7 +667,7 @@ def _rescaling(h: jax.Array, scale: float, offset: float) -> jax.Array:
 def rescaling(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     """``h * scale + offset`` with the layer's two numbers."""
     layer = spec.layer(name)
-    return _rescaling(h, layer.scale, layer.offset)  # type: ignore[no-any-return]
+    return _rescaling(h, layer.options.scale, layer.options.offset)  # type: ignore[no-any-return]
 
 
 @jax.jit
@@ -687,19 +687,19 @@ def normalization(
 def reshape(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     """The same values in the shape ``target`` (one side may be ``-1``), in
     Keras' element order, which is this layout's."""
-    return h.reshape(h.shape[0], *spec.layer(name).target)
+    return h.reshape(h.shape[0], *spec.layer(name).options.target_shape)
 
 
 def permute(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     """The axes after the batch in the order ``target`` gives (counted from 1)."""
-    return jnp.transpose(h, (0, *spec.layer(name).target))
+    return jnp.transpose(h, (0, *spec.layer(name).options.dims))
 
 
 def _widths(layer: Layer) -> tuple[tuple[int, int], ...]:
-    """``target`` as ``(before, after)`` per axis: the batch's and the
-    channels' ``(0, 0)`` around a sequence's steps or an image's rows and
-    columns."""
-    t = layer.target
+    """A zero padding's or cropping's widths as ``(before, after)`` per
+    axis: the batch's and the channels' ``(0, 0)`` around a sequence's steps
+    or an image's rows and columns."""
+    t = layer.options.widths
     pairs = tuple((t[i], t[i + 1]) for i in range(0, len(t), 2))
     return ((0, 0), *pairs, (0, 0))
 
@@ -740,7 +740,7 @@ def _upsampling(h: jax.Array, repeats: tuple[int, ...]) -> jax.Array:
 def upsampling(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     """Each step (``target`` ``(steps,)``), or each row and column (``(rows,
     columns)``), repeated: Keras' nearest upsampling."""
-    return _upsampling(h, tuple(spec.layer(name).target))  # type: ignore[no-any-return]
+    return _upsampling(h, tuple(spec.layer(name).options.size))  # type: ignore[no-any-return]
 
 
 @jax.jit

@@ -45,7 +45,7 @@ def _pads(h: Any, spec: ModelSpec, name: str) -> tuple[int, int, int, int]:
     shape imperatively; a symbol has none, so a hybridized pass (traced
     once) works it out from the spec's shapes."""
     layer = spec.layer(name)
-    if layer.padding == "valid" and not layer.mistake:
+    if layer.options.padding == "valid" and not layer.mistake:
         return 0, 0, 0, 0
     if isinstance(h, mx.nd.NDArray):
         rows, cols = h.shape[2], h.shape[3]  # (N, C, H, W)
@@ -65,7 +65,7 @@ def _padded(h: Any, pads: tuple[int, int, int, int], value: float) -> Any:
 def _bias(params: Any, spec: ModelSpec, name: str, part: str = "bias") -> Any:
     """``params["<name>/<part>"]``, or None for a layer without biases
     (``use_bias=False``: the parameter does not exist)."""
-    return params[f"{name}/{part}"] if spec.layer(name).use_bias else None
+    return params[f"{name}/{part}"] if spec.layer(name).options.use_bias else None
 
 
 def _linear(op: Any, h: Any, weight: Any, bias: Any, **attrs: Any) -> Any:
@@ -94,7 +94,7 @@ def conv2d(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     """Convolution with the layer's strides and padding (Keras' ``valid`` or
     ``same``); weight ``(out, in, kh, kw)``."""
     k, _, _, filters = spec.param(f"{name}/kernel").shape  # canonical (kh,kw,i,o)
-    stride = spec.layer(name).stride
+    stride = spec.layer(name).options.stride
     top, bottom, left, right = _pads(h, spec, name)
     if (top, left) != (bottom, right):
         h, top, left = _padded(h, (top, bottom, left, right), 0.0), 0, 0
@@ -127,7 +127,7 @@ def _depthwise(h: Any, weight: Any, bias: Any, spec: ModelSpec, name: str) -> An
         weight,
         bias,
         kernel=(k, k),
-        stride=(layer.stride, layer.stride),
+        stride=(layer.options.stride, layer.options.stride),
         num_filter=channels * depth,
         num_group=channels,
         pad=(top, left),
@@ -147,7 +147,7 @@ def separable_conv2d(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     """The depthwise convolution (``depthwise_conv2d`` without a bias), then
     a 1x1 convolution by the pointwise weight ``(filters, C * m, 1, 1)``,
     plus the bias."""
-    filters = spec.layer(name).size
+    filters = spec.layer(name).options.filters
     spread = _depthwise(h, params[f"{name}/depthwise_kernel"], None, spec, name)
     return _linear(
         namespace(h).Convolution,
@@ -181,7 +181,7 @@ def conv2d_transpose(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     as a weight penalty's."""
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     layer = spec.layer(name)
-    k, stride = layer.kernel, layer.stride
+    k, stride = layer.options.kernel_size, layer.options.stride
     # (H, W): the array's own (N, C, H, W), or the spec's for a symbol
     image = isinstance(h, mx.nd.NDArray)
     sides: tuple[int, ...] = h.shape[2:] if image else input_of(spec, name)[:2]
@@ -198,13 +198,14 @@ def conv2d_transpose(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
         kernel,
         _bias(params, spec, name),
         kernel=(k, k),
-        num_filter=layer.size,
+        num_filter=layer.options.filters,
     )
 
 
 def _pool(h: Any, spec: ModelSpec, name: str, kind: str) -> Any:
     layer = spec.layer(name)
-    size, stride = (layer.size, layer.size), (layer.stride, layer.stride)
+    size = (layer.options.pool_size, layer.options.pool_size)
+    stride = (layer.options.stride, layer.options.stride)
     pads = _pads(h, spec, name)
     if not any(pads):
         return namespace(h).Pooling(h, kernel=size, stride=stride, pool_type=kind)
@@ -253,7 +254,7 @@ def _cell_weights(
     ``use_bias``) under ``<prefix>/``: a layer's own, or one direction's of
     a ``bidirectional`` layer ``name``."""
     kernel, recurrent = params[f"{prefix}/kernel"], params[f"{prefix}/recurrent_kernel"]
-    bias = params[f"{prefix}/bias"] if spec.layer(name).use_bias else None
+    bias = params[f"{prefix}/bias"] if spec.layer(name).options.use_bias else None
     return kernel, recurrent, bias
 
 
@@ -263,7 +264,7 @@ def _lstm(h: Any, weights: tuple[Any, Any, Any], spec: ModelSpec, name: str) -> 
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     kernel, recurrent, bias = weights
     layer = spec.layer(name)
-    units = layer.size
+    units = layer.options.units
 
     def cell(x_t: Any, states: list[Any]) -> Any:
         state, c = states
@@ -286,7 +287,7 @@ def _lstm(h: Any, weights: tuple[Any, Any, Any], spec: ModelSpec, name: str) -> 
     time_major = F.swapaxes(h, 0, 1)  # (N, T, F) -> (T, N, F)
     steps, (last, _) = F.contrib.foreach(cell, time_major, [zeros(), zeros()])
     # every step's hidden state (N, T, u), or the last (N, u)
-    return F.swapaxes(steps, 0, 1) if layer.return_sequences else last
+    return F.swapaxes(steps, 0, 1) if layer.options.return_sequences else last
 
 
 def embedding(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
@@ -321,7 +322,7 @@ def conv1d(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     ``(out, in, k)``, run as a one-row 2-D convolution (``_as_rows``)."""
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     k, _, filters = spec.param(f"{name}/kernel").shape  # canonical (k, in, out)
-    stride = spec.layer(name).stride
+    stride = spec.layer(name).options.stride
     before, after = _sequence_pads(h, spec, name)
     rows = _as_rows(h)
     if before != after:
@@ -342,7 +343,7 @@ def conv1d(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
 def _pool1d(h: Any, spec: ModelSpec, name: str, kind: str) -> Any:
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     layer = spec.layer(name)
-    size, stride = (1, layer.size), (1, layer.stride)
+    size, stride = (1, layer.options.pool_size), (1, layer.options.stride)
     before, after = _sequence_pads(h, spec, name)
     rows = _as_rows(h)
     if not before + after:
@@ -397,7 +398,7 @@ def _gru(h: Any, weights: tuple[Any, Any, Any], spec: ModelSpec, name: str) -> A
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     kernel, recurrent, bias = weights
     layer = spec.layer(name)
-    units = layer.size
+    units = layer.options.units
     steps = h.shape[1] if isinstance(h, mx.nd.NDArray) else input_of(spec, name)[0]
     # (2, 3u) -> the input bias and the recurrent bias, each (3u,); none without
     input_bias, recurrent_bias = (
@@ -428,7 +429,7 @@ def _gru(h: Any, weights: tuple[Any, Any, Any], spec: ModelSpec, name: str) -> A
         state = z * state + (1 - z) * F.tanh(x_h + r * h_h)
         states.append(state)
     # every step's hidden state (N, T, u), or the last (N, u)
-    return F.stack(*states, axis=1) if layer.return_sequences else state
+    return F.stack(*states, axis=1) if layer.options.return_sequences else state
 
 
 def simple_rnn(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
@@ -446,7 +447,7 @@ def _simple_rnn(
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     kernel, recurrent, bias = weights
     layer = spec.layer(name)
-    units = layer.size
+    units = layer.options.units
     steps = h.shape[1] if isinstance(h, mx.nd.NDArray) else input_of(spec, name)[0]
     # every step's input term at once: (N, T, F) -> (N, T, u), split by step
     inputs = _linear(F.FullyConnected, h, kernel, bias, num_hidden=units, flatten=False)
@@ -462,7 +463,7 @@ def _simple_rnn(
         )
         states.append(state)
     # every step's hidden state (N, T, u), or the last (N, u)
-    return F.stack(*states, axis=1) if layer.return_sequences else state
+    return F.stack(*states, axis=1) if layer.options.return_sequences else state
 
 
 # The recurrence each ``bidirectional`` cell runs.
@@ -477,7 +478,7 @@ def bidirectional(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     features, ``sum``, ``ave`` or ``mul``."""
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     layer = spec.layer(name)
-    run = _CELLS[layer.cell]
+    run = _CELLS[layer.options.cell]
     forward = run(h, _cell_weights(params, spec, name, f"{name}/forward"), spec, name)
     backward = run(
         F.reverse(h, axis=1),
@@ -485,13 +486,13 @@ def bidirectional(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
         spec,
         name,
     )
-    if layer.return_sequences:
+    if layer.options.return_sequences:
         backward = F.reverse(backward, axis=1)
-    if layer.merge == "concat":
+    if layer.options.merge_mode == "concat":
         return F.concat(forward, backward, dim=-1)
-    if layer.merge == "sum":
+    if layer.options.merge_mode == "sum":
         return forward + backward
-    if layer.merge == "ave":
+    if layer.options.merge_mode == "ave":
         return (forward + backward) / 2
     return forward * backward
 
@@ -512,7 +513,7 @@ def layer_norm(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     W)`` here): ``(h - mean) / sqrt(variance + epsilon) * gamma + beta``, the
     variance without Bessel's correction, as Keras has it."""
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
-    epsilon = spec.layer(name).norm_epsilon
+    epsilon = spec.layer(name).options.epsilon
     image = len(input_of(spec, name)) == 3  # from the spec: a symbol has no shape
     axis = 1 if image else -1
     centered = F.broadcast_sub(h, F.mean(h, axis=axis, keepdims=True))
@@ -541,7 +542,7 @@ def _normalized(
     mean * inv)`` with ``inv = gamma / sqrt(variance + epsilon)``."""
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     _, shape = _channels(spec, name)
-    (mean, variance), epsilon = stats, spec.layer(name).norm_epsilon
+    (mean, variance), epsilon = stats, spec.layer(name).options.epsilon
     inv = F.rsqrt(variance + epsilon) * params[f"{name}/gamma"]
     shift = params[f"{name}/beta"] - mean * inv
     scaled = F.broadcast_mul(h, F.reshape(inv, shape))
@@ -585,7 +586,7 @@ def attention(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     projected back by ``(F, heads * key_dim)``."""
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     layer = spec.layer(name)
-    heads, key_dim = layer.heads, layer.size
+    heads, key_dim = layer.options.num_heads, layer.options.key_dim
     features = spec.param(f"{name}/attention_output/kernel").shape[-1]  # (h, k, F)
 
     def project(part: str) -> Any:  # (N, T, F) -> (N * heads, T, key_dim)
@@ -683,7 +684,7 @@ def prelu(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
 def rescaling(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     """``h * scale + offset``."""
     layer = spec.layer(name)
-    return h * layer.scale + layer.offset
+    return h * layer.options.scale + layer.options.offset
 
 
 def normalization(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
@@ -713,7 +714,7 @@ def _channels_first(h: Any, rank: int) -> Any:
 
 def reshape(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     """To ``target`` (one side may be -1) in Keras' element order."""
-    target = spec.layer(name).target
+    target = spec.layer(name).options.target_shape
     moved = namespace(h).reshape(_channels_last(h, spec, name), (0, *target))
     return _channels_first(moved, len(target))
 
@@ -721,7 +722,7 @@ def reshape(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
 def permute(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     """The axes after the batch in ``target``'s order (from 1), in Keras'
     element order."""
-    target = spec.layer(name).target
+    target = spec.layer(name).options.dims
     moved = namespace(h).transpose(_channels_last(h, spec, name), (0, *target))
     return _channels_first(moved, len(target))
 
@@ -735,7 +736,7 @@ def _extent_axes(spec: ModelSpec, name: str) -> tuple[int, ...]:
 def zero_padding(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     """Zeros added: ``target`` (before, after) steps, or (top, bottom, left,
     right) of an image; a sequence padded as one-row images (``_as_rows``)."""
-    target = spec.layer(name).target
+    target = spec.layer(name).options.padding
     if _extent_axes(spec, name) == (1,):
         before, after = target
         return _from_rows(_padded(_as_rows(h), (0, 0, before, after), 0.0))
@@ -747,7 +748,7 @@ def cropping(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     """Values cut away: ``target`` (before, after) steps, or (top, bottom,
     left, right) of an image (ends counted back from each axis' end)."""
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
-    target = spec.layer(name).target
+    target = spec.layer(name).options.cropping
     for i, axis in enumerate(_extent_axes(spec, name)):
         before, after = target[2 * i], target[2 * i + 1]
         if before or after:
@@ -760,7 +761,7 @@ def upsampling(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     (rows, columns) of an image."""
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     for axis, times in zip(
-        _extent_axes(spec, name), spec.layer(name).target, strict=True
+        _extent_axes(spec, name), spec.layer(name).options.size, strict=True
     ):
         if times != 1:
             h = F.repeat(h, repeats=times, axis=axis)

@@ -29,7 +29,7 @@ from zoo.specs import Layer, ModelSpec, padding_of
 
 def _padding(layer: Layer, h: tf.Tensor) -> Any:
     if not layer.mistake:
-        return layer.padding.upper()
+        return layer.options.padding.upper()
     rows, cols = padding_of(layer, h.shape[1]), padding_of(layer, h.shape[2])
     return [[0, 0], list(rows), list(cols), [0, 0]]
 
@@ -37,7 +37,7 @@ def _padding(layer: Layer, h: tf.Tensor) -> Any:
 def dense(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     """``h @ kernel + bias`` over the last axis; kernel ``(in, out)``."""
     h = tf.matmul(h, params[f"{name}/kernel"])  # (N, T, F) @ (F, u) broadcasts
-    if not spec.layer(name).use_bias:
+    if not spec.layer(name).options.use_bias:
         return h
     return tf.nn.bias_add(h, params[f"{name}/bias"])
 
@@ -46,8 +46,8 @@ def conv2d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tenso
     """Convolution with the layer's strides and padding (Keras' ``valid`` or
     ``same``); kernel ``(kh, kw, in, out)``."""
     layer = spec.layer(name)
-    h = tf.nn.conv2d(h, params[f"{name}/kernel"], layer.stride, _padding(layer, h))
-    if not layer.use_bias:
+    h = tf.nn.conv2d(h, params[f"{name}/kernel"], layer.options.stride, _padding(layer, h))
+    if not layer.options.use_bias:
         return h
     return tf.nn.bias_add(h, params[f"{name}/bias"])
 
@@ -55,14 +55,14 @@ def conv2d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tenso
 def max_pool(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     """The largest value of each window, with the layer's strides and padding."""
     layer = spec.layer(name)
-    return tf.nn.max_pool2d(h, layer.size, layer.stride, layer.padding.upper())
+    return tf.nn.max_pool2d(h, layer.options.pool_size, layer.options.stride, layer.options.padding.upper())
 
 
 def avg_pool(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     """The mean of each window over its positions inside the input (``SAME``
     leaves the padding out of the count, as Keras does)."""
     layer = spec.layer(name)
-    return tf.nn.avg_pool2d(h, layer.size, layer.stride, layer.padding.upper())
+    return tf.nn.avg_pool2d(h, layer.options.pool_size, layer.options.stride, layer.options.padding.upper())
 
 
 def flatten(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
@@ -84,7 +84,7 @@ def _lstm(h: tf.Tensor, params: Params, layer: Layer, prefix: str) -> tf.Tensor:
     """``lstm`` of ``layer``'s options with the parameters under ``prefix``."""
     kernel = params[f"{prefix}/kernel"]
     recurrent = params[f"{prefix}/recurrent_kernel"]
-    bias = params[f"{prefix}/bias"] if layer.use_bias else None
+    bias = params[f"{prefix}/bias"] if layer.options.use_bias else None
 
     def cell(
         carry: tuple[tf.Tensor, tf.Tensor], x_t: tf.Tensor
@@ -98,10 +98,10 @@ def _lstm(h: tf.Tensor, params: Params, layer: Layer, prefix: str) -> tf.Tensor:
         c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
         return tf.sigmoid(o) * tf.tanh(c), c
 
-    zeros = tf.zeros((tf.shape(h)[0], layer.size), h.dtype)
+    zeros = tf.zeros((tf.shape(h)[0], layer.options.units), h.dtype)
     time_major = tf.transpose(h, (1, 0, 2))  # (N, T, F) -> (T, N, F)
     hs, _ = tf.scan(cell, time_major, initializer=(zeros, zeros))
-    if layer.return_sequences:
+    if layer.options.return_sequences:
         return tf.transpose(hs, (1, 0, 2))  # (T, N, u) -> (N, T, u)
     return hs[-1]  # the last hidden state (N, u)
 
@@ -116,12 +116,12 @@ def conv1d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tenso
     """Convolution over time with the layer's strides and padding; kernel
     ``(k, in, out)``, sequences ``(N, T, F)``."""
     layer = spec.layer(name)
-    padding = layer.padding.upper()
+    padding = layer.options.padding.upper()
     if layer.mistake:  # a deliberate mistake's padding: padded by hand
         h = tf.pad(h, [[0, 0], list(padding_of(layer, h.shape[1])), [0, 0]])
         padding = "VALID"
-    h = tf.nn.conv1d(h, params[f"{name}/kernel"], layer.stride, padding)
-    if not layer.use_bias:
+    h = tf.nn.conv1d(h, params[f"{name}/kernel"], layer.options.stride, padding)
+    if not layer.options.use_bias:
         return h
     return tf.nn.bias_add(h, params[f"{name}/bias"])
 
@@ -129,13 +129,13 @@ def conv1d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tenso
 def max_pool1d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     """The largest value of each window over time."""
     layer = spec.layer(name)
-    return tf.nn.max_pool1d(h, layer.size, layer.stride, layer.padding.upper())
+    return tf.nn.max_pool1d(h, layer.options.pool_size, layer.options.stride, layer.options.padding.upper())
 
 
 def avg_pool1d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     """The mean of each window over its positions inside the sequence."""
     layer = spec.layer(name)
-    return tf.nn.avg_pool1d(h, layer.size, layer.stride, layer.padding.upper())
+    return tf.nn.avg_pool1d(h, layer.options.pool_size, layer.options.stride, layer.options.padding.upper())
 
 
 def global_avg_pool(
@@ -159,7 +159,7 @@ def _gru(h: tf.Tensor, params: Params, layer: Layer, prefix: str) -> tf.Tensor:
     """``gru`` of ``layer``'s options with the parameters under ``prefix``."""
     kernel = params[f"{prefix}/kernel"]
     recurrent = params[f"{prefix}/recurrent_kernel"]
-    bias = params[f"{prefix}/bias"] if layer.use_bias else None
+    bias = params[f"{prefix}/bias"] if layer.options.use_bias else None
 
     def cell(state: tf.Tensor, x_t: tf.Tensor) -> tf.Tensor:
         x = tf.matmul(x_t, kernel)
@@ -173,10 +173,10 @@ def _gru(h: tf.Tensor, params: Params, layer: Layer, prefix: str) -> tf.Tensor:
         z, r = tf.sigmoid(x_z + h_z), tf.sigmoid(x_r + h_r)
         return z * state + (1 - z) * tf.tanh(x_h + r * h_h)
 
-    zeros = tf.zeros((tf.shape(h)[0], layer.size), h.dtype)
+    zeros = tf.zeros((tf.shape(h)[0], layer.options.units), h.dtype)
     time_major = tf.transpose(h, (1, 0, 2))  # (N, T, F) -> (T, N, F)
     hs = tf.scan(cell, time_major, initializer=zeros)
-    if layer.return_sequences:
+    if layer.options.return_sequences:
         return tf.transpose(hs, (1, 0, 2))  # (T, N, u) -> (N, T, u)
     return hs[-1]  # the last hidden state (N, u)
 
@@ -194,7 +194,7 @@ def _simple_rnn(h: tf.Tensor, params: Params, layer: Layer, prefix: str) -> tf.T
     ``prefix``."""
     kernel = params[f"{prefix}/kernel"]
     recurrent = params[f"{prefix}/recurrent_kernel"]
-    bias = params[f"{prefix}/bias"] if layer.use_bias else None
+    bias = params[f"{prefix}/bias"] if layer.options.use_bias else None
 
     def cell(state: tf.Tensor, x_t: tf.Tensor) -> tf.Tensor:
         projected = tf.matmul(x_t, kernel)
@@ -202,10 +202,10 @@ def _simple_rnn(h: tf.Tensor, params: Params, layer: Layer, prefix: str) -> tf.T
             projected = tf.nn.bias_add(projected, bias)
         return tf.tanh(projected + tf.matmul(state, recurrent))
 
-    zeros = tf.zeros((tf.shape(h)[0], layer.size), h.dtype)
+    zeros = tf.zeros((tf.shape(h)[0], layer.options.units), h.dtype)
     time_major = tf.transpose(h, (1, 0, 2))  # (N, T, F) -> (T, N, F)
     hs = tf.scan(cell, time_major, initializer=zeros)
-    if layer.return_sequences:
+    if layer.options.return_sequences:
         return tf.transpose(hs, (1, 0, 2))  # (T, N, u) -> (N, T, u)
     return hs[-1]  # the last hidden state (N, u)
 
@@ -222,20 +222,20 @@ def bidirectional(
     order with ``return_sequences``; merged by ``concat`` (forward first),
     ``sum``, ``ave`` or ``mul``."""
     layer = spec.layer(name)
-    inner, run = cell_layer(layer), _CELLS[layer.cell]
+    inner, run = cell_layer(layer), _CELLS[layer.options.cell]
     forward = run(h, params, inner, f"{name}/forward")
     backward = run(tf.reverse(h, axis=[1]), params, inner, f"{name}/backward")
-    if layer.return_sequences:
+    if layer.options.return_sequences:
         backward = tf.reverse(backward, axis=[1])  # back in time order
-    if layer.merge == "concat":
+    if layer.options.merge_mode == "concat":
         return tf.concat([forward, backward], axis=-1)
-    if layer.merge == "sum":
+    if layer.options.merge_mode == "sum":
         return forward + backward
-    if layer.merge == "ave":
+    if layer.options.merge_mode == "ave":
         return (forward + backward) / 2
-    if layer.merge == "mul":
+    if layer.options.merge_mode == "mul":
         return forward * backward
-    raise ValueError(f"unknown merge {layer.merge!r} of layer {name!r}")
+    raise ValueError(f"unknown merge {layer.options.merge_mode!r} of layer {name!r}")
 
 
 def dot_attention(
@@ -260,9 +260,9 @@ def conv2d_transpose(
     layer = spec.layer(name)
     kernel = params[f"{name}/kernel"]
     sides = h.shape[1], h.shape[2]
-    full = [(side - 1) * layer.stride + layer.kernel for side in sides]
+    full = [(side - 1) * layer.options.stride + layer.options.kernel_size for side in sides]
     shape = [tf.shape(h)[0], *full, kernel.shape[2]]
-    h = tf.nn.conv2d_transpose(h, kernel, shape, layer.stride, "VALID")
+    h = tf.nn.conv2d_transpose(h, kernel, shape, layer.options.stride, "VALID")
     begins = [conv_transpose.start(layer, side) for side in sides]
     ends = [
         b + conv_transpose.side_out(layer, s)
@@ -272,7 +272,7 @@ def conv2d_transpose(
     if any(short):  # valid with strides > kernel: zeros after the scatter
         h = tf.pad(h, [[0, 0], [0, short[0]], [0, short[1]], [0, 0]])
     h = h[:, begins[0] : ends[0], begins[1] : ends[1], :]
-    if not layer.use_bias:
+    if not layer.options.use_bias:
         return h
     return tf.nn.bias_add(h, params[f"{name}/bias"])
 
@@ -280,7 +280,7 @@ def conv2d_transpose(
 def _depthwise(h: tf.Tensor, kernel: tf.Tensor, layer: Layer) -> tf.Tensor:
     """Each channel convolved on its own with the layer's strides and
     padding; kernel ``(kh, kw, C, m)``, output channel ``c * m + k``."""
-    strides = [1, layer.stride, layer.stride, 1]
+    strides = [1, layer.options.stride, layer.options.stride, 1]
     return tf.nn.depthwise_conv2d(h, kernel, strides, _padding(layer, h))
 
 
@@ -292,7 +292,7 @@ def depthwise_conv2d(
     kernel ``(kh, kw, C, m)``, bias ``(C * m,)``."""
     layer = spec.layer(name)
     h = _depthwise(h, params[f"{name}/kernel"], layer)
-    if not layer.use_bias:
+    if not layer.options.use_bias:
         return h
     return tf.nn.bias_add(h, params[f"{name}/bias"])
 
@@ -306,7 +306,7 @@ def separable_conv2d(
     layer = spec.layer(name)
     h = _depthwise(h, params[f"{name}/depthwise_kernel"], layer)
     h = tf.nn.conv2d(h, params[f"{name}/pointwise_kernel"], 1, "VALID")
-    if not layer.use_bias:
+    if not layer.options.use_bias:
         return h
     return tf.nn.bias_add(h, params[f"{name}/bias"])
 
@@ -314,7 +314,7 @@ def separable_conv2d(
 def layer_norm(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     """Over the last axis: ``(h - mean) / sqrt(variance + epsilon) * gamma +
     beta``, the variance without Bessel's correction, as Keras has it."""
-    epsilon = spec.layer(name).norm_epsilon
+    epsilon = spec.layer(name).options.epsilon
     mean = tf.reduce_mean(h, axis=-1, keepdims=True)
     variance = tf.reduce_mean(tf.square(h - mean), axis=-1, keepdims=True)
     mean, variance = compose.moved_statistics(
@@ -329,7 +329,7 @@ def _normalized(
 ) -> tf.Tensor:
     """As Keras' ``ops.batch_normalization`` writes it: ``h * inv + (beta -
     mean * inv)`` with ``inv = gamma / sqrt(variance + epsilon)``."""
-    (mean, variance), epsilon = stats, spec.layer(name).norm_epsilon
+    (mean, variance), epsilon = stats, spec.layer(name).options.epsilon
     inv = tf.math.rsqrt(variance + epsilon) * params[f"{name}/gamma"]
     return h * inv + (params[f"{name}/beta"] - mean * inv)
 
@@ -370,7 +370,7 @@ def attention(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Te
     ``1 / sqrt(key_dim)``, softmax over the keys of ``q . k``, the values
     mixed by those weights, projected back by ``(heads, key_dim, F)`` (no
     biases with ``use_bias=False``)."""
-    use_bias = spec.layer(name).use_bias
+    use_bias = spec.layer(name).options.use_bias
 
     def project(part: str) -> tf.Tensor:  # (N, T, F) -> (N, T, heads, key_dim)
         projected = tf.einsum("ntf,fhk->nthk", h, params[f"{name}/{part}/kernel"])
@@ -471,7 +471,7 @@ def prelu(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor
 def rescaling(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     """``h * scale + offset``."""
     layer = spec.layer(name)
-    return h * layer.scale + layer.offset
+    return h * layer.options.scale + layer.options.offset
 
 
 def normalization(
@@ -485,18 +485,18 @@ def normalization(
 
 def reshape(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     """``(N, ...) -> (N, *target)`` in Keras' element order (the layout's own)."""
-    return tf.reshape(h, [tf.shape(h)[0], *spec.layer(name).target])
+    return tf.reshape(h, [tf.shape(h)[0], *spec.layer(name).options.target_shape])
 
 
 def permute(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     """The axes after the batch in the order ``target`` gives (from 1)."""
-    return tf.transpose(h, [0, *spec.layer(name).target])
+    return tf.transpose(h, [0, *spec.layer(name).options.dims])
 
 
 def _widths(h: tf.Tensor, spec: ModelSpec, name: str) -> list[tuple[int, int]]:
-    """``target``'s (before, after) per axis of a sequence's steps or an
-    image's rows and columns."""
-    t = spec.layer(name).target
+    """A zero padding's or cropping's widths, (before, after) per axis of a
+    sequence's steps or an image's rows and columns."""
+    t = spec.layer(name).options.widths
     return [(t[2 * axis], t[2 * axis + 1]) for axis in range(len(h.shape) - 2)]
 
 
@@ -517,7 +517,7 @@ def cropping(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Ten
 def upsampling(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     """Each step, or each row and each column, repeated ``target`` times
     (nearest)."""
-    for axis, times in enumerate(spec.layer(name).target, start=1):
+    for axis, times in enumerate(spec.layer(name).options.size, start=1):
         h = tf.repeat(h, times, axis=axis)
     return h
 

@@ -74,12 +74,13 @@ def _padding(layer: Layer, spec: ModelSpec, value: float) -> list[nn.Module]:
 def _module(layer: Layer, spec: ModelSpec) -> list[nn.Module]:
     params = {p.role: p for p in spec.params if p.layer == layer.name}
     activation = _ACTIVATIONS[layer.activation](layer.activation_slope)
+    o = layer.options
     if layer.kind == "dense":
         fan_in, out = params["kernel"].shape
-        return [nn.Linear(fan_in, out, bias=layer.use_bias), *activation]
+        return [nn.Linear(fan_in, out, bias=o.use_bias), *activation]
     if layer.kind == "conv2d":
         k, _, fan_in, out = params["kernel"].shape
-        conv = nn.Conv2d(fan_in, out, k, stride=layer.stride, bias=layer.use_bias)
+        conv = nn.Conv2d(fan_in, out, k, stride=o.stride, bias=o.use_bias)
         return [*_padding(layer, spec, 0.0), conv, *activation]
     if layer.kind == "avg_pool":
         if _padding(layer, spec, 0.0):
@@ -87,16 +88,16 @@ def _module(layer: Layer, spec: ModelSpec) -> list[nn.Module]:
                 f"average pool {layer.name!r} is padded: Keras leaves the padding "
                 "out of each mean, which no nn module does; floors cannot build it"
             )
-        return [nn.AvgPool2d(layer.size, layer.stride)]
+        return [nn.AvgPool2d(o.pool_size, o.stride)]
     if layer.kind == "max_pool":
-        pool = nn.MaxPool2d(layer.size, layer.stride)
+        pool = nn.MaxPool2d(o.pool_size, o.stride)
         return [*_padding(layer, spec, float("-inf")), pool]
     if layer.kind == "flatten":
         # Keras' H, W, C order, as the native path flattens (native.layout)
         images = len(input_of(spec, layer.name)) == 3
         return [_ChannelsLast(), nn.Flatten()] if images else [nn.Flatten()]
     features, _ = params["kernel"].shape
-    return [_Recurrent(features, layer.size, layer.return_sequences, layer.use_bias)]
+    return [_Recurrent(features, o.units, o.return_sequences, o.use_bias)]
 
 
 # The layer kinds an ``nn.Sequential`` of stock modules here computes as the

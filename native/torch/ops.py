@@ -39,10 +39,10 @@ def _side(layer: Layer, side: int) -> tuple[int, int]:
     (issue 74; JAX's is XLA's, TensorFlow's its own ``SAME``).  PyTorch's
     ``padding="same"`` takes no stride, so: as many outputs as
     ``ceil(side / stride)``, the padding that needs, the odd one after."""
-    if layer.padding != "same" or layer.mistake:  # a mistake's: as zoo has it
+    if layer.options.padding != "same" or layer.mistake:  # a mistake's: as zoo has it
         return padding_of(layer, side)
-    outputs = math.ceil(side / layer.stride)
-    total = max((outputs - 1) * layer.stride + layer.window - side, 0)
+    outputs = math.ceil(side / layer.options.stride)
+    total = max((outputs - 1) * layer.options.stride + layer.options.window - side, 0)
     return total // 2, total - total // 2
 
 
@@ -72,7 +72,7 @@ def conv2d(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch
     both = _symmetric(pads)
     if both is None:
         h, both = F.pad(h, pads), (0, 0)
-    return F.conv2d(h, kernel, bias, stride=layer.stride, padding=both)
+    return F.conv2d(h, kernel, bias, stride=layer.options.stride, padding=both)
 
 
 def conv2d_transpose(
@@ -83,7 +83,7 @@ def conv2d_transpose(
     (``zoo.kinds.conv_transpose``), zeros past its end, then the bias;
     kernel ``(in, out, kh, kw)``."""
     layer = spec.layer(name)
-    full = F.conv_transpose2d(h, params[f"{name}/kernel"], stride=layer.stride)
+    full = F.conv_transpose2d(h, params[f"{name}/kernel"], stride=layer.options.stride)
     pads = []  # F.pad's order, last axis first: negative widths crop
     for axis in (3, 2):
         side = h.shape[axis]
@@ -106,7 +106,7 @@ def _depthwise(
     if both is None:
         h, both = F.pad(h, pads), (0, 0)
     groups = h.shape[1]
-    return F.conv2d(h, kernel, bias, stride=layer.stride, padding=both, groups=groups)
+    return F.conv2d(h, kernel, bias, stride=layer.options.stride, padding=both, groups=groups)
 
 
 def depthwise_conv2d(
@@ -141,7 +141,7 @@ def max_pool(
     pads = _pads(layer, h)
     if any(pads):
         h = F.pad(h, pads, value=float("-inf"))
-    return F.max_pool2d(h, layer.size, layer.stride)
+    return F.max_pool2d(h, layer.options.pool_size, layer.options.stride)
 
 
 def avg_pool(
@@ -153,10 +153,10 @@ def avg_pool(
     layer = spec.layer(name)
     pads = _pads(layer, h)
     if not any(pads):
-        return F.avg_pool2d(h, layer.size, layer.stride)
-    sums = F.avg_pool2d(F.pad(h, pads), layer.size, layer.stride, divisor_override=1)
+        return F.avg_pool2d(h, layer.options.pool_size, layer.options.stride)
+    sums = F.avg_pool2d(F.pad(h, pads), layer.options.pool_size, layer.options.stride, divisor_override=1)
     ones = F.pad(h.new_ones((1, 1, *h.shape[2:])), pads)
-    return sums / F.avg_pool2d(ones, layer.size, layer.stride, divisor_override=1)
+    return sums / F.avg_pool2d(ones, layer.options.pool_size, layer.options.stride, divisor_override=1)
 
 
 def flatten(
@@ -176,7 +176,7 @@ def lstm(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.T
     with ``use_bias=False``.  Kernel ``(4u, F)``, recurrent kernel ``(4u,
     u)``, bias ``(4u,)``."""
     layer = spec.layer(name)
-    return _lstm_over(h, _weights(params, name), layer.size, layer.return_sequences)
+    return _lstm_over(h, _weights(params, name), layer.options.units, layer.options.return_sequences)
 
 
 Weights = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
@@ -258,7 +258,7 @@ def conv1d(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch
     if before != after:
         h, before = F.pad(h, (before, after)), 0
     kernel, bias = params[f"{name}/kernel"], params.get(f"{name}/bias")
-    y = F.conv1d(h, kernel, bias, stride=layer.stride, padding=before)
+    y = F.conv1d(h, kernel, bias, stride=layer.options.stride, padding=before)
     return y.transpose(1, 2)  # (N, F, T) -> (N, T, F)
 
 
@@ -271,7 +271,7 @@ def max_pool1d(
     pads = _pads1d(layer, h)
     if any(pads):
         h = F.pad(h, pads, value=float("-inf"))
-    return F.max_pool1d(h, layer.size, layer.stride).transpose(1, 2)
+    return F.max_pool1d(h, layer.options.pool_size, layer.options.stride).transpose(1, 2)
 
 
 def avg_pool1d(
@@ -282,8 +282,8 @@ def avg_pool1d(
     h = h.transpose(1, 2)  # (N, T, F) -> (N, F, T)
     pads = _pads1d(layer, h)
     if not any(pads):
-        return F.avg_pool1d(h, layer.size, layer.stride).transpose(1, 2)
-    size, stride = layer.size, layer.stride
+        return F.avg_pool1d(h, layer.options.pool_size, layer.options.stride).transpose(1, 2)
+    size, stride = layer.options.pool_size, layer.options.stride
     sums = F.avg_pool1d(F.pad(h, pads), size, stride) * size
     ones = F.pad(h.new_ones((1, 1, h.shape[2])), pads)
     counts = F.avg_pool1d(ones, size, stride) * size
@@ -306,7 +306,7 @@ def gru(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.Te
     candidate``.  Kernel ``(3u, F)``, recurrent kernel ``(3u, u)``, bias
     ``(2, 3u)`` (none with ``use_bias=False``)."""
     layer = spec.layer(name)
-    return _gru_over(h, _weights(params, name), layer.size, layer.return_sequences)
+    return _gru_over(h, _weights(params, name), layer.options.units, layer.options.return_sequences)
 
 
 def _gru_over(
@@ -338,7 +338,7 @@ def simple_rnn(
     with ``use_bias=False``)."""
     layer = spec.layer(name)
     return _simple_rnn_over(
-        h, _weights(params, name), layer.size, layer.return_sequences
+        h, _weights(params, name), layer.options.units, layer.options.return_sequences
     )
 
 
@@ -373,17 +373,17 @@ def bidirectional(
     ``return_sequences``), merged by ``concat`` (forward first, along the
     features), ``sum``, ``ave`` or ``mul``."""
     layer = spec.layer(name)
-    over, units = _RECURRENCES[layer.cell], layer.size
-    sequences = layer.return_sequences
+    over, units = _RECURRENCES[layer.options.cell], layer.options.units
+    sequences = layer.options.return_sequences
     ahead = over(h, _weights(params, f"{name}/forward"), units, sequences)
     behind = over(h, _weights(params, f"{name}/backward"), units, sequences, True)
     if sequences:  # Keras' flip: the backward copy's step t at position t
         behind = behind.flip(1)
-    if layer.merge == "concat":
+    if layer.options.merge_mode == "concat":
         return torch.cat((ahead, behind), dim=-1)
-    if layer.merge == "sum":
+    if layer.options.merge_mode == "sum":
         return ahead + behind
-    if layer.merge == "ave":
+    if layer.options.merge_mode == "ave":
         return (ahead + behind) / 2
     return ahead * behind  # "mul"
 
@@ -394,7 +394,7 @@ def layer_norm(
     """Over Keras' last axis (the channels of images, axis 1 of ``(N, C, H,
     W)`` here): ``(h - mean) / sqrt(variance + epsilon) * gamma + beta``, the
     variance without Bessel's correction, as Keras has it."""
-    epsilon = spec.layer(name).norm_epsilon
+    epsilon = spec.layer(name).options.epsilon
     axis, shape = (1, (-1, 1, 1)) if h.dim() == 4 else (-1, (-1,))
     mean = h.mean(dim=axis, keepdim=True)
     variance = (h - mean).square().mean(dim=axis, keepdim=True)
@@ -421,7 +421,7 @@ def _normalized(
     """As Keras' ``ops.batch_normalization`` writes it: ``h * inv + (beta -
     mean * inv)`` with ``inv = gamma / sqrt(variance + epsilon)``."""
     _, shape = _channels(h)
-    (mean, variance), epsilon = stats, spec.layer(name).norm_epsilon
+    (mean, variance), epsilon = stats, spec.layer(name).options.epsilon
     inv = torch.rsqrt(variance + epsilon) * params[f"{name}/gamma"]
     shift = params[f"{name}/beta"] - mean * inv
     return h * inv.reshape(shape) + shift.reshape(shape)
@@ -469,11 +469,11 @@ def attention(
     def project(part: str) -> torch.Tensor:
         kernel = params[f"{name}/{part}/kernel"]
         bias = params.get(f"{name}/{part}/bias")
-        heads = F.linear(h, kernel, bias).view(n, steps, layer.heads, layer.size)
+        heads = F.linear(h, kernel, bias).view(n, steps, layer.options.num_heads, layer.options.key_dim)
         return heads.transpose(1, 2)  # (N, T, h, k) -> (N, h, T, k)
 
     q, k, v = project("query"), project("key"), project("value")
-    q = q / math.sqrt(layer.size)  # Keras scales the query
+    q = q / math.sqrt(layer.options.key_dim)  # Keras scales the query
     weights = torch.softmax(q @ k.transpose(2, 3), dim=-1)  # (N, h, T, T)
     mixed = (weights @ v).transpose(1, 2).reshape(n, steps, -1)  # (N, T, h*k)
     kernel = params[f"{name}/attention_output/kernel"]
@@ -584,7 +584,7 @@ def rescaling(
 ) -> torch.Tensor:
     """``h * scale + offset`` with the layer's two numbers."""
     layer = spec.layer(name)
-    return h * layer.scale + layer.offset
+    return h * layer.options.scale + layer.options.offset
 
 
 def normalization(
@@ -614,7 +614,7 @@ def reshape(
 ) -> torch.Tensor:
     """The values in Keras' element order (images channels last) reshaped to
     ``(N, *target)``; an image result laid out ``(N, C, H, W)`` again."""
-    target = spec.layer(name).target
+    target = spec.layer(name).options.target_shape
     return _own_order(_keras_order(h).reshape(h.shape[0], *target))
 
 
@@ -624,7 +624,7 @@ def permute(
     """The axes after the batch in Keras' order (images channels last)
     reordered as ``target`` (counted from 1); an image back to ``(N, C, H,
     W)``."""
-    target = spec.layer(name).target
+    target = spec.layer(name).options.dims
     return _own_order(_keras_order(h).permute(0, *target))
 
 
@@ -633,7 +633,7 @@ def zero_padding(
 ) -> torch.Tensor:
     """Zeros before and after the steps of ``(N, T, F)``, or on the top,
     bottom, left and right of ``(N, C, H, W)``."""
-    t = spec.layer(name).target
+    t = spec.layer(name).options.padding
     if h.dim() == 4:
         return F.pad(h, (t[2], t[3], t[0], t[1]))  # F.pad: last axis first
     return F.pad(h, (0, 0, t[0], t[1]))
@@ -644,7 +644,7 @@ def cropping(
 ) -> torch.Tensor:
     """Steps cut from the start and end of ``(N, T, F)``, or rows and columns
     from the top, bottom, left and right of ``(N, C, H, W)``."""
-    t = spec.layer(name).target
+    t = spec.layer(name).options.cropping
     if h.dim() == 4:
         rows, cols = h.shape[2], h.shape[3]
         return h[:, :, t[0] : rows - t[1], t[2] : cols - t[3]]
@@ -657,7 +657,7 @@ def upsampling(
     """Nearest: each step of ``(N, T, F)`` repeated ``target[0]`` times, or
     each row of ``(N, C, H, W)`` ``target[0]`` times and each column
     ``target[1]`` times."""
-    t = spec.layer(name).target
+    t = spec.layer(name).options.size
     if h.dim() == 4:
         return h.repeat_interleave(t[0], dim=2).repeat_interleave(t[1], dim=3)
     return h.repeat_interleave(t[0], dim=1)

@@ -166,7 +166,7 @@ def test_flatten_gives_keras_order(runner: NativeRunner) -> None:
         "flat",
         (2, 3, 4),
         5,
-        (Layer("flat", "flatten"), Layer("out", "dense", 5)),
+        (Layer.of("flat", "flatten"), Layer.of("out", "dense", units=5)),
         Workload("none", "sgd", 0.1, 2),
     )
     ops = importlib.import_module(f"native.{_package(runner)}.ops")
@@ -404,9 +404,9 @@ def test_layer_norm_over_images_normalizes_each_pixels_channels(
         (3, 4, 2),
         3,
         (
-            Layer("ln", "layer_norm", epsilon=1e-5),
-            Layer("flat", "flatten"),
-            Layer("out", "dense", 3),
+            Layer.of("ln", "layer_norm", epsilon=1e-5),
+            Layer.of("flat", "flatten"),
+            Layer.of("out", "dense", units=3),
         ),
         Workload("none", "sgd", 0.1, 2),
     )
@@ -432,9 +432,9 @@ def test_a_softmax_over_an_image_is_over_its_channels(runner: NativeRunner) -> N
         (2, 3, 2),
         3,
         (
-            Layer("soft", "activation", activation="softmax"),
-            Layer("flat", "flatten"),
-            Layer("out", "dense", 3),
+            Layer.of("soft", "activation", activation="softmax"),
+            Layer.of("flat", "flatten"),
+            Layer.of("out", "dense", units=3),
         ),
         Workload("none", "sgd", 0.1, 2),
     )
@@ -557,7 +557,10 @@ def test_relu_has_no_gradient_at_exactly_zero(
         "dead",
         (3,),
         2,
-        (Layer("h", "dense", 4, activation=activation), Layer("out", "dense", 2)),
+        (
+            Layer.of("h", "dense", units=4, activation=activation),
+            Layer.of("out", "dense", units=2),
+        ),
         Workload("none", "sgd", 0.1, 2),
     )
     weights = make_weights(spec, 0)
@@ -576,15 +579,15 @@ def test_leaky_relu_takes_its_slope_at_exactly_zero(runner: NativeRunner) -> Non
     there is the linear layer's: its output is 0 either way."""
 
     def bias_gradient(leaky: bool) -> np.ndarray:
-        kink = Layer("kink", "activation", activation="leaky_relu", slope=0.3)
+        kink = Layer.of("kink", "activation", activation="leaky_relu", slope=0.3)
         spec = ModelSpec(
             "kink",
             (3,),
             2,
             (
-                Layer("h", "dense", 4),
+                Layer.of("h", "dense", units=4),
                 *([kink] if leaky else []),
-                Layer("out", "dense", 2),
+                Layer.of("out", "dense", units=2),
             ),
             Workload("none", "sgd", 0.1, 2),
         )
@@ -604,10 +607,12 @@ ODD_PADDING = ModelSpec(
     (7, 8, 2),
     2,
     (
-        Layer("conv", "conv2d", 3, 3, "same", strides=2),  # 7: (1, 1); 8: (0, 1)
-        Layer("pool", "max_pool", size=2, padding="same"),  # 4x4: (0, 0)
-        Layer("flat", "flatten"),
-        Layer("out", "dense", 2),
+        Layer.of(
+            "conv", "conv2d", filters=3, kernel_size=3, padding="same", strides=2
+        ),  # 7: (1, 1); 8: (0, 1)
+        Layer.of("pool", "max_pool", pool_size=2, padding="same"),  # 4x4: (0, 0)
+        Layer.of("flat", "flatten"),
+        Layer.of("out", "dense", units=2),
     ),
     Workload("none", "sgd", 0.1, 2),
 )
@@ -666,9 +671,9 @@ NORMED = ModelSpec(
     (6,),
     3,
     (
-        Layer("fc", "dense", 5),
-        Layer("norm", "batch_norm", momentum=0.9),
-        Layer("logits", "dense", 3),
+        Layer.of("fc", "dense", units=5),
+        Layer.of("norm", "batch_norm", momentum=0.9),
+        Layer.of("logits", "dense", units=3),
     ),
     Workload("mnist", "sgd", 0.1, 8),
 )
@@ -680,9 +685,9 @@ ONE_FEATURE = ModelSpec(
     (6,),
     3,
     (
-        Layer("fc", "dense", 1),
-        Layer("norm", "layer_norm", epsilon=1e-3),
-        Layer("logits", "dense", 3),
+        Layer.of("fc", "dense", units=1),
+        Layer.of("norm", "layer_norm", epsilon=1e-3),
+        Layer.of("logits", "dense", units=3),
     ),
     Workload("mnist", "sgd", 0.1, 8),
 )
@@ -907,7 +912,7 @@ def _valid_last_pool(spec: ModelSpec) -> ModelSpec:
     its options (strided, unevenly padded convolutions, a padded max pool,
     tanh, sigmoid, softmax) have nn modules."""
     layers = tuple(
-        dataclasses.replace(layer, padding="valid") if layer.name == "pool2" else layer
+        layer.replace(padding="valid") if layer.name == "pool2" else layer
         for layer in spec.layers
     )
     return dataclasses.replace(spec, layers=layers)
@@ -1019,11 +1024,11 @@ def test_activations_keep_the_layers_before_a_failure(runner: NativeRunner) -> N
     # The weights are the correct model's (native.faults keeps them): the
     # wrongly padded pass shrinks the image to nothing and fails at a later layer.
     faulty, weights = faults.inject(spec, make_weights(spec, 9), "valid-padding")
-    assert faulty.layers[0].padding == "valid"
+    assert faulty.layers[0].options.padding == "valid"
     x, _ = make_batches(spec, 9, 2, 1)
     taps, error = runner.activations(faulty, weights, x[0])
     assert error is not None  # each framework raises its own error type
-    assert taps["block1_conv1"].shape == (2, 30, 30, first.size)
+    assert taps["block1_conv1"].shape == (2, 30, 30, first.options.filters)
     assert "logits" not in taps
     assert list(taps) == list(spec.tapped_layers()[: len(taps)])
 

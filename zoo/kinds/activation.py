@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from zoo.kinds import keras_words as kw
@@ -30,6 +31,17 @@ LEAKY_RELU_LAYER_SLOPE = 0.3
 
 def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
     return 0, 0  # the activation's own count is added by the caller
+
+
+@dataclass(frozen=True)
+class Options:
+    """The activation (``ACTIVATIONS``; ``None``: linear) and, for
+    ``leaky_relu`` and ``elu``, its ``slope`` (Keras' ``negative_slope`` of
+    ``LeakyReLU``, ``alpha`` of ``ELU``; ``None``: the function's default,
+    ``SLOPED``)."""
+
+    activation: str | None = None
+    slope: float | None = None
 
 
 def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
@@ -115,8 +127,8 @@ MISTAKES = (
         "a LeakyReLU or ELU layer computed with its activation function's "
         "default slope, not its own (LeakyReLU's 0.3 is not leaky_relu's 0.2)",
         "kinds-cnn",
-        hits=lambda layer, shapes: bool(layer.slope),  # its own slope
-        changes=lambda layer: {"slope": 0.0},
+        hits=lambda layer, shapes: bool(layer.options.slope),  # its own
+        changes=lambda layer: {"slope": None},
     ),
 )
 
@@ -124,8 +136,7 @@ MISTAKES = (
 KIND = Kind(
     name="activation",
     summary="an activation as a layer of its own",
-    options=("activation", "slope"),
-    size_word=None,
+    options=Options,
     shape=one_input,
     params=no_params,
     flops=flops,

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import Kind, Layer, Param, Shape, no_options, one_input
+from zoo.kinds.base import Kind, Layer, NoOptions, Param, Shape, no_options, one_input
 
 # Keras' ``backend.epsilon()``, the least standard deviation it divides by.
 EPSILON = 1e-7
@@ -47,8 +47,7 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
 KIND = Kind(
     name="normalization",
     summary="(h - mean) / sqrt(variance) with statistics adapt() set",
-    options=(),
-    size_word=None,
+    options=NoOptions,
     shape=one_input,
     params=params,
     flops=flops,

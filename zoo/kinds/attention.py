@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from zoo.kinds import keras_words as kw
@@ -17,6 +18,16 @@ from zoo.kinds.base import ACTIVATION_FLOPS, Kind, Layer, Mistake, Param, Pick, 
 # only at its default (a mask, a causal mask, the scores as a second output
 # would all compute something else).
 CALL_TENSORS = ("query", "value", "key")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Keras' ``MultiHeadAttention`` arguments: ``num_heads`` heads of
+    ``key_dim`` each, and whether its kernels have biases."""
+
+    num_heads: int
+    key_dim: int
+    use_bias: bool = True
 
 
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
@@ -29,7 +40,7 @@ def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
 
 def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
     n, features = layer.name, shapes[0][-1]
-    heads, key_dim = layer.heads, layer.size
+    heads, key_dim = layer.options.num_heads, layer.options.key_dim
     found = []
     for part in ("query", "key", "value"):
         found.append(
@@ -41,7 +52,7 @@ def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
                 f"{part}/kernel",
             )
         )
-        if layer.use_bias:
+        if layer.options.use_bias:
             found.append(
                 Param(
                     f"{n}/{part}/bias",
@@ -60,7 +71,7 @@ def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
             "attention_output/kernel",
         )
     )
-    if layer.use_bias:
+    if layer.options.use_bias:
         found.append(
             Param(
                 f"{n}/attention_output/bias",
@@ -78,17 +89,22 @@ def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int
     key as matmul; their biases, the query's scaling and the softmax (3 per
     score) as elementwise."""
     steps, features = shapes[0]
-    width = layer.heads * layer.size  # all heads' key_dim together
+    width = (
+        layer.options.num_heads * layer.options.key_dim
+    )  # all heads' key_dim together
     projections = 3 * 2 * steps * features * width + 2 * steps * width * features
     mixing = 2 * (2 * steps * steps * width)  # q . k, then weights . v
-    biases = 3 * steps * width + steps * features if layer.use_bias else 0
-    softmax = ACTIVATION_FLOPS["softmax"] * layer.heads * steps * steps
+    biases = 3 * steps * width + steps * features if layer.options.use_bias else 0
+    softmax = ACTIVATION_FLOPS["softmax"] * layer.options.num_heads * steps * steps
     return projections + mixing, biases + steps * width + softmax
 
 
 def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
     return keras.layers.MultiHeadAttention(
-        layer.heads, layer.size, use_bias=layer.use_bias, name=layer.name
+        layer.options.num_heads,
+        layer.options.key_dim,
+        use_bias=layer.options.use_bias,
+        name=layer.name,
     )
 
 
@@ -156,7 +172,7 @@ def unscaled(
     # computes from a query projection sqrt(key_dim) times larger.
     query = (f"{layer.name}/query/kernel", f"{layer.name}/query/bias")
     return spec, {
-        name: a * a.dtype.type(math.sqrt(layer.size)) if name in query else a
+        name: a * a.dtype.type(math.sqrt(layer.options.key_dim)) if name in query else a
         for name, a in weights.items()
     }
 
@@ -182,8 +198,7 @@ MISTAKES = (
 KIND = Kind(
     name="attention",
     summary="multi-head self-attention over a sequence",
-    options=("heads", "use_bias"),
-    size_word="key_dim",
+    options=Options,
     shape=shape,
     params=params,
     flops=flops,

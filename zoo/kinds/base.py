@@ -13,6 +13,7 @@ always offered (``Layer``, ``Param``, ``padding_of``, the constants).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -90,68 +91,96 @@ INPUT = "input"
 class Layer:
     """One layer of a model.
 
-    ``kind`` is a registered kind (``zoo.kinds.KINDS``), whose module says
-    what each field means to it.  ``size`` is units (dense, lstm, gru),
-    filters (convolutions), the embedding width, an attention head's
-    ``key_dim`` or the pool window; ``kernel`` the (square) convolution
-    side; ``strides`` the step of a convolution or pool window (0: Keras'
-    default, as ``stride`` resolves it); ``padding`` ``valid`` or ``same``;
-    ``activation`` one of ``ACTIVATIONS``; ``return_sequences`` whether a
-    recurrent layer gives every step's state; ``vocab`` an embedding's
-    number of token ids; ``heads`` an attention layer's; ``epsilon`` a
-    normalization's (0: Keras' default); ``momentum`` a batch
-    normalization's; ``rate`` a dropout's fraction dropped; ``inputs`` the
-    earlier layers (or ``INPUT``) whose outputs this layer takes (empty: the
-    previous layer's); ``use_bias`` whether a layer with a bias has one;
-    ``slope`` an activation's number (``SLOPED``; 0: Keras' default);
-    ``scale`` and ``offset`` a rescaling's; ``target`` a shape, axis order,
-    crop or pad widths or upsampling factors (the kind says which);
-    ``merge`` a bidirectional layer's merge mode and ``cell`` its recurrent
-    kind; ``multiplier`` a depthwise convolution's depth multiplier (0: 1);
-    ``regularize`` each regularized parameter role with its L1 and L2
-    factors; ``trainable`` ``False`` for a frozen layer (Keras'
-    ``trainable=False``): no step updates its parameters, none of them has a
-    gradient taken, and a frozen batch normalization normalizes with its
-    moving statistics in a training step too, as Keras runs it; ``mistake``
-    the name of the mistake of its kind this layer computes (``Kind.mistakes``,
-    set only by a deliberate fault; empty: none).
+    ``kind`` is a registered kind (``zoo.kinds.KINDS``); ``options`` is that
+    kind's own record (``Kind.options``, in the kind's module): each option
+    named as Keras names the argument, typed, with Keras' default, and
+    meaning only what the kind's module says (a convolution's ``padding``
+    is ``valid`` or ``same``, a zero padding's its widths).  ``None`` is the
+    kind's defaults.  ``Layer.of(name, kind, **options)`` makes one from
+    the options by name.
 
-    The options added after the reference models show in the repr only when
-    set, so those models read as they always have (the verdict cache keys on
-    that text: ``harness.core.gate``).
+    What every layer has beside: ``inputs``, the earlier layers (or
+    ``INPUT``) whose outputs it takes (empty: the previous layer's);
+    ``regularize``, each regularized parameter role with its L1 and L2
+    factors (a kind whose ``Kind.regularized`` is set); ``trainable``
+    ``False`` for a frozen layer (Keras' ``trainable=False``): no step
+    updates its parameters, none of them has a gradient taken, and a frozen
+    batch normalization normalizes with its moving statistics in a training
+    step too, as Keras runs it; ``mistake``, the name of the mistake of its
+    kind the layer computes (``Kind.mistakes``; set only by a deliberate
+    fault; empty: none).
+
+    The repr shows the options that differ from the kind's defaults (and
+    those without one), and the rest only when set (the verdict cache keys
+    on that text: ``harness.core.gate``).
     """
 
     name: str
     kind: str
-    size: int = 0
-    kernel: int = 0
-    padding: str = "valid"
-    activation: str | None = None
-    strides: int = 0
-    return_sequences: bool = False
-    vocab: int = 0
-    heads: int = 0
-    epsilon: float = 0.0
+    options: Any = None
     inputs: tuple[str, ...] = ()
-    momentum: float = 0.0
-    rate: float = 0.0
-    use_bias: bool = True
-    slope: float = 0.0
-    scale: float = 1.0
-    offset: float = 0.0
-    target: tuple[int, ...] = ()
-    merge: str = ""
-    cell: str = ""
-    multiplier: int = 0
     regularize: tuple[tuple[str, float, float], ...] = ()
     trainable: bool = True
     mistake: str = ""
 
+    def __post_init__(self) -> None:
+        from zoo.kinds import KINDS  # the registry imports this module
+
+        kind = KINDS.get(self.kind)
+        if kind is None:
+            raise ValueError(
+                f"layer {self.name!r} has unknown kind {self.kind!r}; "
+                f"known: {', '.join(KINDS)}"
+            )
+        if self.options is None:
+            object.__setattr__(self, "options", _made(self.name, kind, {}))
+        elif type(self.options) is not kind.options:
+            raise TypeError(
+                f"{self.kind} layer {self.name!r} has options of "
+                f"{type(self.options).__name__}, not {kind.options.__name__}"
+            )
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        kind: str,
+        *,
+        inputs: tuple[str, ...] = (),
+        regularize: tuple[tuple[str, float, float], ...] = (),
+        trainable: bool = True,
+        **options: Any,
+    ) -> Layer:
+        """A layer of ``kind`` with ``options`` by their names (the kind's
+        record's fields, Keras' argument names)."""
+        from zoo.kinds import KINDS
+
+        record = KINDS.get(kind)
+        made = _made(name, record, options) if record else None
+        return cls(name, kind, made, tuple(inputs), regularize, trainable)
+
+    def replace(self, **changes: Any) -> Layer:
+        """This layer with ``changes``: its own fields (``inputs``, ``name``)
+        or its options by name."""
+        own = {f.name for f in fields(self)}
+        options = {k: v for k, v in changes.items() if k not in own}
+        layer = dataclasses.replace(
+            self, **{k: v for k, v in changes.items() if k in own}
+        )
+        if options:
+            merged = {**_values(layer.options), **options}
+            made = _made(layer.name, layer.kind_record, merged)
+            layer = dataclasses.replace(layer, options=made)
+        return layer
+
     def __repr__(self) -> str:
-        shown = [
+        shown = [f"name={self.name!r}", f"kind={self.kind!r}"]
+        shown += [f"{k}={v!r}" for k, v in shown_options(self.options).items()]
+        shown += [
             f"{f.name}={getattr(self, f.name)!r}"
             for f in fields(self)
-            if f.name not in QUIET or getattr(self, f.name) != f.default
+            if f.name in ("inputs", "regularize", "trainable", "mistake")
+            and getattr(self, f.name) != f.default
         ]
         return f"Layer({', '.join(shown)})"
 
@@ -162,64 +191,67 @@ class Layer:
         return KINDS[self.kind]
 
     @property
-    def stride(self) -> int:
-        """The step actually taken: ``strides``, or Keras' default (a pool's
-        window, 1 for a convolution)."""
-        if self.strides:
-            return self.strides
-        return self.size if self.kind_record.pool else 1
-
-    @property
-    def window(self) -> int:
-        """The (square) window side of a convolution or pool."""
-        return self.size if self.kind_record.pool else self.kernel
-
-    @property
-    def norm_epsilon(self) -> float:
-        """A layer or batch normalization's epsilon: its own, or Keras' default."""
-        return self.epsilon or LAYER_NORM_EPSILON
-
-    @property
-    def norm_momentum(self) -> float:
-        """A batch normalization's momentum: its own, or Keras' default."""
-        return self.momentum or BATCH_NORM_MOMENTUM
+    def activation(self) -> str | None:
+        """The activation that follows the layer (``ACTIVATIONS``): its
+        ``activation`` option, or ``None`` (linear) for a kind without one."""
+        value = getattr(self.options, "activation", None)
+        return value if isinstance(value, str) else None
 
     @property
     def activation_slope(self) -> float:
-        """The number a sloped activation takes: its own, or Keras' default."""
-        return self.slope or SLOPED.get(self.activation or "", 0.0)
+        """The number a sloped activation takes: the layer's own ``slope``
+        option, or Keras' default for the activation (``SLOPED``)."""
+        own = getattr(self.options, "slope", None)
+        return float(own) if own else SLOPED.get(self.activation or "", 0.0)
 
 
-# Fields shown in a Layer's repr only when they differ from the default.
-QUIET = (
-    "strides",
-    "return_sequences",
-    "vocab",
-    "heads",
-    "epsilon",
-    "inputs",
-    "momentum",
-    "rate",
-    "use_bias",
-    "slope",
-    "scale",
-    "offset",
-    "target",
-    "merge",
-    "cell",
-    "multiplier",
-    "regularize",
-    "trainable",
-    "mistake",
-)
-# The fields a kind may take as its options (``Kind.options``), beyond name,
-# kind, size, inputs and ``trainable`` (every layer's) and ``mistake`` (no
-# model's: only a deliberate fault sets it).
-OPTIONAL = tuple(
-    f.name
-    for f in fields(Layer)
-    if f.name not in ("name", "kind", "size", "inputs", "trainable", "mistake")
-)
+def _values(options: Any) -> dict[str, Any]:
+    return {f.name: getattr(options, f.name) for f in fields(options)}
+
+
+def _made(name: str, kind: Kind | None, given: Mapping[str, Any]) -> Any:
+    """``kind``'s options record from ``given`` by name, or a ValueError in
+    one sentence naming what it does not take or lacks."""
+    if kind is None:
+        raise ValueError(f"layer {name!r} has no registered kind")
+    record = kind.options
+    known = [f.name for f in fields(record)]
+    foreign = sorted(set(given) - set(known))
+    if foreign:
+        raise ValueError(
+            f"{kind.name} layer {name!r} takes no {', '.join(foreign)}; it takes: "
+            f"{', '.join(known) or 'no options'}"
+        )
+    lacking = [o for o in required(record) if o not in given]
+    if lacking:
+        raise ValueError(f"{kind.name} layer {name!r} needs {', '.join(lacking)}")
+    return record(**given)
+
+
+def required(record: type) -> tuple[str, ...]:
+    """The options of an options record that have no default (Keras'
+    arguments without one): a document always writes them out."""
+    return tuple(
+        f.name
+        for f in fields(record)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    )
+
+
+def shown_options(options: Any) -> dict[str, Any]:
+    """An options record's values that differ from its defaults, and those
+    without a default, by name, in its order."""
+    need = required(type(options))
+    return {
+        f.name: getattr(options, f.name)
+        for f in fields(options)
+        if f.name in need or getattr(options, f.name) != f.default
+    }
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """The options record of a kind that takes none."""
 
 
 @dataclass(frozen=True)
@@ -341,10 +373,12 @@ class Kind:
 
     - ``name``: the spec's word (``Layer.kind``) and the ``[model]`` table's.
     - ``summary``: what it computes, one line (docs, errors).
-    - ``options``: the ``Layer`` fields it takes beyond ``size`` and
-      ``inputs``; ``size_word`` the document's word for ``Layer.size``
-      (``None``: it has no size); ``words`` document words that differ
-      from the field's own name (``OPTION_WORDS``).
+    - ``options``: its options record (``Layer.options``), a frozen
+      dataclass in the kind's module: one field per option, named as Keras
+      names the argument (the ``[model]`` table's word too), typed, with
+      Keras' default where Keras has one (``NoOptions``: it takes none).
+    - ``regularized``: it takes Keras' weight regularizers
+      (``Layer.regularize``).
     - ``shape(layer, shapes)``: its output shape (no batch) from the shapes
       of what it takes, or a ValueError in one sentence.
     - ``params(layer, shapes)``: its parameters in canonical layout.
@@ -364,11 +398,6 @@ class Kind:
     - ``pool``: a pooling window whose default step is its size.
     - ``trains_differently``: computes otherwise in a training step
       (``native.compose``).
-    - ``scores``: its size is what a model that ends in it outputs.
-    - ``defaulted``: its options that Keras gives a default although the
-      same option of other kinds has none (a ``PReLU``'s ``shared_axes``,
-      where a ``Reshape``'s ``target_shape`` must be given): a document may
-      leave them out (``zoo.user_models``).
     - ``shift``: the role of a parameter added to each output channel last
       (a bias, a batch normalization's beta), whose gradient is zero when
       only batch normalizations take the output (``ModelSpec.noise_trained``).
@@ -388,22 +417,19 @@ class Kind:
 
     name: str
     summary: str
-    options: tuple[str, ...]
-    size_word: str | None
+    options: type
     shape: Callable[[Layer, tuple[Shape, ...]], Shape]
     params: Callable[[Layer, tuple[Shape, ...]], list[Param]]
     flops: Callable[[Layer, tuple[Shape, ...], Shape], tuple[int, int]]
     keras: Callable[[Any, Layer, tuple[Shape, ...]], Any]
     keras_classes: tuple[str, ...]
     read: Callable[[str, str, Mapping[str, Any], Any], dict[str, Any]]
-    words: Mapping[str, str] = field(default_factory=dict)
     keras_call: Callable[[Any, list[Any]], Any] | None = None
     takes: int = 1
     pool: bool = False
     trains_differently: bool = False
-    scores: bool = False
+    regularized: bool = False
     shift: str | None = None
-    defaulted: tuple[str, ...] = ()
     example: Example | None = None
     draw: Callable[[Pick, Shape], dict[str, Any]] | None = None
     draw_ranks: tuple[int, ...] = ()
@@ -453,9 +479,11 @@ def one_input(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
 
 
 def bias(layer: Layer, width: int) -> list[Param]:
-    """A layer's ``bias`` of ``width``, unless it has ``use_bias=False``."""
+    """A layer's ``bias`` of ``width``, unless its options say
+    ``use_bias=False``."""
     n = layer.name
-    return [Param(f"{n}/bias", (width,), "bias", n, "bias")] if layer.use_bias else []
+    wanted = layer.options.use_bias
+    return [Param(f"{n}/bias", (width,), "bias", n, "bias")] if wanted else []
 
 
 # --- Keras' windows -----------------------------------------------------------
@@ -470,20 +498,36 @@ def same_padding(side: int, window: int, stride: int) -> tuple[int, int]:
     return total // 2, total - total // 2
 
 
+class Window(Protocol):
+    """The options of a kind that slides a window (a convolution's, a
+    pool's records): its (square) side, the step actually taken (Keras'
+    default resolved) and ``valid``/``same`` padding."""
+
+    padding: str
+
+    @property
+    def window(self) -> int: ...
+
+    @property
+    def stride(self) -> int: ...
+
+
 def padding_of(layer: Layer, side: int) -> tuple[int, int]:
     """The padding (before, after) ``layer`` puts on an axis of ``side`` (a
     layer computing the mistake ``SYMMETRIC_SAME``: ``window // 2`` each)."""
+    o: Window = layer.options
     if layer.mistake == SYMMETRIC_SAME:
-        return layer.window // 2, layer.window // 2
-    if layer.padding == "same":
-        return same_padding(side, layer.window, layer.stride)
+        return o.window // 2, o.window // 2
+    if o.padding == "same":
+        return same_padding(side, o.window, o.stride)
     return 0, 0
 
 
 def window_out(layer: Layer, side: int) -> int:
     """Positions a convolution or pool ``layer`` gives on an axis of ``side``."""
+    o: Window = layer.options
     before, after = padding_of(layer, side)
-    return (side + before + after - layer.window) // layer.stride + 1
+    return (side + before + after - o.window) // o.stride + 1
 
 
 def windowed(layer: Layer, shape: Shape, rank: int, channels: int) -> Shape:
@@ -496,8 +540,8 @@ def windowed(layer: Layer, shape: Shape, rank: int, channels: int) -> Shape:
     out = tuple(window_out(layer, side) for side in shape[:-1])
     if min(out) < 1:
         raise ValueError(
-            f"{layer.kind} layer {layer.name!r}: a window of {layer.window} does "
-            f"not fit its input {shape[:-1]}"
+            f"{layer.kind} layer {layer.name!r}: a window of "
+            f"{layer.options.window} does not fit its input {shape[:-1]}"
         )
     return (*out, channels)
 

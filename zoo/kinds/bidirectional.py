@@ -1,7 +1,8 @@
 """``bidirectional``: Keras' ``Bidirectional`` over an ``lstm``, ``gru`` or
 ``simple_rnn``
 (``cell``) of ``units``: one copy reads the sequence forward, a second
-(its own weights) reads it backward, and their outputs merge by ``merge``:
+(its own weights) reads it backward, and their outputs merge by
+``merge_mode``:
 ``concat`` (forward then backward along the features, ``2 * units``),
 ``sum``, ``ave`` or ``mul``.  With ``return_sequences`` the backward
 copy's steps are put back in time order before the merge (Keras' flip),
@@ -15,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from zoo.kinds import gru, lstm, recurrent, simple_rnn
@@ -25,25 +27,42 @@ MERGES = ("concat", "sum", "ave", "mul")
 DIRECTIONS = ("forward", "backward")
 
 
+@dataclass(frozen=True)
+class Options:
+    """Keras' ``Bidirectional`` arguments: the recurrent ``cell`` it wraps
+    (``lstm``, ``gru`` or ``simple_rnn``: the kind of Keras' ``layer``) with
+    that layer's ``units``, ``return_sequences`` and ``use_bias``, and the
+    ``merge_mode`` of the two directions."""
+
+    units: int
+    merge_mode: str
+    cell: str
+    return_sequences: bool = False
+    use_bias: bool = True
+
+
 def cell_layer(layer: Layer) -> Layer:
     """The recurrent layer each direction runs (named as the cell)."""
-    return dataclasses.replace(
-        layer, kind=layer.cell, name=layer.cell, merge="", cell=""
-    )
+    o: Options = layer.options
+    options = recurrent.Recurrent(o.units, o.return_sequences, o.use_bias)
+    return Layer(o.cell, o.cell, options)
 
 
 def _check(layer: Layer) -> None:
-    if layer.cell not in CELLS or layer.merge not in MERGES:
+    o: Options = layer.options
+    if o.cell not in CELLS or o.merge_mode not in MERGES:
         raise ValueError(
             f"bidirectional layer {layer.name!r} needs a cell ({', '.join(CELLS)}) "
-            f"and a merge ({', '.join(MERGES)}), not {layer.cell!r} and {layer.merge!r}"
+            f"and a merge_mode ({', '.join(MERGES)}), not {o.cell!r} and "
+            f"{o.merge_mode!r}"
         )
 
 
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
     _check(layer)
-    one = recurrent.shape(layer, shapes)
-    return (*one[:-1], 2 * one[-1]) if layer.merge == "concat" else one
+    one = recurrent.shape(cell_layer(layer), shapes)
+    concat = layer.options.merge_mode == "concat"
+    return (*one[:-1], 2 * one[-1]) if concat else one
 
 
 def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
@@ -51,7 +70,7 @@ def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
     found = []
     for direction in DIRECTIONS:
         inner = dataclasses.replace(cell_layer(layer), name=f"{layer.name}/{direction}")
-        for p in CELLS[layer.cell].params(inner, shapes):
+        for p in CELLS[layer.options.cell].params(inner, shapes):
             found.append(
                 dataclasses.replace(p, layer=layer.name, role=f"{direction}/{p.role}")
             )
@@ -59,15 +78,17 @@ def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
 
 
 def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
-    one = recurrent.shape(layer, shapes)
-    matmul, elementwise = CELLS[layer.cell].flops(cell_layer(layer), shapes, one)
-    merged = 0 if layer.merge == "concat" else math.prod(one)  # concat: a copy
+    o: Options = layer.options
+    one = recurrent.shape(cell_layer(layer), shapes)
+    matmul, elementwise = CELLS[o.cell].flops(cell_layer(layer), shapes, one)
+    merged = 0 if o.merge_mode == "concat" else math.prod(one)  # concat: a copy
     return 2 * matmul, 2 * elementwise + merged
 
 
 def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
-    inner = CELLS[layer.cell].keras(keras, cell_layer(layer), shapes)
-    return keras.layers.Bidirectional(inner, merge_mode=layer.merge, name=layer.name)
+    o: Options = layer.options
+    inner = CELLS[o.cell].keras(keras, cell_layer(layer), shapes)
+    return keras.layers.Bidirectional(inner, merge_mode=o.merge_mode, name=layer.name)
 
 
 def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
@@ -140,15 +161,13 @@ MISTAKES = (
 KIND = Kind(
     name="bidirectional",
     summary="an LSTM, GRU or SimpleRNN read forward and backward, merged",
-    options=("return_sequences", "use_bias", "merge", "cell"),
-    size_word="units",
+    options=Options,
     shape=shape,
     params=params,
     flops=flops,
     keras=keras,
     keras_classes=("Bidirectional",),
     read=read,
-    scores=True,
     draw=draw,
     draw_ranks=(2,),
     mistakes=MISTAKES,

@@ -2,31 +2,66 @@
 (zeros added before and after, Keras' ``ZeroPadding1D``/``2D``),
 ``cropping`` (values cut away, ``Cropping1D``/``2D``) and ``upsampling``
 (each position repeated, ``UpSampling1D``/``2D`` with ``nearest``).
-``target`` holds the widths: ``(before, after)`` on a sequence's steps,
-``(top, bottom, left, right)`` on an image; or the repeats: ``(steps,)``,
-``(rows, columns)``.  No parameters.  They share this module."""
+Each option is Keras' word: ``padding`` and ``cropping`` the widths,
+``(before, after)`` on a sequence's steps, ``(top, bottom, left, right)``
+on an image; ``size`` the repeats, ``(steps,)`` or ``(rows, columns)``.
+No parameters.  They share this module."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from zoo.kinds import keras_words as kw
 from zoo.kinds.base import Kind, Layer, Mistake, Pick, Shape, no_flops, no_params
 
 
+@dataclass(frozen=True)
+class ZeroPadding:
+    """Keras' ``ZeroPadding1D``/``2D`` argument, as flat widths."""
+
+    padding: tuple[int, ...]
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        return self.padding
+
+
+@dataclass(frozen=True)
+class Cropping:
+    """Keras' ``Cropping1D``/``2D`` argument, as flat widths."""
+
+    cropping: tuple[int, ...]
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        return self.cropping
+
+
+@dataclass(frozen=True)
+class UpSampling:
+    """Keras' ``UpSampling1D``/``2D`` argument: the repeats per axis."""
+
+    size: tuple[int, ...]
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        return self.size
+
+
 def _rank(layer: Layer, given: Shape, per_axis: int) -> int:
     """The axes the layer works on (1: a sequence, 2: images), checked
     against its input and ``target``."""
     axes = len(given) - 1
-    if axes not in (1, 2) or len(layer.target) != per_axis * axes:
+    if axes not in (1, 2) or len(layer.options.widths) != per_axis * axes:
         what = "(before, after)" if per_axis == 2 else "(steps,)"
         raise ValueError(
-            f"{layer.kind} layer {layer.name!r} has {list(layer.target)} for input "
-            f"{given}; it takes a sequence (T, F) with {what} or images (H, W, C) "
-            "with one pair per axis"
+            f"{layer.kind} layer {layer.name!r} has {list(layer.options.widths)} for "
+            f"input {given}; it takes a sequence (T, F) with {what} or images "
+            "(H, W, C) with one pair per axis"
         )
-    if any(side < (0 if per_axis == 2 else 1) for side in layer.target):
+    if any(side < (0 if per_axis == 2 else 1) for side in layer.options.widths):
         raise ValueError(f"{layer.kind} layer {layer.name!r} needs sizes of at least 0")
     return axes
 
@@ -34,14 +69,14 @@ def _rank(layer: Layer, given: Shape, per_axis: int) -> int:
 def padding_shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
     given = shapes[0]
     axes = _rank(layer, given, 2)
-    t = layer.target
+    t = layer.options.widths
     return (*(given[i] + t[2 * i] + t[2 * i + 1] for i in range(axes)), given[-1])
 
 
 def cropping_shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
     given = shapes[0]
     axes = _rank(layer, given, 2)
-    t = layer.target
+    t = layer.options.widths
     out = tuple(given[i] - t[2 * i] - t[2 * i + 1] for i in range(axes))
     if min(out) < 1:
         raise ValueError(
@@ -54,12 +89,12 @@ def cropping_shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
 def upsampling_shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
     given = shapes[0]
     axes = _rank(layer, given, 1)
-    return (*(given[i] * layer.target[i] for i in range(axes)), given[-1])
+    return (*(given[i] * layer.options.widths[i] for i in range(axes)), given[-1])
 
 
 def _keras(stem: str, word: str) -> Any:
     def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
-        t = layer.target
+        t = layer.options.widths
         if len(shapes[0]) == 2:
             return getattr(keras.layers, f"{stem}1D")(
                 t if stem != "UpSampling" else t[0], name=layer.name
@@ -156,13 +191,13 @@ def _draw(word: str, per_axis: int) -> Callable[[Pick, Shape], dict[str, Any]]:
 
 
 def uneven_crop(layer: Layer, shapes: tuple[Shape, ...]) -> bool:
-    t = layer.target
+    t = layer.options.cropping
     return any(t[i] != t[i + 1] for i in range(0, len(t), 2))
 
 
 def before_after_swapped(layer: Layer) -> dict[str, Any]:
-    t = layer.target
-    return {"target": tuple(t[i + 1 - 2 * (i % 2)] for i in range(len(t)))}
+    t = layer.options.cropping
+    return {"cropping": tuple(t[i + 1 - 2 * (i % 2)] for i in range(len(t)))}
 
 
 CROPPING_MISTAKES = (
@@ -179,30 +214,26 @@ CROPPING_MISTAKES = (
 ZERO_PADDING = Kind(
     name="zero_padding",
     summary="zeros added around a sequence or an image",
-    options=("target",),
-    size_word=None,
+    options=ZeroPadding,
     shape=padding_shape,
     params=no_params,
     flops=_copies,
     keras=_keras("ZeroPadding", "padding"),
     keras_classes=("ZeroPadding1D", "ZeroPadding2D"),
     read=padding_read,
-    words={"target": "padding"},
     draw=_draw("padding", 2),
     draw_ranks=(2, 3),
 )
 CROPPING = Kind(
     name="cropping",
     summary="values cut from the edges of a sequence or an image",
-    options=("target",),
-    size_word=None,
+    options=Cropping,
     shape=cropping_shape,
     params=no_params,
     flops=_copies,
     keras=_keras("Cropping", "cropping"),
     keras_classes=("Cropping1D", "Cropping2D"),
     read=cropping_read,
-    words={"target": "cropping"},
     draw=_draw("cropping", 2),
     draw_ranks=(2, 3),
     mistakes=CROPPING_MISTAKES,
@@ -210,15 +241,13 @@ CROPPING = Kind(
 UPSAMPLING = Kind(
     name="upsampling",
     summary="each position repeated (nearest)",
-    options=("target",),
-    size_word=None,
+    options=UpSampling,
     shape=upsampling_shape,
     params=no_params,
     flops=_copies,
     keras=_keras("UpSampling", "size"),
     keras_classes=("UpSampling1D", "UpSampling2D"),
     read=upsampling_read,
-    words={"target": "size"},
     draw=_draw("size", 1),
     draw_ranks=(2, 3),
 )

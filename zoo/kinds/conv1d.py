@@ -8,23 +8,25 @@ import math
 from typing import Any
 
 from zoo.kinds.base import Kind, Layer, Mistake, Param, Shape, bias, windowed
-from zoo.kinds.conv2d import draw_convolution, keras_builder, reader
+from zoo.kinds.conv2d import Convolution, draw_convolution, keras_builder, reader
 
 
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
-    return windowed(layer, shapes[0], 2, layer.size)
+    return windowed(layer, shapes[0], 2, layer.options.filters)
 
 
 def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
-    n, k = layer.name, layer.kernel
-    kernel = Param(f"{n}/kernel", (k, shapes[0][-1], layer.size), "conv1d", n, "kernel")
-    return [kernel, *bias(layer, layer.size)]
+    o: Convolution = layer.options
+    n, k = layer.name, o.kernel_size
+    kernel = Param(f"{n}/kernel", (k, shapes[0][-1], o.filters), "conv1d", n, "kernel")
+    return [kernel, *bias(layer, o.filters)]
 
 
 def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
+    o: Convolution = layer.options
     outputs = math.prod(out)
-    matmul = 2 * layer.kernel * shapes[0][-1] * outputs
-    return matmul, outputs if layer.use_bias else 0
+    matmul = 2 * o.kernel_size * shapes[0][-1] * outputs
+    return matmul, outputs if o.use_bias else 0
 
 
 def kernel_flipped(a: Any, p: Param) -> Any:
@@ -48,8 +50,8 @@ MISTAKES = (
 KIND = Kind(
     name="conv1d",
     summary="a convolution over a sequence's steps",
-    options=("kernel", "strides", "padding", "activation", "use_bias", "regularize"),
-    size_word="filters",
+    options=Convolution,
+    regularized=True,
     shape=shape,
     params=params,
     flops=flops,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from zoo.kinds import keras_words as kw
@@ -26,20 +27,45 @@ from zoo.kinds.base import (
 )
 
 
+@dataclass(frozen=True)
+class Convolution:
+    """Keras' ``Conv1D``, ``Conv2D`` and ``Conv2DTranspose`` arguments:
+    ``filters`` output channels, a square window of ``kernel_size``, its
+    ``strides``, ``valid`` or ``same`` ``padding``, the ``activation``
+    after (``None``: linear), and whether it has a bias."""
+
+    filters: int
+    kernel_size: int
+    strides: int = 1
+    padding: str = "valid"
+    activation: str | None = None
+    use_bias: bool = True
+
+    @property
+    def window(self) -> int:
+        return self.kernel_size
+
+    @property
+    def stride(self) -> int:
+        return self.strides
+
+
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
-    return windowed(layer, shapes[0], 3, layer.size)
+    return windowed(layer, shapes[0], 3, layer.options.filters)
 
 
 def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
-    n, k, c = layer.name, layer.kernel, shapes[0][-1]
-    kernel = Param(f"{n}/kernel", (k, k, c, layer.size), "conv2d", n, "kernel")
-    return [kernel, *bias(layer, layer.size)]
+    o: Convolution = layer.options
+    n, k, c = layer.name, o.kernel_size, shapes[0][-1]
+    kernel = Param(f"{n}/kernel", (k, k, c, o.filters), "conv2d", n, "kernel")
+    return [kernel, *bias(layer, o.filters)]
 
 
 def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
+    o: Convolution = layer.options
     outputs = math.prod(out)
-    matmul = 2 * layer.kernel * layer.kernel * shapes[0][-1] * outputs
-    return matmul, outputs if layer.use_bias else 0
+    matmul = 2 * o.kernel_size * o.kernel_size * shapes[0][-1] * outputs
+    return matmul, outputs if o.use_bias else 0
 
 
 def keras_builder(cls: str) -> Callable[[Any, Layer, tuple[Shape, ...]], Any]:
@@ -48,13 +74,14 @@ def keras_builder(cls: str) -> Callable[[Any, Layer, tuple[Shape, ...]], Any]:
     regularizers (``Conv1D``, ``Conv2D``, ``Conv2DTranspose``)."""
 
     def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
+        o: Convolution = layer.options
         return getattr(keras.layers, cls)(
-            layer.size,
-            layer.kernel,
-            strides=layer.stride,
-            padding=layer.padding,
-            activation=layer.activation,
-            use_bias=layer.use_bias,
+            o.filters,
+            o.kernel_size,
+            strides=o.strides,
+            padding=o.padding,
+            activation=o.activation,
+            use_bias=o.use_bias,
             name=layer.name,
             **kw.regularizer_args(keras, layer, kw.KERNEL_AND_BIAS),
         )
@@ -120,7 +147,7 @@ def asymmetric_same(layer: Layer, shapes: tuple[Shape, ...]) -> bool:
     """A 'same' convolution whose Keras padding puts more after than before
     and which a symmetric ``window // 2`` padding leaves the same size: the
     case where a hand-written ``padding=k // 2`` runs and is silently off."""
-    if layer.padding != "same":
+    if layer.options.padding != "same":
         return False
     symmetric = dataclasses.replace(layer, mistake=SYMMETRIC_SAME)
     sides = shapes[0][:2]
@@ -142,7 +169,7 @@ MISTAKES = (
         "the first 'same' convolution computed with 'valid' padding",
         "vgg16",
         batch_size=2,
-        hits=lambda layer, shapes: layer.padding == "same",
+        hits=lambda layer, shapes: layer.options.padding == "same",
         changes=lambda layer: {"padding": "valid"},
     ),
     Mistake(
@@ -158,8 +185,8 @@ MISTAKES = (
 KIND = Kind(
     name="conv2d",
     summary="a square convolution over images",
-    options=("kernel", "strides", "padding", "activation", "use_bias", "regularize"),
-    size_word="filters",
+    options=Convolution,
+    regularized=True,
     shape=shape,
     params=params,
     flops=flops,

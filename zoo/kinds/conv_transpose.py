@@ -21,14 +21,15 @@ from zoo.kinds.base import (
     needs_rank,
     same_padding,
 )
-from zoo.kinds.conv2d import draw_convolution, keras_builder, reader
+from zoo.kinds.conv2d import Convolution, draw_convolution, keras_builder, reader
 
 
 def side_out(layer: Layer, side: int) -> int:
     """Positions on an axis of ``side`` input positions."""
-    if layer.padding == "same":
-        return side * layer.stride
-    return (side - 1) * layer.stride + max(layer.kernel, layer.stride)
+    o: Convolution = layer.options
+    if o.padding == "same":
+        return side * o.strides
+    return (side - 1) * o.strides + max(o.kernel_size, o.strides)
 
 
 def start(layer: Layer, side: int) -> int:
@@ -36,30 +37,31 @@ def start(layer: Layer, side: int) -> int:
     (the ``(side - 1) * strides + kernel`` positions every kernel tap
     reaches): the padding a forward convolution of the output puts before
     it (``same``), 0 for ``valid``."""
-    if layer.padding != "same":
+    o: Convolution = layer.options
+    if o.padding != "same":
         return 0
-    return same_padding(side_out(layer, side), layer.kernel, layer.stride)[0]
+    return same_padding(side_out(layer, side), o.kernel_size, o.strides)[0]
 
 
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
     needs_rank(layer, shapes[0], (3,), "images (H, W, C)")
     height, width, _ = shapes[0]
-    return side_out(layer, height), side_out(layer, width), layer.size
+    return side_out(layer, height), side_out(layer, width), layer.options.filters
 
 
 def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
-    n, k, c = layer.name, layer.kernel, shapes[0][-1]
-    kernel = Param(
-        f"{n}/kernel", (k, k, layer.size, c), "conv2d_transpose", n, "kernel"
-    )
-    return [kernel, *bias(layer, layer.size)]
+    o: Convolution = layer.options
+    n, k, c = layer.name, o.kernel_size, shapes[0][-1]
+    kernel = Param(f"{n}/kernel", (k, k, o.filters, c), "conv2d_transpose", n, "kernel")
+    return [kernel, *bias(layer, o.filters)]
 
 
 def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
     """Every input value times every tap and output channel; the bias once
     per output value."""
-    matmul = 2 * layer.kernel * layer.kernel * layer.size * math.prod(shapes[0])
-    return matmul, math.prod(out) if layer.use_bias else 0
+    o: Convolution = layer.options
+    matmul = 2 * o.kernel_size * o.kernel_size * o.filters * math.prod(shapes[0])
+    return matmul, math.prod(out) if o.use_bias else 0
 
 
 def taps_unflipped(a: Any, p: Param) -> Any:
@@ -82,8 +84,8 @@ MISTAKES = (
 KIND = Kind(
     name="conv2d_transpose",
     summary="a transposed convolution over images (an upsampling one)",
-    options=("kernel", "strides", "padding", "activation", "use_bias", "regularize"),
-    size_word="filters",
+    options=Convolution,
+    regularized=True,
     shape=shape,
     params=params,
     flops=flops,

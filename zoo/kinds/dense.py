@@ -6,10 +6,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from zoo.kinds import keras_words as kw
 from zoo.kinds.base import Kind, Layer, Param, Pick, Shape, bias, pick_activation
+
+
+@dataclass(frozen=True)
+class Options:
+    """Keras' ``Dense`` arguments: ``units`` outputs, the ``activation``
+    after (``None``: linear), and whether it has a bias."""
+
+    units: int
+    activation: str | None = None
+    use_bias: bool = True
 
 
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
@@ -19,27 +30,29 @@ def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
             f"dense layer {layer.name!r} gets shape {given}; a dense layer takes "
             "features (F,) or a sequence (T, F): flatten images first"
         )
-    return (*given[:-1], layer.size)
+    return (*given[:-1], layer.options.units)
 
 
 def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
-    n = layer.name
-    kernel = Param(f"{n}/kernel", (shapes[0][-1], layer.size), "dense", n, "kernel")
-    return [kernel, *bias(layer, layer.size)]
+    n, units = layer.name, layer.options.units
+    kernel = Param(f"{n}/kernel", (shapes[0][-1], units), "dense", n, "kernel")
+    return [kernel, *bias(layer, units)]
 
 
 def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
     given = shapes[0]
     positions = math.prod(given[:-1])  # 1 for features, T on a sequence
-    added = math.prod(out) if layer.use_bias else 0
-    return positions * 2 * given[-1] * layer.size, added
+    o: Options = layer.options
+    added = math.prod(out) if o.use_bias else 0
+    return positions * 2 * given[-1] * o.units, added
 
 
 def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
+    o: Options = layer.options
     return keras.layers.Dense(
-        layer.size,
-        layer.activation,
-        use_bias=layer.use_bias,
+        o.units,
+        o.activation,
+        use_bias=o.use_bias,
         name=layer.name,
         **kw.regularizer_args(keras, layer, kw.KERNEL_AND_BIAS),
     )
@@ -75,8 +88,8 @@ def draw(pick: Pick, shape: Shape) -> dict[str, Any]:
 KIND = Kind(
     name="dense",
     summary="h @ kernel + bias over the last axis",
-    options=("activation", "use_bias", "regularize"),
-    size_word="units",
+    options=Options,
+    regularized=True,
     shape=shape,
     params=params,
     flops=flops,
@@ -84,7 +97,6 @@ KIND = Kind(
     keras_classes=("Dense",),
     read=read,
     shift="bias",
-    scores=True,
     draw=draw,
     draw_ranks=(1, 2),
 )

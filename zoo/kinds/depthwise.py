@@ -2,21 +2,21 @@
 with Keras' strides and padding.
 
 - ``depthwise_conv2d`` (``DepthwiseConv2D``): each input channel ``c``
-  convolved on its own with ``multiplier`` square kernels, output channel
-  ``c * multiplier + m``.  Kernel ``(kh, kw, C, multiplier)``, bias ``(C *
-  multiplier,)``.
+  convolved on its own with ``depth_multiplier`` square kernels, output
+  channel ``c * depth_multiplier + m``.  Kernel ``(kh, kw, C,
+  depth_multiplier)``, bias ``(C * depth_multiplier,)``.
 - ``separable_conv2d`` (``SeparableConv2D``): that depthwise convolution
   (no bias), then a 1x1 convolution to ``filters`` channels.  Depthwise
   kernel ``(kh, kw, C, multiplier)``, pointwise kernel ``(1, 1, C *
   multiplier, filters)``, bias ``(filters,)``.
 
-``multiplier`` 0 is Keras' default, 1.  They differ in one step, so they
-share this module."""
+They differ in one step, so they share this module."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from zoo.kinds import keras_words as kw
@@ -39,9 +39,54 @@ _CLASSES = {
 _CONSTRAINTS = (("depthwise_constraint", None), ("pointwise_constraint", None))
 
 
+@dataclass(frozen=True)
+class Depthwise:
+    """Keras' ``DepthwiseConv2D`` arguments: a square window of
+    ``kernel_size``, its ``strides``, ``valid`` or ``same`` ``padding``,
+    ``depth_multiplier`` kernels per input channel, the ``activation``
+    after (``None``: linear), and whether it has a bias."""
+
+    kernel_size: int
+    strides: int = 1
+    padding: str = "valid"
+    depth_multiplier: int = 1
+    activation: str | None = None
+    use_bias: bool = True
+
+    @property
+    def window(self) -> int:
+        return self.kernel_size
+
+    @property
+    def stride(self) -> int:
+        return self.strides
+
+
+@dataclass(frozen=True)
+class Separable:
+    """Keras' ``SeparableConv2D`` arguments: ``filters``, the pointwise
+    convolution's output channels, then the depthwise ones."""
+
+    filters: int
+    kernel_size: int
+    strides: int = 1
+    padding: str = "valid"
+    depth_multiplier: int = 1
+    activation: str | None = None
+    use_bias: bool = True
+
+    @property
+    def window(self) -> int:
+        return self.kernel_size
+
+    @property
+    def stride(self) -> int:
+        return self.strides
+
+
 def depth(layer: Layer) -> int:
-    """Kernels per input channel: ``multiplier``, or Keras' default 1."""
-    return layer.multiplier or 1
+    """Kernels per input channel (``depth_multiplier``)."""
+    return int(layer.options.depth_multiplier)
 
 
 def multiplier_major(a: Any, p: Param) -> Any:
@@ -68,20 +113,20 @@ def _kind(kind: str) -> Kind:
     table = REGULARIZERS[kind]
 
     def width(layer: Layer, channels: int) -> int:
-        return layer.size if separable else channels * depth(layer)
+        return layer.options.filters if separable else channels * depth(layer)
 
     def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
         return windowed(layer, shapes[0], 3, width(layer, shapes[0][-1]))
 
     def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
-        n, k, c, m = layer.name, layer.kernel, shapes[0][-1], depth(layer)
+        n, k, c, m = layer.name, layer.options.kernel_size, shapes[0][-1], depth(layer)
         role = "depthwise_kernel" if separable else "kernel"
         found = [Param(f"{n}/{role}", (k, k, c, m), "depthwise", n, role)]
         if separable:
             found.append(
                 Param(
                     f"{n}/pointwise_kernel",
-                    (1, 1, c * m, layer.size),
+                    (1, 1, c * m, layer.options.filters),
                     "conv2d",
                     n,
                     "pointwise_kernel",
@@ -98,24 +143,26 @@ def _kind(kind: str) -> Kind:
     def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
         positions = math.prod(out[:-1])
         spread = shapes[0][-1] * depth(layer)  # the depthwise outputs per position
-        matmul = 2 * layer.kernel * layer.kernel * spread * positions
+        o = layer.options
+        matmul = 2 * o.kernel_size * o.kernel_size * spread * positions
         if separable:
-            matmul += 2 * spread * layer.size * positions
-        return matmul, math.prod(out) if layer.use_bias else 0
+            matmul += 2 * spread * o.filters * positions
+        return matmul, math.prod(out) if o.use_bias else 0
 
     def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
+        o = layer.options
         common = {
-            "strides": layer.stride,
-            "padding": layer.padding,
-            "depth_multiplier": depth(layer),
-            "activation": layer.activation,
-            "use_bias": layer.use_bias,
+            "strides": o.strides,
+            "padding": o.padding,
+            "depth_multiplier": o.depth_multiplier,
+            "activation": o.activation,
+            "use_bias": o.use_bias,
             "name": layer.name,
             **kw.regularizer_args(keras, layer, table),
         }
         if separable:
-            return keras.layers.SeparableConv2D(layer.size, layer.kernel, **common)
-        return keras.layers.DepthwiseConv2D(layer.kernel, **common)
+            return keras.layers.SeparableConv2D(o.filters, o.kernel_size, **common)
+        return keras.layers.DepthwiseConv2D(o.kernel_size, **common)
 
     def read(
         cls: str, name: str, config: Mapping[str, Any], built: Any
@@ -142,16 +189,8 @@ def _kind(kind: str) -> Kind:
             if separable
             else "a convolution of each channel on its own (depthwise)"
         ),
-        options=(
-            "kernel",
-            "strides",
-            "padding",
-            "activation",
-            "use_bias",
-            "multiplier",
-            "regularize",
-        ),
-        size_word="filters" if separable else None,
+        options=Separable if separable else Depthwise,
+        regularized=True,
         shape=shape,
         params=params,
         flops=flops,

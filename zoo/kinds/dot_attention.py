@@ -15,6 +15,7 @@ from zoo.kinds.base import (
     Kind,
     Layer,
     Mistake,
+    NoOptions,
     Shape,
     no_options,
     no_params,
@@ -75,8 +76,7 @@ MISTAKES = (
 KIND = Kind(
     name="dot_attention",
     summary="dot-product attention of a query over a value (and key)",
-    options=(),
-    size_word=None,
+    options=NoOptions,
     shape=shape,
     params=no_params,
     flops=flops,

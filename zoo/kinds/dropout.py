@@ -5,14 +5,23 @@ inference (Keras' ``Dropout``).  No parameters."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from zoo.kinds import keras_words as kw
 from zoo.kinds.base import Kind, Layer, Shape, no_flops, no_params, one_input
 
 
+@dataclass(frozen=True)
+class Options:
+    """Keras' ``Dropout`` argument: the fraction ``rate`` dropped (0 when a
+    document leaves it out, as it always has)."""
+
+    rate: float = 0.0
+
+
 def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
-    return keras.layers.Dropout(layer.rate, name=layer.name)
+    return keras.layers.Dropout(layer.options.rate, name=layer.name)
 
 
 def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
@@ -26,8 +35,7 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
 KIND = Kind(
     name="dropout",
     summary="values dropped at a rate in training; the identity in inference",
-    options=("rate",),
-    size_word=None,
+    options=Options,
     shape=one_input,
     params=no_params,
     flops=no_flops,  # the identity in inference; a mask in training, uncounted

@@ -5,10 +5,20 @@ dim)``."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from zoo.kinds import keras_words as kw
 from zoo.kinds.base import Kind, Layer, Mistake, Param, Shape, no_flops
+
+
+@dataclass(frozen=True)
+class Options:
+    """Keras' ``Embedding`` arguments: ``input_dim`` token ids, each a row
+    of ``output_dim`` values."""
+
+    input_dim: int
+    output_dim: int
 
 
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
@@ -17,19 +27,19 @@ def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
             f"embedding layer {layer.name!r} needs token ids (T,), not shape "
             f"{shapes[0]}"
         )
-    return (*shapes[0], layer.size)
+    return (*shapes[0], layer.options.output_dim)
 
 
 def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
     n = layer.name
-    table = (layer.vocab, layer.size)
+    table = (layer.options.input_dim, layer.options.output_dim)
     return [Param(f"{n}/embeddings", table, "embedding", n, "embeddings")]
 
 
 def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
     return keras.layers.Embedding(
-        layer.vocab,
-        layer.size,
+        layer.options.input_dim,
+        layer.options.output_dim,
         name=layer.name,
         **kw.regularizer_args(keras, layer, REGULARIZERS),
     )
@@ -76,8 +86,8 @@ MISTAKES = (
 KIND = Kind(
     name="embedding",
     summary="each token id's row of a table (a gather: no arithmetic)",
-    options=("vocab", "regularize"),
-    size_word="output_dim",
+    options=Options,
+    regularized=True,
     shape=shape,
     params=params,
     flops=no_flops,

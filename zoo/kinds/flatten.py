@@ -8,7 +8,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import Kind, Layer, Shape, no_flops, no_options, no_params
+from zoo.kinds.base import (
+    Kind,
+    Layer,
+    NoOptions,
+    Shape,
+    no_flops,
+    no_options,
+    no_params,
+)
 
 
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
@@ -27,8 +35,7 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
 KIND = Kind(
     name="flatten",
     summary="every value of an example in one row, in Keras' order",
-    options=(),
-    size_word=None,
+    options=NoOptions,
     shape=shape,
     params=no_params,
     flops=no_flops,

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import Kind, Layer, Shape, no_options, no_params
+from zoo.kinds.base import Kind, Layer, NoOptions, Shape, no_options, no_params
 
 _CLASS = {
     "global_avg_pool": "GlobalAveragePooling",
@@ -48,8 +48,7 @@ def _kind(kind: str) -> Kind:
     return Kind(
         name=kind,
         summary=f"the {'mean' if 'avg' in kind else 'largest'} over every position",
-        options=(),
-        size_word=None,
+        options=NoOptions,
         shape=shape,
         params=no_params,
         flops=flops,

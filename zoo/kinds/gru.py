@@ -19,7 +19,7 @@ GATE_FLOPS_PER_UNIT = 11
 
 
 def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
-    n, u = layer.name, layer.size
+    n, u = layer.name, layer.options.units
     found = [
         Param(f"{n}/kernel", (shapes[0][-1], 3 * u), "gru_kernel", n, "kernel"),
         Param(
@@ -30,16 +30,16 @@ def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
             "recurrent_kernel",
         ),
     ]
-    if layer.use_bias:
+    if layer.options.use_bias:
         found.append(Param(f"{n}/bias", (2, 3 * u), "gru_bias", n, "bias"))
     return found
 
 
 def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
     steps, features = shapes[0]
-    u = layer.size
+    u = layer.options.units
     matmul = steps * (2 * features * 3 * u + 2 * u * 3 * u)
-    biases = 2 * 3 * u if layer.use_bias else 0
+    biases = 2 * 3 * u if layer.options.use_bias else 0
     return matmul, steps * (biases + GATE_FLOPS_PER_UNIT * u)
 
 
@@ -70,15 +70,14 @@ MISTAKES = (
 KIND = Kind(
     name="gru",
     summary="a gated recurrent unit over a sequence (reset_after)",
-    options=("return_sequences", "use_bias", "regularize"),
-    size_word="units",
+    options=recurrent.Recurrent,
+    regularized=True,
     shape=recurrent.shape,
     params=params,
     flops=flops,
     keras=recurrent.keras_builder("GRU"),
     keras_classes=("GRU",),
     read=read,
-    scores=True,
     draw=recurrent.draw,
     draw_ranks=(2,),
     mistakes=MISTAKES,

@@ -16,7 +16,7 @@ GATE_FLOPS_PER_UNIT = 9
 
 
 def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
-    n, u = layer.name, layer.size
+    n, u = layer.name, layer.options.units
     found = [
         Param(f"{n}/kernel", (shapes[0][-1], 4 * u), "lstm_kernel", n, "kernel"),
         Param(
@@ -27,16 +27,18 @@ def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
             "recurrent_kernel",
         ),
     ]
-    if layer.use_bias:
+    if layer.options.use_bias:
         found.append(Param(f"{n}/bias", (4 * u,), "lstm_bias", n, "bias"))
     return found
 
 
 def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
     steps, features = shapes[0]
-    u = layer.size
+    u = layer.options.units
     matmul = steps * (2 * features * 4 * u + 2 * u * 4 * u)
-    return matmul, steps * ((4 * u if layer.use_bias else 0) + GATE_FLOPS_PER_UNIT * u)
+    return matmul, steps * (
+        (4 * u if layer.options.use_bias else 0) + GATE_FLOPS_PER_UNIT * u
+    )
 
 
 def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
@@ -64,15 +66,14 @@ MISTAKES = (
 KIND = Kind(
     name="lstm",
     summary="a long short-term memory over a sequence",
-    options=("return_sequences", "use_bias", "regularize"),
-    size_word="units",
+    options=recurrent.Recurrent,
+    regularized=True,
     shape=recurrent.shape,
     params=params,
     flops=flops,
     keras=recurrent.keras_builder("LSTM"),
     keras_classes=("LSTM",),
     read=read,
-    scores=True,
     draw=recurrent.draw,
     draw_ranks=(2,),
     mistakes=MISTAKES,

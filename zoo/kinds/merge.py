@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from zoo.kinds.base import Kind, Layer, Mistake, Shape, no_params
+from zoo.kinds.base import Kind, Layer, Mistake, NoOptions, Shape, no_params
 
 # kind -> Keras class, and the keras.ops function a functional model's
 # ``x + y`` (``x - y``, ``x * y``) is saved as.
@@ -91,8 +91,7 @@ def _kind(kind: str) -> Kind:
     return Kind(
         name=kind,
         summary=f"the {kind} of two or more earlier outputs",
-        options=(),
-        size_word=None,
+        options=NoOptions,
         shape=shape,
         params=no_params,
         flops=flops,

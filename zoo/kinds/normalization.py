@@ -9,10 +9,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import Kind, Layer, Mistake, Param, Pick, Shape, one_input
+from zoo.kinds.base import (
+    BATCH_NORM_MOMENTUM,
+    LAYER_NORM_EPSILON,
+    Kind,
+    Layer,
+    Mistake,
+    Param,
+    Pick,
+    Shape,
+    one_input,
+)
 
 # Per element of a layer normalization: the mean's sum, the centring, the
 # square and its sum, the scaling by 1 / sqrt(variance + epsilon), gamma, beta.
@@ -22,6 +33,24 @@ LAYER_NORM_FLOPS_PER_ELEMENT = 7
 # and variance, about 4 more per element, which one forward count for both
 # leaves out.
 BATCH_NORM_FLOPS_PER_ELEMENT = 2
+
+
+@dataclass(frozen=True)
+class LayerNorm:
+    """Keras' ``LayerNormalization`` argument: the ``epsilon`` added to the
+    variance."""
+
+    epsilon: float = LAYER_NORM_EPSILON
+
+
+@dataclass(frozen=True)
+class BatchNorm:
+    """Keras' ``BatchNormalization`` arguments: the ``epsilon`` added to
+    the variance, and the ``momentum`` of the moving statistics (the share
+    of the old value kept at each training step)."""
+
+    epsilon: float = LAYER_NORM_EPSILON
+    momentum: float = BATCH_NORM_MOMENTUM
 
 
 def _scale(layer: Layer, features: int) -> list[Param]:
@@ -59,12 +88,14 @@ def _per_element(per: int) -> Any:
 
 
 def layer_norm_keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
-    return keras.layers.LayerNormalization(epsilon=layer.norm_epsilon, name=layer.name)
+    return keras.layers.LayerNormalization(
+        epsilon=layer.options.epsilon, name=layer.name
+    )
 
 
 def batch_norm_keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
     return keras.layers.BatchNormalization(
-        momentum=layer.norm_momentum, epsilon=layer.norm_epsilon, name=layer.name
+        momentum=layer.options.momentum, epsilon=layer.options.epsilon, name=layer.name
     )
 
 
@@ -139,7 +170,7 @@ LAYER_NORM_MISTAKES = (
         "layer-norm-epsilon",
         "layer normalization with PyTorch's default epsilon 1e-5 for Keras' 1e-3",
         "transformer-tiny",
-        hits=lambda layer, shapes: layer.norm_epsilon != TORCH_LAYER_NORM_EPSILON,
+        hits=lambda layer, shapes: layer.options.epsilon != TORCH_LAYER_NORM_EPSILON,
         changes=lambda layer: {"epsilon": TORCH_LAYER_NORM_EPSILON},
     ),
 )
@@ -154,7 +185,7 @@ BATCH_NORM_MISTAKES = (
         "bn-dropout-cnn",
         steps=1,
         stage="update",
-        changes=lambda layer: {"momentum": 1 - layer.norm_momentum},
+        changes=lambda layer: {"momentum": 1 - layer.options.momentum},
     ),
 )
 
@@ -162,8 +193,7 @@ BATCH_NORM_MISTAKES = (
 LAYER_NORM = Kind(
     name="layer_norm",
     summary="normalized over the last axis, then gamma and beta",
-    options=("epsilon",),
-    size_word=None,
+    options=LayerNorm,
     shape=one_input,
     params=layer_norm_params,
     flops=_per_element(LAYER_NORM_FLOPS_PER_ELEMENT),
@@ -177,8 +207,7 @@ LAYER_NORM = Kind(
 BATCH_NORM = Kind(
     name="batch_norm",
     summary="normalized per channel by the batch (training) or moving statistics",
-    options=("epsilon", "momentum"),
-    size_word=None,
+    options=BatchNorm,
     shape=one_input,
     params=batch_norm_params,
     flops=_per_element(BATCH_NORM_FLOPS_PER_ELEMENT),

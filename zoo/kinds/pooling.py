@@ -10,10 +10,36 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from zoo.kinds import keras_words as kw
 from zoo.kinds.base import Kind, Layer, Pick, Shape, no_params, same_padding, windowed
+
+
+@dataclass(frozen=True)
+class Pool:
+    """Keras' pooling arguments: a square window of ``pool_size``, its
+    ``strides`` (``None``: Keras' default, the window; a step equal to the
+    window is kept as ``None``, so both read as one layer), ``valid`` or
+    ``same`` ``padding``."""
+
+    pool_size: int
+    strides: int | None = None
+    padding: str = "valid"
+
+    def __post_init__(self) -> None:
+        if self.strides == self.pool_size:
+            object.__setattr__(self, "strides", None)
+
+    @property
+    def window(self) -> int:
+        return self.pool_size
+
+    @property
+    def stride(self) -> int:
+        return self.strides or self.pool_size
+
 
 # kind -> (Keras class, rank of its input)
 _CLASSES = {
@@ -65,11 +91,12 @@ def _kind(name: str) -> Kind:
 
     def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
         # one compare or add per element a window reads, whatever the padding
-        return 0, math.prod(out) * layer.size ** (rank - 1)
+        return 0, math.prod(out) * layer.options.pool_size ** (rank - 1)
 
     def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
         pool = getattr(keras.layers, cls)
-        return pool(layer.size, layer.stride, layer.padding, name=layer.name)
+        o: Pool = layer.options
+        return pool(o.pool_size, o.stride, o.padding, name=layer.name)
 
     def read(
         given: str, name: str, config: Mapping[str, Any], built: Any
@@ -81,8 +108,7 @@ def _kind(name: str) -> Kind:
     return Kind(
         name=name,
         summary=f"{'the largest' if 'max' in name else 'the mean'} of each window",
-        options=("strides", "padding"),
-        size_word="pool_size",
+        options=Pool,
         shape=shape,
         params=no_params,
         flops=flops,

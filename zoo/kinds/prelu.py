@@ -7,23 +7,35 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from zoo.kinds import keras_words as kw
 from zoo.kinds.base import Kind, Layer, Param, Pick, Shape, one_input
 
 
+@dataclass(frozen=True)
+class Options:
+    """Keras' ``PReLU`` argument: the axes (counted from 1 after the batch)
+    that share one ``alpha`` (``shared_axes``; empty: Keras' ``None``, an
+    alpha per value)."""
+
+    shared_axes: tuple[int, ...] = ()
+
+
 def alpha_shape(layer: Layer, shape: Shape) -> Shape:
     return tuple(
-        1 if axis + 1 in layer.target else side for axis, side in enumerate(shape)
+        1 if axis + 1 in layer.options.shared_axes else side
+        for axis, side in enumerate(shape)
     )
 
 
 def _shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
-    wrong = [a for a in layer.target if not 1 <= a <= len(shapes[0])]
-    if wrong or len(set(layer.target)) != len(layer.target):
+    shared = layer.options.shared_axes
+    wrong = [a for a in shared if not 1 <= a <= len(shapes[0])]
+    if wrong or len(set(shared)) != len(shared):
         raise ValueError(
-            f"prelu layer {layer.name!r} shares axes {list(layer.target)}; each "
+            f"prelu layer {layer.name!r} shares axes {list(shared)}; each "
             f"must be an axis of its input {shapes[0]} (1 to {len(shapes[0])}), once"
         )
     return one_input(layer, shapes)
@@ -39,7 +51,7 @@ def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int
 
 
 def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
-    shared = list(layer.target) or None
+    shared = list(layer.options.shared_axes) or None
     return keras.layers.PReLU(shared_axes=shared, name=layer.name)
 
 
@@ -64,16 +76,13 @@ def draw(pick: Pick, shape: Shape) -> dict[str, Any]:
 KIND = Kind(
     name="prelu",
     summary="a ReLU with a trained slope below 0",
-    options=("target",),
-    size_word=None,
+    options=Options,
     shape=_shape,
     params=params,
     flops=flops,
     keras=keras,
     keras_classes=("PReLU",),
     read=read,
-    words={"target": "shared_axes"},
-    defaulted=("target",),  # None: an alpha per value
     draw=draw,
     draw_ranks=(1, 2, 3),
 )

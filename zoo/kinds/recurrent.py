@@ -4,10 +4,23 @@ shape rule, the Keras words and the fuzz draw."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from zoo.kinds import keras_words as kw
 from zoo.kinds.base import Layer, Pick, Shape
+
+
+@dataclass(frozen=True)
+class Recurrent:
+    """Keras' ``LSTM``, ``GRU`` and ``SimpleRNN`` arguments: ``units`` in
+    the state, whether every step's state is returned
+    (``return_sequences``) or the last, and whether it has biases."""
+
+    units: int
+    return_sequences: bool = False
+    use_bias: bool = True
+
 
 # Keras' regularizer arguments -> the roles they penalize.
 REGULARIZERS = {**kw.KERNEL_AND_BIAS, "recurrent_regularizer": "recurrent_kernel"}
@@ -19,7 +32,8 @@ def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
         raise ValueError(
             f"{layer.kind} layer {layer.name!r} needs a sequence (T, F), not {given}"
         )
-    return (given[0], layer.size) if layer.return_sequences else (layer.size,)
+    o: Recurrent = layer.options
+    return (given[0], o.units) if o.return_sequences else (o.units,)
 
 
 def draw(pick: Pick, shape: Shape) -> dict[str, Any]:
@@ -37,9 +51,9 @@ def keras_builder(cls: str) -> Callable[[Any, Layer, tuple[Shape, ...]], Any]:
 
     def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
         return getattr(keras.layers, cls)(
-            layer.size,
-            return_sequences=layer.return_sequences,
-            use_bias=layer.use_bias,
+            layer.options.units,
+            return_sequences=layer.options.return_sequences,
+            use_bias=layer.options.use_bias,
             name=layer.name,
             **kw.regularizer_args(keras, layer, REGULARIZERS),
         )

@@ -5,9 +5,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from zoo.kinds.base import Kind, Layer, Shape, no_params, one_input
+
+
+@dataclass(frozen=True)
+class Options:
+    """Keras' ``Rescaling`` arguments: ``h * scale + offset``."""
+
+    scale: float = 1.0
+    offset: float = 0.0
 
 
 def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
@@ -15,7 +24,9 @@ def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int
 
 
 def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
-    return keras.layers.Rescaling(layer.scale, layer.offset, name=layer.name)
+    return keras.layers.Rescaling(
+        layer.options.scale, layer.options.offset, name=layer.name
+    )
 
 
 def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
@@ -35,8 +46,7 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
 KIND = Kind(
     name="rescaling",
     summary="h * scale + offset",
-    options=("scale", "offset"),
-    size_word=None,
+    options=Options,
     shape=one_input,
     params=no_params,
     flops=flops,

@@ -1,21 +1,38 @@
 """The layers that only rearrange values, in Keras' element order (an image
 is ``(H, W, C)`` whatever a framework's own layout: ``native.layout``):
-``reshape`` to ``target`` (Keras' ``Reshape``; a ``-1`` takes what is left)
-and ``permute`` of the axes after the batch into the order ``target`` gives
-(``Permute``, counted from 1).  No parameters, no arithmetic.  They share
+``reshape`` to ``target_shape`` (Keras' ``Reshape``; a ``-1`` takes what is
+left) and ``permute`` of the axes after the batch into the order ``dims``
+gives (``Permute``, counted from 1).  No parameters, no arithmetic.  They share
 this module."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from zoo.kinds.base import Kind, Layer, Pick, Shape, no_flops, no_params
 
 
+@dataclass(frozen=True)
+class Reshape:
+    """Keras' ``Reshape`` argument: the shape after the batch (one side may
+    be -1)."""
+
+    target_shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Permute:
+    """Keras' ``Permute`` argument: the axes after the batch, from 1, in
+    their new order."""
+
+    dims: tuple[int, ...]
+
+
 def reshape_shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
-    given, target = shapes[0], layer.target
+    given, target = shapes[0], layer.options.target_shape
     free = [i for i, side in enumerate(target) if side == -1]
     known = math.prod(side for side in target if side != -1)
     if (
@@ -41,20 +58,21 @@ def reshape_shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
 
 def permute_shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
     given = shapes[0]
-    if sorted(layer.target) != list(range(1, len(given) + 1)):
+    dims = layer.options.dims
+    if sorted(dims) != list(range(1, len(given) + 1)):
         raise ValueError(
-            f"permute layer {layer.name!r} has dims {list(layer.target)}; for input "
+            f"permute layer {layer.name!r} has dims {list(dims)}; for input "
             f"{given} they must order 1 to {len(given)}, each once"
         )
-    return tuple(given[axis - 1] for axis in layer.target)
+    return tuple(given[axis - 1] for axis in dims)
 
 
 def reshape_keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
-    return keras.layers.Reshape(layer.target, name=layer.name)
+    return keras.layers.Reshape(layer.options.target_shape, name=layer.name)
 
 
 def permute_keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
-    return keras.layers.Permute(layer.target, name=layer.name)
+    return keras.layers.Permute(layer.options.dims, name=layer.name)
 
 
 def _ints(cls: str, name: str, word: str, value: Any) -> list[int]:
@@ -100,30 +118,26 @@ def permute_draw(pick: Pick, shape: Shape) -> dict[str, Any]:
 RESHAPE = Kind(
     name="reshape",
     summary="the same values in another shape (Keras' element order)",
-    options=("target",),
-    size_word=None,
+    options=Reshape,
     shape=reshape_shape,
     params=no_params,
     flops=no_flops,
     keras=reshape_keras,
     keras_classes=("Reshape",),
     read=reshape_read,
-    words={"target": "target_shape"},
     draw=reshape_draw,
     draw_ranks=(1, 2, 3),
 )
 PERMUTE = Kind(
     name="permute",
     summary="the axes after the batch in another order",
-    options=("target",),
-    size_word=None,
+    options=Permute,
     shape=permute_shape,
     params=no_params,
     flops=no_flops,
     keras=permute_keras,
     keras_classes=("Permute",),
     read=permute_read,
-    words={"target": "dims"},
     draw=permute_draw,
     draw_ranks=(2, 3),
 )

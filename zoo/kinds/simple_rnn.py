@@ -14,7 +14,7 @@ from zoo.kinds.base import Kind, Layer, Mistake, Param, Shape, bias
 
 
 def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
-    n, u = layer.name, layer.size
+    n, u = layer.name, layer.options.units
     return [
         Param(f"{n}/kernel", (shapes[0][-1], u), "dense", n, "kernel"),
         Param(
@@ -31,9 +31,9 @@ def params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
 def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
     """Two products, the sum, the bias and tanh per unit and step."""
     steps, features = shapes[0]
-    u = layer.size
+    u = layer.options.units
     matmul = steps * (2 * features * u + 2 * u * u)
-    return matmul, steps * u * (3 if layer.use_bias else 2)
+    return matmul, steps * u * (3 if layer.options.use_bias else 2)
 
 
 def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str, Any]:
@@ -63,15 +63,14 @@ MISTAKES = (
 KIND = Kind(
     name="simple_rnn",
     summary="a plain recurrent layer over a sequence (tanh)",
-    options=("return_sequences", "use_bias", "regularize"),
-    size_word="units",
+    options=recurrent.Recurrent,
+    regularized=True,
     shape=recurrent.shape,
     params=params,
     flops=flops,
     keras=recurrent.keras_builder("SimpleRNN"),
     keras_classes=("SimpleRNN",),
     read=read,
-    scores=True,
     draw=recurrent.draw,
     draw_ranks=(2,),
     mistakes=MISTAKES,
