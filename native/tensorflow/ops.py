@@ -46,7 +46,9 @@ def conv2d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tenso
     """Convolution with the layer's strides and padding (Keras' ``valid`` or
     ``same``); kernel ``(kh, kw, in, out)``."""
     layer = spec.layer(name)
-    h = tf.nn.conv2d(h, params[f"{name}/kernel"], layer.options.stride, _padding(layer, h))
+    h = tf.nn.conv2d(
+        h, params[f"{name}/kernel"], layer.options.stride, _padding(layer, h)
+    )
     if not layer.options.use_bias:
         return h
     return tf.nn.bias_add(h, params[f"{name}/bias"])
@@ -55,14 +57,18 @@ def conv2d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tenso
 def max_pool(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     """The largest value of each window, with the layer's strides and padding."""
     layer = spec.layer(name)
-    return tf.nn.max_pool2d(h, layer.options.pool_size, layer.options.stride, layer.options.padding.upper())
+    return tf.nn.max_pool2d(
+        h, layer.options.pool_size, layer.options.stride, layer.options.padding.upper()
+    )
 
 
 def avg_pool(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     """The mean of each window over its positions inside the input (``SAME``
     leaves the padding out of the count, as Keras does)."""
     layer = spec.layer(name)
-    return tf.nn.avg_pool2d(h, layer.options.pool_size, layer.options.stride, layer.options.padding.upper())
+    return tf.nn.avg_pool2d(
+        h, layer.options.pool_size, layer.options.stride, layer.options.padding.upper()
+    )
 
 
 def flatten(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
@@ -129,13 +135,17 @@ def conv1d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tenso
 def max_pool1d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     """The largest value of each window over time."""
     layer = spec.layer(name)
-    return tf.nn.max_pool1d(h, layer.options.pool_size, layer.options.stride, layer.options.padding.upper())
+    return tf.nn.max_pool1d(
+        h, layer.options.pool_size, layer.options.stride, layer.options.padding.upper()
+    )
 
 
 def avg_pool1d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     """The mean of each window over its positions inside the sequence."""
     layer = spec.layer(name)
-    return tf.nn.avg_pool1d(h, layer.options.pool_size, layer.options.stride, layer.options.padding.upper())
+    return tf.nn.avg_pool1d(
+        h, layer.options.pool_size, layer.options.stride, layer.options.padding.upper()
+    )
 
 
 def global_avg_pool(
@@ -260,7 +270,9 @@ def conv2d_transpose(
     layer = spec.layer(name)
     kernel = params[f"{name}/kernel"]
     sides = h.shape[1], h.shape[2]
-    full = [(side - 1) * layer.options.stride + layer.options.kernel_size for side in sides]
+    full = [
+        (side - 1) * layer.options.stride + layer.options.kernel_size for side in sides
+    ]
     shape = [tf.shape(h)[0], *full, kernel.shape[2]]
     h = tf.nn.conv2d_transpose(h, kernel, shape, layer.options.stride, "VALID")
     begins = [conv_transpose.start(layer, side) for side in sides]

@@ -106,7 +106,9 @@ def _depthwise(
     if both is None:
         h, both = F.pad(h, pads), (0, 0)
     groups = h.shape[1]
-    return F.conv2d(h, kernel, bias, stride=layer.options.stride, padding=both, groups=groups)
+    return F.conv2d(
+        h, kernel, bias, stride=layer.options.stride, padding=both, groups=groups
+    )
 
 
 def depthwise_conv2d(
@@ -154,9 +156,16 @@ def avg_pool(
     pads = _pads(layer, h)
     if not any(pads):
         return F.avg_pool2d(h, layer.options.pool_size, layer.options.stride)
-    sums = F.avg_pool2d(F.pad(h, pads), layer.options.pool_size, layer.options.stride, divisor_override=1)
+    sums = F.avg_pool2d(
+        F.pad(h, pads),
+        layer.options.pool_size,
+        layer.options.stride,
+        divisor_override=1,
+    )
     ones = F.pad(h.new_ones((1, 1, *h.shape[2:])), pads)
-    return sums / F.avg_pool2d(ones, layer.options.pool_size, layer.options.stride, divisor_override=1)
+    return sums / F.avg_pool2d(
+        ones, layer.options.pool_size, layer.options.stride, divisor_override=1
+    )
 
 
 def flatten(
@@ -176,7 +185,9 @@ def lstm(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.T
     with ``use_bias=False``.  Kernel ``(4u, F)``, recurrent kernel ``(4u,
     u)``, bias ``(4u,)``."""
     layer = spec.layer(name)
-    return _lstm_over(h, _weights(params, name), layer.options.units, layer.options.return_sequences)
+    return _lstm_over(
+        h, _weights(params, name), layer.options.units, layer.options.return_sequences
+    )
 
 
 Weights = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
@@ -271,7 +282,9 @@ def max_pool1d(
     pads = _pads1d(layer, h)
     if any(pads):
         h = F.pad(h, pads, value=float("-inf"))
-    return F.max_pool1d(h, layer.options.pool_size, layer.options.stride).transpose(1, 2)
+    return F.max_pool1d(h, layer.options.pool_size, layer.options.stride).transpose(
+        1, 2
+    )
 
 
 def avg_pool1d(
@@ -282,7 +295,9 @@ def avg_pool1d(
     h = h.transpose(1, 2)  # (N, T, F) -> (N, F, T)
     pads = _pads1d(layer, h)
     if not any(pads):
-        return F.avg_pool1d(h, layer.options.pool_size, layer.options.stride).transpose(1, 2)
+        return F.avg_pool1d(h, layer.options.pool_size, layer.options.stride).transpose(
+            1, 2
+        )
     size, stride = layer.options.pool_size, layer.options.stride
     sums = F.avg_pool1d(F.pad(h, pads), size, stride) * size
     ones = F.pad(h.new_ones((1, 1, h.shape[2])), pads)
@@ -306,7 +321,9 @@ def gru(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.Te
     candidate``.  Kernel ``(3u, F)``, recurrent kernel ``(3u, u)``, bias
     ``(2, 3u)`` (none with ``use_bias=False``)."""
     layer = spec.layer(name)
-    return _gru_over(h, _weights(params, name), layer.options.units, layer.options.return_sequences)
+    return _gru_over(
+        h, _weights(params, name), layer.options.units, layer.options.return_sequences
+    )
 
 
 def _gru_over(
@@ -469,7 +486,9 @@ def attention(
     def project(part: str) -> torch.Tensor:
         kernel = params[f"{name}/{part}/kernel"]
         bias = params.get(f"{name}/{part}/bias")
-        heads = F.linear(h, kernel, bias).view(n, steps, layer.options.num_heads, layer.options.key_dim)
+        heads = F.linear(h, kernel, bias).view(
+            n, steps, layer.options.num_heads, layer.options.key_dim
+        )
         return heads.transpose(1, 2)  # (N, T, h, k) -> (N, h, T, k)
 
     q, k, v = project("query"), project("key"), project("value")
