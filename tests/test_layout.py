@@ -121,3 +121,18 @@ def test_an_operand_in_the_wrong_layout_is_told_apart() -> None:
     assert not np.array_equal(wrong, layout.operand_to_native(a, "image", "oihw"))
     with pytest.raises(ValueError, match="unknown layout family"):
         layout.operand_to_native(a, "image", "nchw")
+
+
+def test_every_parameter_kind_has_a_layout_both_ways() -> None:
+    """A parameter kind of any model (a kind's ``params``) has its rule to
+    and from a channels-first framework's layout."""
+    kinds = {
+        p.kind for spec in (*MODELS.values(), *VARIANTS.values()) for p in spec.params
+    }
+    for table in (layout._TO_OIHW, layout._FROM_OIHW):
+        missing = sorted(kinds - set(table))
+        assert not missing, (
+            f"native/layout.py has no rule for parameter kind(s) {missing}: add "
+            "one to _TO_OIHW and _FROM_OIHW (docs/extending.md, Adding a layer "
+            "kind, step 3)"
+        )

@@ -88,33 +88,6 @@ __all__ = [
     "window_out",
 ]
 
-# Parameter kinds: how ``zoo.weights`` draws a parameter and ``native.layout``
-# lays it out for a framework (each has a rule there for every one here).
-KINDS = (
-    "dense",
-    "bias",
-    "conv2d",
-    "conv1d",
-    "lstm_kernel",
-    "lstm_recurrent_kernel",
-    "lstm_bias",
-    "gru_kernel",
-    "gru_recurrent_kernel",
-    "gru_bias",
-    "embedding",
-    "gamma",
-    "attention_kernel",
-    "attention_bias",
-    "attention_output",
-    "moving_mean",
-    "moving_variance",
-    "prelu",
-    "adapted_mean",
-    "adapted_variance",
-    "conv2d_transpose",
-    "depthwise",
-    "simple_rnn_recurrent_kernel",
-)
 # The layer kinds a model is made of (``zoo.kinds``: one module per kind
 # holds all its facts), and the options each takes beyond its size;
 # ``zoo.user_models`` reads a table or a Keras file into these.
