@@ -512,6 +512,22 @@ class Window(Protocol):
     def stride(self) -> int: ...
 
 
+class Kernel:
+    """What a convolution's options record (a frozen dataclass with
+    ``kernel_size`` and ``strides`` fields) takes from here: its ``Window``."""
+
+    kernel_size: int
+    strides: int
+
+    @property
+    def window(self) -> int:
+        return self.kernel_size
+
+    @property
+    def stride(self) -> int:
+        return self.strides
+
+
 def padding_of(layer: Layer, side: int) -> tuple[int, int]:
     """The padding (before, after) ``layer`` puts on an axis of ``side`` (a
     layer computing the mistake ``SYMMETRIC_SAME``: ``window // 2`` each)."""

@@ -13,6 +13,7 @@ from typing import Any
 from zoo.kinds import keras_words as kw
 from zoo.kinds.base import (
     SYMMETRIC_SAME,
+    Kernel,
     Kind,
     Layer,
     Mistake,
@@ -28,7 +29,7 @@ from zoo.kinds.base import (
 
 
 @dataclass(frozen=True)
-class Convolution:
+class Convolution(Kernel):
     """Keras' ``Conv1D``, ``Conv2D`` and ``Conv2DTranspose`` arguments:
     ``filters`` output channels, a square window of ``kernel_size``, its
     ``strides``, ``valid`` or ``same`` ``padding``, the ``activation``
@@ -40,14 +41,6 @@ class Convolution:
     padding: str = "valid"
     activation: str | None = None
     use_bias: bool = True
-
-    @property
-    def window(self) -> int:
-        return self.kernel_size
-
-    @property
-    def stride(self) -> int:
-        return self.strides
 
 
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:

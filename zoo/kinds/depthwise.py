@@ -20,7 +20,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import Kind, Layer, Mistake, Param, Pick, Shape, bias, windowed
+from zoo.kinds.base import (
+    Kernel,
+    Kind,
+    Layer,
+    Mistake,
+    Param,
+    Pick,
+    Shape,
+    bias,
+    windowed,
+)
 from zoo.kinds.conv2d import CONVOLUTION, draw_convolution
 
 # Keras' regularizer arguments -> the roles they penalize, per kind.
@@ -40,7 +50,7 @@ _CONSTRAINTS = (("depthwise_constraint", None), ("pointwise_constraint", None))
 
 
 @dataclass(frozen=True)
-class Depthwise:
+class Depthwise(Kernel):
     """Keras' ``DepthwiseConv2D`` arguments: a square window of
     ``kernel_size``, its ``strides``, ``valid`` or ``same`` ``padding``,
     ``depth_multiplier`` kernels per input channel, the ``activation``
@@ -53,17 +63,9 @@ class Depthwise:
     activation: str | None = None
     use_bias: bool = True
 
-    @property
-    def window(self) -> int:
-        return self.kernel_size
-
-    @property
-    def stride(self) -> int:
-        return self.strides
-
 
 @dataclass(frozen=True)
-class Separable:
+class Separable(Kernel):
     """Keras' ``SeparableConv2D`` arguments: ``filters``, the pointwise
     convolution's output channels, then the depthwise ones."""
 
@@ -74,14 +76,6 @@ class Separable:
     depth_multiplier: int = 1
     activation: str | None = None
     use_bias: bool = True
-
-    @property
-    def window(self) -> int:
-        return self.kernel_size
-
-    @property
-    def stride(self) -> int:
-        return self.strides
 
 
 def depth(layer: Layer) -> int:
