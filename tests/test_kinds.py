@@ -109,7 +109,7 @@ def test_every_kind_is_in_a_variant_every_path_checks() -> None:
     unused = sorted(set(KINDS) - _reference_kinds())
     assert not unused, "; ".join(
         f"no test-size model uses {kind}: give {MODULE_FILES[kind]}'s Kind an "
-        "example=Example(input_shape, layers) (docs/extending.md, Adding a "
+        "example=Example(input_shape, lambda: layers) (docs/extending.md, Adding a "
         "layer kind)"
         for kind in unused
     )

@@ -1126,14 +1126,15 @@ def _example(kind: str, example: Example) -> ModelSpec:
     """The variant ``kind-<kind>``: a kind's ``Example`` with a head of
     scores (a flatten first when its last output is not one row)."""
     name = f"kind-{kind}".replace("_", "-")
+    layers = example.layers()
     head = [_dense("logits", example.classes, None)]
-    if len(final_shape(example.layers, example.input_shape)) > 1:
+    if len(final_shape(layers, example.input_shape)) > 1:
         head.insert(0, Layer.of("flat", "flatten"))
     return ModelSpec(
         name,
         example.input_shape,
         example.classes,
-        (*example.layers, *head),
+        (*layers, *head),
         _EXAMPLE_WORKLOAD,
     )
 

@@ -35,6 +35,7 @@ from native.jax.common import Params
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as _ADAPTED_EPSILON
 from zoo.kinds.base import SELU_ALPHA, SELU_SCALE
+from zoo.kinds.repeat_vector import INTERLEAVED
 from zoo.specs import Layer, ModelSpec, padding_of
 
 _NHWC = ("NHWC", "HWIO", "NHWC")
@@ -693,6 +694,18 @@ def reshape(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Arr
 def permute(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     """The axes after the batch in the order ``target`` gives (counted from 1)."""
     return jnp.transpose(h, (0, *spec.layer(name).options.dims))
+
+
+def repeat_vector(
+    h: jax.Array, params: Params, spec: ModelSpec, name: str
+) -> jax.Array:
+    """``(N, F) -> (N, n, F)``: the row repeated ``n`` times (the mistake
+    ``repeat-interleaved``: each feature repeated in place, then reshaped)."""
+    layer = spec.layer(name)
+    n = layer.options.n
+    if layer.mistake == INTERLEAVED:
+        return jnp.repeat(h, n, axis=1).reshape(h.shape[0], n, h.shape[1])
+    return jnp.repeat(h[:, None, :], n, axis=1)
 
 
 def _widths(layer: Layer) -> tuple[tuple[int, int], ...]:

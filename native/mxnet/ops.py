@@ -32,6 +32,7 @@ import numpy as np
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
 from zoo.kinds.base import SELU_ALPHA, SELU_SCALE
+from zoo.kinds.repeat_vector import INTERLEAVED
 from zoo.specs import ModelSpec, input_of, padding_of
 
 
@@ -725,6 +726,17 @@ def permute(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     target = spec.layer(name).options.dims
     moved = namespace(h).transpose(_channels_last(h, spec, name), (0, *target))
     return _channels_first(moved, len(target))
+
+
+def repeat_vector(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """``(N, F) -> (N, n, F)``: the row repeated ``n`` times (the mistake
+    ``repeat-interleaved``: each feature repeated in place, then reshaped)."""
+    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    layer = spec.layer(name)
+    n = layer.options.n
+    if layer.mistake == INTERLEAVED:
+        return F.reshape(F.repeat(h, repeats=n, axis=1), (0, n, -1))
+    return F.repeat(F.expand_dims(h, axis=1), repeats=n, axis=1)
 
 
 def _extent_axes(spec: ModelSpec, name: str) -> tuple[int, ...]:

@@ -24,6 +24,7 @@ from native.tensorflow.common import Params
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
 from zoo.kinds.bidirectional import cell_layer
+from zoo.kinds.repeat_vector import INTERLEAVED
 from zoo.specs import Layer, ModelSpec, padding_of
 
 
@@ -503,6 +504,18 @@ def reshape(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tens
 def permute(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     """The axes after the batch in the order ``target`` gives (from 1)."""
     return tf.transpose(h, [0, *spec.layer(name).options.dims])
+
+
+def repeat_vector(
+    h: tf.Tensor, params: Params, spec: ModelSpec, name: str
+) -> tf.Tensor:
+    """``(N, F) -> (N, n, F)``: the row repeated ``n`` times (the mistake
+    ``repeat-interleaved``: each feature repeated in place, then reshaped)."""
+    layer = spec.layer(name)
+    n = layer.options.n
+    if layer.mistake == INTERLEAVED:
+        return tf.reshape(tf.repeat(h, n, axis=1), [tf.shape(h)[0], n, h.shape[1]])
+    return tf.repeat(h[:, None, :], n, axis=1)
 
 
 def _widths(h: tf.Tensor, spec: ModelSpec, name: str) -> list[tuple[int, int]]:

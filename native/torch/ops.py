@@ -27,6 +27,7 @@ from native import compose
 from native.torch.common import Params
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON
+from zoo.kinds.repeat_vector import INTERLEAVED
 from zoo.specs import Layer, ModelSpec, padding_of
 
 Pads = tuple[int, int, int, int]  # F.pad's order: left, right, top, bottom
@@ -645,6 +646,18 @@ def permute(
     W)``."""
     target = spec.layer(name).options.dims
     return _own_order(_keras_order(h).permute(0, *target))
+
+
+def repeat_vector(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """``(N, F) -> (N, n, F)``: the row repeated ``n`` times (the mistake
+    ``repeat-interleaved``: each feature repeated in place, then reshaped)."""
+    layer = spec.layer(name)
+    n = layer.options.n
+    if layer.mistake == INTERLEAVED:
+        return h.repeat_interleave(n, dim=1).reshape(h.shape[0], n, h.shape[1])
+    return h.unsqueeze(1).repeat(1, n, 1)
 
 
 def zero_padding(

@@ -440,13 +440,16 @@ class Kind:
 @dataclass(frozen=True)
 class Example:
     """A test-size model that uses a kind (``Kind.example``): its input (no
-    batch) and its layers, the first taking the input.  ``zoo.specs`` adds
-    the head: a flatten when the last layer's output is not one row, then a
-    dense layer of ``classes`` scores.  Keep it small (a few hundred
-    parameters): every path is checked on it in both test tiers."""
+    batch) and a function making its layers, the first taking the input
+    (``lambda: (Layer.of(...), ...)``: a layer cannot be made while the
+    registry is still importing the kinds' modules, so ``zoo.specs`` calls
+    it once they are all registered).  ``zoo.specs`` adds the head: a
+    flatten when the last layer's output is not one row, then a dense layer
+    of ``classes`` scores.  Keep it small (a few hundred parameters): every
+    path is checked on it in both test tiers."""
 
     input_shape: Shape
-    layers: tuple[Layer, ...]
+    layers: Callable[[], tuple[Layer, ...]]
     classes: int = 2
 
 
