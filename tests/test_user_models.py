@@ -1606,3 +1606,21 @@ def test_a_change_to_the_reading_code_reads_every_file_again(
     with (copy / "zoo/kinds/dense.py").open("a") as source:
         source.write("# read differently\n")
     assert user_model._reader_version() != user_model.READER
+
+
+def test_layers_that_do_not_fit_are_named_before_the_classes() -> None:
+    """A document that gives ``classes`` and whose layers do not fit together
+    is refused for the layer, not for the count of outputs it never reaches
+    (the newcomer trial of issue 77 met "classes is 3 but the model gives 0
+    outputs per example")."""
+    document = {
+        "input_shape": [6, 2],
+        "classes": 3,
+        "layers": [{"kind": "repeat_vector", "n": 2}, {"kind": "dense", "units": 3}],
+    }
+    with pytest.raises(ValueError, match="needs a feature row"):
+        user_models.spec_from_document("unfit", document)
+    document["input_shape"] = [6]
+    document["layers"][1]["units"] = 4
+    with pytest.raises(ValueError, match="ends in shape"):
+        user_models.spec_from_document("unfit", document)

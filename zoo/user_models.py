@@ -474,6 +474,8 @@ def spec_from_document(
         built.append(_layer(entry, i, built[-1].name if built else None))
     layers = tuple(built)
     classes = _outputs(layers, tuple(shape))
+    if not classes:  # the layers do not fit, or end in no row: ModelSpec says why
+        ModelSpec(name, tuple(shape), classes, layers, _workload(document))
     if "classes" in document and document["classes"] != classes:
         raise ValueError(
             f"classes is {document['classes']!r} but the model gives {classes} "
