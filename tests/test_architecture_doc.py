@@ -1,7 +1,8 @@
 """The module map (``docs/architecture.md``) names every module of the project.
 
 The modules: every ``.py`` file under ``zoo/``, ``native/``, ``workers/``,
-``equivalence/`` and ``harness/``, the blueprints as one entry
+``equivalence/`` and ``harness/`` but the layer kinds' modules (``harness
+kinds`` lists those from the registry), the blueprints as one entry
 ``harness/blueprints/*.toml``, and ``noxfile.py``.  An ``__init__.py`` is left
 out unless it defines a function or a class (``native/__init__.py`` and
 ``zoo/datasets/__init__.py`` do; the others hold a docstring and re-exports).
@@ -41,13 +42,20 @@ def _defines_something(init: Path) -> bool:
 
 
 def project_modules(root: Path = ROOT) -> list[str]:
-    """Every module the map must name, as paths relative to ``root``."""
+    """Every module the map must name, as paths relative to ``root``: a
+    layer kind's module aside (``python -m harness kinds`` lists those, from
+    the registry, with their files)."""
+    from zoo.kinds import MODULE_FILES
+
+    kinds = set(MODULE_FILES.values())
     modules = []
     for package in PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
             if path.name == "__init__.py" and not _defines_something(path):
                 continue
-            modules.append(path.relative_to(root).as_posix())
+            relative = path.relative_to(root).as_posix()
+            if relative not in kinds:
+                modules.append(relative)
     if any((root / "harness" / "blueprints").glob("*.toml")):
         modules.append(BLUEPRINTS)
     modules.extend(name for name in ROOT_FILES if (root / name).is_file())

@@ -24,15 +24,21 @@ def add(commands: Commands) -> None:
 
 def rows() -> list[list[str]]:
     """One row per kind: its word, its Keras classes, its options in the
-    document's words (the size word first), what it computes."""
-    from zoo.kinds import KINDS
+    document's words, what it computes, and the module that holds it."""
+    from zoo.kinds import KINDS, MODULE_FILES
     from zoo.user_models import words_of
 
     table = []
     for name, kind in KINDS.items():
         words = words_of(name)
         table.append(
-            [name, ", ".join(kind.keras_classes), ", ".join(words), kind.summary]
+            [
+                name,
+                ", ".join(kind.keras_classes),
+                ", ".join(words),
+                kind.summary,
+                MODULE_FILES[name],
+            ]
         )
     return table
 
@@ -40,7 +46,7 @@ def rows() -> list[list[str]]:
 def kinds_command(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
-    headers = ["kind", "Keras classes", "options", "computes"]
+    headers = ["kind", "Keras classes", "options", "computes", "module"]
     style = "github" if args.markdown else "simple"
     print(tabulate(rows(), headers=headers, tablefmt=style))
     return 0
