@@ -8,6 +8,7 @@ the Keras worker that reads a user's file."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib.util
 import json
 import zipfile
@@ -17,11 +18,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.core.flops import step_flops
 from tests.helpers import PROJECT_ROOT, keras_on_torch
 from zoo import keras_import, user_models
+from zoo.data import make_batches
+from zoo.losses import LOSSES
 from zoo.models import get_spec
 from zoo.optimizers import Schedule
-from zoo.specs import MODELS, VARIANTS
+from zoo.specs import MODELS, VARIANTS, output_positions
 from zoo.weights import make_weights
 
 SEQUENTIAL_DENSE = {"class_name": "Dense", "module": "keras.layers"}
@@ -656,12 +660,12 @@ def test_the_head_is_judged_even_beside_a_refused_layer() -> None:
     anew)."""
     dilated = _layer("Conv2D", "c", **CONV, dilation_rate=[2, 2])
     per_pixel = {
-        **_layer("Dense", "d", **DENSE),
-        "build_config": {"input_shape": [None, 6, 4]},  # a sequence's steps
+        **_layer("Conv2D", "d", **CONV),
+        "build_config": {"input_shape": [None, 6, 6, 4]},  # an image's pixels
     }
     with pytest.raises(ValueError, match="2 things stop the tool") as caught:
         keras_import.document_from_config(_sequential(dilated, per_pixel))
-    assert "the model ends in shape (6, 10); the tool computes a loss" in str(
+    assert "the model ends in shape (3, 3, 4); the tool computes a loss" in str(
         caught.value
     )
     one = {
@@ -1620,7 +1624,68 @@ def test_layers_that_do_not_fit_are_named_before_the_classes() -> None:
     }
     with pytest.raises(ValueError, match="needs a feature row"):
         user_models.spec_from_document("unfit", document)
-    document["input_shape"] = [6]
-    document["layers"][1]["units"] = 4
+    document["input_shape"] = [4, 4, 2]
+    document["layers"] = [{"kind": "conv2d", "filters": 4, "kernel_size": 1}]
     with pytest.raises(ValueError, match="ends in shape"):
         user_models.spec_from_document("unfit", document)
+
+
+# Issue 78: a row of outputs per step of a sequence, each step's loss a row's
+# and their mean Keras' (a token tagger, a per-step forecaster).
+PER_STEP = {
+    "tagger": (
+        {
+            "input_shape": [7],
+            "layers": [
+                {"kind": "embedding", "input_dim": 20, "output_dim": 4},
+                {"kind": "lstm", "units": 5, "return_sequences": True},
+                {"kind": "dense", "units": 3},
+            ],
+        },
+        3,
+        (2, 4, 7),
+    ),
+    "forecaster": (
+        {
+            "input_shape": [6, 2],
+            "layers": [
+                {"kind": "lstm", "units": 5, "return_sequences": True},
+                {"kind": "dense", "units": 1},
+            ],
+            "workload": {"loss": "mean_squared_error"},
+        },
+        1,
+        (2, 4, 6, 1),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(PER_STEP))
+def test_a_row_of_outputs_per_step_is_a_model(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    document, classes, targets = PER_STEP[name]
+    spec = user_models.spec_from_document(name, document)
+    steps = document["input_shape"][0]
+    assert spec.classes == classes
+    assert output_positions(spec) == (steps,)
+    _, y = make_batches(spec, 0, 4, 2)
+    assert y.shape == targets
+    # every step's loss is counted: a batch of 4, ``steps`` rows each
+    counted = step_flops(spec, "train", 4)
+    loss = LOSSES[spec.workload.loss]
+    monkeypatch.setitem(
+        LOSSES, spec.workload.loss, dataclasses.replace(loss, flops_per_output=0)
+    )
+    assert counted - step_flops(spec, "train", 4) == (
+        4 * steps * classes * loss.flops_per_output
+    )
+
+
+def test_an_output_per_pixel_is_refused_in_one_sentence() -> None:
+    document = {
+        "input_shape": [4, 4, 2],
+        "layers": [{"kind": "conv2d", "filters": 3, "kernel_size": 1}],
+    }
+    with pytest.raises(ValueError, match=r"not yet over every position of an image"):
+        user_models.spec_from_document("mask", document)

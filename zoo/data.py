@@ -17,7 +17,7 @@ import numpy as np
 
 from zoo.arrays import save_npz
 from zoo.losses import draw_targets
-from zoo.specs import ModelSpec
+from zoo.specs import ModelSpec, output_positions
 
 
 def make_batches(
@@ -28,7 +28,9 @@ def make_batches(
     input_shape: tuple[int, ...] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``count`` stacked mini-batches, x ``(count, batch, *input)`` and y
-    ``(count, batch)`` (class ids) or ``(count, batch, outputs)``.
+    ``(count, batch, *positions)`` (class ids) or ``(count, batch,
+    *positions, outputs)``: a target per position of the output
+    (``output_positions``: none for one row, the steps of a sequence).
 
     ``input_shape`` overrides the spec's (used for LSTM sequence lengths).
     """
@@ -42,7 +44,8 @@ def make_batches(
     else:
         x = rng.standard_normal((count, batch_size, *shape)).astype(np.float32)
     goal = spec.workload.objective
-    y = draw_targets(rng, goal, (count, batch_size), spec.classes)
+    positions = output_positions(spec, shape)
+    y = draw_targets(rng, goal, (count, batch_size, *positions), spec.classes)
     return x, y
 
 

@@ -59,7 +59,7 @@ from zoo.kinds.base import INPUT as SPEC_INPUT
 from zoo.losses import Objective, from_keras
 from zoo.losses import check as check_loss
 from zoo.optimizers import OPTIMIZERS, SCHEDULES
-from zoo.specs import not_one_row
+from zoo.specs import OUTPUT_RANKS, not_one_row
 from zoo.user_models import (
     DEFAULT_WORKLOAD,
     check_entry,
@@ -824,12 +824,12 @@ def _head_problem(
         final = KINDS[last.kind].shape(last, (tuple(built[1:]),))
     except (ValueError, KeyError, IndexError, TypeError):
         return ""
-    if len(final) != 1:
+    if len(final) not in OUTPUT_RANKS:
         return not_one_row("the model", final)
     if unread:
         return ""
     try:
-        check_loss(Objective(workload["loss"], workload["from_logits"]), final[0])
+        check_loss(Objective(workload["loss"], workload["from_logits"]), final[-1])
     except ValueError as exc:
         return str(exc)
     return ""

@@ -596,13 +596,29 @@ def _check_penalties(spec: ModelSpec, params: list[Param]) -> None:
         seen.add(name)
 
 
+# The ranks of output (no batch) a loss is computed over: one row of
+# outputs per example, or a row per step of a sequence (a tagger's or a
+# forecaster's), each step's loss as a row's, their mean as Keras takes it.
+OUTPUT_RANKS = (1, 2)
+
+
 def not_one_row(model: str, final: tuple[int, ...]) -> str:
-    """Why a model ending in ``final`` (not one row of outputs) is refused."""
+    """Why a model ending in ``final`` (not ``OUTPUT_RANKS``) is refused."""
     return (
         f"{model} ends in shape {final}; the tool computes a loss over one row "
-        "of outputs per example, not over every step or position (flatten or "
-        "pool before the last layer)"
+        "of outputs per example or one per step of a sequence, not yet over "
+        "every position of an image (flatten or pool before the last layer)"
     )
+
+
+def output_positions(
+    spec: ModelSpec, input_shape: tuple[int, ...] | None = None
+) -> tuple[int, ...]:
+    """The positions of a model's output per example, each a row of
+    ``classes`` outputs with a target of its own: ``()`` for one row,
+    ``(T,)`` for a row per step (``input_shape`` overrides the spec's: a
+    shorter sequence)."""
+    return final_shape(spec.layers, input_shape or spec.input_shape)[:-1]
 
 
 def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
@@ -633,9 +649,9 @@ def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
             images[n] = (given[0][0], given[0][1], given[0][2])
     _check_penalties(spec, params)
     final = walked[-1][1] if walked else spec.input_shape
-    if len(final) != 1:
+    if len(final) not in OUTPUT_RANKS:
         raise ValueError(not_one_row(spec.name, final))
-    if final != (spec.classes,):
+    if final[-1] != spec.classes:
         raise ValueError(
             f"{spec.name} ends in shape {final} but says it gives "
             f"{spec.classes} outputs per example"

@@ -90,6 +90,7 @@ from zoo.specs import (
     IN_RANGE,
     LAYER_KINDS,
     OPTIMIZERS,
+    OUTPUT_RANKS,
     PADDINGS,
     Layer,
     ModelSpec,
@@ -492,13 +493,14 @@ def spec_from_document(
 
 
 def _outputs(layers: tuple[Layer, ...], input_shape: tuple[int, ...]) -> int:
-    """How many outputs per example the layers end in (0 when they do not
-    end in one row, or do not fit together: ``ModelSpec`` then says why)."""
+    """How many outputs each position of an example gets (0 when the layers
+    end in no row or rows, or do not fit together: ``ModelSpec`` then says
+    why)."""
     try:
         final = final_shape(layers, input_shape)
     except (ValueError, KeyError):
         return 0
-    return final[0] if len(final) == 1 else 0
+    return final[-1] if len(final) in OUTPUT_RANKS else 0
 
 
 def _check_depth(document: Any) -> None:

@@ -92,7 +92,7 @@ from zoo.kinds import KINDS, gru, lstm, normalization
 from zoo.kinds.base import ACTIVATION_FLOPS
 from zoo.losses import LOSSES
 from zoo.optimizers import OPTIMIZERS
-from zoo.specs import ModelSpec, layer_inputs
+from zoo.specs import ModelSpec, layer_inputs, output_positions
 
 # FLOPs per parameter for one update; see the module docstring.
 OPTIMIZER_FLOPS_PER_PARAM = {n: o.flops_per_param for n, o in OPTIMIZERS.items()}
@@ -184,7 +184,9 @@ def train_flops(
         forward_and_backward -= untaken * count.matmul + (untaken == 2) * (
             count.elementwise
         )
-    loss = LOSSES[spec.workload.loss].flops_per_output * spec.classes
+    # every position's row of outputs (a per-step model's steps) has its loss
+    positions = math.prod(output_positions(spec, input_shape))
+    loss = LOSSES[spec.workload.loss].flops_per_output * spec.classes * positions
     return batch_size * (forward_and_backward + loss) + optimizer_flops(spec)
 
 

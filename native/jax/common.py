@@ -91,9 +91,20 @@ def to_labels(y: np.ndarray) -> jax.Array:
     return jnp.asarray(y, dtype=DTYPE)  # float rows (N, K)
 
 
+def _rows(outputs: jax.Array, y: jax.Array, name: str) -> tuple[jax.Array, jax.Array]:
+    """A model with a row of outputs per step ``(N, T, C)``: every step's row
+    and target as rows of their own (Keras takes the mean over them all)."""
+    if outputs.ndim <= 2:
+        return outputs, y
+    width = outputs.shape[-1]
+    ids = name == "sparse_categorical_crossentropy"
+    return outputs.reshape((-1, width)), y.reshape((-1,) if ids else (-1, width))
+
+
 def loss(outputs: jax.Array, y: jax.Array, objective: Objective) -> jax.Array:
     """The batch mean of ``objective``'s loss, Keras' formulas (``zoo.losses``)."""
     name, from_logits = objective
+    outputs, y = _rows(outputs, y, name)
     if name.endswith("categorical_crossentropy"):
         if from_logits:
             log_norm = jax.scipy.special.logsumexp(outputs, axis=1, keepdims=True)

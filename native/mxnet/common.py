@@ -74,6 +74,18 @@ def to_labels(y: np.ndarray) -> nd.NDArray:
     return nd.array(y, ctx=CTX, dtype="float32")
 
 
+def _rows(
+    outputs: nd.NDArray, y: nd.NDArray, name: str
+) -> tuple[nd.NDArray, nd.NDArray]:
+    """A model with a row of outputs per step ``(N, T, C)``: every step's row
+    and target as rows of their own (Keras takes the mean over them all)."""
+    if outputs.ndim <= 2:
+        return outputs, y
+    width = outputs.shape[-1]
+    ids = name == "sparse_categorical_crossentropy"
+    return outputs.reshape((-1, width)), y.reshape((-1,) if ids else (-1, width))
+
+
 def loss(outputs: nd.NDArray, y: nd.NDArray, objective: Objective) -> nd.NDArray:
     """The batch mean of ``objective``'s loss, Keras' formulas (``zoo.losses``).
 
@@ -85,6 +97,7 @@ def loss(outputs: nd.NDArray, y: nd.NDArray, objective: Objective) -> nd.NDArray
     the LSTM at seed 15, batch 4).  Every operator here is exact to float32
     rounding."""
     name, from_logits = objective
+    outputs, y = _rows(outputs, y, name)
     if name.endswith("categorical_crossentropy"):
         if from_logits:
             shifted = outputs - nd.max(outputs, axis=1, keepdims=True).detach()

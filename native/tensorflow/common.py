@@ -88,9 +88,20 @@ def to_labels(y: np.ndarray) -> tf.Tensor:
     return tf.constant(y, dtype=DTYPE)  # float rows (N, K)
 
 
+def _rows(outputs: tf.Tensor, y: tf.Tensor, name: str) -> tuple[tf.Tensor, tf.Tensor]:
+    """A model with a row of outputs per step ``(N, T, C)``: every step's row
+    and target as rows of their own (Keras takes the mean over them all)."""
+    if len(outputs.shape) <= 2:
+        return outputs, y
+    width = outputs.shape[-1]
+    ids = name == "sparse_categorical_crossentropy"
+    return tf.reshape(outputs, [-1, width]), tf.reshape(y, [-1] if ids else [-1, width])
+
+
 def loss(outputs: tf.Tensor, y: tf.Tensor, objective: Objective) -> tf.Tensor:
     """The batch mean of ``objective``'s loss, Keras' formulas (``zoo.losses``)."""
     name, from_logits = objective
+    outputs, y = _rows(outputs, y, name)
     if name.endswith("categorical_crossentropy"):
         if from_logits:
             log_norm = tf.reduce_logsumexp(outputs, axis=1, keepdims=True)

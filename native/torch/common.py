@@ -93,9 +93,22 @@ def to_labels(y: np.ndarray) -> torch.Tensor:
     return torch.tensor(y, dtype=DTYPE, device=DEVICE)  # float rows (N, K)
 
 
+def _rows(
+    outputs: torch.Tensor, y: torch.Tensor, name: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A model with a row of outputs per step ``(N, T, C)``: every step's row
+    and target as rows of their own (Keras takes the mean over them all)."""
+    if outputs.ndim <= 2:
+        return outputs, y
+    width = outputs.shape[-1]
+    ids = name == "sparse_categorical_crossentropy"
+    return outputs.reshape((-1, width)), y.reshape((-1,) if ids else (-1, width))
+
+
 def loss(outputs: torch.Tensor, y: torch.Tensor, objective: Objective) -> torch.Tensor:
     """The batch mean of ``objective``'s loss, Keras' formulas (``zoo.losses``)."""
     name, from_logits = objective
+    outputs, y = _rows(outputs, y, name)
     if name.endswith("categorical_crossentropy"):
         if from_logits:
             log_probs = torch.log_softmax(outputs, dim=1)

@@ -9,6 +9,8 @@ away from the clip.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -182,3 +184,52 @@ def test_a_loss_needs_outputs_it_can_take() -> None:
         check(Objective("mean_squared_error", True), 1)
     with pytest.raises(ValueError, match="not one the tool writes out"):
         check(Objective("hinge", False), 3)
+
+
+def _per_step_case(goal: Objective) -> tuple[np.ndarray, np.ndarray]:
+    """Outputs of 3 examples of 5 steps each (a tagger's or a forecaster's
+    row per step, issue 78) and a target per step."""
+    rng = np.random.default_rng(11)
+    width = 4 if goal.loss.endswith("categorical_crossentropy") else 3
+    z = rng.standard_normal((3, 5, width)) * 2
+    y = draw_targets(rng, goal, (3, 5), width)
+    if goal.loss.endswith("categorical_crossentropy") and not goal.from_logits:
+        z = np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True)
+    elif goal.loss == "binary_crossentropy" and not goal.from_logits:
+        z = _sigmoid(z)
+    return z.astype(np.float32), y
+
+
+def _rows(outputs: np.ndarray, y: np.ndarray, goal: Objective) -> tuple[Any, Any]:
+    width = outputs.shape[-1]
+    ids = goal.loss.startswith("sparse")
+    return outputs.reshape(-1, width), y.reshape(-1) if ids else y.reshape(-1, width)
+
+
+@pytest.mark.parametrize("goal", OBJECTIVES, ids=str)
+def test_a_loss_per_step_is_keras_mean_over_every_step(goal: Objective) -> None:
+    """Keras' loss of a row per step is the mean of every step's row loss
+    over the batch and the steps: the NumPy statement on the steps as rows
+    is Keras' own on the sequence; summing the steps instead is not."""
+    keras = pytest.importorskip("keras")
+    outputs, y = _per_step_case(goal)
+    value = np.float64(keras.ops.convert_to_numpy(keras_loss(keras, goal)(y, outputs)))
+    assert (
+        relative_error(value, np.float64(numpy_loss(*_rows(outputs, y, goal), goal)))
+        < 1e-5
+    )
+    summed = sum(numpy_loss(outputs[:, t], y[:, t], goal) for t in range(5))
+    assert relative_error(value, np.float64(summed)) > 1e-3
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("goal", OBJECTIVES, ids=str)
+def test_every_framework_computes_each_loss_per_step(
+    framework: str, goal: Objective
+) -> None:
+    pytest.importorskip(framework.split("-", maxsplit=1)[0])
+    fw = load_framework(framework)
+    outputs, y = _per_step_case(goal)
+    expected = np.float64(numpy_loss(*_rows(outputs, y, goal), goal))
+    value = fw.to_numpy(fw.loss(fw.to_input(outputs), fw.to_labels(y), goal))
+    assert relative_error(np.float64(value.item()), expected) < 1e-5
