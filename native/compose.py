@@ -121,7 +121,7 @@ def apply(
         if layer.kind != "flatten":  # see ModelSpec.tapped_layers
             h = tap(layer.name, h)
         outputs[layer.name] = h
-    return h
+    return ops.outputs(h, spec)
 
 
 def _gradients_perturbed(

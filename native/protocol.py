@@ -82,6 +82,12 @@ class Ops(Protocol):
         explicit (JAX's key, TensorFlow's stateless seed), ``index`` the
         layer's, folded in."""
 
+    def outputs(self, h: Tensor, spec: ModelSpec) -> Tensor:
+        """The model's output ``h`` in Keras' element order: an image (an
+        output per pixel) ``(N, C, H, W) -> (N, H, W, C)`` in a channels-first
+        layout, anything else as it is; so the loss, the exported outputs and
+        the timed predictions read every layout alike (``native.compose``)."""
+
     def perturb(self, h: Tensor, scale: float, seed: int, index: int) -> Tensor:
         """``h * (1 + d)`` with ``d`` drawn uniform in ``[-scale, scale]`` per
         element from ``seed`` and the layer's ``index`` (the same draw for the

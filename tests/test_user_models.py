@@ -1682,10 +1682,13 @@ def test_a_row_of_outputs_per_step_is_a_model(
     )
 
 
-def test_an_output_per_pixel_is_refused_in_one_sentence() -> None:
+def test_a_row_of_outputs_per_pixel_is_a_model() -> None:
+    """A segmentation's classes per pixel: a class id per pixel, every
+    pixel's loss counted."""
     document = {
-        "input_shape": [4, 4, 2],
+        "input_shape": [4, 5, 2],
         "layers": [{"kind": "conv2d", "filters": 3, "kernel_size": 1}],
     }
-    with pytest.raises(ValueError, match=r"not yet over every position of an image"):
-        user_models.spec_from_document("mask", document)
+    spec = user_models.spec_from_document("mask", document)
+    assert (spec.classes, output_positions(spec)) == (3, (4, 5))
+    assert make_batches(spec, 0, 2, 1)[1].shape == (1, 2, 4, 5)

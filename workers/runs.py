@@ -104,8 +104,11 @@ def converge(
 
 def scores(logits: np.ndarray, labels: np.ndarray) -> tuple[float, float | None]:
     """Accuracy and mean cross-entropy (float64; None when not finite) of
-    ``logits`` against ``labels``."""
+    ``logits`` against ``labels``: over every position of a model with a row
+    per step or pixel, as over every example of one row."""
     z = np.asarray(logits, np.float64)
+    z = z.reshape(-1, z.shape[-1])
+    labels = np.asarray(labels).reshape(-1)
     z = z - z.max(axis=1, keepdims=True)
     log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
     loss = float(-np.mean(log_p[np.arange(len(labels)), labels]))

@@ -597,17 +597,18 @@ def _check_penalties(spec: ModelSpec, params: list[Param]) -> None:
 
 
 # The ranks of output (no batch) a loss is computed over: one row of
-# outputs per example, or a row per step of a sequence (a tagger's or a
-# forecaster's), each step's loss as a row's, their mean as Keras takes it.
-OUTPUT_RANKS = (1, 2)
+# outputs per example, a row per step of a sequence (a tagger's or a
+# forecaster's), or a row per pixel of an image (a segmentation's classes,
+# an autoencoder's channels); each position's loss as a row's, their mean
+# over the batch and the positions as Keras takes it.
+OUTPUT_RANKS = (1, 2, 3)
 
 
 def not_one_row(model: str, final: tuple[int, ...]) -> str:
     """Why a model ending in ``final`` (not ``OUTPUT_RANKS``) is refused."""
     return (
-        f"{model} ends in shape {final}; the tool computes a loss over one row "
-        "of outputs per example or one per step of a sequence, not yet over "
-        "every position of an image (flatten or pool before the last layer)"
+        f"{model} ends in shape {final}; the tool computes a loss over a row of "
+        "outputs per example, per step of a sequence or per pixel of an image"
     )
 
 
@@ -616,8 +617,8 @@ def output_positions(
 ) -> tuple[int, ...]:
     """The positions of a model's output per example, each a row of
     ``classes`` outputs with a target of its own: ``()`` for one row,
-    ``(T,)`` for a row per step (``input_shape`` overrides the spec's: a
-    shorter sequence)."""
+    ``(T,)`` for a row per step, ``(H, W)`` per pixel (``input_shape``
+    overrides the spec's: a shorter sequence)."""
     return final_shape(spec.layers, input_shape or spec.input_shape)[:-1]
 
 

@@ -92,8 +92,10 @@ def to_labels(y: np.ndarray) -> jax.Array:
 
 
 def _rows(outputs: jax.Array, y: jax.Array, name: str) -> tuple[jax.Array, jax.Array]:
-    """A model with a row of outputs per step ``(N, T, C)``: every step's row
-    and target as rows of their own (Keras takes the mean over them all)."""
+    """A model with a row of outputs per position, ``(N, T, C)`` per step or
+    ``(N, H, W, C)`` per pixel (Keras' order: ``ops.outputs``): every
+    position's row and target as rows of their own (Keras takes the mean
+    over them all)."""
     if outputs.ndim <= 2:
         return outputs, y
     width = outputs.shape[-1]

@@ -840,6 +840,11 @@ def _negative(h: jax.Array) -> jax.Array:
     return jnp.where(h > 0, jnp.zeros_like(h), h)
 
 
+def outputs(h: jax.Array, spec: ModelSpec) -> jax.Array:
+    """The model's output: channels last already (Keras' order)."""
+    return h
+
+
 def perturb(h: jax.Array, scale: float, seed: int, index: int) -> jax.Array:
     """``h * (1 + d)``, ``d`` uniform in ``[-scale, scale]`` from the key of
     ``seed`` with ``index`` folded in (``native.protocol.Ops.perturb``)."""

@@ -33,7 +33,7 @@ from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
 from zoo.kinds.base import SELU_ALPHA, SELU_SCALE
 from zoo.kinds.repeat_vector import INTERLEAVED
-from zoo.specs import ModelSpec, input_of, padding_of
+from zoo.specs import ModelSpec, final_shape, input_of, padding_of
 
 
 def namespace(h: Any) -> Any:
@@ -851,6 +851,14 @@ def relu6(h: Any) -> Any:
     arrays = namespace(h)
     inside = arrays.stop_gradient((h > 0) * (h < 6))
     return h * inside + arrays.stop_gradient(arrays.clip(h, 0.0, 6.0) - h * inside)
+
+
+def outputs(h: Any, spec: ModelSpec) -> Any:
+    """The model's output in Keras' order: an image's ``(N, C, H, W)`` as
+    ``(N, H, W, C)`` (the rank from the spec: a symbol has no shape)."""
+    if len(final_shape(spec.layers, spec.input_shape)) == 3:
+        return namespace(h).transpose(h, axes=(0, 2, 3, 1))
+    return h
 
 
 def perturb(h: Any, scale: float, seed: int, index: int) -> Any:

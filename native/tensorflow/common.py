@@ -89,8 +89,10 @@ def to_labels(y: np.ndarray) -> tf.Tensor:
 
 
 def _rows(outputs: tf.Tensor, y: tf.Tensor, name: str) -> tuple[tf.Tensor, tf.Tensor]:
-    """A model with a row of outputs per step ``(N, T, C)``: every step's row
-    and target as rows of their own (Keras takes the mean over them all)."""
+    """A model with a row of outputs per position, ``(N, T, C)`` per step or
+    ``(N, H, W, C)`` per pixel (Keras' order: ``ops.outputs``): every
+    position's row and target as rows of their own (Keras takes the mean
+    over them all)."""
     if len(outputs.shape) <= 2:
         return outputs, y
     width = outputs.shape[-1]

@@ -609,6 +609,11 @@ def relu6(h: tf.Tensor) -> tf.Tensor:
     return tf.nn.relu6(h)
 
 
+def outputs(h: tf.Tensor, spec: ModelSpec) -> tf.Tensor:
+    """The model's output: channels last already (Keras' order)."""
+    return h
+
+
 def perturb(h: tf.Tensor, scale: float, seed: int, index: int) -> tf.Tensor:
     """``h * (1 + d)``, ``d`` uniform in ``[-scale, scale]`` drawn statelessly
     from ``(seed, index)`` (``native.protocol.Ops.perturb``)."""

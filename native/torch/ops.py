@@ -759,6 +759,12 @@ def relu6(h: torch.Tensor) -> torch.Tensor:
     return F.relu6(h)
 
 
+def outputs(h: torch.Tensor, spec: ModelSpec) -> torch.Tensor:
+    """The model's output in Keras' order: an image's ``(N, C, H, W)`` as
+    ``(N, H, W, C)``."""
+    return _keras_order(h)
+
+
 def perturb(h: torch.Tensor, scale: float, seed: int, index: int) -> torch.Tensor:
     """``h * (1 + d)``, ``d`` uniform in ``[-scale, scale]`` from a generator
     seeded by ``seed`` and ``index`` (``native.protocol.Ops.perturb``)."""

@@ -233,3 +233,21 @@ def test_every_framework_computes_each_loss_per_step(
     expected = np.float64(numpy_loss(*_rows(outputs, y, goal), goal))
     value = fw.to_numpy(fw.loss(fw.to_input(outputs), fw.to_labels(y), goal))
     assert relative_error(np.float64(value.item()), expected) < 1e-5
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("goal", OBJECTIVES, ids=str)
+def test_every_framework_computes_each_loss_per_pixel(
+    framework: str, goal: Objective
+) -> None:
+    """A row per pixel, in Keras' order (``ops.outputs`` gives every
+    layout's model output so): the mean of every pixel's row loss."""
+    pytest.importorskip(framework.split("-", maxsplit=1)[0])
+    fw = load_framework(framework)
+    steps, y = _per_step_case(goal)  # 3 examples of 5 positions
+    pixels = steps.reshape(3, 5, 1, -1)  # (N, H, W, C): 5 rows of 1 pixel
+    targets = y.reshape(3, 5, 1, *y.shape[2:])
+    expected = np.float64(numpy_loss(*_rows(steps, y, goal), goal))
+    # to_labels keeps the array's layout (to_input would make it NCHW)
+    value = fw.to_numpy(fw.loss(fw.to_labels(pixels), fw.to_labels(targets), goal))
+    assert relative_error(np.float64(value.item()), expected) < 1e-5
