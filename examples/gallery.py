@@ -72,6 +72,86 @@ def example(title: str, url: str) -> Callable[[Callable[[], keras.Model]], Calla
 
 
 @example(
+    'keras.io "Image segmentation with a U-Net-like architecture"',
+    "https://keras.io/examples/vision/oxford_pets_image_segmentation/",
+)
+def unet_segmentation() -> keras.Model:
+    """Issue 78: a class per pixel.  Images 160x160 shrunk to 32x32, its
+    three down-sampling blocks (64, 128, 256 filters) to two of 8 and its
+    four up-sampling blocks (256, 128, 64, 32) to three (8, 8, 4), the stem's
+    32 to 4; three classes, a softmax per pixel, each block as the
+    example's ``get_model`` writes it (with its residual projection), and
+    compiled as the example compiles it."""
+    import keras
+    from keras import layers
+
+    inputs = keras.Input(shape=(32, 32, 3))
+    x = layers.Conv2D(4, 3, strides=2, padding="same")(inputs)
+    x = layers.BatchNormalization()(x)
+    x = layers.Activation("relu")(x)
+    previous_block_activation = x
+    for filters in [8, 8]:
+        x = layers.Activation("relu")(x)
+        x = layers.SeparableConv2D(filters, 3, padding="same")(x)
+        x = layers.BatchNormalization()(x)
+        x = layers.Activation("relu")(x)
+        x = layers.SeparableConv2D(filters, 3, padding="same")(x)
+        x = layers.BatchNormalization()(x)
+        x = layers.MaxPooling2D(3, strides=2, padding="same")(x)
+        residual = layers.Conv2D(filters, 1, strides=2, padding="same")(
+            previous_block_activation
+        )
+        x = layers.add([x, residual])
+        previous_block_activation = x
+    for filters in [8, 8, 4]:
+        x = layers.Activation("relu")(x)
+        x = layers.Conv2DTranspose(filters, 3, padding="same")(x)
+        x = layers.BatchNormalization()(x)
+        x = layers.Activation("relu")(x)
+        x = layers.Conv2DTranspose(filters, 3, padding="same")(x)
+        x = layers.BatchNormalization()(x)
+        x = layers.UpSampling2D(2)(x)
+        residual = layers.UpSampling2D(2)(previous_block_activation)
+        residual = layers.Conv2D(filters, 1, padding="same")(residual)
+        x = layers.add([x, residual])
+        previous_block_activation = x
+    outputs = layers.Conv2D(3, 3, activation="softmax", padding="same")(x)
+    model = keras.Model(inputs, outputs)
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-4), loss="sparse_categorical_crossentropy"
+    )
+    return model
+
+
+@example(
+    'keras.io "Convolutional autoencoder for image denoising"',
+    "https://keras.io/examples/vision/autoencoder/",
+)
+def denoising_autoencoder() -> keras.Model:
+    """Issue 78: an image per image.  MNIST's 28x28 at its own size, the
+    filters 32 shrunk to 8; a sigmoid per pixel, binary cross-entropy, as
+    the example compiles it."""
+    import keras
+    from keras import layers
+
+    inputs = layers.Input(shape=(28, 28, 1))
+    x = layers.Conv2D(8, (3, 3), activation="relu", padding="same")(inputs)
+    x = layers.MaxPooling2D((2, 2), padding="same")(x)
+    x = layers.Conv2D(8, (3, 3), activation="relu", padding="same")(x)
+    x = layers.MaxPooling2D((2, 2), padding="same")(x)
+    x = layers.Conv2DTranspose(8, (3, 3), strides=2, activation="relu", padding="same")(
+        x
+    )
+    x = layers.Conv2DTranspose(8, (3, 3), strides=2, activation="relu", padding="same")(
+        x
+    )
+    x = layers.Conv2D(1, (3, 3), activation="sigmoid", padding="same")(x)
+    autoencoder = keras.Model(inputs, x)
+    autoencoder.compile(optimizer="adam", loss="binary_crossentropy")
+    return autoencoder
+
+
+@example(
     'keras.io "Simple MNIST convnet"', "https://keras.io/examples/vision/mnist_convnet/"
 )
 def mnist_convnet() -> keras.Model:
