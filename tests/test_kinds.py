@@ -455,4 +455,8 @@ def test_a_module_that_makes_no_kind_is_named(
     with pytest.raises(ImportError, match=r"toykinds/typo\.py makes no kind"):
         discovered([str(package)], "toykinds")
     (package / "typo.py").unlink()
-    assert [k.name for k in discovered([str(package)], "toykinds")] == ["flatten"]
+    found = discovered([str(package)], "toykinds")
+    assert [(k.name, file) for k, file in found.items()] == [
+        ("flatten", "toykinds/good.py")
+    ]
+    assert MODULE_FILES["flatten"] == "zoo/kinds/flatten.py"  # the registry's own

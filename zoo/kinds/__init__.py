@@ -27,17 +27,13 @@ from zoo.kinds.base import Kind, Mistake
 _SHARED = ("base", "keras_words", "recurrent")
 
 
-# Kind -> the file that holds it, for messages that say which file to open.
-MODULE_FILES: dict[str, str] = {}
-
-
 def discovered(
     path: list[str], package: str, shared: tuple[str, ...] = _SHARED
-) -> tuple[Kind, ...]:
+) -> dict[Kind, str]:
     """Every kind of every module of ``package`` (found on ``path``) but the
-    ``shared`` ones, by module name and, within a module, in its own order:
-    a new module is registered by being there."""
-    found: list[Kind] = []
+    ``shared`` ones, with the file that holds it, by module name and, within
+    a module, in its own order: a new module is registered by being there."""
+    found: dict[Kind, str] = {}
     folder = package.replace(".", "/")
     for module in sorted(m.name for m in pkgutil.iter_modules(path)):
         if module in shared:
@@ -51,12 +47,14 @@ def discovered(
                 "(or KINDS, a tuple of them), or name it in zoo/kinds/__init__.py's "
                 "_SHARED if it holds rules several kinds share"
             )
-        found.extend(kinds)
-        MODULE_FILES.update({kind.name: f"{folder}/{module}.py" for kind in kinds})
-    return tuple(found)
+        found.update(dict.fromkeys(kinds, f"{folder}/{module}.py"))
+    return found
 
 
-_ORDER = discovered(list(__path__), __name__)
+_FOUND = discovered(list(__path__), __name__)
+_ORDER = tuple(_FOUND)
+# Kind -> the file that holds it, for messages that say which file to open.
+MODULE_FILES: dict[str, str] = {kind.name: file for kind, file in _FOUND.items()}
 KINDS: dict[str, Kind] = {kind.name: kind for kind in _ORDER}
 _NAMES = [kind.name for kind in _ORDER]
 if len(KINDS) != len(_NAMES):
