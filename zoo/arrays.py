@@ -28,6 +28,7 @@ import hashlib
 import math
 import os
 import struct
+import threading
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -120,9 +121,18 @@ def _exactly(stream: files.Bounded, size: int, where: str) -> bytes:
     return data
 
 
+# CPython 3.11's parser is not safe to enter from two threads at once
+# (``SystemError: AST constructor recursion depth mismatch``, met when the
+# checker read two workers' replies side by side): one header at a time.
+_PARSING = threading.Lock()
+
+
 def _parse(text: bytes, version: int, where: str) -> tuple[Any, bool, tuple[int, ...]]:
     try:
-        header = ast.literal_eval(text.decode("utf-8" if version >= 3 else "latin1"))
+        with _PARSING:
+            header = ast.literal_eval(
+                text.decode("utf-8" if version >= 3 else "latin1")
+            )
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as exc:
         raise NpzError(f"{where} has no readable .npy header ({exc})") from None
     if not isinstance(header, dict) or set(header) != _KEYS:
