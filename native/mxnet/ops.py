@@ -856,9 +856,12 @@ def relu6(h: Any) -> Any:
 def outputs(h: Any, spec: ModelSpec) -> Any:
     """The model's output in Keras' order: an image's ``(N, C, H, W)`` as
     ``(N, H, W, C)`` (the rank from the spec: a symbol has no shape)."""
-    if len(final_shape(spec.layers, spec.input_shape)) == 3:
-        return namespace(h).transpose(h, axes=(0, 2, 3, 1))
-    return h
+    # An NDArray says its rank (no shape walk in a timed imperative step); a
+    # symbol has none, and is traced once.
+    rank = getattr(h, "ndim", None)
+    if rank is None:
+        rank = len(final_shape(spec.layers, spec.input_shape)) + 1
+    return namespace(h).transpose(h, axes=(0, 2, 3, 1)) if rank == 4 else h
 
 
 def perturb(h: Any, scale: float, seed: int, index: int) -> Any:
