@@ -329,23 +329,31 @@ def _raised(report: ModelReport, path: str) -> str | None:
 
 
 def _contradiction(
-    activations: dict[str, np.ndarray], evaluated: dict[str, np.ndarray], output: str
+    activations: dict[str, np.ndarray],
+    evaluated: dict[str, np.ndarray],
+    spec: ModelSpec,
 ) -> str | None:
-    """A sentence when a path's tapped forward pass (op by op; ``output``:
-    its last layer, whose output the logits are) and its evaluated one (as
-    it trains and infers, compiled where it compiles) disagree on the
-    logits: then the layer-by-layer walk cannot see the difference, which
-    lies in code only the evaluated pass runs."""
-    if output not in activations or "logits" not in evaluated:
-        return None
-    error = quantity_error({"logits": activations[output]}, evaluated, "logits")
-    if error <= TOLERANCES["logits"]:
-        return None
-    return (
-        f"its tapped forward pass and its evaluated one disagree on the logits "
-        f"(error {error:.1e}): the difference is in code only the evaluated pass "
-        "runs (a compiled graph), which the layer-by-layer walk cannot see"
-    )
+    """A sentence when a path's tapped forward pass (op by op; each output
+    layer's tap is that output) and its evaluated one (as it trains and
+    infers, compiled where it compiles) disagree on an output's logits:
+    then the layer-by-layer walk cannot see the difference, which lies in
+    code only the evaluated pass runs."""
+    several = len(spec.heads) > 1
+    for head in spec.heads:
+        key = f"logits:{head.layer}" if several else "logits"
+        if head.layer not in activations or key not in evaluated:
+            continue
+        error = quantity_error({key: activations[head.layer]}, evaluated, key)
+        if error <= TOLERANCES["logits"]:
+            continue
+        which = f" of output {head.layer!r}" if several else ""
+        return (
+            f"its tapped forward pass and its evaluated one disagree on the logits"
+            f"{which} (error {error:.1e}): the difference is in code only the "
+            "evaluated pass runs (a compiled graph), which the layer-by-layer walk "
+            "cannot see"
+        )
+    return None
 
 
 def _side_by_side(jobs: dict[str, Callable[[], _T]]) -> dict[str, _T]:
@@ -1021,9 +1029,7 @@ class Checker:
                 error=error,
                 contradiction=None
                 if raised
-                else _contradiction(
-                    mine, report.evaluated.get(path, {}), spec.layers[-1].name
-                ),
+                else _contradiction(mine, report.evaluated.get(path, {}), spec),
                 raised=raised,
                 tapped=taps.ran[path],
             )

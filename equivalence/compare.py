@@ -58,7 +58,11 @@ GRAD_PREFIX = "grad:"
 
 
 def tolerance(quantity: str) -> float:
-    return TOLERANCES["grad" if quantity.startswith(GRAD_PREFIX) else quantity]
+    """The tolerance of ``quantity``: an output's own ``logits:<layer>`` (a
+    model with several) is judged as the logits."""
+    if quantity.startswith(GRAD_PREFIX):
+        return TOLERANCES["grad"]
+    return TOLERANCES[quantity.partition(":")[0]]
 
 
 def relative_error(a: np.ndarray, b: np.ndarray, floor: float = 0.0) -> float:

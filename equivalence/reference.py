@@ -262,7 +262,7 @@ def _walking_order(quantity: str) -> tuple[int, int, str]:
     step = _step(quantity)
     if step is not None:
         return (3, step, quantity)
-    kind = {"logits": 0, "loss": 1}.get(quantity, 2)
+    kind = {"logits": 0, "loss": 1}.get(quantity.partition(":")[0], 2)
     return (kind, 0, quantity)
 
 

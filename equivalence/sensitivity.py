@@ -30,6 +30,7 @@ _CROSS_CUTTING_CASES: dict[str, Case] = {
     "activation-swapped": Case("strided-cnn", 0, 4),
     "gelu-tanh": Case("transformer-tiny", 0, 4),
     "l2-halved": Case("kinds-cnn", 0, 4),
+    "loss-weights-ignored": Case("wide-deep", 0, 4),
     "adam-eps-inside-sqrt": Case("lenet", 0, 4, steps=1),
 }
 

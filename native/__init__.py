@@ -56,7 +56,7 @@ from zoo.specs import OPTIMIZERS as SPEC_OPTIMIZERS
 
 if TYPE_CHECKING:
     from native.protocol import Apply, Framework
-    from zoo.losses import Objective
+    from zoo.losses import Heads, Objective
     from zoo.specs import ModelSpec
 
 FRAMEWORKS = ("jax", "tensorflow", "torch", "mxnet", "mxnet-hybrid")
@@ -152,12 +152,13 @@ def load_apply(framework: str, spec: ModelSpec) -> Apply:
 
 
 @functools.cache
-def objective_of(apply: Apply) -> Objective:
+def objective_of(apply: Apply) -> Objective | Heads:
     """The loss a pass of ``load_apply`` trains with (its spec's
-    ``Workload.objective``), which every ``common.loss`` takes; looked up
-    once per pass, not in every (timed) training step."""
+    ``ModelSpec.objective``: ``Heads`` for several outputs), which every
+    ``common.loss`` takes; looked up once per pass, not in every (timed)
+    training step."""
     spec: ModelSpec = apply.keywords["spec"]  # type: ignore[attr-defined]
-    return spec.workload.objective
+    return spec.objective
 
 
 @functools.cache

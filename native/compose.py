@@ -93,10 +93,15 @@ def apply(
 ) -> Tensor:
     """The model's outputs (logits) for input batch ``x`` in ``ops``'
     framework and layout; with ``training``, as a training step computes
-    them (see the module docstring)."""
-    h = x
-    outputs: dict[str, Tensor] = {INPUT: x}
-    positions = _positions(spec, x) if PERTURB_SEED else {}
+    them (see the module docstring).  A model with several inputs takes
+    the tuple of them in its order (``ModelSpec.input_names``), and one
+    with several outputs gives the tuple of them (``ModelSpec.heads``)."""
+    several = isinstance(x, tuple)
+    h = x[0] if several else x
+    outputs: dict[str, Tensor] = (
+        dict(zip(spec.input_names, x, strict=True)) if several else {INPUT: x}
+    )
+    positions = _positions(spec, h) if PERTURB_SEED else {}
     if PERTURB_SEED:
         params = _gradients_perturbed(ops, params, spec, positions)
     for index, layer in enumerate(spec.layers):
@@ -121,7 +126,11 @@ def apply(
         if layer.kind != "flatten":  # see ModelSpec.tapped_layers
             h = tap(layer.name, h)
         outputs[layer.name] = h
-    return ops.outputs(h, spec)
+    if len(spec.heads) > 1:
+        return tuple(
+            ops.outputs(outputs[head.layer], len(head.shape)) for head in spec.heads
+        )
+    return ops.outputs(h, len(spec.heads[0].shape))
 
 
 def _gradients_perturbed(

@@ -236,6 +236,14 @@ def _adam_eps_inside_sqrt(
     return dataclasses.replace(spec, workload=workload), dict(weights)
 
 
+def _loss_weights_ignored(
+    spec: ModelSpec, weights: Mapping[str, np.ndarray]
+) -> tuple[ModelSpec, Weights]:
+    # Each output's loss summed as it is, the model's loss_weights dropped.
+    workload = dataclasses.replace(spec.workload, loss_weights=())
+    return dataclasses.replace(spec, workload=workload), dict(weights)
+
+
 def _l2_halved(
     spec: ModelSpec, weights: Mapping[str, np.ndarray]
 ) -> tuple[ModelSpec, Weights]:
@@ -291,6 +299,13 @@ _OF_TRAINING = (
         lambda s: any(l2 for _, _, l2 in s.penalties),
         lambda s: Location("loss", "loss"),
         _l2_halved,
+    ),
+    Fault(
+        "loss-weights-ignored",
+        "a model's several outputs' losses summed without its loss_weights",
+        lambda s: any(h.weight != 1 for h in s.heads),
+        lambda s: Location("loss", "loss"),
+        _loss_weights_ignored,
     ),
     Fault(
         "adam-eps-inside-sqrt",

@@ -82,8 +82,9 @@ class Ops(Protocol):
         explicit (JAX's key, TensorFlow's stateless seed), ``index`` the
         layer's, folded in."""
 
-    def outputs(self, h: Tensor, spec: ModelSpec) -> Tensor:
-        """The model's output ``h`` in Keras' element order: an image (an
+    def outputs(self, h: Tensor, rank: int) -> Tensor:
+        """A model's output ``h``, of ``rank`` axes per example (its
+        ``zoo.specs.Head``'s shape), in Keras' element order: an image (an
         output per pixel) ``(N, C, H, W) -> (N, H, W, C)`` in a channels-first
         layout, anything else as it is; so the loss, the exported outputs and
         the timed predictions read every layout alike (``native.compose``)."""

@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass
 
 from workers.paths import PATHS
-from zoo.specs import EXAMPLE_MODELS, MODELS
+from zoo.specs import EXAMPLE_MODELS, MODELS, SHAPE_MODELS
 
 TIERS = ("fast", "full")
 # The one framework the fast tier sends a command through end to end (the
@@ -52,6 +52,7 @@ KIND_MODELS = (
     "kinds-cnn",
     "kinds-seq",
     *EXAMPLE_MODELS,
+    *SHAPE_MODELS,  # several inputs and outputs (``zoo.specs.SHAPE_MODELS``)
 )
 
 

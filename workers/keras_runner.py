@@ -40,7 +40,8 @@ from workers.protocol import (
     check_dropout,
     check_training,
 )
-from zoo.losses import keras_loss
+from zoo import packing
+from zoo.losses import keras_loss, total
 from zoo.optimizers import keras_optimizer
 from zoo.specs import ModelSpec
 
@@ -77,13 +78,32 @@ class KerasRunner:
     def _model(
         self, spec: ModelSpec, weights: Mapping[str, np.ndarray], x: np.ndarray
     ) -> Any:
-        model = self.models.build(spec, input_shape=tuple(x.shape[1:]))
+        shape = None if spec.more_inputs else tuple(x.shape[1:])
+        model = self.models.build(spec, input_shape=shape)
         self.models.set_weights(model, spec, weights)
         return model
 
     def _loss_fn(self, spec: ModelSpec) -> Any:
-        """Keras' own loss object for the spec's ``Workload.objective``."""
-        return keras_loss(self.keras, spec.workload.objective)
+        """Keras' own loss object for the spec's ``Workload.objective``; for
+        several outputs, ``(targets, outputs) ->`` the sum of each output's
+        Keras loss object times its weight, as ``compile`` adds them."""
+        if len(spec.heads) == 1:
+            return keras_loss(self.keras, spec.workload.objective)
+        each = [keras_loss(self.keras, h.objective) for h in spec.heads]
+        goal = spec.objective
+        return lambda ys, outs: total(
+            lambda out, y, i: each[i](y, out), outs, ys, _indexed(goal)
+        )
+
+    def _compile_loss(self, spec: ModelSpec) -> dict[str, Any]:
+        """``compile``'s loss arguments as a user writes them: one loss
+        object, or a list of them with ``loss_weights``."""
+        if len(spec.heads) == 1:
+            return {"loss": self._loss_fn(spec)}
+        return {
+            "loss": [keras_loss(self.keras, h.objective) for h in spec.heads],
+            "loss_weights": [h.weight for h in spec.heads],
+        }
 
     def evaluate(
         self,
@@ -94,7 +114,9 @@ class KerasRunner:
     ) -> tuple[np.ndarray, float, dict[str, np.ndarray]]:
         model = self._model(spec, weights, x)
         loss_fn = self._loss_fn(spec)
-        logits, loss, grads = _GRADS[self.backend](model, loss_fn, x, y)
+        logits, loss, grads = _GRADS[self.backend](
+            model, loss_fn, fed(spec, x), targeted(spec, y)
+        )
         if spec.dropout:  # after: a training pass updates the moving statistics
             self._check_dropout(model, spec, x)
         by_variable = dict(
@@ -109,7 +131,7 @@ class KerasRunner:
             for p in spec.params
             if p.trainable  # a batch normalization's statistics get none
         }
-        return np.asarray(logits), float(loss), canonical
+        return packing.outputs(spec, logits, np.asarray), float(loss), canonical
 
     def _check_dropout(self, model: Any, spec: ModelSpec, x: np.ndarray) -> None:
         """A ValueError unless every dropout, at its rate in one training
@@ -121,10 +143,13 @@ class KerasRunner:
             ends += [keras_layer.input, keras_layer.output]
         probe = self.keras.Model(model.inputs, ends)
         ops = self.keras.ops
-        values = [
-            ops.convert_to_numpy(v)
-            for v in probe(ops.convert_to_tensor(x), training=True)
-        ]
+        given = fed(spec, x)
+        tensors = (
+            [ops.convert_to_tensor(a) for a in given]
+            if isinstance(given, list)
+            else ops.convert_to_tensor(given)
+        )
+        values = [ops.convert_to_numpy(v) for v in probe(tensors, training=True)]
         for i, layer in enumerate(layers):
             problem = check_dropout(
                 layer.name, layer.options.rate, values[2 * i], values[2 * i + 1]
@@ -138,7 +163,7 @@ class KerasRunner:
         model = self._model(spec, weights, x)
         optimizer = keras_optimizer(self.keras, spec.workload)
         model.compile(
-            optimizer=optimizer, loss=self._loss_fn(spec), **self.compile_args
+            optimizer=optimizer, **self._compile_loss(spec), **self.compile_args
         )
         self._check_mode(model, spec)
         return model
@@ -180,20 +205,21 @@ class KerasRunner:
             )
 
         if self.level != "fit":
+            _one_input_and_output(spec, self.level)
             return keras_levels.trainer(
                 self.keras, self.level, model, xs, ys, check=check
             )
         batch = xs.shape[1]
-        x_all = xs.reshape(-1, *xs.shape[2:])
-        y_all = ys.reshape(-1, *ys.shape[2:])
+        x_all = fed(spec, xs.reshape(-1, *xs.shape[2:]))
+        y_all = targeted(spec, ys.reshape(-1, *ys.shape[2:]))
         probe = model.trainable_variables[-1]
 
         def run(n: int) -> None:
             if n > xs.shape[0]:
                 raise ValueError(f"asked for {n} steps but only {xs.shape[0]} batches")
             model.fit(
-                x_all[: n * batch],
-                y_all[: n * batch],
+                _first(x_all, n * batch),
+                _first(y_all, n * batch),
                 batch_size=batch,
                 epochs=1,
                 shuffle=False,
@@ -208,10 +234,18 @@ class KerasRunner:
         """The mean loss of one batch at the model's current weights (a plain
         forward pass: nothing compiled, no optimizer step)."""
         ops = self.keras.ops
-        logits = model(ops.convert_to_tensor(x), training=False)
-        loss = _with_penalty(
-            model, self._loss_fn(spec)(ops.convert_to_tensor(y), logits)
+        given, wanted = fed(spec, x), targeted(spec, y)
+        convert = ops.convert_to_tensor
+        logits = model(
+            [convert(a) for a in given] if isinstance(given, list) else convert(given),
+            training=False,
         )
+        goal = (
+            [convert(a) for a in wanted]
+            if isinstance(wanted, list)
+            else convert(wanted)
+        )
+        loss = _with_penalty(model, self._loss_fn(spec)(goal, logits))
         return float(np.asarray(ops.convert_to_numpy(loss)))
 
     def _params(self, model: Any, spec: ModelSpec) -> dict[str, np.ndarray]:
@@ -230,14 +264,17 @@ class KerasRunner:
         the last call's outputs hold NaN or inf."""
         model = self._in_mode(self._model(spec, weights, xs[0]), spec)
         if self.level != "fit":
+            _one_input_and_output(spec, self.level)
             return keras_levels.predictor(self.keras, self.level, model, xs)
         batch = xs.shape[1]
-        x_all = xs.reshape(-1, *xs.shape[2:])
+        x_all = fed(spec, xs.reshape(-1, *xs.shape[2:]))
 
         def run() -> Any:
             return model.predict(x_all, batch_size=batch, verbose=0)
 
         def to_numpy(outputs: Any) -> list[np.ndarray]:
+            if len(spec.heads) > 1:  # one array per output: packed as one
+                return [packing.outputs(spec, outputs, np.asarray)]
             if isinstance(outputs, list | tuple):
                 return [np.asarray(o) for o in outputs]
             return [np.asarray(outputs)]
@@ -255,7 +292,7 @@ class KerasRunner:
             model.inputs, [model.get_layer(n).output for n in names]
         )
         self._in_mode(probe, spec)  # the layers as the mode runs them
-        outputs = listed(probe.predict_on_batch(x))
+        outputs = listed(probe.predict_on_batch(fed(spec, x)))
         return dict(zip(names, outputs, strict=True)), None
 
     def session(self, spec: ModelSpec, weights: Mapping[str, np.ndarray]) -> Session:
@@ -304,7 +341,7 @@ class Session:
         """One optimizer step; returns the loss at the parameters before it."""
         model = self._built(x)
         model.reset_metrics()  # the loss tracker is a running mean across calls
-        loss = model.train_on_batch(x, y)
+        loss = model.train_on_batch(fed(self.spec, x), targeted(self.spec, y))
         return float(loss if np.ndim(loss) == 0 else loss[0])
 
     def params(self) -> dict[str, np.ndarray]:
@@ -313,7 +350,42 @@ class Session:
         return self.runner._params(self._model, self.spec)
 
     def logits(self, x: np.ndarray) -> np.ndarray:
-        return np.asarray(self._built(x).predict_on_batch(x))
+        outputs = self._built(x).predict_on_batch(fed(self.spec, x))
+        return packing.outputs(self.spec, outputs, np.asarray)
+
+
+def fed(spec: ModelSpec, x: np.ndarray) -> Any:
+    """What a Keras model of ``spec`` is fed for the (packed) inputs ``x``:
+    ``x``, or the list of the model's inputs (``zoo.packing``)."""
+    return list(packing.split_inputs(spec, x)) if spec.more_inputs else x
+
+
+def targeted(spec: ModelSpec, y: np.ndarray) -> Any:
+    """The targets ``fit`` and the losses take: ``y``, or a list of each
+    output's targets."""
+    return list(packing.split_targets(spec, y)) if len(spec.heads) > 1 else y
+
+
+def _first(given: Any, n: int) -> Any:
+    """The first ``n`` examples of an array, or of each array of a list."""
+    return [a[:n] for a in given] if isinstance(given, list) else given[:n]
+
+
+def _indexed(goal: Any) -> Any:
+    """``goal`` (``zoo.losses.Heads``) with each objective replaced by its
+    output's index, for a loss function that looks its loss object up."""
+    return type(goal)(tuple(range(len(goal.objectives))), goal.weights)
+
+
+def _one_input_and_output(spec: ModelSpec, level: str) -> None:
+    """A ValueError in one sentence for a model with several inputs or
+    outputs at a Keras level other than ``fit``, whose closures take one
+    array of each."""
+    if spec.more_inputs or len(spec.heads) > 1:
+        raise ValueError(
+            f"the Keras level {level!r} feeds one input and one target array, and "
+            f"{spec.name} has several inputs or outputs; its fit level times it"
+        )
 
 
 def listed(outputs: Any) -> list[np.ndarray]:
@@ -332,6 +404,13 @@ def _with_penalty(model: Any, loss: Any, losses: Any = None) -> Any:
     them: the loss a training step minimizes and ``fit`` reports."""
     terms = list(model.losses if losses is None else losses)
     return loss + sum(terms[1:], terms[0]) if terms else loss
+
+
+def _each(logits: Any, to_numpy: Any) -> Any:
+    """A model's output as NumPy: one array, or a list of one per output."""
+    if isinstance(logits, list | tuple):
+        return [to_numpy(t) for t in logits]
+    return to_numpy(logits)
 
 
 def _grads_jax(
@@ -353,7 +432,7 @@ def _grads_jax(
     # at batch 2: 11.3 s against 2.0 s) for the same bits.
     grad = jax.jit(jax.value_and_grad(loss_of, has_aux=True))
     (loss, logits), grads = grad(trainable, x, y)
-    return np.asarray(logits), float(loss), grads
+    return _each(logits, np.asarray), float(loss), grads
 
 
 def _grads_tensorflow(
@@ -365,7 +444,7 @@ def _grads_tensorflow(
         logits = model(x, training=training)
         loss = _with_penalty(model, loss_fn(y, logits))
     grads = tape.gradient(loss, [v.value for v in model.trainable_variables])
-    return logits.numpy(), float(loss), grads
+    return _each(logits, lambda t: t.numpy()), float(loss), grads
 
 
 def _grads_torch(
@@ -376,7 +455,7 @@ def _grads_torch(
     logits = model(x, training=training)
     loss = _with_penalty(model, loss_fn(y, logits))
     grads = torch.autograd.grad(loss, [v.value for v in model.trainable_variables])
-    return logits.detach().cpu().numpy(), float(loss.item()), grads
+    return _each(logits, lambda t: t.detach().cpu().numpy()), float(loss.item()), grads
 
 
 _GRADS = {"jax": _grads_jax, "tensorflow": _grads_tensorflow, "torch": _grads_torch}

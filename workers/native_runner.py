@@ -30,6 +30,7 @@ from workers.protocol import (
     check_dropout,
     check_training,
 )
+from zoo import packing
 from zoo.specs import ModelSpec
 
 Batch = tuple[Tensor, Tensor]
@@ -70,10 +71,26 @@ class NativeRunner:
         native = {k: self.fw.to_numpy(a) for k, a in self.fw.arrays(params).items()}
         return layout.to_canonical(spec, native, self.fw.LAYOUT)
 
-    def batches(self, xs: np.ndarray, ys: np.ndarray) -> list[Batch]:
+    def batches(self, spec: ModelSpec, xs: np.ndarray, ys: np.ndarray) -> list[Batch]:
         """Stacked canonical mini-batches, resident on the device."""
-        fw = self.fw
-        return [(fw.to_input(x), fw.to_labels(y)) for x, y in zip(xs, ys, strict=True)]
+        return [
+            (self.feed(spec, x), self.labels(spec, y))
+            for x, y in zip(xs, ys, strict=True)
+        ]
+
+    def feed(self, spec: ModelSpec, x: np.ndarray) -> Any:
+        """One canonical batch of inputs, resident on the device: one tensor,
+        or the tuple of the model's inputs (``zoo.packing``)."""
+        return packing.inputs(spec, x, self.fw.to_input)
+
+    def labels(self, spec: ModelSpec, y: np.ndarray) -> Any:
+        """One canonical batch of targets, resident: one tensor, or each
+        output's (``zoo.packing``)."""
+        return packing.targets(spec, y, self.fw.to_labels)
+
+    def read(self, spec: ModelSpec, outputs: Any) -> np.ndarray:
+        """A pass's outputs as one NumPy array (several packed)."""
+        return packing.outputs(spec, outputs, self.fw.to_numpy)
 
     def evaluate(
         self,
@@ -87,8 +104,8 @@ class NativeRunner:
         logits, loss, grads = fw.loss_and_grads(
             load_apply(self.framework, spec),
             self.init(spec, weights),
-            fw.to_input(x),
-            fw.to_labels(y),
+            self.feed(spec, x),
+            self.labels(spec, y),
         )
         if spec.dropout:
             self._check_dropout(spec, weights, x)
@@ -97,7 +114,7 @@ class NativeRunner:
         trained = spec.trainable_names()
         native = {name: fw.to_numpy(g) for name, g in grads.items() if name in trained}
         return (
-            fw.to_numpy(logits),
+            self.read(spec, logits),
             float(fw.to_numpy(loss).item()),
             layout.to_canonical(spec, native, fw.LAYOUT),
         )
@@ -115,7 +132,7 @@ class NativeRunner:
 
         apply = load_apply(self.framework, spec)
         arrays = fw.arrays(self.init(spec, weights))
-        apply(arrays, fw.to_input(x), tap=record, training=True)
+        apply(arrays, self.feed(spec, x), tap=record, training=True)
         for layer in spec.layers:
             if layer.kind == "dropout" and layer.options.rate:
                 given, got = taps[f"{layer.name}/input"], taps[layer.name]
@@ -143,7 +160,7 @@ class NativeRunner:
 
         error = None
         try:
-            apply(arrays, fw.to_input(x), tap=record)
+            apply(arrays, self.feed(spec, x), tap=record)
         except Exception as exc:  # a faulty pass may fail; keep the layers before
             error = f"{type(exc).__name__}: {exc}"
         return taps, error
@@ -160,7 +177,7 @@ class NativeRunner:
         parameters, checked for NaN and inf."""
         fw, apply = self.fw, load_apply(self.framework, spec)
         state = self.train_state(spec, weights)
-        batches = self.batches(xs, ys)
+        batches = self.batches(spec, xs, ys)
 
         def step(x: Tensor, y: Tensor) -> TrainState:
             nonlocal state
@@ -171,7 +188,7 @@ class NativeRunner:
             params = fw.state_params(state)
             x, y = batches[max(steps, 1) - 1]
             outputs = self.plain.inference(apply, params, x)
-            loss = fw.loss(outputs, y, spec.workload.objective)
+            loss = fw.loss(outputs, y, spec.objective)
             return check_training(
                 float(fw.to_numpy(loss).item()), self.export(spec, params)
             )
@@ -191,7 +208,7 @@ class NativeRunner:
         ``python -m harness selfcheck`` times."""
         fw, apply = self.fw, load_apply(self.framework, spec)
         state = self.train_state(spec, weights)
-        batches = self.batches(xs, ys)
+        batches = self.batches(spec, xs, ys)
 
         def direct(n: int) -> None:
             nonlocal state
@@ -213,7 +230,9 @@ class NativeRunner:
         (``native.<framework>.idiomatic``), for the floors benchmark."""
         idiomatic = importlib.import_module(f"native.{self.framework}.idiomatic")
         arrays = layout.to_native(spec, weights, self.fw.LAYOUT)
-        return self._stepper(self.batches(xs, ys), idiomatic.make_step(spec, arrays))
+        return self._stepper(
+            self.batches(spec, xs, ys), idiomatic.make_step(spec, arrays)
+        )
 
     def _stepper(
         self, batches: list[Batch], step: Callable[[Tensor, Tensor], Any]
@@ -238,7 +257,7 @@ class NativeRunner:
         return; ``run.nonfinite()``: whether its last logits hold NaN or inf."""
         fw, apply = self.fw, load_apply(self.framework, spec)
         params = self.init(spec, weights)
-        inputs = [fw.to_input(x) for x in xs]
+        inputs = [self.feed(spec, x) for x in xs]
 
         def run() -> list[Tensor]:
             outputs = [fw.inference(apply, params, x) for x in inputs]
@@ -246,7 +265,7 @@ class NativeRunner:
             return outputs
 
         def to_numpy(outputs: list[Tensor]) -> list[np.ndarray]:
-            return [fw.to_numpy(o) for o in outputs]
+            return [self.read(spec, o) for o in outputs]
 
         return Predictor(run, to_numpy)
 
@@ -279,7 +298,7 @@ class Session:
         """One optimizer step; returns the loss at the parameters before it
         (computed by a separate forward pass, or NaN when not asked for)."""
         fw = self.fw
-        xt, yt = fw.to_input(x), fw.to_labels(y)
+        xt, yt = self.runner.feed(self.spec, x), self.runner.labels(self.spec, y)
         loss = math.nan
         if with_loss:
             params = fw.state_params(self.state)
@@ -291,7 +310,7 @@ class Session:
                 # the penalty on every native path, float64 references
                 # included, finding 6ece828580)
                 logits, _ = train_forward(self.apply, fw.arrays(params), xt)
-                value = fw.loss(logits, yt, self.spec.workload.objective)
+                value = fw.loss(logits, yt, self.spec.objective)
                 if penalties := penalties_of(self.apply):
                     value = value + fw.penalty(fw.arrays(params), penalties)
             else:
@@ -306,6 +325,7 @@ class Session:
 
     def logits(self, x: np.ndarray) -> np.ndarray:
         params = self.fw.state_params(self.state)
-        return self.fw.to_numpy(
-            self.fw.inference(self.apply, params, self.fw.to_input(x))
+        return self.runner.read(
+            self.spec,
+            self.fw.inference(self.apply, params, self.runner.feed(self.spec, x)),
         )

@@ -52,7 +52,7 @@ from workers import launch, numerics, protocol, runs, timing
 from workers import messages as m
 from workers.paths import PathInfo, get_path
 from workers.protocol import NativeOnly, Runner
-from zoo import files, user_models
+from zoo import files, packing, user_models
 from zoo.arrays import digest, load_npz, save_npz
 from zoo.models import get_spec
 from zoo.specs import ModelSpec, without_dropout
@@ -211,6 +211,12 @@ class Tasks:
             self.spec, self.weights, data["x"][i], data["y"][i]
         )
         arrays = {"logits": logits, "loss": np.asarray(loss)}
+        # Several outputs: each judged on its own too (``logits:<layer>``),
+        # so a small output's error does not hide in a larger one's norm.
+        arrays.update(
+            (f"logits:{name}", a)
+            for name, a in packing.per_output(self.spec, logits).items()
+        )
         arrays.update({f"grad:{name}": g for name, g in grads.items()})
         save_npz(request.out, arrays)
         return m.ArraysAnswer(arrays=request.out)

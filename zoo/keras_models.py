@@ -18,7 +18,7 @@ import keras
 import numpy as np
 
 from zoo.kinds import KINDS
-from zoo.specs import INPUT, ModelSpec, Param, layer_inputs
+from zoo.specs import ModelSpec, Param, layer_inputs
 
 
 def build(spec: ModelSpec, input_shape: tuple[int, ...] | None = None) -> keras.Model:
@@ -26,12 +26,23 @@ def build(spec: ModelSpec, input_shape: tuple[int, ...] | None = None) -> keras.
     layers only (so it saves as a ``.keras`` file ``--model`` reads back);
     ``input_shape`` overrides the spec's (a different LSTM sequence length,
     for instance).  A model whose first layer is an embedding takes int32
-    token ids."""
+    token ids.  A model with several inputs or outputs is built with a
+    ``keras.Input`` per input, named as the spec names it, and the list of
+    its outputs in order."""
     shape = input_shape or spec.input_shape
-    dtype = "int32" if spec.tokens else "float32"
-    inputs = keras.Input(shape=shape, dtype=dtype, name=INPUT)
-    h = inputs
-    outputs: dict[str, keras.KerasTensor] = {INPUT: inputs}
+    shapes = (shape, *spec.input_shapes[1:])
+    inputs = [
+        keras.Input(
+            shape=given,
+            dtype="int32" if spec.input_tokens(name) else "float32",
+            name=name,
+        )
+        for name, given in zip(spec.input_names, shapes, strict=True)
+    ]
+    h = inputs[0]
+    outputs: dict[str, keras.KerasTensor] = dict(
+        zip(spec.input_names, inputs, strict=True)
+    )
     for layer, (given, _) in zip(spec.layers, layer_inputs(spec, shape), strict=True):
         kind = KINDS[layer.kind]
         block = kind.keras(keras, layer, given)
@@ -42,7 +53,12 @@ def build(spec: ModelSpec, input_shape: tuple[int, ...] | None = None) -> keras.
         else:
             h = block(tensors[0]) if kind.takes == 1 else block(tensors)
         outputs[layer.name] = h
-    return keras.Model(inputs, h, name=spec.name)
+    if len(spec.heads) > 1 or spec.more_inputs:
+        given = [outputs[head.layer] for head in spec.heads]
+        return keras.Model(
+            inputs, given if len(given) > 1 else given[0], name=spec.name
+        )
+    return keras.Model(inputs[0], h, name=spec.name)
 
 
 def variable(model: keras.Model, param: Param) -> keras.Variable:

@@ -86,6 +86,37 @@ LOSSES: dict[str, Loss] = {
     "mean_absolute_error": Loss("real", 1, None, "MeanAbsoluteError", 3, False),
 }
 DEFAULT = Objective()
+
+
+class Heads(NamedTuple):
+    """The loss of a model with several outputs, as Keras compiles one: a
+    loss per output (``objectives``, in the model's output order) and its
+    weight (Keras' ``loss_weights``, 1 where none is given); the training
+    loss is the sum of each output's loss times its weight.  Hashable, as
+    ``Objective``."""
+
+    objectives: tuple[Objective, ...]
+    weights: tuple[float, ...]
+
+
+def total(of: Any, outputs: Any, targets: Any, goal: Objective | Heads) -> Any:
+    """The training loss of ``outputs`` against ``targets`` under ``goal``,
+    with ``of(outputs, targets, objective)`` one framework's loss of one
+    output: that loss for one output; for several (``Heads``; ``outputs``
+    and ``targets`` tuples in the model's output order) the sum of each
+    output's loss times its weight, as Keras adds them (framework-free:
+    only ``*`` and ``+`` on the framework's tensors)."""
+    if not isinstance(goal, Heads):
+        return of(outputs, targets, goal)
+    summed: Any = None
+    for objective, weight, out, target in zip(
+        goal.objectives, goal.weights, outputs, targets, strict=True
+    ):
+        value = of(out, target, objective) * weight
+        summed = value if summed is None else summed + value
+    return summed
+
+
 # The names Keras takes for each (``keras.losses.get``): a string, or the
 # ``config`` of a loss function saved by reference.
 _ALIASES = {

@@ -68,7 +68,7 @@ from zoo.kinds.base import (
     window_out,
 )
 from zoo.losses import DEFAULT as DEFAULT_OBJECTIVE
-from zoo.losses import Objective
+from zoo.losses import Heads, Objective
 from zoo.optimizers import OPTIMIZERS as OPTIMIZER_RECORDS
 from zoo.optimizers import Schedule
 
@@ -124,6 +124,8 @@ _QUIET_OPTIONS = (
     "global_clipnorm",
     "clipvalue",
     "schedule",
+    "losses",
+    "loss_weights",
 )
 
 
@@ -175,6 +177,11 @@ class Workload:
     global_clipnorm: float = 0.0
     clipvalue: float = 0.0
     schedule: Schedule | None = None
+    # A model with several outputs (``ModelSpec.outputs``): a loss per output
+    # in their order (empty: ``loss`` for every output, as Keras applies one
+    # loss given for all) and Keras' ``loss_weights`` (empty: 1 each).
+    losses: tuple[Objective, ...] = ()
+    loss_weights: tuple[float, ...] = ()
 
     @property
     def objective(self) -> Objective:
@@ -195,8 +202,46 @@ class Workload:
 
 
 @dataclass(frozen=True)
+class ModelInput:
+    """An input of a model beyond its first (``INPUT``, of ``input_shape``):
+    its name, which a layer's ``inputs`` gives to take it, and its shape
+    without the batch."""
+
+    name: str
+    shape: Shape
+
+
+@dataclass(frozen=True)
+class Head:
+    """One output of a model: the layer that gives it, the loss it trains
+    on and that loss's weight in the total (``Workload.loss_weights``), and
+    its shape per example (a row, or a row per step or pixel)."""
+
+    layer: str
+    objective: Objective
+    weight: float
+    shape: Shape
+
+    @property
+    def positions(self) -> Shape:
+        """Its positions per example, each a row with a target of its own:
+        ``()`` for one row, ``(T,)`` per step, ``(H, W)`` per pixel."""
+        return self.shape[:-1]
+
+
+# ModelSpec fields its repr leaves out at their default, so the verdict keys
+# of models with one input and one output (``harness.core.gate``) stay.
+_QUIET_SPEC = ("more_inputs", "outputs")
+
+
+@dataclass(frozen=True)
 class ModelSpec:
-    """Everything a path needs to build and feed one model, with no framework."""
+    """Everything a path needs to build and feed one model, with no framework.
+
+    A model takes one input (``input_shape``, named ``INPUT``) or several
+    (``more_inputs`` after it), and gives the output of its last layer, or
+    of the layers ``outputs`` names, in that order (``heads``: each with its
+    loss)."""
 
     name: str
     input_shape: tuple[int, ...]
@@ -210,11 +255,56 @@ class ModelSpec:
     # A file of fixed canonical weights (a user's ``.keras`` model, through
     # ``zoo.user_models``); empty: weights are drawn from a seed (``zoo.weights``).
     weights: str = field(default="", repr=False)
+    more_inputs: tuple[ModelInput, ...] = ()
+    outputs: tuple[str, ...] = ()  # empty: the last layer's output
     params: tuple[Param, ...] = field(init=False)
+    heads: tuple[Head, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", _derive_params(self))
         object.__setattr__(self, "module", self.module or self.name)
+
+    def __repr__(self) -> str:
+        shown = [
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f in fields(self)
+            if f.repr and (f.name not in _QUIET_SPEC or getattr(self, f.name))
+        ]
+        return f"ModelSpec({', '.join(shown)})"
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """The names of the model's inputs, in the order it takes them."""
+        return (INPUT, *(i.name for i in self.more_inputs))
+
+    @property
+    def input_shapes(self) -> tuple[Shape, ...]:
+        """The shapes of the model's inputs (no batch), in order."""
+        return (self.input_shape, *(i.shape for i in self.more_inputs))
+
+    @property
+    def objective(self) -> Objective | Heads:
+        """What every path's loss takes: the workload's objective for one
+        output, ``Heads`` (each output's loss and weight) for several."""
+        if len(self.heads) == 1:
+            return self.workload.objective
+        return Heads(
+            tuple(h.objective for h in self.heads),
+            tuple(h.weight for h in self.heads),
+        )
+
+    def input_tokens(self, name: str) -> int:
+        """How many token ids input ``name`` draws from when embeddings take
+        it (the smallest table's), 0 when it is floats."""
+        tables = [
+            layer.options.input_dim
+            for i, layer in enumerate(self.layers)
+            if layer.kind == "embedding"
+            and (
+                name in layer.inputs or (i == 0 and not layer.inputs and name == INPUT)
+            )
+        ]
+        return min(tables, default=0)
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -329,8 +419,10 @@ class ModelSpec:
         dense layer take 28 rows and no other).  Token ids ``(T,)`` are
         checked at their own length only, as the transformer always was."""
         fixing = ("flatten", "reshape", "permute")
-        return len(self.input_shape) == 2 and all(
-            layer.kind not in fixing for layer in self.layers
+        return (
+            not self.more_inputs
+            and len(self.input_shape) == 2
+            and all(layer.kind not in fixing for layer in self.layers)
         )
 
     @property
@@ -387,7 +479,9 @@ def _walk(
     merge's input shape is its first input's."""
     return [
         (given[0], out)
-        for given, out in _walk_all(spec.layers, spec.input_shape, input_shape, until)
+        for given, out in _walk_all(
+            spec.layers, spec.input_shape, input_shape, until, spec.more_inputs
+        )
     ]
 
 
@@ -396,10 +490,12 @@ def _walk_all(
     model_input: tuple[int, ...],
     input_shape: tuple[int, ...] | None = None,
     until: str | None = None,
+    more_inputs: tuple[ModelInput, ...] = (),
 ) -> list[tuple[tuple[Shape, ...], Shape]]:
     """Each layer's (shapes of what it takes, output shape) in order."""
     shape = model_input if input_shape is None else input_shape
     outputs: dict[str, tuple[int, ...]] = {INPUT: shape}
+    outputs.update((i.name, i.shape) for i in more_inputs)
     shapes: list[tuple[tuple[Shape, ...], Shape]] = []
     for layer in layers:
         given = tuple(outputs[n] for n in layer.inputs) if layer.inputs else (shape,)
@@ -409,6 +505,18 @@ def _walk_all(
         shapes.append((given, out))
         outputs[layer.name] = shape = out
     return shapes
+
+
+def layer_outputs(
+    layers: tuple[Layer, ...],
+    input_shape: tuple[int, ...],
+    more_inputs: tuple[ModelInput, ...] = (),
+) -> dict[str, Shape]:
+    """Each layer's output shape (no batch) by name, for a model of
+    ``layers`` taking inputs of ``input_shape`` and ``more_inputs``; a
+    ValueError where a layer cannot take what it is given."""
+    walked = _walk_all(layers, input_shape, None, None, more_inputs)
+    return {layer.name: out for layer, (_, out) in zip(layers, walked, strict=True)}
 
 
 def final_shape(
@@ -433,7 +541,9 @@ def layer_inputs(
     spec: ModelSpec, input_shape: tuple[int, ...] | None = None
 ) -> tuple[tuple[tuple[Shape, ...], Shape], ...]:
     """Each layer's (shapes of everything it takes, output shape), in order."""
-    return tuple(_walk_all(spec.layers, spec.input_shape, input_shape))
+    return tuple(
+        _walk_all(spec.layers, spec.input_shape, input_shape, None, spec.more_inputs)
+    )
 
 
 def input_of(spec: ModelSpec, name: str) -> tuple[int, ...]:
@@ -516,10 +626,12 @@ def _check_options(layer: Layer) -> None:
 
 
 def _check_graph(spec: ModelSpec) -> None:
-    """Every layer takes what exists before it (the model's input is
-    ``INPUT``), a merge two or more outputs (a ``subtract`` two), every
-    other kind one; an embedding takes the model's input (the token ids)."""
-    seen: set[str] = {INPUT}
+    """Every layer takes what exists before it (the model's inputs are
+    ``INPUT`` and ``more_inputs``), a merge two or more outputs (a
+    ``subtract`` two), every other kind one; an embedding takes a model's
+    input (the token ids)."""
+    _check_inputs(spec)
+    seen: set[str] = set(spec.input_names)
     for i, layer in enumerate(spec.layers):
         n = layer.name
         unknown = [name for name in layer.inputs if name not in seen]
@@ -543,35 +655,70 @@ def _check_graph(spec: ModelSpec) -> None:
                     else "a merge takes two or more, every other kind takes one"
                 )
             )
-        takes_input = layer.inputs == (INPUT,) or (i == 0 and not layer.inputs)
+        takes_input = (i == 0 and not layer.inputs) or (
+            len(layer.inputs) == 1 and layer.inputs[0] in spec.input_names
+        )
         if layer.kind == "embedding" and not takes_input:
             raise ValueError(
                 f"embedding layer {n!r} must take the model's input: it takes "
                 "the token ids"
             )
         seen.add(n)
-    readers = [
-        layer
-        for i, layer in enumerate(spec.layers)
-        if INPUT in layer.inputs or (i == 0 and not layer.inputs)
-    ]
-    embeds = [layer.kind == "embedding" for layer in readers]
-    if any(embeds) and not all(embeds):
-        raise ValueError(
-            f"{spec.name}'s input is token ids for its embeddings and floats for "
-            "its other layers that take it; it must be one or the other"
-        )
+    for name in spec.input_names:
+        readers = [
+            layer
+            for i, layer in enumerate(spec.layers)
+            if name in layer.inputs or (name == INPUT and i == 0 and not layer.inputs)
+        ]
+        embeds = [layer.kind == "embedding" for layer in readers]
+        if any(embeds) and not all(embeds):
+            what = f"{spec.name}'s input" + (f" {name!r}" if spec.more_inputs else "")
+            raise ValueError(
+                f"{what} is token ids for its embeddings and floats for "
+                "its other layers that take it; it must be one or the other"
+            )
+        if not readers:
+            raise ValueError(
+                f"{spec.name}'s input {name!r} feeds no layer; feed it to one "
+                "or remove it"
+            )
     _check_used(spec)
 
 
+def _check_inputs(spec: ModelSpec) -> None:
+    """The model's inputs and outputs are named once each: inputs apart from
+    every layer, outputs among the layers."""
+    names = spec.input_names
+    layers = {layer.name for layer in spec.layers}
+    clash = [n for n in names if n in layers] + [
+        n for i, n in enumerate(names) if n in names[:i]
+    ]
+    if clash:
+        raise ValueError(
+            f"{spec.name} names {clash[0]!r} twice among its inputs and layers; "
+            "each needs a name of its own"
+        )
+    for i in spec.more_inputs:
+        if not i.shape or any(not isinstance(n, int) or n < 1 for n in i.shape):
+            raise ValueError(
+                f"{spec.name}'s input {i.name!r} has shape {i.shape}; an input "
+                "needs one or more sizes of at least 1"
+            )
+    unknown = [n for n in spec.outputs if n not in layers]
+    if unknown or len(set(spec.outputs)) != len(spec.outputs):
+        what = f"{unknown[0]!r}, which is no layer" if unknown else "a layer twice"
+        raise ValueError(f"{spec.name}'s outputs name {what}")
+
+
 def _check_used(spec: ModelSpec) -> None:
-    """Every layer but the last feeds a later one: a layer whose output no
-    layer takes is not part of the model (Keras' functional model leaves it
-    out, and its parameters have no gradient), so it is refused."""
-    taken: set[str] = set()
+    """Every layer but the model's outputs (its last) feeds a later one: a
+    layer whose output no layer takes is not part of the model (Keras'
+    functional model leaves it out, and its parameters have no gradient),
+    so it is refused."""
+    taken: set[str] = set(output_names(spec))
     for before, layer in zip(spec.layers, spec.layers[1:], strict=False):
         taken.update(layer.inputs or (before.name,))
-    unused = [layer.name for layer in spec.layers[:-1] if layer.name not in taken]
+    unused = [layer.name for layer in spec.layers if layer.name not in taken]
     if unused:
         raise ValueError(
             f"layer {unused[0]!r} feeds no later layer, so it is not part of the "
@@ -615,11 +762,58 @@ def not_one_row(model: str, final: tuple[int, ...]) -> str:
 def output_positions(
     spec: ModelSpec, input_shape: tuple[int, ...] | None = None
 ) -> tuple[int, ...]:
-    """The positions of a model's output per example, each a row of
+    """The positions of a model's (first) output per example, each a row of
     ``classes`` outputs with a target of its own: ``()`` for one row,
     ``(T,)`` for a row per step, ``(H, W)`` per pixel (``input_shape``
     overrides the spec's: a shorter sequence)."""
-    return final_shape(spec.layers, input_shape or spec.input_shape)[:-1]
+    if input_shape is None or input_shape == spec.input_shape:
+        return spec.heads[0].positions
+    return final_shape(spec.layers, input_shape)[:-1]
+
+
+def output_names(spec: ModelSpec) -> tuple[str, ...]:
+    """The layers whose outputs the model gives, in order: ``outputs``, or
+    its last layer."""
+    return spec.outputs or (spec.layers[-1].name,) if spec.layers else spec.outputs
+
+
+def _heads(
+    spec: ModelSpec, walked: list[tuple[tuple[Shape, ...], Shape]]
+) -> tuple[Head, ...]:
+    """Each output with its loss, weight and shape, checked: an output of a
+    rank the loss is computed over, the first ``classes`` wide, a loss per
+    output that its width can train on."""
+    shapes = {
+        layer.name: out for layer, (_, out) in zip(spec.layers, walked, strict=True)
+    }
+    names = output_names(spec) or ("",)  # no layers: the input is the output
+    work = spec.workload
+    objectives = work.losses or (work.objective,) * len(names)
+    weights = work.loss_weights or (1.0,) * len(names)
+    if len(objectives) != len(names) or len(weights) != len(names):
+        raise ValueError(
+            f"{spec.name} gives {len(names)} output(s) and its workload names "
+            f"{len(objectives)} loss(es) and {len(weights)} loss weight(s); it "
+            "needs one of each per output"
+        )
+    heads = []
+    for i, (name, objective, weight) in enumerate(
+        zip(names, objectives, weights, strict=True)
+    ):
+        final = shapes.get(name, spec.input_shape)
+        what = spec.name if len(names) == 1 else f"{spec.name}'s output {name!r}"
+        if len(final) not in OUTPUT_RANKS:
+            raise ValueError(not_one_row(what, final))
+        if i == 0 and final[-1] != spec.classes:
+            raise ValueError(
+                f"{what} ends in shape {final} but says it gives "
+                f"{spec.classes} outputs per example"
+            )
+        if not (math.isfinite(weight) and weight >= 0):
+            raise ValueError(f"{what}'s loss weight is {weight}; it must be at least 0")
+        losses.check(objective, final[-1], what)
+        heads.append(Head(name, objective, float(weight), final))
+    return tuple(heads)
 
 
 def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
@@ -649,15 +843,7 @@ def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
         if layer.kind == "flatten" and len(given[0]) == 3:
             images[n] = (given[0][0], given[0][1], given[0][2])
     _check_penalties(spec, params)
-    final = walked[-1][1] if walked else spec.input_shape
-    if len(final) not in OUTPUT_RANKS:
-        raise ValueError(not_one_row(spec.name, final))
-    if final[-1] != spec.classes:
-        raise ValueError(
-            f"{spec.name} ends in shape {final} but says it gives "
-            f"{spec.classes} outputs per example"
-        )
-    losses.check(spec.workload.objective, spec.classes, spec.name)
+    object.__setattr__(spec, "heads", _heads(spec, walked))
     _check_size(spec, params)
     return tuple(params)
 
@@ -673,7 +859,7 @@ def _check_size(spec: ModelSpec, params: list[Param]) -> None:
             f"{spec.name} has {count:,} parameters ({_gib(count * 4)} in float32); "
             f"the tool takes models of at most {_gib(MAX_PARAM_BYTES)} of them"
         )
-    values = math.prod(spec.input_shape)
+    values = sum(math.prod(shape) for shape in spec.input_shapes)
     for layer, (shape, out) in zip(spec.layers, layer_shapes(spec), strict=True):
         values += math.prod(out)
         if layer.kind == "attention":  # every head's scores and weights
@@ -696,8 +882,13 @@ def _gib(size: int) -> str:
     return f"{size / (1 << 30):,.2f} GiB"
 
 
-def _dense(name: str, units: int, activation: str | None = "relu") -> Layer:
-    return Layer.of(name, "dense", units=units, activation=activation)
+def _dense(
+    name: str,
+    units: int,
+    activation: str | None = "relu",
+    inputs: tuple[str, ...] = (),
+) -> Layer:
+    return Layer.of(name, "dense", units=units, activation=activation, inputs=inputs)
 
 
 def vgg_layers(
@@ -1136,7 +1327,40 @@ VARIANTS: dict[str, ModelSpec] = {
         ),
         Workload("imdb", "adam", 0.001, 16),
     ),
+    # Several inputs and outputs (issue 78), as a Wide & Deep model with two
+    # heads is written: token ids embedded and pooled (the deep part) beside
+    # a row of floats (the wide part), joined; a class head and a score head,
+    # each with its own loss, the score's weighted 0.5 (``loss_weights``).
+    # SGD: Keras' other optimizers on TensorFlow step an embedding's sparse
+    # gradient wrongly (docs/findings/sparse-gradient-optimizers.md), which
+    # would hold keras-tensorflow back on this model in every tier.
+    "wide-deep": ModelSpec(
+        "wide-deep",
+        (6,),
+        3,
+        (
+            Layer.of("embed", "embedding", input_dim=30, output_dim=4),
+            Layer.of("pool", "global_avg_pool"),
+            _dense("deep", 8),
+            Layer.of("both", "concatenate", inputs=("deep", "wide")),
+            _dense("logits", 3, None),
+            _dense("score", 1, None, inputs=("both",)),
+        ),
+        Workload(
+            "user",
+            "sgd",
+            0.05,
+            16,
+            losses=(DEFAULT_OBJECTIVE, Objective("mean_squared_error", False)),
+            loss_weights=(1.0, 0.5),
+        ),
+        more_inputs=(ModelInput("wide", (5,)),),
+        outputs=("logits", "score"),
+    ),
 }
+# The variants with several inputs or outputs: both tiers check every path
+# on them.
+SHAPE_MODELS = ("wide-deep",)
 
 
 def _example(kind: str, example: Example) -> ModelSpec:

@@ -81,23 +81,28 @@ from zoo.arrays import digest, load_npz, save_npz
 from zoo.kinds import KINDS as KIND_RECORDS
 from zoo.kinds.base import required, shown_options
 from zoo.losses import DEFAULT as DEFAULT_OBJECTIVE
-from zoo.losses import LOSSES
+from zoo.losses import LOSSES, Objective
 from zoo.optimizers import CLIPS, SCHEDULES, Schedule, check_option
 from zoo.optimizers import DEFAULTS as OPTIMIZER_DEFAULTS
 from zoo.optimizers import OPTIMIZERS as OPTIMIZER_RECORDS
 from zoo.optimizers import defaults as optimizer_defaults
 from zoo.specs import (
     IN_RANGE,
+    INPUT,
     LAYER_KINDS,
     OPTIMIZERS,
     OUTPUT_RANKS,
     PADDINGS,
     Layer,
+    ModelInput,
     ModelSpec,
     Workload,
-    final_shape,
+    layer_outputs,
 )
 
+# The words of a model's document, and the most inputs or outputs it takes.
+DOCUMENT_WORDS = ("input_shape", "inputs", "outputs", "classes", "layers", "workload")
+MAX_INPUTS = 16
 STORE_ENV = "ZOO_MODEL_STORE"
 DEFAULT_STORE = Path("results") / "models"
 # Keras' own defaults for what a file does not say: Adam at 0.001 and
@@ -310,12 +315,17 @@ def _penalties(where: str, value: Any) -> tuple[tuple[str, float, float], ...]:
     return tuple((role, float(l1), float(l2)) for role, l1, l2 in value)
 
 
-def _workload(document: Mapping[str, Any]) -> Workload:
+def _workload(document: Mapping[str, Any], outputs: int = 1) -> Workload:
+    """The workload a document's table gives for a model of ``outputs``
+    outputs."""
     given = document.get("workload", {})
     if not isinstance(given, Mapping):
         raise ValueError(f"workload must be a table of {', '.join(DEFAULT_WORKLOAD)}")
     unknown = sorted(
-        set(given) - set(DEFAULT_WORKLOAD) - set(OPTIMIZER_DEFAULTS) - {"schedule"}
+        set(given)
+        - set(DEFAULT_WORKLOAD)
+        - set(OPTIMIZER_DEFAULTS)
+        - {"schedule", "loss_weights"}
     )
     if unknown:
         raise ValueError(
@@ -332,6 +342,10 @@ def _workload(document: Mapping[str, Any]) -> Workload:
     given = {k: v for k, v in given.items() if k != "schedule"}
     options = {k: v for k, v in given.items() if k in OPTIMIZER_DEFAULTS}
     given = {k: v for k, v in given.items() if k not in OPTIMIZER_DEFAULTS}
+    heads = _heads(given, outputs)
+    given = {k: v for k, v in given.items() if k != "loss_weights"}
+    if heads[0]:  # a loss per output: the first stands for the workload's
+        given["loss"], given["from_logits"] = heads[0][0]
     w = {**DEFAULT_WORKLOAD, **given}
     if "loss" in given and "from_logits" not in given:
         w["from_logits"] = False  # as Keras' losses default
@@ -373,8 +387,50 @@ def _workload(document: Mapping[str, Any]) -> Workload:
         loss=w["loss"],
         from_logits=w["from_logits"],
         schedule=schedule,
+        losses=heads[0],
+        loss_weights=heads[1],
         **settings,
     )
+
+
+def _heads(
+    given: Mapping[str, Any], outputs: int
+) -> tuple[tuple[Objective, ...], tuple[float, ...]]:
+    """A workload's loss per output and ``loss_weights`` for a model of
+    ``outputs`` outputs, as Keras' ``compile`` takes them: ``loss`` a list
+    of names (``from_logits`` true or false for all, or a list), and a list
+    of weights; empty where the workload gives one loss for every output
+    (or the model has one output) and no weights."""
+    loss, logits = given.get("loss"), given.get("from_logits")
+    weights = given.get("loss_weights", [])
+    listed = isinstance(loss, list | tuple)
+    if (listed or weights) and outputs < 2:
+        raise ValueError(
+            "workload: a list of losses or loss_weights is for a model of several "
+            "outputs; this one has one"
+        )
+    if not isinstance(weights, list | tuple) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in weights
+    ):
+        raise ValueError("workload: loss_weights must be a list of numbers")
+    objectives: tuple[Objective, ...] = ()
+    if listed:
+        flags = logits if isinstance(logits, list | tuple) else [logits] * len(loss)
+        if len(flags) != len(loss) or not all(
+            isinstance(n, str) and (f is None or isinstance(f, bool))
+            for n, f in zip(loss, flags, strict=False)
+        ):
+            raise ValueError(
+                "workload: loss is a list of names, and from_logits true or false "
+                "or a list of them, one per loss"
+            )
+        objectives = tuple(
+            Objective(n, bool(f) and n in LOSSES and LOSSES[n].takes_logits)
+            for n, f in zip(loss, flags, strict=True)
+        )
+    elif isinstance(logits, list | tuple):
+        raise ValueError("workload: from_logits is a list only beside a list of losses")
+    return objectives, tuple(float(v) for v in weights)
 
 
 def _schedule(value: Any) -> Schedule:
@@ -447,24 +503,19 @@ def spec_from_document(
     _check_depth(document)
     if not isinstance(document, Mapping):
         raise ValueError("a model is a table of input_shape, layers and workload")
-    unknown = sorted(set(document) - {"input_shape", "classes", "layers", "workload"})
+    unknown = sorted(set(document) - set(DOCUMENT_WORDS))
     if unknown:
         raise ValueError(
-            f"a model has {', '.join(unknown)}; it takes: input_shape, classes, "
-            "layers, workload"
+            f"a model has {', '.join(unknown)}; it takes: {', '.join(DOCUMENT_WORDS)}"
         )
-    shape = document.get("input_shape")
-    if (
-        not isinstance(shape, list | tuple)
-        or not 1 <= len(shape) <= 3
-        or not all(
-            isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape
-        )
-    ):
+    if ("input_shape" in document) == ("inputs" in document):
         raise ValueError(
-            f"input_shape must be 1 to 3 positive whole numbers without the batch "
-            f"(features, (steps, features) or (height, width, channels)), not {shape!r}"
+            "a model gives input_shape (one input) or inputs (a list of tables of "
+            "name and shape), one of the two"
         )
+    named = _model_inputs(document)
+    shape = named[0][1]
+    renamed = {named[0][0]: INPUT} if named[0][0] != INPUT else {}
     entries = document.get("layers")
     if not isinstance(entries, list | tuple) or not entries:
         raise ValueError("a model needs a list of layers")
@@ -472,11 +523,21 @@ def spec_from_document(
         raise ValueError(f"a model of {len(entries)} layers is more than 1,000")
     built: list[Layer] = []
     for i, entry in enumerate(entries):
-        built.append(_layer(entry, i, built[-1].name if built else None))
+        layer = _layer(entry, i, built[-1].name if built else None)
+        if renamed and set(layer.inputs) & set(renamed):
+            layer = layer.replace(inputs=tuple(renamed.get(n, n) for n in layer.inputs))
+        built.append(layer)
     layers = tuple(built)
-    classes = _outputs(layers, tuple(shape))
+    more = tuple(ModelInput(n, s) for n, s in named[1:])
+    outputs = _output_names(document)
+    if outputs == (layers[-1].name,):  # one output, the last layer's: as plain
+        outputs = ()
+    classes = _outputs(layers, shape, more, outputs)
+    workload = _workload(document, max(len(outputs), 1))
     if not classes:  # the layers do not fit, or end in no row: ModelSpec says why
-        ModelSpec(name, tuple(shape), classes, layers, _workload(document))
+        ModelSpec(
+            name, shape, classes, layers, workload, more_inputs=more, outputs=outputs
+        )
     if "classes" in document and document["classes"] != classes:
         raise ValueError(
             f"classes is {document['classes']!r} but the model gives {classes} "
@@ -484,21 +545,78 @@ def spec_from_document(
         )
     return ModelSpec(
         name,
-        tuple(shape),
+        shape,
         classes,
         layers,
-        _workload(document),
+        workload,
         weights=weights,
+        more_inputs=more,
+        outputs=outputs,
     )
 
 
-def _outputs(layers: tuple[Layer, ...], input_shape: tuple[int, ...]) -> int:
-    """How many outputs each position of an example gets (0 when the layers
-    end in no row or rows, or do not fit together: ``ModelSpec`` then says
-    why)."""
+def _shape(value: Any, what: str) -> tuple[int, ...]:
+    """An input's shape: 1 to 3 positive whole numbers."""
+    if (
+        not isinstance(value, list | tuple)
+        or not 1 <= len(value) <= 3
+        or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in value
+        )
+    ):
+        raise ValueError(
+            f"{what} must be 1 to 3 positive whole numbers without the batch "
+            f"(features, (steps, features) or (height, width, channels)), not {value!r}"
+        )
+    return tuple(value)
+
+
+def _model_inputs(document: Mapping[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
+    """Each input's name and shape: ``input_shape``'s one (named ``INPUT``),
+    or ``inputs``' tables of ``name`` and ``shape`` in order."""
+    if "input_shape" in document:
+        return [(INPUT, _shape(document["input_shape"], "input_shape"))]
+    given = document["inputs"]
+    if not isinstance(given, list | tuple) or not 1 <= len(given) <= MAX_INPUTS:
+        raise ValueError(
+            f"inputs must be a list of 1 to {MAX_INPUTS} tables of name and shape"
+        )
+    named = []
+    for i, entry in enumerate(given):
+        where = f"input {i + 1}"
+        if not isinstance(entry, Mapping) or set(entry) != {"name", "shape"}:
+            raise ValueError(f"{where} must be a table of name and shape")
+        named.append(
+            (
+                plain_name(entry["name"], where),
+                _shape(entry["shape"], f"{where}'s shape"),
+            )
+        )
+    return named
+
+
+def _output_names(document: Mapping[str, Any]) -> tuple[str, ...]:
+    """The layers whose outputs the model gives (``outputs``), in order;
+    empty: its last layer's."""
+    given = document.get("outputs", [])
+    if not isinstance(given, list | tuple) or len(given) > MAX_INPUTS:
+        raise ValueError(f"outputs must be a list of at most {MAX_INPUTS} layer names")
+    return tuple(plain_name(n, "an output") for n in given)
+
+
+def _outputs(
+    layers: tuple[Layer, ...],
+    input_shape: tuple[int, ...],
+    more: tuple[ModelInput, ...] = (),
+    outputs: tuple[str, ...] = (),
+) -> int:
+    """How many outputs each position of an example gets at the (first)
+    output (0 when the layers end in no row or rows, or do not fit
+    together: ``ModelSpec`` then says why)."""
     try:
-        final = final_shape(layers, input_shape)
-    except (ValueError, KeyError):
+        shapes = layer_outputs(layers, input_shape, more)
+        final = shapes[outputs[0]] if outputs else shapes[layers[-1].name]
+    except (ValueError, KeyError, IndexError):
         return 0
     return final[-1] if len(final) in OUTPUT_RANKS else 0
 
@@ -539,14 +657,37 @@ def document_of(spec: ModelSpec) -> dict[str, Any]:
         if not layer.trainable:
             entry["trainable"] = False
         layers.append(entry)
-    w = spec.workload
+    workload = _workload_document(spec.workload)
+    document: dict[str, Any] = {"layers": layers, "workload": workload}
+    if spec.more_inputs:
+        document["inputs"] = [
+            {"name": name, "shape": list(shape)}
+            for name, shape in zip(spec.input_names, spec.input_shapes, strict=True)
+        ]
+    else:
+        document["input_shape"] = list(spec.input_shape)
+    if spec.outputs:
+        document["outputs"] = list(spec.outputs)
+    return document
+
+
+def _workload_document(w: Workload) -> dict[str, Any]:
+    """A workload as a document's ``workload`` table: what differs from the
+    defaults written out (so a model on the defaults keeps its digest)."""
     workload: dict[str, Any] = {
         "optimizer": w.optimizer,
         "learning_rate": w.learning_rate,
         "batch_size": w.batch_size,
     }
-    if w.objective != DEFAULT_OBJECTIVE:  # a default-loss model keeps its digest
+    if w.losses:  # a loss per output
+        workload.update(
+            loss=[o.loss for o in w.losses],
+            from_logits=[o.from_logits for o in w.losses],
+        )
+    elif w.objective != DEFAULT_OBJECTIVE:  # a default-loss model keeps its digest
         workload.update(loss=w.loss, from_logits=w.from_logits)
+    if w.loss_weights:
+        workload["loss_weights"] = list(w.loss_weights)
     # the optimizer's options that are not its Keras defaults (so a model
     # on the defaults keeps its digest)
     for option, default in optimizer_defaults(w.optimizer).items():
@@ -554,11 +695,7 @@ def document_of(spec: ModelSpec) -> dict[str, Any]:
             workload[option] = getattr(w, option)
     if w.schedule is not None:
         workload["schedule"] = _schedule_document(w.schedule)
-    return {
-        "input_shape": list(spec.input_shape),
-        "layers": layers,
-        "workload": workload,
-    }
+    return workload
 
 
 def _schedule_document(schedule: Schedule) -> dict[str, Any]:

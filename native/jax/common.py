@@ -58,7 +58,7 @@ import numpy as np
 import native
 from native.compose import train_forward
 from native.protocol import Apply
-from zoo.losses import EPSILON, Objective
+from zoo.losses import EPSILON, Heads, Objective, total
 from zoo.optimizers import OPTIMIZERS, slot_names
 from zoo.specs import Workload
 
@@ -103,7 +103,13 @@ def _rows(outputs: jax.Array, y: jax.Array, name: str) -> tuple[jax.Array, jax.A
     return outputs.reshape((-1, width)), y.reshape((-1,) if ids else (-1, width))
 
 
-def loss(outputs: jax.Array, y: jax.Array, objective: Objective) -> jax.Array:
+def loss(outputs: Any, y: Any, objective: Objective | Heads) -> jax.Array:
+    """The training loss of ``objective`` (one output's, or several
+    outputs' weighted sum: ``zoo.losses.total``) of ``_one_loss``."""
+    return total(_one_loss, outputs, y, objective)  # type: ignore[no-any-return]
+
+
+def _one_loss(outputs: jax.Array, y: jax.Array, objective: Objective) -> jax.Array:
     """The batch mean of ``objective``'s loss, Keras' formulas (``zoo.losses``)."""
     name, from_logits = objective
     outputs, y = _rows(outputs, y, name)

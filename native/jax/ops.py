@@ -840,7 +840,7 @@ def _negative(h: jax.Array) -> jax.Array:
     return jnp.where(h > 0, jnp.zeros_like(h), h)
 
 
-def outputs(h: jax.Array, spec: ModelSpec) -> jax.Array:
+def outputs(h: jax.Array, rank: int) -> jax.Array:
     """The model's output: channels last already (Keras' order)."""
     return h
 

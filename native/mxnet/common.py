@@ -39,7 +39,7 @@ import native
 from native.compose import train_forward
 from native.mxnet.ops import softplus
 from native.protocol import Apply
-from zoo.losses import EPSILON, Objective
+from zoo.losses import EPSILON, Heads, Objective, total
 from zoo.optimizers import OPTIMIZERS, slot_names
 from zoo.specs import Workload
 
@@ -88,7 +88,13 @@ def _rows(
     return outputs.reshape((-1, width)), y.reshape((-1,) if ids else (-1, width))
 
 
-def loss(outputs: nd.NDArray, y: nd.NDArray, objective: Objective) -> nd.NDArray:
+def loss(outputs: Any, y: Any, objective: Objective | Heads) -> nd.NDArray:
+    """The training loss of ``objective`` (one output's, or several
+    outputs' weighted sum: ``zoo.losses.total``) of ``_one_loss``."""
+    return total(_one_loss, outputs, y, objective)  # type: ignore[no-any-return]
+
+
+def _one_loss(outputs: nd.NDArray, y: nd.NDArray, objective: Objective) -> nd.NDArray:
     """The batch mean of ``objective``'s loss, Keras' formulas (``zoo.losses``).
 
     The log-softmax is written out as ``z - logsumexp(z)`` with the row

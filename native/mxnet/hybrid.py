@@ -70,15 +70,17 @@ class Model(gluon.HybridBlock):
             param.set_data(nd.array(arrays[name], ctx=CTX, dtype="float32"))
             setattr(self, attr, param)
 
-    def bind(self, apply: Apply, x: nd.NDArray, training: bool = False) -> Model:
-        """Use ``apply`` as the forward pass for inputs shaped as ``x``, as
+    def bind(self, apply: Apply, x: Any, training: bool = False) -> Model:
+        """Use ``apply`` as the forward pass for inputs shaped as ``x`` (a
+        tuple for a model of several inputs, whose shapes are its own), as
         inference or a training step runs it, and compile it (once per pass,
         input shape and purpose: the graph fixes every operator attribute, a
         sequence's padding included)."""
-        shape = tuple(x.shape[1:])
-        if len(shape) == 3:  # images (C, H, W) -> canonical (H, W, C)
-            shape = (*shape[1:], shape[0])
-        apply = at_shape(apply, shape)
+        if not isinstance(x, tuple):
+            shape = tuple(x.shape[1:])
+            if len(shape) == 3:  # images (C, H, W) -> canonical (H, W, C)
+                shape = (*shape[1:], shape[0])
+            apply = at_shape(apply, shape)
         if self.apply_fn is not apply or self.training != training:
             self.apply_fn, self.training = apply, training
             for name in native.frozen_of(apply) if training else ():
@@ -88,16 +90,22 @@ class Model(gluon.HybridBlock):
             self.hybridize(static_alloc=True)
         return self
 
-    def hybrid_forward(self, F: Any, x: Any, **params: Any) -> Any:
+    def hybrid_forward(self, F: Any, x: Any, *more: Any, **params: Any) -> Any:
         assert self.apply_fn is not None
         canonical = {self.names[attr]: p for attr, p in params.items()}
+        given = (x, *more) if more else x  # several inputs: their tuple
         if not self.training:
-            return self.apply_fn(canonical, x)  # F is x's namespace: apply picks it
-        logits, updates = train_forward(self.apply_fn, canonical, x)
+            return self.apply_fn(canonical, given)  # F is x's namespace
+        logits, updates = train_forward(self.apply_fn, canonical, given)
         # traced once: fixes the order; a frozen layer's held, not returned
         held = native.frozen_of(self.apply_fn)
         self.state_names = sorted(set(updates) - held)
-        return [logits, *(updates[name] for name in self.state_names)]
+        heads = list(logits) if isinstance(logits, tuple) else [logits]
+        return [*heads, *(updates[name] for name in self.state_names)]
+
+    def run(self, x: Any) -> Any:
+        """The compiled pass on ``x`` (a tuple: a model's several inputs)."""
+        return self(*x) if isinstance(x, tuple) else self(x)
 
     def arrays(self) -> dict[str, nd.NDArray]:
         return {self.names[a]: getattr(self, a).data() for a in self.names}
@@ -131,14 +139,21 @@ def loss_and_grads(
 ) -> tuple[nd.NDArray, nd.NDArray, dict[str, nd.NDArray]]:
     net = params.bind(apply, x)
     with autograd.record():
-        logits = net(x)
+        logits = _outputs(apply, net.run(x))
         value = _objective(apply, net, logits, y)
     value.backward()
     return logits, value, net.grads()
 
 
 def inference(apply: Apply, params: Model, x: nd.NDArray) -> nd.NDArray:
-    return params.bind(apply, x)(x)
+    return _outputs(apply, params.bind(apply, x).run(x))
+
+
+def _outputs(apply: Apply, given: Any) -> Any:
+    """A compiled inference pass's outputs as ``native.compose.apply``
+    gives them: one array, or the tuple of a model's several (Gluon hands
+    back a list)."""
+    return tuple(given) if isinstance(given, list) else given
 
 
 def make_train_state(params: Model, workload: Workload) -> TrainState:
@@ -152,8 +167,11 @@ def train_step(
     apply: Apply, state: TrainState, x: nd.NDArray, y: nd.NDArray
 ) -> TrainState:
     net = state.params.bind(apply, x, training=True)
+    heads = len(apply.keywords["spec"].heads)  # type: ignore[attr-defined]
     with autograd.record():
-        logits, *values = net(x)
+        outputs = net.run(x)
+        logits = tuple(outputs[:heads]) if heads > 1 else outputs[0]
+        values = outputs[heads:]
         value = _objective(apply, net, logits, y)
     value.backward()
     updates = dict(zip(net.state_names, values, strict=True))

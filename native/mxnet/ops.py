@@ -33,7 +33,7 @@ from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
 from zoo.kinds.base import SELU_ALPHA, SELU_SCALE
 from zoo.kinds.repeat_vector import INTERLEAVED
-from zoo.specs import ModelSpec, final_shape, input_of, padding_of
+from zoo.specs import ModelSpec, input_of, padding_of
 
 
 def namespace(h: Any) -> Any:
@@ -853,15 +853,10 @@ def relu6(h: Any) -> Any:
     return h * inside + arrays.stop_gradient(arrays.clip(h, 0.0, 6.0) - h * inside)
 
 
-def outputs(h: Any, spec: ModelSpec) -> Any:
+def outputs(h: Any, rank: int) -> Any:
     """The model's output in Keras' order: an image's ``(N, C, H, W)`` as
-    ``(N, H, W, C)`` (the rank from the spec: a symbol has no shape)."""
-    # An NDArray says its rank (no shape walk in a timed imperative step); a
-    # symbol has none, and is traced once.
-    rank = getattr(h, "ndim", None)
-    if rank is None:
-        rank = len(final_shape(spec.layers, spec.input_shape)) + 1
-    return namespace(h).transpose(h, axes=(0, 2, 3, 1)) if rank == 4 else h
+    ``(N, H, W, C)`` (the rank given: a symbol has no shape)."""
+    return namespace(h).transpose(h, axes=(0, 2, 3, 1)) if rank == 3 else h
 
 
 def perturb(h: Any, scale: float, seed: int, index: int) -> Any:

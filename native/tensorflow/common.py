@@ -57,7 +57,7 @@ import tensorflow as tf
 import native
 from native.compose import train_forward
 from native.protocol import Apply
-from zoo.losses import EPSILON, Objective
+from zoo.losses import EPSILON, Heads, Objective, total
 from zoo.optimizers import get_optimizer, slot_names
 from zoo.specs import Workload
 
@@ -100,7 +100,13 @@ def _rows(outputs: tf.Tensor, y: tf.Tensor, name: str) -> tuple[tf.Tensor, tf.Te
     return tf.reshape(outputs, [-1, width]), tf.reshape(y, [-1] if ids else [-1, width])
 
 
-def loss(outputs: tf.Tensor, y: tf.Tensor, objective: Objective) -> tf.Tensor:
+def loss(outputs: Any, y: Any, objective: Objective | Heads) -> tf.Tensor:
+    """The training loss of ``objective`` (one output's, or several
+    outputs' weighted sum: ``zoo.losses.total``) of ``_one_loss``."""
+    return total(_one_loss, outputs, y, objective)  # type: ignore[no-any-return]
+
+
+def _one_loss(outputs: tf.Tensor, y: tf.Tensor, objective: Objective) -> tf.Tensor:
     """The batch mean of ``objective``'s loss, Keras' formulas (``zoo.losses``)."""
     name, from_logits = objective
     outputs, y = _rows(outputs, y, name)

@@ -609,7 +609,7 @@ def relu6(h: tf.Tensor) -> tf.Tensor:
     return tf.nn.relu6(h)
 
 
-def outputs(h: tf.Tensor, spec: ModelSpec) -> tf.Tensor:
+def outputs(h: tf.Tensor, rank: int) -> tf.Tensor:
     """The model's output: channels last already (Keras' order)."""
     return h
 

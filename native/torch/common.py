@@ -55,7 +55,7 @@ import torch.nn.functional as F
 import native
 from native.compose import train_forward
 from native.protocol import Apply
-from zoo.losses import EPSILON, Objective
+from zoo.losses import EPSILON, Heads, Objective, total
 from zoo.optimizers import OPTIMIZERS, slot_names
 from zoo.specs import Workload
 
@@ -107,7 +107,15 @@ def _rows(
     return outputs.reshape((-1, width)), y.reshape((-1,) if ids else (-1, width))
 
 
-def loss(outputs: torch.Tensor, y: torch.Tensor, objective: Objective) -> torch.Tensor:
+def loss(outputs: Any, y: Any, objective: Objective | Heads) -> torch.Tensor:
+    """The training loss of ``objective`` (one output's, or several
+    outputs' weighted sum: ``zoo.losses.total``) of ``_one_loss``."""
+    return total(_one_loss, outputs, y, objective)  # type: ignore[no-any-return]
+
+
+def _one_loss(
+    outputs: torch.Tensor, y: torch.Tensor, objective: Objective
+) -> torch.Tensor:
     """The batch mean of ``objective``'s loss, Keras' formulas (``zoo.losses``)."""
     name, from_logits = objective
     outputs, y = _rows(outputs, y, name)

@@ -759,7 +759,7 @@ def relu6(h: torch.Tensor) -> torch.Tensor:
     return F.relu6(h)
 
 
-def outputs(h: torch.Tensor, spec: ModelSpec) -> torch.Tensor:
+def outputs(h: torch.Tensor, rank: int) -> torch.Tensor:
     """The model's output in Keras' order: an image's ``(N, C, H, W)`` as
     ``(N, H, W, C)``."""
     return _keras_order(h)
