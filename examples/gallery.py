@@ -1253,6 +1253,88 @@ def timeseries_transformer() -> keras.Model:
     return model
 
 
+# --- several inputs and outputs ---------------------------------------------
+
+
+@example(
+    'keras.io "The Functional API" (models with multiple inputs and outputs: '
+    "ticket priority and department)",
+    "https://keras.io/guides/functional_api/",
+)
+def functional_ticket_ranking() -> keras.Model:
+    """Issue 78: three inputs (a title's and a body's token ids, twelve tag
+    flags) and two outputs (a priority logit, four department logits), each
+    with its own loss, the department's weighted 0.2.  Titles of 10 tokens
+    and bodies of 20 (the guide's dummy data: 10 and 100; its inputs leave
+    the length free), 10,000 words shrunk to 200, embeddings of 64 to 8, the
+    LSTMs' 128 and 32 units to 16 and 8; the outputs a list, as the guide's
+    first ``compile`` takes its losses (its later edition names them in a
+    dict)."""
+    import keras
+    from keras import layers
+
+    num_tags, num_words, num_departments = 12, 200, 4
+    title_input = keras.Input(shape=(10,), name="title", dtype="int32")
+    body_input = keras.Input(shape=(20,), name="body", dtype="int32")
+    tags_input = keras.Input(shape=(num_tags,), name="tags")
+    title_features = layers.Embedding(num_words, 8)(title_input)
+    body_features = layers.Embedding(num_words, 8)(body_input)
+    title_features = layers.LSTM(16)(title_features)
+    body_features = layers.LSTM(8)(body_features)
+    x = layers.concatenate([title_features, body_features, tags_input])
+    priority_pred = layers.Dense(1, name="priority")(x)
+    department_pred = layers.Dense(num_departments, name="department")(x)
+    model = keras.Model(
+        inputs=[title_input, body_input, tags_input],
+        outputs=[priority_pred, department_pred],
+    )
+    model.compile(
+        optimizer=keras.optimizers.RMSprop(1e-3),
+        loss=[
+            keras.losses.BinaryCrossentropy(from_logits=True),
+            keras.losses.CategoricalCrossentropy(from_logits=True),
+        ],
+        loss_weights=[1.0, 0.2],
+    )
+    return model
+
+
+@example(
+    "Hands-On Machine Learning (3rd edition), chapter 10: the Wide & Deep "
+    "network with an auxiliary output",
+    "https://github.com/ageron/handson-ml3/blob/main/10_neural_nets_with_keras.ipynb",
+)
+def wide_deep_auxiliary() -> keras.Model:
+    """Issue 78: two inputs (five wide features, six deep ones, each through
+    its own adapted ``Normalization``, adapted here to 64 seeded random
+    rows) and two outputs (the main one and an auxiliary one on the deep
+    path), mean squared error on each weighted 0.9 and 0.1, at its own size
+    (30 units); no ``metrics`` (Keras 3 wants one list per output where the
+    book gives one for both, and metrics change nothing the tool checks)."""
+    import keras
+    import numpy as np
+    from keras import layers
+
+    rng = np.random.default_rng(SEED)
+    input_wide = keras.Input(shape=(5,))
+    input_deep = keras.Input(shape=(6,))
+    norm_layer_wide = layers.Normalization()
+    norm_layer_deep = layers.Normalization()
+    norm_wide = norm_layer_wide(input_wide)
+    norm_deep = norm_layer_deep(input_deep)
+    hidden1 = layers.Dense(30, activation="relu")(norm_deep)
+    hidden2 = layers.Dense(30, activation="relu")(hidden1)
+    concat = layers.concatenate([norm_wide, hidden2])
+    output = layers.Dense(1)(concat)
+    aux_output = layers.Dense(1)(hidden2)
+    model = keras.Model(inputs=[input_wide, input_deep], outputs=[output, aux_output])
+    optimizer = keras.optimizers.Adam(learning_rate=1e-3)
+    model.compile(loss=("mse", "mse"), loss_weights=(0.9, 0.1), optimizer=optimizer)
+    norm_layer_wide.adapt(rng.normal(size=(64, 5)))
+    norm_layer_deep.adapt(rng.normal(size=(64, 6)))
+    return model
+
+
 def main(argv: list[str]) -> int:
     """``OUTDIR [NAME ...]``: write each named model (all by default) to
     ``OUTDIR/<name>.keras``, one line per file."""

@@ -84,16 +84,7 @@ class KerasRunner:
         return model
 
     def _loss_fn(self, spec: ModelSpec) -> Any:
-        """Keras' own loss object for the spec's ``Workload.objective``; for
-        several outputs, ``(targets, outputs) ->`` the sum of each output's
-        Keras loss object times its weight, as ``compile`` adds them."""
-        if len(spec.heads) == 1:
-            return keras_loss(self.keras, spec.workload.objective)
-        each = [keras_loss(self.keras, h.objective) for h in spec.heads]
-        goal = spec.objective
-        return lambda ys, outs: total(
-            lambda out, y, i: each[i](y, out), outs, ys, _indexed(goal)
-        )
+        return loss_function(self.keras, spec)
 
     def _compile_loss(self, spec: ModelSpec) -> dict[str, Any]:
         """``compile``'s loss arguments as a user writes them: one loss
@@ -352,6 +343,20 @@ class Session:
     def logits(self, x: np.ndarray) -> np.ndarray:
         outputs = self._built(x).predict_on_batch(fed(self.spec, x))
         return packing.outputs(self.spec, outputs, np.asarray)
+
+
+def loss_function(keras: Any, spec: ModelSpec, each: Any = None) -> Any:
+    """Keras' own loss object for the spec's ``Workload.objective``; for
+    several outputs, ``(targets, outputs) ->`` the sum of each output's
+    Keras loss object (or of ``each``'s: a file's own, in output order)
+    times its weight, as ``compile`` adds them."""
+    if len(spec.heads) == 1:
+        return keras_loss(keras, spec.workload.objective)
+    losses = each or [keras_loss(keras, h.objective) for h in spec.heads]
+    goal = spec.objective
+    return lambda ys, outs: total(
+        lambda out, y, i: losses[i](y, out), outs, ys, _indexed(goal)
+    )
 
 
 def fed(spec: ModelSpec, x: np.ndarray) -> Any:

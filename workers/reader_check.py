@@ -30,10 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from workers.keras_runner import listed
+from workers.keras_runner import fed, listed, loss_function, targeted
 from zoo.data import make_batches
 from zoo.keras_import import NESTED
-from zoo.losses import keras_loss
 from zoo.specs import ModelSpec
 
 TOLERANCE = 1e-5  # normwise relative error, float32
@@ -97,7 +96,7 @@ def judge(
     rebuilt = build(spec, input_shape=spec.input_shape)
     set_weights(rebuilt, spec, weights)
     xs, ys = make_batches(spec, seed=0, batch_size=BATCH, count=1)
-    x, y = xs[0], ys[0]
+    x, y = fed(spec, xs[0]), targeted(spec, ys[0])  # several: lists
     names = spec.tapped_layers()
     for name, mine, theirs in zip(
         names,
@@ -108,8 +107,8 @@ def judge(
         error = _error(mine, theirs)
         if not error <= TOLERANCE:
             _differs(f"the output of layer {name!r}", error)
-    ours = keras_loss(keras, spec.workload.objective)
-    theirs_loss = _keras_reading(keras, compiled_loss) if compiled_loss else ours
+    ours = loss_function(keras, spec)
+    theirs_loss = _their_loss(keras, spec, compiled_loss) if compiled_loss else ours
     # Inference first, then a training step's pass (dropout drawing the same
     # masks in both, batch normalization on the batch's statistics): a
     # reader that left out a dropout, or misread its rate, agrees in
@@ -205,6 +204,19 @@ def _share_seeds(original: Any, rebuilt: Any) -> None:
             # PyTorch draws from the generator only for a seeded layer (a
             # file's Dropout(seed=7)), else from its global one
             mine._initial_seed = their._initial_seed
+
+
+def _their_loss(keras: Any, spec: ModelSpec, saved: Any) -> Any:
+    """The loss of the file's compile config as Keras deserializes it: one,
+    or (several outputs) each output's, a list in their order or a dict by
+    output name, weighted as the spec read the file's ``loss_weights``."""
+    if len(spec.heads) == 1 or not isinstance(saved, list | dict):
+        their = _keras_reading(keras, saved)
+        if len(spec.heads) == 1:
+            return their
+        return loss_function(keras, spec, [their] * len(spec.heads))
+    given = [saved[h.layer] for h in spec.heads] if isinstance(saved, dict) else saved
+    return loss_function(keras, spec, [_keras_reading(keras, g) for g in given])
 
 
 def _keras_reading(keras: Any, saved: Any) -> Any:

@@ -62,6 +62,7 @@ from zoo.optimizers import OPTIMIZERS, SCHEDULES
 from zoo.specs import OUTPUT_RANKS, not_one_row
 from zoo.user_models import (
     DEFAULT_WORKLOAD,
+    MAX_INPUTS,
     check_entry,
     layer_of,
     spec_from_document,
@@ -92,7 +93,7 @@ FLOAT32 = "float32"
 SUPPORTED = {cls: kind.name for cls, kind in BY_KERAS_CLASS.items()}
 _SUPPORTED_TEXT = (
     "Keras' built-in layers of the kinds docs/user_models.md lists (zoo/kinds), "
-    "from one input to one output"
+    "each called once"
 )
 # The model's input, as the source a layer takes (``zoo.specs.INPUT``).
 INPUT = SPEC_INPUT
@@ -384,25 +385,44 @@ def _inlined(graph: Graph) -> Graph:
     return flat
 
 
-def _end(inner: Mapping[str, Any], key: str) -> Any:
-    """The one layer named by ``input_layers`` or ``output_layers``."""
-    given = inner.get(key)  # [name, 0, 0] for one, [[name, 0, 0], ...] for more
-    if isinstance(given, list) and given and isinstance(given[0], str):
-        given = [given]
-    if not isinstance(given, list) or len(given) != 1:
-        raise ValueError(
-            "the model has several inputs or outputs; the tool feeds one input "
-            "array and computes one loss (save a model of one input and one "
-            "output: its main branch, say)"
-        )
-    return given[0][0] if isinstance(given[0], list) and given[0] else None
+def ends(config: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """The names of a model's input layers and output layers as its config
+    lists them, in order (a Sequential's: none named, ``[]`` each); a
+    ValueError for a list that names something else."""
+    inner = config.get("config")
+    if config.get("class_name") != "Functional" or not isinstance(inner, dict):
+        return [], []
+    found = []
+    for key in ("input_layers", "output_layers"):
+        given = inner.get(key)  # [name, 0, 0] for one, [[name, 0, 0], ...] or a dict
+        if isinstance(given, dict):  # Keras' dict of named inputs: its order
+            given = list(given.values())
+        if isinstance(given, list) and given and isinstance(given[0], str):
+            given = [given]
+        if (
+            not isinstance(given, list)
+            or not given
+            or not all(
+                isinstance(g, list) and g and isinstance(g[0], str) for g in given
+            )
+        ):
+            raise ValueError(f"the model's config lists its {key} as {given!r}")
+        if len(given) > MAX_INPUTS:
+            raise ValueError(
+                f"the model has {len(given)} {key.split('_')[0]}s; the tool takes "
+                f"at most {MAX_INPUTS}"
+            )
+        found.append([str(g[0]) for g in given])
+    return found[0], found[1]
 
 
 def _functional(inner: Mapping[str, Any], layers: list[dict[str, Any]]) -> Graph:
     """A functional model's layers, each with its sources from its one
-    inbound node."""
-    _end(inner, "input_layers")
-    output = _end(inner, "output_layers")
+    inbound node.  Its first input is ``INPUT``, any other keeps its name;
+    one output must be its last layer (several are named in the document's
+    ``outputs``: ``output_names``)."""
+    inputs, outputs = ends({"class_name": "Functional", "config": inner})
+    output = outputs[0] if len(outputs) == 1 else None
     # Each layer name -> the source its output stands for (a Dropout of rate
     # 0 stands for what it takes).
     stands_for: dict[str, str] = {}
@@ -410,7 +430,7 @@ def _functional(inner: Mapping[str, Any], layers: list[dict[str, Any]]) -> Graph
     for entry in layers:
         name = _name(entry)
         if entry.get("class_name") == "InputLayer":
-            stands_for[name] = INPUT
+            stands_for[name] = INPUT if name == inputs[0] else name
             continue
         nodes = entry.get("inbound_nodes", [])
         if len(nodes) != 1:
@@ -432,7 +452,13 @@ def _functional(inner: Mapping[str, Any], layers: list[dict[str, Any]]) -> Graph
             continue
         graph.append((entry, sources))
         stands_for[name] = name
-    if not graph or stands_for.get(output) != _name(graph[-1][0]):
+    missing = [n for n in (*inputs, *outputs) if n not in stands_for]
+    if missing:
+        raise ValueError(
+            f"the model's config names {missing[0]!r} among its inputs or outputs, "
+            "which is none of its layers"
+        )
+    if output is not None and (not graph or stands_for[output] != _name(graph[-1][0])):
         raise ValueError(
             f"the model's output is {output!r}, not the last layer of its config; "
             "only a model that ends in its last layer is supported"
@@ -584,12 +610,17 @@ def _check_dtype(where: str, config: Any) -> None:
         )
 
 
-def _input_shape(config: Mapping[str, Any], seq_len: int = 0) -> list[Any]:
-    """The input's shape without the batch.  A sequence of free length
-    (``shape=(None,)`` token ids, ``(None, F)`` steps) takes ``seq_len``
-    steps, or ``FREE_LENGTH``; any other free axis is refused."""
+def _input_shape(
+    config: Mapping[str, Any], seq_len: int = 0, name: str | None = None
+) -> list[Any]:
+    """The input's shape without the batch (``name``: the input layer's of a
+    model with several).  A sequence of free length (``shape=(None,)``
+    token ids, ``(None, F)`` steps) takes ``seq_len`` steps, or
+    ``FREE_LENGTH``; any other free axis is refused."""
     inner = config.get("config", {})
     for layer in inner.get("layers", []) if isinstance(inner, dict) else []:
+        if name is not None and _name(layer) != name:
+            continue
         config = layer.get("config", {})
         shape = config.get("batch_shape") or config.get("batch_input_shape")
         if shape is None and layer.get("build_config"):
@@ -616,7 +647,7 @@ def _input_shape(config: Mapping[str, Any], seq_len: int = 0) -> list[Any]:
 
 
 def _workload(
-    config: Mapping[str, Any], probabilities: bool = False
+    config: Mapping[str, Any], probabilities: bool = False, outputs: Any = ()
 ) -> tuple[dict[str, Any], list[str]]:
     """The workload the file was compiled with: its loss
     (``zoo.losses.from_keras``), its optimizer with every option
@@ -630,16 +661,58 @@ def _workload(
         compiled = {}
     settings, problems = _optimizer(compiled)
     workload = {**DEFAULT_WORKLOAD, **settings}
-    if compiled.get("loss") is not None:
+    loss = compiled.get("loss")
+    if len(outputs) > 1 and isinstance(loss, list | dict):
+        # A loss per output (a list in their order, or a dict by name) and
+        # their weights, as compile took them.
         try:
-            goal = from_keras(compiled["loss"])
+            goals = [from_keras(g) for g in _per_output(loss, outputs, "loss")]
+            weights = compiled.get("loss_weights")
+            if weights is not None:
+                workload["loss_weights"] = _per_output(weights, outputs, "loss_weights")
+        except ValueError as exc:
+            problems.append(str(exc))
+        else:
+            workload.update(
+                loss=[g.loss for g in goals], from_logits=[g.from_logits for g in goals]
+            )
+    elif loss is not None:
+        try:
+            goal = from_keras(loss)
         except ValueError as exc:
             problems.append(str(exc))
         else:
             workload.update(loss=goal.loss, from_logits=goal.from_logits)
+        weights = compiled.get("loss_weights")
+        if len(outputs) > 1 and weights is not None:
+            try:
+                workload["loss_weights"] = list(
+                    _per_output(weights, outputs, "loss_weights")
+                )
+            except ValueError as exc:
+                problems.append(str(exc))
     elif probabilities:
         workload.update(from_logits=False)
     return workload, problems
+
+
+def _per_output(given: Any, outputs: Any, what: str) -> list[Any]:
+    """A compile argument given per output (a list in the outputs' order,
+    or a dict by output name) as a list in that order; a ValueError when it
+    does not give one per output."""
+    if isinstance(given, dict):
+        if set(given) != set(outputs):
+            raise ValueError(
+                f"the model was compiled with {what} for {sorted(given)}; the tool "
+                f"takes one for each of its outputs, {list(outputs)}"
+            )
+        return [given[name] for name in outputs]
+    if not isinstance(given, list) or len(given) != len(outputs):
+        raise ValueError(
+            f"the model was compiled with {what} {given!r}; the tool takes one for "
+            f"each of its {len(outputs)} outputs"
+        )
+    return given
 
 
 # The options of Keras' base optimizer the tool does not compute, each with
@@ -768,16 +841,15 @@ def document_from_config(config: Mapping[str, Any], seq_len: int = 0) -> dict[st
             refusal.add_layer(_name(layer), str(exc))
             continue
         entries.append(entry)
-    try:
-        shape = _input_shape(config, seq_len)
-    except ValueError as exc:
-        refusal.add(str(exc))
-        shape = []
+    inputs, outputs = ends(config)
+    given, shape = _document_inputs(config, seq_len, inputs, refusal)
     probabilities = bool(entries) and entries[-1].get("activation") == "softmax"
-    workload, problems = _workload(config, probabilities)
+    workload, problems = _workload(config, probabilities, outputs)
     for problem in problems:
         refusal.add(problem)
-    document = {"input_shape": shape, "layers": entries, "workload": workload}
+    document: dict[str, Any] = {"layers": entries, "workload": workload, **given}
+    if len(outputs) > 1:
+        document["outputs"] = outputs
     if (
         refusal.layers
         and entries
@@ -800,6 +872,32 @@ def document_from_config(config: Mapping[str, Any], seq_len: int = 0) -> dict[st
             refusal.add(str(exc))
     refusal.raise_if_any()
     return document
+
+
+def _document_inputs(
+    config: Mapping[str, Any], seq_len: int, inputs: list[str], refusal: _Refusal
+) -> tuple[dict[str, Any], list[Any]]:
+    """The document's ``input_shape`` (one input) or ``inputs`` (several:
+    the first named ``INPUT``, as the layers take it), and the first
+    input's shape (empty when one is refused: ``refusal`` says why)."""
+    shapes = []
+    for name in inputs or [None]:
+        try:
+            shapes.append(
+                _input_shape(config, seq_len, name if len(inputs) > 1 else None)
+            )
+        except ValueError as exc:
+            refusal.add(str(exc))
+            shapes.append([])
+    shape = shapes[0] if all(shapes) else []
+    if len(inputs) <= 1:
+        return {"input_shape": shape}, shape
+    return {
+        "inputs": [
+            {"name": INPUT if i == 0 else name, "shape": given}
+            for i, (name, given) in enumerate(zip(inputs, shapes, strict=True))
+        ]
+    }, shape
 
 
 def _head_problem(

@@ -733,7 +733,14 @@ def training_of(spec: ModelSpec) -> str:
             for option in options
         ]
     )
-    loss = w.loss + (" from logits" if w.from_logits else "")
+    loss = "loss " + w.loss + (" from logits" if w.from_logits else "")
+    if len(spec.heads) > 1:  # each output's loss and weight
+        loss = "losses " + " + ".join(
+            f"{h.weight:g} x {h.objective.loss}"
+            + (" from logits" if h.objective.from_logits else "")
+            + f" ({h.layer})"
+            for h in spec.heads
+        )
     frozen = [
         layer.name
         for layer in spec.layers
@@ -745,7 +752,7 @@ def training_of(spec: ModelSpec) -> str:
         else "no frozen layer"
     )
     keras_class = OPTIMIZER_RECORDS[w.optimizer].keras_class
-    return f"{keras_class}({given}), loss {loss}, {held}, batch {w.batch_size}"
+    return f"{keras_class}({given}), {loss}, {held}, batch {w.batch_size}"
 
 
 def _listed(names: list[str], shown: int = 3) -> str:

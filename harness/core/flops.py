@@ -184,9 +184,16 @@ def train_flops(
         forward_and_backward -= untaken * count.matmul + (untaken == 2) * (
             count.elementwise
         )
-    # every position's row of outputs (a per-step model's steps) has its loss
-    positions = math.prod(output_positions(spec, input_shape))
-    loss = LOSSES[spec.workload.loss].flops_per_output * spec.classes * positions
+    # every position's row of outputs (a per-step model's steps) has its
+    # loss, and every output of a model with several its own
+    if len(spec.heads) == 1:
+        positions = math.prod(output_positions(spec, input_shape))
+        loss = LOSSES[spec.workload.loss].flops_per_output * spec.classes * positions
+    else:
+        loss = sum(
+            LOSSES[h.objective.loss].flops_per_output * math.prod(h.shape)
+            for h in spec.heads
+        )
     return batch_size * (forward_and_backward + loss) + optimizer_flops(spec)
 
 
