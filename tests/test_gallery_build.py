@@ -22,6 +22,7 @@ from tests import tiers
 from tests.helpers import keras_on_torch
 from workers.launch import PROJECT_ROOT
 from zoo.keras_import import document_from_config, read_config
+from zoo.losses import Objective
 from zoo.user_models import STORE_ENV, spec_from_document
 
 GALLERY = PROJECT_ROOT / "examples" / "gallery.py"
@@ -77,7 +78,22 @@ def test_the_door_accepts_or_refuses_in_one_sentence(built: Built, name: str) ->
         assert "\n" not in said
         return
     assert document["layers"]
-    assert document["input_shape"]
+    assert document.get("input_shape") or len(document["inputs"]) > 1
+
+
+def test_several_inputs_and_outputs_read_as_compiled(built: Built) -> None:
+    """keras.io's ticket ranking: three inputs in the model's order (the
+    first is the tool's ``input``), two outputs, each output's loss and
+    weight as ``compile`` took them."""
+    path = built.folder / "functional_ticket_ranking.keras"
+    spec = spec_from_document("t", document_from_config(read_config(path)))
+    assert spec.input_names == ("input", "body", "tags")
+    assert spec.input_shapes == ((10,), (20,), (12,))
+    assert [spec.input_tokens(n) for n in spec.input_names] == [200, 200, 0]
+    assert [(h.layer, h.objective, h.weight) for h in spec.heads] == [
+        ("priority", Objective("binary_crossentropy", True), 1.0),
+        ("department", Objective("categorical_crossentropy", True), 0.2),
+    ]
 
 
 def test_the_door_accepts_some_and_refuses_others(built: Built) -> None:

@@ -287,6 +287,12 @@ def main(argv: list[str]) -> int:
     from zoo.weights import make_weights
 
     spec = get_spec(name)
+    if spec.more_inputs or len(spec.heads) > 1:
+        # harness fuzz draws models of one input and one output only
+        raise ValueError(
+            f"{name} has several inputs or outputs; a reproducer writes a model "
+            "of one input and one output"
+        )
     x, y = make_batches(spec, int(seed), int(batch), max(int(steps), 1))
     model = build(spec)
     set_weights(model, spec, make_weights(spec, int(seed)))

@@ -1,0 +1,225 @@
+"""Models of several inputs and outputs without a framework (issue 78): the
+spec's inputs, outputs and per-output losses (``zoo.specs``), the packed
+arrays every path is fed (``zoo.packing``, ``zoo.data``), the weighted total
+(``zoo.losses.total``), and the ``[model]`` table and ``.keras`` config
+that describe them (``zoo.user_models``, ``zoo.keras_import``).  Every
+path on ``wide-deep`` against float64 is ``tests/paths``' (a kind model of
+both tiers), its fault ``loss-weights-ignored`` the fault suite's."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+
+from zoo import keras_import, packing, user_models
+from zoo.data import make_batches
+from zoo.losses import Heads, Objective, total
+from zoo.models import get_spec
+from zoo.specs import INPUT, Layer, ModelInput, ModelSpec, Workload
+
+MSE = Objective("mean_squared_error", False)
+
+
+def _two(**changes: Any) -> ModelSpec:
+    """Two inputs (one of token ids), two outputs: a class head and a score."""
+    given: dict[str, Any] = {
+        "layers": (
+            Layer.of("embed", "embedding", input_dim=7, output_dim=3),
+            Layer.of("pool", "global_avg_pool"),
+            Layer.of("both", "concatenate", inputs=("pool", "side")),
+            Layer.of("cls", "dense", units=4),
+            Layer.of("score", "dense", units=1, inputs=("both",)),
+        ),
+        "workload": Workload(
+            "user", "sgd", 0.1, 4, losses=(Objective(), MSE), loss_weights=(1.0, 0.25)
+        ),
+        "more_inputs": (ModelInput("side", (2,)),),
+        "outputs": ("cls", "score"),
+    }
+    given.update(changes)
+    return ModelSpec("two", (5,), 4, **given)
+
+
+def test_a_spec_of_two_inputs_and_outputs_has_a_head_per_output() -> None:
+    spec = _two()
+    assert spec.input_names == (INPUT, "side")
+    assert spec.input_shapes == ((5,), (2,))
+    assert spec.input_tokens(INPUT) == 7
+    assert spec.input_tokens("side") == 0
+    assert [(h.layer, h.objective, h.weight, h.shape) for h in spec.heads] == [
+        ("cls", Objective(), 1.0, (4,)),
+        ("score", MSE, 0.25, (1,)),
+    ]
+    assert spec.objective == Heads((Objective(), MSE), (1.0, 0.25))
+
+
+def test_one_input_and_output_keep_their_repr_and_objective() -> None:
+    spec = get_spec("lenet")
+    assert "more_inputs" not in repr(spec)
+    assert "outputs" not in repr(spec)
+    assert spec.objective == spec.workload.objective
+    assert "more_inputs=" in repr(_two())  # another model, another verdict key
+
+
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        ({"outputs": ("cls", "nowhere")}, "'nowhere', which is no layer"),
+        ({"outputs": ("cls", "cls")}, "outputs name a layer twice"),
+        ({"outputs": ("cls",)}, "layer 'score' feeds no later layer"),
+        (
+            {"more_inputs": (ModelInput("side", (2,)), ModelInput("idle", (3,)))},
+            "input 'idle' feeds no layer",
+        ),
+        (
+            {"more_inputs": (ModelInput("pool", (2,)),)},
+            "names 'pool' twice among its inputs and layers",
+        ),
+        (
+            {"workload": Workload("user", "sgd", 0.1, 4, losses=(MSE,))},
+            "gives 2 output(s) and its workload names 1 loss(es)",
+        ),
+        (
+            {"workload": Workload("user", "sgd", 0.1, 4, loss_weights=(1.0, -1.0))},
+            "loss weight is -1.0",
+        ),
+    ],
+)
+def test_a_spec_refuses_what_it_cannot_be_in_one_sentence(
+    changes: dict[str, Any], said: str
+) -> None:
+    with pytest.raises(ValueError) as caught:
+        _two(**changes)
+    assert said in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_batches_are_drawn_per_input_and_output_and_packed() -> None:
+    spec = _two()
+    x, y = make_batches(spec, seed=3, batch_size=4, count=2)
+    assert x.shape == (2, 4, 5 + 2)
+    assert y.shape == (2, 4, 1 + 1)  # a class id, a score
+    tokens, side = packing.split_inputs(spec, x[0])
+    assert tokens.dtype == np.int32
+    assert tokens.shape == (4, 5)
+    assert side.shape == (4, 2)
+    assert 0 <= tokens.min() and tokens.max() < 7
+    ids, scores = packing.split_targets(spec, y[1])
+    assert ids.dtype == np.int32
+    assert ids.shape == (4,)
+    assert scores.shape == (4, 1)
+    assert 0 <= ids.min() and ids.max() < 4
+    # a model of one input and one output is never packed
+    x1, y1 = make_batches(get_spec("ffn"), 0, 4, 1)
+    assert x1.shape == (1, 4, 784)
+    assert y1.dtype == np.int32
+
+
+def test_packing_round_trips_exactly_and_refuses_a_wrong_width() -> None:
+    spec = _two()
+    ids = np.array([[0, 6, 5, 2**20, 1]] * 3, np.int32)
+    side = np.arange(6, dtype=np.float32).reshape(3, 2) / 7
+    packed = packing.pack([ids, side], 1)
+    back = packing.split_inputs(spec, packed)
+    assert np.array_equal(back[0], ids)
+    assert np.array_equal(back[1], side)
+    with pytest.raises(ValueError, match="7 values per example cannot hold"):
+        packing.split_targets(spec, packed)
+
+
+def test_outputs_are_packed_in_order_and_split_back_by_name() -> None:
+    spec = _two()
+    cls, score = np.ones((3, 4), np.float32), np.full((3, 1), 2.0, np.float32)
+    packed = packing.outputs(spec, (cls, score), np.asarray)
+    assert packed.shape == (3, 5)
+    split = packing.per_output(spec, packed)
+    assert list(split) == ["cls", "score"]
+    assert np.array_equal(split["score"], score)
+    assert packing.per_output(get_spec("ffn"), packed) == {}
+
+
+def test_the_total_is_each_outputs_loss_times_its_weight() -> None:
+    def of(out: float, target: float, objective: Objective) -> float:
+        return (out - target) ** 2 if objective == MSE else abs(out - target)
+
+    goal = Heads((Objective(), MSE), (1.0, 0.25))
+    assert total(of, (3.0, 5.0), (1.0, 1.0), goal) == 2.0 + 0.25 * 16.0
+    # the weights dropped (the fault loss-weights-ignored) give another total
+    plain = Heads(goal.objectives, (1.0, 1.0))
+    assert total(of, (3.0, 5.0), (1.0, 1.0), plain) != total(
+        of, (3.0, 5.0), (1.0, 1.0), goal
+    )
+    assert total(of, 3.0, 1.0, MSE) == 4.0  # one output: its loss
+
+
+def test_a_table_names_its_inputs_outputs_and_losses() -> None:
+    table = {
+        "inputs": [{"name": "ids", "shape": [5]}, {"name": "side", "shape": [2]}],
+        "outputs": ["cls", "score"],
+        "layers": [
+            {"kind": "embedding", "name": "embed", "input_dim": 7, "output_dim": 3},
+            {"kind": "global_avg_pool", "name": "pool"},
+            {"kind": "concatenate", "name": "both", "inputs": ["pool", "side"]},
+            {"kind": "dense", "name": "cls", "units": 4},
+            {"kind": "dense", "name": "score", "units": 1, "inputs": ["both"]},
+        ],
+        "workload": {
+            "optimizer": "sgd",
+            "learning_rate": 0.1,
+            "batch_size": 4,
+            "loss": ["sparse_categorical_crossentropy", "mean_squared_error"],
+            "from_logits": [True, False],
+            "loss_weights": [1, 0.25],
+        },
+    }
+    spec = user_models.spec_from_document("t", table)
+    assert spec.input_names == (INPUT, "side")  # the first input is the input
+    assert spec.objective == _two().objective
+    again = user_models.spec_from_document(
+        "t", json.loads(json.dumps(user_models.document_of(spec)))
+    )
+    assert again == dataclasses.replace(spec)
+    assert again.heads == spec.heads
+    with pytest.raises(ValueError, match="input_shape .* or inputs"):
+        user_models.spec_from_document("t", {**table, "input_shape": [5]})
+    single = {**table, "outputs": ["cls"]}
+    single["layers"] = table["layers"][:4]
+    with pytest.raises(ValueError, match="a list of losses or loss_weights is for"):
+        user_models.spec_from_document("t", single)
+
+
+@pytest.mark.parametrize(
+    ("loss", "weights", "read"),
+    [
+        (
+            ["mae", "mse"],
+            [2, 1],
+            (["mean_absolute_error", "mean_squared_error"], [2, 1]),
+        ),
+        (  # a dict by output name, in the outputs' order
+            {"b": "mse", "a": "mae"},
+            {"a": 2, "b": 1},
+            (["mean_absolute_error", "mean_squared_error"], [2, 1]),
+        ),
+        ("mse", [0.5, 0.5], ("mean_squared_error", [0.5, 0.5])),  # one for both
+    ],
+)
+def test_a_files_loss_per_output_is_read_in_output_order(
+    loss: Any, weights: Any, read: tuple[Any, list[float]]
+) -> None:
+    config = {"compile_config": {"loss": loss, "loss_weights": weights}}
+    workload, problems = keras_import._workload(config, False, ["a", "b"])
+    assert not problems
+    assert workload["loss"] == read[0]
+    assert workload["loss_weights"] == read[1]
+
+
+def test_a_files_loss_for_other_outputs_is_refused() -> None:
+    config = {"compile_config": {"loss": {"a": "mse", "c": "mse"}}}
+    _, problems = keras_import._workload(config, False, ["a", "b"])
+    assert problems
+    assert "one for each of its outputs" in problems[0]
