@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any
 
 import numpy as np
@@ -92,9 +93,8 @@ def test_one_input_and_output_keep_their_repr_and_objective() -> None:
 def test_a_spec_refuses_what_it_cannot_be_in_one_sentence(
     changes: dict[str, Any], said: str
 ) -> None:
-    with pytest.raises(ValueError, match=".") as caught:
+    with pytest.raises(ValueError, match=re.escape(said)) as caught:
         _two(**changes)
-    assert said in str(caught.value)
     assert "\n" not in str(caught.value)
 
 
