@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from zoo.losses import Objective
+from zoo.losses import Heads, Objective
 from zoo.specs import ModelSpec, Workload
 
 Params = Any  # the framework's own container of parameter tensors
@@ -162,9 +162,11 @@ class Framework(Protocol):
         """Targets (int class ids, or float rows: ``zoo.losses.draw_targets``)
         -> this framework's tensor on its device."""
 
-    def loss(self, outputs: Tensor, y: Tensor, objective: Objective) -> Tensor:
+    def loss(self, outputs: Any, y: Any, objective: Objective | Heads) -> Tensor:
         """The mean of ``objective``'s loss over the batch, written out with
-        Keras' formulas (``zoo.losses``)."""
+        Keras' formulas (``zoo.losses``); for several outputs (``Heads``:
+        ``outputs`` and ``y`` tuples) their weighted sum
+        (``zoo.losses.total``)."""
 
     def penalty(
         self,

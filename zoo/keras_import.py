@@ -842,12 +842,16 @@ def document_from_config(config: Mapping[str, Any], seq_len: int = 0) -> dict[st
             continue
         entries.append(entry)
     inputs, outputs = ends(config)
-    given, shape = _document_inputs(config, seq_len, inputs, refusal)
+    input_words, shape = _document_inputs(config, seq_len, inputs, refusal)
     probabilities = bool(entries) and entries[-1].get("activation") == "softmax"
     workload, problems = _workload(config, probabilities, outputs)
     for problem in problems:
         refusal.add(problem)
-    document: dict[str, Any] = {"layers": entries, "workload": workload, **given}
+    document: dict[str, Any] = {
+        "layers": entries,
+        "workload": workload,
+        **input_words,
+    }
     if len(outputs) > 1:
         document["outputs"] = outputs
     if (
@@ -881,7 +885,8 @@ def _document_inputs(
     the first named ``INPUT``, as the layers take it), and the first
     input's shape (empty when one is refused: ``refusal`` says why)."""
     shapes = []
-    for name in inputs or [None]:
+    names: list[str | None] = [*inputs] or [None]
+    for name in names:
         try:
             shapes.append(
                 _input_shape(config, seq_len, name if len(inputs) > 1 else None)

@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from zoo.kinds.base import Shape
 from zoo.losses import LOSSES
-from zoo.specs import Head, ModelSpec, Shape
+from zoo.specs import Head, ModelSpec
 
 # Whole numbers float32 holds exactly: a packed token or class id is below.
 EXACT = 2**24

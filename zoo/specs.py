@@ -843,7 +843,7 @@ def _derive_params(spec: ModelSpec) -> tuple[Param, ...]:
         if layer.kind == "flatten" and len(given[0]) == 3:
             images[n] = (given[0][0], given[0][1], given[0][2])
     _check_penalties(spec, params)
-    object.__setattr__(spec, "heads", _heads(spec, walked))
+    object.__setattr__(spec, "heads", _heads(spec, list(walked)))
     _check_size(spec, params)
     return tuple(params)
 

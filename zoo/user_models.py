@@ -401,7 +401,8 @@ def _heads(
     of names (``from_logits`` true or false for all, or a list), and a list
     of weights; empty where the workload gives one loss for every output
     (or the model has one output) and no weights."""
-    loss, logits = given.get("loss"), given.get("from_logits")
+    loss: Any = given.get("loss")
+    logits: Any = given.get("from_logits")
     weights = given.get("loss_weights", [])
     listed = isinstance(loss, list | tuple)
     if (listed or weights) and outputs < 2:
