@@ -156,7 +156,14 @@ def _judge_gradients(
         return backend(model, loss_fn, x, y, training=training)
 
     _, loss, grads = grads_of(rebuilt, ours)
-    _, their_loss, their_grads = grads_of(original, theirs_loss)
+    # several outputs in a dict (keras.io's functional guide): the same
+    # layers and variables with the outputs listed in the spec's order
+    theirs_model = original
+    if len(spec.heads) > 1 and isinstance(original.output, dict):
+        theirs_model = keras.Model(
+            original.inputs, [original.output[h.layer] for h in spec.heads]
+        )
+    _, their_loss, their_grads = grads_of(theirs_model, theirs_loss)
     error = _error(loss, their_loss)
     if not error <= TOLERANCE:
         _differs(f"the loss ({spec.workload.loss} as read){where}", error)
@@ -164,7 +171,7 @@ def _judge_gradients(
         zip((id(v) for v in rebuilt.trainable_variables), grads, strict=True)
     )
     theirs_by = dict(
-        zip((id(v) for v in original.trainable_variables), their_grads, strict=True)
+        zip((id(v) for v in theirs_model.trainable_variables), their_grads, strict=True)
     )
     convert = keras.ops.convert_to_numpy
     for p in spec.params:

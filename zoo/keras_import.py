@@ -395,7 +395,16 @@ def ends(config: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     found = []
     for key in ("input_layers", "output_layers"):
         given = inner.get(key)  # [name, 0, 0] for one, [[name, 0, 0], ...] or a dict
-        if isinstance(given, dict):  # Keras' dict of named inputs: its order
+        if isinstance(given, dict):  # Keras' dict of named ends: its order
+            renamed = [
+                k for k, v in given.items() if not (isinstance(v, list) and v[:1] == [k])
+            ]
+            if renamed:
+                raise ValueError(
+                    f"the model's {key} are a dict whose key {renamed[0]!r} is not "
+                    "its layer's name; name each by its layer (the tool matches "
+                    "a loss per output by the output layer's name)"
+                )
             given = list(given.values())
         if isinstance(given, list) and given and isinstance(given[0], str):
             given = [given]
