@@ -111,8 +111,9 @@ def _print_judgements(report: ModelReport) -> None:
             row += ["-"] * 6
         else:
             row += [
-                _worst(result, lambda q: q == "logits"),
-                _worst(result, lambda q: q == "loss"),
+                # a model of several outputs: each one's own too
+                _worst(result, lambda q: q.partition(":")[0] == "logits"),
+                _worst(result, lambda q: q.partition(":")[0] == "loss"),
                 _worst(result, lambda q: q.startswith(GRAD_PREFIX)),
                 _worst(result, lambda q: q.startswith("step1/")),
                 _worst(result, lambda q: q.startswith("step")),

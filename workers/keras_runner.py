@@ -124,6 +124,25 @@ class KerasRunner:
         }
         return packing.outputs(spec, logits, np.asarray), float(loss), canonical
 
+    def output_losses(
+        self, spec: ModelSpec, logits: np.ndarray, y: np.ndarray
+    ) -> dict[str, float]:
+        """Each output's loss (``workers.protocol.Runner.output_losses``),
+        by Keras' own loss object of that output."""
+        if len(spec.heads) == 1:
+            return {}
+        outputs = packing.per_output(spec, logits)
+        targets = packing.split_targets(spec, y)
+        convert = self.keras.ops.convert_to_numpy
+        return {
+            h.layer: float(
+                np.asarray(
+                    convert(keras_loss(self.keras, h.objective)(t, outputs[h.layer]))
+                )
+            )
+            for h, t in zip(spec.heads, targets, strict=True)
+        }
+
     def _check_dropout(self, model: Any, spec: ModelSpec, x: np.ndarray) -> None:
         """A ValueError unless every dropout, at its rate in one training
         forward pass on ``x``, dropped as dropout must (``check_dropout``)."""

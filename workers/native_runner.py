@@ -119,6 +119,24 @@ class NativeRunner:
             layout.to_canonical(spec, native, fw.LAYOUT),
         )
 
+    def output_losses(
+        self, spec: ModelSpec, logits: np.ndarray, y: np.ndarray
+    ) -> dict[str, float]:
+        """Each output's loss (``workers.protocol.Runner.output_losses``),
+        by this framework's ``loss``."""
+        if len(spec.heads) == 1:
+            return {}
+        fw, outputs = self.fw, packing.per_output(spec, logits)
+        targets = packing.split_targets(spec, y)
+        return {
+            h.layer: float(
+                fw.to_numpy(
+                    fw.loss(fw.to_input(outputs[h.layer]), fw.to_labels(t), h.objective)
+                ).item()
+            )
+            for h, t in zip(spec.heads, targets, strict=True)
+        }
+
     def _check_dropout(
         self, spec: ModelSpec, weights: Mapping[str, np.ndarray], x: np.ndarray
     ) -> None:

@@ -158,6 +158,13 @@ class Runner(Protocol):
     ) -> tuple[np.ndarray, float, dict[str, np.ndarray]]:
         """Logits, mean cross-entropy and canonical-layout gradients of one batch."""
 
+    def output_losses(
+        self, spec: ModelSpec, logits: np.ndarray, y: np.ndarray
+    ) -> dict[str, float]:
+        """Each output's own loss, by its layer, of a model with several:
+        this path's loss function on this path's packed ``logits`` against
+        the packed targets ``y`` (``{}`` for one output)."""
+
     def activations(
         self, spec: ModelSpec, weights: Weights, x: np.ndarray
     ) -> tuple[dict[str, np.ndarray], str | None]:

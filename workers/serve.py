@@ -217,6 +217,12 @@ class Tasks:
             (f"logits:{name}", a)
             for name, a in packing.per_output(self.spec, logits).items()
         )
+        arrays.update(
+            (f"loss:{name}", np.asarray(value))
+            for name, value in self.runner.output_losses(
+                self.spec, logits, data["y"][i]
+            ).items()
+        )
         arrays.update({f"grad:{name}": g for name, g in grads.items()})
         save_npz(request.out, arrays)
         return m.ArraysAnswer(arrays=request.out)

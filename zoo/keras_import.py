@@ -397,7 +397,9 @@ def ends(config: Mapping[str, Any]) -> tuple[list[str], list[str]]:
         given = inner.get(key)  # [name, 0, 0] for one, [[name, 0, 0], ...] or a dict
         if isinstance(given, dict):  # Keras' dict of named ends: its order
             renamed = [
-                k for k, v in given.items() if not (isinstance(v, list) and v[:1] == [k])
+                k
+                for k, v in given.items()
+                if not (isinstance(v, list) and v[:1] == [k])
             ]
             if renamed:
                 raise ValueError(
