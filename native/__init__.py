@@ -202,8 +202,17 @@ def at_shape(apply: Apply, shape: tuple[int, ...]) -> Apply:
 
 def _bound(ops: Any, spec: ModelSpec) -> Apply:
     """``native.compose.apply`` over ``ops`` with ``spec`` bound, one object
-    per (ops, input shape, layers, parameters, loss)."""
-    key = (ops, spec.input_shape, spec.layers, spec.params, spec.workload.objective)
+    per (ops, inputs, outputs, layers, parameters, loss: every output's, with
+    its weight)."""
+    key = (
+        ops,
+        spec.input_shape,
+        spec.more_inputs,
+        spec.outputs,
+        spec.layers,
+        spec.params,
+        spec.objective,
+    )
     if key not in _PASSES:
         from native import compose
 
@@ -211,5 +220,5 @@ def _bound(ops: Any, spec: ModelSpec) -> Apply:
     return _PASSES[key]
 
 
-# One bound forward pass per (ops, input shape, layers, parameters, loss).
+# One bound forward pass per (ops, inputs, outputs, layers, parameters, loss).
 _PASSES: dict[tuple[Any, ...], Apply] = {}

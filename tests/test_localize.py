@@ -3,6 +3,7 @@ layer beyond tolerance; fed deliberately wrong arrays, it points at them."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 
@@ -13,6 +14,7 @@ from equivalence.localize import Triple, localize
 from native.faults import Location
 from tests.helpers import keras_on_torch
 from workers.launch import Reply
+from zoo.models import get_spec
 from zoo.specs import MODELS
 
 SPEC = MODELS["lenet"]
@@ -145,14 +147,26 @@ def test_a_contradiction_is_carried_to_the_localization() -> None:
     activations, _ = _case()
     same = {"logits": activations["logits"]}
     other = {"logits": activations["logits"] * np.float32(1.01)}
-    assert _contradiction(activations, same, "logits") is None
-    sentence = _contradiction(activations, other, "logits")
+    assert _contradiction(activations, same, SPEC) is None
+    sentence = _contradiction(activations, other, SPEC)
     assert sentence is not None
     assert "only the evaluated pass runs" in sentence
     # a model whose last layer is not named logits (a user's, a drawn one)
+    renamed = dataclasses.replace(
+        SPEC, layers=(*SPEC.layers[:-1], SPEC.layers[-1].replace(name="outputs"))
+    )
     last = {"outputs": activations["logits"]}
-    assert _contradiction(last, same, "outputs") is None
-    assert _contradiction(last, other, "outputs") == sentence
+    assert _contradiction(last, same, renamed) is None
+    assert _contradiction(last, other, renamed) == sentence
+    # several outputs: each output's tap against its own logits, named
+    two = get_spec("wide-deep")
+    taps = {h.layer: np.ones((2, h.shape[-1]), np.float32) for h in two.heads}
+    own = {f"logits:{n}": a for n, a in taps.items()}
+    assert _contradiction(taps, own, two) is None
+    off = {**own, "logits:score": own["logits:score"] * np.float32(1.01)}
+    said = _contradiction(taps, off, two)
+    assert said is not None
+    assert "of output 'score'" in said
     loc = localize(
         SPEC,
         "p",

@@ -1240,15 +1240,15 @@ def test_a_graph_the_spec_cannot_express_is_one_sentence() -> None:
     early["config"]["output_layers"] = [["d", 0, 0]]
     # a layer taking one the config does not list before it
     unknown = _graph((_layer("Dense", "d", **DENSE), _node("nowhere")), **floats)
-    several = _transformer()
-    several["config"]["output_layers"] = [["logits", 0, 0], ["gap", 0, 0]]
+    several = _transformer()  # several outputs, one of them no layer
+    several["config"]["output_layers"] = [["logits", 0, 0], ["nowhere", 0, 0]]
     unused = _transformer()
     unused["config"]["layers"][-1]["inbound_nodes"] = []
     refusals = {
         r"layer 'e' takes 2 tensor\(s\); a merge \(Add, Concatenate": two,
         "the model's output is 'd', not the last layer": early,
         "layer 'd' takes 'nowhere', which is not an earlier layer": unknown,
-        "several inputs or outputs": several,
+        "names 'nowhere' among its inputs or outputs, which is none": several,
         "layer 'logits' is unused": unused,
     }
     for message, config in refusals.items():
@@ -1261,10 +1261,12 @@ def test_a_graph_the_spec_cannot_express_is_one_sentence() -> None:
     user_models.spec_from_document("two-tables", document)
 
 
-def test_several_inputs_and_an_open_feature_axis_are_refused() -> None:
+def test_an_input_no_layer_is_and_an_open_feature_axis_are_refused() -> None:
+    # several inputs are read (tests/test_several_outputs.py); one the
+    # config lists and does not hold is refused
     config = _functional((_layer("Flatten", "f"), [["input"]]))
     config["config"]["input_layers"] = [["input", 0, 0], ["other", 0, 0]]
-    with pytest.raises(ValueError, match="several inputs or outputs"):
+    with pytest.raises(ValueError, match="names 'other' among its inputs or outputs"):
         keras_import.document_from_config(config)
     config = _sequential(_layer("LSTM", "l", units=4))
     config["config"]["layers"][0]["config"]["batch_shape"] = [None, 5, None]

@@ -42,6 +42,7 @@ from native.protocol import Framework, blocks
 from tests import tiers
 from workers import protocol
 from workers.native_runner import NativeRunner, Session
+from zoo import packing
 from zoo.data import make_batches
 from zoo.kinds import base as zoo_base
 from zoo.optimizers import Schedule
@@ -237,14 +238,15 @@ def _with_workload(spec: ModelSpec, workload: Workload) -> ModelSpec:
 def test_logits_have_the_spec_shape(runner: NativeRunner, model: str) -> None:
     spec = ALL_MODELS[model]
     fw = runner.fw
-    x = np.zeros((2, *spec.input_shape), np.int32 if spec.tokens else np.float32)
+    x, _ = make_batches(spec, 0, 2, 1)  # several inputs: packed, fed apart
     logits = fw.inference(
         load_apply(runner.framework, spec),
         runner.init(spec, make_weights(spec, 0)),
-        fw.to_input(x),
+        runner.feed(spec, x[0]),
     )
     fw.sync(logits)
-    assert tuple(logits.shape) == (2, spec.classes)
+    given = logits if len(spec.heads) > 1 else (logits,)  # several: a tuple
+    assert [tuple(o.shape) for o in given] == [(2, *h.shape) for h in spec.heads]
 
 
 def _ffn_numpy(
@@ -1000,7 +1002,11 @@ def test_activations_tap_every_layer_in_order(runner: NativeRunner, model: str) 
     shapes = {name: a.shape[1:] for name, a in taps.items()}
     assert shapes == _output_shapes(spec, input_shape or spec.input_shape)
     logits = runner.session(spec, weights).logits(x[0])
-    assert relative_error(taps["logits"], logits) < 1e-5
+    tapped = [taps[h.layer] for h in spec.heads]  # each output's layer
+    expected = packing.outputs(
+        spec, tuple(tapped) if len(tapped) > 1 else tapped[0], np.asarray
+    )
+    assert relative_error(expected, logits) < 1e-5
 
 
 def test_tapped_convolution_is_canonical(runner: NativeRunner) -> None:
