@@ -43,6 +43,7 @@ READING_CODE = (
     "zoo/keras_import.py",
     "zoo/user_models.py",
     "zoo/losses.py",
+    "zoo/packing.py",
     "zoo/specs.py",
     "workers/reader_check.py",
     *sorted(f"zoo/kinds/{p.name}" for p in (_ROOT / "zoo" / "kinds").glob("*.py")),
