@@ -276,8 +276,14 @@ class ModelReport:
     def notes(self, path: str) -> list[str]:
         """What Keras is known to compute differently on this path
         (``equivalence.keras_known``): by-design differences, and the Keras
-        bug its failures are, if they are exactly one's."""
-        return keras_known.notes(get_spec(self.case.model), path, self.failing(path))
+        bug its failures are, if they are exactly one's, or the error it
+        stopped with is."""
+        reply = self.outcomes.get(path)
+        stopped = self.verdicts.get(path) == "error" and reply is not None
+        error = (reply.error or "") if stopped and reply is not None else ""
+        return keras_known.notes(
+            get_spec(self.case.model), path, self.failing(path), error
+        )
 
 
 @dataclass

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from zoo.losses import LOSSES, reaches_back
+from zoo.losses import LOSSES, Objective, reaches_back
 from zoo.specs import ModelSpec
 
 # How a note naming a Keras bug begins, for readers that pick them out.
@@ -33,13 +33,16 @@ class Known:
     """One thing Keras computes differently: ``name`` (an id),
     ``sentence`` (what, and where it is written up), whether it is a bug,
     ``applies(spec, path)``, and for a bug the prefix of the quantities it
-    moves (``equivalence.compare`` names: ``step3/dense/kernel``)."""
+    moves (``equivalence.compare`` names: ``step3/dense/kernel``), or the
+    words of the error it stops the path with (``error``: the path cannot
+    run the model at all)."""
 
     name: str
     sentence: str
     bug: bool
     applies: Callable[[ModelSpec, str], bool]
     quantities: str = ""
+    error: str = ""
 
 
 def _keras_tensorflow(path: str) -> bool:
@@ -97,6 +100,24 @@ KNOWN = (
         quantities="step",
     ),
     Known(
+        "keras-torch-sparse-crossentropy-channels-last",
+        "Keras' sparse categorical cross-entropy from probabilities on PyTorch "
+        "hands nll_loss a channels-last view of an image output (its movedim), "
+        "whose backward pass PyTorch 2.13 cannot take on CPU, so no training "
+        "step runs: 'grad_input must be contiguous' (a Keras-on-PyTorch bug; "
+        "docs/findings/nll_loss_channels_last.py, docs/results/per_position.md)",
+        bug=True,
+        applies=lambda spec, path: (
+            path.split("@", maxsplit=1)[0] == "keras-torch"
+            and any(
+                h.objective == Objective("sparse_categorical_crossentropy", False)
+                and len(h.shape) == 3
+                for h in spec.heads
+            )
+        ),
+        error="grad_input must be contiguous",
+    ),
+    Known(
         "keras-tensorflow-logits-before-activation",
         "Keras on TensorFlow computes this cross-entropy from the logits before "
         "the final activation (_keras_logits), not from the probabilities "
@@ -113,11 +134,14 @@ KNOWN = (
 )
 
 
-def notes(spec: ModelSpec, path: str, failing: Iterable[str]) -> list[str]:
+def notes(
+    spec: ModelSpec, path: str, failing: Iterable[str], error: str = ""
+) -> list[str]:
     """What to say beside ``path``'s verdict on ``spec``: every by-design
     difference that applies, and a Keras bug that applies when ``failing``
     (the quantities beyond their allowance) is not empty and all of them
-    are ones the bug moves."""
+    are ones the bug moves, or when the path stopped with ``error`` (its
+    evaluation's error) and the bug's words are in it."""
     failing = list(failing)
     said = []
     for known in KNOWN:
@@ -125,6 +149,9 @@ def notes(spec: ModelSpec, path: str, failing: Iterable[str]) -> list[str]:
             continue
         if not known.bug:
             said.append(known.sentence)
+        elif known.error:
+            if error and known.error in error:
+                said.append(f"{KNOWN_BUG}: {known.sentence}")
         elif failing and all(q.startswith(known.quantities) for q in failing):
             said.append(f"{KNOWN_BUG}: {known.sentence}")
     return said

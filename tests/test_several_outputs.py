@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from equivalence import keras_known
+from equivalence.keras_known import KNOWN_BUG
 from zoo import keras_import, packing, user_models
 from zoo.data import make_batches
 from zoo.losses import Heads, Objective, total
@@ -225,3 +227,37 @@ def test_a_files_loss_for_other_outputs_is_refused() -> None:
     _, problems = keras_import._workload(config, False, ["a", "b"])
     assert problems
     assert "one for each of its outputs" in problems[0]
+
+
+def test_a_known_error_is_named_only_where_it_applies_and_was_raised() -> None:
+    """Keras on PyTorch cannot train a sparse cross-entropy from
+    probabilities on an image output (docs/findings/nll_loss_channels_last.py):
+    the error names the bug on keras-torch for such a model, and nowhere
+    else: not on another path, not for another error, not from logits."""
+    layers = (Layer.of("classes", "conv2d", filters=3, kernel_size=1),)
+    probabilities = ModelSpec(
+        "seg",
+        (4, 4, 2),
+        3,
+        layers,
+        Workload(
+            "user",
+            "adam",
+            0.001,
+            4,
+            loss="sparse_categorical_crossentropy",
+            from_logits=False,
+        ),
+    )
+    error = "RuntimeError: grad_input must be contiguous"
+    named = keras_known.notes(probabilities, "keras-torch", [], error)
+    assert len(named) == 1
+    assert named[0].startswith(KNOWN_BUG)
+    assert "nll_loss" in named[0]
+    assert not keras_known.notes(probabilities, "keras-torch", [], "ValueError: no")
+    assert not keras_known.notes(probabilities, "keras-jax", [], error)
+    logits = dataclasses.replace(
+        probabilities,
+        workload=dataclasses.replace(probabilities.workload, from_logits=True),
+    )
+    assert not keras_known.notes(logits, "keras-torch", [], error)
