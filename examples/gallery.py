@@ -1253,6 +1253,32 @@ def timeseries_transformer() -> keras.Model:
     return model
 
 
+@example(
+    'HSE / Coursera "Introduction to Deep Learning", week 5: part-of-speech '
+    "tagging with a recurrent network",
+    "https://github.com/hse-aml/intro-to-dl/blob/master/week5/POS-task.ipynb",
+)
+def pos_tagger_rnn() -> keras.Model:
+    """Issue 78: a token tagger, a tag per token through
+    ``TimeDistributed(Dense(..., softmax))``.  Sentences of 12 tokens (the
+    notebook leaves the length free), its vocabulary of 5,000 words shrunk
+    to 200, embeddings of 50 to 8, the SimpleRNN's 64 units to 16; 14 tags
+    (the notebook's 12 universal tags with its padding and unknown ones),
+    one-hot per token, compiled as the notebook compiles it."""
+    import keras
+    from keras import layers
+
+    model = keras.Sequential()
+    model.add(layers.InputLayer(shape=(12,), dtype="int32"))
+    model.add(layers.Embedding(200, 8))
+    model.add(layers.SimpleRNN(16, return_sequences=True))
+    stepwise_dense = layers.Dense(14, activation="softmax")
+    stepwise_dense = layers.TimeDistributed(stepwise_dense)
+    model.add(stepwise_dense)
+    model.compile("adam", "categorical_crossentropy")
+    return model
+
+
 # --- several inputs and outputs ---------------------------------------------
 
 

@@ -257,6 +257,38 @@ def test_what_is_not_a_built_in_layer_is_named(
         keras_import._entry(layer)
 
 
+@pytest.mark.parametrize(
+    ("inner", "message"),
+    [
+        ({"class_name": "Dense", "config": {"units": 3}}, None),
+        ({"class_name": "Conv2D", "config": {"filters": 3}}, "wraps a 'Conv2D'"),
+        (
+            {
+                "class_name": "Dense",
+                "config": {"units": 3, "kernel_regularizer": "l2"},
+            },
+            "with a regularizer",
+        ),
+        ({"class_name": "Dense"}, "wraps no layer the file describes"),
+    ],
+)
+def test_time_distributed_reads_a_wrapped_dense_only(
+    inner: dict[str, object], message: str | None
+) -> None:
+    layer = {
+        "class_name": "TimeDistributed",
+        "module": "keras.layers",
+        "config": {"name": "tags", "layer": {"module": "keras.layers", **inner}},
+    }
+    if message is None:
+        entry = keras_import._entry(layer)
+        assert entry["kind"] == "time_distributed"
+        assert entry["units"] == 3
+        return
+    with pytest.raises(ValueError, match=message):
+        keras_import._entry(layer)
+
+
 def test_x_plus_y_in_a_functional_model_is_read_as_add() -> None:
     # what Keras saves for ``a + b`` and ``a * b`` on two tensors
     for cls, kind in (("Add", "add"), ("Multiply", "multiply")):

@@ -74,6 +74,13 @@ def dense(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array
     return _dense(h, params[f"{name}/kernel"], _bias(params, spec, name))  # type: ignore[no-any-return]
 
 
+def time_distributed(
+    h: jax.Array, params: Params, spec: ModelSpec, name: str
+) -> jax.Array:
+    """Keras' ``TimeDistributed(Dense)``: the dense block on every step."""
+    return dense(h, params, spec, name)
+
+
 @functools.partial(jax.jit, static_argnames=("stride", "pads"))
 def _conv2d(
     h: jax.Array, kernel: jax.Array, bias: jax.Array | None, stride: int, pads: Pads

@@ -91,6 +91,11 @@ def dense(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     )
 
 
+def time_distributed(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
+    """Keras' ``TimeDistributed(Dense)``: the dense block on every step."""
+    return dense(h, params, spec, name)
+
+
 def conv2d(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     """Convolution with the layer's strides and padding (Keras' ``valid`` or
     ``same``); weight ``(out, in, kh, kw)``."""

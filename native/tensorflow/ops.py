@@ -43,6 +43,13 @@ def dense(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor
     return tf.nn.bias_add(h, params[f"{name}/bias"])
 
 
+def time_distributed(
+    h: tf.Tensor, params: Params, spec: ModelSpec, name: str
+) -> tf.Tensor:
+    """Keras' ``TimeDistributed(Dense)``: the dense block on every step."""
+    return dense(h, params, spec, name)
+
+
 def conv2d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
     """Convolution with the layer's strides and padding (Keras' ``valid`` or
     ``same``); kernel ``(kh, kw, in, out)``."""

@@ -64,6 +64,13 @@ def dense(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.
     return F.linear(h, params[f"{name}/kernel"], params.get(f"{name}/bias"))
 
 
+def time_distributed(
+    h: torch.Tensor, params: Params, spec: ModelSpec, name: str
+) -> torch.Tensor:
+    """Keras' ``TimeDistributed(Dense)``: the dense block on every step."""
+    return dense(h, params, spec, name)
+
+
 def conv2d(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.Tensor:
     """Convolution with the layer's strides and padding (Keras' ``valid`` or
     ``same``); kernel ``(out, in, kh, kw)``."""
