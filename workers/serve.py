@@ -213,16 +213,17 @@ class Tasks:
         arrays = {"logits": logits, "loss": np.asarray(loss)}
         # Several outputs: each judged on its own too (``logits:<layer>``),
         # so a small output's error does not hide in a larger one's norm.
-        arrays.update(
-            (f"logits:{name}", a)
-            for name, a in packing.per_output(self.spec, logits).items()
-        )
-        arrays.update(
-            (f"loss:{name}", np.asarray(value))
-            for name, value in self.runner.output_losses(
-                self.spec, logits, data["y"][i]
-            ).items()
-        )
+        if len(self.spec.heads) > 1:
+            arrays.update(
+                (f"logits:{name}", a)
+                for name, a in packing.per_output(self.spec, logits).items()
+            )
+            arrays.update(
+                (f"loss:{name}", np.asarray(value))
+                for name, value in self.runner.output_losses(
+                    self.spec, logits, data["y"][i]
+                ).items()
+            )
         arrays.update({f"grad:{name}": g for name, g in grads.items()})
         save_npz(request.out, arrays)
         return m.ArraysAnswer(arrays=request.out)
