@@ -28,9 +28,6 @@ from zoo.kinds.base import Shape
 from zoo.losses import LOSSES
 from zoo.specs import Head, ModelSpec
 
-# Whole numbers float32 holds exactly: a packed token or class id is below.
-EXACT = 2**24
-
 
 def pack(parts: Sequence[np.ndarray], lead: int) -> np.ndarray:
     """``parts`` (the same ``lead`` leading axes) as one float32 array: each
@@ -61,14 +58,6 @@ def target_shape(head: Head) -> Shape:
     row per position as wide as the output."""
     ids = LOSSES[head.objective.loss].targets == "ids"
     return head.positions if ids else head.shape
-
-
-def several_inputs(spec: ModelSpec) -> bool:
-    return bool(spec.more_inputs)
-
-
-def several_outputs(spec: ModelSpec) -> bool:
-    return len(spec.heads) > 1
 
 
 def split_inputs(spec: ModelSpec, x: np.ndarray) -> tuple[np.ndarray, ...]:

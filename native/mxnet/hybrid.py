@@ -139,17 +139,17 @@ def loss_and_grads(
 ) -> tuple[nd.NDArray, nd.NDArray, dict[str, nd.NDArray]]:
     net = params.bind(apply, x)
     with autograd.record():
-        logits = _outputs(apply, net.run(x))
+        logits = _outputs(net.run(x))
         value = _objective(apply, net, logits, y)
     value.backward()
     return logits, value, net.grads()
 
 
 def inference(apply: Apply, params: Model, x: nd.NDArray) -> nd.NDArray:
-    return _outputs(apply, params.bind(apply, x).run(x))
+    return _outputs(params.bind(apply, x).run(x))
 
 
-def _outputs(apply: Apply, given: Any) -> Any:
+def _outputs(given: Any) -> Any:
     """A compiled inference pass's outputs as ``native.compose.apply``
     gives them: one array, or the tuple of a model's several (Gluon hands
     back a list)."""
