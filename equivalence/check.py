@@ -344,7 +344,7 @@ def _contradiction(
     infers, compiled where it compiles) disagree on an output's logits:
     then the layer-by-layer walk cannot see the difference, which lies in
     code only the evaluated pass runs."""
-    several = len(spec.heads) > 1
+    several = spec.several_outputs
     for head in spec.heads:
         key = f"logits:{head.layer}" if several else "logits"
         if head.layer not in activations or key not in evaluated:

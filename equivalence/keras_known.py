@@ -7,11 +7,19 @@ Two sorts, both only ever *said*, never used to turn a failure into a pass:
   the verdict carries the sentence so a reader knows what was judged.
   Keras on TensorFlow takes a cross-entropy from the logits before a final
   softmax or sigmoid (``zoo.losses.reaches_back``), whatever ``from_logits``
-  says.
+  says, and so never clips a probability.
 - **a Keras bug** (``bug=True``): where a path fails *only* on the
   quantities the bug moves (``quantities``, a prefix: ``step`` for a
   training update), the failure is named as that bug, with where it is
   written up; a failure anywhere else is the path's own and is not named.
+
+A by-design difference that moves a quantity the same way names the
+failure too, on the same rule, and only where the quantity it must move
+first (``needs``) is among the failing: Keras on TensorFlow's unclipped
+cross-entropy fails a model only where a training pass puts a true class
+below the clip, and then first on the loss at step 1, where every path
+starts from the same parameters on the same batch (keras.io's U-Net:
+docs/results/per_position.md).
 
 Framework-free: it reads the spec and the failing quantities' names.
 """
@@ -35,7 +43,8 @@ class Known:
     ``applies(spec, path)``, and for a bug the prefix of the quantities it
     moves (``equivalence.compare`` names: ``step3/dense/kernel``), or the
     words of the error it stops the path with (``error``: the path cannot
-    run the model at all)."""
+    run the model at all); ``needs``: a quantity that must be among the
+    failing ones for it to name them."""
 
     name: str
     sentence: str
@@ -43,6 +52,18 @@ class Known:
     applies: Callable[[ModelSpec, str], bool]
     quantities: str = ""
     error: str = ""
+    needs: str = ""
+
+    def names(self, failing: list[str], error: str) -> bool:
+        """Whether it is what failed: the path stopped with its error, or
+        failed only on the quantities it moves (and on ``needs``)."""
+        if self.error:
+            return bool(error) and self.error in error
+        if not self.quantities or not failing:
+            return False
+        if self.needs and self.needs not in failing:
+            return False
+        return all(q.startswith(self.quantities) for q in failing)
 
 
 def _keras_tensorflow(path: str) -> bool:
@@ -121,8 +142,10 @@ KNOWN = (
         "keras-tensorflow-logits-before-activation",
         "Keras on TensorFlow computes this cross-entropy from the logits before "
         "the final activation (_keras_logits), not from the probabilities "
-        "from_logits=False names; the two agree to float32 rounding unless a "
-        "probability is clipped at 1e-7 (by design; zoo/losses.py)",
+        "from_logits=False names, and never clips, where Keras' formula (and "
+        "Keras on JAX and PyTorch) clips each probability to [1e-7, 1 - 1e-7]; "
+        "the two agree to float32 rounding unless a true class is below 1e-7 "
+        "(by design; docs/findings/keras_tensorflow_unclipped_crossentropy.py)",
         bug=False,
         applies=lambda spec, path: (
             _keras_tensorflow(path)
@@ -130,6 +153,8 @@ KNOWN = (
             and not spec.workload.from_logits
             and reaches_back(spec.workload.objective, final_activation(spec))
         ),
+        quantities="step",
+        needs="step1/loss",
     ),
 )
 
@@ -138,20 +163,18 @@ def notes(
     spec: ModelSpec, path: str, failing: Iterable[str], error: str = ""
 ) -> list[str]:
     """What to say beside ``path``'s verdict on ``spec``: every by-design
-    difference that applies, and a Keras bug that applies when ``failing``
-    (the quantities beyond their allowance) is not empty and all of them
-    are ones the bug moves, or when the path stopped with ``error`` (its
-    evaluation's error) and the bug's words are in it."""
+    difference that applies, and, prefixed ``KNOWN_BUG``, a known
+    difference that applies and names the failure (``Known.names``: the
+    quantities beyond their allowance, ``failing``, are all ones it moves,
+    or the path stopped with ``error``, its evaluation's error, and its
+    words are in it)."""
     failing = list(failing)
     said = []
     for known in KNOWN:
         if not known.applies(spec, path):
             continue
-        if not known.bug:
-            said.append(known.sentence)
-        elif known.error:
-            if error and known.error in error:
-                said.append(f"{KNOWN_BUG}: {known.sentence}")
-        elif failing and all(q.startswith(known.quantities) for q in failing):
+        if known.names(failing, error):
             said.append(f"{KNOWN_BUG}: {known.sentence}")
+        elif not known.bug:
+            said.append(known.sentence)
     return said

@@ -94,17 +94,22 @@ class Row:
     reference_sound: bool = True
     notes: dict[str, list[str]] = field(default_factory=dict)
 
-    def known_bug(self, path: str) -> bool:
-        """Whether ``path``'s failures are exactly a Keras bug's, as the
-        tool's notes say (``equivalence.keras_known``)."""
-        return any(n.startswith(KNOWN_BUG) for n in self.notes.get(path, []))
+    def known_bug(self, path: str) -> str:
+        """What the tool's notes name ``path``'s failures as
+        (``equivalence.keras_known``): ``Keras bug``, ``Keras by design``
+        (a difference Keras makes on purpose), or ``""`` (not named)."""
+        named = [n for n in self.notes.get(path, []) if n.startswith(KNOWN_BUG)]
+        if not named:
+            return ""
+        by_design = all("(by design" in n for n in named)
+        return "Keras by design" if by_design else "Keras bug"
 
     @property
     def all_pass(self) -> str:
         if self.status != "accepted":
             return "-"
         failing = [
-            f"{p}: a known Keras bug" if self.known_bug(p) else p
+            f"{p}: {_SAID[self.known_bug(p)]}" if self.known_bug(p) else p
             for p, r in self.paths.items()
             if not r.passes
         ]
@@ -116,11 +121,18 @@ class Row:
         return f"yes ({unavailable} unavailable)" if unavailable else "yes"
 
 
+_SAID = {
+    "Keras bug": "a known Keras bug",
+    "Keras by design": "a Keras difference by design",
+}
+
+
 def _cell(row: Row, path: str) -> str:
-    """A path's verdict and m, a failure the notes name as a Keras bug
-    marked so."""
+    """A path's verdict and m, a failure the notes name as a Keras bug (or
+    a difference Keras makes by design) marked so."""
     cell = row.paths[path].cell()
-    return f"{cell} (Keras bug)" if row.known_bug(path) else cell
+    named = row.known_bug(path)
+    return f"{cell} ({named})" if named else cell
 
 
 def _multiple(m: float) -> str:

@@ -126,7 +126,7 @@ def apply(
         if layer.kind != "flatten":  # see ModelSpec.tapped_layers
             h = tap(layer.name, h)
         outputs[layer.name] = h
-    if len(spec.heads) > 1:
+    if spec.several_outputs:
         return tuple(
             ops.outputs(outputs[head.layer], len(head.shape)) for head in spec.heads
         )

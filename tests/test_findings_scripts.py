@@ -35,3 +35,35 @@ def test_nll_loss_of_a_channels_last_image_cannot_train() -> None:
     assert said["channels_last_input"]
     assert said["raised"] == "grad_input must be contiguous"
     assert said["contiguous_trains"]
+
+
+@pytest.mark.skipif(
+    any(importlib.util.find_spec(m) is None for m in ("tensorflow", "jax", "torch")),
+    reason="a Keras backend is not installed",
+)
+def test_keras_tensorflow_trains_a_cross_entropy_from_probabilities_unclipped() -> None:
+    """docs/results/per_position.md: Keras on TensorFlow computes a sparse
+    cross-entropy from a softmax's probabilities from its logits, unclipped,
+    eagerly and in its train step alike, where Keras on JAX and PyTorch clip
+    at 1e-7 (Keras' formula); the float64 losses tell which is which.  When
+    Keras changes either, this fails and the page is stale."""
+    done = subprocess.run(
+        [sys.executable, str(FINDINGS / "keras_tensorflow_unclipped_crossentropy.py")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    lines = [json.loads(line) for line in done.stdout.strip().splitlines()]
+    expected = lines[0]["float64"]
+    assert expected["below_clip"] >= 1
+    assert expected["exact"] - expected["clipped"] > 0.1
+    by_backend = {line["backend"]: line for line in lines[1:]}
+    assert set(by_backend) == {"tensorflow", "jax", "torch"}
+    for backend, said in by_backend.items():
+        formula = "exact" if backend == "tensorflow" else "clipped"
+        for how in ("eager", "train_on_batch"):
+            assert abs(said[how] - expected[formula]) < 1e-5 * expected[formula], (
+                backend,
+                how,
+            )

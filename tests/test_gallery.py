@@ -341,3 +341,18 @@ def test_the_gallery_saves_through_no_link_and_refuses_a_file_as_its_folder(
     assert capsys.readouterr().err == (
         f"error: {outside} is a file, not a folder: nothing is written there\n"
     )
+
+
+def test_a_failure_named_as_a_keras_difference_by_design_says_so(
+    tmp_path: Path,
+) -> None:
+    """A failure the notes name as what Keras computes on purpose (Keras on
+    TensorFlow's unclipped cross-entropy) is not called a bug."""
+    document = _verdicts("gru_sentiment")
+    document["models"]["gru_sentiment-0123456789ab"]["keras-jax"] = "fail"
+    note = f"{KNOWN_BUG}: Keras on TensorFlow never clips (by design; docs/...)"
+    for case in document["cases"]:
+        case["notes"] = {"keras-jax": [note]}
+    rows = table.rows(_folder(tmp_path, gru_sentiment=document), {})
+    assert rows[0].all_pass == "no (keras-jax: a Keras difference by design)"
+    assert "fail 1.2 (Keras by design)" in table.tables(rows, {}, markdown=True)

@@ -58,6 +58,32 @@ def test_a_spec_of_two_inputs_and_outputs_has_a_head_per_output() -> None:
         ("score", MSE, 0.25, (1,)),
     ]
     assert spec.objective == Heads((Objective(), MSE), (1.0, 0.25))
+    assert spec.several_outputs
+    assert not spec.one_to_one
+
+
+def test_one_input_or_one_output_alone_is_not_one_to_one() -> None:
+    """``ModelSpec.one_to_one``, the one place that says whether batches and
+    outputs are packed: two inputs and one output, or one input and two
+    outputs, are not one to one; lenet is."""
+    one_output = _two(
+        layers=(*_two().layers[:3], Layer.of("score", "dense", units=4)),
+        workload=Workload("user", "sgd", 0.1, 4),
+        outputs=("score",),
+    )
+    assert not one_output.several_outputs
+    assert not one_output.one_to_one
+    one_input = ModelSpec(
+        "one_input",
+        (5,),
+        4,
+        (Layer.of("cls", "dense", units=4), Layer.of("score", "dense", units=1)),
+        Workload("user", "sgd", 0.1, 4, losses=(Objective(), MSE)),
+        outputs=("cls", "score"),
+    )
+    assert one_input.several_outputs
+    assert not one_input.one_to_one
+    assert get_spec("lenet").one_to_one
 
 
 def test_one_input_and_output_keep_their_repr_and_objective() -> None:

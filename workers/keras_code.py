@@ -287,7 +287,7 @@ def main(argv: list[str]) -> int:
     from zoo.weights import make_weights
 
     spec = get_spec(name)
-    if spec.more_inputs or len(spec.heads) > 1:
+    if not spec.one_to_one:
         # harness fuzz draws models of one input and one output only
         raise ValueError(
             f"{name} has several inputs or outputs; a reproducer writes a model "

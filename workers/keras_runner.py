@@ -89,7 +89,7 @@ class KerasRunner:
     def _compile_loss(self, spec: ModelSpec) -> dict[str, Any]:
         """``compile``'s loss arguments as a user writes them: one loss
         object, or a list of them with ``loss_weights``."""
-        if len(spec.heads) == 1:
+        if not spec.several_outputs:
             return {"loss": self._loss_fn(spec)}
         return {
             "loss": [keras_loss(self.keras, h.objective) for h in spec.heads],
@@ -129,7 +129,7 @@ class KerasRunner:
     ) -> dict[str, float]:
         """Each output's loss (``workers.protocol.Runner.output_losses``),
         by Keras' own loss object of that output."""
-        if len(spec.heads) == 1:
+        if not spec.several_outputs:
             return {}
         outputs = packing.per_output(spec, logits)
         targets = packing.split_targets(spec, y)
@@ -283,7 +283,7 @@ class KerasRunner:
             return model.predict(x_all, batch_size=batch, verbose=0)
 
         def to_numpy(outputs: Any) -> list[np.ndarray]:
-            if len(spec.heads) > 1:  # one array per output: packed as one
+            if spec.several_outputs:  # one array per output: packed as one
                 return [packing.outputs(spec, outputs, np.asarray)]
             if isinstance(outputs, list | tuple):
                 return [np.asarray(o) for o in outputs]
@@ -369,7 +369,7 @@ def loss_function(keras: Any, spec: ModelSpec, each: Any = None) -> Any:
     several outputs, ``(targets, outputs) ->`` the sum of each output's
     Keras loss object (or of ``each``'s: a file's own, in output order)
     times its weight, as ``compile`` adds them."""
-    if len(spec.heads) == 1:
+    if not spec.several_outputs:
         return keras_loss(keras, spec.workload.objective)
     losses = each or [keras_loss(keras, h.objective) for h in spec.heads]
     goal = spec.objective
@@ -387,7 +387,7 @@ def fed(spec: ModelSpec, x: np.ndarray) -> Any:
 def targeted(spec: ModelSpec, y: np.ndarray) -> Any:
     """The targets ``fit`` and the losses take: ``y``, or a list of each
     output's targets."""
-    return list(packing.split_targets(spec, y)) if len(spec.heads) > 1 else y
+    return list(packing.split_targets(spec, y)) if spec.several_outputs else y
 
 
 def _first(given: Any, n: int) -> Any:
@@ -405,7 +405,7 @@ def _one_input_and_output(spec: ModelSpec, level: str) -> None:
     """A ValueError in one sentence for a model with several inputs or
     outputs at a Keras level other than ``fit``, whose closures take one
     array of each."""
-    if spec.more_inputs or len(spec.heads) > 1:
+    if not spec.one_to_one:
         raise ValueError(
             f"the Keras level {level!r} feeds one input and one target array, and "
             f"{spec.name} has several inputs or outputs; its fit level times it"

@@ -124,7 +124,7 @@ class NativeRunner:
     ) -> dict[str, float]:
         """Each output's loss (``workers.protocol.Runner.output_losses``),
         by this framework's ``loss``."""
-        if len(spec.heads) == 1:
+        if not spec.several_outputs:
             return {}
         fw, outputs = self.fw, packing.per_output(spec, logits)
         targets = packing.split_targets(spec, y)

@@ -179,7 +179,7 @@ def _judge_gradients(
     # several outputs in a dict (keras.io's functional guide): the same
     # layers and variables with the outputs listed in the spec's order
     theirs_model = original
-    if len(spec.heads) > 1 and isinstance(original.output, dict):
+    if spec.several_outputs and isinstance(original.output, dict):
         theirs_model = keras.Model(
             original.inputs, [original.output[h.layer] for h in spec.heads]
         )
@@ -261,9 +261,9 @@ def _their_loss(keras: Any, spec: ModelSpec, saved: Any) -> Any:
     """The loss of the file's compile config as Keras deserializes it: one,
     or (several outputs) each output's, a list in their order or a dict by
     output name, weighted as the spec read the file's ``loss_weights``."""
-    if len(spec.heads) == 1 or not isinstance(saved, list | dict):
+    if not spec.several_outputs or not isinstance(saved, list | dict):
         their = _keras_reading(keras, saved)
-        if len(spec.heads) == 1:
+        if not spec.several_outputs:
             return their
         return loss_function(keras, spec, [their] * len(spec.heads))
     given = [saved[h.layer] for h in spec.heads] if isinstance(saved, dict) else saved

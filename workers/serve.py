@@ -213,7 +213,7 @@ class Tasks:
         arrays = {"logits": logits, "loss": np.asarray(loss)}
         # Several outputs: each judged on its own too (``logits:<layer>``),
         # so a small output's error does not hide in a larger one's norm.
-        if len(self.spec.heads) > 1:
+        if self.spec.several_outputs:
             arrays.update(
                 (f"logits:{name}", a)
                 for name, a in packing.per_output(self.spec, logits).items()

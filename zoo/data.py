@@ -41,7 +41,7 @@ def make_batches(
         raise ValueError("batch size and batch count must be at least 1")
     shape = input_shape or spec.input_shape
     rng = np.random.default_rng(seed)
-    if not (spec.more_inputs or len(spec.heads) > 1):
+    if spec.one_to_one:
         x = _draw_input(rng, spec.tokens, (count, batch_size, *shape))
         goal = spec.workload.objective
         positions = output_positions(spec, shape)

@@ -53,7 +53,7 @@ def build(spec: ModelSpec, input_shape: tuple[int, ...] | None = None) -> keras.
         else:
             h = block(tensors[0]) if kind.takes == 1 else block(tensors)
         outputs[layer.name] = h
-    if len(spec.heads) > 1 or spec.more_inputs:
+    if not spec.one_to_one:
         given = [outputs[head.layer] for head in spec.heads]
         return keras.Model(
             inputs, given if len(given) > 1 else given[0], name=spec.name

@@ -92,7 +92,7 @@ def targets(
 ) -> Any:
     """``convert(y)`` for a model with one output; the tuple of each
     output's targets converted for several."""
-    if len(spec.heads) == 1:
+    if not spec.several_outputs:
         return convert(y)
     return tuple(convert(part) for part in split_targets(spec, y))
 
@@ -103,7 +103,7 @@ def outputs(
     """A path's output as one NumPy array: ``to_numpy(out)`` for one
     output; for several (``out`` a tuple in the model's order) each read
     back and packed (leading axis: the batch)."""
-    if len(spec.heads) == 1:
+    if not spec.several_outputs:
         return to_numpy(out)
     return pack([to_numpy(o) for o in out], 1)
 
@@ -111,7 +111,7 @@ def outputs(
 def per_output(spec: ModelSpec, packed: np.ndarray) -> dict[str, np.ndarray]:
     """A packed output of a model with several (``outputs``) as each
     output's own array by its layer's name; ``{}`` for a model with one."""
-    if len(spec.heads) == 1:
+    if not spec.several_outputs:
         return {}
     parts = _split(packed, [h.shape for h in spec.heads])
     return {h.layer: part for h, part in zip(spec.heads, parts, strict=True)}

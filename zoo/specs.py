@@ -283,10 +283,22 @@ class ModelSpec:
         return (self.input_shape, *(i.shape for i in self.more_inputs))
 
     @property
+    def several_outputs(self) -> bool:
+        """Whether the model has more than one output (``heads``)."""
+        return len(self.heads) > 1
+
+    @property
+    def one_to_one(self) -> bool:
+        """Whether the model takes one input and gives one output: its
+        batches, outputs and losses are single arrays, not packed
+        (``zoo.packing``)."""
+        return not self.more_inputs and not self.several_outputs
+
+    @property
     def objective(self) -> Objective | Heads:
         """What every path's loss takes: the workload's objective for one
         output, ``Heads`` (each output's loss and weight) for several."""
-        if len(self.heads) == 1:
+        if not self.several_outputs:
             return self.workload.objective
         return Heads(
             tuple(h.objective for h in self.heads),

@@ -735,7 +735,7 @@ def training_of(spec: ModelSpec) -> str:
         ]
     )
     loss = "loss " + w.loss + (" from logits" if w.from_logits else "")
-    if len(spec.heads) > 1:  # each output's loss and weight
+    if spec.several_outputs:  # each output's loss and weight
         loss = "losses " + " + ".join(
             f"{h.weight:g} x {h.objective.loss}"
             + (" from logits" if h.objective.from_logits else "")

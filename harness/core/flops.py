@@ -186,7 +186,7 @@ def train_flops(
         )
     # every position's row of outputs (a per-step model's steps) has its
     # loss, and every output of a model with several its own
-    if len(spec.heads) == 1:
+    if not spec.several_outputs:
         positions = math.prod(output_positions(spec, input_shape))
         loss = LOSSES[spec.workload.loss].flops_per_output * spec.classes * positions
     else:

@@ -31,7 +31,7 @@ import json, sys
 from zoo.models import get_spec
 from zoo.keras_models import build
 spec = get_spec(sys.argv[1])
-if spec.more_inputs or len(spec.heads) > 1:
+if not spec.one_to_one:
     sys.exit("a bisect reproducer times a model of one input and one output")
 model = build(spec)
 w = spec.workload

@@ -1,0 +1,63 @@
+"""What Keras is known to compute differently (``equivalence.keras_known``):
+a known difference names a failure only where it applies and the failing
+quantities are exactly the ones it moves."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from equivalence import keras_known
+from equivalence.keras_known import KNOWN_BUG
+from zoo.specs import Layer, ModelSpec, Workload
+
+# A per-pixel softmax trained on a sparse cross-entropy from probabilities,
+# as keras.io's U-Net is (docs/results/per_position.md).
+SOFTMAX = ModelSpec(
+    "seg",
+    (4, 4, 2),
+    3,
+    (Layer.of("classes", "conv2d", filters=3, kernel_size=1, activation="softmax"),),
+    Workload(
+        "user",
+        "adam",
+        0.001,
+        4,
+        loss="sparse_categorical_crossentropy",
+        from_logits=False,
+    ),
+)
+TRAINED = ["step1/loss", "step1/classes/kernel", "step2/loss"]
+
+
+def _named(spec: ModelSpec, path: str, failing: list[str]) -> list[str]:
+    return [
+        n for n in keras_known.notes(spec, path, failing) if n.startswith(KNOWN_BUG)
+    ]
+
+
+def test_keras_tensorflows_unclipped_loss_names_a_failure_of_its_steps() -> None:
+    """Keras on TensorFlow never clips (docs/findings/
+    keras_tensorflow_unclipped_crossentropy.py): a failure of its training steps that
+    begins at the loss of step 1 is named; it is said, not named, when the
+    path passes."""
+    named = _named(SOFTMAX, "keras-tensorflow", TRAINED)
+    assert len(named) == 1
+    assert "never clips" in named[0]
+    said = keras_known.notes(SOFTMAX, "keras-tensorflow", [])
+    assert said
+    assert not said[0].startswith(KNOWN_BUG)
+
+
+def test_the_unclipped_loss_names_nothing_it_cannot_explain() -> None:
+    """Deliberately wrong inputs: the step-1 loss agreeing (the update
+    alone wrong), a failure of the logits or gradients, another path, and a
+    model from logits are each not named."""
+    assert not _named(SOFTMAX, "keras-tensorflow", ["step1/classes/kernel"])
+    assert not _named(SOFTMAX, "keras-tensorflow", [*TRAINED, "logits"])
+    assert not _named(SOFTMAX, "keras-tensorflow", [*TRAINED, "grad:classes/kernel"])
+    assert not _named(SOFTMAX, "keras-jax", TRAINED)
+    assert not _named(SOFTMAX, "native-tensorflow", TRAINED)
+    logits = dataclasses.replace(
+        SOFTMAX, workload=dataclasses.replace(SOFTMAX.workload, from_logits=True)
+    )
+    assert not keras_known.notes(logits, "keras-tensorflow", TRAINED)
