@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -42,7 +42,7 @@ from workers.launch import Reply
 from workers.paths import MODE_PATHS, PATHS
 from zoo.kinds import KINDS, merge
 from zoo.kinds.base import INPUT, Kind, no_options
-from zoo.specs import input_of
+from zoo.specs import ModelSpec, input_of
 from zoo.user_models import spec_from_document
 
 PASS = dict.fromkeys(PATHS, "pass")
@@ -130,6 +130,37 @@ def test_every_drawn_model_is_valid(drawn: Drawn) -> None:
     assert set(drawn.modes) <= set(MODE_PATHS)
     assert drawn.batch_size >= 1
     assert drawn.steps >= 0
+
+
+@pytest.mark.parametrize(
+    ("shape", "shown"),
+    [
+        ("several outputs", lambda spec: spec.several_outputs),
+        ("two inputs", lambda spec: bool(spec.more_inputs)),
+        ("an output per step", lambda spec: any(len(h.shape) == 2 for h in spec.heads)),
+        (
+            "an output per pixel",
+            lambda spec: any(len(h.shape) == 3 for h in spec.heads),
+        ),
+    ],
+)
+def test_the_draw_makes_models_of_every_shape(
+    shape: str, shown: Callable[[ModelSpec], bool]
+) -> None:
+    """Issue 78: besides one row from one input, the draw ends models as a
+    tagger, a U-Net or a multi-task model ends, and feeds a second input;
+    each a valid model (Hypothesis' ``find`` fails when none is drawn)."""
+    found = find(
+        drawn_models(),
+        lambda drawn: shown(spec_from_document("drawn", drawn.document)),
+        settings=settings(
+            database=None,
+            derandomize=True,
+            max_examples=500,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
+    assert shown(spec_from_document("drawn", found.document)), shape
 
 
 def _outcome(

@@ -115,13 +115,18 @@ def script(  # noqa: PLR0917 (what one script holds)
     model: Any,
     optimizer: str,
     loss: str,
-    batches: tuple[np.ndarray, np.ndarray],
+    batches: tuple[Any, Any],
     steps: int,
     expected: dict[str, np.ndarray],
     paths: dict[str, str],
+    loss_weights: list[float] | None = None,
 ) -> str:
     """The reproducer's text (module docstring); ``paths``: each trained
-    quantity's Keras variable path."""
+    quantity's Keras variable path.  A model of several inputs or outputs
+    (``loss`` then a list, with its ``loss_weights``) gets its mini-batches
+    as a list of arrays, one per input and per output (``batches``), its
+    outputs packed as the tool packs them (``zoo.packing``) before they are
+    compared, and its loss as the weighted sum ``compile`` makes."""
     x, y = batches
     import keras
 
@@ -145,11 +150,13 @@ def script(  # noqa: PLR0917 (what one script holds)
         node = layer._inbound_nodes[0]
         if isinstance(layer, keras.layers.InputLayer):
             shape = tuple(layer.batch_shape[1:])
+            var = "inputs" if len(model.inputs) == 1 else f"input_{_ident(layer.name)}"
+            named = "" if len(model.inputs) == 1 else f", name={layer.name!r}"
             lines.append(
-                f"inputs = keras.Input(shape={shape!r}, dtype={layer.dtype!r})"
+                f"{var} = keras.Input(shape={shape!r}, dtype={layer.dtype!r}{named})"
             )
             for tensor in node.outputs:
-                names[id(tensor)] = "inputs"
+                names[id(tensor)] = var
             continue
         var = f"h{i}"
         cls = type(layer)
@@ -159,7 +166,14 @@ def script(  # noqa: PLR0917 (what one script holds)
         )
         for tensor in node.outputs:
             names[id(tensor)] = var
-    lines.append(f"model = keras.Model(inputs, {var})")
+    ins = ", ".join(names[id(t)] for t in model.inputs)
+    outs = ", ".join(names[id(t)] for t in model.outputs)
+    several = len(model.inputs) > 1 or len(model.outputs) > 1
+    lines.append(
+        f"model = keras.Model([{ins}], [{outs}])"
+        if several
+        else f"model = keras.Model({ins}, {outs})"
+    )
     lines.append("model.set_weights([")
     lines += [f"    {_literal(np.asarray(w))}," for w in model.get_weights()]
     lines.append("])")
@@ -170,27 +184,22 @@ def script(  # noqa: PLR0917 (what one script holds)
         if hasattr(layer, "finalize_state")
     ]
     lines += [
-        f"model.compile(optimizer={optimizer}, loss={loss})",
-        f"x = {_literal(x)}",
-        f"y = {_literal(y)}",
-        "",
-        "",
-        "def error(value, expected):",
-        "    value = np.asarray(value, np.float64)",
-        "    return float(np.abs(value - expected).max() / np.abs(expected).max())",
-        "",
-        "",
+        f"loss_weights = {loss_weights!r}",
+        f"model.compile(optimizer={optimizer}, loss={loss}, loss_weights=loss_weights)",
+        f"x = {_data(x)}",
+        f"y = {_data(y)}",
+        *_HELPERS.splitlines(),
     ]
     for quantity, value in expected.items():
         lines.append(f"expected_{_ident(quantity)} = {_literal(value)}")
     lines.append("")
     if "logits" in expected:
-        lines.append("logits = model.predict_on_batch(x[0])")
+        lines.append("logits = packed(model.predict_on_batch(at(x, 0)))")
         lines.append('print("logits: error", error(logits, expected_logits))')
     gradients = [q for q in expected if q.startswith(GRADIENT) and q in paths]
     if gradients:
         lines += _GRADIENTS.splitlines()
-        lines.append("grads = gradients(x[0], y[0])")
+        lines.append("grads = gradients(at(x, 0), at(y, 0))")
         lines += [
             f'print("{q}: error", error(grads[{paths[q]!r}], expected_{_ident(q)}))'
             for q in gradients
@@ -198,7 +207,7 @@ def script(  # noqa: PLR0917 (what one script holds)
     if steps:
         lines.append("variables = {v.path: v for v in model.weights}")
     for t in range(1, steps + 1):
-        lines.append(f"model.train_on_batch(x[{t - 1}], y[{t - 1}])")
+        lines.append(f"model.train_on_batch(at(x, {t - 1}), at(y, {t - 1}))")
         for quantity in expected:
             if quantity.startswith(f"step{t}/") and quantity in paths:
                 lines.append(
@@ -224,24 +233,65 @@ def gradients(xb, yb):
 
         def loss_of(values):
             out, _, terms = model.stateless_call(values, frozen, xb, return_losses=True)
-            return model.loss(yb, out) + sum(terms)
+            return total_loss(yb, out) + sum(terms)
 
         grads = jax.grad(loss_of)([v.value for v in trained])
     elif backend == "tensorflow":
         import tensorflow as tf
 
         with tf.GradientTape() as tape:
-            loss = model.loss(yb, model(xb)) + sum(model.losses)
+            loss = total_loss(yb, model(xb)) + sum(model.losses)
         grads = tape.gradient(loss, trained)
     else:
         import torch
 
-        loss = model.loss(yb, model(xb)) + sum(model.losses)
+        loss = total_loss(yb, model(xb)) + sum(model.losses)
         grads = torch.autograd.grad(loss, [v.value for v in trained])
     convert = keras.ops.convert_to_numpy
     return {v.path: convert(g) for v, g in zip(trained, grads)}
 
 """
+
+
+# Every reproducer's helpers: its error against float64; mini-batch ``t``
+# (a list of one per input or output for a model of several); the outputs
+# packed as the tool packs several (each flattened after the batch, then
+# concatenated); the loss as ``compile`` makes it of a list of losses (each
+# output's times its weight, summed).
+_HELPERS = """
+
+def error(value, expected):
+    value = np.asarray(value, np.float64)
+    return float(np.abs(value - expected).max() / np.abs(expected).max())
+
+
+def at(data, t):
+    return [a[t] for a in data] if isinstance(data, list) else data[t]
+
+
+def packed(outputs):
+    if not isinstance(outputs, list | tuple):
+        return outputs
+    flat = [np.reshape(np.asarray(o), (len(o), -1)) for o in outputs]
+    return np.concatenate(flat, axis=-1)
+
+
+def total_loss(yb, out):
+    if not isinstance(model.loss, list):
+        return model.loss(yb, out)
+    weights = loss_weights or [1.0] * len(out)
+    pairs = zip(model.loss, weights, yb, out, strict=True)
+    return sum(w * f(t, o) for f, w, t, o in pairs)
+
+"""
+
+
+def _data(value: Any) -> str:
+    """Mini-batches as literals: one array, or a list of one per input (or
+    output)."""
+    if isinstance(value, list):
+        return "[\n" + "".join(f"    {_literal(a)},\n" for a in value) + "]"
+    return _literal(value)
 
 
 def _ident(quantity: str) -> str:
@@ -254,17 +304,21 @@ def _own_values(
     """What the tool's Keras path computes for the built model on ``batch``
     (``workers.keras_runner``): its logits and every trained parameter's
     gradient, by the reproducer's names."""
-    from workers.keras_runner import _GRADS
+    from workers.keras_runner import _GRADS, fed, loss_function, targeted
+    from zoo import packing
     from zoo.keras_models import variable
-    from zoo.losses import keras_loss
 
     x, y = batch
-    loss = keras_loss(keras, spec.workload.objective)
-    logits, _, grads = _GRADS[keras.backend.backend()](model, loss, x, y)
+    loss = loss_function(keras, spec)
+    logits, _, grads = _GRADS[keras.backend.backend()](
+        model, loss, fed(spec, x), targeted(spec, y)
+    )
     by_variable = dict(
         zip((id(v) for v in model.trainable_variables), grads, strict=True)
     )
-    values = {"logits": np.asarray(logits, np.float64)}
+    values = {
+        "logits": np.asarray(packing.outputs(spec, logits, np.asarray), np.float64)
+    }
     for p in spec.params:
         if p.trainable:
             g = by_variable[id(variable(model, p))]
@@ -274,6 +328,15 @@ def _own_values(
     return values
 
 
+def _loss(objective: Any) -> str:
+    """Keras' loss object for ``objective`` as code."""
+    from zoo.losses import LOSSES
+
+    facts = LOSSES[objective.loss]
+    logits = f"from_logits={objective.from_logits!r}" if facts.takes_logits else ""
+    return f"keras.losses.{facts.keras_class}({logits})"
+
+
 def main(argv: list[str]) -> int:
     name, seed, batch, steps, expected_file, out = argv
     import keras
@@ -281,18 +344,12 @@ def main(argv: list[str]) -> int:
     from zoo.arrays import load_npz
     from zoo.data import make_batches
     from zoo.keras_models import build, set_weights, variable
-    from zoo.losses import LOSSES
     from zoo.models import get_spec
     from zoo.optimizers import get_optimizer, keras_arguments
+    from zoo.packing import split_inputs, split_targets
     from zoo.weights import make_weights
 
     spec = get_spec(name)
-    if not spec.one_to_one:
-        # harness fuzz draws models of one input and one output only
-        raise ValueError(
-            f"{name} has several inputs or outputs; a reproducer writes a model "
-            "of one input and one output"
-        )
     x, y = make_batches(spec, int(seed), int(batch), max(int(steps), 1))
     model = build(spec)
     set_weights(model, spec, make_weights(spec, int(seed)))
@@ -303,9 +360,10 @@ def main(argv: list[str]) -> int:
     optimizer = (
         f"keras.optimizers.{get_optimizer(w.optimizer).keras_class}({arguments})"
     )
-    loss_class = LOSSES[w.loss].keras_class
-    logits = f"from_logits={w.from_logits!r}" if LOSSES[w.loss].takes_logits else ""
-    loss = f"keras.losses.{loss_class}({logits})"
+    loss = ", ".join(_loss(h.objective) for h in spec.heads)
+    weights = [h.weight for h in spec.heads] if spec.several_outputs else None
+    if spec.several_outputs:
+        loss = f"[{loss}]"
     if expected_file == "keras":  # the built model's own values: a self-check
         expected = _own_values(keras, model, spec, (x[0], y[0]))
     else:
@@ -323,7 +381,11 @@ def main(argv: list[str]) -> int:
         for quantity in expected
         if quantity.startswith(GRADIENT) and quantity.removeprefix(GRADIENT) in names
     )
-    text = script(model, optimizer, loss, (x, y), int(steps), expected, paths)
+    xs = list(split_inputs(spec, x)) if spec.more_inputs else x
+    ys = list(split_targets(spec, y)) if spec.several_outputs else y
+    text = script(
+        model, optimizer, loss, (xs, ys), int(steps), expected, paths, weights
+    )
     files.write_text(Path(out), text)
     return 0
 

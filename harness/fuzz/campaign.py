@@ -52,7 +52,7 @@ from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Unsatisfiable
 
-from harness.fuzz.draw import Drawn, cut_first_layer, drawn_models
+from harness.fuzz.draw import Drawn, cut_first_layer, drawn_models, is_row_layer
 from harness.fuzz.findings import (
     Finding,
     Outcome,
@@ -98,7 +98,11 @@ def _raised(text: str) -> type[Found]:
 
 def size(document: dict[str, Any], steps: int, batch_size: int) -> tuple[int, ...]:
     """How big a drawn model is, to keep the smallest: layers, then the
-    values its layers hold (their sizes), then steps and batch."""
+    values its layers hold (their sizes), then steps and batch.  A head's
+    row layer (``harness.fuzz.draw.is_row_layer``) is not counted: a head
+    that ends in a row and one that ends in an output per position are the
+    same size, so the form of its head never outranks a model's steps and
+    batch (Hypothesis shrinks a head to the row)."""
     layers = document["layers"]
     values = sum(
         v
@@ -106,7 +110,8 @@ def size(document: dict[str, Any], steps: int, batch_size: int) -> tuple[int, ..
         for v in entry.values()
         if isinstance(v, int) and not isinstance(v, bool)
     )
-    return (len(layers), values, steps, batch_size)
+    body = [entry for entry in layers if not is_row_layer(entry)]
+    return (len(body), values, steps, batch_size)
 
 
 @dataclass

@@ -15,9 +15,12 @@ holds its draw (``Kind.draw``, ``Kind.draw_ranks``, asking a
 tables here (``DRAWS``, ``NOT_DRAWN``, ``POOLS``, ``MERGES``) are read from
 ``zoo.kinds.KINDS``, so a new kind is drawn without an edit here.  A layer whose
 options do not fit the shape (its kind's own ``shape`` rule says so) is
-left out.  A head ends the model in one row of outputs that the drawn loss
-takes (``zoo.losses``), and the workload draws an optimizer of
-``zoo.optimizers`` with its options.
+left out.  A head ends the model in outputs that the drawn loss takes
+(``zoo.losses``): one row per example, or an output per step or per pixel
+(a tagger's, a U-Net's); sometimes a second head with its own loss and
+weight, and a second input, a feature row joined to the row before the
+head (issue 78).  The workload draws an optimizer of ``zoo.optimizers``
+with its options.
 
 Hypothesis shrinks what it drew: fewer layers (each layer is behind a
 "one more?" choice), smaller sizes, the defaults of options, fewer steps,
@@ -62,6 +65,17 @@ MAX_STEPS = 3
 MAX_BATCH = 6
 MAX_SEED = 3
 _RATES = (0.001, 0.01, 0.1)
+# A second output's weight in the total loss (the first's is 1).
+_LOSS_WEIGHTS = (1.0, 0.5, 0.2)
+# One draw in ``_SOMETIMES`` ends a sequence or image in an output per
+# position; one in ``_RARELY`` adds a second input, or a second output.
+_SOMETIMES = 3
+_RARELY = 4
+_IMAGE = 3  # an image's rank (H, W, C)
+# The layers a row head puts before its dense layer on a sequence or image,
+# each named ``<head>_<kind>`` (``is_row_layer``).
+ROW_KINDS = ("flatten", "global_avg_pool", "global_max_pool")
+HEAD_NAMES = ("outputs", "outputs_2")
 
 
 @dataclass(frozen=True)
@@ -188,16 +202,86 @@ def _input(draw: Draw) -> tuple[list[int], list[Entry]]:
     return [length], [embedding]
 
 
-def _head(draw: Draw, shape: Shape, last: str, loss: str) -> list[Entry]:
-    """Layers that end the model in one row of outputs ``loss`` takes."""
-    entries: list[Entry] = []
-    if len(shape) > 1:
-        kind = draw(st.sampled_from(["flatten", "global_avg_pool", "global_max_pool"]))
-        entries.append({"kind": kind, "name": "head_" + kind, "inputs": [last]})
+def _head(
+    draw: Draw, shape: Shape, last: str, loss: str, name: str = "outputs"
+) -> list[Entry]:
+    """Layers that end the model in outputs ``loss`` takes, from ``last``
+    (of ``shape``), the last one named ``name``: one row per example (a
+    sequence or an image flattened or pooled first), or, drawn less often
+    and shrinking to the row, an output per position (a dense layer on
+    every step of a sequence, a 1x1 convolution on every pixel of an
+    image), as a tagger or a U-Net ends."""
     facts = LOSSES[loss]
     units = draw(st.integers(max(1, facts.least_outputs), MAX_WIDTH))
-    entries.append({"kind": "dense", "name": "outputs", "units": units})
-    return entries
+    entries: list[Entry] = []
+    per_position = False
+    if len(shape) > 1:
+        # the row's layer is drawn either way, so that a model shrinks to
+        # the row head (the smaller choice) with nothing else moved
+        kind = draw(st.sampled_from(ROW_KINDS))
+        per_position = draw(st.integers(0, _SOMETIMES - 1)) == _SOMETIMES - 1
+        if not per_position:
+            entries.append({"kind": kind, "name": f"{name}_{kind}", "inputs": [last]})
+            last = entries[-1]["name"]
+    if per_position and len(shape) == _IMAGE:
+        head = {"kind": "conv2d", "name": name, "filters": units, "kernel_size": 1}
+    else:
+        head = {"kind": "dense", "name": name, "units": units}
+    return [*entries, {**head, "inputs": [last]}]
+
+
+def is_row_layer(entry: Entry) -> bool:
+    """Whether a drawn document's layer is the row layer of a head (the
+    flatten or pool before its dense layer), not a layer of its body."""
+    return entry["kind"] in ROW_KINDS and entry["name"] in {
+        f"{head}_{entry['kind']}" for head in HEAD_NAMES
+    }
+
+
+def _activate(draw: Draw, head: Entry, loss: str) -> bool:
+    """Draw ``from_logits`` for ``loss``; a loss from probabilities gets its
+    activation on ``head``, the output layer."""
+    from_logits = draw(st.booleans()) if LOSSES[loss].takes_logits else False
+    if not from_logits and LOSSES[loss].activation is not None:
+        head["activation"] = LOSSES[loss].activation
+    return from_logits
+
+
+@dataclass(frozen=True)
+class _Ends:
+    """How a drawn model ends: each output's loss and ``from_logits``, and
+    the width of a second input (``None``: one input)."""
+
+    losses: list[str]
+    from_logits: list[bool]
+    side: int | None
+
+
+def _ends(draw: Draw, layers: list[Entry], outputs: list[tuple[str, Shape]]) -> _Ends:
+    """Append the model's head, and sometimes a second, to ``layers``
+    (``outputs``: every output a head may start from, the last layer's
+    last).  A row head may take a second input, a feature row concatenated
+    to the row it takes (Wide & Deep's wide part); a second head starts from
+    any layer's output, with its own loss, as a multi-task model ends.
+    Each is drawn one time in four and shrinks to none."""
+    loss = draw(st.sampled_from(sorted(LOSSES)))
+    last, shape = outputs[-1]
+    head = _head(draw, shape, last, loss)
+    side = None
+    row_head = head[-1]["kind"] == "dense" and (len(head) > 1 or len(shape) == 1)
+    if row_head and draw(st.integers(0, 3)) == _RARELY - 1:
+        side = draw(st.integers(1, 4))
+        row = head[-1]["inputs"][0]
+        joined = {"kind": "concatenate", "name": "joined", "inputs": [row, "side"]}
+        head = [*head[:-1], joined, {**head[-1], "inputs": ["joined"]}]
+    layers += head
+    losses, from_logits = [loss], [_activate(draw, layers[-1], loss)]
+    if draw(st.integers(0, 3)) == _RARELY - 1:
+        source, at = draw(st.sampled_from(outputs))
+        losses.append(draw(st.sampled_from(sorted(LOSSES))))
+        layers += _head(draw, at, source, losses[1], name=HEAD_NAMES[1])
+        from_logits.append(_activate(draw, layers[-1], losses[1]))
+    return _Ends(losses, from_logits, side)
 
 
 @dataclass(frozen=True)
@@ -274,18 +358,26 @@ def drawn_models(draw: Draw) -> Drawn:
         for entry, made in added:
             layers.append(entry)
             outputs.append((entry["name"], made))
-    loss = draw(st.sampled_from(sorted(LOSSES)))
-    layers += _head(draw, outputs[-1][1], outputs[-1][0], loss)
-    from_logits = draw(st.booleans()) if LOSSES[loss].takes_logits else False
-    if not from_logits and LOSSES[loss].activation is not None:
-        layers[-1]["activation"] = LOSSES[loss].activation
+    ends = _ends(draw, layers, outputs)
     optimizer = draw(st.sampled_from(list(OPTIMIZERS)))
     workload: dict[str, Any] = {
         "optimizer": optimizer,
         "learning_rate": draw(st.sampled_from(_RATES)),
-        "loss": loss,
-        "from_logits": from_logits,
+        "loss": ends.losses[0],
+        "from_logits": ends.from_logits[0],
     }
+    document: dict[str, Any] = {"input_shape": input_shape}
+    if ends.side is not None:
+        document = {
+            "inputs": [
+                {"name": INPUT, "shape": input_shape},
+                {"name": "side", "shape": [ends.side]},
+            ]
+        }
+    if len(ends.losses) > 1:
+        workload["loss"], workload["from_logits"] = ends.losses, ends.from_logits
+        workload["loss_weights"] = [1.0, draw(st.sampled_from(_LOSS_WEIGHTS))]
+        document["outputs"] = ["outputs", "outputs_2"]
     for option, default in optimizer_defaults(optimizer).items():
         if option in ("beta_1", "beta_2", "epsilon", *CLIPS) or not draw(st.booleans()):
             continue  # Keras' default (constants are drawn as options are set)
@@ -302,7 +394,7 @@ def drawn_models(draw: Draw) -> Drawn:
         workload["schedule"] = schedule
     batch_size = draw(st.integers(1, MAX_BATCH))
     workload["batch_size"] = batch_size
-    document = {"input_shape": input_shape, "layers": layers, "workload": workload}
+    document.update(layers=layers, workload=workload)
     try:
         spec_from_document("drawn", document)
     except ValueError:
@@ -325,7 +417,10 @@ def cut_first_layer(document: dict[str, Any]) -> dict[str, Any] | None:
     that took the first layer's output by name takes the input).  ``None``
     when that is not the same model less one layer: the first layer is an
     embedding (the input is token ids), a later layer takes the input too,
-    or the first layer's output is not an input a model may have."""
+    or the first layer's output is not an input a model may have, or the
+    model has a second input."""
+    if "input_shape" not in document:
+        return None
     first, *rest = document["layers"]
     if first["kind"] == "embedding" or not rest:
         return None
