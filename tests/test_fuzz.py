@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
+import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -38,7 +40,7 @@ from harness.fuzz.findings import (
 )
 from harness.fuzz.report import errors_of, wrong
 from harness.versions.correctness import first_affected
-from workers.launch import Reply
+from workers.launch import PROJECT_ROOT, Reply
 from workers.paths import MODE_PATHS, PATHS
 from zoo.kinds import KINDS, merge
 from zoo.kinds.base import INPUT, Kind, no_options
@@ -161,6 +163,31 @@ def test_the_draw_makes_models_of_every_shape(
         ),
     )
     assert shown(spec_from_document("drawn", found.document)), shape
+
+
+def test_the_shapes_drawn_are_as_docs_user_models_says() -> None:
+    """docs/user_models.md's table of the shapes the draw makes, from its
+    script (derandomized: the same counts on every run)."""
+    done = subprocess.run(
+        [sys.executable, "docs/results/shapes/fuzz_shapes.py"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    counts = json.loads(done.stdout)
+    page = (PROJECT_ROOT / "docs" / "user_models.md").read_text()
+    for shape in (
+        "two outputs",
+        "two inputs",
+        "an output per step",
+        "an output per pixel",
+    ):
+        assert counts[shape] > 0, shape
+        rows = [line for line in page.splitlines() if line.startswith(f"| {shape}")]
+        assert rows, shape
+        assert rows[0].endswith(f"| {counts[shape]} |"), (rows[0], counts[shape])
 
 
 def _outcome(
