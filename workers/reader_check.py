@@ -99,8 +99,9 @@ def judge(
 ) -> None:
     """A ValueError in one sentence unless the model rebuilt from ``spec``
     and ``weights`` computes what ``original`` (the model as Keras loaded
-    the file) computes; ``compiled_loss``: the file's compile config's loss,
-    which Keras itself deserializes, else the tool's loss is taken as read."""
+    the file) computes; ``compiled_loss``: the file's compile config's loss
+    and loss weights (``zoo.keras_import.compiled_loss``), which Keras
+    itself deserializes and weighs, else the tool's loss is taken as read."""
     from zoo.keras_models import build, set_weights
 
     rebuilt = build(spec, input_shape=spec.input_shape)
@@ -118,7 +119,15 @@ def judge(
         if not error <= TOLERANCE:
             _differs(f"the output of layer {name!r}", error)
     ours = loss_function(keras, spec)
-    theirs_loss = _their_loss(keras, spec, compiled_loss) if compiled_loss else ours
+    # several outputs in a dict are judged in the spec's order, by name
+    names = (
+        [h.layer for h in spec.heads]
+        if isinstance(original.output, dict)
+        else list(original.output_names)
+    )
+    theirs_loss = (
+        _their_loss(keras, spec, compiled_loss, names) if compiled_loss else ours
+    )
     # Inference first, then a training step's pass (dropout drawing the same
     # masks in both, batch normalization on the batch's statistics): a
     # reader that left out a dropout, or misread its rate, agrees in
@@ -257,17 +266,30 @@ def _share_seeds(original: Any, rebuilt: Any) -> None:
             mine._initial_seed = their._initial_seed
 
 
-def _their_loss(keras: Any, spec: ModelSpec, saved: Any) -> Any:
-    """The loss of the file's compile config as Keras deserializes it: one,
-    or (several outputs) each output's, a list in their order or a dict by
-    output name, weighted as the spec read the file's ``loss_weights``."""
-    if not spec.several_outputs or not isinstance(saved, list | dict):
-        their = _keras_reading(keras, saved)
-        if not spec.several_outputs:
-            return their
-        return loss_function(keras, spec, [their] * len(spec.heads))
-    given = [saved[h.layer] for h in spec.heads] if isinstance(saved, dict) else saved
-    return loss_function(keras, spec, [_keras_reading(keras, g) for g in given])
+def _their_loss(
+    keras: Any, spec: ModelSpec, saved: Mapping[str, Any], names: list[str]
+) -> Any:
+    """The loss of the file's compile config as Keras deserializes it
+    (``saved``: its ``loss`` and ``loss_weights``); for several outputs
+    (``names``, the file's output names), Keras' own ``CompileLoss`` of it,
+    each output's loss (one for all, a list in their order or a dict by
+    name) times its weight as the file gives them, summed: so the tool's
+    reading of the weights is judged by Keras' too."""
+    if not spec.several_outputs:
+        return _keras_reading(keras, saved["loss"])
+    from keras.src.trainers.compile_utils import CompileLoss
+
+    loss = saved["loss"]
+    if isinstance(loss, dict):
+        given: Any = {k: keras.losses.get(v) for k, v in loss.items()}
+    elif isinstance(loss, list):
+        given = [keras.losses.get(v) for v in loss]
+    else:
+        given = keras.losses.get(loss)
+    compiled = CompileLoss(
+        given, loss_weights=saved["loss_weights"], output_names=names
+    )
+    return lambda ys, outputs: compiled(list(ys), list(outputs))
 
 
 def _keras_reading(keras: Any, saved: Any) -> Any:

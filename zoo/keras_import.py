@@ -1068,7 +1068,7 @@ def load(
     """The document and canonical weights of the Keras file ``path``, the
     model as Keras loaded it (inside a Keras worker; the worker judges the
     reading against that model: ``workers.reader_check``) and the loss its
-    compile config names (``compiled_loss``).
+    compile config names, with its weights (``compiled_loss``).
 
     The file is opened once, through ``zoo.files``: its config is read and
     judged, and Keras loads a private copy holding that config and the
@@ -1118,7 +1118,10 @@ def load(
 
 
 def compiled_loss(config: dict[str, Any]) -> Any:
-    """The ``loss`` of a file's compile config as saved (``None`` when it
-    was not compiled with one), for Keras itself to deserialize."""
+    """The ``loss`` and ``loss_weights`` of a file's compile config as
+    saved (``None`` when it was not compiled with a loss), for Keras itself
+    to deserialize and weigh."""
     compiled = config.get("compile_config") or {}
-    return compiled.get("loss") if isinstance(compiled, dict) else None
+    if not isinstance(compiled, dict) or compiled.get("loss") is None:
+        return None
+    return {"loss": compiled["loss"], "loss_weights": compiled.get("loss_weights")}

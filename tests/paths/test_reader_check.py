@@ -139,3 +139,50 @@ def test_a_wrong_reader_is_caught_on_every_parameter(tmp_path: Path) -> None:
             continue
         layer = param.split("/")[0]
         assert f"'{layer}'" in said or f"{layer}/" in said, (param, said)
+
+
+WEIGHTS_SCRIPT = """
+import dataclasses, json, sys
+from pathlib import Path
+import keras
+from workers import reader_check
+from zoo import keras_import
+from zoo.keras_models import build, set_weights
+from zoo.models import get_spec
+from zoo.user_models import spec_from_document
+from zoo.weights import make_weights
+
+spec = get_spec("wide-deep")
+model = build(spec)
+set_weights(model, spec, make_weights(spec, 5))
+model.compile(
+    loss=[keras.losses.SparseCategoricalCrossentropy(from_logits=True), "mse"],
+    loss_weights=[1.0, 0.5],
+)
+path = Path(sys.argv[1]) / "wide_deep.keras"
+model.save(path)
+document, weights, original, loss = keras_import.load(path)
+read = spec_from_document("user model", document)
+reader_check.judge(keras, original, read, weights, loss)  # read right: passes
+said = {"read": [h.weight for h in read.heads]}
+wrong = dataclasses.replace(read.workload, loss_weights=(1.0, 1.0))
+try:
+    reader_check.judge(
+        keras, original, dataclasses.replace(read, workload=wrong), weights, loss
+    )
+    said["misread"] = "missed"
+except ValueError as exc:
+    said["misread"] = str(exc)
+print(json.dumps(said))
+"""
+
+
+def test_a_misread_loss_weight_is_caught_by_keras_own_compile(tmp_path: Path) -> None:
+    """Several outputs: the file's ``loss_weights`` weighed by Keras' own
+    CompileLoss, not the tool's reading of them: a reader that took every
+    weight as 1 is caught at the loss."""
+    done = keras_on_torch(["-c", WEIGHTS_SCRIPT, str(tmp_path)], tmp_path, 600)
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    assert said["read"] == [1.0, 0.5]
+    assert "the reader misread the file" in said["misread"], said
+    assert "at the loss" in said["misread"], said
