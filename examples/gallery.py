@@ -31,7 +31,7 @@ import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import keras
@@ -1296,6 +1296,24 @@ def functional_ticket_ranking() -> keras.Model:
     LSTMs' 128 and 32 units to 16 and 8; the outputs a list, as the guide's
     first ``compile`` takes its losses (its later edition names them in a
     dict)."""
+    return _ticket_ranking(dict_outputs=False)
+
+
+@example(
+    'keras.io "The Functional API" (the same model, its outputs, losses and '
+    "loss weights named in dicts)",
+    "https://keras.io/guides/functional_api/",
+)
+def functional_ticket_ranking_dict() -> keras.Model:
+    """Issue 78: ``functional_ticket_ranking`` as the guide writes it next,
+    ``outputs={"priority": ..., "department": ...}`` and ``compile``'s loss
+    and ``loss_weights`` dicts keyed by those names."""
+    return _ticket_ranking(dict_outputs=True)
+
+
+def _ticket_ranking(*, dict_outputs: bool) -> keras.Model:
+    """The Functional API guide's ticket model at test sizes, its outputs a
+    list or a dict by name."""
     import keras
     from keras import layers
 
@@ -1310,17 +1328,24 @@ def functional_ticket_ranking() -> keras.Model:
     x = layers.concatenate([title_features, body_features, tags_input])
     priority_pred = layers.Dense(1, name="priority")(x)
     department_pred = layers.Dense(num_departments, name="department")(x)
-    model = keras.Model(
-        inputs=[title_input, body_input, tags_input],
-        outputs=[priority_pred, department_pred],
-    )
+    losses = {
+        "priority": keras.losses.BinaryCrossentropy(from_logits=True),
+        "department": keras.losses.CategoricalCrossentropy(from_logits=True),
+    }
+    weights = {"priority": 1.0, "department": 0.2}
+    inputs = [title_input, body_input, tags_input]
+    if dict_outputs:
+        outputs: Any = {"priority": priority_pred, "department": department_pred}
+        model = keras.Model(inputs=inputs, outputs=outputs)
+        model.compile(
+            optimizer=keras.optimizers.RMSprop(1e-3), loss=losses, loss_weights=weights
+        )
+        return model
+    model = keras.Model(inputs=inputs, outputs=[priority_pred, department_pred])
     model.compile(
         optimizer=keras.optimizers.RMSprop(1e-3),
-        loss=[
-            keras.losses.BinaryCrossentropy(from_logits=True),
-            keras.losses.CategoricalCrossentropy(from_logits=True),
-        ],
-        loss_weights=[1.0, 0.2],
+        loss=list(losses.values()),
+        loss_weights=list(weights.values()),
     )
     return model
 

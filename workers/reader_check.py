@@ -120,13 +120,13 @@ def judge(
             _differs(f"the output of layer {name!r}", error)
     ours = loss_function(keras, spec)
     # several outputs in a dict are judged in the spec's order, by name
-    names = (
+    output_names = (
         [h.layer for h in spec.heads]
         if isinstance(original.output, dict)
         else list(original.output_names)
     )
     theirs_loss = (
-        _their_loss(keras, spec, compiled_loss, names) if compiled_loss else ours
+        _their_loss(keras, spec, compiled_loss, output_names) if compiled_loss else ours
     )
     # Inference first, then a training step's pass (dropout drawing the same
     # masks in both, batch normalization on the batch's statistics): a
