@@ -70,9 +70,17 @@ def _keras_tensorflow(path: str) -> bool:
     return path.split("@", maxsplit=1)[0] == "keras-tensorflow"
 
 
-def final_activation(spec: ModelSpec) -> str | None:
-    """The activation of the model's last layer (``None``: linear)."""
-    return spec.layers[-1].activation if spec.layers else None
+def unclipped(spec: ModelSpec) -> bool:
+    """Whether Keras on TensorFlow computes some output's cross-entropy
+    from the logits before that output layer's activation
+    (``zoo.losses.reaches_back``): a loss from probabilities on an output
+    that ends in its softmax or sigmoid."""
+    return any(
+        LOSSES[h.objective.loss].takes_logits
+        and not h.objective.from_logits
+        and reaches_back(h.objective, spec.layer(h.layer).activation)
+        for h in spec.heads
+    )
 
 
 KNOWN = (
@@ -147,12 +155,7 @@ KNOWN = (
         "the two agree to float32 rounding unless a true class is below 1e-7 "
         "(by design; docs/findings/keras_tensorflow_unclipped_crossentropy.py)",
         bug=False,
-        applies=lambda spec, path: (
-            _keras_tensorflow(path)
-            and LOSSES[spec.workload.loss].takes_logits
-            and not spec.workload.from_logits
-            and reaches_back(spec.workload.objective, final_activation(spec))
-        ),
+        applies=lambda spec, path: _keras_tensorflow(path) and unclipped(spec),
         quantities="step",
         needs="step1/loss",
     ),

@@ -8,6 +8,7 @@ import dataclasses
 
 from equivalence import keras_known
 from equivalence.keras_known import KNOWN_BUG
+from zoo.losses import Objective
 from zoo.specs import Layer, ModelSpec, Workload
 
 # A per-pixel softmax trained on a sparse cross-entropy from probabilities,
@@ -61,3 +62,32 @@ def test_the_unclipped_loss_names_nothing_it_cannot_explain() -> None:
         SOFTMAX, workload=dataclasses.replace(SOFTMAX.workload, from_logits=True)
     )
     assert not keras_known.notes(logits, "keras-tensorflow", TRAINED)
+
+
+def test_the_unclipped_loss_is_read_per_output() -> None:
+    """Several outputs: the note applies where any output's own loss is a
+    cross-entropy from its own layer's softmax, not by the first loss and
+    the last layer alone."""
+    layers = (
+        Layer.of("score", "dense", units=1),
+        Layer.of("classes", "dense", units=3, activation="softmax", inputs=("input",)),
+    )
+    sparse = Objective("sparse_categorical_crossentropy", from_logits=False)
+    mse = Objective("mean_squared_error", from_logits=False)
+    spec = ModelSpec(
+        "two",
+        (4,),
+        1,
+        layers,
+        Workload("user", "adam", 0.001, 4, losses=(mse, sparse)),
+        outputs=("score", "classes"),
+    )
+    assert keras_known.unclipped(spec)
+    assert _named(spec, "keras-tensorflow", TRAINED)
+    logits = dataclasses.replace(
+        spec,
+        workload=Workload(
+            "user", "adam", 0.001, 4, losses=(mse, sparse._replace(from_logits=True))
+        ),
+    )
+    assert not keras_known.unclipped(logits)
