@@ -10,9 +10,11 @@ import sys
 
 import pytest
 
+from tests import tiers
 from workers.launch import PROJECT_ROOT
 
 FINDINGS = PROJECT_ROOT / "docs" / "findings"
+SHAPES = PROJECT_ROOT / "docs" / "results" / "shapes"
 
 
 @pytest.mark.skipif(
@@ -67,3 +69,26 @@ def test_keras_tensorflow_trains_a_cross_entropy_from_probabilities_unclipped() 
                 backend,
                 how,
             )
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed"
+)
+def test_the_unet_has_the_pixels_below_the_clip_its_page_says() -> None:
+    """docs/results/per_position.md: in the check's first training-mode pass
+    of keras.io's U-Net, 79 of 16,384 pixels put their true class below
+    1e-7, and Keras on TensorFlow's loss there is the exact one, 3.7e-3
+    from Keras' clipped formula (the whole of its step-1 difference)."""
+    tiers.full_only(tiers.size(), "the U-Net's clipped pixels")
+    done = subprocess.run(
+        [sys.executable, str(SHAPES / "unet_clipped_pixels.py")],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (said["below_clip"], said["pixels"]) == (79, 16384)
+    assert abs(said["keras_tensorflow"] - said["exact"]) < 1e-6 * said["exact"]
+    assert round(said["keras_tensorflow_off"], 4) == 0.0037
