@@ -119,12 +119,15 @@ def judge(
         if not error <= TOLERANCE:
             _differs(f"the output of layer {name!r}", error)
     ours = loss_function(keras, spec)
-    # several outputs in a dict are judged in the spec's order, by name
-    output_names = (
-        [h.layer for h in spec.heads]
-        if isinstance(original.output, dict)
-        else list(original.output_names)
-    )
+    # several outputs in a dict are judged in the spec's order, by name (a
+    # Sequential model, one output, is not built yet: it has neither)
+    output_names: list[str] = []
+    if spec.several_outputs:
+        output_names = (
+            [h.layer for h in spec.heads]
+            if isinstance(original.output, dict)
+            else list(original.output_names)
+        )
     theirs_loss = (
         _their_loss(keras, spec, compiled_loss, output_names) if compiled_loss else ours
     )
