@@ -20,6 +20,13 @@ the mean over the batch (Keras' ``sum_over_batch_size``):
   and ``log(1 - p) = log_sigmoid(-z)``; from probabilities ``p`` is clipped.
 - ``mean_squared_error`` and ``mean_absolute_error``: the mean over the
   outputs of ``(t - o)**2`` and ``|t - o|`` for real targets.
+- ``huber``: the mean over the outputs of ``e**2 / 2`` where ``e = |o - t|``
+  is at most ``delta`` and ``delta * e - delta**2 / 2`` beyond it; Keras'
+  default ``delta`` of 1 only (``Huber``'s config does not even save
+  another).  ``log_cosh``: the mean of ``log(cosh(o - t))``, written as
+  Keras writes it, ``x + softplus(-2 x) - log 2`` (every framework's
+  softplus as ``max(z, 0) + log1p(exp(-|z|))``: MXNet's ``softrelu`` loses
+  digits, docs/findings/log-one-plus-exp.md).
 
 Keras on TensorFlow computes a cross-entropy from probabilities otherwise:
 when the probabilities come straight from a softmax or sigmoid activation it
@@ -84,6 +91,12 @@ LOSSES: dict[str, Loss] = {
     "binary_crossentropy": Loss("binary", 1, "sigmoid", "BinaryCrossentropy", 8, True),
     "mean_squared_error": Loss("real", 1, None, "MeanSquaredError", 3, False),
     "mean_absolute_error": Loss("real", 1, None, "MeanAbsoluteError", 3, False),
+    # a subtraction, an absolute value, a comparison, a square (or a scaled
+    # value) and the sum
+    "huber": Loss("real", 1, None, "Huber", 5, False),
+    # a subtraction, the softplus' five (a product, an absolute value, an
+    # exp, a log1p, a maximum and its sum), two additions and the sum
+    "log_cosh": Loss("real", 1, None, "LogCosh", 9, False),
 }
 DEFAULT = Objective()
 
@@ -133,10 +146,11 @@ _PLAIN_OPTIONS = {
     "label_smoothing": 0.0,
     "axis": -1,
     "ignore_class": None,
+    "delta": 1.0,
 }
 _KNOWN_TEXT = (
     "sparse or one-hot categorical cross-entropy, binary cross-entropy, "
-    "mean squared or mean absolute error"
+    "mean squared or mean absolute error, Huber (delta 1) or log-cosh"
 )
 
 

@@ -130,10 +130,20 @@ def _one_loss(outputs: jax.Array, y: jax.Array, objective: Objective) -> jax.Arr
             p = jnp.clip(outputs, EPSILON, 1 - EPSILON)
             log_p, log_not_p = jnp.log(p), jnp.log(1 - p)
         return -(y * log_p + (1 - y) * log_not_p).mean(axis=1).mean()
+    return _regression(name, outputs - y).mean(axis=1).mean()
+
+
+def _regression(name: str, x: jax.Array) -> jax.Array:
+    """A regression loss of each output's error ``x = o - t``."""
     if name == "mean_squared_error":
-        return ((y - outputs) ** 2).mean(axis=1).mean()
+        return x**2
     if name == "mean_absolute_error":
-        return jnp.abs(y - outputs).mean(axis=1).mean()
+        return jnp.abs(x)
+    if name == "huber":  # delta 1
+        return jnp.where(jnp.abs(x) <= 1.0, 0.5 * x**2, jnp.abs(x) - 0.5)
+    if name == "log_cosh":  # x + softplus(-2x) - log 2, the softplus stably
+        z = -2.0 * x
+        return x + jnp.maximum(z, 0) + jnp.log1p(jnp.exp(-jnp.abs(z))) - math.log(2.0)
     raise ValueError(f"unknown loss {name!r}")
 
 

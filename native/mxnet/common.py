@@ -124,10 +124,19 @@ def _one_loss(outputs: nd.NDArray, y: nd.NDArray, objective: Objective) -> nd.ND
             p = nd.clip(outputs, EPSILON, 1 - EPSILON)
             log_p, log_not_p = nd.log(p), nd.log(1 - p)
         return -nd.mean(nd.mean(y * log_p + (1 - y) * log_not_p, axis=1))
+    return nd.mean(nd.mean(_regression(name, outputs - y), axis=1))
+
+
+def _regression(name: str, x: nd.NDArray) -> nd.NDArray:
+    """A regression loss of each output's error ``x = o - t``."""
     if name == "mean_squared_error":
-        return nd.mean(nd.mean(nd.square(y - outputs), axis=1))
+        return nd.square(x)
     if name == "mean_absolute_error":
-        return nd.mean(nd.mean(nd.abs(y - outputs), axis=1))
+        return nd.abs(x)
+    if name == "huber":  # delta 1
+        return nd.where(nd.abs(x) <= 1.0, 0.5 * nd.square(x), nd.abs(x) - 0.5)
+    if name == "log_cosh":  # x + softplus(-2x) - log 2, the softplus stably
+        return x + softplus(-2.0 * x) - math.log(2.0)
     raise ValueError(f"unknown loss {name!r}")
 
 

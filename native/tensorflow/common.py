@@ -129,10 +129,21 @@ def _one_loss(outputs: tf.Tensor, y: tf.Tensor, objective: Objective) -> tf.Tens
             log_p, log_not_p = tf.math.log(p), tf.math.log(1 - p)
         per_output = y * log_p + (1 - y) * log_not_p
         return -tf.reduce_mean(tf.reduce_mean(per_output, axis=1))
+    return tf.reduce_mean(tf.reduce_mean(_regression(name, outputs - y), axis=1))
+
+
+def _regression(name: str, x: tf.Tensor) -> tf.Tensor:
+    """A regression loss of each output's error ``x = o - t``."""
     if name == "mean_squared_error":
-        return tf.reduce_mean(tf.reduce_mean(tf.square(y - outputs), axis=1))
+        return tf.square(x)
     if name == "mean_absolute_error":
-        return tf.reduce_mean(tf.reduce_mean(tf.abs(y - outputs), axis=1))
+        return tf.abs(x)
+    if name == "huber":  # delta 1
+        return tf.where(tf.abs(x) <= 1.0, 0.5 * tf.square(x), tf.abs(x) - 0.5)
+    if name == "log_cosh":  # x + softplus(-2x) - log 2, the softplus stably
+        z = -2.0 * x
+        softplus = tf.maximum(z, 0.0) + tf.math.log1p(tf.exp(-tf.abs(z)))
+        return x + softplus - math.log(2.0)
     raise ValueError(f"unknown loss {name!r}")
 
 

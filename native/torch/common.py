@@ -135,10 +135,20 @@ def _one_loss(
             p = outputs.clamp(EPSILON, 1 - EPSILON)
             log_p, log_not_p = p.log(), (1 - p).log()
         return -(y * log_p + (1 - y) * log_not_p).mean(dim=1).mean()
+    return _regression(name, outputs - y).mean(dim=1).mean()
+
+
+def _regression(name: str, x: torch.Tensor) -> torch.Tensor:
+    """A regression loss of each output's error ``x = o - t``."""
     if name == "mean_squared_error":
-        return ((y - outputs) ** 2).mean(dim=1).mean()
+        return x**2
     if name == "mean_absolute_error":
-        return (y - outputs).abs().mean(dim=1).mean()
+        return x.abs()
+    if name == "huber":  # delta 1
+        return torch.where(x.abs() <= 1.0, 0.5 * x**2, x.abs() - 0.5)
+    if name == "log_cosh":  # x + softplus(-2x) - log 2, the softplus stably
+        z = -2.0 * x
+        return x + z.clamp(min=0) + torch.log1p(torch.exp(-z.abs())) - math.log(2.0)
     raise ValueError(f"unknown loss {name!r}")
 
 

@@ -70,8 +70,14 @@ def numpy_loss(outputs: np.ndarray, y: np.ndarray, goal: Objective) -> float:
             p = np.clip(o, LOW, HIGH)
             log_p, log_not_p = np.log(p), np.log(1 - p)
         return float(-(y * log_p + (1 - y) * log_not_p).mean(axis=1).mean())
-    error = y - o
-    per = error**2 if goal.loss == "mean_squared_error" else np.abs(error)
+    error = o - y
+    if goal.loss == "huber":  # delta 1
+        e = np.abs(error)
+        per = np.where(e <= 1.0, 0.5 * e**2, e - 0.5)
+    elif goal.loss == "log_cosh":
+        per = np.log(np.cosh(error))
+    else:
+        per = error**2 if goal.loss == "mean_squared_error" else np.abs(error)
     return float(per.mean(axis=1).mean())
 
 
@@ -114,11 +120,19 @@ def test_every_framework_computes_each_loss(framework: str, goal: Objective) -> 
     expected = np.float64(numpy_loss(outputs, y, goal))
     value = fw.to_numpy(fw.loss(fw.to_input(outputs), fw.to_labels(y), goal))
     assert relative_error(np.float64(value.item()), expected) < 1e-5
-    # The wrong reading of the same outputs is caught by the same comparison.
+    # The wrong reading of the same outputs is caught by the same comparison:
+    # the other from_logits, or for a regression loss every other one.
     if LOSSES[goal.loss].takes_logits:
-        flipped = goal._replace(from_logits=not goal.from_logits)
-        wrong = fw.to_numpy(fw.loss(fw.to_input(outputs), fw.to_labels(y), flipped))
-        assert relative_error(np.float64(wrong.item()), expected) > 1e-3
+        others = [goal._replace(from_logits=not goal.from_logits)]
+    else:
+        others = [
+            Objective(name, False)
+            for name, facts in LOSSES.items()
+            if facts.targets == "real" and name != goal.loss
+        ]
+    for other in others:
+        wrong = fw.to_numpy(fw.loss(fw.to_input(outputs), fw.to_labels(y), other))
+        assert relative_error(np.float64(wrong.item()), expected) > 1e-3, other
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
@@ -150,12 +164,17 @@ def test_keras_compile_configs_are_read() -> None:
     assert from_keras(saved) == Objective("binary_crossentropy", True)
     function = {"module": "builtins", "class_name": "function", "config": "mae"}
     assert from_keras(function) == Objective("mean_absolute_error", False)
+    assert from_keras("huber") == Objective("huber", False)
+    assert from_keras("log_cosh") == Objective("log_cosh", False)
+    for cls, name in (("Huber", "huber"), ("LogCosh", "log_cosh")):
+        saved = {"class_name": cls, "config": {"reduction": "sum_over_batch_size"}}
+        assert from_keras(saved) == Objective(name, False)
 
 
 @pytest.mark.parametrize(
     ("loss", "said"),
     [
-        ("huber", "loss 'huber'"),
+        ("poisson", "loss 'poisson'"),
         (["mse"], "loss \\['mse'\\]"),
         ({"d": "mse"}, "loss"),
         (
@@ -169,6 +188,7 @@ def test_keras_compile_configs_are_read() -> None:
             {"class_name": "MeanSquaredError", "config": {"reduction": "sum"}},
             "reduction='sum'",
         ),
+        ({"class_name": "Huber", "config": {"delta": 2.0}}, "delta=2.0"),
     ],
 )
 def test_a_loss_the_tool_does_not_compute_is_refused(loss: object, said: str) -> None:
