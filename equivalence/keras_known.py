@@ -56,10 +56,12 @@ class Known:
 
     def names(self, failing: list[str], error: str) -> bool:
         """Whether it is what failed: the path stopped with its error, or
-        failed only on the quantities it moves (and on ``needs``)."""
+        failed only on the quantities it moves (a bug without ``quantities``
+        moves any; a by-design difference without them names nothing), and
+        on ``needs``."""
         if self.error:
             return bool(error) and self.error in error
-        if not self.quantities or not failing:
+        if not failing or not (self.bug or self.quantities):
             return False
         if self.needs and self.needs not in failing:
             return False

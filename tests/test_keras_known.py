@@ -91,3 +91,25 @@ def test_the_unclipped_loss_is_read_per_output() -> None:
         ),
     )
     assert not keras_known.unclipped(logits)
+
+
+def test_a_bug_that_moves_any_quantity_names_any_failure() -> None:
+    """keras-torch's padded average pool (no ``quantities``: it moves the
+    forward pass and everything after) names a failure anywhere, on
+    keras-torch only, for a model with a 'same' average pool."""
+    pooled = ModelSpec(
+        "pooled",
+        (5, 2),
+        3,
+        (
+            Layer.of("pool", "avg_pool1d", pool_size=2, padding="same"),
+            Layer.of("flat", "flatten"),
+            Layer.of("out", "dense", units=3),
+        ),
+        Workload("user", "adam", 0.001, 4),
+    )
+    named = _named(pooled, "keras-torch", ["logits", "grad:out/kernel"])
+    assert len(named) == 1
+    assert "average pool" in named[0]
+    assert not _named(pooled, "keras-jax", ["logits"])
+    assert not _named(pooled, "keras-torch", [])
