@@ -16,22 +16,23 @@ is plain Python over a spec that does not change, so under ``jax.jit``,
 ``tf.function``, ``torch.compile`` or a hybridized MXNet block it traces to
 the same program a hand-unrolled forward pass gives.
 
-Two kinds compute differently in a training step (``zoo.specs.TRAINING_KINDS``),
+The kinds that compute differently in a training step (``zoo.specs.TRAINING_KINDS``),
 which ``training=True`` asks for (``train_forward``): a ``batch_norm``
 normalizes with the batch's statistics (``ops.batch_norm_train``) and writes
 its new moving statistics, Keras' ``moving * momentum + batch * (1 -
 momentum)``, into ``updates``; a ``normalization`` writes its adapted
-mean and variance there unchanged (state, never trained); a ``dropout``
-drops (``ops.dropout``, with ``rng`` where the framework's randomness is
-explicit: a JAX key).  In
-inference a batch normalization uses its moving statistics and a dropout is
-the identity, as at rate 0 in training.  A frozen layer (Keras'
+mean and variance there unchanged (state, never trained); a kind that draws
+noise (``Kind.noise``: a dropout, Gaussian noise) draws it
+(``ops.<kind>(h, spec, name, rng, index)``, with ``rng`` where the framework's
+randomness is explicit: a JAX key).  In inference a batch normalization uses
+its moving statistics and a noise kind is the identity, as at an amount of 0
+in training.  A frozen layer (Keras'
 ``trainable=False``, ``Layer.trainable``) computes in a training step as in
 inference, and every parameter of it goes into ``updates`` as itself: held,
 so no framework takes its gradient or steps it (a framework skips setting a
-parameter to itself).  A dropout that drops also taps its
-input, as ``<name>/input``, for the check that it dropped as dropout must
-(``workers.protocol.check_dropout``).
+parameter to itself).  A layer that draws noise also taps its
+input, as ``<name>/input``, for the check that it drew as it must
+(``workers.protocol.check_noise``).
 
 Framework-free: the framework comes in with ``ops``.
 """
@@ -45,7 +46,7 @@ from typing import Any
 
 from native.protocol import Tap, Tensor, no_tap
 from zoo.kinds import KINDS
-from zoo.specs import INPUT, SLOPED, Layer, ModelSpec, layer_shapes
+from zoo.specs import INPUT, SLOPED, Layer, ModelSpec, draws_noise, layer_shapes
 
 # A perturbed reference run (``equivalence.reference``, perturbations): with
 # ``HARNESS_NATIVE_PERTURB`` set to a seed in a float64 worker's environment,
@@ -109,10 +110,10 @@ def apply(
             h = tuple(outputs[name] for name in layer.inputs)
         elif layer.inputs:
             h = outputs[layer.inputs[0]]
-        if layer.kind == "dropout":
-            if training and layer.options.rate:
-                h = tap(f"{layer.name}/input", h)  # for the dropout check
-                h = ops.dropout(h, layer.options.rate, rng, index)
+        if KINDS[layer.kind].noise is not None:
+            if training and draws_noise(layer):
+                h = tap(f"{layer.name}/input", h)  # for the check of its draws
+                h = getattr(ops, layer.kind)(h, spec, layer.name, rng, index)
         elif training:
             h = _training_block(
                 ops, params, spec, h, layer.name, updates=updates, positions=positions

@@ -191,6 +191,17 @@ def activation_to_canonical(a: np.ndarray, family: str) -> np.ndarray:
     return a
 
 
+def native_axes(axes: tuple[int, ...], rank: int, family: str) -> tuple[int, ...]:
+    """Axes of an example counted from 1 after the batch in Keras' layout
+    (a dropout's ``shared_axes``) as axes of the batch's array in
+    ``family`` layout, for an example of ``rank`` axes: an image's ``H, W,
+    C`` (1, 2, 3) are ``(N, C, H, W)``'s 2, 3, 1 in ``oihw``."""
+    _check_family(family)
+    if family == "oihw" and rank == 3:
+        return tuple({1: 2, 2: 3, 3: 1}[axis] for axis in axes)
+    return axes
+
+
 def param_to_canonical(a: np.ndarray, p: Param, family: str) -> np.ndarray:
     """One array of parameter ``p`` in ``family`` layout -> canonical."""
     _check_family(family)

@@ -75,12 +75,28 @@ class Ops(Protocol):
         statistics (no gradient through them), which ``native.compose`` turns
         into the new moving ones."""
 
-    def dropout(self, h: Tensor, rate: float, rng: Any, index: int) -> Tensor:
-        """Training at ``rate`` (inference never calls it: the identity): each
-        element zeroed with probability ``rate``, the rest scaled by ``1 /
-        (1 - rate)``; ``rng`` the step's randomness where the framework's is
-        explicit (JAX's key, TensorFlow's stateless seed), ``index`` the
-        layer's, folded in."""
+    def dropout(
+        self, h: Tensor, spec: ModelSpec, name: str, rng: Any, index: int
+    ) -> Tensor:
+        """Training at the layer's rate (inference never calls it: the
+        identity), and the like for every kind that draws noise
+        (``zoo.kinds.base.Noise``: ``gaussian_noise``, ``gaussian_dropout``):
+        each element zeroed with probability ``rate``, the rest scaled by
+        ``1 / (1 - rate)``, one draw shared along its ``shared_axes``;
+        ``rng`` the step's randomness where the framework's is explicit
+        (JAX's key, TensorFlow's stateless seed), ``index`` the layer's,
+        folded in."""
+
+    def gaussian_noise(
+        self, h: Tensor, spec: ModelSpec, name: str, rng: Any, index: int
+    ) -> Tensor:
+        """Training: ``h`` plus normal noise of deviation ``stddev``."""
+
+    def gaussian_dropout(
+        self, h: Tensor, spec: ModelSpec, name: str, rng: Any, index: int
+    ) -> Tensor:
+        """Training: ``h`` times normal noise of mean 1 and deviation
+        ``sqrt(rate / (1 - rate))``."""
 
     def outputs(self, h: Tensor, rank: int) -> Tensor:
         """A model's output ``h``, of ``rank`` axes per example (its

@@ -1,12 +1,15 @@
-"""The dropout check every path's evaluation runs (``check_dropout``): what
-passes, and each way a wrong dropout is caught."""
+"""The checks of drawn noise every path's evaluation runs
+(``workers.protocol.check_noise``): a dropout's (``check_dropout``, a draw
+per value or shared along axes) and a normal draw's (``check_normal``,
+Keras' GaussianNoise and GaussianDropout): what passes, and each way a
+wrong draw is caught."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from workers.protocol import check_dropout
+from workers.protocol import check_dropout, check_normal
 
 RATE = 0.25
 
@@ -51,3 +54,86 @@ def test_zero_inputs_are_not_counted() -> None:
     x_more = np.concatenate([x, np.zeros(4096, np.float32)])
     y_more = np.concatenate([y, np.zeros(4096, np.float32)])
     assert check_dropout("drop", RATE, x_more, y_more) is None
+
+
+# A draw shared along axes (Keras' SpatialDropout1D/2D, a noise_shape) -------
+
+
+def _spatial(per_value: bool) -> tuple[np.ndarray, np.ndarray]:
+    """A batch of images ``(16, 6, 6, 4)`` and their dropout at RATE: one
+    draw per image channel, or (``per_value``) one per value."""
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0.5, 2.0, (16, 6, 6, 4)).astype(np.float32)
+    shape = x.shape if per_value else (16, 1, 1, 4)
+    kept = rng.random(shape) >= RATE
+    return x, np.where(kept, x / np.float32(1 - RATE), 0).astype(np.float32)
+
+
+def test_a_draw_shared_per_channel_passes() -> None:
+    x, y = _spatial(per_value=False)
+    assert check_dropout("drop", RATE, x, y, shared_axes=(1, 2)) is None
+
+
+def test_a_draw_per_value_where_one_per_channel_is_due_is_caught() -> None:
+    x, y = _spatial(per_value=True)
+    problem = check_dropout("drop", RATE, x, y, shared_axes=(1, 2))
+    assert problem is not None
+    assert "shares a draw along axes [1, 2], yet 64 of its 64 draws" in problem
+
+
+def test_a_shared_draw_at_the_wrong_rate_is_caught() -> None:
+    """Over the draws, not the values: 64 channels all kept is 0.75 +- 0.65."""
+    x, _ = _spatial(per_value=False)
+    y = np.zeros_like(x)  # every channel of every image dropped
+    problem = check_dropout("drop", RATE, x, y, shared_axes=(1, 2))
+    assert problem is not None
+    assert "kept 0.000 of 64 draws shared along axes [1, 2]" in problem
+
+
+# Normal noise: Keras' GaussianNoise and GaussianDropout ---------------------
+
+STDDEV = 0.1
+
+
+def _normal(
+    draws: str, stddev: float, mean: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(2)
+    x = rng.uniform(-2.0, 2.0, 4096).astype(np.float32)
+    n = rng.normal(mean, stddev, x.shape)
+    y = x + n if draws == "added" else x * (1 + n)
+    return x, y.astype(np.float32)
+
+
+@pytest.mark.parametrize("draws", ["added", "multiplied"])
+def test_normal_noise_of_the_right_deviation_passes(draws: str) -> None:
+    x, y = _normal(draws, STDDEV)
+    assert check_normal("noise layer 'n'", draws, STDDEV, x, y) is None
+
+
+@pytest.mark.parametrize("draws", ["added", "multiplied"])
+@pytest.mark.parametrize(
+    ("stddev", "mean"),
+    [
+        (STDDEV**2, 0.0),  # the deviation taken as the variance
+        (STDDEV * 1.5, 0.0),  # GaussianDropout's rate taken as its deviation
+        (STDDEV, STDDEV),  # drawn about the wrong mean
+        (0.0, 0.0),  # no noise at all
+    ],
+)
+def test_normal_noise_drawn_wrong_is_caught(
+    draws: str, stddev: float, mean: float
+) -> None:
+    x, y = _normal(draws, stddev, mean)
+    problem = check_normal("noise layer 'n'", draws, STDDEV, x, y)
+    assert problem is not None
+    assert problem.startswith(f"noise layer 'n' drew 4096 values {draws} whose ")
+
+
+def test_normal_noise_over_large_values_passes_despite_float32_rounding() -> None:
+    """``y - x`` of float32 values near 1e4 carries their rounding (1e-3)
+    into a deviation of 1e-3: the bound widens by what that can move."""
+    rng = np.random.default_rng(3)
+    x = rng.uniform(1e4, 2e4, 4096).astype(np.float32)
+    y = (x + rng.normal(0, 1e-3, x.shape)).astype(np.float32)
+    assert check_normal("noise layer 'n'", "added", 1e-3, x, y) is None

@@ -20,7 +20,7 @@ from zoo.specs import (
     layer_shapes,
     output_shape,
     same_padding,
-    without_dropout,
+    without_noise,
 )
 
 
@@ -369,7 +369,7 @@ def test_one_dimensional_windows_by_hand() -> None:
 
 def test_batch_norm_state_is_not_trained_and_dropout_is_lifted_for_checks() -> None:
     """A batch normalization's moving statistics are parameters that no
-    optimizer trains; ``without_dropout`` is the same model at rate 0 (what
+    optimizer trains; ``without_noise`` is the same model at rate 0 (what
     trajectories are compared on), everything else unchanged."""
     spec = get_spec("bn-dropout-cnn")
     state = [p.name for p in spec.params if not p.trainable]
@@ -381,10 +381,10 @@ def test_batch_norm_state_is_not_trained_and_dropout_is_lifted_for_checks() -> N
     ]
     assert set(spec.trainable_names()) == {p.name for p in spec.params} - set(state)
     assert spec.trains_differently
-    assert spec.dropout
-    lifted = without_dropout(spec)
+    assert spec.noisy
+    lifted = without_noise(spec)
     assert lifted.layer("drop").options.rate == 0.0
-    assert not lifted.dropout
+    assert not lifted.noisy
     assert lifted.params == spec.params
     assert lifted.name == spec.name
     # biases only a batch normalization takes: zero training gradient

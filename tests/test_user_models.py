@@ -25,7 +25,7 @@ from zoo.data import make_batches
 from zoo.losses import LOSSES
 from zoo.models import get_spec
 from zoo.optimizers import Schedule
-from zoo.specs import MODELS, VARIANTS, output_positions
+from zoo.specs import MODELS, VARIANTS, output_positions, without_noise
 from zoo.weights import make_weights
 
 SEQUENTIAL_DENSE = {"class_name": "Dense", "module": "keras.layers"}
@@ -236,7 +236,7 @@ def test_a_table_takes_batch_norm_and_dropout_in_keras_words() -> None:
         "dropout",
         0.3,
     )
-    assert spec.dropout
+    assert spec.noisy
     assert [
         (p.role, p.shape, p.trainable) for p in spec.params if p.layer == "fc_norm"
     ] == [
@@ -262,7 +262,7 @@ def test_a_table_takes_batch_norm_and_dropout_in_keras_words() -> None:
     table["layers"][5]["rate"] = 0
     still = user_models.spec_from_document("t", table)
     assert still.layer("drop").options.rate == 0
-    assert not still.dropout
+    assert not still.noisy
 
 
 @pytest.mark.parametrize(
@@ -1190,8 +1190,8 @@ def test_more_refusals_of_newer_layers_are_one_sentence() -> None:
     config = _transformer()
     lambda_gelu = {"module": "builtins", "class_name": "function", "config": "f"}
     refusals = {
-        r"Dropout layer 'drop' has noise_shape=\[None, 1, 6\], which the tool": (
-            _with_layer(config, "drop", rate=0.5, noise_shape=[None, 1, 6])
+        r"Dropout layer 'drop' has noise_shape=\[1, 1, 6\], which the tool": (
+            _with_layer(config, "drop", rate=0.5, noise_shape=[1, 1, 6])
         ),
         r"Conv1D layer 'position' has dilation_rate=\[2\]": _with_layer(
             config, "position", dilation_rate=[2]
@@ -1367,6 +1367,58 @@ def test_batch_norm_and_dropout_configs_become_a_document() -> None:
     assert [entry["name"] for entry in plain["layers"]][-2:] == ["fc_norm", "logits"]
 
 
+def test_the_dropout_kinds_configs_become_a_document() -> None:
+    """keras.io's spatial dropout, a Dropout with a ``noise_shape`` (built:
+    its input's sides known), GaussianNoise and GaussianDropout, as Keras
+    3.15 writes them: each a layer that draws noise, one draw shared along
+    the axes a spatial dropout or a 1 in ``noise_shape`` names."""
+    noise_shape = [None, 1, 4, None]  # one draw per column and channel
+    config = _sequential(
+        _layer("Conv2D", "conv", **CONV, activation="relu"),  # 4x4x4
+        _layer("SpatialDropout2D", "spatial", rate=0.2, seed=None),
+        _built(
+            _layer("Dropout", "drop", rate=0.3, seed=None, noise_shape=noise_shape),
+            None,
+            4,
+            4,
+            4,
+        ),
+        _layer("GaussianNoise", "noise", stddev=0.1, seed=None),
+        _layer("Flatten", "flatten"),
+        _layer("GaussianDropout", "multiplied", rate=0.2, seed=None),
+        _layer("Dense", "logits", **DENSE),
+    )
+    document = keras_import.document_from_config(config)
+    entries = {entry["name"]: entry for entry in document["layers"]}
+    assert entries["spatial"] == {
+        "kind": "dropout",
+        "name": "spatial",
+        "rate": 0.2,
+        "shared_axes": [1, 2],
+    }
+    assert entries["drop"] == {
+        "kind": "dropout",
+        "name": "drop",
+        "rate": 0.3,
+        "shared_axes": [1],
+    }
+    assert entries["noise"] == {
+        "kind": "gaussian_noise",
+        "name": "noise",
+        "stddev": 0.1,
+    }
+    assert entries["multiplied"] == {
+        "kind": "gaussian_dropout",
+        "name": "multiplied",
+        "rate": 0.2,
+    }
+    spec = user_models.spec_from_document("m", document)
+    assert spec.layer("spatial").options.shared_axes == (1, 2)
+    noisy = [layer.name for layer in spec.noisy_layers()]
+    assert noisy == ["spatial", "drop", "noise", "multiplied"]
+    assert not without_noise(spec).noisy
+
+
 @pytest.mark.parametrize(
     ("config", "message"),
     [
@@ -1401,8 +1453,10 @@ def test_batch_norm_and_dropout_configs_become_a_document() -> None:
             "batch_norm layer 'fc_norm': momentum must be above 0 and below 1",
         ),
         (
-            _bn_cnn(drop=DROPOUT | {"noise_shape": [None, 1]}),
-            r"Dropout layer 'drop' has noise_shape=\[None, 1\], which the tool",
+            _bn_cnn(drop=DROPOUT | {"noise_shape": [None, 3]}),
+            r"Dropout layer 'drop' has noise_shape=\[None, 3\], which the tool "
+            r"does not compute: its 3 on axis 1 is neither 1 \(one draw along "
+            r"it\) nor its input's size \(unknown: saved unbuilt\)",
         ),
         (
             _bn_cnn(drop=DROPOUT | {"rate": 1.0}),

@@ -37,8 +37,9 @@ from workers.protocol import (
     Predictor,
     TrainCheck,
     Trainer,
-    check_dropout,
+    check_noise,
     check_training,
+    noise_batch,
 )
 from zoo import packing
 from zoo.losses import keras_loss, total
@@ -108,8 +109,8 @@ class KerasRunner:
         logits, loss, grads = _GRADS[self.backend](
             model, loss_fn, fed(spec, x), targeted(spec, y)
         )
-        if spec.dropout:  # after: a training pass updates the moving statistics
-            self._check_dropout(model, spec, x)
+        if spec.noisy:  # after: a training pass updates the moving statistics
+            self._check_noise(model, spec, x)
         by_variable = dict(
             zip((id(v) for v in model.trainable_variables), grads, strict=True)
         )
@@ -143,17 +144,18 @@ class KerasRunner:
             for h, t in zip(spec.heads, targets, strict=True)
         }
 
-    def _check_dropout(self, model: Any, spec: ModelSpec, x: np.ndarray) -> None:
-        """A ValueError unless every dropout, at its rate in one training
-        forward pass on ``x``, dropped as dropout must (``check_dropout``)."""
-        layers = [d for d in spec.layers if d.kind == "dropout" and d.options.rate]
+    def _check_noise(self, model: Any, spec: ModelSpec, x: np.ndarray) -> None:
+        """A ValueError unless every layer that draws noise, in one training
+        forward pass on ``x`` (repeated: ``noise_batch``), drew as its kind
+        must (``check_noise``)."""
+        layers = spec.noisy_layers()
         ends = []
         for layer in layers:
             keras_layer = model.get_layer(layer.name)
             ends += [keras_layer.input, keras_layer.output]
         probe = self.keras.Model(model.inputs, ends)
         ops = self.keras.ops
-        given = fed(spec, x)
+        given = fed(spec, noise_batch(spec, x))
         tensors = (
             [ops.convert_to_tensor(a) for a in given]
             if isinstance(given, list)
@@ -161,9 +163,7 @@ class KerasRunner:
         )
         values = [ops.convert_to_numpy(v) for v in probe(tensors, training=True)]
         for i, layer in enumerate(layers):
-            problem = check_dropout(
-                layer.name, layer.options.rate, values[2 * i], values[2 * i + 1]
-            )
+            problem = check_noise(layer, values[2 * i], values[2 * i + 1])
             if problem:
                 raise ValueError(problem)
 

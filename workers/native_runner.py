@@ -27,8 +27,9 @@ from workers.protocol import (
     Predictor,
     TrainCheck,
     Trainer,
-    check_dropout,
+    check_noise,
     check_training,
+    noise_batch,
 )
 from zoo import packing
 from zoo.specs import ModelSpec
@@ -107,8 +108,8 @@ class NativeRunner:
             self.feed(spec, x),
             self.labels(spec, y),
         )
-        if spec.dropout:
-            self._check_dropout(spec, weights, x)
+        if spec.noisy:
+            self._check_noise(spec, weights, x)
         # Gradients of the trained parameters only: in inference a batch
         # normalization's moving statistics have one, which Keras never takes.
         trained = spec.trainable_names()
@@ -137,26 +138,26 @@ class NativeRunner:
             for h, t in zip(spec.heads, targets, strict=True)
         }
 
-    def _check_dropout(
+    def _check_noise(
         self, spec: ModelSpec, weights: Mapping[str, np.ndarray], x: np.ndarray
     ) -> None:
-        """A ValueError unless every dropout, at its rate in one training
-        forward pass on ``x``, dropped as dropout must (``check_dropout``)."""
+        """A ValueError unless every layer that draws noise, in one training
+        forward pass on ``x`` (repeated: ``noise_batch``), drew as its kind
+        must (``check_noise``, in Keras' layout)."""
         fw, taps = self.fw, {}
 
         def record(name: str, h: Tensor) -> Tensor:
-            taps[name] = fw.to_numpy(h)
+            taps[name] = layout.activation_to_canonical(fw.to_numpy(h), fw.LAYOUT)
             return h
 
         apply = load_apply(self.framework, spec)
         arrays = fw.arrays(self.init(spec, weights))
-        apply(arrays, self.feed(spec, x), tap=record, training=True)
-        for layer in spec.layers:
-            if layer.kind == "dropout" and layer.options.rate:
-                given, got = taps[f"{layer.name}/input"], taps[layer.name]
-                problem = check_dropout(layer.name, layer.options.rate, given, got)
-                if problem:
-                    raise ValueError(problem)
+        apply(arrays, self.feed(spec, noise_batch(spec, x)), tap=record, training=True)
+        for layer in spec.noisy_layers():
+            given, got = taps[f"{layer.name}/input"], taps[layer.name]
+            problem = check_noise(layer, given, got)
+            if problem:
+                raise ValueError(problem)
 
     def activations(
         self, spec: ModelSpec, weights: Mapping[str, np.ndarray], x: np.ndarray

@@ -24,7 +24,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from zoo.specs import ModelSpec
+from zoo.kinds import KINDS
+from zoo.specs import Layer, ModelSpec, input_of
 
 Weights = Mapping[str, np.ndarray]  # canonical (Keras-layout) arrays by name
 NAMED = 3  # parameters a non-finite sentence names at most
@@ -208,32 +209,80 @@ class NativeOnly(Protocol):
         (``native.<framework>.idiomatic``), for the floors benchmark."""
 
 
-# A dropout's kept fraction may miss ``1 - rate`` by chance; the allowance is
-# Hoeffding's bound at this probability, so no check fails by luck in a
-# lifetime of runs.  Kept values must be the input over ``1 - rate`` to a few
-# float32 roundings (TensorFlow multiplies by the reciprocal).
+# A draw of noise may miss its distribution by chance; each allowance is a
+# distribution-free bound at this probability (Hoeffding's for a dropout's
+# kept fraction, Dvoretzky-Kiefer-Wolfowitz's for a normal draw), so no check
+# fails by luck in a lifetime of runs.  Kept values must be the input over
+# ``1 - rate`` to a few float32 roundings (TensorFlow multiplies by the
+# reciprocal).
 DROPOUT_CHANCE = 1e-12
 DROPOUT_SCALE_TOLERANCE = 8 * float(np.finfo(np.float32).eps)
+_FLOAT32_EPS = float(np.finfo(np.float32).eps)
+_NORMAL_PEAK = 1 / math.sqrt(2 * math.pi)  # the normal density's largest value
+
+
+# The values a training pass that checks a layer's noise draws at the least
+# (``noise_batch``): enough that a wrong distribution is caught (a normal of
+# the wrong deviation lies ~0.16 or more from the right one; the bound is
+# 0.08 at 4,096 draws), and at most ``NOISE_REPEATS`` copies of the batch.
+NOISE_VALUES = 4096
+NOISE_REPEATS = 256
+
+
+def noise_batch(spec: ModelSpec, x: np.ndarray) -> np.ndarray:
+    """The batch ``x`` repeated so that every layer that draws noise draws at
+    least ``NOISE_VALUES`` values in one pass (at most ``NOISE_REPEATS``
+    copies): a check of a draw on a few values would pass anything."""
+    least = min(math.prod(input_of(spec, layer.name)) for layer in spec.noisy_layers())
+    repeats = min(NOISE_REPEATS, math.ceil(NOISE_VALUES / (least * len(x))))
+    return np.concatenate([x] * repeats) if repeats > 1 else x
+
+
+def check_noise(layer: Layer, inputs: np.ndarray, outputs: np.ndarray) -> str | None:
+    """``None`` when ``layer``, a kind that draws noise (``Kind.noise``), run
+    in one training pass on ``inputs`` (a batch, Keras' layout), gave
+    ``outputs`` as its kind must draw them; else what it did, in one
+    sentence naming the layer.  A dropout: ``check_dropout``; normal noise:
+    ``check_normal``."""
+    noise = KINDS[layer.kind].noise
+    if noise is None:
+        raise ValueError(f"{layer.kind} layer {layer.name!r} draws no noise")
+    amount = getattr(layer.options, noise.amount)
+    if noise.draws == "mask":
+        shared = getattr(layer.options, "shared_axes", ())
+        return check_dropout(layer.name, amount, inputs, outputs, shared)
+    if noise.stddev is None:
+        raise ValueError(f"{layer.kind} draws normal noise with no stddev rule")
+    return check_normal(
+        f"{layer.kind} layer {layer.name!r}",
+        noise.draws,
+        noise.stddev(layer.options),
+        inputs,
+        outputs,
+    )
 
 
 def check_dropout(
-    name: str, rate: float, inputs: np.ndarray, outputs: np.ndarray
+    name: str,
+    rate: float,
+    inputs: np.ndarray,
+    outputs: np.ndarray,
+    shared_axes: tuple[int, ...] = (),
 ) -> str | None:
     """``None`` when dropout layer ``name`` at ``rate``, run in training on
     ``inputs``, gave ``outputs`` as dropout must: each nonzero input either
-    zero or scaled by ``1 / (1 - rate)``, and the fraction kept ``1 - rate``
-    within Hoeffding's bound at ``DROPOUT_CHANCE``; else what it did."""
-    x = np.asarray(inputs, np.float64).ravel()
-    y = np.asarray(outputs, np.float64).ravel()
+    zero or scaled by ``1 / (1 - rate)``; along ``shared_axes`` (axes of the
+    batch's array) one draw, every nonzero value of it kept or every one
+    dropped; and the fraction of draws kept ``1 - rate`` within Hoeffding's
+    bound at ``DROPOUT_CHANCE``; else what it did."""
+    x = np.asarray(inputs, np.float64)
+    y = np.asarray(outputs, np.float64)
     if x.shape != y.shape:
         return (
             f"dropout layer {name!r} changed the shape {inputs.shape} to "
             f"{outputs.shape}"
         )
     live = x != 0
-    n = int(live.sum())
-    if n == 0:
-        return None  # nothing to drop: every input is zero
     kept = live & (y != 0)
     expected = x[kept] / (1 - rate)
     scale = np.abs(y[kept] - expected) / np.abs(expected)
@@ -242,12 +291,70 @@ def check_dropout(
             f"dropout layer {name!r} at rate {rate} kept values off the input "
             f"over 1 - rate by up to {scale.max():.1e} relative"
         )
+    what = "values"
+    if shared_axes:  # one draw per cell of the other axes
+        axes = tuple(shared_axes)
+        dropped = (live & ~kept).any(axis=axes)
+        live, kept = live.any(axis=axes), kept.any(axis=axes)
+        mixed = int((kept & dropped).sum())
+        if mixed:
+            return (
+                f"dropout layer {name!r} at rate {rate} shares a draw along axes "
+                f"{list(axes)}, yet {mixed} of its {live.size} draws kept some "
+                "values and dropped others"
+            )
+        what = f"draws shared along axes {list(axes)}"
+    n = int(live.sum())
+    if n == 0:
+        return None  # nothing to drop: every input is zero
     fraction = float(kept.sum()) / n
     bound = math.sqrt(math.log(2 / DROPOUT_CHANCE) / (2 * n))
     if abs(fraction - (1 - rate)) > bound:
         return (
             f"dropout layer {name!r} at rate {rate} kept {fraction:.3f} of {n} "
-            f"values, outside {1 - rate:.3f} +- {bound:.3f} (Hoeffding at "
+            f"{what}, outside {1 - rate:.3f} +- {bound:.3f} (Hoeffding at "
             f"{DROPOUT_CHANCE:g})"
+        )
+    return None
+
+
+def check_normal(
+    what: str, draws: str, stddev: float, inputs: np.ndarray, outputs: np.ndarray
+) -> str | None:
+    """``None`` when ``outputs`` are ``inputs`` with normal noise of
+    deviation ``stddev`` drawn per value as ``draws`` says (``added``: ``y -
+    x`` of mean 0; ``multiplied``: ``y / x`` of mean 1, over the nonzero
+    inputs); else what ``what`` (the layer, in words) drew.  The draws'
+    standardized empirical distribution must lie within the
+    Dvoretzky-Kiefer-Wolfowitz bound at ``DROPOUT_CHANCE`` of the standard
+    normal's, widened by what float32's rounding of the outputs can move a
+    draw (at most the normal's peak density times that shift)."""
+    x = np.asarray(inputs, np.float64)
+    y = np.asarray(outputs, np.float64)
+    if x.shape != y.shape:
+        return f"{what} changed the shape {inputs.shape} to {outputs.shape}"
+    if draws == "added":
+        z = (y - x).ravel() / stddev
+        shift = _FLOAT32_EPS * float(np.abs(y).max(initial=0.0)) / stddev
+    else:
+        live = x != 0
+        ratio = y[live] / x[live]
+        z = (ratio - 1) / stddev
+        shift = _FLOAT32_EPS * float(np.abs(ratio).max(initial=0.0)) / stddev
+    n = z.size
+    if n == 0:
+        return None
+    z = np.sort(z)
+    cdf = 0.5 * (1 + np.array([math.erf(v) for v in z / math.sqrt(2)]))
+    steps = np.arange(1, n + 1) / n
+    distance = float(max((steps - cdf).max(), (cdf - (steps - 1 / n)).max()))
+    bound = math.sqrt(math.log(2 / DROPOUT_CHANCE) / (2 * n)) + _NORMAL_PEAK * shift
+    if distance > bound:
+        mean = "mean 0" if draws == "added" else "mean 1"
+        return (
+            f"{what} drew {n} values {draws} whose distribution lies "
+            f"{distance:.3f} from the normal of {mean} and deviation {stddev:g} "
+            f"(at most {bound:.3f}: Dvoretzky-Kiefer-Wolfowitz at "
+            f"{DROPOUT_CHANCE:g}); their deviation is {float(z.std()) * stddev:.3g}"
         )
     return None

@@ -55,7 +55,7 @@ from workers.protocol import NativeOnly, Runner
 from zoo import files, packing, user_models
 from zoo.arrays import digest, load_npz, save_npz
 from zoo.models import get_spec
-from zoo.specs import ModelSpec, without_dropout
+from zoo.specs import ModelSpec, without_noise
 from zoo.weights import check_weights
 
 Data = dict[str, np.ndarray]
@@ -197,7 +197,7 @@ class Tasks:
         against was computed (the only difference from the timed one)."""
         spec, weights, xs = self._built_from("trainer", xs)
         return self.runner.trainer(
-            without_dropout(spec) if checked else spec, weights, xs, ys
+            without_noise(spec) if checked else spec, weights, xs, ys
         )
 
     def _predictor(self, xs: np.ndarray) -> protocol.Predictor:
@@ -235,7 +235,7 @@ class Tasks:
 
     def trajectory(self, request: m.Trajectory, data: Data) -> m.Answer:
         # Random drops cannot agree between paths: compared at rate 0.
-        session = self.runner.session(without_dropout(self.spec), self.weights)
+        session = self.runner.session(without_noise(self.spec), self.weights)
         arrays = runs.trajectory(
             session, data["x"], data["y"], skip=self.spec.noise_trained()
         )
@@ -255,7 +255,7 @@ class Tasks:
         return m.ArraysAnswer(arrays=request.out)
 
     def accuracy(self, request: m.Accuracy, data: Data) -> m.Answer:
-        session = self.runner.session(without_dropout(self.spec), self.weights)
+        session = self.runner.session(without_noise(self.spec), self.weights)
         curve = runs.accuracy(
             session, data["train_x"], data["train_y"], data["test_x"], data["test_y"]
         )

@@ -27,7 +27,7 @@ read as the merges of those names.  A ``Dropout`` of rate 0 is the
 identity and is left out (a layer that takes it takes what it took); one
 of any other rate below 1 is a ``dropout`` of that rate (its ``seed`` is
 not kept: the tool compares training trajectories at rate 0,
-``zoo.specs.without_dropout``, and checks each path's dropout at its rate
+``zoo.specs.without_noise``, and checks each path's dropout at its rate
 on its own).  A ``BatchNormalization`` over the last axis is a
 ``batch_norm`` with its ``epsilon`` and ``momentum``; its moving statistics
 are read with its weights.  A model used as a layer (a Sequential or

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from zoo.kinds import KINDS
 from zoo.specs import LAYER_NORM_EPSILON, MODELS, Layer, ModelSpec, layer_shapes
 
 Dims = dict[str, int]
@@ -610,10 +611,10 @@ def _layer_cases(layer: Layer, shape: Shape, batch: int, label: str) -> Iterator
         yield Case("dense", (rows, features, width), f"{label}-projection")
         yield Case("attention", (batch, t, o.num_heads, o.key_dim), label)
         yield Case("dense", (rows, width, features), f"{label}-output")
-    elif kind == "dropout":
-        # Nothing: dropout's random mask has no float64 reference to judge it
+    elif KINDS[kind].noise is not None:
+        # Nothing: a random draw has no float64 reference to judge it
         # against.  Every evaluation checks it on its own instead
-        # (``workers.protocol.check_dropout``).
+        # (``workers.protocol.check_noise``).
         return
 
 

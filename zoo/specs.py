@@ -351,12 +351,15 @@ class ModelSpec:
         (``TRAINING_KINDS``)."""
         return any(layer.kind in TRAINING_KINDS for layer in self.layers)
 
+    def noisy_layers(self) -> tuple[Layer, ...]:
+        """The layers that draw noise in a training step (``Kind.noise``: a
+        dropout at a nonzero rate, Gaussian noise of a nonzero deviation)."""
+        return tuple(layer for layer in self.layers if draws_noise(layer))
+
     @property
-    def dropout(self) -> bool:
-        """Whether a layer drops at a nonzero rate."""
-        return any(
-            layer.kind == "dropout" and layer.options.rate for layer in self.layers
-        )
+    def noisy(self) -> bool:
+        """Whether a layer draws noise in a training step."""
+        return bool(self.noisy_layers())
 
     def noise_trained(self) -> tuple[str, ...]:
         """Parameters whose gradient in a training step is zero in exact
@@ -1409,14 +1412,25 @@ VARIANTS.update(
 )
 
 
-def without_dropout(spec: ModelSpec) -> ModelSpec:
-    """``spec`` with every dropout at rate 0: what a training trajectory is
-    compared on (random drops cannot agree between paths; at rate 0 a dropout
-    is the identity, and the pass is otherwise the one timed)."""
-    if not spec.dropout:
+def draws_noise(layer: Layer) -> bool:
+    """Whether ``layer`` draws noise in a training step (``Kind.noise``,
+    its amount above 0)."""
+    noise = KIND_RECORDS[layer.kind].noise
+    return noise is not None and bool(getattr(layer.options, noise.amount))
+
+
+def without_noise(spec: ModelSpec) -> ModelSpec:
+    """``spec`` with every layer that draws noise at an amount of 0 (a
+    dropout at rate 0, Gaussian noise of deviation 0): what a training
+    trajectory is compared on (random draws cannot agree between paths; at 0
+    such a layer is the identity, and the pass is otherwise the one timed)."""
+    if not spec.noisy:
         return spec
-    layers = tuple(
-        layer.replace(rate=0.0) if layer.kind == "dropout" else layer
-        for layer in spec.layers
-    )
-    return replace(spec, layers=layers)
+    return replace(spec, layers=tuple(_silenced(layer) for layer in spec.layers))
+
+
+def _silenced(layer: Layer) -> Layer:
+    noise = KIND_RECORDS[layer.kind].noise
+    if noise is None or not draws_noise(layer):
+        return layer
+    return layer.replace(**{noise.amount: 0.0})

@@ -142,7 +142,17 @@ def training_checks(spec: ModelSpec) -> str | None:
             f"dropout ({', '.join(drops)}): the identity in inference (logits) "
             "and at rate 0 (trajectory and timed closures), and at its rate "
             "in one training pass of every path: kept fraction within "
-            "Hoeffding's bound and kept values scaled by 1 / (1 - rate)"
+            "Hoeffding's bound, kept values scaled by 1 / (1 - rate), one "
+            "draw along the axes it shares"
+        )
+    normal = [x for x in spec.noisy_layers() if x.kind != "dropout"]
+    if normal:
+        named = ", ".join(f"{x.name} ({x.kind.replace('_', ' ')})" for x in normal)
+        parts.append(
+            f"Gaussian noise ({named}): the identity in inference (logits) and "
+            "without noise (trajectory and timed closures), and drawn in one "
+            "training pass of every path: the draws' distribution within the "
+            "Dvoretzky-Kiefer-Wolfowitz bound of the normal's"
         )
     return "; ".join(parts) or None
 

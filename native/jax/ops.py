@@ -35,6 +35,7 @@ from native.jax.common import Params
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as _ADAPTED_EPSILON
 from zoo.kinds.base import SELU_ALPHA, SELU_SCALE
+from zoo.kinds.gaussian import dropout_deviation
 from zoo.kinds.repeat_vector import INTERLEAVED
 from zoo.specs import Layer, ModelSpec, padding_of
 
@@ -526,13 +527,39 @@ def batch_norm_train(
     return _normalized(h, (mean, variance), params, spec, name), mean, variance
 
 
-def dropout(h: jax.Array, rate: float, rng: Any, index: int) -> jax.Array:
+def _key(rng: Any, index: int) -> Any:
+    """Layer ``index``'s key: ``rng`` (a fixed key when none is given)
+    folded with the index, as Keras' JAX backend draws from a seed."""
+    return jax.random.fold_in(jax.random.key(0) if rng is None else rng, index)
+
+
+def dropout(
+    h: jax.Array, spec: ModelSpec, name: str, rng: Any, index: int
+) -> jax.Array:
     """Each element kept with probability ``1 - rate`` and scaled by ``1 /
-    (1 - rate)``, as Keras' JAX backend draws it, from ``rng`` (a key) folded
-    with the layer's index (a fixed key when none is given)."""
-    key = jax.random.fold_in(jax.random.key(0) if rng is None else rng, index)
-    keep = jax.random.bernoulli(key, 1 - rate, h.shape)
-    return jnp.where(keep, h / (1 - rate), jnp.zeros_like(h))
+    (1 - rate)``, one draw shared along the layer's ``shared_axes`` (a
+    channels-last layout: Keras' axes), from ``_key(rng, index)``."""
+    o = spec.layer(name).options
+    shape = tuple(1 if a in o.shared_axes else side for a, side in enumerate(h.shape))
+    keep = jax.random.bernoulli(_key(rng, index), 1 - o.rate, shape)
+    return jnp.where(keep, h / (1 - o.rate), jnp.zeros_like(h))
+
+
+def gaussian_noise(
+    h: jax.Array, spec: ModelSpec, name: str, rng: Any, index: int
+) -> jax.Array:
+    """``h + stddev * n``, ``n`` standard normal per value."""
+    stddev = spec.layer(name).options.stddev
+    return h + stddev * jax.random.normal(_key(rng, index), h.shape, h.dtype)
+
+
+def gaussian_dropout(
+    h: jax.Array, spec: ModelSpec, name: str, rng: Any, index: int
+) -> jax.Array:
+    """``h * (1 + s * n)``, ``n`` standard normal per value, ``s = sqrt(rate
+    / (1 - rate))``."""
+    s = dropout_deviation(spec.layer(name).options)
+    return h * (1 + s * jax.random.normal(_key(rng, index), h.shape, h.dtype))
 
 
 @jax.jit

@@ -29,9 +29,11 @@ from typing import Any
 import mxnet as mx
 import numpy as np
 
+from native.layout import native_axes
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
 from zoo.kinds.base import SELU_ALPHA, SELU_SCALE
+from zoo.kinds.gaussian import dropout_deviation
 from zoo.kinds.repeat_vector import INTERLEAVED
 from zoo.specs import ModelSpec, input_of, padding_of
 
@@ -576,11 +578,29 @@ def batch_norm_train(
     return out, F.stop_gradient(mean), F.stop_gradient(variance)
 
 
-def dropout(h: Any, rate: float, rng: Any, index: int) -> Any:
+def dropout(h: Any, spec: ModelSpec, name: str, rng: Any, index: int) -> Any:
     """Each element kept with probability ``1 - rate`` and scaled by ``1 /
     (1 - rate)`` (``Dropout`` in mode ``always``: whether or not autograd
-    records, MXNet's own random state)."""
-    return namespace(h).Dropout(h, p=rate, mode="always")
+    records, MXNet's own random state); ``Dropout``'s ``axes`` share one
+    draw along the layer's ``shared_axes`` (an image's in ``(N, C, H, W)``:
+    ``native.layout.native_axes``; the rank from the spec: a symbol has
+    none)."""
+    o = spec.layer(name).options
+    axes = native_axes(o.shared_axes, len(input_of(spec, name)), "oihw")
+    return namespace(h).Dropout(h, p=o.rate, mode="always", axes=axes)
+
+
+def gaussian_noise(h: Any, spec: ModelSpec, name: str, rng: Any, index: int) -> Any:
+    """``h + n``, ``n`` normal of deviation ``stddev`` per value."""
+    stddev = spec.layer(name).options.stddev
+    return h + namespace(h).random.normal_like(h, loc=0.0, scale=stddev)
+
+
+def gaussian_dropout(h: Any, spec: ModelSpec, name: str, rng: Any, index: int) -> Any:
+    """``h * n``, ``n`` normal of mean 1 and deviation ``sqrt(rate / (1 -
+    rate))`` per value."""
+    s = dropout_deviation(spec.layer(name).options)
+    return h * namespace(h).random.normal_like(h, loc=1.0, scale=s)
 
 
 def attention(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:

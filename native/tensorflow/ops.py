@@ -24,6 +24,7 @@ from native.tensorflow.common import Params
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
 from zoo.kinds.bidirectional import cell_layer
+from zoo.kinds.gaussian import dropout_deviation
 from zoo.kinds.repeat_vector import INTERLEAVED
 from zoo.specs import Layer, ModelSpec, padding_of
 
@@ -372,15 +373,46 @@ def batch_norm_train(
     return _normalized(h, (mean, variance), params, spec, name), mean, variance
 
 
-def dropout(h: tf.Tensor, rate: float, rng: Any, index: int) -> tf.Tensor:
-    """Each element kept with probability ``1 - rate`` and scaled by ``1 /
-    (1 - rate)``, drawn statelessly from the seed ``(rng, index)``: ``rng``
-    the train step's count (0 when none is given), ``index`` the layer's.
-    Stateless, as Keras' TensorFlow backend draws it: op determinism (which
-    the equivalence checks turn on) refuses an unseeded random op."""
+def _seed(rng: Any, index: int) -> tf.Tensor:
+    """Layer ``index``'s stateless seed ``(rng, index)``: ``rng`` the train
+    step's count (0 when none is given).  Stateless, as Keras' TensorFlow
+    backend draws: op determinism (which the equivalence checks turn on)
+    refuses an unseeded random op."""
     step = tf.cast(0 if rng is None else rng, tf.int64)
-    seed = tf.stack([step, tf.constant(index, tf.int64)])
-    return tf.nn.experimental.stateless_dropout(h, rate, seed)
+    return tf.stack([step, tf.constant(index, tf.int64)])
+
+
+def dropout(
+    h: tf.Tensor, spec: ModelSpec, name: str, rng: Any, index: int
+) -> tf.Tensor:
+    """Each element kept with probability ``1 - rate`` and scaled by ``1 /
+    (1 - rate)``, one draw shared along the layer's ``shared_axes`` (a
+    channels-last layout: Keras' axes), drawn from ``_seed(rng, index)``."""
+    o = spec.layer(name).options
+    noise = None
+    if o.shared_axes:
+        sides = tf.unstack(tf.shape(h), num=h.shape.rank)
+        noise = tf.stack([1 if a in o.shared_axes else s for a, s in enumerate(sides)])
+    return tf.nn.experimental.stateless_dropout(
+        h, o.rate, _seed(rng, index), noise_shape=noise
+    )
+
+
+def gaussian_noise(
+    h: tf.Tensor, spec: ModelSpec, name: str, rng: Any, index: int
+) -> tf.Tensor:
+    """``h + stddev * n``, ``n`` standard normal per value."""
+    n = tf.random.stateless_normal(tf.shape(h), _seed(rng, index), dtype=h.dtype)
+    return h + spec.layer(name).options.stddev * n
+
+
+def gaussian_dropout(
+    h: tf.Tensor, spec: ModelSpec, name: str, rng: Any, index: int
+) -> tf.Tensor:
+    """``h * (1 + s * n)``, ``n`` standard normal per value, ``s = sqrt(rate
+    / (1 - rate))``."""
+    n = tf.random.stateless_normal(tf.shape(h), _seed(rng, index), dtype=h.dtype)
+    return h * (1 + dropout_deviation(spec.layer(name).options) * n)
 
 
 def attention(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:

@@ -24,9 +24,11 @@ import torch
 import torch.nn.functional as F
 
 from native import compose
+from native.layout import native_axes
 from native.torch.common import Params
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON
+from zoo.kinds.gaussian import dropout_deviation
 from zoo.kinds.repeat_vector import INTERLEAVED
 from zoo.specs import Layer, ModelSpec, padding_of
 
@@ -473,10 +475,36 @@ def batch_norm_train(
     return out, mean.detach(), variance.detach()
 
 
-def dropout(h: torch.Tensor, rate: float, rng: object, index: int) -> torch.Tensor:
+def dropout(
+    h: torch.Tensor, spec: ModelSpec, name: str, rng: object, index: int
+) -> torch.Tensor:
     """Each element kept with probability ``1 - rate`` and scaled by ``1 /
-    (1 - rate)`` (``F.dropout``, PyTorch's own generator)."""
-    return F.dropout(h, rate, training=True)
+    (1 - rate)`` (``F.dropout``, PyTorch's own generator); with
+    ``shared_axes``, one Bernoulli draw broadcast along them (an image's
+    axes in ``(N, C, H, W)``: ``native.layout.native_axes``)."""
+    o = spec.layer(name).options
+    if not o.shared_axes:
+        return F.dropout(h, o.rate, training=True)
+    axes = native_axes(o.shared_axes, h.ndim - 1, "oihw")  # this file's layout
+    shape = [1 if a in axes else side for a, side in enumerate(h.shape)]
+    keep = torch.empty(shape, dtype=h.dtype, device=h.device).bernoulli_(1 - o.rate)
+    return h * keep / (1 - o.rate)
+
+
+def gaussian_noise(
+    h: torch.Tensor, spec: ModelSpec, name: str, rng: object, index: int
+) -> torch.Tensor:
+    """``h + stddev * n``, ``n`` standard normal per value."""
+    return h + spec.layer(name).options.stddev * torch.randn_like(h)
+
+
+def gaussian_dropout(
+    h: torch.Tensor, spec: ModelSpec, name: str, rng: object, index: int
+) -> torch.Tensor:
+    """``h * (1 + s * n)``, ``n`` standard normal per value, ``s = sqrt(rate
+    / (1 - rate))``."""
+    s = dropout_deviation(spec.layer(name).options)
+    return h * (1 + s * torch.randn_like(h))
 
 
 def attention(

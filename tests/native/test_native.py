@@ -1102,10 +1102,67 @@ def test_a_dropout_that_does_not_drop_is_caught(
     x, y = make_batches(spec, 5, 64, 1)
     runner.evaluate(spec, weights, x[0], y[0])
     ops = importlib.import_module(f"native.{_package(runner)}.ops")
-    monkeypatch.setattr(ops, "dropout", lambda h, rate, rng, index: h / (1 - rate))
+    monkeypatch.setattr(
+        ops, "dropout", lambda h, spec, name, rng, index: h / (1 - RATE_OF_DROP)
+    )
     with pytest.raises(
         ValueError, match=r"dropout layer 'drop' at rate 0\.25 kept 1\.000 of"
     ):
+        runner.evaluate(spec, weights, x[0], y[0])
+
+
+RATE_OF_DROP = 0.25  # bn-dropout-cnn's
+
+
+def _drawn_as(spec: ModelSpec, name: str, **changes: object) -> Callable[..., object]:
+    """A framework's block for layer ``name`` computed as if the layer had
+    ``changes``: its own draw, of the wrong distribution."""
+
+    def block(ops: object) -> Callable[..., object]:
+        right = getattr(ops, spec.layer(name).kind)
+        wrong = _layer_changed(spec, name, **changes)
+        return lambda h, spec, name, rng, index: right(h, wrong, name, rng, index)
+
+    return block
+
+
+def _layer_changed(spec: ModelSpec, name: str, **changes: object) -> ModelSpec:
+    layers = tuple(
+        layer.replace(**changes) if layer.name == name else layer
+        for layer in spec.layers
+    )
+    return dataclasses.replace(spec, layers=layers)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        # SpatialDropout2D drawn per value, not per image channel
+        ("kind-dropout", "drop", {"shared_axes": ()}, r"shares a draw along axes"),
+        # the deviation taken as the variance
+        ("kind-gaussian-noise", "noise", {"stddev": 0.01}, r"deviation 0\.1 "),
+        # the rate taken as the deviation (0.3, not sqrt(0.3 / 0.7))
+        ("kind-gaussian-noise", "multiplied", {"rate": 0.0826}, r"mean 1 and dev"),
+    ],
+)
+def test_a_noise_drawn_wrong_is_caught(
+    runner: NativeRunner,
+    monkeypatch: pytest.MonkeyPatch,
+    case: tuple[str, str, dict[str, object], str],
+) -> None:
+    """``evaluate`` checks every layer that draws noise at its amount in
+    Keras' layout (an image's channels, which PyTorch and MXNet hold first):
+    each framework's own block passes, and the same block drawing another
+    distribution (changed options) is named with its layer."""
+    variant, name, changes, caught = case
+    spec = VARIANTS[variant]
+    weights = make_weights(spec, 5)
+    x, y = make_batches(spec, 5, 16, 1)
+    runner.evaluate(spec, weights, x[0], y[0])
+    ops = importlib.import_module(f"native.{_package(runner)}.ops")
+    kind = spec.layer(name).kind
+    monkeypatch.setattr(ops, kind, _drawn_as(spec, name, **changes)(ops))
+    with pytest.raises(ValueError, match=rf"layer '{name}'.*{caught}"):
         runner.evaluate(spec, weights, x[0], y[0])
 
 

@@ -28,7 +28,7 @@ import numpy as np
 from workers import reader_check
 from zoo import keras_import
 from zoo.keras_models import build, set_weights
-from zoo.specs import without_dropout
+from zoo.specs import without_noise
 from zoo.models import get_spec
 from zoo.user_models import spec_from_document
 from zoo.weights import make_weights
@@ -75,9 +75,9 @@ for name in sys.argv[2:]:
             found[p.name] = "missed"
         except ValueError as exc:
             found[p.name] = str(exc)
-    if read.dropout:  # a reader that leaves every dropout out
+    if read.noisy:  # a reader that leaves every dropout out
         try:
-            reader_check.judge(keras, original, without_dropout(read), weights, loss)
+            reader_check.judge(keras, original, without_noise(read), weights, loss)
             found["dropout"] = "missed"
         except ValueError as exc:
             found["dropout"] = str(exc)

@@ -367,6 +367,31 @@ class Mistake:
 
 
 @dataclass(frozen=True)
+class Noise:
+    """What a kind that draws noise in a training step draws (``Kind.noise``);
+    in inference it is the identity.  ``amount``: the option that says how
+    much (``rate``, ``stddev``; at 0 it draws nothing and is the identity in
+    training too); ``draws``: how the noise enters,
+
+    - ``mask``: each value kept or zeroed, kept with probability ``1 -
+      rate`` and scaled by ``1 / (1 - rate)``; one draw shared along the
+      axes of the option ``shared_axes`` (counted from 1 after the batch, as
+      Keras' ``noise_shape`` has a 1 there), if the kind has it;
+    - ``added``: ``h + n``, ``n`` normal of mean 0 and ``stddev(options)``;
+    - ``multiplied``: ``h * n``, ``n`` normal of mean 1 and
+      ``stddev(options)``.
+
+    Random draws cannot agree between paths, so a training trajectory is
+    compared with every ``amount`` at 0 (``zoo.specs.without_noise``), and
+    each path's draws are judged on their own in one training pass
+    (``workers.protocol.check_noise``)."""
+
+    amount: str
+    draws: str
+    stddev: Callable[[Any], float] | None = None
+
+
+@dataclass(frozen=True)
 class Kind:
     """Everything the framework-free side knows of one layer kind; each
     kind's module makes one (``zoo.kinds`` registers them).
@@ -397,7 +422,9 @@ class Kind:
     - ``takes``: how many inputs: ``1``, ``2`` or ``0`` (two or more).
     - ``pool``: a pooling window whose default step is its size.
     - ``trains_differently``: computes otherwise in a training step
-      (``native.compose``).
+      (``native.compose``); ``noise``: what it draws there, for a kind
+      that draws noise (``Noise``: a dropout and its kin), whose training
+      block is ``ops.<name>(h, spec, name, rng, index)``.
     - ``shift``: the role of a parameter added to each output channel last
       (a bias, a batch normalization's beta), whose gradient is zero when
       only batch normalizations take the output (``ModelSpec.noise_trained``).
@@ -428,6 +455,7 @@ class Kind:
     takes: int = 1
     pool: bool = False
     trains_differently: bool = False
+    noise: Noise | None = None
     regularized: bool = False
     shift: str | None = None
     example: Example | None = None
