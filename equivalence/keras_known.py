@@ -74,12 +74,11 @@ def _keras_tensorflow(path: str) -> bool:
 
 def unclipped(spec: ModelSpec) -> bool:
     """Whether Keras on TensorFlow computes some output's cross-entropy
-    from the logits before that output layer's activation
+    from the logits before a sigmoid or softmax, unclipped
     (``zoo.losses.reaches_back``): a loss from probabilities on an output
-    that ends in its softmax or sigmoid."""
+    that ends in its softmax or sigmoid, or the focal loss from logits."""
     return any(
         LOSSES[h.objective.loss].takes_logits
-        and not h.objective.from_logits
         and reaches_back(h.objective, spec.layer(h.layer).activation)
         for h in spec.heads
     )
@@ -151,8 +150,9 @@ KNOWN = (
     Known(
         "keras-tensorflow-logits-before-activation",
         "Keras on TensorFlow computes this cross-entropy from the logits before "
-        "the final activation (_keras_logits), not from the probabilities "
-        "from_logits=False names, and never clips, where Keras' formula (and "
+        "a softmax or sigmoid (_keras_logits: the output's own activation where "
+        "from_logits=False, or the focal loss' own sigmoid), not from the "
+        "probabilities, and never clips, where Keras' formula (and "
         "Keras on JAX and PyTorch) clips each probability to [1e-7, 1 - 1e-7]; "
         "the two agree to float32 rounding unless a true class is below 1e-7 "
         "(by design; docs/findings/keras_tensorflow_unclipped_crossentropy.py)",

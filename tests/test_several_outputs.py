@@ -287,3 +287,67 @@ def test_a_known_error_is_named_only_where_it_applies_and_was_raised() -> None:
         workload=dataclasses.replace(probabilities.workload, from_logits=True),
     )
     assert not keras_known.notes(logits, "keras-torch", [], error)
+
+
+def _smoothed_table(**workload: Any) -> dict[str, Any]:
+    """A two-output table whose first loss takes label smoothing."""
+    return {
+        "input_shape": [5],
+        "outputs": ["cls", "score"],
+        "layers": [
+            {"kind": "dense", "name": "hidden", "units": 4},
+            {"kind": "dense", "name": "cls", "units": 3},
+            {"kind": "dense", "name": "score", "units": 1, "inputs": ["hidden"]},
+        ],
+        "workload": {
+            "optimizer": "sgd",
+            "learning_rate": 0.1,
+            "batch_size": 4,
+            "loss": ["categorical_crossentropy", "mean_squared_error"],
+            "from_logits": [True, False],
+            **workload,
+        },
+    }
+
+
+def test_a_loss_option_goes_to_each_loss_that_takes_it() -> None:
+    """A table's ``label_smoothing`` (Keras' word) smooths the one-hot loss
+    and leaves the squared error, which takes none; it survives the store's
+    document; given where no loss takes it, it is refused."""
+    spec = user_models.spec_from_document("t", _smoothed_table(label_smoothing=0.1))
+    assert [h.objective for h in spec.heads] == [
+        Objective("categorical_crossentropy", True, label_smoothing=0.1),
+        MSE,
+    ]
+    again = user_models.spec_from_document("t", user_models.document_of(spec))
+    assert again.heads == spec.heads
+    table = _smoothed_table(label_smoothing=0.1)
+    table["workload"]["loss"] = ["mean_absolute_error", "mean_squared_error"]
+    with pytest.raises(ValueError, match="label_smoothing is for a loss that takes"):
+        user_models.spec_from_document("t", table)
+    one = {k: v for k, v in table.items() if k != "outputs"}
+    one["layers"] = table["layers"][:1]
+    one["workload"] = {**table["workload"], "loss": "mean_squared_error"}
+    one["workload"]["from_logits"] = False
+    with pytest.raises(ValueError, match="takes no label_smoothing; leave it out"):
+        user_models.spec_from_document("t", one)
+
+
+def test_a_files_losses_with_two_smoothings_are_refused() -> None:
+    """A workload gives one value of an option to every loss that takes it:
+    two one-hot losses smoothed differently cannot be written, and the
+    reader says so rather than keep one."""
+    smoothed = [
+        {"class_name": "CategoricalCrossentropy", "config": {"label_smoothing": s}}
+        for s in (0.1, 0.2)
+    ]
+    config = {"compile_config": {"loss": smoothed}}
+    _, problems = keras_import._workload(config, False, ["a", "b"])
+    assert problems == [
+        "the model's losses take label_smoothing [0.1, 0.2]; the tool takes one "
+        "label_smoothing for every loss that takes it"
+    ]
+    same = {"compile_config": {"loss": [smoothed[0], smoothed[0]]}}
+    workload, problems = keras_import._workload(same, False, ["a", "b"])
+    assert not problems
+    assert workload["label_smoothing"] == 0.1

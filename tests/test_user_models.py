@@ -22,7 +22,7 @@ from harness.core.flops import step_flops
 from tests.helpers import PROJECT_ROOT, keras_on_torch
 from zoo import keras_import, user_models
 from zoo.data import make_batches
-from zoo.losses import LOSSES
+from zoo.losses import LOSSES, Objective
 from zoo.models import get_spec
 from zoo.optimizers import Schedule
 from zoo.specs import MODELS, VARIANTS, output_positions, without_noise
@@ -742,20 +742,38 @@ def test_a_frozen_layer_is_read_frozen_and_its_weights_held() -> None:
             "softmax",
             10,
             "sparse_categorical_crossentropy",
-            ("sparse_categorical_crossentropy", False),
+            Objective("sparse_categorical_crossentropy", False),
         ),
-        ("sigmoid", 1, "binary_crossentropy", ("binary_crossentropy", False)),
-        ("linear", 1, "mse", ("mean_squared_error", False)),
+        ("sigmoid", 1, "binary_crossentropy", Objective("binary_crossentropy", False)),
+        ("linear", 1, "mse", Objective("mean_squared_error", False)),
         (
             "linear",
             10,
             {"class_name": "CategoricalCrossentropy", "config": {"from_logits": True}},
-            ("categorical_crossentropy", True),
+            Objective("categorical_crossentropy", True),
+        ),
+        (  # label smoothing, kept in the document the store writes
+            "softmax",
+            10,
+            {
+                "class_name": "CategoricalCrossentropy",
+                "config": {"from_logits": False, "label_smoothing": 0.1},
+            },
+            Objective("categorical_crossentropy", False, label_smoothing=0.1),
+        ),
+        (  # the focal loss with class balancing, as Keras 3.15 saves it
+            "sigmoid",
+            1,
+            {
+                "class_name": "BinaryFocalCrossentropy",
+                "config": {"apply_class_balancing": True, "alpha": 0.3, "gamma": 1.0},
+            },
+            Objective("binary_focal_crossentropy", False, gamma=1.0, alpha=0.3),
         ),
     ],
 )
 def test_the_loss_is_the_one_the_file_was_compiled_with(
-    activation: str, units: int, loss: object, objective: tuple[str, bool]
+    activation: str, units: int, loss: object, objective: Objective
 ) -> None:
     config = _sequential(
         _layer("Flatten", "f"), _layer("Dense", "d", units=units, activation=activation)
@@ -764,7 +782,7 @@ def test_the_loss_is_the_one_the_file_was_compiled_with(
     spec = user_models.spec_from_document(
         "m", keras_import.document_from_config(config)
     )
-    assert tuple(spec.workload.objective) == objective
+    assert spec.workload.objective == objective
     assert spec.classes == units
     # and the document the store keeps says so, so a stored model trains on it
     again = user_models.spec_from_document("m", user_models.document_of(spec))
@@ -775,7 +793,7 @@ def test_an_uncompiled_file_trains_on_the_default_loss() -> None:
     config = _sequential(_layer("Flatten", "f"), _layer("Dense", "d", **DENSE))
     document = keras_import.document_from_config(config)
     spec = user_models.spec_from_document("m", document)
-    assert spec.workload.objective == ("sparse_categorical_crossentropy", True)
+    assert spec.workload.objective == Objective("sparse_categorical_crossentropy")
     assert "loss" not in user_models.document_of(spec)["workload"]  # digests stay
 
 
@@ -788,7 +806,9 @@ def test_an_uncompiled_file_ending_in_a_softmax_trains_on_its_probabilities() ->
     spec = user_models.spec_from_document(
         "m", keras_import.document_from_config(config)
     )
-    assert spec.workload.objective == ("sparse_categorical_crossentropy", False)
+    assert spec.workload.objective == Objective(
+        "sparse_categorical_crossentropy", False
+    )
 
 
 def test_a_loss_the_tool_does_not_compute_is_refused_from_the_file() -> None:

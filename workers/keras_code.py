@@ -330,11 +330,10 @@ def _own_values(
 
 def _loss(objective: Any) -> str:
     """Keras' loss object for ``objective`` as code."""
-    from zoo.losses import LOSSES
+    from zoo.losses import LOSSES, keras_arguments
 
-    facts = LOSSES[objective.loss]
-    logits = f"from_logits={objective.from_logits!r}" if facts.takes_logits else ""
-    return f"keras.losses.{facts.keras_class}({logits})"
+    given = ", ".join(f"{k}={v!r}" for k, v in keras_arguments(objective).items())
+    return f"keras.losses.{LOSSES[objective.loss].keras_class}({given})"
 
 
 def main(argv: list[str]) -> int:

@@ -56,7 +56,8 @@ from zoo import files
 from zoo.kinds import BY_KERAS_CLASS, KINDS
 from zoo.kinds.attention import CALL_TENSORS
 from zoo.kinds.base import INPUT as SPEC_INPUT
-from zoo.losses import Objective, from_keras
+from zoo.losses import OPTIONS as LOSS_OPTIONS
+from zoo.losses import Objective, from_keras, loss_options
 from zoo.losses import check as check_loss
 from zoo.optimizers import OPTIMIZERS, SCHEDULES
 from zoo.specs import OUTPUT_RANKS, not_one_row
@@ -687,6 +688,10 @@ def _workload(
             workload.update(
                 loss=[g.loss for g in goals], from_logits=[g.from_logits for g in goals]
             )
+            try:
+                workload.update(loss_options(goals))
+            except ValueError as exc:
+                problems.append(str(exc))
     elif loss is not None:
         try:
             goal = from_keras(loss)
@@ -694,6 +699,7 @@ def _workload(
             problems.append(str(exc))
         else:
             workload.update(loss=goal.loss, from_logits=goal.from_logits)
+            workload.update(loss_options([goal]))
         weights = compiled.get("loss_weights")
         if len(outputs) > 1 and weights is not None:
             try:
@@ -943,7 +949,10 @@ def _head_problem(
     if unread:
         return ""
     try:
-        check_loss(Objective(workload["loss"], workload["from_logits"]), final[-1])
+        options = {k: workload[k] for k in LOSS_OPTIONS if k in workload}
+        check_loss(
+            Objective(workload["loss"], workload["from_logits"], **options), final[-1]
+        )
     except ValueError as exc:
         return str(exc)
     return ""

@@ -18,6 +18,15 @@ the mean over the batch (Keras' ``sum_over_batch_size``):
 - ``binary_crossentropy``: the mean over the outputs of ``-(t log p + (1 - t)
   log(1 - p))`` for 0/1 targets ``t``; from logits ``log p = log_sigmoid(z)``
   and ``log(1 - p) = log_sigmoid(-z)``; from probabilities ``p`` is clipped.
+- ``label_smoothing`` ``s`` (one-hot and binary cross-entropy, the focal
+  one) first moves each target toward the uniform: ``t * (1 - s) + s / C``
+  over ``C`` classes, and ``t * (1 - s) + s / 2`` for a binary target
+  (``smoothed``).
+- ``binary_focal_crossentropy`` (Lin et al., 2017): the mean over the
+  outputs of ``(1 - p_t) ** gamma * bce``, ``bce`` the binary cross-entropy
+  from the probability ``p`` (``sigmoid(z)`` from logits; clipped as
+  above), ``p_t = t p + (1 - t)(1 - p)`` (``p`` unclipped), times ``alpha
+  t + (1 - alpha)(1 - t)`` with class balancing (``alpha`` given).
 - ``mean_squared_error`` and ``mean_absolute_error``: the mean over the
   outputs of ``(t - o)**2`` and ``|t - o|`` for real targets.
 - ``huber``: the mean over the outputs of ``e**2 / 2`` where ``e = |o - t|``
@@ -31,10 +40,11 @@ the mean over the batch (Keras' ``sum_over_batch_size``):
 Keras on TensorFlow computes a cross-entropy from probabilities otherwise:
 when the probabilities come straight from a softmax or sigmoid activation it
 reaches back to the logits before it (``_keras_logits``) and ignores
-``from_logits``, so it never clips.  ``reaches_back`` says when that happens;
-the checker judges that path against float64 as usual (the two forms agree
-to float32 rounding unless a probability is below ``EPSILON``) and says so in
-its verdict.
+``from_logits``, so it never clips; the focal loss from logits takes its own
+sigmoid of them, which it reaches back through alike.  ``reaches_back``
+says when that happens; the checker judges that path against float64 as
+usual (the two forms agree to float32 rounding unless a probability is below
+``EPSILON``) and says so in its verdict.
 
 Framework-free, and importable with NumPy 1.23 (the MXNet environment).
 """
@@ -54,11 +64,18 @@ EPSILON = 1e-7
 class Objective(NamedTuple):
     """What a model trains on: a loss of ``LOSSES``; ``from_logits`` says
     whether a cross-entropy takes the outputs as logits (else probabilities;
-    always ``False`` for the regression losses).  Hashable: JAX takes it as a
+    always ``False`` for the regression losses); and the options of the
+    losses that take them (``Loss.options``), as Keras names them:
+    ``label_smoothing`` (the one-hot and binary cross-entropies and the
+    focal one), and the focal loss' ``gamma`` and ``alpha`` (``None``:
+    Keras' ``apply_class_balancing=False``).  Hashable: JAX takes it as a
     static argument."""
 
     loss: str = "sparse_categorical_crossentropy"
     from_logits: bool = True
+    label_smoothing: float = 0.0
+    gamma: float = 2.0
+    alpha: float | None = None
 
 
 @dataclass(frozen=True)
@@ -79,16 +96,26 @@ class Loss:
     keras_class: str
     flops_per_output: int
     takes_logits: bool  # whether ``from_logits`` means anything
+    options: tuple[str, ...] = ()  # the ``Objective`` options it takes
 
 
+SMOOTHED = ("label_smoothing",)
+FOCAL = ("label_smoothing", "gamma", "alpha")
 LOSSES: dict[str, Loss] = {
     "sparse_categorical_crossentropy": Loss(
         "ids", 2, "softmax", "SparseCategoricalCrossentropy", 5, True
     ),
     "categorical_crossentropy": Loss(
-        "one_hot", 2, "softmax", "CategoricalCrossentropy", 6, True
+        "one_hot", 2, "softmax", "CategoricalCrossentropy", 6, True, SMOOTHED
     ),
-    "binary_crossentropy": Loss("binary", 1, "sigmoid", "BinaryCrossentropy", 8, True),
+    "binary_crossentropy": Loss(
+        "binary", 1, "sigmoid", "BinaryCrossentropy", 8, True, SMOOTHED
+    ),
+    # the binary cross-entropy's eight, a sigmoid's four, p_t's four, the
+    # power's two, a product, and the class weight's four
+    "binary_focal_crossentropy": Loss(
+        "binary", 1, "sigmoid", "BinaryFocalCrossentropy", 23, True, FOCAL
+    ),
     "mean_squared_error": Loss("real", 1, None, "MeanSquaredError", 3, False),
     "mean_absolute_error": Loss("real", 1, None, "MeanAbsoluteError", 3, False),
     # a subtraction, an absolute value, a comparison, a square (or a scaled
@@ -143,14 +170,14 @@ _ALIASES = {
 # another loss than the one written out.
 _PLAIN_OPTIONS = {
     "reduction": "sum_over_batch_size",
-    "label_smoothing": 0.0,
     "axis": -1,
     "ignore_class": None,
     "delta": 1.0,
 }
 _KNOWN_TEXT = (
-    "sparse or one-hot categorical cross-entropy, binary cross-entropy, "
-    "mean squared or mean absolute error, Huber (delta 1) or log-cosh"
+    "sparse or one-hot categorical cross-entropy, binary cross-entropy "
+    "(either with label smoothing), binary focal cross-entropy, mean squared "
+    "or mean absolute error, Huber (delta 1) or log-cosh"
 )
 
 
@@ -165,6 +192,30 @@ def check(objective: Objective, outputs: int, model: str = "the model") -> None:
         )
     if not facts.takes_logits and objective.from_logits:
         raise ValueError(f"{objective.loss} takes no from_logits; leave it out")
+    default = Objective()
+    given = [
+        option
+        for option in OPTIONS
+        if getattr(objective, option) != getattr(default, option)
+        and option not in facts.options
+    ]
+    if given:
+        raise ValueError(
+            f"{model}'s loss {objective.loss} takes no {' or '.join(given)}; "
+            "leave it out"
+        )
+    bounds = [
+        f"{option} {value!r} must be in [0, 1]"
+        for option, value in (
+            ("label_smoothing", objective.label_smoothing),
+            ("alpha", objective.alpha),
+        )
+        if value is not None and not 0 <= value <= 1
+    ]
+    if objective.gamma < 0:
+        bounds.append(f"gamma {objective.gamma!r} must be at least 0")
+    if bounds:
+        raise ValueError(f"{model}'s loss {objective.loss}: {'; '.join(bounds)}")
     if outputs < facts.least_outputs:
         raise ValueError(
             f"{model} gives {outputs} output(s) per example, and "
@@ -193,8 +244,7 @@ def from_keras(loss: Any) -> Objective:
                         f"{option}={plain!r} only"
                     )
             name = by_class[cls]
-            logits = bool(config.get("from_logits", False))
-            return Objective(name, logits and LOSSES[name].takes_logits)
+            return _configured(name, config)
     shown = loss.get("class_name", loss) if isinstance(loss, Mapping) else loss
     raise ValueError(
         f"the model was compiled with loss {shown!r}; the tool computes "
@@ -202,19 +252,94 @@ def from_keras(loss: Any) -> Objective:
     )
 
 
+def _configured(name: str, config: Mapping[str, Any]) -> Objective:
+    """The objective of Keras' loss class of ``name`` saved with ``config``:
+    its ``from_logits`` and the options ``Loss.options`` names (a focal
+    loss' ``alpha`` only with ``apply_class_balancing``); a ValueError in
+    one sentence for an option it holds that the loss does not take."""
+    facts = LOSSES[name]
+    logits = bool(config.get("from_logits", False)) and facts.takes_logits
+    options: dict[str, Any] = {}
+    if "label_smoothing" in facts.options:
+        options["label_smoothing"] = float(config.get("label_smoothing", 0.0))
+    elif config.get("label_smoothing", 0.0):
+        raise ValueError(
+            f"the model was compiled with {facts.keras_class}(label_smoothing="
+            f"{config['label_smoothing']!r}); it takes none"
+        )
+    if "gamma" in facts.options:
+        options["gamma"] = float(config.get("gamma", 2.0))
+        if config.get("apply_class_balancing", False):
+            options["alpha"] = float(config.get("alpha", 0.25))
+    return Objective(name, logits, **options)
+
+
+OPTIONS = ("label_smoothing", "gamma", "alpha")  # ``Objective``'s loss options
+
+
+def loss_options(objectives: Any) -> dict[str, Any]:
+    """The options of the losses ``objectives`` (one per output) set away
+    from Keras' defaults, by name, as a workload table writes them: one
+    value of an option for every loss that takes it, so two losses that
+    take it with different values are refused in one sentence."""
+    default, words = Objective(), {}
+    for option in OPTIONS:
+        values = {
+            getattr(o, option) for o in objectives if option in LOSSES[o.loss].options
+        }
+        if len(values) > 1:
+            raise ValueError(
+                f"the model's losses take {option} {sorted(values, key=str)}; the "
+                f"tool takes one {option} for every loss that takes it"
+            )
+        if values and (value := values.pop()) != getattr(default, option):
+            words[option] = value
+    return words
+
+
+def smoothed(y: Any, objective: Objective, width: int) -> Any:
+    """The targets ``y`` of a loss with ``label_smoothing`` ``s``: ``y * (1 -
+    s) + s / width`` for one-hot rows of ``width`` classes, ``+ s / 2`` for
+    binary targets, as Keras smooths them (framework-free: ``*`` and ``+``
+    on the framework's tensor); ``y`` itself at 0."""
+    s = objective.label_smoothing
+    if not s:
+        return y
+    share = 1 / width if LOSSES[objective.loss].targets == "one_hot" else 0.5
+    return y * (1 - s) + s * share
+
+
+def keras_arguments(objective: Objective) -> dict[str, Any]:
+    """The arguments of Keras' loss class (``Loss.keras_class``) that make
+    ``objective``: ``from_logits`` and the options the loss takes."""
+    facts = LOSSES[objective.loss]
+    options: dict[str, Any] = {}
+    if facts.takes_logits:
+        options["from_logits"] = objective.from_logits
+    if "label_smoothing" in facts.options:
+        options["label_smoothing"] = objective.label_smoothing
+    if "gamma" in facts.options:
+        options["gamma"] = objective.gamma
+        if objective.alpha is not None:
+            options |= {"apply_class_balancing": True, "alpha": objective.alpha}
+    return options
+
+
 def keras_loss(keras: Any, objective: Objective) -> Any:
     """Keras' own loss object for ``objective`` (``keras``: the module, in a
     Keras worker; this module imports no framework)."""
-    facts = LOSSES[objective.loss]
-    cls = getattr(keras.losses, facts.keras_class)
-    return cls(from_logits=objective.from_logits) if facts.takes_logits else cls()
+    cls = getattr(keras.losses, LOSSES[objective.loss].keras_class)
+    return cls(**keras_arguments(objective))
 
 
 def reaches_back(objective: Objective, final_activation: str | None) -> bool:
     """Whether Keras on TensorFlow computes ``objective`` from the logits
-    before the model's final activation instead (``_keras_logits``): a
-    cross-entropy whose outputs come straight from its activation."""
+    before a sigmoid or softmax instead (``_keras_logits``): a cross-entropy
+    whose outputs come straight from its activation, or the focal loss from
+    logits, which applies its sigmoid itself."""
     facts = LOSSES[objective.loss]
+    if objective.from_logits:
+        return objective.loss == "binary_focal_crossentropy"
     return facts.activation is not None and final_activation == facts.activation
 
 
@@ -236,8 +361,17 @@ def draw_targets(
 
 
 def describe(objective: Objective) -> str:
-    """``sparse_categorical_crossentropy (from logits)``, as reports say it."""
-    if not LOSSES[objective.loss].takes_logits:
-        return objective.loss
-    given = "logits" if objective.from_logits else "probabilities"
-    return f"{objective.loss} (from {given})"
+    """``sparse_categorical_crossentropy (from logits)``, as reports say it,
+    with the options set away from Keras' defaults."""
+    default = Objective()
+    options = [
+        f"{option} {getattr(objective, option):g}"
+        for option in OPTIONS
+        if option in LOSSES[objective.loss].options
+        and getattr(objective, option) != getattr(default, option)
+    ]
+    if LOSSES[objective.loss].takes_logits:
+        options.insert(
+            0, "from logits" if objective.from_logits else "from probabilities"
+        )
+    return f"{objective.loss} ({', '.join(options)})" if options else objective.loss

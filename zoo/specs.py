@@ -126,6 +126,9 @@ _QUIET_OPTIONS = (
     "schedule",
     "losses",
     "loss_weights",
+    "label_smoothing",
+    "gamma",
+    "alpha",
 )
 
 
@@ -143,7 +146,8 @@ class Workload:
     optimizer follows.
     ``loss`` and ``from_logits`` name the loss (``zoo.losses``; the default
     is the mean sparse categorical cross-entropy over the outputs taken as
-    logits), ``objective`` holds both.
+    logits), with ``label_smoothing``, ``gamma`` and ``alpha`` for the
+    losses that take them; ``objective`` holds them all.
 
     ``epsilon_inside_sqrt`` places Adam's epsilon: ``False`` is Keras' Adam,
     which divides by ``sqrt(v) + epsilon``; ``True`` is the ``sqrt(v + epsilon)``
@@ -182,10 +186,16 @@ class Workload:
     # loss given for all) and Keras' ``loss_weights`` (empty: 1 each).
     losses: tuple[Objective, ...] = ()
     loss_weights: tuple[float, ...] = ()
+    # The options of ``loss`` that take them (``zoo.losses.Objective``).
+    label_smoothing: float = 0.0
+    gamma: float = 2.0
+    alpha: float | None = None
 
     @property
     def objective(self) -> Objective:
-        return Objective(self.loss, self.from_logits)
+        return Objective(
+            self.loss, self.from_logits, self.label_smoothing, self.gamma, self.alpha
+        )
 
     def __repr__(self) -> str:
         # The loss shows only when it is not the default, and an optimizer's

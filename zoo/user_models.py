@@ -81,7 +81,8 @@ from zoo.arrays import digest, load_npz, save_npz
 from zoo.kinds import KINDS as KIND_RECORDS
 from zoo.kinds.base import required, shown_options
 from zoo.losses import DEFAULT as DEFAULT_OBJECTIVE
-from zoo.losses import LOSSES, Objective
+from zoo.losses import LOSSES, Objective, loss_options
+from zoo.losses import OPTIONS as LOSS_OPTIONS
 from zoo.optimizers import CLIPS, SCHEDULES, Schedule, check_option
 from zoo.optimizers import DEFAULTS as OPTIMIZER_DEFAULTS
 from zoo.optimizers import OPTIMIZERS as OPTIMIZER_RECORDS
@@ -325,12 +326,13 @@ def _workload(document: Mapping[str, Any], outputs: int = 1) -> Workload:
         set(given)
         - set(DEFAULT_WORKLOAD)
         - set(OPTIMIZER_DEFAULTS)
-        - {"schedule", "loss_weights"}
+        - {"schedule", "loss_weights", *LOSS_OPTIONS}
     )
     if unknown:
         raise ValueError(
             f"workload has {', '.join(unknown)}; it takes: "
-            f"{', '.join(DEFAULT_WORKLOAD)}, schedule and its optimizer's options"
+            f"{', '.join(DEFAULT_WORKLOAD)}, schedule, its loss' options "
+            f"({', '.join(LOSS_OPTIONS)}) and its optimizer's options"
         )
     clips = [clip for clip in CLIPS if given.get(clip)]
     if len(clips) > 1:
@@ -342,10 +344,12 @@ def _workload(document: Mapping[str, Any], outputs: int = 1) -> Workload:
     given = {k: v for k, v in given.items() if k != "schedule"}
     options = {k: v for k, v in given.items() if k in OPTIMIZER_DEFAULTS}
     given = {k: v for k, v in given.items() if k not in OPTIMIZER_DEFAULTS}
-    heads = _heads(given, outputs)
+    loss_options = _loss_options(given)
+    given = {k: v for k, v in given.items() if k not in LOSS_OPTIONS}
+    heads = _heads(given, outputs, loss_options)
     given = {k: v for k, v in given.items() if k != "loss_weights"}
     if heads[0]:  # a loss per output: the first stands for the workload's
-        given["loss"], given["from_logits"] = heads[0][0]
+        given["loss"], given["from_logits"] = heads[0][0][:2]
     w = {**DEFAULT_WORKLOAD, **given}
     if "loss" in given and "from_logits" not in given:
         w["from_logits"] = False  # as Keras' losses default
@@ -386,6 +390,9 @@ def _workload(document: Mapping[str, Any], outputs: int = 1) -> Workload:
         batch,
         loss=w["loss"],
         from_logits=w["from_logits"],
+        # one loss takes every option given (zoo.losses.check refuses one
+        # it does not take); a list: each loss its own, the first's here
+        **(_taken(w["loss"], loss_options) if heads[0] else loss_options),
         schedule=schedule,
         losses=heads[0],
         loss_weights=heads[1],
@@ -393,8 +400,28 @@ def _workload(document: Mapping[str, Any], outputs: int = 1) -> Workload:
     )
 
 
+def _loss_options(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The loss options a workload gives (``LOSS_OPTIONS``), each a number
+    (``zoo.losses.check`` judges their ranges and the loss that takes
+    them)."""
+    options = {k: given[k] for k in LOSS_OPTIONS if k in given}
+    for option, value in options.items():
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise ValueError(f"workload: {option} must be a number, not {value!r}")
+    return {k: float(v) for k, v in options.items()}
+
+
+def _taken(loss: Any, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options of ``options`` that ``loss`` takes, for a list of losses
+    (each takes its own; ``_heads`` refuses an option none of them takes)."""
+    facts = LOSSES.get(loss)
+    if facts is None:
+        return dict(options)  # ``zoo.losses.check`` names the unknown loss
+    return {k: v for k, v in options.items() if k in facts.options}
+
+
 def _heads(
-    given: Mapping[str, Any], outputs: int
+    given: Mapping[str, Any], outputs: int, loss_options: Mapping[str, Any]
 ) -> tuple[tuple[Objective, ...], tuple[float, ...]]:
     """A workload's loss per output and ``loss_weights`` for a model of
     ``outputs`` outputs, as Keras' ``compile`` takes them: ``loss`` a list
@@ -426,9 +453,18 @@ def _heads(
                 "or a list of them, one per loss"
             )
         objectives = tuple(
-            Objective(n, bool(f) and n in LOSSES and LOSSES[n].takes_logits)
+            Objective(
+                n,
+                bool(f) and n in LOSSES and LOSSES[n].takes_logits,
+                **_taken(n, loss_options),
+            )
             for n, f in zip(loss, flags, strict=True)
         )
+        if loss_options and not any(set(_taken(n, loss_options)) for n in loss):
+            raise ValueError(
+                f"workload: {', '.join(loss_options)} is for a loss that takes "
+                "it; none of these does"
+            )
     elif isinstance(logits, list | tuple):
         raise ValueError("workload: from_logits is a list only beside a list of losses")
     return objectives, tuple(float(v) for v in weights)
@@ -684,9 +720,12 @@ def _workload_document(w: Workload) -> dict[str, Any]:
         workload.update(
             loss=[o.loss for o in w.losses],
             from_logits=[o.from_logits for o in w.losses],
+            **loss_options(w.losses),
         )
     elif w.objective != DEFAULT_OBJECTIVE:  # a default-loss model keeps its digest
-        workload.update(loss=w.loss, from_logits=w.from_logits)
+        workload.update(
+            loss=w.loss, from_logits=w.from_logits, **loss_options([w.objective])
+        )
     if w.loss_weights:
         workload["loss_weights"] = list(w.loss_weights)
     # the optimizer's options that are not its Keras defaults (so a model

@@ -374,6 +374,11 @@ def drawn_models(draw: Draw) -> Drawn:
                 {"name": "side", "shape": [ends.side]},
             ]
         }
+    taken = {option for loss in ends.losses for option in LOSSES[loss].options}
+    for option, values in _LOSS_OPTION_VALUES.items():  # shrinks to the default
+        value = draw(st.sampled_from((None, *values))) if option in taken else None
+        if value is not None:
+            workload[option] = value
     if len(ends.losses) > 1:
         workload["loss"], workload["from_logits"] = ends.losses, ends.from_logits
         workload["loss_weights"] = [1.0, draw(st.sampled_from(_LOSS_WEIGHTS))]
@@ -456,6 +461,13 @@ _OPTION_VALUES: dict[str, list[float]] = {
     "clipnorm": [0.01, 1.0],
     "global_clipnorm": [0.01, 1.0],
     "clipvalue": [0.001, 0.1],
+}
+# The options of the losses that take them (``zoo.losses.Objective``), other
+# than Keras' defaults, as a workload may draw them.
+_LOSS_OPTION_VALUES: dict[str, tuple[float, ...]] = {
+    "label_smoothing": (0.1, 0.2),
+    "gamma": (1.0, 3.0),
+    "alpha": (0.25, 0.6),
 }
 # The learning rate's schedules a workload may draw (None: constant), each
 # moving the rate within the few steps a check takes.

@@ -58,7 +58,7 @@ import numpy as np
 import native
 from native.compose import train_forward
 from native.protocol import Apply
-from zoo.losses import EPSILON, Heads, Objective, total
+from zoo.losses import EPSILON, Heads, Objective, smoothed, total
 from zoo.optimizers import OPTIMIZERS, slot_names
 from zoo.specs import Workload
 
@@ -111,8 +111,9 @@ def loss(outputs: Any, y: Any, objective: Objective | Heads) -> jax.Array:
 
 def _one_loss(outputs: jax.Array, y: jax.Array, objective: Objective) -> jax.Array:
     """The batch mean of ``objective``'s loss, Keras' formulas (``zoo.losses``)."""
-    name, from_logits = objective
+    name, from_logits = objective.loss, objective.from_logits
     outputs, y = _rows(outputs, y, name)
+    y = smoothed(y, objective, outputs.shape[-1])
     if name.endswith("categorical_crossentropy"):
         if from_logits:
             log_norm = jax.scipy.special.logsumexp(outputs, axis=1, keepdims=True)
@@ -123,6 +124,8 @@ def _one_loss(outputs: jax.Array, y: jax.Array, objective: Objective) -> jax.Arr
         if name == "sparse_categorical_crossentropy":
             return -jnp.take_along_axis(log_probs, y[:, None], axis=1).mean()
         return -jnp.sum(y * log_probs, axis=1).mean()
+    if name == "binary_focal_crossentropy":
+        return _focal(outputs, y, objective).mean(axis=1).mean()
     if name == "binary_crossentropy":
         if from_logits:
             log_p, log_not_p = jax.nn.log_sigmoid(outputs), jax.nn.log_sigmoid(-outputs)
@@ -131,6 +134,18 @@ def _one_loss(outputs: jax.Array, y: jax.Array, objective: Objective) -> jax.Arr
             log_p, log_not_p = jnp.log(p), jnp.log(1 - p)
         return -(y * log_p + (1 - y) * log_not_p).mean(axis=1).mean()
     return _regression(name, outputs - y).mean(axis=1).mean()
+
+
+def _focal(z: jax.Array, y: jax.Array, objective: Objective) -> jax.Array:
+    """The binary focal cross-entropy of each output (``zoo.losses``)."""
+    p = jax.nn.sigmoid(z) if objective.from_logits else z
+    q = jnp.clip(p, EPSILON, 1 - EPSILON)
+    bce = -(y * jnp.log(q) + (1 - y) * jnp.log(1 - q))
+    p_t = y * p + (1 - y) * (1 - p)
+    focal = (1 - p_t) ** objective.gamma * bce
+    if objective.alpha is None:
+        return focal
+    return focal * (y * objective.alpha + (1 - y) * (1 - objective.alpha))
 
 
 def _regression(name: str, x: jax.Array) -> jax.Array:

@@ -57,7 +57,7 @@ import tensorflow as tf
 import native
 from native.compose import train_forward
 from native.protocol import Apply
-from zoo.losses import EPSILON, Heads, Objective, total
+from zoo.losses import EPSILON, Heads, Objective, smoothed, total
 from zoo.optimizers import get_optimizer, slot_names
 from zoo.specs import Workload
 
@@ -108,8 +108,9 @@ def loss(outputs: Any, y: Any, objective: Objective | Heads) -> tf.Tensor:
 
 def _one_loss(outputs: tf.Tensor, y: tf.Tensor, objective: Objective) -> tf.Tensor:
     """The batch mean of ``objective``'s loss, Keras' formulas (``zoo.losses``)."""
-    name, from_logits = objective
+    name, from_logits = objective.loss, objective.from_logits
     outputs, y = _rows(outputs, y, name)
+    y = smoothed(y, objective, outputs.shape[-1])
     if name.endswith("categorical_crossentropy"):
         if from_logits:
             log_norm = tf.reduce_logsumexp(outputs, axis=1, keepdims=True)
@@ -120,6 +121,8 @@ def _one_loss(outputs: tf.Tensor, y: tf.Tensor, objective: Objective) -> tf.Tens
         if name == "sparse_categorical_crossentropy":
             return -tf.reduce_mean(tf.gather(log_probs, y, axis=1, batch_dims=1))
         return -tf.reduce_mean(tf.reduce_sum(y * log_probs, axis=1))
+    if name == "binary_focal_crossentropy":
+        return tf.reduce_mean(tf.reduce_mean(_focal(outputs, y, objective), axis=1))
     if name == "binary_crossentropy":
         if from_logits:
             log_p = tf.math.log_sigmoid(outputs)
@@ -130,6 +133,18 @@ def _one_loss(outputs: tf.Tensor, y: tf.Tensor, objective: Objective) -> tf.Tens
         per_output = y * log_p + (1 - y) * log_not_p
         return -tf.reduce_mean(tf.reduce_mean(per_output, axis=1))
     return tf.reduce_mean(tf.reduce_mean(_regression(name, outputs - y), axis=1))
+
+
+def _focal(z: tf.Tensor, y: tf.Tensor, objective: Objective) -> tf.Tensor:
+    """The binary focal cross-entropy of each output (``zoo.losses``)."""
+    p = tf.sigmoid(z) if objective.from_logits else z
+    q = tf.clip_by_value(p, EPSILON, 1 - EPSILON)
+    bce = -(y * tf.math.log(q) + (1 - y) * tf.math.log(1 - q))
+    p_t = y * p + (1 - y) * (1 - p)
+    focal = tf.pow(1 - p_t, objective.gamma) * bce
+    if objective.alpha is None:
+        return focal
+    return focal * (y * objective.alpha + (1 - y) * (1 - objective.alpha))
 
 
 def _regression(name: str, x: tf.Tensor) -> tf.Tensor:

@@ -55,7 +55,7 @@ import torch.nn.functional as F
 import native
 from native.compose import train_forward
 from native.protocol import Apply
-from zoo.losses import EPSILON, Heads, Objective, total
+from zoo.losses import EPSILON, Heads, Objective, smoothed, total
 from zoo.optimizers import OPTIMIZERS, slot_names
 from zoo.specs import Workload
 
@@ -117,8 +117,9 @@ def _one_loss(
     outputs: torch.Tensor, y: torch.Tensor, objective: Objective
 ) -> torch.Tensor:
     """The batch mean of ``objective``'s loss, Keras' formulas (``zoo.losses``)."""
-    name, from_logits = objective
+    name, from_logits = objective.loss, objective.from_logits
     outputs, y = _rows(outputs, y, name)
+    y = smoothed(y, objective, outputs.shape[-1])
     if name.endswith("categorical_crossentropy"):
         if from_logits:
             log_probs = torch.log_softmax(outputs, dim=1)
@@ -128,6 +129,8 @@ def _one_loss(
         if name == "sparse_categorical_crossentropy":
             return -log_probs.gather(1, y[:, None]).mean()
         return -(y * log_probs).sum(dim=1).mean()
+    if name == "binary_focal_crossentropy":
+        return _focal(outputs, y, objective).mean(dim=1).mean()
     if name == "binary_crossentropy":
         if from_logits:
             log_p, log_not_p = F.logsigmoid(outputs), F.logsigmoid(-outputs)
@@ -136,6 +139,18 @@ def _one_loss(
             log_p, log_not_p = p.log(), (1 - p).log()
         return -(y * log_p + (1 - y) * log_not_p).mean(dim=1).mean()
     return _regression(name, outputs - y).mean(dim=1).mean()
+
+
+def _focal(z: torch.Tensor, y: torch.Tensor, objective: Objective) -> torch.Tensor:
+    """The binary focal cross-entropy of each output (``zoo.losses``)."""
+    p = torch.sigmoid(z) if objective.from_logits else z
+    q = p.clamp(EPSILON, 1 - EPSILON)
+    bce = -(y * q.log() + (1 - y) * (1 - q).log())
+    p_t = y * p + (1 - y) * (1 - p)
+    focal = (1 - p_t) ** objective.gamma * bce
+    if objective.alpha is None:
+        return focal
+    return focal * (y * objective.alpha + (1 - y) * (1 - objective.alpha))
 
 
 def _regression(name: str, x: torch.Tensor) -> torch.Tensor:

@@ -24,12 +24,21 @@ from zoo.losses import (
     draw_targets,
     from_keras,
     keras_loss,
+    reaches_back,
 )
 
 OBJECTIVES = [
     Objective(name, logits)
     for name, facts in LOSSES.items()
     for logits in ((True, False) if facts.takes_logits else (False,))
+] + [
+    # Keras' options of the losses that take them, away from the defaults
+    Objective("categorical_crossentropy", True, label_smoothing=0.3),
+    Objective("categorical_crossentropy", False, label_smoothing=0.2),
+    Objective("binary_crossentropy", True, label_smoothing=0.1),
+    Objective("binary_crossentropy", False, label_smoothing=0.2),
+    Objective("binary_focal_crossentropy", True, gamma=1.5, alpha=0.25),
+    Objective("binary_focal_crossentropy", False, 0.1, gamma=3.0, alpha=0.6),
 ]
 
 
@@ -55,6 +64,9 @@ def numpy_loss(outputs: np.ndarray, y: np.ndarray, goal: Objective) -> float:
     """Keras 3's formulas in float64 (see ``zoo.losses``), with the clip of
     a float32 computation."""
     o = outputs.astype(np.float64)
+    y = _numpy_smoothed(y, goal, o.shape[1])
+    if goal.loss == "binary_focal_crossentropy":
+        return float(_numpy_focal(o, y, goal).mean(axis=1).mean())
     if goal.loss.endswith("categorical_crossentropy"):
         if goal.from_logits:
             log_p = np.log(_softmax(o))
@@ -81,6 +93,26 @@ def numpy_loss(outputs: np.ndarray, y: np.ndarray, goal: Objective) -> float:
     return float(per.mean(axis=1).mean())
 
 
+def _numpy_smoothed(y: np.ndarray, goal: Objective, width: int) -> np.ndarray:
+    """Keras' label smoothing of one-hot rows of ``width`` and binary targets."""
+    s = goal.label_smoothing
+    if goal.loss == "categorical_crossentropy":
+        return y * (1 - s) + s / width
+    return y * (1 - s) + s / 2 if goal.loss.startswith("binary") else y
+
+
+def _numpy_focal(o: np.ndarray, y: np.ndarray, goal: Objective) -> np.ndarray:
+    """Keras' binary focal cross-entropy of each output, in float64."""
+    p = _sigmoid(o) if goal.from_logits else o
+    q = np.clip(p, LOW, HIGH)
+    bce = -(y * np.log(q) + (1 - y) * np.log(1 - q))
+    p_t = y * p + (1 - y) * (1 - p)
+    per: np.ndarray = (1 - p_t) ** goal.gamma * bce
+    if goal.alpha is None:
+        return per
+    return per * (y * goal.alpha + (1 - y) * (1 - goal.alpha))
+
+
 def _case(goal: Objective) -> tuple[np.ndarray, np.ndarray]:
     """Outputs of 6 examples (as a model ending in the loss's activation
     gives them when it takes probabilities) and their targets."""
@@ -92,7 +124,7 @@ def _case(goal: Objective) -> tuple[np.ndarray, np.ndarray]:
     y = draw_targets(rng, goal, (6,), width)
     if goal.loss.endswith("categorical_crossentropy") and not goal.from_logits:
         z = _softmax(z)
-    elif goal.loss == "binary_crossentropy" and not goal.from_logits:
+    elif goal.loss.startswith("binary") and not goal.from_logits:
         z = _sigmoid(z)
     return z.astype(np.float32), y
 
@@ -104,6 +136,11 @@ def test_the_numpy_statement_is_keras_own(goal: Objective) -> None:
     back through an activation)."""
     keras = pytest.importorskip("keras")
     outputs, y = _case(goal)
+    if reaches_back(goal, None):
+        # The focal loss' own sigmoid: Keras on TensorFlow reaches back through
+        # it to the logits and never clips (zoo.losses), Keras' formula and its
+        # other backends do; they agree where no probability is below EPSILON.
+        outputs = np.clip(outputs, -15.0, 15.0)
     value = float(keras.ops.convert_to_numpy(keras_loss(keras, goal)(y, outputs)))
     assert (
         relative_error(np.float64(value), np.float64(numpy_loss(outputs, y, goal)))
@@ -121,9 +158,19 @@ def test_every_framework_computes_each_loss(framework: str, goal: Objective) -> 
     value = fw.to_numpy(fw.loss(fw.to_input(outputs), fw.to_labels(y), goal))
     assert relative_error(np.float64(value.item()), expected) < 1e-5
     # The wrong reading of the same outputs is caught by the same comparison:
-    # the other from_logits, or for a regression loss every other one.
+    # the other from_logits, each option left at Keras' default (a smoothing
+    # or class balancing left out, the focal power of 2), or for a
+    # regression loss every other one.
     if LOSSES[goal.loss].takes_logits:
         others = [goal._replace(from_logits=not goal.from_logits)]
+        default = Objective()
+        others += [
+            goal._replace(**{option: getattr(default, option)})
+            for option in LOSSES[goal.loss].options
+            if getattr(goal, option) != getattr(default, option)
+        ]
+        if goal.loss == "binary_focal_crossentropy":  # not the plain one
+            others.append(Objective("binary_crossentropy", goal.from_logits))
     else:
         others = [
             Objective(name, False)
@@ -169,6 +216,30 @@ def test_keras_compile_configs_are_read() -> None:
     for cls, name in (("Huber", "huber"), ("LogCosh", "log_cosh")):
         saved = {"class_name": cls, "config": {"reduction": "sum_over_batch_size"}}
         assert from_keras(saved) == Objective(name, False)
+    smoothed = {
+        "class_name": "CategoricalCrossentropy",
+        "config": {"from_logits": True, "label_smoothing": 0.1, "axis": -1},
+    }
+    assert from_keras(smoothed) == Objective(
+        "categorical_crossentropy", True, label_smoothing=0.1
+    )
+    focal = {  # as Keras 3.15 saves BinaryFocalCrossentropy(gamma=3)
+        "class_name": "BinaryFocalCrossentropy",
+        "config": {
+            "apply_class_balancing": False,
+            "alpha": 0.25,
+            "gamma": 3.0,
+            "from_logits": False,
+            "label_smoothing": 0.0,
+            "axis": -1,
+            "reduction": "sum_over_batch_size",
+        },
+    }
+    assert from_keras(focal) == Objective("binary_focal_crossentropy", False, gamma=3.0)
+    balanced = focal | {"config": focal["config"] | {"apply_class_balancing": True}}
+    assert from_keras(balanced) == Objective(
+        "binary_focal_crossentropy", False, gamma=3.0, alpha=0.25
+    )
 
 
 @pytest.mark.parametrize(
@@ -180,9 +251,9 @@ def test_keras_compile_configs_are_read() -> None:
         (
             {
                 "class_name": "CategoricalCrossentropy",
-                "config": {"label_smoothing": 0.1},
+                "config": {"axis": 0},
             },
-            "label_smoothing=0.1",
+            "axis=0",
         ),
         (
             {"class_name": "MeanSquaredError", "config": {"reduction": "sum"}},
@@ -204,6 +275,15 @@ def test_a_loss_needs_outputs_it_can_take() -> None:
         check(Objective("mean_squared_error", True), 1)
     with pytest.raises(ValueError, match="not one the tool writes out"):
         check(Objective("hinge", False), 3)
+    check(Objective("binary_focal_crossentropy", True, 0.1, 1.0, 0.5), 1)
+    with pytest.raises(ValueError, match="takes no label_smoothing; leave it out"):
+        check(Objective("sparse_categorical_crossentropy", label_smoothing=0.1), 2)
+    with pytest.raises(ValueError, match="takes no gamma or alpha; leave it out"):
+        check(Objective("binary_crossentropy", True, gamma=1.0, alpha=0.5), 1)
+    with pytest.raises(ValueError, match=r"label_smoothing 1\.5 must be in \[0, 1\]"):
+        check(Objective("categorical_crossentropy", True, 1.5), 2)
+    with pytest.raises(ValueError, match=r"gamma -1\.0 must be at least 0"):
+        check(Objective("binary_focal_crossentropy", True, gamma=-1.0), 1)
 
 
 def _per_step_case(goal: Objective) -> tuple[np.ndarray, np.ndarray]:
@@ -215,7 +295,7 @@ def _per_step_case(goal: Objective) -> tuple[np.ndarray, np.ndarray]:
     y = draw_targets(rng, goal, (3, 5), width)
     if goal.loss.endswith("categorical_crossentropy") and not goal.from_logits:
         z = np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True)
-    elif goal.loss == "binary_crossentropy" and not goal.from_logits:
+    elif goal.loss.startswith("binary") and not goal.from_logits:
         z = _sigmoid(z)
     return z.astype(np.float32), y
 
