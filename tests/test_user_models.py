@@ -25,7 +25,7 @@ from zoo.data import make_batches
 from zoo.losses import LOSSES, Objective
 from zoo.models import get_spec
 from zoo.optimizers import Schedule
-from zoo.specs import MODELS, VARIANTS, output_positions, without_noise
+from zoo.specs import MODELS, VARIANTS, layer_shapes, output_positions, without_noise
 from zoo.weights import make_weights
 
 SEQUENTIAL_DENSE = {"class_name": "Dense", "module": "keras.layers"}
@@ -76,7 +76,10 @@ def test_a_table_names_layers_and_takes_keras_defaults() -> None:
             "kind 'spatial_dropout'; supported",
         ),
         (lambda d: d["layers"][0].update(dilation=2), "dilation, which it does not"),
-        (lambda d: d["layers"][0].update(padding="full"), "padding must be valid or"),
+        (
+            lambda d: d["layers"][0].update(padding="full"),
+            "padding must be valid, same or",
+        ),
         (lambda d: d["layers"][0].update(filters=2.5), "filters must be a whole"),
         (lambda d: d["layers"][0].update(name="a/b"), "must be letters"),
         (lambda d: d.update(input_shape=[28, -1]), "input_shape must be 1 to 3"),
@@ -634,7 +637,7 @@ def test_the_control_an_unknown_optimizer_is_caught_by_the_test() -> None:
 def test_every_reason_is_named_at_once_layers_grouped() -> None:
     """Three checks of different kinds in one sentence, and many layers
     refused for one reason as one phrase (issue 75)."""
-    convs = [_layer("Conv2D", f"c{i}", **CONV, dilation_rate=[2, 2]) for i in range(6)]
+    convs = [_layer("Conv2D", f"c{i}", **CONV, groups=2) for i in range(6)]
     config = _sequential(*convs, _layer("Flatten", "f"), _layer("Dense", "d", **DENSE))
     config["compile_config"] = {
         "loss": "poisson",
@@ -644,7 +647,7 @@ def test_every_reason_is_named_at_once_layers_grouped() -> None:
         keras_import.document_from_config(config)
     sentence = str(caught.value)
     assert sentence.startswith("3 things stop the tool: (1) 6 layers ('c0', 'c1', 'c2'")
-    assert "and 3 more): Conv2D layer has dilation_rate" in sentence
+    assert "and 3 more): Conv2D layer has groups" in sentence
     assert "(2) optimizer Adam with use_ema=True" in sentence
     assert "(3) the model was compiled with loss 'poisson'" in sentence
     assert "'c3'" not in sentence
@@ -656,12 +659,12 @@ def test_the_head_is_judged_even_beside_a_refused_layer() -> None:
     judged from the shape Keras built the last layer for: a head the loss
     cannot train on is named in the same sentence (the second fix a user
     would make is not refused anew); a row per pixel is a head (issue 78)."""
-    dilated = _layer("Conv2D", "c", **CONV, dilation_rate=[2, 2])
+    dilated = _layer("Conv2D", "c", **CONV, groups=2)
     per_pixel = {
         **_layer("Conv2D", "d", **CONV),
         "build_config": {"input_shape": [None, 6, 6, 4]},  # an image's pixels
     }
-    with pytest.raises(ValueError, match="dilation_rate") as caught:
+    with pytest.raises(ValueError, match="groups") as caught:
         keras_import.document_from_config(_sequential(dilated, per_pixel))
     assert "stop the tool" not in str(caught.value)
     one = {
@@ -673,11 +676,11 @@ def test_the_head_is_judged_even_beside_a_refused_layer() -> None:
         keras_import.document_from_config(config)
     # the control: a head that trains, beside the refused layer, is not named
     fine = {**one, "config": {**one["config"], "units": 10}}
-    with pytest.raises(ValueError, match="dilation_rate") as caught:
+    with pytest.raises(ValueError, match="groups") as caught:
         keras_import.document_from_config(
             _sequential(dilated, _layer("Flatten", "f"), fine)
         )
-    assert str(caught.value).startswith("Conv2D layer 'c' has dilation_rate")
+    assert str(caught.value).startswith("Conv2D layer 'c' has groups")
 
 
 def test_a_default_prelu_is_read() -> None:
@@ -857,8 +860,8 @@ def test_a_functional_chain_is_read_in_order() -> None:
             "layer 'mine' is 'MyLayer' from 'mine': a class of its own runs code",
         ),
         (
-            _sequential(_layer("Conv2D", "c", **CONV, dilation_rate=[2, 2])),
-            "dilation_rate=\\[2, 2\\], which the tool does not compute",
+            _sequential(_layer("Conv2D", "c", **CONV, groups=2)),
+            "groups=2, which the tool does not compute",
         ),
         (
             _sequential(_layer("Conv2D", "c", **CONV, data_format="channels_first")),
@@ -1213,8 +1216,8 @@ def test_more_refusals_of_newer_layers_are_one_sentence() -> None:
         r"Dropout layer 'drop' has noise_shape=\[1, 1, 6\], which the tool": (
             _with_layer(config, "drop", rate=0.5, noise_shape=[1, 1, 6])
         ),
-        r"Conv1D layer 'position' has dilation_rate=\[2\]": _with_layer(
-            config, "position", dilation_rate=[2]
+        r"Conv1D layer 'position' has groups=2": _with_layer(
+            config, "position", groups=2
         ),
         "an activation function of its own": _with_layer(
             config, "position", activation=lambda_gelu
@@ -1765,3 +1768,57 @@ def test_a_row_of_outputs_per_pixel_is_a_model() -> None:
     spec = user_models.spec_from_document("mask", document)
     assert (spec.classes, output_positions(spec)) == (3, (4, 5))
     assert make_batches(spec, 0, 2, 1)[1].shape == (1, 2, 4, 5)
+
+
+def test_dilated_and_causal_convolutions_are_read_as_keras_writes_them() -> None:
+    """A TCN's Conv1D (``padding="causal"``, ``dilation_rate=[2]``) and an
+    atrous Conv2D (``dilation_rate=[2, 2]``), as Keras 3.15 saves them;
+    what Keras or the tool does not compute is refused in one sentence."""
+    tcn = {
+        "class_name": "Sequential",
+        "config": {
+            "layers": [
+                _layer("InputLayer", "input", batch_shape=[None, 12, 2]),
+                _layer(
+                    "Conv1D",
+                    "causal",
+                    filters=3,
+                    kernel_size=[2],
+                    strides=[1],
+                    padding="causal",
+                    dilation_rate=[2],
+                    activation="relu",
+                ),
+                _layer("Flatten", "f"),
+                _layer("Dense", "d", **DENSE),
+            ]
+        },
+    }
+    document = keras_import.document_from_config(tcn)
+    entry = document["layers"][0]
+    assert (entry["padding"], entry["dilation_rate"]) == ("causal", 2)
+    spec = user_models.spec_from_document("m", document)
+    assert spec.layer("causal").options.window == 3  # the dilated kernel's span
+    assert layer_shapes(spec)[0][1] == (12, 3)  # causal keeps every step
+    atrous = {**CONV, "strides": [1, 1], "dilation_rate": [2, 2]}
+    read = keras_import.document_from_config(
+        _sequential(_layer("Conv2D", "c", **atrous), _layer("Flatten", "f"))
+    )
+    assert read["layers"][0]["dilation_rate"] == 2
+    for entry_words, said in (
+        ({**atrous, "strides": [2, 2]}, "strides 2 and dilation_rate 2; Keras"),
+        ({**atrous, "dilation_rate": [2, 1]}, r"dilation_rate \[2, 1\]; only square"),
+        ({**atrous, "padding": "causal"}, "padding 'causal'; use valid or same"),
+    ):
+        config = _sequential(
+            _layer("Conv2D", "c", **entry_words), _layer("Flatten", "f")
+        )
+        with pytest.raises(ValueError, match=said):
+            user_models.spec_from_document(
+                "m", keras_import.document_from_config(config)
+            )
+    transposed = _sequential(
+        _layer("Conv2DTranspose", "t", **atrous), _layer("Flatten", "f")
+    )
+    with pytest.raises(ValueError, match=r"has dilation_rate=\[2, 2\], which the tool"):
+        keras_import.document_from_config(transposed)

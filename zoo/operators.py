@@ -559,7 +559,8 @@ def model_cases(spec: ModelSpec, batch: int) -> Iterator[Case]:
     normalizations (a row per sample and position, over at least three),
     attention (its four projections as dense cases, then its core), GELU
     activations, the mean over a sequence, and the loss.  Layers no
-    operator expresses are left out: strided convolutions, pools whose
+    operator expresses are left out: strided, dilated or causal convolutions,
+    pools whose
     stride is not their window or that pad, 1-D pools, adds, flatten,
     dropout."""
     for layer, (shape, out) in zip(spec.layers, layer_shapes(spec), strict=True):
@@ -577,7 +578,16 @@ def _layer_cases(layer: Layer, shape: Shape, batch: int, label: str) -> Iterator
     rows = batch * math.prod(shape[:-1])  # a sequence's steps are rows
     kind, o = layer.kind, layer.options
     same = int(getattr(o, "padding", None) == "same")
-    stride_1 = getattr(o, "stride", 0) == 1 and not layer.mistake
+    stride_1 = (
+        (
+            getattr(o, "stride", 0) == 1
+            and getattr(o, "dilation_rate", 1) == 1
+            and o.padding in ("valid", "same")
+            and not layer.mistake
+        )
+        if hasattr(o, "padding")
+        else False
+    )
     if kind == "dense":
         yield Case("dense", (rows, shape[-1], o.units), label)
     elif kind == "conv2d" and stride_1:

@@ -621,8 +621,10 @@ def _check_options(layer: Layer) -> None:
             f"layer {n!r} has activation {layer.activation!r}; known: {known}"
         )
     padding = getattr(o, "padding", None)
-    if isinstance(padding, str) and padding not in PADDINGS:
-        raise ValueError(f"layer {n!r} has padding {padding!r}; use valid or same")
+    if isinstance(padding, str) and padding not in kind.paddings:
+        raise ValueError(
+            f"layer {n!r} has padding {padding!r}; use {' or '.join(kind.paddings)}"
+        )
     if layer.mistake not in ("", *(m.name for m in kind.mistakes)):
         raise ValueError(
             f"{layer.kind} layer {n!r} computes mistake {layer.mistake!r}, "

@@ -79,7 +79,7 @@ import numpy as np
 from zoo import files
 from zoo.arrays import digest, load_npz, save_npz
 from zoo.kinds import KINDS as KIND_RECORDS
-from zoo.kinds.base import required, shown_options
+from zoo.kinds.base import CAUSAL, required, shown_options
 from zoo.losses import DEFAULT as DEFAULT_OBJECTIVE
 from zoo.losses import LOSSES, Objective, loss_options
 from zoo.losses import OPTIONS as LOSS_OPTIONS
@@ -280,8 +280,10 @@ def _read_option(where: str, word: str, kind: Any, value: Any) -> Any:  # noqa: 
         return value
     if kind in (str, str | None):
         text = _field(where, given, word, str)
-        if word == "padding" and text not in PADDINGS:
-            raise ValueError(f"{where}: padding must be valid or same, not {value!r}")
+        if word == "padding" and text not in (*PADDINGS, CAUSAL):
+            raise ValueError(
+                f"{where}: padding must be valid, same or causal, not {value!r}"
+            )
         return text
     if kind == tuple[int, ...]:
         if not isinstance(value, list | tuple) or not all(

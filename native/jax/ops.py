@@ -82,21 +82,30 @@ def time_distributed(
     return dense(h, params, spec, name)
 
 
-@functools.partial(jax.jit, static_argnames=("stride", "pads"))
+@functools.partial(jax.jit, static_argnames=("stride", "pads", "dilation"))
 def _conv2d(
-    h: jax.Array, kernel: jax.Array, bias: jax.Array | None, stride: int, pads: Pads
+    h: jax.Array,
+    kernel: jax.Array,
+    bias: jax.Array | None,
+    stride: int,
+    pads: Pads,
+    *,
+    dilation: int = 1,
 ) -> jax.Array:
-    strides = (stride, stride)
-    y = lax.conv_general_dilated(h, kernel, strides, pads, dimension_numbers=_NHWC)
+    strides, dilations = (stride, stride), (dilation, dilation)
+    y = lax.conv_general_dilated(
+        h, kernel, strides, pads, rhs_dilation=dilations, dimension_numbers=_NHWC
+    )
     return y if bias is None else y + bias
 
 
 def conv2d(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
-    """Convolution with the layer's strides and padding (Keras' ``valid`` or
-    ``same``); kernel ``(kh, kw, in, out)``."""
+    """Convolution with the layer's strides, padding (Keras' ``valid`` or
+    ``same``) and dilation; kernel ``(kh, kw, in, out)``."""
     layer = spec.layer(name)
     kernel, bias = params[f"{name}/kernel"], _bias(params, spec, name)
-    return _conv2d(h, kernel, bias, layer.options.stride, _pads(layer, h))  # type: ignore[no-any-return]
+    o = layer.options
+    return _conv2d(h, kernel, bias, o.stride, _pads(layer, h), dilation=o.dilation_rate)  # type: ignore[no-any-return]
 
 
 @functools.partial(jax.jit, static_argnames=("stride", "pads"))
@@ -275,26 +284,32 @@ def embedding(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.A
     return _embedding(h, params[f"{name}/embeddings"])  # type: ignore[no-any-return]
 
 
-@functools.partial(jax.jit, static_argnames=("stride", "pads"))
+@functools.partial(jax.jit, static_argnames=("stride", "pads", "dilation"))
 def _conv1d(
     h: jax.Array,
     kernel: jax.Array,
     bias: jax.Array | None,
     stride: int,
     pads: tuple[tuple[int, int]],
+    *,
+    dilation: int = 1,
 ) -> jax.Array:
     numbers = ("NWC", "WIO", "NWC")
-    y = lax.conv_general_dilated(h, kernel, (stride,), pads, dimension_numbers=numbers)
+    y = lax.conv_general_dilated(
+        h, kernel, (stride,), pads, rhs_dilation=(dilation,), dimension_numbers=numbers
+    )
     return y if bias is None else y + bias
 
 
 def conv1d(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
-    """Convolution over time with the layer's strides and padding; kernel
-    ``(k, in, out)``, sequences ``(N, T, F)``."""
+    """Convolution over time with the layer's strides, padding (``causal``:
+    the window's span less one before) and dilation; kernel ``(k, in,
+    out)``, sequences ``(N, T, F)``."""
     layer = spec.layer(name)
     kernel, bias = params[f"{name}/kernel"], _bias(params, spec, name)
     pads = (_side(layer, h.shape[1]),)
-    return _conv1d(h, kernel, bias, layer.options.stride, pads)  # type: ignore[no-any-return]
+    o = layer.options
+    return _conv1d(h, kernel, bias, o.stride, pads, dilation=o.dilation_rate)  # type: ignore[no-any-return]
 
 
 @functools.partial(jax.jit, static_argnames=("size", "stride", "pads", "kind"))

@@ -99,10 +99,11 @@ def time_distributed(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
 
 
 def conv2d(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
-    """Convolution with the layer's strides and padding (Keras' ``valid`` or
-    ``same``); weight ``(out, in, kh, kw)``."""
+    """Convolution with the layer's strides, padding (Keras' ``valid`` or
+    ``same``) and dilation; weight ``(out, in, kh, kw)``."""
     k, _, _, filters = spec.param(f"{name}/kernel").shape  # canonical (kh,kw,i,o)
     stride = spec.layer(name).options.stride
+    d = spec.layer(name).options.dilation_rate
     top, bottom, left, right = _pads(h, spec, name)
     if (top, left) != (bottom, right):
         h, top, left = _padded(h, (top, bottom, left, right), 0.0), 0, 0
@@ -113,6 +114,7 @@ def conv2d(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
         _bias(params, spec, name),
         kernel=(k, k),
         stride=(stride, stride),
+        dilate=(d, d),
         num_filter=filters,
         pad=(top, left),
     )
@@ -326,11 +328,13 @@ def _from_rows(h: Any) -> Any:
 
 
 def conv1d(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
-    """Convolution over time with the layer's strides and padding; weight
-    ``(out, in, k)``, run as a one-row 2-D convolution (``_as_rows``)."""
+    """Convolution over time with the layer's strides, padding (``causal``:
+    the window's span less one before) and dilation; weight ``(out, in,
+    k)``, run as a one-row 2-D convolution (``_as_rows``)."""
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     k, _, filters = spec.param(f"{name}/kernel").shape  # canonical (k, in, out)
     stride = spec.layer(name).options.stride
+    d = spec.layer(name).options.dilation_rate
     before, after = _sequence_pads(h, spec, name)
     rows = _as_rows(h)
     if before != after:
@@ -342,6 +346,7 @@ def conv1d(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
         _bias(params, spec, name),
         kernel=(1, k),
         stride=(1, stride),
+        dilate=(1, d),
         num_filter=filters,
         pad=(0, before),
     )

@@ -23,6 +23,7 @@ from native import compose
 from native.tensorflow.common import Params
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
+from zoo.kinds.base import CAUSAL
 from zoo.kinds.bidirectional import cell_layer
 from zoo.kinds.gaussian import dropout_deviation
 from zoo.kinds.repeat_vector import INTERLEAVED
@@ -55,8 +56,15 @@ def conv2d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tenso
     """Convolution with the layer's strides and padding (Keras' ``valid`` or
     ``same``); kernel ``(kh, kw, in, out)``."""
     layer = spec.layer(name)
-    h = tf.nn.conv2d(
-        h, params[f"{name}/kernel"], layer.options.stride, _padding(layer, h)
+    o = layer.options
+    # tf.nn.convolution, not conv2d: TensorFlow's CPU kernels take no dilation
+    # in a float64 gradient, which convolution's space-to-batch form avoids
+    h = tf.nn.convolution(
+        h,
+        params[f"{name}/kernel"],
+        o.stride,
+        _padding(layer, h),
+        dilations=o.dilation_rate,
     )
     if not layer.options.use_bias:
         return h
@@ -128,14 +136,18 @@ def embedding(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Te
 
 
 def conv1d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
-    """Convolution over time with the layer's strides and padding; kernel
-    ``(k, in, out)``, sequences ``(N, T, F)``."""
+    """Convolution over time with the layer's strides, padding and dilation
+    (``tf.nn.convolution``, as ``conv2d``); kernel ``(k, in, out)``,
+    sequences ``(N, T, F)``.  ``causal`` (which TensorFlow's kernels lack)
+    and a deliberate mistake's padding are padded by hand."""
     layer = spec.layer(name)
-    padding = layer.options.padding.upper()
-    if layer.mistake:  # a deliberate mistake's padding: padded by hand
+    o = layer.options
+    padding = o.padding.upper()
+    if layer.mistake or o.padding == CAUSAL:
         h = tf.pad(h, [[0, 0], list(padding_of(layer, h.shape[1])), [0, 0]])
         padding = "VALID"
-    h = tf.nn.conv1d(h, params[f"{name}/kernel"], layer.options.stride, padding)
+    kernel = params[f"{name}/kernel"]
+    h = tf.nn.convolution(h, kernel, o.stride, padding, dilations=o.dilation_rate)
     if not layer.options.use_bias:
         return h
     return tf.nn.bias_add(h, params[f"{name}/bias"])

@@ -74,15 +74,18 @@ def time_distributed(
 
 
 def conv2d(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.Tensor:
-    """Convolution with the layer's strides and padding (Keras' ``valid`` or
-    ``same``); kernel ``(out, in, kh, kw)``."""
+    """Convolution with the layer's strides, padding (Keras' ``valid`` or
+    ``same``) and dilation; kernel ``(out, in, kh, kw)``."""
     layer = spec.layer(name)
     kernel, bias = params[f"{name}/kernel"], params.get(f"{name}/bias")
     pads = _pads(layer, h)
     both = _symmetric(pads)
     if both is None:
         h, both = F.pad(h, pads), (0, 0)
-    return F.conv2d(h, kernel, bias, stride=layer.options.stride, padding=both)
+    o = layer.options
+    return F.conv2d(
+        h, kernel, bias, stride=o.stride, padding=both, dilation=o.dilation_rate
+    )
 
 
 def conv2d_transpose(
@@ -270,8 +273,9 @@ def _pads1d(layer: Layer, h: torch.Tensor) -> tuple[int, int]:
 
 
 def conv1d(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.Tensor:
-    """Convolution over time with the layer's strides and padding; kernel
-    ``(out, in, k)``.  Sequences are ``(N, T, F)`` between layers in every
+    """Convolution over time with the layer's strides, padding (``causal``:
+    the window's span less one before) and dilation; kernel ``(out, in,
+    k)``.  Sequences are ``(N, T, F)`` between layers in every
     framework, ``(N, F, T)`` inside this one."""
     layer = spec.layer(name)
     h = h.transpose(1, 2)  # (N, T, F) -> (N, F, T)
@@ -279,7 +283,10 @@ def conv1d(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch
     if before != after:
         h, before = F.pad(h, (before, after)), 0
     kernel, bias = params[f"{name}/kernel"], params.get(f"{name}/bias")
-    y = F.conv1d(h, kernel, bias, stride=layer.options.stride, padding=before)
+    o = layer.options
+    y = F.conv1d(
+        h, kernel, bias, stride=o.stride, padding=before, dilation=o.dilation_rate
+    )
     return y.transpose(1, 2)  # (N, F, T) -> (N, T, F)
 
 

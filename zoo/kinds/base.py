@@ -70,6 +70,10 @@ ACTIVATION_FLOPS: dict[str | None, int] = {
 LAYER_NORM_EPSILON = 1e-3
 BATCH_NORM_MOMENTUM = 0.99
 PADDINGS = ("valid", "same")
+# Keras' Conv1D padding that puts every position's window over it and the
+# positions before it: ``(window - 1, 0)`` (a kind takes it when its
+# ``Kind.paddings`` names it).
+CAUSAL = "causal"
 # The mistake (``Layer.mistake``, conv2d's) whose padding ``padding_of``
 # gives: ``window // 2`` on each side, what a hand-written PyTorch
 # ``padding=k // 2`` gives where Keras puts the odd position after.
@@ -421,6 +425,8 @@ class Kind:
       it does not compute.
     - ``takes``: how many inputs: ``1``, ``2`` or ``0`` (two or more).
     - ``pool``: a pooling window whose default step is its size.
+    - ``paddings``: the ``padding`` words it takes, for a kind with that
+      option (``PADDINGS``; Conv1D's also ``causal``).
     - ``trains_differently``: computes otherwise in a training step
       (``native.compose``); ``noise``: what it draws there, for a kind
       that draws noise (``Noise``: a dropout and its kin), whose training
@@ -456,6 +462,7 @@ class Kind:
     pool: bool = False
     trains_differently: bool = False
     noise: Noise | None = None
+    paddings: tuple[str, ...] = PADDINGS
     regularized: bool = False
     shift: str | None = None
     example: Example | None = None
@@ -545,14 +552,17 @@ class Window(Protocol):
 
 class Kernel:
     """What a convolution's options record (a frozen dataclass with
-    ``kernel_size`` and ``strides`` fields) takes from here: its ``Window``."""
+    ``kernel_size`` and ``strides`` fields, and ``dilation_rate`` if it
+    takes one) takes from here: its ``Window``, whose side is the span of
+    the dilated kernel, ``(kernel_size - 1) * dilation_rate + 1``."""
 
     kernel_size: int
     strides: int
+    dilation_rate: int = 1  # a record without the field: a plain kernel
 
     @property
     def window(self) -> int:
-        return self.kernel_size
+        return (self.kernel_size - 1) * self.dilation_rate + 1
 
     @property
     def stride(self) -> int:
@@ -567,6 +577,8 @@ def padding_of(layer: Layer, side: int) -> tuple[int, int]:
         return o.window // 2, o.window // 2
     if o.padding == "same":
         return same_padding(side, o.window, o.stride)
+    if o.padding == CAUSAL:
+        return o.window - 1, 0
     return 0, 0
 
 

@@ -1,6 +1,8 @@
 """``conv2d``: a square convolution over images ``(H, W, C)`` with Keras'
-strides and ``valid``/``same`` padding (``Conv2D``).  Kernel ``(kh, kw, in,
-out)``, bias ``(out,)``."""
+strides, ``valid``/``same`` padding and ``dilation_rate`` (a dilated
+kernel's taps ``dilation_rate`` apart, spanning ``(k - 1) * d + 1``
+positions; Keras takes it with strides of 1 only) (``Conv2D``).  Kernel
+``(kh, kw, in, out)``, bias ``(out,)``."""
 
 from __future__ import annotations
 
@@ -32,8 +34,10 @@ from zoo.kinds.base import (
 class Convolution(Kernel):
     """Keras' ``Conv1D``, ``Conv2D`` and ``Conv2DTranspose`` arguments:
     ``filters`` output channels, a square window of ``kernel_size``, its
-    ``strides``, ``valid`` or ``same`` ``padding``, the ``activation``
-    after (``None``: linear), and whether it has a bias."""
+    ``strides``, ``valid`` or ``same`` ``padding`` (Conv1D's ``causal``
+    too), the ``activation`` after (``None``: linear), whether it has a
+    bias, and its ``dilation_rate`` (1: a plain kernel; a transposed
+    convolution takes only 1)."""
 
     filters: int
     kernel_size: int
@@ -41,9 +45,22 @@ class Convolution(Kernel):
     padding: str = "valid"
     activation: str | None = None
     use_bias: bool = True
+    dilation_rate: int = 1
+
+
+def dilated(layer: Layer) -> None:
+    """A ValueError in one sentence for a dilated kernel with a stride,
+    which Keras refuses too."""
+    o: Convolution = layer.options
+    if o.dilation_rate > 1 and o.strides > 1:
+        raise ValueError(
+            f"{layer.kind} layer {layer.name!r} has strides {o.strides} and "
+            f"dilation_rate {o.dilation_rate}; Keras takes one of them above 1"
+        )
 
 
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
+    dilated(layer)
     return windowed(layer, shapes[0], 3, layer.options.filters)
 
 
@@ -75,6 +92,7 @@ def keras_builder(cls: str) -> Callable[[Any, Layer, tuple[Shape, ...]], Any]:
             padding=o.padding,
             activation=o.activation,
             use_bias=o.use_bias,
+            dilation_rate=o.dilation_rate,
             name=layer.name,
             **kw.regularizer_args(keras, layer, kw.KERNEL_AND_BIAS),
         )
@@ -82,25 +100,27 @@ def keras_builder(cls: str) -> Callable[[Any, Layer, tuple[Shape, ...]], Any]:
     return keras
 
 
-CONVOLUTION = (
-    ("dilation_rate", 1),
+PLAIN = (
     ("groups", 1),
     *kw.CHANNELS_LAST,
     *kw.REGULARIZED,
 )
+# What a convolution kind that takes no dilation refuses.
+CONVOLUTION = (("dilation_rate", 1), *PLAIN)
 
 
 def reader(
-    kind: str, refused: tuple[tuple[str, Any], ...] = ()
+    kind: str, refused: tuple[tuple[str, Any], ...] = CONVOLUTION
 ) -> Callable[[str, str, Mapping[str, Any], Any], dict[str, Any]]:
     """A convolution kind's ``Kind.read``: its window, activation, bias and
-    regularizers, refusing what ``CONVOLUTION`` and ``refused`` name."""
+    regularizers, refusing what ``refused`` names; its ``dilation_rate``
+    (a number, or Keras' square list of them) unless ``refused`` names it."""
 
     def read(
         cls: str, name: str, config: Mapping[str, Any], built: Any
     ) -> dict[str, Any]:
-        kw.must(cls, name, config, (*refused, *CONVOLUTION))
-        return {
+        kw.must(cls, name, config, refused)
+        entry = {
             "kind": kind,
             "name": name,
             "activation": kw.activation(name, config),
@@ -108,6 +128,11 @@ def reader(
             **kw.bias_words(config),
             **kw.regularizers(cls, name, config, kw.KERNEL_AND_BIAS),
         }
+        dilation = config.get("dilation_rate", 1)
+        if not kw.is_default(dilation, 1):
+            number = kw.pair if "2D" in cls else kw.single
+            entry["dilation_rate"] = number(dilation, "dilation_rate", name)
+        return entry
 
     return read
 
@@ -185,7 +210,7 @@ KIND = Kind(
     flops=flops,
     keras=keras_builder("Conv2D"),
     keras_classes=("Conv2D",),
-    read=reader("conv2d"),
+    read=reader("conv2d", PLAIN),
     shift="bias",
     draw=lambda pick, shape: draw_convolution(pick, shape, 2),
     draw_ranks=(3,),

@@ -21,7 +21,13 @@ from zoo.kinds.base import (
     needs_rank,
     same_padding,
 )
-from zoo.kinds.conv2d import Convolution, draw_convolution, keras_builder, reader
+from zoo.kinds.conv2d import (
+    CONVOLUTION,
+    Convolution,
+    draw_convolution,
+    keras_builder,
+    reader,
+)
 
 
 def side_out(layer: Layer, side: int) -> int:
@@ -45,6 +51,12 @@ def start(layer: Layer, side: int) -> int:
 
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
     needs_rank(layer, shapes[0], (3,), "images (H, W, C)")
+    if layer.options.dilation_rate != 1:
+        raise ValueError(
+            f"conv2d_transpose layer {layer.name!r} has dilation_rate "
+            f"{layer.options.dilation_rate}; the tool computes a transposed "
+            "convolution with a plain kernel only"
+        )
     height, width, _ = shapes[0]
     return side_out(layer, height), side_out(layer, width), layer.options.filters
 
@@ -91,7 +103,7 @@ KIND = Kind(
     flops=flops,
     keras=keras_builder("Conv2DTranspose"),
     keras_classes=("Conv2DTranspose",),
-    read=reader("conv2d_transpose", (("output_padding", None),)),
+    read=reader("conv2d_transpose", (("output_padding", None), *CONVOLUTION)),
     shift="bias",
     draw=lambda pick, shape: draw_convolution(pick, shape, 2),
     draw_ranks=(3,),
