@@ -57,8 +57,10 @@ READABLE = {
     tuple[int, ...],
 }
 # Options of one Keras name and two meanings, as Keras has them: a
-# convolution's ``padding`` (``valid``/``same``) and a zero padding's (widths).
-HOMONYMS = {"padding"}
+# convolution's ``padding`` (``valid``/``same``) and a zero padding's (widths);
+# Rescaling's ``scale`` (a factor) and BatchNormalization's (whether it has a
+# gamma: ``zoo.specs.IN_RANGE``'s finite test holds for both).
+HOMONYMS = {"padding", "scale"}
 
 
 def test_an_option_name_means_one_thing() -> None:

@@ -1349,6 +1349,24 @@ def _bn_cnn(
     )
 
 
+def test_a_batch_norm_without_gamma_or_beta_is_read() -> None:
+    """Keras Applications' ResNet blocks normalize a convolution with
+    ``scale=False`` (no gamma); ``center=False`` leaves the beta out: each
+    is read, its parameters are the ones Keras has, and the store's
+    document keeps it."""
+    config = _bn_cnn(BATCH_NORM | {"scale": False}, FC_NORM | {"center": False})
+    document = keras_import.document_from_config(config)
+    entries = {entry["name"]: entry for entry in document["layers"]}
+    assert entries["conv_norm"]["scale"] is False
+    assert entries["fc_norm"]["center"] is False
+    spec = user_models.spec_from_document("m", document)
+    names = {p.name for p in spec.params}
+    assert {"conv_norm/beta", "fc_norm/gamma"} <= names
+    assert not {"conv_norm/gamma", "fc_norm/beta"} & names
+    again = user_models.spec_from_document("m", user_models.document_of(spec))
+    assert again.layers == spec.layers
+
+
 def test_batch_norm_and_dropout_configs_become_a_document() -> None:
     document = keras_import.document_from_config(_bn_cnn())
     entries = {entry["name"]: entry for entry in document["layers"]}
@@ -1455,10 +1473,9 @@ def test_the_dropout_kinds_configs_become_a_document() -> None:
             "BatchNormalization layer 'conv_norm' normalizes over axis 3; the tool",
         ),
         (
-            _bn_cnn(BATCH_NORM | {"center": False}),
-            "BatchNormalization layer 'conv_norm' has center=False, which the tool",
+            _bn_cnn(BATCH_NORM | {"beta_constraint": {"class_name": "NonNeg"}}),
+            "BatchNormalization layer 'conv_norm' has beta_constraint=",
         ),
-        (_bn_cnn(BATCH_NORM | {"scale": False}), "layer 'conv_norm' has scale=False"),
         (
             _bn_cnn(fc_norm=FC_NORM | {"renorm": True}),
             "BatchNormalization layer 'fc_norm' has renorm=True, which the tool",

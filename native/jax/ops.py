@@ -518,10 +518,16 @@ def _normalized(
     name: str,
 ) -> jax.Array:
     """As Keras' ``ops.batch_normalization`` writes it: ``h * inv + (beta -
-    mean * inv)`` with ``inv = gamma / sqrt(variance + epsilon)``."""
+    mean * inv)`` with ``inv = gamma / sqrt(variance + epsilon)`` (no gamma
+    or beta: ``scale`` or ``center`` off)."""
     (mean, variance), epsilon = stats, spec.layer(name).options.epsilon
-    inv = lax.rsqrt(variance + epsilon) * params[f"{name}/gamma"]
-    return h * inv + (params[f"{name}/beta"] - mean * inv)
+    inv = lax.rsqrt(variance + epsilon)
+    if f"{name}/gamma" in params:
+        inv = inv * params[f"{name}/gamma"]
+    shift = -mean * inv
+    if f"{name}/beta" in params:
+        shift = shift + params[f"{name}/beta"]
+    return h * inv + shift
 
 
 def batch_norm(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:

@@ -552,12 +552,17 @@ def _normalized(
     h: Any, stats: tuple[Any, Any], params: Any, spec: ModelSpec, name: str
 ) -> Any:
     """As Keras' ``ops.batch_normalization`` writes it: ``h * inv + (beta -
-    mean * inv)`` with ``inv = gamma / sqrt(variance + epsilon)``."""
+    mean * inv)`` with ``inv = gamma / sqrt(variance + epsilon)`` (no gamma
+    or beta: ``scale`` or ``center`` off)."""
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     _, shape = _channels(spec, name)
     (mean, variance), epsilon = stats, spec.layer(name).options.epsilon
-    inv = F.rsqrt(variance + epsilon) * params[f"{name}/gamma"]
-    shift = params[f"{name}/beta"] - mean * inv
+    inv = F.rsqrt(variance + epsilon)
+    if f"{name}/gamma" in params:
+        inv = inv * params[f"{name}/gamma"]
+    shift = -mean * inv
+    if f"{name}/beta" in params:
+        shift = shift + params[f"{name}/beta"]
     scaled = F.broadcast_mul(h, F.reshape(inv, shape))
     return F.broadcast_add(scaled, F.reshape(shift, shape))
 

@@ -361,10 +361,16 @@ def _normalized(
     h: Any, stats: tuple[Any, Any], params: Params, spec: ModelSpec, name: str
 ) -> tf.Tensor:
     """As Keras' ``ops.batch_normalization`` writes it: ``h * inv + (beta -
-    mean * inv)`` with ``inv = gamma / sqrt(variance + epsilon)``."""
+    mean * inv)`` with ``inv = gamma / sqrt(variance + epsilon)`` (no gamma
+    or beta: ``scale`` or ``center`` off)."""
     (mean, variance), epsilon = stats, spec.layer(name).options.epsilon
-    inv = tf.math.rsqrt(variance + epsilon) * params[f"{name}/gamma"]
-    return h * inv + (params[f"{name}/beta"] - mean * inv)
+    inv = tf.math.rsqrt(variance + epsilon)
+    if f"{name}/gamma" in params:
+        inv = inv * params[f"{name}/gamma"]
+    shift = -mean * inv
+    if f"{name}/beta" in params:
+        shift = shift + params[f"{name}/beta"]
+    return h * inv + shift
 
 
 def batch_norm(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:

@@ -453,11 +453,16 @@ def _normalized(
     h: Any, stats: tuple[Any, Any], params: Params, spec: ModelSpec, name: str
 ) -> torch.Tensor:
     """As Keras' ``ops.batch_normalization`` writes it: ``h * inv + (beta -
-    mean * inv)`` with ``inv = gamma / sqrt(variance + epsilon)``."""
+    mean * inv)`` with ``inv = gamma / sqrt(variance + epsilon)`` (no gamma
+    or beta: ``scale`` or ``center`` off)."""
     _, shape = _channels(h)
     (mean, variance), epsilon = stats, spec.layer(name).options.epsilon
-    inv = torch.rsqrt(variance + epsilon) * params[f"{name}/gamma"]
-    shift = params[f"{name}/beta"] - mean * inv
+    inv = torch.rsqrt(variance + epsilon)
+    if f"{name}/gamma" in params:
+        inv = inv * params[f"{name}/gamma"]
+    shift = -mean * inv
+    if f"{name}/beta" in params:
+        shift = shift + params[f"{name}/beta"]
     return h * inv.reshape(shape) + shift.reshape(shape)
 
 

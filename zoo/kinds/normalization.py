@@ -1,8 +1,9 @@
 """The learned normalizations: ``layer_norm`` (Keras' ``LayerNormalization``
 over the last axis: ``gamma`` and ``beta`` ``(F,)``) and ``batch_norm``
-(``BatchNormalization`` over the channels, the last axis: ``gamma``,
-``beta`` and the moving statistics ``moving_mean``, ``moving_variance``
-``(F,)``, state a training step sets from the batch).  They share the
+(``BatchNormalization`` over the channels, the last axis: ``gamma`` unless
+``scale=False``, ``beta`` unless ``center=False``, and the moving
+statistics ``moving_mean``, ``moving_variance`` ``(F,)``, state a training
+step sets from the batch).  They share the
 scale and shift and this module."""
 
 from __future__ import annotations
@@ -46,18 +47,24 @@ class LayerNorm:
 @dataclass(frozen=True)
 class BatchNorm:
     """Keras' ``BatchNormalization`` arguments: the ``epsilon`` added to
-    the variance, and the ``momentum`` of the moving statistics (the share
-    of the old value kept at each training step)."""
+    the variance, the ``momentum`` of the moving statistics (the share of
+    the old value kept at each training step), and whether it has a
+    ``beta`` added (``center``) and a ``gamma`` multiplied (``scale``;
+    a convolution's before a ReLU often has none, Keras' ResNet blocks)."""
 
     epsilon: float = LAYER_NORM_EPSILON
     momentum: float = BATCH_NORM_MOMENTUM
+    center: bool = True
+    scale: bool = True
 
 
-def _scale(layer: Layer, features: int) -> list[Param]:
+def _scale(
+    layer: Layer, features: int, gamma: bool = True, beta: bool = True
+) -> list[Param]:
     n = layer.name
     return [
-        Param(f"{n}/gamma", (features,), "gamma", n, "gamma"),
-        Param(f"{n}/beta", (features,), "bias", n, "beta"),
+        *([Param(f"{n}/gamma", (features,), "gamma", n, "gamma")] if gamma else []),
+        *([Param(f"{n}/beta", (features,), "bias", n, "beta")] if beta else []),
     ]
 
 
@@ -66,9 +73,9 @@ def layer_norm_params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
 
 
 def batch_norm_params(layer: Layer, shapes: tuple[Shape, ...]) -> list[Param]:
-    n, features = layer.name, shapes[0][-1]
+    n, features, o = layer.name, shapes[0][-1], layer.options
     return [
-        *_scale(layer, features),
+        *_scale(layer, features, gamma=o.scale, beta=o.center),
         Param(f"{n}/moving_mean", (features,), "moving_mean", n, "moving_mean"),
         Param(
             f"{n}/moving_variance",
@@ -94,19 +101,23 @@ def layer_norm_keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any
 
 
 def batch_norm_keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
+    o: BatchNorm = layer.options
     return keras.layers.BatchNormalization(
-        momentum=layer.options.momentum, epsilon=layer.options.epsilon, name=layer.name
+        momentum=o.momentum,
+        epsilon=o.epsilon,
+        center=o.center,
+        scale=o.scale,
+        name=layer.name,
     )
 
 
-_SCALED = (
-    ("center", True),
-    ("scale", True),
+_REGULARIZED = (
     ("beta_regularizer", None),
     ("gamma_regularizer", None),
     ("beta_constraint", None),
     ("gamma_constraint", None),
 )
+_SCALED = (("center", True), ("scale", True), *_REGULARIZED)
 
 
 def layer_norm_read(
@@ -127,14 +138,19 @@ def batch_norm_read(
 ) -> dict[str, Any]:
     # A frozen one (trainable=False) Keras 3 runs in inference mode in
     # training too (the moving statistics, none updated): ``native.compose``.
-    kw.must(cls, name, config, (*_SCALED, ("renorm", False), ("synchronized", False)))
+    plain = (*_REGULARIZED, ("renorm", False), ("synchronized", False))
+    kw.must(cls, name, config, plain)
     _check_batch_norm_axis(name, config, built)
-    return {
+    entry = {
         "kind": "batch_norm",
         "name": name,
         "epsilon": config.get("epsilon", 1e-3),
         "momentum": config.get("momentum", 0.99),
     }
+    for option in ("center", "scale"):  # written only when off, as tables do
+        if config.get(option, True) is False:
+            entry[option] = False
+    return entry
 
 
 def _check_batch_norm_axis(name: str, config: Mapping[str, Any], built: Any) -> None:
@@ -155,10 +171,16 @@ def _check_batch_norm_axis(name: str, config: Mapping[str, Any], built: Any) -> 
 
 
 def batch_norm_draw(pick: Pick, shape: Shape) -> dict[str, Any]:
-    return {
+    """Keras' or PyTorch's epsilon, two momenta, and in one draw of four
+    each, no gamma or no beta."""
+    entry = {
         "epsilon": pick.one_of([0.001, 1e-5]),
         "momentum": pick.one_of([0.99, 0.5]),
     }
+    for option in ("scale", "center"):
+        if pick.integer(0, 3) == 0:
+            entry[option] = False
+    return entry
 
 
 # PyTorch's nn.LayerNorm default, where Keras' LayerNormalization has 1e-3.
