@@ -19,7 +19,7 @@ from tests.tiers import SIZES
 from zoo import keras_import, user_models
 from zoo.kinds import BY_KERAS_CLASS, KINDS, MODULE_FILES, discovered
 from zoo.kinds.base import ACTIVATIONS, SLOPED
-from zoo.specs import MODELS, VARIANTS, ModelSpec
+from zoo.specs import MODELS, VARIANTS, Layer, ModelSpec
 
 FRAMEWORKS = ("jax", "tensorflow", "torch", "mxnet")
 FACETS = ("shape", "params", "flops", "keras", "read")
@@ -494,3 +494,16 @@ def test_a_module_that_makes_no_kind_is_named(
         ("flatten", "toykinds/good.py")
     ]
     assert MODULE_FILES["flatten"] == "zoo/kinds/flatten.py"  # the registry's own
+
+
+def test_an_elementwise_merge_broadcasts_a_side_of_one_as_keras_does() -> None:
+    """A squeeze-and-excite block's ``(1, 1, C)`` weights times ``(H, W, C)``
+    images is ``(H, W, C)``; sides that differ without a 1, or two ranks,
+    are refused in one sentence."""
+    layer = Layer.of("excite", "multiply", inputs=("conv", "weights"))
+    shape = KINDS["multiply"].shape
+    assert shape(layer, ((4, 4, 8), (1, 1, 8))) == (4, 4, 8)
+    assert shape(layer, ((1, 4, 8), (4, 1, 8))) == (4, 4, 8)
+    for wrong in (((4, 4, 8), (2, 1, 8)), ((4, 4, 8), (1, 8))):
+        with pytest.raises(ValueError, match="or a side of 1 where another's is"):
+            shape(layer, wrong)

@@ -35,7 +35,7 @@ from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
 from zoo.kinds.base import SELU_ALPHA, SELU_SCALE
 from zoo.kinds.gaussian import dropout_deviation
 from zoo.kinds.repeat_vector import INTERLEAVED
-from zoo.specs import ModelSpec, input_of, padding_of
+from zoo.specs import ModelSpec, input_of, layer_inputs, padding_of
 
 
 def namespace(h: Any) -> Any:
@@ -652,34 +652,57 @@ def attention(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     )
 
 
+def _broadcasts(spec: ModelSpec, name: str) -> bool:
+    """Whether merge ``name`` takes outputs of more than one shape (one with
+    a side of 1 broadcast: ``zoo.kinds.merge.broadcast``), which a symbol's
+    plain ``+``, ``*``, ``add_n``, ``maximum`` and ``minimum`` refuse; the
+    shapes from the spec, as a symbol has none."""
+    index = [layer.name for layer in spec.layers].index(name)
+    return len(set(layer_inputs(spec)[index][0])) > 1
+
+
+def _elementwise(
+    h: tuple[Any, ...], spec: ModelSpec, name: str, same: Any, broadcast: str
+) -> Any:
+    """``h`` combined in order by ``same`` (one shape), or by MXNet's
+    ``broadcast`` operator where the shapes differ."""
+    if _broadcasts(spec, name):
+        same = getattr(namespace(h[0]), broadcast)
+    return functools.reduce(same, h)
+
+
 def add(h: tuple[Any, ...], params: Any, spec: ModelSpec, name: str) -> Any:
     """The sum of the outputs the layer takes (a residual connection)."""
+    if _broadcasts(spec, name):
+        return _elementwise(h, spec, name, operator.add, "broadcast_add")
     return namespace(h[0]).add_n(*h)
 
 
 def subtract(h: tuple[Any, ...], params: Any, spec: ModelSpec, name: str) -> Any:
     """The first output the layer takes minus the second."""
-    return h[0] - h[1]
+    return _elementwise(h, spec, name, operator.sub, "broadcast_sub")
 
 
 def multiply(h: tuple[Any, ...], params: Any, spec: ModelSpec, name: str) -> Any:
     """The elementwise product of the outputs the layer takes, in order."""
-    return functools.reduce(operator.mul, h)
+    return _elementwise(h, spec, name, operator.mul, "broadcast_mul")
 
 
 def average(h: tuple[Any, ...], params: Any, spec: ModelSpec, name: str) -> Any:
     """Their sum, added in order as Keras adds them, over their count."""
-    return functools.reduce(operator.add, h) / len(h)
+    return _elementwise(h, spec, name, operator.add, "broadcast_add") / len(h)
 
 
 def maximum(h: tuple[Any, ...], params: Any, spec: ModelSpec, name: str) -> Any:
     """The elementwise largest of the outputs the layer takes."""
-    return functools.reduce(namespace(h[0]).maximum, h)
+    same = namespace(h[0]).maximum
+    return _elementwise(h, spec, name, same, "broadcast_maximum")
 
 
 def minimum(h: tuple[Any, ...], params: Any, spec: ModelSpec, name: str) -> Any:
     """The elementwise smallest of the outputs the layer takes."""
-    return functools.reduce(namespace(h[0]).minimum, h)
+    same = namespace(h[0]).minimum
+    return _elementwise(h, spec, name, same, "broadcast_minimum")
 
 
 def concatenate(h: tuple[Any, ...], params: Any, spec: ModelSpec, name: str) -> Any:

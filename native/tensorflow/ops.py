@@ -460,8 +460,14 @@ def attention(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Te
 
 
 def add(h: tuple[tf.Tensor, ...], params: Params, spec: ModelSpec, name: str) -> Any:
-    """The sum of the outputs the layer takes (a residual connection)."""
-    return tf.add_n(list(h))
+    """The sum of the outputs the layer takes (a residual connection); added
+    in order where one broadcasts (``tf.add_n`` takes one shape)."""
+    if len({tuple(t.shape) for t in h}) == 1:
+        return tf.add_n(list(h))
+    out = h[0]
+    for other in h[1:]:
+        out = out + other
+    return out
 
 
 def subtract(

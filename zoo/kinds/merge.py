@@ -1,5 +1,8 @@
 """The merges, which take two or more earlier outputs of one shape (or, for
-``concatenate``, of one shape but the last axis): ``add`` (their sum, a
+``concatenate``, of one shape but the last axis; the others broadcast, as
+Keras' merge layers do, an axis of size 1 against any size: a
+squeeze-and-excite block's ``(1, 1, C)`` weights times its ``(H, W, C)``
+images): ``add`` (their sum, a
 residual connection; Keras' ``Add``, and ``x + y`` written in a functional
 model, which Keras saves as ``keras.ops.add``), ``subtract`` (the first
 minus the second: exactly two), ``multiply``, ``average``, ``maximum``,
@@ -42,6 +45,23 @@ JOIN_REVERSED = Mistake(
 ORDERED = ("concatenate", "subtract")
 
 
+def broadcast(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
+    """The shape of an elementwise merge of ``shapes``: of one rank, each
+    axis of one size or of size 1 in some (broadcast against the others),
+    as Keras' merge layers take them; else a ValueError in one sentence."""
+    ranks = {len(given) for given in shapes}
+    sides = [
+        {side for side in axis if side != 1} for axis in zip(*shapes, strict=False)
+    ]
+    if len(ranks) > 1 or any(len(axis) > 1 for axis in sides):
+        raise ValueError(
+            f"{layer.kind} layer {layer.name!r} gets shapes {list(shapes)}; the "
+            "outputs it merges must have one shape, or a side of 1 where "
+            "another's is larger"
+        )
+    return tuple(max(axis) for axis in zip(*shapes, strict=True))
+
+
 def _kind(kind: str) -> Kind:
     cls = CLASSES[kind][0]
 
@@ -55,12 +75,7 @@ def _kind(kind: str) -> Kind:
                     "others"
                 )
             return (*shapes[0][:-1], sum(given[-1] for given in shapes))
-        if len(set(shapes)) > 1:
-            raise ValueError(
-                f"{kind} layer {layer.name!r} gets shapes {list(shapes)}; the "
-                "outputs it merges must have one shape"
-            )
-        return shapes[0]
+        return broadcast(layer, shapes)
 
     def flops(layer: Layer, shapes: tuple[Shape, ...], out: Shape) -> tuple[int, int]:
         if kind == "concatenate":
