@@ -1386,6 +1386,152 @@ def wide_deep_auxiliary() -> keras.Model:
     return model
 
 
+@example(
+    "Keras Applications' EfficientNet (its MBConv block), compiled as keras.io's "
+    '"Image classification via fine-tuning with EfficientNet" compiles it',
+    "https://github.com/keras-team/keras/blob/master/keras/src/applications/efficientnet.py",
+)
+def efficientnet_mbconv() -> keras.Model:
+    """Issue 79: EfficientNet's stem and two MBConv blocks (``block`` of
+    efficientnet.py: a 1x1 expansion, a depthwise convolution, the
+    squeeze-and-excite phase whose ``(1, 1, C)`` weights multiply the
+    ``(H, W, C)`` images, a 1x1 projection, and on the repeated block the
+    drop connect, ``Dropout(noise_shape=(None, 1, 1, 1))``, before the
+    residual add), its head (a 1x1 convolution, pooling, dropout, softmax),
+    every normalization without a bias before it (``use_bias=False``) and
+    swish activations.  Images 224x224 shrunk to 16x16, the stem's 32
+    filters to 8, the blocks' to 8 (expand ratio 2, se_ratio 0.25), the
+    head's 1,280 to 16, 10 classes; the stem's ``ZeroPadding2D`` with
+    ``correct_pad``'s (0, 1) sides, its ``Rescaling`` and ``Normalization``
+    left out (the image is taken as the model's input).  Compiled as the
+    keras.io example: ``Adam(learning_rate=1e-2)``,
+    ``categorical_crossentropy``."""
+    import keras
+    from keras import layers
+
+    def block(x: Any, name: str, filters: int, drop: float) -> Any:
+        inputs = x
+        x = layers.Conv2D(
+            filters * 2, 1, padding="same", use_bias=False, name=name + "expand_conv"
+        )(x)
+        x = layers.BatchNormalization(name=name + "expand_bn")(x)
+        x = layers.Activation("swish", name=name + "expand_activation")(x)
+        x = layers.DepthwiseConv2D(
+            3, padding="same", use_bias=False, name=name + "dwconv"
+        )(x)
+        x = layers.BatchNormalization(name=name + "bn")(x)
+        x = layers.Activation("swish", name=name + "activation")(x)
+        se = layers.GlobalAveragePooling2D(name=name + "se_squeeze")(x)
+        se = layers.Reshape((1, 1, filters * 2), name=name + "se_reshape")(se)
+        se = layers.Conv2D(
+            max(1, filters // 4),
+            1,
+            padding="same",
+            activation="swish",
+            name=name + "se_reduce",
+        )(se)
+        se = layers.Conv2D(
+            filters * 2,
+            1,
+            padding="same",
+            activation="sigmoid",
+            name=name + "se_expand",
+        )(se)
+        x = layers.multiply([x, se], name=name + "se_excite")
+        x = layers.Conv2D(
+            filters, 1, padding="same", use_bias=False, name=name + "project_conv"
+        )(x)
+        x = layers.BatchNormalization(name=name + "project_bn")(x)
+        if inputs.shape[-1] == filters:
+            if drop > 0:
+                x = layers.Dropout(
+                    drop, noise_shape=(None, 1, 1, 1), name=name + "drop"
+                )(x)
+            x = layers.add([x, inputs], name=name + "add")
+        return x
+
+    inputs = keras.Input(shape=(16, 16, 3))
+    x = layers.ZeroPadding2D(padding=((0, 1), (0, 1)), name="stem_conv_pad")(inputs)
+    x = layers.Conv2D(
+        8, 3, strides=2, padding="valid", use_bias=False, name="stem_conv"
+    )(x)
+    x = layers.BatchNormalization(name="stem_bn")(x)
+    x = layers.Activation("swish", name="stem_activation")(x)
+    x = block(x, "block1a_", 8, 0.0)
+    x = block(x, "block1b_", 8, 0.2)
+    x = layers.Conv2D(16, 1, padding="same", use_bias=False, name="top_conv")(x)
+    x = layers.BatchNormalization(name="top_bn")(x)
+    x = layers.Activation("swish", name="top_activation")(x)
+    x = layers.GlobalAveragePooling2D(name="avg_pool")(x)
+    x = layers.Dropout(0.2, name="top_dropout")(x)
+    outputs = layers.Dense(10, activation="softmax", name="predictions")(x)
+    model = keras.Model(inputs, outputs, name="EfficientNet")
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate=1e-2),
+        loss="categorical_crossentropy",
+        metrics=["accuracy"],
+    )
+    return model
+
+
+@example(
+    "keras-tcn's TCN (its residual blocks: causal dilated convolutions and "
+    "spatial dropout) as its compiled_tcn classifier builds it",
+    "https://github.com/philipperemy/keras-tcn/blob/master/tcn/tcn.py",
+)
+def tcn_classifier() -> keras.Model:
+    """Issue 79: the TCN layer written out in Keras' own layers, as its
+    ``ResidualBlock`` builds them: per block two ``Conv1D(padding="causal",
+    dilation_rate=d)``, each followed by ``Activation("relu")`` and
+    ``SpatialDropout1D``, then ``Activation("relu")``; a 1x1 ``Conv1D``
+    matching the channels where they differ; ``Activation("relu")`` of the
+    sum; the blocks' outputs summed as skip connections; its last step
+    taken (``tt[:, -1, :]``, a ``Lambda`` in the library, here
+    ``Cropping1D`` of every step but the last and ``Flatten``: the same
+    values); ``Dense`` and ``Activation("softmax")``.  Dilations (1, 2, 4),
+    kernel 2, 16 filters shrunk to 8, 20 steps of 3 features, 4 classes,
+    dropout 0.05 as ``compiled_tcn``'s default; compiled as it compiles a
+    classifier, ``Adam(lr=0.002, clipnorm=1.0)`` (``learning_rate`` in
+    Keras 3) and ``sparse_categorical_crossentropy``."""
+    import keras
+    from keras import layers
+
+    steps, features, filters = 20, 3, 8
+    inputs = keras.Input(shape=(steps, features))
+    x, skips = inputs, []
+    for i, d in enumerate((1, 2, 4)):
+        name = f"residual_block_{i}_"
+        x1 = x
+        for k in range(2):
+            x1 = layers.Conv1D(
+                filters, 2, dilation_rate=d, padding="causal", name=f"{name}conv1D_{k}"
+            )(x1)
+            x1 = layers.Activation("relu", name=f"{name}Act_Conv1D_{k}")(x1)
+            x1 = layers.SpatialDropout1D(0.05, name=f"{name}SDropout_{k}")(x1)
+        x1 = layers.Activation("relu", name=f"{name}Act_Conv_Blocks")(x1)
+        x2 = x
+        if x.shape[-1] != filters:
+            x2 = layers.Conv1D(
+                filters, 1, padding="same", name=f"{name}matching_conv1D"
+            )(x)
+        x = layers.Activation("relu", name=f"{name}Act_Res_Block")(
+            layers.add([x2, x1], name=f"{name}Add_Res")
+        )
+        skips.append(x1)
+    x = layers.add(skips, name="Add_Skip_Connections")
+    x = layers.Cropping1D((steps - 1, 0), name="Slice_Output")(x)
+    x = layers.Flatten()(x)
+    x = layers.Dense(4)(x)
+    outputs = layers.Activation("softmax")(x)
+    model = keras.Model(inputs, outputs)
+    model.compile(
+        keras.optimizers.Adam(learning_rate=0.002, clipnorm=1.0),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+    )
+    return model
+
+
 def main(argv: list[str]) -> int:
     """``OUTDIR [NAME ...]``: write each named model (all by default) to
     ``OUTDIR/<name>.keras``, one line per file."""
