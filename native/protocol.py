@@ -60,11 +60,28 @@ class Block(Protocol):
         """The layer's output."""
 
 
+class NoiseBlock(Protocol):
+    """The block of a kind that draws noise in a training step
+    (``zoo.kinds.base.Noise``: a dropout, Gaussian noise), named as the kind,
+    ``block(h, spec, name, rng, index)``: called in a training step only, at
+    a nonzero amount (inference is the identity, and so is an amount of 0),
+    it returns ``h`` with the layer's noise drawn (a dropout's mask, one draw
+    shared along its ``shared_axes``; normal noise added or multiplied);
+    ``rng`` is the step's randomness where the framework's is explicit
+    (JAX's key, TensorFlow's stateless seed), ``index`` the layer's, folded
+    in.  Derived from the registry like ``Block`` (``blocks``)."""
+
+    def __call__(
+        self, h: Tensor, spec: ModelSpec, name: str, rng: Any, index: int
+    ) -> Tensor:
+        """The layer's output with its noise drawn."""
+
+
 class Ops(Protocol):
-    """What a framework's ``ops.py`` offers besides a ``Block`` per kind:
-    the members whose signature is not a block's (a kind's training pass,
-    the dropout mask, a perturbed reference run's draws) and one function
-    per activation.  A kind's name here gives its block this signature in
+    """What a framework's ``ops.py`` offers besides a ``Block`` (or a
+    ``NoiseBlock``) per kind: the members whose signature is not a block's
+    (a kind's training pass, a perturbed reference run's draws) and one
+    function per activation.  A kind's name here gives its block this signature in
     place of ``Block``'s."""
 
     def batch_norm_train(
@@ -74,29 +91,6 @@ class Ops(Protocol):
         every axis but the channels; returns the output and those two
         statistics (no gradient through them), which ``native.compose`` turns
         into the new moving ones."""
-
-    def dropout(
-        self, h: Tensor, spec: ModelSpec, name: str, rng: Any, index: int
-    ) -> Tensor:
-        """Training at the layer's rate (inference never calls it: the
-        identity), and the like for every kind that draws noise
-        (``zoo.kinds.base.Noise``: ``gaussian_noise``, ``gaussian_dropout``):
-        each element zeroed with probability ``rate``, the rest scaled by
-        ``1 / (1 - rate)``, one draw shared along its ``shared_axes``;
-        ``rng`` the step's randomness where the framework's is explicit
-        (JAX's key, TensorFlow's stateless seed), ``index`` the layer's,
-        folded in."""
-
-    def gaussian_noise(
-        self, h: Tensor, spec: ModelSpec, name: str, rng: Any, index: int
-    ) -> Tensor:
-        """Training: ``h`` plus normal noise of deviation ``stddev``."""
-
-    def gaussian_dropout(
-        self, h: Tensor, spec: ModelSpec, name: str, rng: Any, index: int
-    ) -> Tensor:
-        """Training: ``h`` times normal noise of mean 1 and deviation
-        ``sqrt(rate / (1 - rate))``."""
 
     def outputs(self, h: Tensor, rank: int) -> Tensor:
         """A model's output ``h``, of ``rank`` axes per example (its
@@ -153,11 +147,16 @@ class Ops(Protocol):
 def blocks() -> dict[str, Callable[..., Tensor]]:
     """Every member a framework's ``ops.py`` must offer, by name, with the
     function whose parameters it must have: a ``Block`` per registered kind
-    (or the ``Ops`` member of the kind's name), and every member of ``Ops``."""
+    (a ``NoiseBlock`` for a kind that draws noise, or the ``Ops`` member of
+    the kind's name), and every member of ``Ops``."""
     from zoo.kinds import KINDS
 
     members = {m: getattr(Ops, m) for m in vars(Ops) if not m.startswith("_")}
-    return {**dict.fromkeys(KINDS, Block.__call__), **members}
+    per_kind = {
+        name: NoiseBlock.__call__ if kind.noise else Block.__call__
+        for name, kind in KINDS.items()
+    }
+    return {**per_kind, **members}
 
 
 class Framework(Protocol):

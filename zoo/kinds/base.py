@@ -430,7 +430,8 @@ class Kind:
     - ``trains_differently``: computes otherwise in a training step
       (``native.compose``); ``noise``: what it draws there, for a kind
       that draws noise (``Noise``: a dropout and its kin), whose training
-      block is ``ops.<name>(h, spec, name, rng, index)``.
+      block is ``ops.<name>(h, spec, name, rng, index)``
+      (``native.protocol.NoiseBlock``).
     - ``shift``: the role of a parameter added to each output channel last
       (a bias, a batch normalization's beta), whose gradient is zero when
       only batch normalizations take the output (``ModelSpec.noise_trained``).
