@@ -1839,3 +1839,60 @@ def test_dilated_and_causal_convolutions_are_read_as_keras_writes_them() -> None
     )
     with pytest.raises(ValueError, match=r"has dilation_rate=\[2, 2\], which the tool"):
         keras_import.document_from_config(transposed)
+
+
+# Saves keras.io-style functional graphs with Keras operations between layers
+# (``x * 0.5``, ``2.0 - x``, ``keras.ops.concatenate``, ``mean``,
+# ``expand_dims``), one as read and two with an operation the tool refuses.
+SAVE_OPERATIONS = """
+import sys
+import keras
+ops, layers = keras.ops, keras.layers
+for tag, divide, keepdims in (("read", 0, 0), ("divide", 1, 0), ("keepdims", 0, 1)):
+    i = keras.Input((6, 4))
+    a = layers.Dense(4, activation="tanh", name="a")(i)
+    b = a / 2.0 if divide else a * 0.5
+    c = 2.0 - b
+    d = ops.concatenate([a, c], axis=-1)
+    e = ops.mean(d, axis=1, keepdims=bool(keepdims))
+    f = layers.Flatten(name="flat")(ops.expand_dims(e, 1))
+    model = keras.Model(i, layers.Dense(3, name="out")(f))
+    model.save(f"{sys.argv[1]}/{tag}.keras")
+"""
+
+
+@pytest.mark.skipif(
+    any(importlib.util.find_spec(m) is None for m in ("keras", "torch")),
+    reason="Keras on PyTorch is not installed",
+)
+def test_keras_operations_in_a_functional_graph_are_read_as_the_layers_they_are(
+    tmp_path: Path,
+) -> None:
+    """Keras 3 saves them as operations of ``keras.src.ops.numpy`` in the
+    functional graph; each is read as the layer computing the same values
+    exactly, and an operation the tool does not read so (a division, a mean
+    keeping its axis) is refused in one sentence naming it."""
+    keras_on_torch(["-c", SAVE_OPERATIONS, str(tmp_path)], tmp_path)
+    config = keras_import.read_config(tmp_path / "read.keras")
+    document = keras_import.document_from_config(config)
+    read = [
+        (e["kind"], {k: v for k, v in e.items() if k not in ("kind", "name")})
+        for e in document["layers"]
+    ]
+    assert read[1:6] == [
+        ("rescaling", {"scale": 0.5, "offset": 0.0}),
+        ("rescaling", {"scale": -1.0, "offset": 2.0}),
+        ("concatenate", {"inputs": ["a", "subtract"]}),
+        ("global_avg_pool", {}),
+        ("reshape", {"target_shape": [1, 8]}),
+    ]
+    spec = user_models.spec_from_document("m", document)
+    assert layer_shapes(spec)[5][1] == (1, 8)
+    for tag, said in (
+        ("divide", r"layer 'true_divide' is Keras' operation TrueDivide on a"),
+        ("keepdims", r"layer 'mean_2' is Keras' operation Mean on a tensor"),
+    ):
+        refused = keras_import.read_config(tmp_path / f"{tag}.keras")
+        with pytest.raises(ValueError, match=said) as caught:
+            keras_import.document_from_config(refused)
+        assert "\n" not in str(caught.value)

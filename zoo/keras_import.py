@@ -566,14 +566,10 @@ def _entry(layer: Mapping[str, Any]) -> dict[str, Any]:
     module = layer.get("module")
     if cls == "Model":
         raise ValueError(f"layer {name!r} is a subclassed model: {_CUSTOM}")
-    if module == OPERATIONS_MODULE and cls in _OPERATIONS:
-        return {"kind": _OPERATIONS[cls], "name": name}
     if isinstance(module, str) and module.startswith("keras.src.ops"):
-        raise ValueError(
-            f"layer {name!r} is Keras' operation {cls} on a tensor; the tool reads "
-            "x + y, x - y, x * y, maximum and minimum between two tensors; use "
-            "Keras' layer for anything else (keras.layers.Reshape, say)"
-        )
+        entry = _operation(layer, str(cls), name, config)
+        check_entry(entry)
+        return entry
     kind = BY_KERAS_CLASS.get(str(cls))
     renamed = layer.get("registered_name") not in (None, cls)
     if module not in ("keras.layers", None) or (
@@ -594,6 +590,97 @@ def _entry(layer: Mapping[str, Any]) -> dict[str, Any]:
         entry["trainable"] = False
     check_entry(entry)  # its options' values too, each layer's named at once
     return entry
+
+
+def _operation(
+    layer: Mapping[str, Any], cls: str, name: str, config: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A Keras operation in a functional graph (``x * 0.5``,
+    ``keras.ops.concatenate``: ``keras.src.ops.numpy``) as the layer that
+    computes the same values, each exactly: between two tensors ``+ - *``,
+    ``maximum`` and ``minimum`` are their merges; a tensor and a number
+    ``+ - *`` a ``rescaling`` (``h * scale + offset``: ``x * c`` is ``h * c
+    + 0``, ``c - x`` is ``h * -1 + c``); ``concatenate`` along the last axis
+    a ``concatenate``; ``mean`` over every axis but the batch's and the
+    last, a ``global_avg_pool``; ``expand_dims`` a ``reshape``.  Anything
+    else is refused in one sentence."""
+    nodes = layer.get("inbound_nodes")
+    node = nodes[0] if isinstance(nodes, list) and nodes else {}
+    args = node.get("args", []) if isinstance(node, dict) else []
+    args = args if isinstance(args, list) else []
+    tensors = _sources(args)
+    numbers = [
+        a for a in args if isinstance(a, int | float) and not isinstance(a, bool)
+    ]
+    shape = _tensor_shape(args)
+    if layer.get("module") == OPERATIONS_MODULE:
+        if cls in _OPERATIONS and len(tensors) >= 2 and not numbers:
+            return {"kind": _OPERATIONS[cls], "name": name}
+        if (
+            cls in _SCALAR
+            and len(tensors) == 1
+            and len(numbers) == 1
+            and len(args) == 2
+        ):
+            tensor_first = not isinstance(args[0], int | float)
+            scale, offset = _SCALAR[cls](float(numbers[0]), tensor_first)
+            return {"kind": "rescaling", "name": name, "scale": scale, "offset": offset}
+        rank = len(shape) if shape is not None else None
+        if cls == "Concatenate" and config.get("axis", -1) in (-1, (rank or 0) - 1):
+            return {"kind": "concatenate", "name": name}
+        if cls == "Mean" and rank in (3, 4) and not config.get("keepdims", False):
+            axis = config.get("axis")
+            axes = {axis} if isinstance(axis, int) else set(axis or ())
+            if axes == set(range(1, rank - 1)):
+                return {"kind": "global_avg_pool", "name": name}
+        if (
+            cls == "ExpandDims"
+            and shape is not None
+            and isinstance(config.get("axis"), int)
+        ):
+            axis = (
+                config["axis"]
+                if config["axis"] >= 0
+                else len(shape) + 1 + config["axis"]
+            )
+            if 1 <= axis <= len(shape):
+                sides = list(shape[1:])
+                return {
+                    "kind": "reshape",
+                    "name": name,
+                    "target_shape": [*sides[: axis - 1], 1, *sides[axis - 1 :]],
+                }
+    raise ValueError(
+        f"layer {name!r} is Keras' operation {cls} on a tensor, which the tool "
+        "does not read so; it reads x + y, x - y, x * y, maximum and minimum "
+        "between two tensors, a tensor and a number added, subtracted or "
+        "multiplied, concatenate along the last axis, mean over every axis but "
+        "the batch's and the last, and expand_dims; use Keras' layer for "
+        "anything else (keras.layers.Reshape, say)"
+    )
+
+
+# A tensor and a number: ``op -> (c, tensor first) -> (scale, offset)`` of the
+# ``rescaling`` that gives the same values exactly.
+_SCALAR = {
+    "Multiply": lambda c, first: (c, 0.0),
+    "Add": lambda c, first: (1.0, c),
+    "Subtract": lambda c, first: (1.0, -c) if first else (-1.0, c),
+}
+
+
+def _tensor_shape(args: list[Any]) -> list[Any] | None:
+    """The shape (with the batch) Keras saved with an operation's first
+    tensor argument, if it did."""
+    for arg in args:
+        if isinstance(arg, list):
+            found = _tensor_shape(arg)
+            if found is not None:
+                return found
+        if isinstance(arg, dict) and arg.get("class_name") == "__keras_tensor__":
+            shape = arg.get("config", {}).get("shape")
+            return list(shape) if isinstance(shape, list) else None
+    return None
 
 
 def _policy(dtype: Any) -> Any:
@@ -1042,15 +1129,6 @@ def _inputs(
             f"from different layers ({', '.join(sources)}); the tool computes "
             "self-attention, one sequence as all three"
         )
-    if layer.get("module") == OPERATIONS_MODULE:
-        nodes = layer.get("inbound_nodes") or [{}]
-        args = nodes[0].get("args", []) if isinstance(nodes[0], dict) else []
-        if len(sources) != 2 or len(args) != 2:
-            raise ValueError(
-                f"operation {name!r} ({layer.get('class_name')}) is not between two "
-                "of the model's tensors (a constant operand is not read); use a "
-                "Rescaling layer for a constant factor or offset"
-            )
     taken = sources if takes != 1 else sorted(set(sources))
     fits = (
         len(taken) == takes
