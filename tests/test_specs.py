@@ -428,6 +428,44 @@ def test_a_shift_normalized_away_through_a_residual_add_is_noise_trained() -> No
 
 
 @pytest.mark.parametrize(
+    ("between", "noise"),
+    [
+        # EfficientNet's projection: a 1x1 convolution without a bias
+        ({"kind": "conv2d", "filters": 4, "kernel_size": 1, "use_bias": False}, True),
+        ({"kind": "conv2d", "filters": 4, "kernel_size": 3}, True),  # valid
+        ({"kind": "dropout", "rate": 0.5}, True),  # rate 0 in trajectories
+        # a padded border breaks the constant; an activation bends it
+        ({"kind": "conv2d", "filters": 4, "kernel_size": 3, "padding": "same"}, False),
+        (
+            {"kind": "conv2d", "filters": 4, "kernel_size": 1, "activation": "relu"},
+            False,
+        ),
+    ],
+)
+def test_a_shift_carried_to_a_batch_norm_is_noise_trained(
+    between: dict[str, object], noise: bool
+) -> None:
+    """A beta that reaches a batch normalization only through layers that
+    carry a per-channel constant on (``Kind.carries_shift``) has a training
+    gradient of zero; through a padded convolution or an activation it has
+    not, and stays compared."""
+    kind, options = (
+        str(between["kind"]),
+        {k: v for k, v in between.items() if k != "kind"},
+    )
+    layers = (
+        Layer.of("c1", "conv2d", filters=4, kernel_size=1, use_bias=False),
+        Layer.of("bn1", "batch_norm"),
+        Layer.of("mid", kind, **options),
+        Layer.of("bn2", "batch_norm"),
+        Layer.of("pool", "global_avg_pool"),
+        Layer.of("out", "dense", units=3),
+    )
+    spec = ModelSpec("s", (6, 6, 2), 3, layers, Workload("user", "adam", 0.001, 4))
+    assert ("bn1/beta" in spec.noise_trained()) is noise
+
+
+@pytest.mark.parametrize(
     ("layers", "shape", "said"),
     [
         ([{"kind": "dense", "units": 10**9}], [784], "parameters"),

@@ -46,7 +46,7 @@ import contextlib
 import re
 import tempfile
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -662,7 +662,7 @@ def _operation(
 
 # A tensor and a number: ``op -> (c, tensor first) -> (scale, offset)`` of the
 # ``rescaling`` that gives the same values exactly.
-_SCALAR = {
+_SCALAR: dict[str, Callable[[float, bool], tuple[float, float]]] = {
     "Multiply": lambda c, first: (c, 0.0),
     "Add": lambda c, first: (1.0, c),
     "Subtract": lambda c, first: (1.0, -c) if first else (-1.0, c),

@@ -377,16 +377,21 @@ class ModelSpec:
         where the query's is 1.5e-4), and a per-channel shift (``Kind.shift``:
         the bias of a dense or convolution layer without an activation, a
         batch normalization's beta) whose output only batch normalizations take,
-        directly or through residual adds (an add passes a constant shift on;
-        the batch mean removes it). Their steps are rounding noise in every
-        run, float64's too, and Adam makes each a full step of either sign, so
-        their values after training steps are not compared (their gradient in
-        inference, where the moving mean leaves it, still is), nor the moving
-        means of the normalizations they reach, which keep that noise (moving
-        variances do not). Measured (issue 60): a batch normalization added
-        into a residual sum that the next one normalizes, its beta 5.4e-4 off
-        after one Adam step on TensorFlow and 3e-5 on PyTorch and JAX, by
-        luck, from the same zero; then the next one's moving mean."""
+        directly or through layers that carry a per-channel constant on
+        (``Kind.carries_shift``: residual adds, dense layers, convolutions that
+        pad nothing, dropout; the batch mean removes it). Their steps are
+        rounding noise in every run, float64's too, and Adam makes each a full
+        step of either sign, so their values after training steps are not
+        compared (their gradient in inference, where the moving mean leaves
+        it, still is), nor the moving means of the normalizations they reach,
+        which keep that noise (moving variances do not). Measured (issue 60):
+        a batch normalization added into a residual sum that the next one
+        normalizes, its beta 5.4e-4 off after one Adam step on TensorFlow and
+        3e-5 on PyTorch and JAX, by luck, from the same zero; then the next
+        one's moving mean.  Issue 79: Keras Applications' EfficientNet blocks,
+        each projection's beta reaching batch normalizations only through a
+        residual add and 1x1 convolutions, every path's value 1.0 off after
+        one step."""
         takers: dict[str, list[Layer]] = {}
         for layer in self.layers:
             for source in self.sources(layer.name):
@@ -394,14 +399,15 @@ class ModelSpec:
 
         def normalizers(name: str) -> set[str] | None:
             """The batch normalizations ``name``'s output reaches through
-            adds, if it reaches nothing else."""
+            layers that carry a shift, if it reaches nothing else."""
             reached: set[str] = set()
             for taker in takers.get(name, []):
                 if taker.kind == "batch_norm":
                     reached.add(taker.name)
                     continue
                 further = None
-                if taker.kind == "add" and taker.activation is None:
+                carries = KIND_RECORDS[taker.kind].carries_shift(taker)
+                if carries and taker.activation is None:
                     further = normalizers(taker.name)
                 if further is None:
                     return None

@@ -434,7 +434,12 @@ class Kind:
       (``native.protocol.NoiseBlock``).
     - ``shift``: the role of a parameter added to each output channel last
       (a bias, a batch normalization's beta), whose gradient is zero when
-      only batch normalizations take the output (``ModelSpec.noise_trained``).
+      only batch normalizations take the output (``ModelSpec.noise_trained``);
+      ``carries_shift(layer)``: whether the layer, without an activation,
+      turns a per-channel constant added to its input into one added to its
+      output (an add, a dense layer, a convolution that pads nothing, a
+      dropout at rate 0 as trajectories run it), so that such a shift is
+      followed through it to the normalizations it reaches.
     - ``example``: a test-size model that uses the kind (``Example``), which
       ``zoo.specs`` makes the variant ``kind-<name>`` that both test tiers
       judge every path on against float64.  A kind that a hand-written
@@ -463,6 +468,7 @@ class Kind:
     pool: bool = False
     trains_differently: bool = False
     noise: Noise | None = None
+    carries_shift: Callable[[Layer], bool] = lambda layer: False
     paddings: tuple[str, ...] = PADDINGS
     regularized: bool = False
     shift: str | None = None

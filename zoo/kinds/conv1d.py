@@ -28,6 +28,7 @@ from zoo.kinds.conv2d import (
     dilated,
     draw_convolution,
     keras_builder,
+    pads_nothing,
     reader,
 )
 
@@ -106,6 +107,7 @@ KIND = Kind(
     keras_classes=("Conv1D",),
     read=reader("conv1d", PLAIN),
     shift="bias",
+    carries_shift=pads_nothing,
     paddings=(*PADDINGS, CAUSAL),
     example=Example(  # a TCN's block: a causal dilated convolution
         (8, 2),

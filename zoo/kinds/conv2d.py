@@ -157,6 +157,14 @@ def draw_convolution(
     return entry
 
 
+def pads_nothing(layer: Layer) -> bool:
+    """Whether a convolution's every window lies inside its input (``valid``,
+    or a 1x1 kernel): a per-channel constant input gives one output
+    (``Kind.carries_shift``), where a padded border would break it."""
+    o: Convolution = layer.options
+    return o.padding == "valid" or o.kernel_size == 1
+
+
 def hw_swapped(a: Any, p: Param) -> Any:
     return a.transpose(1, 0, 2, 3).copy()  # (kh, kw, ..) -> (kw, kh, ..)
 
@@ -212,6 +220,7 @@ KIND = Kind(
     keras_classes=("Conv2D",),
     read=reader("conv2d", PLAIN),
     shift="bias",
+    carries_shift=pads_nothing,
     draw=lambda pick, shape: draw_convolution(pick, shape, 2),
     draw_ranks=(3,),
     mistakes=MISTAKES,

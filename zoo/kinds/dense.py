@@ -97,6 +97,7 @@ KIND = Kind(
     keras_classes=("Dense",),
     read=read,
     shift="bias",
+    carries_shift=lambda layer: True,  # a constant row times the kernel
     draw=draw,
     draw_ranks=(1, 2),
 )

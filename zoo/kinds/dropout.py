@@ -141,6 +141,7 @@ KIND = Kind(
     read=read,
     trains_differently=True,
     noise=Noise(amount="rate", draws="mask"),
+    carries_shift=lambda layer: True,  # the identity in trajectories (rate 0)
     example=Example(  # Keras' SpatialDropout2D: one draw per image channel
         (6, 6, 2),
         lambda: (

@@ -114,6 +114,8 @@ def _kind(kind: str) -> Kind:
         keras_classes=(cls,),
         read=read,
         takes=2 if kind == "subtract" else 0,
+        # a sum passes each input's per-channel constant on
+        carries_shift=(lambda layer: True) if kind == "add" else (lambda layer: False),
         mistakes=(JOIN_REVERSED,) if kind in ORDERED else (),
     )
 
