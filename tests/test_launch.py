@@ -96,6 +96,20 @@ def test_unknown_path_is_refused() -> None:
         Worker("native-caffe")
 
 
+def test_an_unknown_name_lists_the_known_ones_in_one_short_sentence() -> None:
+    """The known models grow by a variant per layer kind: the sentence
+    lists names up to ``LISTED_CHARS`` and counts the rest."""
+    known = [f"kind-{i:03d}" for i in range(100)]
+    with pytest.raises(ValueError) as caught:
+        paths.parse_list("resnet", known, "model")
+    said = str(caught.value)
+    assert said.startswith("unknown model resnet; known models: kind-000, kind-001")
+    assert said.endswith(", kind-019 and 80 more")
+    assert len(said) < 300
+    with pytest.raises(ValueError, match=r"known models: a, b$"):
+        paths.parse_list("c", ["a", "b"], "model")
+
+
 def test_a_worker_exits_when_closed_or_is_killed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

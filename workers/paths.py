@@ -168,6 +168,22 @@ def levels_of(framework: str) -> list[str]:
     ]
 
 
+# The most characters of known names an unknown name's sentence lists (the
+# models grow by a variant per layer kind); the rest are counted.
+LISTED_CHARS = 200
+
+
+def _listed(known: tuple[str, ...] | list[str]) -> str:
+    """``known`` joined by commas, the names past ``LISTED_CHARS`` counted:
+    ``a, b, c and 12 more``."""
+    shown: list[str] = []
+    for name in known:
+        if shown and len(", ".join([*shown, name])) > LISTED_CHARS:
+            return f"{', '.join(shown)} and {len(known) - len(shown)} more"
+        shown.append(name)
+    return ", ".join(shown)
+
+
 def parse_list(
     text: str | None, known: tuple[str, ...] | list[str], what: str
 ) -> list[str]:
@@ -183,7 +199,7 @@ def parse_list(
     if unknown or not items:
         shown = ", ".join(unknown) or repr(text)
         shown = shown if len(shown) <= 80 else shown[:77] + "..."
-        raise ValueError(f"unknown {what} {shown}; known {what}s: {', '.join(known)}")
+        raise ValueError(f"unknown {what} {shown}; known {what}s: {_listed(known)}")
     twice = sorted({t for t in items if items.count(t) > 1})
     if twice:
         raise ValueError(
