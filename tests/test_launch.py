@@ -100,7 +100,7 @@ def test_an_unknown_name_lists_the_known_ones_in_one_short_sentence() -> None:
     """The known models grow by a variant per layer kind: the sentence
     lists names up to ``LISTED_CHARS`` and counts the rest."""
     known = [f"kind-{i:03d}" for i in range(100)]
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(ValueError, match="unknown model resnet") as caught:
         paths.parse_list("resnet", known, "model")
     said = str(caught.value)
     assert said.startswith("unknown model resnet; known models: kind-000, kind-001")
