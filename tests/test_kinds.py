@@ -291,14 +291,33 @@ def test_time_distributed_reads_a_wrapped_dense_only(
         keras_import._entry(layer)
 
 
+def _tensor_of(layer: str) -> dict[str, object]:
+    """A layer's output as Keras saves it among an operation's arguments."""
+    history = [layer, 0, 0]
+    return {"class_name": "__keras_tensor__", "config": {"keras_history": history}}
+
+
 def test_x_plus_y_in_a_functional_model_is_read_as_add() -> None:
-    # what Keras saves for ``a + b`` and ``a * b`` on two tensors
+    # what Keras saves for ``a + b`` and ``a * b`` on two tensors, and for
+    # ``a * 0.5`` on one: the merge, or the rescaling of the same values
     for cls, kind in (("Add", "add"), ("Multiply", "multiply")):
         operation = {"class_name": cls, "module": "keras.src.ops.numpy"}
-        assert keras_import._entry(operation | {"config": {"name": "o"}}) == {
-            "kind": kind,
-            "name": "o",
-        }
+        two = [{"args": [_tensor_of("a"), _tensor_of("b")], "kwargs": {}}]
+        given = operation | {"config": {"name": "o"}, "inbound_nodes": two}
+        assert keras_import._entry(given) == {"kind": kind, "name": "o"}
+    scaled = [{"args": [_tensor_of("a"), 0.5], "kwargs": {}}]
+    given = {
+        "class_name": "Multiply",
+        "module": "keras.src.ops.numpy",
+        "config": {"name": "o"},
+        "inbound_nodes": scaled,
+    }
+    assert keras_import._entry(given) == {
+        "kind": "rescaling",
+        "name": "o",
+        "scale": 0.5,
+        "offset": 0.0,
+    }
 
 
 @pytest.mark.parametrize(
