@@ -593,10 +593,14 @@ def dropout(h: Any, spec: ModelSpec, name: str, rng: Any, index: int) -> Any:
     (1 - rate)`` (``Dropout`` in mode ``always``: whether or not autograd
     records, MXNet's own random state); ``Dropout``'s ``axes`` share one
     draw along the layer's ``shared_axes`` (an image's in ``(N, C, H, W)``:
-    ``native.layout.native_axes``; the rank from the spec: a symbol has
-    none)."""
+    ``native.layout.native_axes``; the rank from the array imperatively,
+    from the spec for a symbol, which has none)."""
     o = spec.layer(name).options
-    axes = native_axes(o.shared_axes, len(input_of(spec, name)), "oihw")
+    axes: tuple[int, ...] = ()
+    if o.shared_axes:
+        plain = isinstance(h, mx.nd.NDArray)
+        rank = h.ndim - 1 if plain else len(input_of(spec, name))
+        axes = native_axes(o.shared_axes, rank, "oihw")
     return namespace(h).Dropout(h, p=o.rate, mode="always", axes=axes)
 
 
@@ -652,11 +656,14 @@ def attention(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     )
 
 
-def _broadcasts(spec: ModelSpec, name: str) -> bool:
+def _broadcasts(h: tuple[Any, ...], spec: ModelSpec, name: str) -> bool:
     """Whether merge ``name`` takes outputs of more than one shape (one with
     a side of 1 broadcast: ``zoo.kinds.merge.broadcast``), which a symbol's
-    plain ``+``, ``*``, ``add_n``, ``maximum`` and ``minimum`` refuse; the
-    shapes from the spec, as a symbol has none."""
+    plain ``+``, ``*``, ``add_n``, ``maximum`` and ``minimum`` refuse: from
+    the arrays' own shapes imperatively (no walk over the layers in a timed
+    step), from the spec's for a symbol (traced once), which has none."""
+    if all(isinstance(t, mx.nd.NDArray) for t in h):
+        return len({t.shape for t in h}) > 1
     index = [layer.name for layer in spec.layers].index(name)
     return len(set(layer_inputs(spec)[index][0])) > 1
 
@@ -666,14 +673,14 @@ def _elementwise(
 ) -> Any:
     """``h`` combined in order by ``same`` (one shape), or by MXNet's
     ``broadcast`` operator where the shapes differ."""
-    if _broadcasts(spec, name):
+    if _broadcasts(h, spec, name):
         same = getattr(namespace(h[0]), broadcast)
     return functools.reduce(same, h)
 
 
 def add(h: tuple[Any, ...], params: Any, spec: ModelSpec, name: str) -> Any:
     """The sum of the outputs the layer takes (a residual connection)."""
-    if _broadcasts(spec, name):
+    if _broadcasts(h, spec, name):
         return _elementwise(h, spec, name, operator.add, "broadcast_add")
     return namespace(h[0]).add_n(*h)
 
