@@ -640,7 +640,7 @@ def test_every_reason_is_named_at_once_layers_grouped() -> None:
     convs = [_layer("Conv2D", f"c{i}", **CONV, groups=2) for i in range(6)]
     config = _sequential(*convs, _layer("Flatten", "f"), _layer("Dense", "d", **DENSE))
     config["compile_config"] = {
-        "loss": "poisson",
+        "loss": "squared_hinge",
         "optimizer": _compiled("Adam", use_ema=True)["compile_config"]["optimizer"],
     }
     with pytest.raises(ValueError, match="3 things stop the tool") as caught:
@@ -649,7 +649,7 @@ def test_every_reason_is_named_at_once_layers_grouped() -> None:
     assert sentence.startswith("3 things stop the tool: (1) 6 layers ('c0', 'c1', 'c2'")
     assert "and 3 more): Conv2D layer has groups" in sentence
     assert "(2) optimizer Adam with use_ema=True" in sentence
-    assert "(3) the model was compiled with loss 'poisson'" in sentence
+    assert "(3) the model was compiled with loss 'squared_hinge'" in sentence
     assert "'c3'" not in sentence
     assert len(sentence) < 600
 
@@ -816,9 +816,24 @@ def test_an_uncompiled_file_ending_in_a_softmax_trains_on_its_probabilities() ->
 
 def test_a_loss_the_tool_does_not_compute_is_refused_from_the_file() -> None:
     config = _sequential(_layer("Flatten", "f"), _layer("Dense", "d", **DENSE))
-    config["compile_config"] = {"loss": "poisson"}
-    with pytest.raises(ValueError, match="compiled with loss 'poisson'"):
+    config["compile_config"] = {"loss": "squared_hinge"}
+    with pytest.raises(ValueError, match="compiled with loss 'squared_hinge'"):
         keras_import.document_from_config(config)
+
+
+def test_a_poisson_loss_on_outputs_that_may_be_negative_is_refused() -> None:
+    """Poisson takes the log of the outputs: a file that ends in a linear
+    layer is refused in one sentence; the same ending in a softplus reads."""
+    linear = {**DENSE, "activation": "linear"}
+    config = _sequential(_layer("Flatten", "f"), _layer("Dense", "d", **linear))
+    config["compile_config"] = {"loss": "poisson"}
+    with pytest.raises(ValueError, match="takes the log of its outputs"):
+        keras_import.document_from_config(config)
+    positive = {**DENSE, "activation": "softplus"}
+    config = _sequential(_layer("Flatten", "f"), _layer("Dense", "d", **positive))
+    config["compile_config"] = {"loss": "poisson"}
+    document = keras_import.document_from_config(config)
+    assert document["workload"]["loss"] == "poisson"
 
 
 def test_a_single_output_cannot_train_on_a_categorical_loss() -> None:

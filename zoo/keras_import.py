@@ -57,7 +57,7 @@ from zoo.kinds import BY_KERAS_CLASS, KINDS
 from zoo.kinds.attention import CALL_TENSORS
 from zoo.kinds.base import INPUT as SPEC_INPUT
 from zoo.losses import OPTIONS as LOSS_OPTIONS
-from zoo.losses import Objective, from_keras, loss_options
+from zoo.losses import Objective, check_outputs, from_keras, loss_options
 from zoo.losses import check as check_loss
 from zoo.optimizers import OPTIMIZERS, SCHEDULES
 from zoo.specs import OUTPUT_RANKS, not_one_row
@@ -1037,9 +1037,9 @@ def _head_problem(
         return ""
     try:
         options = {k: workload[k] for k in LOSS_OPTIONS if k in workload}
-        check_loss(
-            Objective(workload["loss"], workload["from_logits"], **options), final[-1]
-        )
+        objective = Objective(workload["loss"], workload["from_logits"], **options)
+        check_loss(objective, final[-1])
+        check_outputs(objective, last.activation)
     except ValueError as exc:
         return str(exc)
     return ""

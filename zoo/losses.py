@@ -36,6 +36,18 @@ the mean over the batch (Keras' ``sum_over_batch_size``):
   Keras writes it, ``x + softplus(-2 x) - log 2`` (every framework's
   softplus as ``max(z, 0) + log1p(exp(-|z|))``: MXNet's ``softrelu`` loses
   digits, docs/findings/log-one-plus-exp.md).
+- ``hinge``: the mean over the outputs of ``max(1 - t o, 0)`` for targets
+  ``t`` of -1 or 1 (Keras turns 0/1 targets into those first; the tool
+  draws them as -1 and 1, which Keras leaves as they are).
+- ``poisson``: the mean over the outputs of ``o - t log(o + EPSILON)`` for
+  counts ``t``; the outputs must be at least 0 (``Loss.positive``: a model
+  that ends in a linear layer takes the log of a negative number).
+- ``kl_divergence``: the sum over the outputs of ``t log(t / p)``, both
+  clipped to ``[EPSILON, 1]``, for target distributions ``t`` (rows that
+  sum to 1) and probabilities ``p``.
+- ``cosine_similarity``: ``-sum(unit(t) * unit(o))`` over the outputs,
+  ``unit(x) = x * min(rsqrt(sum(x ** 2)), 1 / EPSILON)`` as Keras'
+  ``ops.normalize`` writes it, for real targets.
 
 Keras on TensorFlow computes a cross-entropy from probabilities otherwise:
 when the probabilities come straight from a softmax or sigmoid activation it
@@ -81,10 +93,13 @@ class Objective(NamedTuple):
 @dataclass(frozen=True)
 class Loss:
     """One loss's facts.  ``targets``: what a label is (``ids``: an int class
-    id per example; ``one_hot``, ``binary``, ``real``: a float row as wide as
-    the outputs); ``least_outputs``: the narrowest output it takes;
-    ``activation``: the final activation whose output Keras on TensorFlow
-    reaches back through (None: it never does); ``keras_class``: its class
+    id per example; ``one_hot``, ``binary``, ``signs`` (-1 or 1),
+    ``counts``, ``distribution`` (a row that sums to 1), ``real``: a float
+    row as wide as the outputs); ``least_outputs``: the narrowest output it
+    takes; ``activation``: the final activation of a model that gives it
+    probabilities (or counts), which Keras on TensorFlow reaches back
+    through for a cross-entropy (``reaches_back``; None: any activation);
+    ``keras_class``: its class
     in ``keras.losses``; ``flops_per_output``: FLOPs per output and example
     (``harness.core.flops``: a log-softmax is an exp, a sum, a log and a
     subtraction per output, and the pick; a squared error a subtraction, a
@@ -97,6 +112,7 @@ class Loss:
     flops_per_output: int
     takes_logits: bool  # whether ``from_logits`` means anything
     options: tuple[str, ...] = ()  # the ``Objective`` options it takes
+    positive: bool = False  # whether its outputs must be at least 0
 
 
 SMOOTHED = ("label_smoothing",)
@@ -124,7 +140,21 @@ LOSSES: dict[str, Loss] = {
     # a subtraction, the softplus' five (a product, an absolute value, an
     # exp, a log1p, a maximum and its sum), two additions and the sum
     "log_cosh": Loss("real", 1, None, "LogCosh", 9, False),
+    # a product, a subtraction, a maximum and the sum
+    "hinge": Loss("signs", 1, None, "Hinge", 4, False),
+    # an addition, a log, a product, a subtraction and the sum
+    "poisson": Loss("counts", 1, "softplus", "Poisson", 5, False, positive=True),
+    # two clips of two comparisons each, a division, a log, a product, the sum
+    "kl_divergence": Loss("distribution", 2, "softmax", "KLDivergence", 8, False),
+    # two squares and sums for the norms, two products, a product and the sum
+    "cosine_similarity": Loss("real", 2, None, "CosineSimilarity", 8, False),
 }
+# The losses of the outputs and targets apart, not of their difference as
+# the other regression losses (every framework's ``common._paired``).
+PAIRED = ("hinge", "poisson", "kl_divergence", "cosine_similarity")
+# The activations whose outputs are at least 0, which a ``positive`` loss
+# takes the log of (``check_outputs``).
+POSITIVE = ("relu", "relu6", "sigmoid", "softmax", "softplus")
 DEFAULT = Objective()
 
 
@@ -165,6 +195,8 @@ _ALIASES = {
     "MSE": "mean_squared_error",
     "mae": "mean_absolute_error",
     "MAE": "mean_absolute_error",
+    "kld": "kl_divergence",
+    "KLD": "kl_divergence",
 }
 # Options of a Keras loss class that must hold these values, else it computes
 # another loss than the one written out.
@@ -177,7 +209,8 @@ _PLAIN_OPTIONS = {
 _KNOWN_TEXT = (
     "sparse or one-hot categorical cross-entropy, binary cross-entropy "
     "(either with label smoothing), binary focal cross-entropy, mean squared "
-    "or mean absolute error, Huber (delta 1) or log-cosh"
+    "or mean absolute error, Huber (delta 1), log-cosh, hinge, Poisson, "
+    "KL divergence or cosine similarity"
 )
 
 
@@ -220,6 +253,20 @@ def check(objective: Objective, outputs: int, model: str = "the model") -> None:
         raise ValueError(
             f"{model} gives {outputs} output(s) per example, and "
             f"{objective.loss} needs at least {facts.least_outputs}"
+        )
+
+
+def check_outputs(
+    objective: Objective, activation: str | None, model: str = "the model"
+) -> None:
+    """A ValueError in one sentence when ``objective`` takes the log of
+    outputs (``Loss.positive``) that ``activation``, the output layer's,
+    may make negative."""
+    if LOSSES[objective.loss].positive and activation not in POSITIVE:
+        raise ValueError(
+            f"{model} trains on {objective.loss}, which takes the log of its "
+            f"outputs, and ends in {activation or 'linear'} outputs that may be "
+            f"negative; end it in {', '.join(POSITIVE)}"
         )
 
 
@@ -340,7 +387,7 @@ def reaches_back(objective: Objective, final_activation: str | None) -> bool:
     facts = LOSSES[objective.loss]
     if objective.from_logits:
         return objective.loss == "binary_focal_crossentropy"
-    return facts.activation is not None and final_activation == facts.activation
+    return facts.takes_logits and final_activation == facts.activation
 
 
 def draw_targets(
@@ -348,16 +395,27 @@ def draw_targets(
 ) -> np.ndarray:
     """Targets for ``shape`` examples (``(count, batch)``) of a model with
     ``outputs`` outputs: int32 class ids ``shape``, or float32 rows
-    ``(*shape, outputs)`` (one-hot, 0/1, or standard normal)."""
+    ``(*shape, outputs)`` (one-hot, 0/1, -1/1, Poisson counts of mean 2, a
+    softmax of standard normals, or standard normal)."""
     targets = LOSSES[objective.loss].targets
     if targets == "ids":
         return rng.integers(0, outputs, size=shape).astype(np.int32)
+    rows = (*shape, outputs)
     if targets == "one_hot":
-        ids = rng.integers(0, outputs, size=shape)
-        return np.eye(outputs, dtype=np.float32)[ids]
-    if targets == "binary":
-        return rng.integers(0, 2, size=(*shape, outputs)).astype(np.float32)
-    return rng.standard_normal((*shape, outputs)).astype(np.float32)
+        drawn: np.ndarray = np.eye(outputs)[rng.integers(0, outputs, size=shape)]
+    elif targets == "binary":
+        drawn = rng.integers(0, 2, size=rows)
+    elif targets == "signs":
+        drawn = 2 * rng.integers(0, 2, size=rows) - 1
+    elif targets == "counts":
+        drawn = rng.poisson(2.0, size=rows)
+    elif targets == "distribution":
+        z = rng.standard_normal(rows)
+        e = np.exp(z - z.max(axis=-1, keepdims=True))
+        drawn = e / e.sum(axis=-1, keepdims=True)
+    else:
+        drawn = rng.standard_normal(rows)
+    return np.asarray(drawn, dtype=np.float32)
 
 
 def describe(objective: Objective) -> str:

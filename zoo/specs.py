@@ -845,6 +845,8 @@ def _heads(
         if not (math.isfinite(weight) and weight >= 0):
             raise ValueError(f"{what}'s loss weight is {weight}; it must be at least 0")
         losses.check(objective, final[-1], what)
+        if name:  # a model of no layers gives its (any) input
+            losses.check_outputs(objective, spec.layer(name).activation, what)
         heads.append(Head(name, objective, float(weight), final))
     return tuple(heads)
 

@@ -239,8 +239,8 @@ def is_row_layer(entry: Entry) -> bool:
 
 
 def _activate(draw: Draw, head: Entry, loss: str) -> bool:
-    """Draw ``from_logits`` for ``loss``; a loss from probabilities gets its
-    activation on ``head``, the output layer."""
+    """Draw ``from_logits`` for ``loss``; a loss from probabilities (or
+    counts) gets its activation on ``head``, the output layer."""
     from_logits = draw(st.booleans()) if LOSSES[loss].takes_logits else False
     if not from_logits and LOSSES[loss].activation is not None:
         head["activation"] = LOSSES[loss].activation

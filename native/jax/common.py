@@ -58,7 +58,7 @@ import numpy as np
 import native
 from native.compose import train_forward
 from native.protocol import Apply
-from zoo.losses import EPSILON, Heads, Objective, smoothed, total
+from zoo.losses import EPSILON, PAIRED, Heads, Objective, smoothed, total
 from zoo.optimizers import OPTIMIZERS, slot_names
 from zoo.specs import Workload
 
@@ -133,6 +133,8 @@ def _one_loss(outputs: jax.Array, y: jax.Array, objective: Objective) -> jax.Arr
             p = jnp.clip(outputs, EPSILON, 1 - EPSILON)
             log_p, log_not_p = jnp.log(p), jnp.log(1 - p)
         return -(y * log_p + (1 - y) * log_not_p).mean(axis=1).mean()
+    if name in PAIRED:
+        return _paired(name, outputs, y).mean()
     return _regression(name, outputs - y).mean(axis=1).mean()
 
 
@@ -146,6 +148,27 @@ def _focal(z: jax.Array, y: jax.Array, objective: Objective) -> jax.Array:
     if objective.alpha is None:
         return focal
     return focal * (y * objective.alpha + (1 - y) * (1 - objective.alpha))
+
+
+def _paired(name: str, o: jax.Array, t: jax.Array) -> jax.Array:
+    """The loss of each row of outputs ``o`` and targets ``t`` for the losses
+    that take them apart, not their difference (``zoo.losses``)."""
+    if name == "hinge":  # targets of -1 or 1
+        return jnp.maximum(1.0 - t * o, 0.0).mean(axis=1)
+    if name == "poisson":
+        return (o - t * jnp.log(o + EPSILON)).mean(axis=1)
+    if name == "kl_divergence":
+        t, p = jnp.clip(t, EPSILON, 1.0), jnp.clip(o, EPSILON, 1.0)
+        return jnp.sum(t * jnp.log(t / p), axis=1)
+    if name == "cosine_similarity":
+        return -jnp.sum(_unit(t) * _unit(o), axis=1)
+    raise ValueError(f"unknown loss {name!r}")
+
+
+def _unit(x: jax.Array) -> jax.Array:
+    """Each row of ``x`` over its length, as Keras' ``ops.normalize``."""
+    inverse = jax.lax.rsqrt(jnp.sum(x**2, axis=1, keepdims=True))
+    return x * jnp.minimum(inverse, 1.0 / EPSILON)
 
 
 def _regression(name: str, x: jax.Array) -> jax.Array:

@@ -39,7 +39,7 @@ import native
 from native.compose import train_forward
 from native.mxnet.ops import softplus
 from native.protocol import Apply
-from zoo.losses import EPSILON, Heads, Objective, smoothed, total
+from zoo.losses import EPSILON, PAIRED, Heads, Objective, smoothed, total
 from zoo.optimizers import OPTIMIZERS, slot_names
 from zoo.specs import Workload
 
@@ -127,6 +127,8 @@ def _one_loss(outputs: nd.NDArray, y: nd.NDArray, objective: Objective) -> nd.ND
             p = nd.clip(outputs, EPSILON, 1 - EPSILON)
             log_p, log_not_p = nd.log(p), nd.log(1 - p)
         return -nd.mean(nd.mean(y * log_p + (1 - y) * log_not_p, axis=1))
+    if name in PAIRED:
+        return nd.mean(_paired(name, outputs, y))
     return nd.mean(nd.mean(_regression(name, outputs - y), axis=1))
 
 
@@ -140,6 +142,27 @@ def _focal(z: nd.NDArray, y: nd.NDArray, objective: Objective) -> nd.NDArray:
     if objective.alpha is None:
         return focal
     return focal * (y * objective.alpha + (1 - y) * (1 - objective.alpha))
+
+
+def _paired(name: str, o: nd.NDArray, t: nd.NDArray) -> nd.NDArray:
+    """The loss of each row of outputs ``o`` and targets ``t`` for the losses
+    that take them apart, not their difference (``zoo.losses``)."""
+    if name == "hinge":  # targets of -1 or 1
+        return nd.mean(nd.maximum(1.0 - t * o, 0.0), axis=1)
+    if name == "poisson":
+        return nd.mean(o - t * nd.log(o + EPSILON), axis=1)
+    if name == "kl_divergence":
+        t, p = nd.clip(t, EPSILON, 1.0), nd.clip(o, EPSILON, 1.0)
+        return nd.sum(t * nd.log(t / p), axis=1)
+    if name == "cosine_similarity":
+        return -nd.sum(_unit(t) * _unit(o), axis=1)
+    raise ValueError(f"unknown loss {name!r}")
+
+
+def _unit(x: nd.NDArray) -> nd.NDArray:
+    """Each row of ``x`` over its length, as Keras' ``ops.normalize``."""
+    inverse = nd.rsqrt(nd.sum(nd.square(x), axis=1, keepdims=True))
+    return x * nd.minimum(inverse, 1.0 / EPSILON)
 
 
 def _regression(name: str, x: nd.NDArray) -> nd.NDArray:

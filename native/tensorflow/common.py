@@ -57,7 +57,7 @@ import tensorflow as tf
 import native
 from native.compose import train_forward
 from native.protocol import Apply
-from zoo.losses import EPSILON, Heads, Objective, smoothed, total
+from zoo.losses import EPSILON, PAIRED, Heads, Objective, smoothed, total
 from zoo.optimizers import get_optimizer, slot_names
 from zoo.specs import Workload
 
@@ -132,6 +132,8 @@ def _one_loss(outputs: tf.Tensor, y: tf.Tensor, objective: Objective) -> tf.Tens
             log_p, log_not_p = tf.math.log(p), tf.math.log(1 - p)
         per_output = y * log_p + (1 - y) * log_not_p
         return -tf.reduce_mean(tf.reduce_mean(per_output, axis=1))
+    if name in PAIRED:
+        return tf.reduce_mean(_paired(name, outputs, y))
     return tf.reduce_mean(tf.reduce_mean(_regression(name, outputs - y), axis=1))
 
 
@@ -145,6 +147,27 @@ def _focal(z: tf.Tensor, y: tf.Tensor, objective: Objective) -> tf.Tensor:
     if objective.alpha is None:
         return focal
     return focal * (y * objective.alpha + (1 - y) * (1 - objective.alpha))
+
+
+def _paired(name: str, o: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
+    """The loss of each row of outputs ``o`` and targets ``t`` for the losses
+    that take them apart, not their difference (``zoo.losses``)."""
+    if name == "hinge":  # targets of -1 or 1
+        return tf.reduce_mean(tf.maximum(1.0 - t * o, 0.0), axis=1)
+    if name == "poisson":
+        return tf.reduce_mean(o - t * tf.math.log(o + EPSILON), axis=1)
+    if name == "kl_divergence":
+        t, p = tf.clip_by_value(t, EPSILON, 1.0), tf.clip_by_value(o, EPSILON, 1.0)
+        return tf.reduce_sum(t * tf.math.log(t / p), axis=1)
+    if name == "cosine_similarity":
+        return -tf.reduce_sum(_unit(t) * _unit(o), axis=1)
+    raise ValueError(f"unknown loss {name!r}")
+
+
+def _unit(x: tf.Tensor) -> tf.Tensor:
+    """Each row of ``x`` over its length, as Keras' ``ops.normalize``."""
+    inverse = tf.math.rsqrt(tf.reduce_sum(tf.square(x), axis=1, keepdims=True))
+    return x * tf.minimum(inverse, 1.0 / EPSILON)
 
 
 def _regression(name: str, x: tf.Tensor) -> tf.Tensor:

@@ -55,7 +55,7 @@ import torch.nn.functional as F
 import native
 from native.compose import train_forward
 from native.protocol import Apply
-from zoo.losses import EPSILON, Heads, Objective, smoothed, total
+from zoo.losses import EPSILON, PAIRED, Heads, Objective, smoothed, total
 from zoo.optimizers import OPTIMIZERS, slot_names
 from zoo.specs import Workload
 
@@ -138,6 +138,8 @@ def _one_loss(
             p = outputs.clamp(EPSILON, 1 - EPSILON)
             log_p, log_not_p = p.log(), (1 - p).log()
         return -(y * log_p + (1 - y) * log_not_p).mean(dim=1).mean()
+    if name in PAIRED:
+        return _paired(name, outputs, y).mean()
     return _regression(name, outputs - y).mean(dim=1).mean()
 
 
@@ -151,6 +153,27 @@ def _focal(z: torch.Tensor, y: torch.Tensor, objective: Objective) -> torch.Tens
     if objective.alpha is None:
         return focal
     return focal * (y * objective.alpha + (1 - y) * (1 - objective.alpha))
+
+
+def _paired(name: str, o: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """The loss of each row of outputs ``o`` and targets ``t`` for the losses
+    that take them apart, not their difference (``zoo.losses``)."""
+    if name == "hinge":  # targets of -1 or 1
+        return (1.0 - t * o).clamp(min=0.0).mean(dim=1)
+    if name == "poisson":
+        return (o - t * (o + EPSILON).log()).mean(dim=1)
+    if name == "kl_divergence":
+        t, p = t.clamp(EPSILON, 1.0), o.clamp(EPSILON, 1.0)
+        return (t * (t / p).log()).sum(dim=1)
+    if name == "cosine_similarity":
+        return -(_unit(t) * _unit(o)).sum(dim=1)
+    raise ValueError(f"unknown loss {name!r}")
+
+
+def _unit(x: torch.Tensor) -> torch.Tensor:
+    """Each row of ``x`` over its length, as Keras' ``ops.normalize``."""
+    inverse = torch.rsqrt((x**2).sum(dim=1, keepdim=True))
+    return x * inverse.clamp(max=1.0 / EPSILON)
 
 
 def _regression(name: str, x: torch.Tensor) -> torch.Tensor:

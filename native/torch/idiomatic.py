@@ -112,6 +112,7 @@ STOCK_LOSSES: dict[str, Callable[..., torch.Tensor]] = {
     "binary_crossentropy": F.binary_cross_entropy_with_logits,
     "mean_squared_error": F.mse_loss,
     "mean_absolute_error": F.l1_loss,
+    "huber": F.huber_loss,  # delta 1
 }
 
 
@@ -136,6 +137,11 @@ def build(spec: ModelSpec, arrays: Mapping[str, np.ndarray]) -> nn.Sequential:
         raise ValueError(
             f"{spec.name} trains on probabilities ({goal.loss}, from_logits "
             "false), which no stock PyTorch loss clips as Keras does"
+        )
+    if goal.loss not in STOCK_LOSSES:
+        raise ValueError(
+            f"{spec.name} trains on {goal.loss}, which the idiomatic PyTorch "
+            f"yardstick has no stock loss for; it takes {', '.join(STOCK_LOSSES)}"
         )
     missing = sorted({layer.kind for layer in spec.layers} - set(KINDS))
     if missing or any(layer.inputs for layer in spec.layers):

@@ -19,8 +19,10 @@ from native import FRAMEWORKS, load_framework
 from zoo.losses import (
     EPSILON,
     LOSSES,
+    PAIRED,
     Objective,
     check,
+    check_outputs,
     draw_targets,
     from_keras,
     keras_loss,
@@ -60,6 +62,19 @@ def _log_sigmoid(z: np.ndarray) -> np.ndarray:
     return -np.logaddexp(0.0, -z)
 
 
+def _activated(z: np.ndarray, goal: Objective) -> np.ndarray:
+    """Outputs ``z`` as a model that gives ``goal`` its probabilities (or
+    counts) ends them: in the loss's activation, unless from logits."""
+    activation = None if goal.from_logits else LOSSES[goal.loss].activation
+    if activation == "softmax":
+        return np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True)
+    if activation == "sigmoid":
+        return _sigmoid(z)
+    if activation == "softplus":
+        return np.logaddexp(0.0, z)
+    return z
+
+
 def numpy_loss(outputs: np.ndarray, y: np.ndarray, goal: Objective) -> float:
     """Keras 3's formulas in float64 (see ``zoo.losses``), with the clip of
     a float32 computation."""
@@ -82,6 +97,8 @@ def numpy_loss(outputs: np.ndarray, y: np.ndarray, goal: Objective) -> float:
             p = np.clip(o, LOW, HIGH)
             log_p, log_not_p = np.log(p), np.log(1 - p)
         return float(-(y * log_p + (1 - y) * log_not_p).mean(axis=1).mean())
+    if goal.loss in PAIRED:
+        return float(_numpy_paired(o, y.astype(np.float64), goal.loss).mean())
     error = o - y
     if goal.loss == "huber":  # delta 1
         e = np.abs(error)
@@ -91,6 +108,20 @@ def numpy_loss(outputs: np.ndarray, y: np.ndarray, goal: Objective) -> float:
     else:
         per = error**2 if goal.loss == "mean_squared_error" else np.abs(error)
     return float(per.mean(axis=1).mean())
+
+
+def _numpy_paired(o: np.ndarray, t: np.ndarray, loss: str) -> np.ndarray:
+    """Each row's loss of the losses that take outputs and targets apart."""
+    if loss == "hinge":
+        return np.maximum(1 - t * o, 0).mean(axis=1)
+    if loss == "poisson":
+        return (o - t * np.log(o + EPSILON)).mean(axis=1)
+    if loss == "kl_divergence":
+        t, p = np.clip(t, EPSILON, 1), np.clip(o, EPSILON, 1)
+        return np.asarray((t * np.log(t / p)).sum(axis=1))
+    unit_t = t / np.linalg.norm(t, axis=1, keepdims=True)
+    unit_o = o / np.linalg.norm(o, axis=1, keepdims=True)
+    return np.asarray(-(unit_t * unit_o).sum(axis=1))
 
 
 def _numpy_smoothed(y: np.ndarray, goal: Objective, width: int) -> np.ndarray:
@@ -122,11 +153,7 @@ def _case(goal: Objective) -> tuple[np.ndarray, np.ndarray]:
     z[0, 0] = -40.0  # a probability far below EPSILON: Keras' clip acts
     z[1, 1] = 40.0
     y = draw_targets(rng, goal, (6,), width)
-    if goal.loss.endswith("categorical_crossentropy") and not goal.from_logits:
-        z = _softmax(z)
-    elif goal.loss.startswith("binary") and not goal.from_logits:
-        z = _sigmoid(z)
-    return z.astype(np.float32), y
+    return _activated(z, goal).astype(np.float32), y
 
 
 @pytest.mark.parametrize("goal", OBJECTIVES, ids=str)
@@ -159,8 +186,9 @@ def test_every_framework_computes_each_loss(framework: str, goal: Objective) -> 
     assert relative_error(np.float64(value.item()), expected) < 1e-5
     # The wrong reading of the same outputs is caught by the same comparison:
     # the other from_logits, each option left at Keras' default (a smoothing
-    # or class balancing left out, the focal power of 2), or for a
-    # regression loss every other one.
+    # or class balancing left out, the focal power of 2), or for a loss of
+    # no logits every other one (the log of the outputs only where they are
+    # at least 0).
     if LOSSES[goal.loss].takes_logits:
         others = [goal._replace(from_logits=not goal.from_logits)]
         default = Objective()
@@ -175,7 +203,9 @@ def test_every_framework_computes_each_loss(framework: str, goal: Objective) -> 
         others = [
             Objective(name, False)
             for name, facts in LOSSES.items()
-            if facts.targets == "real" and name != goal.loss
+            if not facts.takes_logits
+            and name != goal.loss
+            and (not facts.positive or bool((outputs >= 0).all()))
         ]
     for other in others:
         wrong = fw.to_numpy(fw.loss(fw.to_input(outputs), fw.to_labels(y), other))
@@ -213,7 +243,15 @@ def test_keras_compile_configs_are_read() -> None:
     assert from_keras(function) == Objective("mean_absolute_error", False)
     assert from_keras("huber") == Objective("huber", False)
     assert from_keras("log_cosh") == Objective("log_cosh", False)
-    for cls, name in (("Huber", "huber"), ("LogCosh", "log_cosh")):
+    assert from_keras("KLD") == Objective("kl_divergence", False)
+    for cls, name in (
+        ("Huber", "huber"),
+        ("LogCosh", "log_cosh"),
+        ("Hinge", "hinge"),
+        ("Poisson", "poisson"),
+        ("KLDivergence", "kl_divergence"),
+        ("CosineSimilarity", "cosine_similarity"),
+    ):
         saved = {"class_name": cls, "config": {"reduction": "sum_over_batch_size"}}
         assert from_keras(saved) == Objective(name, False)
     smoothed = {
@@ -245,7 +283,11 @@ def test_keras_compile_configs_are_read() -> None:
 @pytest.mark.parametrize(
     ("loss", "said"),
     [
-        ("poisson", "loss 'poisson'"),
+        ("squared_hinge", "loss 'squared_hinge'"),
+        (
+            {"class_name": "CosineSimilarity", "config": {"axis": 1}},
+            "axis=1",
+        ),
         (["mse"], "loss \\['mse'\\]"),
         ({"d": "mse"}, "loss"),
         (
@@ -274,7 +316,9 @@ def test_a_loss_needs_outputs_it_can_take() -> None:
     with pytest.raises(ValueError, match="takes no from_logits"):
         check(Objective("mean_squared_error", True), 1)
     with pytest.raises(ValueError, match="not one the tool writes out"):
-        check(Objective("hinge", False), 3)
+        check(Objective("squared_hinge", False), 3)
+    with pytest.raises(ValueError, match="needs at least 2"):
+        check(Objective("cosine_similarity", False), 1)
     check(Objective("binary_focal_crossentropy", True, 0.1, 1.0, 0.5), 1)
     with pytest.raises(ValueError, match="takes no label_smoothing; leave it out"):
         check(Objective("sparse_categorical_crossentropy", label_smoothing=0.1), 2)
@@ -286,6 +330,36 @@ def test_a_loss_needs_outputs_it_can_take() -> None:
         check(Objective("binary_focal_crossentropy", True, gamma=-1.0), 1)
 
 
+def test_a_loss_of_the_outputs_log_needs_outputs_of_at_least_zero() -> None:
+    """Poisson takes the log of the outputs: a model that ends linear is
+    refused in one sentence that names the activations it may end in."""
+    goal = Objective("poisson", False)
+    for positive in ("softplus", "relu", "softmax"):
+        check_outputs(goal, positive)
+    with pytest.raises(ValueError, match=r"ends in linear outputs.*softplus"):
+        check_outputs(goal, None)
+    with pytest.raises(ValueError, match="ends in tanh outputs"):
+        check_outputs(goal, "tanh")
+    check_outputs(Objective("mean_squared_error", False), None)
+
+
+@pytest.mark.parametrize("targets", ["signs", "counts", "distribution"])
+def test_each_kind_of_target_is_drawn_as_it_is_said(targets: str) -> None:
+    loss = next(n for n, f in LOSSES.items() if f.targets == targets)
+    y = draw_targets(np.random.default_rng(0), Objective(loss, False), (50,), 4)
+    assert y.shape == (50, 4)
+    assert y.dtype == np.float32
+    if targets == "signs":
+        assert set(np.unique(y)) == {-1.0, 1.0}
+    elif targets == "counts":
+        assert (y >= 0).all()
+        assert (y == np.round(y)).all()
+        assert y.max() > 1
+    else:
+        assert (y > 0).all()
+        assert np.allclose(y.sum(axis=1), 1, atol=1e-6)
+
+
 def _per_step_case(goal: Objective) -> tuple[np.ndarray, np.ndarray]:
     """Outputs of 3 examples of 5 steps each (a tagger's or a forecaster's
     row per step, issue 78) and a target per step."""
@@ -293,11 +367,7 @@ def _per_step_case(goal: Objective) -> tuple[np.ndarray, np.ndarray]:
     width = 4 if goal.loss.endswith("categorical_crossentropy") else 3
     z = rng.standard_normal((3, 5, width)) * 2
     y = draw_targets(rng, goal, (3, 5), width)
-    if goal.loss.endswith("categorical_crossentropy") and not goal.from_logits:
-        z = np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True)
-    elif goal.loss.startswith("binary") and not goal.from_logits:
-        z = _sigmoid(z)
-    return z.astype(np.float32), y
+    return _activated(z, goal).astype(np.float32), y
 
 
 def _rows(outputs: np.ndarray, y: np.ndarray, goal: Objective) -> tuple[Any, Any]:
