@@ -45,6 +45,7 @@ from workers.native_runner import NativeRunner, Session
 from zoo import packing
 from zoo.data import make_batches
 from zoo.kinds import base as zoo_base
+from zoo.losses import Objective
 from zoo.optimizers import Schedule
 from zoo.specs import (
     LAYER_KINDS,
@@ -935,6 +936,38 @@ def test_torch_idiomatic_refuses_what_no_module_computes() -> None:
     spec = VARIANTS["strided-cnn"]  # pool2: 'same', the padding left out of the mean
     with pytest.raises(ValueError, match="average pool 'pool2' is padded"):
         idiomatic.build(spec, layout.to_native(spec, make_weights(spec, 0), "oihw"))
+
+
+def test_torch_idiomatic_refuses_a_loss_it_has_no_stock_loss_for() -> None:
+    """A KeyError once: the yardstick looked its loss up without asking."""
+    pytest.importorskip("torch")
+    from native.torch import idiomatic
+
+    spec = VARIANTS["stacked-lstm"]
+    spec = _with_workload(
+        spec, dataclasses.replace(spec.workload, loss="hinge", from_logits=False)
+    )
+    with pytest.raises(ValueError, match="trains on hinge, which the idiomatic"):
+        idiomatic.build(spec, layout.to_native(spec, make_weights(spec, 0), "oihw"))
+
+
+def test_torch_stock_huber_is_the_native_huber() -> None:
+    """The stock loss added for Huber is Keras' (delta 1), as native's."""
+    pytest.importorskip("torch")
+    import torch
+
+    from native.torch import idiomatic
+
+    fw = load_framework("torch")
+    rng = np.random.default_rng(3)
+    o, t = (torch.tensor(rng.standard_normal((5, 3)) * 2) for _ in range(2))
+    native = fw.loss(o, t, Objective("huber", False))
+    assert (
+        relative_error(idiomatic.STOCK_LOSSES["huber"](o, t).numpy(), native.numpy())
+        < 1e-12
+    )
+    wrong = fw.loss(o, t, Objective("mean_squared_error", False))
+    assert relative_error(wrong.numpy(), native.numpy()) > 1e-3
 
 
 @pytest.mark.sized
