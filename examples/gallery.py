@@ -1532,6 +1532,34 @@ def tcn_classifier() -> keras.Model:
     return model
 
 
+@example(
+    "Machine Learning Mastery's multi-step stacked LSTM forecaster (its "
+    "vector output model)",
+    "https://machinelearningmastery.com/how-to-develop-lstm-models-for-time-series-forecasting/",
+)
+def lstm_forecaster() -> keras.Model:
+    """Issue 79: two ``LSTM(100, activation="relu")`` layers, the first
+    ``return_sequences=True``, then ``Dense(n_steps_out)``, compiled with
+    ``optimizer="adam"`` and ``loss="mse"``, as the tutorial writes them
+    (``input_shape=(n_steps_in, n_features)`` as ``keras.Input``); the
+    relu is each cell's own activation, where Keras' default has a tanh.
+    100 units shrunk to 16; 3 steps in of 1 feature, 2 steps out, as
+    there."""
+    import keras
+    from keras import layers
+
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(3, 1)),
+            layers.LSTM(16, activation="relu", return_sequences=True),
+            layers.LSTM(16, activation="relu"),
+            layers.Dense(2),
+        ]
+    )
+    model.compile(optimizer="adam", loss="mse")
+    return model
+
+
 def main(argv: list[str]) -> int:
     """``OUTDIR [NAME ...]``: write each named model (all by default) to
     ``OUTDIR/<name>.keras``, one line per file."""

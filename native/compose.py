@@ -160,6 +160,24 @@ def _activation(ops: Any, h: Tensor, spec: ModelSpec, layer: Layer) -> Tensor:
     return getattr(ops, str(layer.activation))(h)
 
 
+def activation_function(ops: Any, name: str | None) -> Any:
+    """The function ``h -> activation(h)`` of activation ``name`` in the
+    framework's ``ops`` module, as a recurrent cell applies its own
+    (``Kind.inner_activation``): a sloped one with Keras' default number, a
+    softmax over the state's units, the identity for linear (``None``)."""
+    if name is None:
+        return _identity
+    if name in SLOPED:
+        return functools.partial(getattr(ops, name), slope=SLOPED[name])
+    if name == "softmax":
+        return functools.partial(ops.softmax, image=False)
+    return getattr(ops, name)
+
+
+def _identity(h: Tensor) -> Tensor:
+    return h
+
+
 def moved_statistics(
     perturb: Any,
     spec: ModelSpec,

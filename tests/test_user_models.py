@@ -1155,7 +1155,6 @@ def _call_with(**kwargs: Any) -> dict[str, Any]:
             "called with attention_mask",
         ),
         (_transformer(gru=GRU | {"reset_after": False}), "reset_after=False"),
-        (_transformer(gru=GRU | {"activation": "relu"}), "activation='relu'"),
         (
             _transformer(gru=GRU | {"recurrent_activation": "hard_sigmoid"}),
             "recurrent_activation='hard_sigmoid'",
@@ -1313,6 +1312,32 @@ def test_an_input_no_layer_is_and_an_open_feature_axis_are_refused() -> None:
     # a free sequence length is read (tests/test_kinds.py: at which length)
     config["config"]["layers"][0]["config"]["batch_shape"] = [None, None, 8]
     assert keras_import.document_from_config(config)["input_shape"][1] == 8
+
+
+@pytest.mark.parametrize("cls", ["LSTM", "GRU", "SimpleRNN"])
+def test_a_recurrent_layers_own_activation_is_read_into_its_cell(cls: str) -> None:
+    """Keras' LSTM(activation='relu') (a forecaster as public examples
+    write it) computes relu inside the cell: read as the layer's cell
+    activation, never as an activation after the layer; Keras' tanh is
+    left out of the document (older files keep their digest)."""
+
+    def read(activation: str) -> Any:
+        recurrent = _layer(cls, "r", units=4, activation=activation)
+        config = _sequential(recurrent, _layer("Dense", "d", **DENSE))
+        config["config"]["layers"][0]["config"]["batch_shape"] = [None, 5, 3]
+        document = keras_import.document_from_config(config)
+        return document, user_models.spec_from_document("m", document).layer("r")
+
+    document, layer = read("relu")
+    assert document["layers"][0]["activation"] == "relu"
+    assert layer.options.activation == "relu"
+    assert layer.activation is None  # nothing after the layer
+    document, layer = read("tanh")
+    assert "activation" not in document["layers"][0]
+    assert layer.options.activation == "tanh"
+    assert read("linear")[1].options.activation is None
+    with pytest.raises(ValueError, match="activation 'hard_sigmoid'"):
+        read("hard_sigmoid")
 
 
 # --- batch normalization and dropout --------------------------------------------

@@ -24,6 +24,7 @@ not share with another the one place a wrong split could sit in (issue 74).
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any
 
 import jax
@@ -238,22 +239,25 @@ def _cell(params: Params, spec: ModelSpec, name: str, prefix: str) -> Cell:
     return params[f"{prefix}/kernel"], params[f"{prefix}/recurrent_kernel"], bias
 
 
-@functools.partial(jax.jit, static_argnames="sequences")
+@functools.partial(jax.jit, static_argnames=("sequences", "activation"))
 def _lstm(
     x: jax.Array,
     kernel: jax.Array,
     recurrent: jax.Array,
     bias: jax.Array | None,
     sequences: bool,
+    *,
+    activation: str | None = "tanh",
 ) -> jax.Array:
+    act = _cell_activation(activation)
     units = recurrent.shape[0]
 
     def cell(carry: tuple[jax.Array, jax.Array], x_t: jax.Array) -> Any:
         h, c = carry
         projected = x_t @ kernel if bias is None else x_t @ kernel + bias
         i, f, g, o = jnp.split(projected + h @ recurrent, 4, axis=-1)
-        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
-        h = jax.nn.sigmoid(o) * jnp.tanh(c)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * act(g)
+        h = jax.nn.sigmoid(o) * act(c)
         return (h, c), h if sequences else None
 
     zeros = jnp.zeros((x.shape[0], units), x.dtype)
@@ -270,8 +274,9 @@ def lstm(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     all steps up front measured 40% slower in the forward pass under XLA on
     CPU.  Kernel ``(F, 4u)``, recurrent kernel ``(u, 4u)``, bias ``(4u,)``
     (none with ``use_bias=False``)."""
-    sequences = spec.layer(name).options.return_sequences
-    return _lstm(h, *_cell(params, spec, name, name), sequences)  # type: ignore[no-any-return]
+    o = spec.layer(name).options
+    cell = _cell(params, spec, name, name)
+    return _lstm(h, *cell, o.return_sequences, activation=o.activation)  # type: ignore[no-any-return]
 
 
 @jax.jit
@@ -350,21 +355,25 @@ def global_avg_pool(
     return _global_avg_pool(h)  # type: ignore[no-any-return]
 
 
-@functools.partial(jax.jit, static_argnames="sequences")
+@functools.partial(jax.jit, static_argnames=("sequences", "activation"))
 def _gru(
     x: jax.Array,
     kernel: jax.Array,
     recurrent: jax.Array,
     bias: jax.Array | None,
     sequences: bool,
+    *,
+    activation: str | None = "tanh",
 ) -> jax.Array:
+    act = _cell_activation(activation)
+
     def cell(h: jax.Array, x_t: jax.Array) -> Any:
         x_in = x_t @ kernel if bias is None else x_t @ kernel + bias[0]
         x_z, x_r, x_h = jnp.split(x_in, 3, axis=-1)
         h_in = h @ recurrent if bias is None else h @ recurrent + bias[1]
         h_z, h_r, h_h = jnp.split(h_in, 3, axis=-1)
         z, r = jax.nn.sigmoid(x_z + h_z), jax.nn.sigmoid(x_r + h_r)
-        h = z * h + (1 - z) * jnp.tanh(x_h + r * h_h)
+        h = z * h + (1 - z) * act(x_h + r * h_h)
         return h, h if sequences else None
 
     zeros = jnp.zeros((x.shape[0], recurrent.shape[0]), x.dtype)
@@ -379,21 +388,26 @@ def gru(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     gate after the recurrent product); ``h = z * h + (1 - z) * candidate``.
     Kernel ``(F, 3u)``, recurrent kernel ``(u, 3u)``, bias ``(2, 3u)`` (none
     with ``use_bias=False``)."""
-    sequences = spec.layer(name).options.return_sequences
-    return _gru(h, *_cell(params, spec, name, name), sequences)  # type: ignore[no-any-return]
+    o = spec.layer(name).options
+    cell = _cell(params, spec, name, name)
+    return _gru(h, *cell, o.return_sequences, activation=o.activation)  # type: ignore[no-any-return]
 
 
-@functools.partial(jax.jit, static_argnames="sequences")
+@functools.partial(jax.jit, static_argnames=("sequences", "activation"))
 def _simple_rnn(
     x: jax.Array,
     kernel: jax.Array,
     recurrent: jax.Array,
     bias: jax.Array | None,
     sequences: bool,
+    *,
+    activation: str | None = "tanh",
 ) -> jax.Array:
+    act = _cell_activation(activation)
+
     def cell(h: jax.Array, x_t: jax.Array) -> Any:
         projected = x_t @ kernel if bias is None else x_t @ kernel + bias
-        h = jnp.tanh(projected + h @ recurrent)
+        h = act(projected + h @ recurrent)
         return h, h if sequences else None
 
     zeros = jnp.zeros((x.shape[0], recurrent.shape[0]), x.dtype)
@@ -406,14 +420,23 @@ def simple_rnn(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.
     0``, run over time with ``lax.scan`` (the input projection step by step
     inside it, as the LSTM does).  Kernel ``(F, u)``, recurrent kernel ``(u,
     u)``, bias ``(u,)`` (none with ``use_bias=False``)."""
-    sequences = spec.layer(name).options.return_sequences
-    return _simple_rnn(h, *_cell(params, spec, name, name), sequences)  # type: ignore[no-any-return]
+    o = spec.layer(name).options
+    cell = _cell(params, spec, name, name)
+    return _simple_rnn(h, *cell, o.return_sequences, activation=o.activation)  # type: ignore[no-any-return]
+
+
+def _cell_activation(name: str | None) -> Any:
+    """The activation inside a recurrent cell, where Keras' default has a
+    tanh (``zoo.kinds.recurrent.Recurrent``)."""
+    return compose.activation_function(sys.modules[__name__], name)
 
 
 _RECURRENT = {"lstm": _lstm, "gru": _gru, "simple_rnn": _simple_rnn}
 
 
-@functools.partial(jax.jit, static_argnames=("cell", "sequences", "merge"))
+@functools.partial(
+    jax.jit, static_argnames=("cell", "sequences", "merge", "activation")
+)
 def _bidirectional(
     x: jax.Array,
     forward: Cell,
@@ -422,10 +445,11 @@ def _bidirectional(
     cell: str,
     sequences: bool,
     merge: str,
+    activation: str | None,
 ) -> jax.Array:
     run = _RECURRENT[cell]
-    f = run(x, *forward, sequences)
-    b = run(x[:, ::-1], *backward, sequences)  # the sequence read backward
+    f = run(x, *forward, sequences, activation=activation)
+    b = run(x[:, ::-1], *backward, sequences, activation=activation)  # backward
     if sequences:
         b = b[:, ::-1]  # back in time order, as Keras flips it
     if merge == "concat":
@@ -455,6 +479,7 @@ def bidirectional(
         cell=layer.options.cell,
         sequences=layer.options.return_sequences,
         merge=layer.options.merge_mode,
+        activation=layer.options.activation,
     )
 
 

@@ -24,11 +24,13 @@ from __future__ import annotations
 import functools
 import math
 import operator
+import sys
 from typing import Any
 
 import mxnet as mx
 import numpy as np
 
+from native import compose
 from native.layout import native_axes
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
@@ -275,6 +277,7 @@ def _lstm(h: Any, weights: tuple[Any, Any, Any], spec: ModelSpec, name: str) -> 
     kernel, recurrent, bias = weights
     layer = spec.layer(name)
     units = layer.options.units
+    act = _cell_activation(layer.options.activation)
 
     def cell(x_t: Any, states: list[Any]) -> Any:
         state, c = states
@@ -282,8 +285,8 @@ def _lstm(h: Any, weights: tuple[Any, Any, Any], spec: ModelSpec, name: str) -> 
             F.FullyConnected, x_t, kernel, bias, num_hidden=4 * units
         ) + F.FullyConnected(state, recurrent, no_bias=True, num_hidden=4 * units)
         i, f, g, o = F.split(z, num_outputs=4, axis=1)
-        c = F.sigmoid(f) * c + F.sigmoid(i) * F.tanh(g)
-        state = F.sigmoid(o) * F.tanh(c)
+        c = F.sigmoid(f) * c + F.sigmoid(i) * act(g)
+        state = F.sigmoid(o) * act(c)
         return state, [state, c]
 
     def zeros() -> Any:
@@ -412,6 +415,7 @@ def _gru(h: Any, weights: tuple[Any, Any, Any], spec: ModelSpec, name: str) -> A
     kernel, recurrent, bias = weights
     layer = spec.layer(name)
     units = layer.options.units
+    act = _cell_activation(layer.options.activation)
     steps = h.shape[1] if isinstance(h, mx.nd.NDArray) else input_of(spec, name)[0]
     # (2, 3u) -> the input bias and the recurrent bias, each (3u,); none without
     input_bias, recurrent_bias = (
@@ -439,7 +443,7 @@ def _gru(h: Any, weights: tuple[Any, Any, Any], spec: ModelSpec, name: str) -> A
             axis=1,
         )
         z, r = F.sigmoid(x_z + h_z), F.sigmoid(x_r + h_r)
-        state = z * state + (1 - z) * F.tanh(x_h + r * h_h)
+        state = z * state + (1 - z) * act(x_h + r * h_h)
         states.append(state)
     # every step's hidden state (N, T, u), or the last (N, u)
     return F.stack(*states, axis=1) if layer.options.return_sequences else state
@@ -461,6 +465,7 @@ def _simple_rnn(
     kernel, recurrent, bias = weights
     layer = spec.layer(name)
     units = layer.options.units
+    act = _cell_activation(layer.options.activation)
     steps = h.shape[1] if isinstance(h, mx.nd.NDArray) else input_of(spec, name)[0]
     # every step's input term at once: (N, T, F) -> (N, T, u), split by step
     inputs = _linear(F.FullyConnected, h, kernel, bias, num_hidden=units, flatten=False)
@@ -471,12 +476,18 @@ def _simple_rnn(
     state = F.broadcast_axis(F.zeros_like(F.reshape(first, (0, 1))), axis=1, size=units)
     states = []
     for x_t in per_step:
-        state = F.tanh(
+        state = act(
             x_t + F.FullyConnected(state, recurrent, no_bias=True, num_hidden=units)
         )
         states.append(state)
     # every step's hidden state (N, T, u), or the last (N, u)
     return F.stack(*states, axis=1) if layer.options.return_sequences else state
+
+
+def _cell_activation(name: str | None) -> Any:
+    """The activation inside a recurrent cell, where Keras' default has a
+    tanh (``zoo.kinds.recurrent.Recurrent``)."""
+    return compose.activation_function(sys.modules[__name__], name)
 
 
 # The recurrence each ``bidirectional`` cell runs.

@@ -15,6 +15,8 @@ rule, ``zoo.specs.same_padding``); a layer computing a deliberate mistake
 from __future__ import annotations
 
 import math
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
@@ -108,6 +110,7 @@ def _lstm(h: tf.Tensor, params: Params, layer: Layer, prefix: str) -> tf.Tensor:
     kernel = params[f"{prefix}/kernel"]
     recurrent = params[f"{prefix}/recurrent_kernel"]
     bias = params[f"{prefix}/bias"] if layer.options.use_bias else None
+    act = _cell_activation(layer)
 
     def cell(
         carry: tuple[tf.Tensor, tf.Tensor], x_t: tf.Tensor
@@ -118,8 +121,8 @@ def _lstm(h: tf.Tensor, params: Params, layer: Layer, prefix: str) -> tf.Tensor:
             projected = tf.nn.bias_add(projected, bias)
         z = projected + tf.matmul(h, recurrent)
         i, f, g, o = tf.split(z, 4, axis=-1)
-        c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
-        return tf.sigmoid(o) * tf.tanh(c), c
+        c = tf.sigmoid(f) * c + tf.sigmoid(i) * act(g)
+        return tf.sigmoid(o) * act(c), c
 
     zeros = tf.zeros((tf.shape(h)[0], layer.options.units), h.dtype)
     time_major = tf.transpose(h, (1, 0, 2))  # (N, T, F) -> (T, N, F)
@@ -191,6 +194,7 @@ def _gru(h: tf.Tensor, params: Params, layer: Layer, prefix: str) -> tf.Tensor:
     kernel = params[f"{prefix}/kernel"]
     recurrent = params[f"{prefix}/recurrent_kernel"]
     bias = params[f"{prefix}/bias"] if layer.options.use_bias else None
+    act = _cell_activation(layer)
 
     def cell(state: tf.Tensor, x_t: tf.Tensor) -> tf.Tensor:
         x = tf.matmul(x_t, kernel)
@@ -202,7 +206,7 @@ def _gru(h: tf.Tensor, params: Params, layer: Layer, prefix: str) -> tf.Tensor:
             rec = rec + bias[1]
         h_z, h_r, h_h = tf.split(rec, 3, axis=-1)
         z, r = tf.sigmoid(x_z + h_z), tf.sigmoid(x_r + h_r)
-        return z * state + (1 - z) * tf.tanh(x_h + r * h_h)
+        return z * state + (1 - z) * act(x_h + r * h_h)
 
     zeros = tf.zeros((tf.shape(h)[0], layer.options.units), h.dtype)
     time_major = tf.transpose(h, (1, 0, 2))  # (N, T, F) -> (T, N, F)
@@ -226,12 +230,13 @@ def _simple_rnn(h: tf.Tensor, params: Params, layer: Layer, prefix: str) -> tf.T
     kernel = params[f"{prefix}/kernel"]
     recurrent = params[f"{prefix}/recurrent_kernel"]
     bias = params[f"{prefix}/bias"] if layer.options.use_bias else None
+    act = _cell_activation(layer)
 
     def cell(state: tf.Tensor, x_t: tf.Tensor) -> tf.Tensor:
         projected = tf.matmul(x_t, kernel)
         if bias is not None:
             projected = tf.nn.bias_add(projected, bias)
-        return tf.tanh(projected + tf.matmul(state, recurrent))
+        return act(projected + tf.matmul(state, recurrent))
 
     zeros = tf.zeros((tf.shape(h)[0], layer.options.units), h.dtype)
     time_major = tf.transpose(h, (1, 0, 2))  # (N, T, F) -> (T, N, F)
@@ -239,6 +244,13 @@ def _simple_rnn(h: tf.Tensor, params: Params, layer: Layer, prefix: str) -> tf.T
     if layer.options.return_sequences:
         return tf.transpose(hs, (1, 0, 2))  # (T, N, u) -> (N, T, u)
     return hs[-1]  # the last hidden state (N, u)
+
+
+def _cell_activation(layer: Layer) -> Callable[[tf.Tensor], tf.Tensor]:
+    """The activation inside ``layer``'s cell, where Keras' default has a
+    tanh (``zoo.kinds.recurrent.Recurrent``)."""
+    ops = sys.modules[__name__]
+    return compose.activation_function(ops, layer.options.activation)
 
 
 _CELLS = {"lstm": _lstm, "gru": _gru, "simple_rnn": _simple_rnn}

@@ -17,6 +17,7 @@ is padded explicitly (``F.pad``) and the window then runs unpadded.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -199,7 +200,11 @@ def lstm(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.T
     u)``, bias ``(4u,)``."""
     layer = spec.layer(name)
     return _lstm_over(
-        h, _weights(params, name), layer.options.units, layer.options.return_sequences
+        h,
+        _weights(params, name),
+        layer.options.units,
+        layer.options.return_sequences,
+        act=_cell_activation(layer.options.activation),
     )
 
 
@@ -219,24 +224,28 @@ def _lstm_over(
     units: int,
     sequences: bool,
     backward: bool = False,
+    *,
+    act: Activation = torch.tanh,
 ) -> torch.Tensor:
     """``lstm``'s recurrence over ``(N, T, F)``, steps ``T-1..0`` when
     ``backward``: every step's hidden state ``(N, T, u)`` in the order read
-    with ``sequences``, else the last ``(N, u)``."""
+    with ``sequences``, else the last ``(N, u)``; ``act`` the cell's
+    activation (Keras' tanh by default)."""
     kernel, recurrent, bias = weights
 
     def step(x_t: torch.Tensor, state: States) -> States:
         hidden, c = state
         z = F.linear(x_t, kernel, bias) + F.linear(hidden, recurrent)
         i, f, g, o = z.chunk(4, dim=1)
-        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-        return torch.sigmoid(o) * torch.tanh(c), c
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * act(g)
+        return torch.sigmoid(o) * act(c), c
 
     zeros = h.new_zeros(h.shape[0], units)
     return _recur(h, step, (zeros, zeros), sequences, backward)
 
 
 States = tuple[torch.Tensor, ...]  # a recurrence's state: (h,), or (h, c)
+Activation = Callable[[torch.Tensor], torch.Tensor]
 
 
 def _recur(
@@ -339,7 +348,11 @@ def gru(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.Te
     ``(2, 3u)`` (none with ``use_bias=False``)."""
     layer = spec.layer(name)
     return _gru_over(
-        h, _weights(params, name), layer.options.units, layer.options.return_sequences
+        h,
+        _weights(params, name),
+        layer.options.units,
+        layer.options.return_sequences,
+        act=_cell_activation(layer.options.activation),
     )
 
 
@@ -349,6 +362,8 @@ def _gru_over(
     units: int,
     sequences: bool,
     backward: bool = False,
+    *,
+    act: Activation = torch.tanh,
 ) -> torch.Tensor:
     """``gru``'s recurrence over ``(N, T, F)`` (steps ``T-1..0`` when
     ``backward``), returning its states as ``_lstm_over`` does."""
@@ -359,7 +374,7 @@ def _gru_over(
         x_z, x_r, x_h = F.linear(x_t, kernel, b_in).chunk(3, dim=1)
         h_z, h_r, h_h = F.linear(state[0], recurrent, b_rec).chunk(3, dim=1)
         z, r = torch.sigmoid(x_z + h_z), torch.sigmoid(x_r + h_r)
-        return (z * state[0] + (1 - z) * torch.tanh(x_h + r * h_h),)
+        return (z * state[0] + (1 - z) * act(x_h + r * h_h),)
 
     return _recur(h, step, (h.new_zeros(h.shape[0], units),), sequences, backward)
 
@@ -372,7 +387,11 @@ def simple_rnn(
     with ``use_bias=False``)."""
     layer = spec.layer(name)
     return _simple_rnn_over(
-        h, _weights(params, name), layer.options.units, layer.options.return_sequences
+        h,
+        _weights(params, name),
+        layer.options.units,
+        layer.options.return_sequences,
+        act=_cell_activation(layer.options.activation),
     )
 
 
@@ -382,17 +401,23 @@ def _simple_rnn_over(
     units: int,
     sequences: bool,
     backward: bool = False,
+    *,
+    act: Activation = torch.tanh,
 ) -> torch.Tensor:
     """``simple_rnn``'s recurrence over ``(N, T, F)`` (steps ``T-1..0`` when
     ``backward``), returning its states as ``_lstm_over`` does."""
     kernel, recurrent, bias = weights
 
     def step(x_t: torch.Tensor, state: States) -> States:
-        return (
-            torch.tanh(F.linear(x_t, kernel, bias) + F.linear(state[0], recurrent)),
-        )
+        return (act(F.linear(x_t, kernel, bias) + F.linear(state[0], recurrent)),)
 
     return _recur(h, step, (h.new_zeros(h.shape[0], units),), sequences, backward)
+
+
+def _cell_activation(name: str | None) -> Activation:
+    """The activation inside a recurrent cell, where Keras' default has a
+    tanh (``zoo.kinds.recurrent.Recurrent``)."""
+    return compose.activation_function(sys.modules[__name__], name)
 
 
 _RECURRENCES = {"lstm": _lstm_over, "gru": _gru_over, "simple_rnn": _simple_rnn_over}
@@ -409,8 +434,11 @@ def bidirectional(
     layer = spec.layer(name)
     over, units = _RECURRENCES[layer.options.cell], layer.options.units
     sequences = layer.options.return_sequences
-    ahead = over(h, _weights(params, f"{name}/forward"), units, sequences)
-    behind = over(h, _weights(params, f"{name}/backward"), units, sequences, True)
+    act = _cell_activation(layer.options.activation)
+    ahead = over(h, _weights(params, f"{name}/forward"), units, sequences, act=act)
+    behind = over(
+        h, _weights(params, f"{name}/backward"), units, sequences, True, act=act
+    )
     if sequences:  # Keras' flip: the backward copy's step t at position t
         behind = behind.flip(1)
     if layer.options.merge_mode == "concat":

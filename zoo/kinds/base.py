@@ -197,7 +197,11 @@ class Layer:
     @property
     def activation(self) -> str | None:
         """The activation that follows the layer (``ACTIVATIONS``): its
-        ``activation`` option, or ``None`` (linear) for a kind without one."""
+        ``activation`` option, or ``None`` (linear) for a kind without one
+        or whose option is computed inside its block
+        (``Kind.inner_activation``)."""
+        if self.kind_record.inner_activation:
+            return None
         value = getattr(self.options, "activation", None)
         return value if isinstance(value, str) else None
 
@@ -425,6 +429,10 @@ class Kind:
       it does not compute.
     - ``takes``: how many inputs: ``1``, ``2`` or ``0`` (two or more).
     - ``pool``: a pooling window whose default step is its size.
+    - ``inner_activation``: its ``activation`` option is computed inside
+      its block (a recurrent cell's, Keras' tanh by default: each framework
+      reads it with ``native.compose.activation_function``), not after it:
+      ``Layer.activation`` is then ``None``.
     - ``paddings``: the ``padding`` words it takes, for a kind with that
       option (``PADDINGS``; Conv1D's also ``causal``).
     - ``trains_differently``: computes otherwise in a training step
@@ -466,6 +474,7 @@ class Kind:
     keras_call: Callable[[Any, list[Any]], Any] | None = None
     takes: int = 1
     pool: bool = False
+    inner_activation: bool = False
     trains_differently: bool = False
     noise: Noise | None = None
     carries_shift: Callable[[Layer], bool] = lambda layer: False

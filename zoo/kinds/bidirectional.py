@@ -31,20 +31,22 @@ DIRECTIONS = ("forward", "backward")
 class Options:
     """Keras' ``Bidirectional`` arguments: the recurrent ``cell`` it wraps
     (``lstm``, ``gru`` or ``simple_rnn``: the kind of Keras' ``layer``) with
-    that layer's ``units``, ``return_sequences`` and ``use_bias``, and the
-    ``merge_mode`` of the two directions."""
+    that layer's ``units``, ``return_sequences``, ``use_bias`` and cell
+    ``activation`` (``recurrent.Recurrent``), and the ``merge_mode`` of the
+    two directions."""
 
     units: int
     merge_mode: str
     cell: str
     return_sequences: bool = False
     use_bias: bool = True
+    activation: str | None = recurrent.TANH
 
 
 def cell_layer(layer: Layer) -> Layer:
     """The recurrent layer each direction runs (named as the cell)."""
     o: Options = layer.options
-    options = recurrent.Recurrent(o.units, o.return_sequences, o.use_bias)
+    options = recurrent.Recurrent(o.units, o.return_sequences, o.use_bias, o.activation)
     return Layer(o.cell, o.cell, options)
 
 
@@ -127,10 +129,7 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
 
 
 def draw(pick: Pick, shape: Shape) -> dict[str, Any]:
-    return {
-        "units": pick.width(),
-        "return_sequences": pick.boolean(),
-        "use_bias": pick.boolean(),
+    return recurrent.draw(pick, shape) | {
         "cell": pick.one_of(list(CELLS)),
         "merge_mode": pick.one_of(list(MERGES)),
     }
@@ -163,6 +162,7 @@ KIND = Kind(
     summary="an LSTM, GRU or SimpleRNN read forward and backward, merged",
     options=Options,
     shape=shape,
+    inner_activation=True,
     params=params,
     flops=flops,
     keras=keras,

@@ -73,6 +73,7 @@ KIND = Kind(
     options=recurrent.Recurrent,
     regularized=True,
     shape=recurrent.shape,
+    inner_activation=True,
     params=params,
     flops=flops,
     keras=recurrent.keras_builder("GRU"),

@@ -26,7 +26,6 @@ REGULARIZED = (
 )
 CHANNELS_LAST = (("data_format", "channels_last"),)
 RECURRENT = (
-    ("activation", "tanh"),
     ("recurrent_activation", "sigmoid"),
     ("dropout", 0.0),
     ("recurrent_dropout", 0.0),

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.kinds import recurrent
-from zoo.kinds.base import Kind, Layer, Mistake, Param, Shape
+from zoo.kinds.base import Example, Kind, Layer, Mistake, Param, Shape
 
 # 3 sigmoids + 2 tanh + 3 multiplications + 1 add, per unit and time step.
 GATE_FLOPS_PER_UNIT = 9
@@ -51,7 +51,19 @@ def if_swapped(a: Any, p: Param) -> Any:
     return a[..., [*range(u, 2 * u), *range(u), *range(2 * u, 4 * u)]]
 
 
+def activation_ignored(layer: Layer) -> dict[str, Any]:
+    return {"activation": recurrent.TANH}
+
+
 MISTAKES = (
+    Mistake(
+        "cell-activation-ignored",
+        "an LSTM's own activation ignored: the cell computed with Keras' default tanh",
+        "kind-lstm",
+        seq_len=6,
+        hits=lambda layer, shapes: layer.options.activation != recurrent.TANH,
+        changes=activation_ignored,
+    ),
     Mistake(
         "lstm-gates-swapped",
         "LSTM input kernel loaded with the input and forget gates exchanged",
@@ -69,6 +81,7 @@ KIND = Kind(
     options=recurrent.Recurrent,
     regularized=True,
     shape=recurrent.shape,
+    inner_activation=True,
     params=params,
     flops=flops,
     keras=recurrent.keras_builder("LSTM"),
@@ -77,4 +90,8 @@ KIND = Kind(
     draw=recurrent.draw,
     draw_ranks=(2,),
     mistakes=MISTAKES,
+    example=Example(  # a forecaster's LSTM as public examples write it
+        (6, 3),
+        lambda: (Layer.of("lstm", "lstm", units=5, activation="relu"),),
+    ),
 )

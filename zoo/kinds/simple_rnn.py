@@ -2,7 +2,8 @@
 tanh(x_t @ kernel + h_{t-1} @ recurrent_kernel + bias)`` from ``h_{-1} =
 0``; the last ``h`` ``(u,)``, or every step's ``(T, u)`` with
 ``return_sequences``.  Kernel ``(in, u)``, recurrent kernel ``(u, u)``,
-bias ``(u,)``.  Only Keras' default recurrence, tanh (another is refused)."""
+bias ``(u,)``.  Its ``activation`` (tanh, Keras' default) is the cell's
+(``recurrent.Recurrent``)."""
 
 from __future__ import annotations
 
@@ -62,10 +63,11 @@ MISTAKES = (
 
 KIND = Kind(
     name="simple_rnn",
-    summary="a plain recurrent layer over a sequence (tanh)",
+    summary="a plain recurrent layer over a sequence",
     options=recurrent.Recurrent,
     regularized=True,
     shape=recurrent.shape,
+    inner_activation=True,
     params=params,
     flops=flops,
     keras=recurrent.keras_builder("SimpleRNN"),
