@@ -129,10 +129,17 @@ class NativeRunner:
             return {}
         fw, outputs = self.fw, packing.per_output(spec, logits)
         targets = packing.split_targets(spec, y)
+        # The packed outputs are in Keras' order, as the loss takes them
+        # (``ops.outputs``): ``to_labels`` keeps that layout, where
+        # ``to_input`` would make an image's rows channels-first and a
+        # loss of each pixel's row (a cross-entropy, a cosine) read them
+        # across the wrong axis (issue 79's fuzz: 110% off on PyTorch).
         return {
             h.layer: float(
                 fw.to_numpy(
-                    fw.loss(fw.to_input(outputs[h.layer]), fw.to_labels(t), h.objective)
+                    fw.loss(
+                        fw.to_labels(outputs[h.layer]), fw.to_labels(t), h.objective
+                    )
                 ).item()
             )
             for h, t in zip(spec.heads, targets, strict=True)

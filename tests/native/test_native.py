@@ -938,6 +938,62 @@ def test_torch_idiomatic_refuses_what_no_module_computes() -> None:
         idiomatic.build(spec, layout.to_native(spec, make_weights(spec, 0), "oihw"))
 
 
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_each_outputs_loss_of_a_row_per_pixel_reads_keras_order(
+    framework: str,
+) -> None:
+    """A second output of a row per pixel (a 1x1 convolution) trained on a
+    loss of each row (a cosine): its own loss, judged as ``loss:<layer>``,
+    is the mean over Keras' ``(N, H, W, C)`` rows.  PyTorch and MXNet read
+    them channels-first once, 110% off (issue 79's fuzz, finding
+    20b4e3d631); the control below is that reading, and differs."""
+    pytest.importorskip(framework.split("-", maxsplit=1)[0])
+    from tests.native.test_losses import numpy_loss
+
+    document = {
+        "input_shape": [3, 3, 2],
+        "outputs": ["rows", "pixels"],
+        "layers": [
+            {"kind": "flatten", "name": "flat"},
+            {"kind": "dense", "name": "rows", "units": 2},
+            {
+                "kind": "conv2d",
+                "name": "pixels",
+                "filters": 3,
+                "kernel_size": 1,
+                "inputs": ["input"],
+            },
+        ],
+        "workload": {
+            "optimizer": "sgd",
+            "learning_rate": 0.1,
+            "loss": ["mean_squared_error", "cosine_similarity"],
+            "from_logits": [False, False],
+            "batch_size": 4,
+        },
+    }
+    spec = spec_from_document("two-heads", document)
+    rng = np.random.default_rng(5)
+    heads = {h.layer: h for h in spec.heads}
+    pixels = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    outputs = {"rows": rng.standard_normal((4, 2)).astype(np.float32), "pixels": pixels}
+    targets = [
+        rng.standard_normal((4, *h.shape)).astype(np.float32) for h in spec.heads
+    ]
+    packed = packing.pack([outputs[h.layer] for h in spec.heads], 1)
+    y = packing.pack(targets, 1)
+    losses = NativeRunner(framework).output_losses(spec, packed, y)
+    goal = heads["pixels"].objective
+    rows = numpy_loss(pixels.reshape(-1, 3), targets[1].reshape(-1, 3), goal)
+    assert relative_error(np.float64(losses["pixels"]), np.float64(rows)) < 1e-5
+    across = numpy_loss(  # the channels-first misreading
+        pixels.transpose(0, 3, 1, 2).reshape(-1, 3),
+        targets[1].reshape(-1, 3),
+        goal,
+    )
+    assert relative_error(np.float64(across), np.float64(rows)) > 1e-2
+
+
 def test_torch_idiomatic_refuses_a_loss_it_has_no_stock_loss_for() -> None:
     """A KeyError once: the yardstick looked its loss up without asking."""
     pytest.importorskip("torch")
