@@ -74,7 +74,9 @@ from zoo.specs import INPUT, SLOPED, Layer, ModelSpec, draws_noise, layer_shapes
 #   and float32 leaves a residue of its rounding there (Keras' ``h * inv +
 #   (beta - mean * inv)``: two rounded products), which Adam turns into a
 #   step of full size on gamma; a multiplied value stays exactly 0 (issue
-#   74's campaign, findings cc6fc63f29, 111472bdaf and 67d7eec925).
+#   74's campaign, findings cc6fc63f29, 111472bdaf and 67d7eec925);
+# - a paired loss' rows get their terms' rounding bound added (every
+#   reference's ``common._paired``: ``zoo.losses.PAIRED``'s comment).
 PERTURB_ENV = "HARNESS_NATIVE_PERTURB"
 PERTURB_SEED = int(os.environ.get(PERTURB_ENV, "0") or "0")
 PERTURBATION = 2.0**-24

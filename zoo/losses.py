@@ -152,6 +152,17 @@ LOSSES: dict[str, Loss] = {
 # The losses of the outputs and targets apart, not of their difference as
 # the other regression losses (every framework's ``common._paired``).
 PAIRED = ("hinge", "poisson", "kl_divergence", "cosine_similarity")
+# A row of a paired loss is a sum whose terms may cancel (a KL divergence of
+# two nearly equal distributions: ``t log t - t log p``), so float32 errs on
+# it by its terms' rounding, up to the unit roundoff times the sum of their
+# magnitudes, which may be far more than the row itself is; a perturbed
+# reference run (``native.compose``) adds that to each row, so the judge
+# allows it without resting on a draw's luck (finding 08de0aec85).  Each
+# row's terms, per output (a mean where the loss averages them, a sum where
+# it sums them): hinge ``1`` and ``t * o``; Poisson ``o`` and ``t * log(o +
+# eps)``; KL ``t log t`` and ``t log p`` (``t``, ``p`` clipped as the loss
+# clips them); cosine ``t_unit * o_unit`` (every framework's
+# ``common._paired_terms``).
 # The activations whose outputs are at least 0, which a ``positive`` loss
 # takes the log of (``check_outputs``).
 POSITIVE = ("relu", "relu6", "sigmoid", "softmax", "softplus")

@@ -56,6 +56,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import native
+from native import compose
 from native.compose import train_forward
 from native.protocol import Apply
 from zoo.losses import EPSILON, PAIRED, Heads, Objective, smoothed, total
@@ -150,9 +151,19 @@ def _focal(z: jax.Array, y: jax.Array, objective: Objective) -> jax.Array:
     return focal * (y * objective.alpha + (1 - y) * (1 - objective.alpha))
 
 
-def _paired(name: str, o: jax.Array, t: jax.Array) -> jax.Array:
+def _paired(name: str, o: Any, t: Any) -> Any:
     """The loss of each row of outputs ``o`` and targets ``t`` for the losses
-    that take them apart, not their difference (``zoo.losses``)."""
+    that take them apart, not their difference (``zoo.losses``); in a
+    perturbed reference run plus its terms' rounding bound (the unit
+    roundoff times ``_paired_terms``: ``zoo.losses.PAIRED``'s comment)."""
+    rows = _paired_rows(name, o, t)
+    if not compose.PERTURB_SEED:
+        return rows
+    return rows + compose.PERTURBATION * _paired_terms(name, o, t)
+
+
+def _paired_rows(name: str, o: jax.Array, t: jax.Array) -> jax.Array:
+    """``_paired``'s rows as Keras computes them (``zoo.losses``)."""
     if name == "hinge":  # targets of -1 or 1
         return jnp.maximum(1.0 - t * o, 0.0).mean(axis=1)
     if name == "poisson":
@@ -163,6 +174,19 @@ def _paired(name: str, o: jax.Array, t: jax.Array) -> jax.Array:
     if name == "cosine_similarity":
         return -jnp.sum(_unit(t) * _unit(o), axis=1)
     raise ValueError(f"unknown loss {name!r}")
+
+
+def _paired_terms(name: str, o: jax.Array, t: jax.Array) -> jax.Array:
+    """The magnitudes of the terms each row of ``_paired`` adds up, summed as
+    the row sums them (``zoo.losses.PAIRED``'s comment)."""
+    if name == "hinge":
+        return (1.0 + jnp.abs(t * o)).mean(axis=1)
+    if name == "poisson":
+        return (jnp.abs(o) + jnp.abs(t * jnp.log(o + EPSILON))).mean(axis=1)
+    if name == "kl_divergence":
+        t, p = jnp.clip(t, EPSILON, 1.0), jnp.clip(o, EPSILON, 1.0)
+        return jnp.sum(jnp.abs(t * jnp.log(t)) + jnp.abs(t * jnp.log(p)), axis=1)
+    return jnp.sum(jnp.abs(_unit(t) * _unit(o)), axis=1)  # cosine_similarity
 
 
 def _unit(x: jax.Array) -> jax.Array:

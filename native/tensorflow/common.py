@@ -55,6 +55,7 @@ import numpy as np
 import tensorflow as tf
 
 import native
+from native import compose
 from native.compose import train_forward
 from native.protocol import Apply
 from zoo.losses import EPSILON, PAIRED, Heads, Objective, smoothed, total
@@ -149,9 +150,19 @@ def _focal(z: tf.Tensor, y: tf.Tensor, objective: Objective) -> tf.Tensor:
     return focal * (y * objective.alpha + (1 - y) * (1 - objective.alpha))
 
 
-def _paired(name: str, o: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
+def _paired(name: str, o: Any, t: Any) -> Any:
     """The loss of each row of outputs ``o`` and targets ``t`` for the losses
-    that take them apart, not their difference (``zoo.losses``)."""
+    that take them apart, not their difference (``zoo.losses``); in a
+    perturbed reference run plus its terms' rounding bound (the unit
+    roundoff times ``_paired_terms``: ``zoo.losses.PAIRED``'s comment)."""
+    rows = _paired_rows(name, o, t)
+    if not compose.PERTURB_SEED:
+        return rows
+    return rows + compose.PERTURBATION * _paired_terms(name, o, t)
+
+
+def _paired_rows(name: str, o: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
+    """``_paired``'s rows as Keras computes them (``zoo.losses``)."""
     if name == "hinge":  # targets of -1 or 1
         return tf.reduce_mean(tf.maximum(1.0 - t * o, 0.0), axis=1)
     if name == "poisson":
@@ -162,6 +173,21 @@ def _paired(name: str, o: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
     if name == "cosine_similarity":
         return -tf.reduce_sum(_unit(t) * _unit(o), axis=1)
     raise ValueError(f"unknown loss {name!r}")
+
+
+def _paired_terms(name: str, o: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
+    """The magnitudes of the terms each row of ``_paired`` adds up, summed as
+    the row sums them (``zoo.losses.PAIRED``'s comment)."""
+    if name == "hinge":
+        return tf.reduce_mean(1.0 + tf.abs(t * o), axis=1)
+    if name == "poisson":
+        return tf.reduce_mean(tf.abs(o) + tf.abs(t * tf.math.log(o + EPSILON)), axis=1)
+    if name == "kl_divergence":
+        t, p = tf.clip_by_value(t, EPSILON, 1.0), tf.clip_by_value(o, EPSILON, 1.0)
+        return tf.reduce_sum(
+            tf.abs(t * tf.math.log(t)) + tf.abs(t * tf.math.log(p)), axis=1
+        )
+    return tf.reduce_sum(tf.abs(_unit(t) * _unit(o)), axis=1)  # cosine_similarity
 
 
 def _unit(x: tf.Tensor) -> tf.Tensor:

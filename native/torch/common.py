@@ -53,6 +53,7 @@ import torch
 import torch.nn.functional as F
 
 import native
+from native import compose
 from native.compose import train_forward
 from native.protocol import Apply
 from zoo.losses import EPSILON, PAIRED, Heads, Objective, smoothed, total
@@ -155,9 +156,19 @@ def _focal(z: torch.Tensor, y: torch.Tensor, objective: Objective) -> torch.Tens
     return focal * (y * objective.alpha + (1 - y) * (1 - objective.alpha))
 
 
-def _paired(name: str, o: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+def _paired(name: str, o: Any, t: Any) -> Any:
     """The loss of each row of outputs ``o`` and targets ``t`` for the losses
-    that take them apart, not their difference (``zoo.losses``)."""
+    that take them apart, not their difference (``zoo.losses``); in a
+    perturbed reference run plus its terms' rounding bound (the unit
+    roundoff times ``_paired_terms``: ``zoo.losses.PAIRED``'s comment)."""
+    rows = _paired_rows(name, o, t)
+    if not compose.PERTURB_SEED:
+        return rows
+    return rows + compose.PERTURBATION * _paired_terms(name, o, t)
+
+
+def _paired_rows(name: str, o: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """``_paired``'s rows as Keras computes them (``zoo.losses``)."""
     if name == "hinge":  # targets of -1 or 1
         return (1.0 - t * o).clamp(min=0.0).mean(dim=1)
     if name == "poisson":
@@ -168,6 +179,19 @@ def _paired(name: str, o: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     if name == "cosine_similarity":
         return -(_unit(t) * _unit(o)).sum(dim=1)
     raise ValueError(f"unknown loss {name!r}")
+
+
+def _paired_terms(name: str, o: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """The magnitudes of the terms each row of ``_paired`` adds up, summed as
+    the row sums them (``zoo.losses.PAIRED``'s comment)."""
+    if name == "hinge":
+        return (1.0 + (t * o).abs()).mean(dim=1)
+    if name == "poisson":
+        return (o.abs() + (t * (o + EPSILON).log()).abs()).mean(dim=1)
+    if name == "kl_divergence":
+        t, p = t.clamp(EPSILON, 1.0), o.clamp(EPSILON, 1.0)
+        return ((t * t.log()).abs() + (t * p.log()).abs()).sum(dim=1)
+    return (_unit(t) * _unit(o)).abs().sum(dim=1)  # cosine_similarity
 
 
 def _unit(x: torch.Tensor) -> torch.Tensor:

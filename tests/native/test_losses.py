@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from equivalence.compare import relative_error
-from native import FRAMEWORKS, load_framework
+from equivalence.reference import IMPLEMENTATIONS
+from native import FRAMEWORKS, compose, load_framework
 from zoo.losses import (
     EPSILON,
     LOSSES,
@@ -210,6 +211,56 @@ def test_every_framework_computes_each_loss(framework: str, goal: Objective) -> 
     for other in others:
         wrong = fw.to_numpy(fw.loss(fw.to_input(outputs), fw.to_labels(y), other))
         assert relative_error(np.float64(wrong.item()), expected) > 1e-3, other
+
+
+def _numpy_paired_terms(o: np.ndarray, t: np.ndarray, loss: str) -> np.ndarray:
+    """The magnitudes of each row's terms (``zoo.losses.PAIRED``'s comment)."""
+    if loss == "hinge":
+        return np.asarray((1 + np.abs(t * o)).mean(axis=1))
+    if loss == "poisson":
+        return np.asarray((np.abs(o) + np.abs(t * np.log(o + EPSILON))).mean(axis=1))
+    if loss == "kl_divergence":
+        t, p = np.clip(t, EPSILON, 1), np.clip(o, EPSILON, 1)
+        return np.asarray((np.abs(t * np.log(t)) + np.abs(t * np.log(p))).sum(axis=1))
+    unit_t = t / np.linalg.norm(t, axis=1, keepdims=True)
+    unit_o = o / np.linalg.norm(o, axis=1, keepdims=True)
+    return np.asarray(np.abs(unit_t * unit_o).sum(axis=1))
+
+
+@pytest.mark.parametrize(
+    "framework", [i.removeprefix("native-") for i in IMPLEMENTATIONS]
+)
+@pytest.mark.parametrize("loss", PAIRED)
+def test_a_perturbed_run_adds_the_rounding_of_a_paired_loss_terms(
+    framework: str, loss: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding 08de0aec85: a KL divergence of two nearly equal distributions
+    is far smaller than its terms, so float32 errs on it by their rounding,
+    which no draw of perturbed outputs sets (a softmax moved through its
+    logits stays a distribution, where the divergence is at its minimum).  A
+    perturbed reference run adds the unit roundoff times the terms'
+    magnitudes to each row (``zoo.losses.PAIRED``'s comment), here at a
+    scale float32 shows; the magnitudes of the row as written (``t log(t /
+    p)``, cancelled already) would be caught as wrong."""
+    pytest.importorskip(framework)
+    fw = load_framework(framework)
+    goal = Objective(loss, False)
+    outputs, y = _case(goal)
+    if loss == "kl_divergence":  # nearly the targets: the terms cancel
+        outputs = y * (1 + 1e-3 * np.cos(np.arange(y.size)).reshape(y.shape))
+        outputs = (outputs / outputs.sum(axis=1, keepdims=True)).astype(np.float32)
+    plain = fw.to_numpy(fw.loss(fw.to_input(outputs), fw.to_labels(y), goal)).item()
+    scale = 1e-3
+    monkeypatch.setattr(compose, "PERTURB_SEED", 1)
+    monkeypatch.setattr(compose, "PERTURBATION", scale)
+    moved = fw.to_numpy(fw.loss(fw.to_input(outputs), fw.to_labels(y), goal)).item()
+    o, t = outputs.astype(np.float64), y.astype(np.float64)
+    expected = scale * _numpy_paired_terms(o, t, loss).mean()
+    assert relative_error(np.float64(moved - plain), np.float64(expected)) < 1e-3
+    if loss == "kl_divergence":
+        assert expected > 100 * scale * abs(plain)  # terms far beyond the row
+        as_written = scale * np.abs(t * np.log(t / o)).sum(axis=1).mean()
+        assert relative_error(np.float64(moved - plain), as_written) > 0.5
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

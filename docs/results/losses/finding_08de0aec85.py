@@ -10,37 +10,23 @@ run, with ``HARNESS_NATIVE_PERTURB=1`` for the perturbed one.
 from __future__ import annotations
 
 import sys
+import tomllib
+from pathlib import Path
 
 from workers.native_runner import NativeRunner
 from zoo.data import make_batches
 from zoo.user_models import spec_from_document
 from zoo.weights import make_weights
 
-DOCUMENT = {
-    "input_shape": [8],
-    "layers": [
-        {
-            "kind": "dense",
-            "name": "outputs",
-            "units": 2,
-            "inputs": ["input"],
-            "activation": "softmax",
-        }
-    ],
-    "workload": {
-        "optimizer": "adagrad",
-        "learning_rate": 0.001,
-        "loss": "kl_divergence",
-        "from_logits": False,
-        "schedule": {"kind": "exponential_decay", "decay_steps": 1, "decay_rate": 0.5},
-        "batch_size": 1,
-    },
-}
+# The finding's model as a [model] table, read as the tool reads one.
+TABLE = Path(__file__).with_name("kl_cancelling.toml")
 SEED, STEPS = 3, 3
 
 
 def main(framework: str) -> None:
-    spec = spec_from_document("finding-08de0aec85", DOCUMENT)
+    spec = spec_from_document(
+        "finding-08de0aec85", tomllib.loads(TABLE.read_text())["model"]
+    )
     x, y = make_batches(spec, SEED, 1, STEPS)
     session = NativeRunner(framework).session(spec, make_weights(spec, SEED))
     print(framework, [repr(session.step(x[i], y[i])) for i in range(STEPS)])
