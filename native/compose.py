@@ -32,7 +32,10 @@ inference, and every parameter of it goes into ``updates`` as itself: held,
 so no framework takes its gradient or steps it (a framework skips setting a
 parameter to itself).  A layer that draws noise also taps its
 input, as ``<name>/input``, for the check that it drew as it must
-(``workers.protocol.check_noise``).
+(``workers.protocol.check_noise``); a layer that draws noise on its input
+before computing (``Kind.input_noise``: a recurrent layer's ``dropout``)
+taps its input and, as ``<name>/dropped``, what its block then computes on
+(``ops.input_dropout``).
 
 Framework-free: the framework comes in with ``ops``.
 """
@@ -46,7 +49,15 @@ from typing import Any
 
 from native.protocol import Tap, Tensor, no_tap
 from zoo.kinds import KINDS
-from zoo.specs import INPUT, SLOPED, Layer, ModelSpec, draws_noise, layer_shapes
+from zoo.specs import (
+    INPUT,
+    SLOPED,
+    Layer,
+    ModelSpec,
+    draws_input_noise,
+    draws_noise,
+    layer_shapes,
+)
 
 # A perturbed reference run (``equivalence.reference``, perturbations): with
 # ``HARNESS_NATIVE_PERTURB`` set to a seed in a float64 worker's environment,
@@ -112,10 +123,10 @@ def apply(
             h = tuple(outputs[name] for name in layer.inputs)
         elif layer.inputs:
             h = outputs[layer.inputs[0]]
+        if training and draws_noise(layer):
+            h = _drawn(ops, spec, layer, h, tap=tap, rng=rng, index=index)
         if KINDS[layer.kind].noise is not None:
-            if training and draws_noise(layer):
-                h = tap(f"{layer.name}/input", h)  # for the check of its draws
-                h = getattr(ops, layer.kind)(h, spec, layer.name, rng, index)
+            pass  # drawn above in training; the identity otherwise
         elif training:
             h = _training_block(
                 ops, params, spec, h, layer.name, updates=updates, positions=positions
@@ -134,6 +145,28 @@ def apply(
             ops.outputs(outputs[head.layer], len(head.shape)) for head in spec.heads
         )
     return ops.outputs(h, len(spec.heads[0].shape))
+
+
+def _drawn(
+    ops: Any,
+    spec: ModelSpec,
+    layer: Layer,
+    h: Tensor,
+    *,
+    tap: Tap,
+    rng: Any,
+    index: int,
+) -> Tensor:
+    """``layer``'s noise drawn on ``h`` in a training step, its input tapped
+    for the check of its draws: a noise kind's output, or for a layer that
+    draws on its input (``Kind.input_noise``) the input it computes on,
+    tapped too."""
+    h = tap(f"{layer.name}/input", h)
+    if draws_input_noise(layer):  # a recurrent layer's dropout
+        return tap(
+            f"{layer.name}/dropped", ops.input_dropout(h, spec, layer.name, rng, index)
+        )
+    return getattr(ops, layer.kind)(h, spec, layer.name, rng, index)
 
 
 def _gradients_perturbed(

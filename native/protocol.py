@@ -92,6 +92,15 @@ class Ops(Protocol):
         statistics (no gradient through them), which ``native.compose`` turns
         into the new moving ones."""
 
+    def input_dropout(
+        self, h: Tensor, spec: ModelSpec, name: str, rng: Any, index: int
+    ) -> Tensor:
+        """A recurrent layer's own ``dropout`` on its input sequence ``h``
+        (``zoo.kinds.recurrent.INPUT_DROPOUT``): each feature of each
+        sequence kept with probability ``1 - dropout`` and scaled by ``1 / (1
+        - dropout)``, one draw shared along the steps; as ``NoiseBlock``
+        draws (``rng``, ``index``)."""
+
     def outputs(self, h: Tensor, rank: int) -> Tensor:
         """A model's output ``h``, of ``rank`` axes per example (its
         ``zoo.specs.Head``'s shape), in Keras' element order: an image (an

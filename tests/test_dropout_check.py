@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.helpers import keras_on_torch
+from workers.launch import PROJECT_ROOT
 from workers.protocol import check_dropout, check_normal
 
 RATE = 0.25
@@ -137,3 +139,48 @@ def test_normal_noise_over_large_values_passes_despite_float32_rounding() -> Non
     x = rng.uniform(1e4, 2e4, 4096).astype(np.float32)
     y = (x + rng.normal(0, 1e-3, x.shape)).astype(np.float32)
     assert check_normal("noise layer 'n'", "added", 1e-3, x, y) is None
+
+
+# Keras on PyTorch checks the masks its recurrent cells draw on their input
+# (workers.keras_runner._recording_masks); with Keras' mask drawn unscaled, or
+# keeping every value, the first such layer is named.
+CELL_MASKS = """
+import sys
+import tomllib
+from pathlib import Path
+from keras.src.layers.rnn import dropout_rnn_cell
+from workers.keras_runner import KerasRunner
+from zoo.data import make_batches
+from zoo.user_models import spec_from_document
+from zoo.weights import make_weights
+table = Path("docs/results/kinds/recurrent_dropout.toml").read_text()
+spec = spec_from_document("cells", tomllib.loads(table)["model"])
+weights, (x, y) = make_weights(spec, 0), make_batches(spec, 0, 8, 1)
+runner = KerasRunner("torch")
+runner.evaluate(spec, weights, x[0], y[0])
+print("right: passed")
+drawn = dropout_rnn_cell.DropoutRNNCell._create_dropout_mask
+wrong = {
+    "unscaled": lambda self, step, rate: drawn(self, step, rate) * (1 - rate),
+    "none": lambda self, step, rate: drawn(self, step, 0.0) / (1 - rate),
+}[sys.argv[1]]
+dropout_rnn_cell.DropoutRNNCell._create_dropout_mask = wrong
+try:
+    runner.evaluate(spec, weights, x[0], y[0])
+except ValueError as exc:
+    print("wrong:", exc)
+"""
+
+
+@pytest.mark.parametrize(
+    ("wrong", "caught"),
+    [("unscaled", "kept values off the input"), ("none", "kept 1.000 of")],
+)
+def test_keras_recurrent_cells_masks_are_checked(wrong: str, caught: str) -> None:
+    done = keras_on_torch(["-c", CELL_MASKS, wrong], cwd=PROJECT_ROOT)
+    lines = done.stdout.strip().splitlines()
+    assert "right: passed" in lines
+    assert any(
+        line.startswith("wrong: dropout layer 'lstm' at rate 0.3") and caught in line
+        for line in lines
+    ), done.stdout

@@ -887,8 +887,8 @@ def test_a_functional_chain_is_read_in_order() -> None:
             "kernel_constraint='non_neg'",
         ),
         (
-            _sequential(_layer("LSTM", "l", units=4, dropout=0.5)),
-            "dropout=0.5",
+            _sequential(_layer("LSTM", "l", units=4, recurrent_dropout=0.5)),
+            "recurrent_dropout=0.5, which the tool does not compute",
         ),
         (
             _sequential(_layer("Dense", "d", units=4, activation="hard_sigmoid")),
@@ -1338,6 +1338,45 @@ def test_a_recurrent_layers_own_activation_is_read_into_its_cell(cls: str) -> No
     assert read("linear")[1].options.activation is None
     with pytest.raises(ValueError, match="activation 'hard_sigmoid'"):
         read("hard_sigmoid")
+
+
+@pytest.mark.parametrize("cls", ["LSTM", "GRU", "SimpleRNN"])
+def test_a_recurrent_layers_own_dropout_is_read_and_its_recurrent_dropout_refused(
+    cls: str,
+) -> None:
+    """Keras' LSTM(dropout=0.2): one mask per sequence on the input, read as
+    the layer's ``dropout`` (left out of the document at 0, so older files
+    keep their digest), written back, and at 0 in a trajectory's spec
+    (``without_noise``); ``recurrent_dropout`` (Keras' masks per gate) is
+    refused in one sentence, and so is a Bidirectional's dropout."""
+
+    def config(**options: Any) -> Any:
+        recurrent = _layer(cls, "r", units=4, **options)
+        made = _sequential(recurrent, _layer("Dense", "d", **DENSE))
+        made["config"]["layers"][0]["config"]["batch_shape"] = [None, 5, 3]
+        return made
+
+    document = keras_import.document_from_config(config(dropout=0.2))
+    assert document["layers"][0]["dropout"] == 0.2
+    spec = user_models.spec_from_document("m", document)
+    assert spec.layer("r").options.dropout == 0.2
+    assert spec.noisy_layers() == (spec.layer("r"),)
+    assert spec.trains_differently
+    assert without_noise(spec).layer("r").options.dropout == 0.0
+    assert user_models.document_of(spec)["layers"][0]["dropout"] == 0.2
+    plain = keras_import.document_from_config(config(dropout=0.0))
+    assert "dropout" not in plain["layers"][0]
+    with pytest.raises(ValueError, match=r"recurrent_dropout=0\.25.*per gate"):
+        keras_import.document_from_config(config(dropout=0.2, recurrent_dropout=0.25))
+    wrapped = _layer("Bidirectional", "b", layer=_layer(cls, "r", units=4, dropout=0.2))
+    both = _sequential(wrapped, _layer("Dense", "d", **DENSE))
+    both["config"]["layers"][0]["config"]["batch_shape"] = [None, 5, 3]
+    with pytest.raises(ValueError, match=r"'b' wraps a .* dropout=0\.2"):
+        keras_import.document_from_config(both)
+    with pytest.raises(ValueError, match=r"dropout 1\.0; it must be at least 0"):
+        user_models.spec_from_document(
+            "m", {**document, "layers": [{**document["layers"][0], "dropout": 1.0}]}
+        )
 
 
 # --- batch normalization and dropout --------------------------------------------

@@ -44,7 +44,7 @@ from workers.protocol import (
 from zoo import packing
 from zoo.losses import keras_loss, total
 from zoo.optimizers import keras_optimizer
-from zoo.specs import ModelSpec
+from zoo.specs import ModelSpec, draws_input_noise
 
 # ``Model.compile`` keyword arguments of each mode that is not a backend's
 # default (``workers.paths.MODES``; the defaults leave Keras' own).
@@ -149,10 +149,12 @@ class KerasRunner:
         forward pass on ``x`` (repeated: ``noise_batch``), drew as its kind
         must (``check_noise``)."""
         layers = spec.noisy_layers()
-        ends = []
+        ends, masks = [], {}
         for layer in layers:
             keras_layer = model.get_layer(layer.name)
             ends += [keras_layer.input, keras_layer.output]
+            if draws_input_noise(layer):
+                masks[layer.name] = _recording_masks(keras_layer.cell)
         probe = self.keras.Model(model.inputs, ends)
         ops = self.keras.ops
         given = fed(spec, noise_batch(spec, x))
@@ -161,9 +163,20 @@ class KerasRunner:
             if isinstance(given, list)
             else ops.convert_to_tensor(given)
         )
-        values = [ops.convert_to_numpy(v) for v in probe(tensors, training=True)]
+        try:
+            values = [ops.convert_to_numpy(v) for v in probe(tensors, training=True)]
+        finally:
+            for layer in layers:
+                if layer.name in masks:  # the cell's own method again
+                    del model.get_layer(layer.name).cell.get_dropout_mask
         for i, layer in enumerate(layers):
-            problem = check_noise(layer, values[2 * i], values[2 * i + 1])
+            taken, drawn = values[2 * i], values[2 * i + 1]
+            if layer.name in masks:
+                # The mask the cell drew (batch, features), as the dropout of
+                # a sequence of ones one step long that it is.
+                mask = ops.convert_to_numpy(masks[layer.name][0])[:, None, :]
+                taken, drawn = np.ones_like(mask), mask
+            problem = check_noise(layer, taken, drawn)
             if problem:
                 raise ValueError(problem)
 
@@ -483,3 +496,22 @@ def _grads_torch(
 
 
 _GRADS = {"jax": _grads_jax, "tensorflow": _grads_tensorflow, "torch": _grads_torch}
+
+
+def _recording_masks(cell: Any) -> list[Any]:
+    """The masks Keras' recurrent ``cell`` draws on its input from now on
+    (``DropoutRNNCell.get_dropout_mask``: one per sequence, drawn on the
+    first step and returned again at every other), in the order drawn: the
+    cell's method wrapped on the instance (deleting the attribute restores
+    it)."""
+    drawn: list[Any] = []
+    method = cell.get_dropout_mask
+
+    def get_dropout_mask(step_input: Any) -> Any:
+        mask = method(step_input)
+        if mask is not None and not drawn:
+            drawn.append(mask)
+        return mask
+
+    cell.get_dropout_mask = get_dropout_mask
+    return drawn

@@ -30,6 +30,7 @@ from workers.protocol import (
     check_noise,
     check_training,
     noise_batch,
+    noise_taps,
 )
 from zoo import packing
 from zoo.specs import ModelSpec
@@ -161,7 +162,7 @@ class NativeRunner:
         arrays = fw.arrays(self.init(spec, weights))
         apply(arrays, self.feed(spec, noise_batch(spec, x)), tap=record, training=True)
         for layer in spec.noisy_layers():
-            given, got = taps[f"{layer.name}/input"], taps[layer.name]
+            given, got = (taps[name] for name in noise_taps(layer))
             problem = check_noise(layer, given, got)
             if problem:
                 raise ValueError(problem)

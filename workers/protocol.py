@@ -24,8 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from zoo.kinds import KINDS
-from zoo.specs import Layer, ModelSpec, input_of
+from zoo.specs import Layer, ModelSpec, draws_input_noise, input_of, noise_of
 
 Weights = Mapping[str, np.ndarray]  # canonical (Keras-layout) arrays by name
 NAMED = 3  # parameters a non-finite sentence names at most
@@ -238,18 +237,26 @@ def noise_batch(spec: ModelSpec, x: np.ndarray) -> np.ndarray:
     return np.concatenate([x] * repeats) if repeats > 1 else x
 
 
+def noise_taps(layer: Layer) -> tuple[str, str]:
+    """The taps (``native.compose``) of what a layer that draws noise took
+    and what its draw gave: its input and its output, or for one that draws
+    on its input (``Kind.input_noise``) its input and ``<name>/dropped``."""
+    drawn = f"{layer.name}/dropped" if draws_input_noise(layer) else layer.name
+    return f"{layer.name}/input", drawn
+
+
 def check_noise(layer: Layer, inputs: np.ndarray, outputs: np.ndarray) -> str | None:
     """``None`` when ``layer``, a kind that draws noise (``Kind.noise``), run
     in one training pass on ``inputs`` (a batch, Keras' layout), gave
     ``outputs`` as its kind must draw them; else what it did, in one
     sentence naming the layer.  A dropout: ``check_dropout``; normal noise:
     ``check_normal``."""
-    noise = KINDS[layer.kind].noise
+    noise = noise_of(layer)
     if noise is None:
         raise ValueError(f"{layer.kind} layer {layer.name!r} draws no noise")
     amount = getattr(layer.options, noise.amount)
     if noise.draws == "mask":
-        shared = getattr(layer.options, "shared_axes", ())
+        shared = getattr(layer.options, "shared_axes", noise.shared_axes)
         return check_dropout(layer.name, amount, inputs, outputs, shared)
     if noise.stddev is None:
         raise ValueError(f"{layer.kind} draws normal noise with no stddev rule")

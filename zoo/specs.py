@@ -61,6 +61,7 @@ from zoo.kinds.base import (
     STATE_KINDS,
     Example,
     Layer,
+    Noise,
     Param,
     Shape,
     padding_of,
@@ -358,8 +359,12 @@ class ModelSpec:
     @property
     def trains_differently(self) -> bool:
         """Whether a training step's forward pass differs from inference's
-        (``TRAINING_KINDS``)."""
-        return any(layer.kind in TRAINING_KINDS for layer in self.layers)
+        (``TRAINING_KINDS``, or a layer drawing noise on its input:
+        ``draws_input_noise``)."""
+        return any(
+            layer.kind in TRAINING_KINDS or draws_input_noise(layer)
+            for layer in self.layers
+        )
 
     def noisy_layers(self) -> tuple[Layer, ...]:
         """The layers that draw noise in a training step (``Kind.noise``: a
@@ -1432,11 +1437,25 @@ VARIANTS.update(
 )
 
 
+def noise_of(layer: Layer) -> Noise | None:
+    """What ``layer``'s kind draws in a training step: its ``Kind.noise``,
+    or the ``Kind.input_noise`` it draws on its input (a recurrent layer's
+    dropout); ``None`` for a kind that draws none."""
+    kind = KIND_RECORDS[layer.kind]
+    return kind.noise or kind.input_noise
+
+
 def draws_noise(layer: Layer) -> bool:
-    """Whether ``layer`` draws noise in a training step (``Kind.noise``,
-    its amount above 0)."""
-    noise = KIND_RECORDS[layer.kind].noise
+    """Whether ``layer`` draws noise in a training step (``noise_of``, its
+    amount above 0)."""
+    noise = noise_of(layer)
     return noise is not None and bool(getattr(layer.options, noise.amount))
+
+
+def draws_input_noise(layer: Layer) -> bool:
+    """Whether ``layer`` draws noise on its input before computing
+    (``Kind.input_noise`` at an amount above 0)."""
+    return KIND_RECORDS[layer.kind].input_noise is not None and draws_noise(layer)
 
 
 def without_noise(spec: ModelSpec) -> ModelSpec:
@@ -1450,7 +1469,7 @@ def without_noise(spec: ModelSpec) -> ModelSpec:
 
 
 def _silenced(layer: Layer) -> Layer:
-    noise = KIND_RECORDS[layer.kind].noise
+    noise = noise_of(layer)
     if noise is None or not draws_noise(layer):
         return layer
     return layer.replace(**{noise.amount: 0.0})

@@ -99,7 +99,7 @@ from zoo import files
 from zoo.arrays import digest, load_npz, save_npz
 from zoo.data import batches_file, make_batches
 from zoo.models import get_spec
-from zoo.specs import ModelSpec
+from zoo.specs import ModelSpec, draws_input_noise
 from zoo.weights import make_weights, weights_file
 
 GATE_STEPS = 2
@@ -145,7 +145,18 @@ def training_checks(spec: ModelSpec) -> str | None:
             "Hoeffding's bound, kept values scaled by 1 / (1 - rate), one "
             "draw along the axes it shares"
         )
-    normal = [x for x in spec.noisy_layers() if x.kind != "dropout"]
+    cells = [x for x in spec.noisy_layers() if draws_input_noise(x)]
+    if cells:
+        named = ", ".join(f"{x.name} at {x.options.dropout:g}" for x in cells)
+        parts.append(
+            f"a recurrent layer's input dropout ({named}): the identity in "
+            "inference (logits) and at rate 0 (trajectory and timed closures), "
+            "and at its rate in one training pass of every path: the mask "
+            "Keras' cell drew and the sequence each native cell computed on, "
+            "one draw per sequence and feature along the steps, kept fraction "
+            "within Hoeffding's bound, kept values scaled by 1 / (1 - rate)"
+        )
+    normal = [x for x in spec.noisy_layers() if x.kind != "dropout" and x not in cells]
     if normal:
         named = ", ".join(f"{x.name} ({x.kind.replace('_', ' ')})" for x in normal)
         parts.append(

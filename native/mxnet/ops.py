@@ -615,6 +615,15 @@ def dropout(h: Any, spec: ModelSpec, name: str, rng: Any, index: int) -> Any:
     return namespace(h).Dropout(h, p=o.rate, mode="always", axes=axes)
 
 
+def input_dropout(h: Any, spec: ModelSpec, name: str, rng: Any, index: int) -> Any:
+    """A recurrent layer's own dropout on its input sequence ``(N, T, F)``
+    (``native.protocol.Ops.input_dropout``): ``Dropout`` in mode ``always``
+    with one draw shared along the steps (``axes=(1,)``), MXNet's own
+    random state."""
+    rate = spec.layer(name).options.dropout
+    return namespace(h).Dropout(h, p=rate, mode="always", axes=(1,))
+
+
 def gaussian_noise(h: Any, spec: ModelSpec, name: str, rng: Any, index: int) -> Any:
     """``h + n``, ``n`` normal of deviation ``stddev`` per value."""
     stddev = spec.layer(name).options.stddev

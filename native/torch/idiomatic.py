@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from native.torch.common import DEVICE, penalty
+from zoo.kinds.recurrent import TANH
 from zoo.optimizers import plain
 from zoo.specs import Layer, ModelSpec, input_of, padding_of
 
@@ -128,10 +129,9 @@ def _biased(name: str, module_has: bool, arrays: Mapping[str, torch.Tensor]) -> 
     return module_has
 
 
-def build(spec: ModelSpec, arrays: Mapping[str, np.ndarray]) -> nn.Sequential:
-    """The model as ``nn.Sequential``, loaded with ``arrays`` (this framework's
-    layout, ``native.layout.to_native``); a ValueError in one sentence for a
-    layer this module has no stock module for."""
+def _check(spec: ModelSpec) -> None:
+    """A ValueError in one sentence unless stock modules and a stock loss
+    compute ``spec`` as the native path does."""
     goal = spec.workload.objective
     if not goal.from_logits and goal.loss.endswith("crossentropy"):
         raise ValueError(
@@ -150,6 +150,18 @@ def build(spec: ModelSpec, arrays: Mapping[str, np.ndarray]) -> nn.Sequential:
             f"({', '.join(missing) or 'a residual graph'}): the idiomatic "
             f"PyTorch yardstick takes {', '.join(KINDS)}"
         )
+    cells = [
+        layer.name
+        for layer in spec.layers
+        if layer.kind == "lstm"
+        and (layer.options.activation != TANH or layer.options.dropout)
+    ]
+    if cells:
+        raise ValueError(
+            f"{spec.name} has LSTMs nn.LSTM does not compute ({', '.join(cells)}: "
+            "a cell activation other than tanh, or an input dropout): the "
+            "idiomatic PyTorch yardstick takes Keras' default LSTM"
+        )
     unknown = sorted(
         {str(layer.activation) for layer in spec.layers}
         - {str(a) for a in _ACTIVATIONS}
@@ -160,6 +172,13 @@ def build(spec: ModelSpec, arrays: Mapping[str, np.ndarray]) -> nn.Sequential:
             f"{spec.name} has activations no nn.Sequential here computes "
             f"({', '.join(unknown)}): the idiomatic PyTorch yardstick takes {known}"
         )
+
+
+def build(spec: ModelSpec, arrays: Mapping[str, np.ndarray]) -> nn.Sequential:
+    """The model as ``nn.Sequential``, loaded with ``arrays`` (this framework's
+    layout, ``native.layout.to_native``); a ValueError in one sentence for a
+    layer this module has no stock module for."""
+    _check(spec)
     modules: dict[str, nn.Module] = {}
     for layer in spec.layers:
         # The module with the weights is named after the layer, the padding

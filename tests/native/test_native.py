@@ -55,6 +55,7 @@ from zoo.specs import (
     ModelSpec,
     Workload,
     layer_shapes,
+    without_noise,
 )
 from zoo.user_models import spec_from_document
 from zoo.weights import make_weights
@@ -1253,6 +1254,93 @@ def test_a_noise_drawn_wrong_is_caught(
     monkeypatch.setattr(ops, kind, _drawn_as(spec, name, **changes)(ops))
     with pytest.raises(ValueError, match=rf"layer '{name}'.*{caught}"):
         runner.evaluate(spec, weights, x[0], y[0])
+
+
+# A recurrent layer's own input dropout (zoo.kinds.recurrent.INPUT_DROPOUT).
+CELL_DROPOUT = ModelSpec(
+    "cell-dropout",
+    (6, 3),
+    3,
+    (
+        Layer.of("lstm", "lstm", units=4, dropout=0.3),
+        Layer.of("logits", "dense", units=3),
+    ),
+    Workload("mnist", "sgd", 0.1, 8),
+)
+
+
+def _as_dropout(ops: ModuleType, **options: object) -> Callable[..., object]:
+    """An ``input_dropout`` that is the framework's own ``dropout`` block of a
+    Dropout layer with ``options`` in the recurrent layer's place."""
+
+    def block(h: object, spec: ModelSpec, name: str, rng: object, index: int) -> object:
+        dropout = Layer.of(name, "dropout", **options)
+        layers = tuple(dropout if x.name == name else x for x in spec.layers)
+        return ops.dropout(
+            h, dataclasses.replace(spec, layers=layers), name, rng, index
+        )
+
+    return block
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        # one draw per value, not one per sequence and feature
+        ({"rate": 0.3}, r"shares a draw along axes \[1\]"),
+        # the rate read as the share kept
+        ({"rate": 0.7, "shared_axes": (1,)}, r"kept values off the input"),
+        # no draw at all
+        (None, r"kept values off the input"),
+    ],
+)
+def test_a_recurrent_layers_input_dropout_drawn_wrong_is_caught(
+    runner: NativeRunner,
+    monkeypatch: pytest.MonkeyPatch,
+    case: tuple[dict[str, object] | None, str],
+) -> None:
+    """``evaluate`` checks a recurrent layer's own dropout on what its cell
+    computes on (``<name>/dropped``): each framework's ``input_dropout``
+    passes; drawn per value, at the share kept, or not at all, the layer is
+    named."""
+    options, caught = case
+    weights = make_weights(CELL_DROPOUT, 5)
+    x, y = make_batches(CELL_DROPOUT, 5, 16, 1)
+    runner.evaluate(CELL_DROPOUT, weights, x[0], y[0])
+    ops = importlib.import_module(f"native.{_package(runner)}.ops")
+    wrong = (lambda h, *rest: h) if options is None else _as_dropout(ops, **options)
+    monkeypatch.setattr(ops, "input_dropout", wrong)
+    with pytest.raises(ValueError, match=rf"layer 'lstm'.*{caught}"):
+        runner.evaluate(CELL_DROPOUT, weights, x[0], y[0])
+
+
+def test_a_recurrent_layers_input_dropout_is_what_its_cell_computes_on(
+    runner: NativeRunner,
+) -> None:
+    """In a training pass the layer's output is its block's (at rate 0) on
+    the sequence the dropout gave, so the checked draw is the one used."""
+    weights = make_weights(CELL_DROPOUT, 5)
+    x, _ = make_batches(CELL_DROPOUT, 5, 16, 1)
+    fw, taps = runner.fw, {}
+
+    def record(name: str, h: object) -> object:
+        taps[name] = fw.to_numpy(h)
+        return h
+
+    apply = load_apply(runner.framework, CELL_DROPOUT)
+    arrays = fw.arrays(runner.init(CELL_DROPOUT, weights))
+    apply(arrays, runner.feed(CELL_DROPOUT, x[0]), tap=record, training=True)
+    dropped = taps["lstm/dropped"]
+    assert np.any(dropped == 0)
+    assert not np.array_equal(dropped, taps["lstm/input"])
+    silent = without_noise(CELL_DROPOUT)
+    again = runner.activations(silent, weights, x[0])[0]  # inference, no dropout
+    assert not np.allclose(again["lstm"], taps["lstm"])
+    ops = importlib.import_module(f"native.{_package(runner)}.ops")
+    if runner.framework == "mxnet-hybrid":
+        pytest.skip("a hybridized block is not called on arrays one layer at a time")
+    cell = ops.lstm(fw.to_input(dropped), arrays, silent, "lstm")
+    assert relative_error(fw.to_numpy(cell), taps["lstm"]) < 1e-6
 
 
 def test_a_step_loss_with_batch_statistics_carries_the_weight_penalty(

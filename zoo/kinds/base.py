@@ -397,6 +397,9 @@ class Noise:
     amount: str
     draws: str
     stddev: Callable[[Any], float] | None = None
+    # the axes one draw is shared along where the options have no
+    # ``shared_axes`` (a recurrent layer's input dropout: its steps)
+    shared_axes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -439,7 +442,11 @@ class Kind:
       (``native.compose``); ``noise``: what it draws there, for a kind
       that draws noise (``Noise``: a dropout and its kin), whose training
       block is ``ops.<name>(h, spec, name, rng, index)``
-      (``native.protocol.NoiseBlock``).
+      (``native.protocol.NoiseBlock``); ``input_noise``: noise a kind with
+      parameters draws on its input before computing (a recurrent layer's
+      own ``dropout``: one mask per sequence, Keras' cell draws it so), drawn
+      by ``ops.input_dropout(h, spec, name, rng, index)`` and checked as a
+      dropout's (``workers.protocol.check_noise``).
     - ``shift``: the role of a parameter added to each output channel last
       (a bias, a batch normalization's beta), whose gradient is zero when
       only batch normalizations take the output (``ModelSpec.noise_trained``);
@@ -477,6 +484,7 @@ class Kind:
     inner_activation: bool = False
     trains_differently: bool = False
     noise: Noise | None = None
+    input_noise: Noise | None = None
     carries_shift: Callable[[Layer], bool] = lambda layer: False
     paddings: tuple[str, ...] = PADDINGS
     regularized: bool = False

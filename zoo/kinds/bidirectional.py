@@ -111,6 +111,12 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
             "it over an LSTM, a GRU or a SimpleRNN"
         )
     forward = inner.get("config") or {}
+    if forward.get("dropout", 0.0):
+        raise ValueError(
+            f"Bidirectional layer {name!r} wraps a {cell_class} with dropout="
+            f"{forward['dropout']!r}, which the tool does not compute (each "
+            "direction's cell draws its own mask); it needs dropout=0.0"
+        )
     words = CELLS[cell].read(cell_class, name, forward, built)
     backward = (config.get("backward_layer") or {}).get("config")
     if backward is not None:  # written by Keras: the forward one's mirror
@@ -129,7 +135,9 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
 
 
 def draw(pick: Pick, shape: Shape) -> dict[str, Any]:
-    return recurrent.draw(pick, shape) | {
+    cell = recurrent.draw(pick, shape)
+    cell.pop("dropout", None)  # each direction's own mask: not computed
+    return cell | {
         "cell": pick.one_of(list(CELLS)),
         "merge_mode": pick.one_of(list(MERGES)),
     }

@@ -74,6 +74,7 @@ KIND = Kind(
     regularized=True,
     shape=recurrent.shape,
     inner_activation=True,
+    input_noise=recurrent.INPUT_DROPOUT,
     params=params,
     flops=flops,
     keras=recurrent.keras_builder("GRU"),

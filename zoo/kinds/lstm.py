@@ -82,6 +82,7 @@ KIND = Kind(
     regularized=True,
     shape=recurrent.shape,
     inner_activation=True,
+    input_noise=recurrent.INPUT_DROPOUT,
     params=params,
     flops=flops,
     keras=recurrent.keras_builder("LSTM"),
@@ -92,6 +93,6 @@ KIND = Kind(
     mistakes=MISTAKES,
     example=Example(  # a forecaster's LSTM as public examples write it
         (6, 3),
-        lambda: (Layer.of("lstm", "lstm", units=5, activation="relu"),),
+        lambda: (Layer.of("lstm", "lstm", units=5, activation="relu", dropout=0.25),),
     ),
 )
