@@ -54,7 +54,6 @@ from zoo.specs import (
     SLOPED,
     Layer,
     ModelSpec,
-    draws_input_noise,
     draws_noise,
     layer_shapes,
 )
@@ -92,6 +91,7 @@ PERTURB_ENV = "HARNESS_NATIVE_PERTURB"
 PERTURB_SEED = int(os.environ.get(PERTURB_ENV, "0") or "0")
 PERTURBATION = 2.0**-24
 STATISTICS_INDEX = 1_000_000  # the statistics' draws, apart from the others'
+COPY_INDEX = 2_000_000  # a layer's second copy's draws (a backward cell's)
 
 
 def apply(
@@ -162,11 +162,19 @@ def _drawn(
     draws on its input (``Kind.input_noise``) the input it computes on,
     tapped too."""
     h = tap(f"{layer.name}/input", h)
-    if draws_input_noise(layer):  # a recurrent layer's dropout
-        return tap(
-            f"{layer.name}/dropped", ops.input_dropout(h, spec, layer.name, rng, index)
+    noise = KINDS[layer.kind].input_noise
+    if noise is None:
+        return getattr(ops, layer.kind)(h, spec, layer.name, rng, index)
+    # a recurrent layer's dropout, once per copy that draws its own (a
+    # Bidirectional's directions: the tuple of what each computes on)
+    drawn = tuple(
+        tap(
+            f"{layer.name}/{copy}/dropped" if copy else f"{layer.name}/dropped",
+            ops.input_dropout(h, spec, layer.name, rng, index + number * COPY_INDEX),
         )
-    return getattr(ops, layer.kind)(h, spec, layer.name, rng, index)
+        for number, copy in enumerate(noise.copies or ("",))
+    )
+    return drawn if noise.copies else drawn[0]
 
 
 def _gradients_perturbed(

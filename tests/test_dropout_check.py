@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import keras_on_torch
 from workers.launch import PROJECT_ROOT
-from workers.protocol import check_dropout, check_normal
+from workers.protocol import check_apart, check_dropout, check_normal
 
 RATE = 0.25
 
@@ -184,3 +184,22 @@ def test_keras_recurrent_cells_masks_are_checked(wrong: str, caught: str) -> Non
         line.startswith("wrong: dropout layer 'lstm' at rate 0.3") and caught in line
         for line in lines
     ), done.stdout
+
+
+def _masks(n: int, seed: int) -> np.ndarray:
+    """A mask of ``n`` draws at ``RATE``, scaled as a dropout's output of ones."""
+    kept = np.random.default_rng(seed).random(n) >= RATE
+    return np.where(kept, 1 / (1 - RATE), 0.0).astype(np.float32)
+
+
+def test_two_copies_drawing_their_own_pass_and_one_mask_twice_is_caught() -> None:
+    """A Bidirectional's directions each draw their own mask (Keras' two
+    cells): two independent draws agree on about ``(1 - r)^2 + r^2`` of
+    them; one mask used twice on all."""
+    ones = np.ones(4096, np.float32)
+    first, second = _masks(4096, 1), _masks(4096, 2)
+    assert check_apart("b", RATE, ones, [first, second]) is None
+    problem = check_apart("b", RATE, ones, [first, first])
+    assert problem is not None
+    assert "drew alike in its copies on 1.000 of 4096" in problem
+    assert "one mask, not one each" in problem

@@ -37,14 +37,14 @@ from workers.protocol import (
     Predictor,
     TrainCheck,
     Trainer,
-    check_noise,
+    check_copies,
     check_training,
     noise_batch,
 )
 from zoo import packing
 from zoo.losses import keras_loss, total
 from zoo.optimizers import keras_optimizer
-from zoo.specs import ModelSpec, draws_input_noise
+from zoo.specs import Layer, ModelSpec, draws_input_noise, noise_of
 
 # ``Model.compile`` keyword arguments of each mode that is not a backend's
 # default (``workers.paths.MODES``; the defaults leave Keras' own).
@@ -154,7 +154,9 @@ class KerasRunner:
             keras_layer = model.get_layer(layer.name)
             ends += [keras_layer.input, keras_layer.output]
             if draws_input_noise(layer):
-                masks[layer.name] = _recording_masks(keras_layer.cell)
+                masks[layer.name] = [
+                    _recording_masks(cell) for cell in _cells(layer, keras_layer)
+                ]
         probe = self.keras.Model(model.inputs, ends)
         ops = self.keras.ops
         given = fed(spec, noise_batch(spec, x))
@@ -167,16 +169,19 @@ class KerasRunner:
             values = [ops.convert_to_numpy(v) for v in probe(tensors, training=True)]
         finally:
             for layer in layers:
-                if layer.name in masks:  # the cell's own method again
-                    del model.get_layer(layer.name).cell.get_dropout_mask
+                if layer.name in masks:  # the cells' own method again
+                    for cell in _cells(layer, model.get_layer(layer.name)):
+                        del cell.get_dropout_mask
         for i, layer in enumerate(layers):
-            taken, drawn = values[2 * i], values[2 * i + 1]
+            pairs = [(values[2 * i], values[2 * i + 1])]
             if layer.name in masks:
-                # The mask the cell drew (batch, features), as the dropout of
-                # a sequence of ones one step long that it is.
-                mask = ops.convert_to_numpy(masks[layer.name][0])[:, None, :]
-                taken, drawn = np.ones_like(mask), mask
-            problem = check_noise(layer, taken, drawn)
+                # The mask each cell drew (batch, features), as the dropout
+                # of a sequence of ones one step long that it is.
+                drawn = [
+                    ops.convert_to_numpy(m[0])[:, None, :] for m in masks[layer.name]
+                ]
+                pairs = [(np.ones_like(mask), mask) for mask in drawn]
+            problem = check_copies(layer, pairs)
             if problem:
                 raise ValueError(problem)
 
@@ -496,6 +501,17 @@ def _grads_torch(
 
 
 _GRADS = {"jax": _grads_jax, "tensorflow": _grads_tensorflow, "torch": _grads_torch}
+
+
+def _cells(layer: Layer, keras_layer: Any) -> list[Any]:
+    """The Keras cells of a recurrent ``layer`` that draw their own input
+    masks: its cell, or each copy's (a Bidirectional's ``forward_layer`` and
+    ``backward_layer``: ``Noise.copies``)."""
+    noise = noise_of(layer)
+    copies = noise.copies if noise is not None else ()
+    if not copies:
+        return [keras_layer.cell]
+    return [getattr(keras_layer, f"{copy}_layer").cell for copy in copies]
 
 
 def _recording_masks(cell: Any) -> list[Any]:

@@ -27,7 +27,7 @@ from workers.protocol import (
     Predictor,
     TrainCheck,
     Trainer,
-    check_noise,
+    check_copies,
     check_training,
     noise_batch,
     noise_taps,
@@ -162,8 +162,8 @@ class NativeRunner:
         arrays = fw.arrays(self.init(spec, weights))
         apply(arrays, self.feed(spec, noise_batch(spec, x)), tap=record, training=True)
         for layer in spec.noisy_layers():
-            given, got = (taps[name] for name in noise_taps(layer))
-            problem = check_noise(layer, given, got)
+            pairs = [(taps[given], taps[got]) for given, got in noise_taps(layer)]
+            problem = check_copies(layer, pairs)
             if problem:
                 raise ValueError(problem)
 

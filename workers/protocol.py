@@ -237,12 +237,37 @@ def noise_batch(spec: ModelSpec, x: np.ndarray) -> np.ndarray:
     return np.concatenate([x] * repeats) if repeats > 1 else x
 
 
-def noise_taps(layer: Layer) -> tuple[str, str]:
+def noise_taps(layer: Layer) -> tuple[tuple[str, str], ...]:
     """The taps (``native.compose``) of what a layer that draws noise took
-    and what its draw gave: its input and its output, or for one that draws
-    on its input (``Kind.input_noise``) its input and ``<name>/dropped``."""
-    drawn = f"{layer.name}/dropped" if draws_input_noise(layer) else layer.name
-    return f"{layer.name}/input", drawn
+    and what each of its draws gave: its input and its output, or for one
+    that draws on its input (``Kind.input_noise``) its input and
+    ``<name>/dropped`` (``<name>/<copy>/dropped`` for each copy that draws
+    its own: a Bidirectional's directions)."""
+    given = f"{layer.name}/input"
+    noise = noise_of(layer)
+    if not draws_input_noise(layer) or noise is None:
+        return ((given, layer.name),)
+    if not noise.copies:
+        return ((given, f"{layer.name}/dropped"),)
+    return tuple((given, f"{layer.name}/{copy}/dropped") for copy in noise.copies)
+
+
+def check_copies(
+    layer: Layer, pairs: Sequence[tuple[np.ndarray, np.ndarray]]
+) -> str | None:
+    """``check_noise`` of each ``(inputs, outputs)`` pair of a layer's draws
+    (one per copy that draws its own: ``noise_taps``), and with two copies
+    ``check_apart``: the first problem, or ``None``."""
+    for inputs, outputs in pairs:
+        problem = check_noise(layer, inputs, outputs)
+        if problem:
+            return problem
+    noise = noise_of(layer)
+    if len(pairs) < 2 or noise is None:
+        return None
+    amount = getattr(layer.options, noise.amount)
+    drawn = [output for _, output in pairs]
+    return check_apart(layer.name, amount, pairs[0][0], drawn, noise.shared_axes)
 
 
 def check_noise(layer: Layer, inputs: np.ndarray, outputs: np.ndarray) -> str | None:
@@ -321,6 +346,39 @@ def check_dropout(
             f"dropout layer {name!r} at rate {rate} kept {fraction:.3f} of {n} "
             f"{what}, outside {1 - rate:.3f} +- {bound:.3f} (Hoeffding at "
             f"{DROPOUT_CHANCE:g})"
+        )
+    return None
+
+
+def check_apart(
+    name: str,
+    rate: float,
+    inputs: np.ndarray,
+    copies: Sequence[np.ndarray],
+    shared_axes: tuple[int, ...] = (),
+) -> str | None:
+    """``None`` when two copies of a layer that each draw their own dropout
+    (a Bidirectional's directions: ``Noise.copies``) drew apart: on the
+    draws where the input is nonzero, the share on which both kept or both
+    dropped must be ``(1 - rate)^2 + rate^2`` within Hoeffding's bound at
+    ``DROPOUT_CHANCE``; one mask used twice agrees on every draw.  Each
+    copy's outputs of ``inputs``, one draw along ``shared_axes``."""
+    first, second = (np.asarray(c, np.float64) != 0 for c in copies[:2])
+    live = np.asarray(inputs, np.float64) != 0
+    if shared_axes:
+        live = live.any(axis=shared_axes)
+        first, second = first.any(axis=shared_axes), second.any(axis=shared_axes)
+    n = int(live.sum())
+    if n == 0:
+        return None
+    agree = float((first == second)[live].mean())
+    expected = (1 - rate) ** 2 + rate**2
+    bound = math.sqrt(math.log(2 / DROPOUT_CHANCE) / (2 * n))
+    if abs(agree - expected) > bound:
+        return (
+            f"dropout layer {name!r} at rate {rate} drew alike in its copies on "
+            f"{agree:.3f} of {n} draws, outside {expected:.3f} +- {bound:.3f} "
+            f"(Hoeffding at {DROPOUT_CHANCE:g}): one mask, not one each"
         )
     return None
 

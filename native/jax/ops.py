@@ -439,6 +439,7 @@ _RECURRENT = {"lstm": _lstm, "gru": _gru, "simple_rnn": _simple_rnn}
 )
 def _bidirectional(
     x: jax.Array,
+    x_backward: jax.Array,
     forward: Cell,
     backward: Cell,
     *,
@@ -449,7 +450,7 @@ def _bidirectional(
 ) -> jax.Array:
     run = _RECURRENT[cell]
     f = run(x, *forward, sequences, activation=activation)
-    b = run(x[:, ::-1], *backward, sequences, activation=activation)  # backward
+    b = run(x_backward[:, ::-1], *backward, sequences, activation=activation)
     if sequences:
         b = b[:, ::-1]  # back in time order, as Keras flips it
     if merge == "concat":
@@ -472,8 +473,11 @@ def bidirectional(
     layer = spec.layer(name)
     forward = _cell(params, spec, name, f"{name}/forward")
     backward = _cell(params, spec, name, f"{name}/backward")
+    # each direction's own input: a pair in a training step with dropout
+    first, second = h if isinstance(h, tuple) else (h, h)
     return _bidirectional(  # type: ignore[no-any-return]
-        h,
+        first,
+        second,
         forward,
         backward,
         cell=layer.options.cell,

@@ -500,12 +500,16 @@ def bidirectional(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     with the ``backward/`` ones (its steps put back in time order with
     ``return_sequences``), merged by ``merge``: ``concat`` along the
     features, ``sum``, ``ave`` or ``mul``."""
-    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    # each direction's own input: a pair in a training step with dropout
+    first, second = h if isinstance(h, tuple) else (h, h)
+    F = namespace(first)  # noqa: N806 (MXNet's name for the operator namespace)
     layer = spec.layer(name)
     run = _CELLS[layer.options.cell]
-    forward = run(h, _cell_weights(params, spec, name, f"{name}/forward"), spec, name)
+    forward = run(
+        first, _cell_weights(params, spec, name, f"{name}/forward"), spec, name
+    )
     backward = run(
-        F.reverse(h, axis=1),
+        F.reverse(second, axis=1),
         _cell_weights(params, spec, name, f"{name}/backward"),
         spec,
         name,

@@ -266,8 +266,10 @@ def bidirectional(
     ``sum``, ``ave`` or ``mul``."""
     layer = spec.layer(name)
     inner, run = cell_layer(layer), _CELLS[layer.options.cell]
-    forward = run(h, params, inner, f"{name}/forward")
-    backward = run(tf.reverse(h, axis=[1]), params, inner, f"{name}/backward")
+    # each direction's own input: a pair in a training step with dropout
+    first, second = h if isinstance(h, tuple) else (h, h)
+    forward = run(first, params, inner, f"{name}/forward")
+    backward = run(tf.reverse(second, axis=[1]), params, inner, f"{name}/backward")
     if layer.options.return_sequences:
         backward = tf.reverse(backward, axis=[1])  # back in time order
     if layer.options.merge_mode == "concat":

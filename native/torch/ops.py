@@ -435,9 +435,11 @@ def bidirectional(
     over, units = _RECURRENCES[layer.options.cell], layer.options.units
     sequences = layer.options.return_sequences
     act = _cell_activation(layer.options.activation)
-    ahead = over(h, _weights(params, f"{name}/forward"), units, sequences, act=act)
+    # each direction's own input: a pair in a training step with dropout
+    first, second = h if isinstance(h, tuple) else (h, h)
+    ahead = over(first, _weights(params, f"{name}/forward"), units, sequences, act=act)
     behind = over(
-        h, _weights(params, f"{name}/backward"), units, sequences, True, act=act
+        second, _weights(params, f"{name}/backward"), units, sequences, True, act=act
     )
     if sequences:  # Keras' flip: the backward copy's step t at position t
         behind = behind.flip(1)

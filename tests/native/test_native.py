@@ -1314,6 +1314,46 @@ def test_a_recurrent_layers_input_dropout_drawn_wrong_is_caught(
         runner.evaluate(CELL_DROPOUT, weights, x[0], y[0])
 
 
+BOTH_DROPOUT = dataclasses.replace(
+    CELL_DROPOUT,
+    name="both-dropout",
+    layers=(
+        Layer.of(
+            "both",
+            "bidirectional",
+            units=3,
+            merge_mode="concat",
+            cell="gru",
+            dropout=0.4,
+        ),
+        Layer.of("logits", "dense", units=3),
+    ),
+)
+
+
+def test_a_bidirectional_layers_directions_each_draw_their_own_mask(
+    runner: NativeRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keras' Bidirectional(GRU(dropout=0.4)): each direction's cell draws
+    its own mask; each framework's pass draws one per direction
+    (``native.compose``, ``<name>/<direction>/dropped``), and one mask
+    given to both is caught (``workers.protocol.check_apart``)."""
+    weights = make_weights(BOTH_DROPOUT, 5)
+    x, y = make_batches(BOTH_DROPOUT, 5, 16, 1)
+    runner.evaluate(BOTH_DROPOUT, weights, x[0], y[0])
+    ops = importlib.import_module(f"native.{_package(runner)}.ops")
+    right, drawn = ops.input_dropout, {}
+
+    def once(h: object, spec: ModelSpec, name: str, rng: object, index: int) -> object:
+        if name not in drawn:
+            drawn[name] = right(h, spec, name, rng, index)
+        return drawn[name]
+
+    monkeypatch.setattr(ops, "input_dropout", once)
+    with pytest.raises(ValueError, match=r"layer 'both'.*one mask, not one each"):
+        runner.evaluate(BOTH_DROPOUT, weights, x[0], y[0])
+
+
 def test_a_recurrent_layers_input_dropout_is_what_its_cell_computes_on(
     runner: NativeRunner,
 ) -> None:

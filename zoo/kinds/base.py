@@ -400,6 +400,9 @@ class Noise:
     # the axes one draw is shared along where the options have no
     # ``shared_axes`` (a recurrent layer's input dropout: its steps)
     shared_axes: tuple[int, ...] = ()
+    # the copies of the layer that each draw their own (a Bidirectional's
+    # ``forward`` and ``backward`` cells); none: the layer draws once
+    copies: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

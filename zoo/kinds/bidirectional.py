@@ -32,8 +32,9 @@ class Options:
     """Keras' ``Bidirectional`` arguments: the recurrent ``cell`` it wraps
     (``lstm``, ``gru`` or ``simple_rnn``: the kind of Keras' ``layer``) with
     that layer's ``units``, ``return_sequences``, ``use_bias`` and cell
-    ``activation`` (``recurrent.Recurrent``), and the ``merge_mode`` of the
-    two directions."""
+    ``activation`` and input ``dropout`` (``recurrent.Recurrent``; each
+    direction draws its own mask: ``INPUT_DROPOUT``), and the
+    ``merge_mode`` of the two directions."""
 
     units: int
     merge_mode: str
@@ -41,12 +42,20 @@ class Options:
     return_sequences: bool = False
     use_bias: bool = True
     activation: str | None = recurrent.TANH
+    dropout: float = 0.0
+
+
+# Each direction's cell draws its own input mask (Keras' two copies of the
+# layer), each shared along the steps.
+INPUT_DROPOUT = dataclasses.replace(recurrent.INPUT_DROPOUT, copies=DIRECTIONS)
 
 
 def cell_layer(layer: Layer) -> Layer:
     """The recurrent layer each direction runs (named as the cell)."""
     o: Options = layer.options
-    options = recurrent.Recurrent(o.units, o.return_sequences, o.use_bias, o.activation)
+    options = recurrent.Recurrent(
+        o.units, o.return_sequences, o.use_bias, o.activation, o.dropout
+    )
     return Layer(o.cell, o.cell, options)
 
 
@@ -111,12 +120,6 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
             "it over an LSTM, a GRU or a SimpleRNN"
         )
     forward = inner.get("config") or {}
-    if forward.get("dropout", 0.0):
-        raise ValueError(
-            f"Bidirectional layer {name!r} wraps a {cell_class} with dropout="
-            f"{forward['dropout']!r}, which the tool does not compute (each "
-            "direction's cell draws its own mask); it needs dropout=0.0"
-        )
     words = CELLS[cell].read(cell_class, name, forward, built)
     backward = (config.get("backward_layer") or {}).get("config")
     if backward is not None:  # written by Keras: the forward one's mirror
@@ -135,9 +138,7 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
 
 
 def draw(pick: Pick, shape: Shape) -> dict[str, Any]:
-    cell = recurrent.draw(pick, shape)
-    cell.pop("dropout", None)  # each direction's own mask: not computed
-    return cell | {
+    return recurrent.draw(pick, shape) | {
         "cell": pick.one_of(list(CELLS)),
         "merge_mode": pick.one_of(list(MERGES)),
     }
@@ -171,6 +172,7 @@ KIND = Kind(
     options=Options,
     shape=shape,
     inner_activation=True,
+    input_noise=INPUT_DROPOUT,
     params=params,
     flops=flops,
     keras=keras,
