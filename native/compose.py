@@ -85,8 +85,8 @@ from zoo.specs import (
 #   (beta - mean * inv)``: two rounded products), which Adam turns into a
 #   step of full size on gamma; a multiplied value stays exactly 0 (issue
 #   74's campaign, findings cc6fc63f29, 111472bdaf and 67d7eec925);
-# - a paired loss' rows get their terms' rounding bound added (every
-#   reference's ``common._paired``: ``zoo.losses.PAIRED``'s comment).
+# - a paired loss' rows get their terms' rounding bound added
+#   (``loss_rows``: ``zoo.losses.PAIRED``'s comment).
 PERTURB_ENV = "HARNESS_NATIVE_PERTURB"
 PERTURB_SEED = int(os.environ.get(PERTURB_ENV, "0") or "0")
 PERTURBATION = 2.0**-24
@@ -175,6 +175,19 @@ def _drawn(
         for number, copy in enumerate(noise.copies or ("",))
     )
     return drawn if noise.copies else drawn[0]
+
+
+def loss_rows(
+    rows_of: Any, terms_of: Any, name: str, outputs: Tensor, targets: Tensor
+) -> Tensor:
+    """A paired loss' rows (``zoo.losses.PAIRED``) of one framework's
+    ``rows_of(name, outputs, targets)``; in a perturbed run plus the unit
+    roundoff times ``terms_of``, the magnitudes of the terms each row sums
+    (``zoo.losses.PAIRED``'s comment)."""
+    rows = rows_of(name, outputs, targets)
+    if not PERTURB_SEED:
+        return rows
+    return rows + PERTURBATION * terms_of(name, outputs, targets)
 
 
 def _gradients_perturbed(

@@ -157,14 +157,10 @@ def _focal(z: torch.Tensor, y: torch.Tensor, objective: Objective) -> torch.Tens
 
 
 def _paired(name: str, o: Any, t: Any) -> Any:
-    """The loss of each row of outputs ``o`` and targets ``t`` for the losses
-    that take them apart, not their difference (``zoo.losses``); in a
-    perturbed reference run plus its terms' rounding bound (the unit
-    roundoff times ``_paired_terms``: ``zoo.losses.PAIRED``'s comment)."""
-    rows = _paired_rows(name, o, t)
-    if not compose.PERTURB_SEED:
-        return rows
-    return rows + compose.PERTURBATION * _paired_terms(name, o, t)
+    """The loss of each row for the losses that take outputs ``o`` and
+    targets ``t`` apart (``zoo.losses``; a perturbed run's rounding of their
+    terms added: ``native.compose.loss_rows``)."""
+    return compose.loss_rows(_paired_rows, _paired_terms, name, o, t)
 
 
 def _paired_rows(name: str, o: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
