@@ -47,14 +47,16 @@ import math
 import os
 from typing import Any
 
-from native.protocol import Tap, Tensor, no_tap
+from native.protocol import Masked, Tap, Tensor, no_tap
 from zoo.kinds import KINDS
 from zoo.specs import (
     INPUT,
     SLOPED,
     Layer,
     ModelSpec,
+    cell_masks_of,
     draws_noise,
+    input_of,
     layer_shapes,
 )
 
@@ -92,6 +94,7 @@ PERTURB_SEED = int(os.environ.get(PERTURB_ENV, "0") or "0")
 PERTURBATION = 2.0**-24
 STATISTICS_INDEX = 1_000_000  # the statistics' draws, apart from the others'
 COPY_INDEX = 2_000_000  # a layer's second copy's draws (a backward cell's)
+MASK_INDEX = 3_000_000  # a cell's masks' draws, each apart (times its number)
 
 
 def apply(
@@ -162,6 +165,8 @@ def _drawn(
     draws on its input (``Kind.input_noise``) the input it computes on,
     tapped too."""
     h = tap(f"{layer.name}/input", h)
+    if cell_masks_of(layer):
+        return _masked(ops, spec, layer, h, tap=tap, rng=rng, index=index)
     noise = KINDS[layer.kind].input_noise
     if noise is None:
         return getattr(ops, layer.kind)(h, spec, layer.name, rng, index)
@@ -175,6 +180,34 @@ def _drawn(
         for number, copy in enumerate(noise.copies or ("",))
     )
     return drawn if noise.copies else drawn[0]
+
+
+def _masked(
+    ops: Any,
+    spec: ModelSpec,
+    layer: Layer,
+    h: Tensor,
+    *,
+    tap: Tap,
+    rng: Any,
+    index: int,
+) -> Masked | tuple[Masked, ...]:
+    """The masks ``layer``'s cells draw in a training step
+    (``zoo.specs.cell_masks_of``), each tapped, with the sequence ``h`` as
+    its block takes them: a ``Masked``, or one per copy (a Bidirectional's
+    directions)."""
+    widths = {"input": input_of(spec, layer.name)[-1], "state": layer.options.units}
+    by_copy: dict[str, dict[str, Tensor]] = {}
+    for number, mask in enumerate(cell_masks_of(layer)):
+        size = (mask.count, widths[mask.side])
+        drawn = ops.cell_mask(
+            h, size, mask.rate, rng, index + (number + 1) * MASK_INDEX
+        )
+        by_copy.setdefault(mask.copy, {})[mask.side] = tap(mask.tap, drawn)
+    masked = tuple(
+        Masked(h, sides.get("input"), sides["state"]) for sides in by_copy.values()
+    )
+    return masked if len(masked) > 1 else masked[0]
 
 
 def loss_rows(

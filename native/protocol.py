@@ -24,7 +24,7 @@ that every module meets these.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -38,6 +38,28 @@ Tap = Callable[[str, Tensor], Tensor]
 # params, slots (an optimizer's per-parameter state by Keras' slot name),
 # u_product (Nadam's one number, else None), step, workload: in this order
 TrainState = Any
+
+
+class Masked(NamedTuple):
+    """A recurrent block's input in a training step whose cells draw masks
+    (``zoo.kinds.recurrent.cell_masks``, drawn by ``native.compose``): the
+    ``sequence`` ``(N, T, F)``, one mask per gate on the step's input
+    ``(gates, N, F)`` (``inputs``; ``None`` without ``dropout``) and on the
+    state before the step ``(gates, N, units)`` (``states``), each the same
+    at every step.  A gate's product takes its own: ``(x * inputs[g]) W_g``,
+    ``(h * states[g]) U_g``, as Keras' first implementation computes."""
+
+    sequence: Tensor
+    inputs: Tensor | None
+    states: Tensor
+
+
+def unmasked(h: Tensor) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """A recurrent block's input as ``(sequence, input masks, state
+    masks)``: a ``Masked``'s, or ``h`` with none."""
+    if isinstance(h, Masked):
+        return h.sequence, h.inputs, h.states
+    return h, None, None
 
 
 def no_tap(name: str, h: Tensor) -> Tensor:
@@ -100,6 +122,14 @@ class Ops(Protocol):
         sequence kept with probability ``1 - dropout`` and scaled by ``1 / (1
         - dropout)``, one draw shared along the steps; as ``NoiseBlock``
         draws (``rng``, ``index``)."""
+
+    def cell_mask(
+        self, h: Tensor, size: tuple[int, int], rate: float, rng: Any, index: int
+    ) -> Tensor:
+        """``count`` masks ``(count, N, width)`` (``size``: ``(count,
+        width)``) for the batch of sequences ``h`` (``Masked``): each value
+        ``1 / (1 - rate)`` with probability ``1 - rate``, else 0; as
+        ``NoiseBlock`` draws (``rng``, ``index``)."""
 
     def outputs(self, h: Tensor, rank: int) -> Tensor:
         """A model's output ``h``, of ``rank`` axes per example (its

@@ -153,16 +153,18 @@ from workers.keras_runner import KerasRunner
 from zoo.data import make_batches
 from zoo.user_models import spec_from_document
 from zoo.weights import make_weights
-table = Path("docs/results/kinds/recurrent_dropout.toml").read_text()
+table = Path(f"docs/results/kinds/{sys.argv[2]}.toml").read_text()
 spec = spec_from_document("cells", tomllib.loads(table)["model"])
 weights, (x, y) = make_weights(spec, 0), make_batches(spec, 0, 8, 1)
 runner = KerasRunner("torch")
 runner.evaluate(spec, weights, x[0], y[0])
 print("right: passed")
 drawn = dropout_rnn_cell.DropoutRNNCell._create_dropout_mask
+def times(masks, factor):  # one mask, or Keras' list of one per gate
+    return [m * factor for m in masks] if isinstance(masks, list) else masks * factor
 wrong = {
-    "unscaled": lambda self, step, rate: drawn(self, step, rate) * (1 - rate),
-    "none": lambda self, step, rate: drawn(self, step, 0.0) / (1 - rate),
+    "unscaled": lambda self, step, rate: times(drawn(self, step, rate), 1 - rate),
+    "none": lambda self, step, rate: times(drawn(self, step, 0.0), 1 / (1 - rate)),
 }[sys.argv[1]]
 dropout_rnn_cell.DropoutRNNCell._create_dropout_mask = wrong
 try:
@@ -173,15 +175,26 @@ except ValueError as exc:
 
 
 @pytest.mark.parametrize(
-    ("wrong", "caught"),
-    [("unscaled", "kept values off the input"), ("none", "kept 1.000 of")],
+    ("table", "wrong", "caught"),
+    [
+        ("recurrent_dropout", "unscaled", "at rate 0.3 kept values off the input"),
+        ("recurrent_dropout", "none", "at rate 0.3 kept 1.000 of"),
+        # with recurrent_dropout: the masks per gate, the input's first
+        ("recurrent_state_dropout", "unscaled", "input masks of lstm layer 'lstm'"),
+    ],
 )
-def test_keras_recurrent_cells_masks_are_checked(wrong: str, caught: str) -> None:
-    done = keras_on_torch(["-c", CELL_MASKS, wrong], cwd=PROJECT_ROOT)
+def test_keras_recurrent_cells_masks_are_checked(
+    table: str, wrong: str, caught: str
+) -> None:
+    """Keras' own masks pass, on the input alone (``dropout``) and per gate
+    (``recurrent_dropout``: each cell's output recomputed from them,
+    ``workers.cells``); drawn unscaled, or keeping every value, the first
+    layer is named."""
+    done = keras_on_torch(["-c", CELL_MASKS, wrong, table], cwd=PROJECT_ROOT)
     lines = done.stdout.strip().splitlines()
     assert "right: passed" in lines
     assert any(
-        line.startswith("wrong: dropout layer 'lstm' at rate 0.3") and caught in line
+        line.startswith("wrong: ") and "layer 'lstm'" in line and caught in line
         for line in lines
     ), done.stdout
 

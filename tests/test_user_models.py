@@ -25,7 +25,15 @@ from zoo.data import make_batches
 from zoo.losses import LOSSES, Objective
 from zoo.models import get_spec
 from zoo.optimizers import Schedule
-from zoo.specs import MODELS, VARIANTS, layer_shapes, output_positions, without_noise
+from zoo.specs import (
+    MODELS,
+    VARIANTS,
+    cell_masks_of,
+    draws_input_noise,
+    layer_shapes,
+    output_positions,
+    without_noise,
+)
 from zoo.weights import make_weights
 
 SEQUENTIAL_DENSE = {"class_name": "Dense", "module": "keras.layers"}
@@ -887,8 +895,8 @@ def test_a_functional_chain_is_read_in_order() -> None:
             "kernel_constraint='non_neg'",
         ),
         (
-            _sequential(_layer("LSTM", "l", units=4, recurrent_dropout=0.5)),
-            "recurrent_dropout=0.5, which the tool does not compute",
+            _sequential(_layer("LSTM", "l", units=4, recurrent_activation="relu")),
+            "recurrent_activation='relu', which the tool does not compute",
         ),
         (
             _sequential(_layer("Dense", "d", units=4, activation="hard_sigmoid")),
@@ -1341,14 +1349,15 @@ def test_a_recurrent_layers_own_activation_is_read_into_its_cell(cls: str) -> No
 
 
 @pytest.mark.parametrize("cls", ["LSTM", "GRU", "SimpleRNN"])
-def test_a_recurrent_layers_own_dropout_is_read_and_its_recurrent_dropout_refused(
+def test_a_recurrent_layers_own_dropout_and_recurrent_dropout_are_read(
     cls: str,
 ) -> None:
     """Keras' LSTM(dropout=0.2): one mask per sequence on the input, read as
     the layer's ``dropout`` (left out of the document at 0, so older files
     keep their digest), written back, and at 0 in a trajectory's spec
-    (``without_noise``); ``recurrent_dropout`` (Keras' masks per gate) is
-    refused in one sentence; a Bidirectional's dropout is read too."""
+    (``without_noise``); with ``recurrent_dropout`` the masks are the
+    cell's, one per gate on the state and on the input
+    (``cell_masks_of``); a Bidirectional's dropout is read too."""
 
     def config(**options: Any) -> Any:
         recurrent = _layer(cls, "r", units=4, **options)
@@ -1366,8 +1375,19 @@ def test_a_recurrent_layers_own_dropout_is_read_and_its_recurrent_dropout_refuse
     assert user_models.document_of(spec)["layers"][0]["dropout"] == 0.2
     plain = keras_import.document_from_config(config(dropout=0.0))
     assert "dropout" not in plain["layers"][0]
-    with pytest.raises(ValueError, match=r"recurrent_dropout=0\.25.*per gate"):
-        keras_import.document_from_config(config(dropout=0.2, recurrent_dropout=0.25))
+    assert "recurrent_dropout" not in plain["layers"][0]
+    both = keras_import.document_from_config(
+        config(dropout=0.2, recurrent_dropout=0.25)
+    )
+    assert both["layers"][0]["recurrent_dropout"] == 0.25
+    masked = user_models.spec_from_document("m", both)
+    assert [m.tap for m in cell_masks_of(masked.layer("r"))] == [
+        "r/input_masks",
+        "r/state_masks",
+    ]
+    assert not draws_input_noise(masked.layer("r"))  # the cell's masks take it
+    silent = without_noise(masked).layer("r").options
+    assert (silent.dropout, silent.recurrent_dropout) == (0.0, 0.0)
     wrapped = _layer("Bidirectional", "b", layer=_layer(cls, "r", units=4, dropout=0.2))
     both = _sequential(wrapped, _layer("Dense", "d", **DENSE))
     both["config"]["layers"][0]["config"]["batch_shape"] = [None, 5, 3]

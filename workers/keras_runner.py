@@ -32,6 +32,7 @@ import numpy as np
 
 from native import load_framework
 from workers import keras_levels
+from workers.cells import check_cells
 from workers.paths import STEPS_PER_EXECUTION, default_mode
 from workers.protocol import (
     Predictor,
@@ -44,7 +45,7 @@ from workers.protocol import (
 from zoo import packing
 from zoo.losses import keras_loss, total
 from zoo.optimizers import keras_optimizer
-from zoo.specs import Layer, ModelSpec, draws_input_noise, noise_of
+from zoo.specs import Layer, ModelSpec, cell_masks_of, draws_input_noise, noise_of
 
 # ``Model.compile`` keyword arguments of each mode that is not a backend's
 # default (``workers.paths.MODES``; the defaults leave Keras' own).
@@ -110,7 +111,7 @@ class KerasRunner:
             model, loss_fn, fed(spec, x), targeted(spec, y)
         )
         if spec.noisy:  # after: a training pass updates the moving statistics
-            self._check_noise(model, spec, x)
+            self._check_noise(model, spec, x, weights)
         by_variable = dict(
             zip((id(v) for v in model.trainable_variables), grads, strict=True)
         )
@@ -144,19 +145,29 @@ class KerasRunner:
             for h, t in zip(spec.heads, targets, strict=True)
         }
 
-    def _check_noise(self, model: Any, spec: ModelSpec, x: np.ndarray) -> None:
+    def _check_noise(
+        self,
+        model: Any,
+        spec: ModelSpec,
+        x: np.ndarray,
+        weights: Mapping[str, np.ndarray],
+    ) -> None:
         """A ValueError unless every layer that draws noise, in one training
         forward pass on ``x`` (repeated: ``noise_batch``), drew as its kind
         must (``check_noise``)."""
         layers = spec.noisy_layers()
-        ends, masks = [], {}
+        ends, masks, drawn, hooked = [], {}, {}, []
         for layer in layers:
             keras_layer = model.get_layer(layer.name)
             ends += [keras_layer.input, keras_layer.output]
             if draws_input_noise(layer):
-                masks[layer.name] = [
-                    _recording_masks(cell) for cell in _cells(layer, keras_layer)
-                ]
+                cells = _cells(layer, keras_layer)
+                masks[layer.name] = [_recording(c, "get_dropout_mask") for c in cells]
+                hooked += cells
+            for mask in cell_masks_of(layer):  # drawn inside its cells
+                cell = _cells(layer, keras_layer, mask.copy)[0]
+                drawn[mask.tap] = _recording(cell, _MASK_METHODS[mask.side])
+                hooked.append(cell)
         probe = self.keras.Model(model.inputs, ends)
         ops = self.keras.ops
         given = fed(spec, noise_batch(spec, x))
@@ -168,20 +179,25 @@ class KerasRunner:
         try:
             values = [ops.convert_to_numpy(v) for v in probe(tensors, training=True)]
         finally:
-            for layer in layers:
-                if layer.name in masks:  # the cells' own method again
-                    for cell in _cells(layer, model.get_layer(layer.name)):
-                        del cell.get_dropout_mask
+            for cell in hooked:  # the cells' own methods again
+                for method in _MASK_METHODS.values():
+                    cell.__dict__.pop(method, None)
+        found = {tap: _stacked(ops, got) for tap, got in drawn.items()}
         for i, layer in enumerate(layers):
-            pairs = [(values[2 * i], values[2 * i + 1])]
-            if layer.name in masks:
-                # The mask each cell drew (batch, features), as the dropout
-                # of a sequence of ones one step long that it is.
-                drawn = [
-                    ops.convert_to_numpy(m[0])[:, None, :] for m in masks[layer.name]
-                ]
-                pairs = [(np.ones_like(mask), mask) for mask in drawn]
-            problem = check_copies(layer, pairs)
+            taken, gave = values[2 * i], values[2 * i + 1]
+            if cell_masks_of(layer):
+                problem = check_cells(layer, taken, found, gave, weights)
+            else:
+                pairs = [(taken, gave)]
+                if layer.name in masks:
+                    # The mask each cell drew (batch, features), as the
+                    # dropout of a sequence of ones one step long that it is.
+                    seen = [
+                        ops.convert_to_numpy(m[0])[:, None, :]
+                        for m in masks[layer.name]
+                    ]
+                    pairs = [(np.ones_like(mask), mask) for mask in seen]
+                problem = check_copies(layer, pairs)
             if problem:
                 raise ValueError(problem)
 
@@ -503,31 +519,46 @@ def _grads_torch(
 _GRADS = {"jax": _grads_jax, "tensorflow": _grads_tensorflow, "torch": _grads_torch}
 
 
-def _cells(layer: Layer, keras_layer: Any) -> list[Any]:
-    """The Keras cells of a recurrent ``layer`` that draw their own input
-    masks: its cell, or each copy's (a Bidirectional's ``forward_layer`` and
-    ``backward_layer``: ``Noise.copies``)."""
+# The method of Keras' ``DropoutRNNCell`` that draws each side's masks.
+_MASK_METHODS = {"input": "get_dropout_mask", "state": "get_recurrent_dropout_mask"}
+
+
+def _cells(layer: Layer, keras_layer: Any, copy: str | None = None) -> list[Any]:
+    """The Keras cells of a recurrent ``layer`` that draw their own masks:
+    its cell, or each copy's (a Bidirectional's ``forward_layer`` and
+    ``backward_layer``: ``Noise.copies``), or the one of ``copy``."""
     noise = noise_of(layer)
     copies = noise.copies if noise is not None else ()
     if not copies:
         return [keras_layer.cell]
-    return [getattr(keras_layer, f"{copy}_layer").cell for copy in copies]
+    chosen = copies if copy is None else (copy,)
+    return [getattr(keras_layer, f"{c}_layer").cell for c in chosen]
 
 
-def _recording_masks(cell: Any) -> list[Any]:
-    """The masks Keras' recurrent ``cell`` draws on its input from now on
-    (``DropoutRNNCell.get_dropout_mask``: one per sequence, drawn on the
-    first step and returned again at every other), in the order drawn: the
-    cell's method wrapped on the instance (deleting the attribute restores
-    it)."""
+def _recording(cell: Any, method_name: str) -> list[Any]:
+    """The first mask Keras' recurrent ``cell`` draws from now on with its
+    ``method_name`` (``DropoutRNNCell``'s: one per sequence, drawn on the
+    first step and returned again at every other): the cell's method
+    wrapped on the instance (removing the attribute restores it)."""
     drawn: list[Any] = []
-    method = cell.get_dropout_mask
+    method = getattr(cell, method_name)
 
-    def get_dropout_mask(step_input: Any) -> Any:
+    def record(step_input: Any) -> Any:
         mask = method(step_input)
         if mask is not None and not drawn:
             drawn.append(mask)
         return mask
 
-    cell.get_dropout_mask = get_dropout_mask
+    setattr(cell, method_name, record)
     return drawn
+
+
+def _stacked(ops: Any, drawn: list[Any]) -> np.ndarray:
+    """The masks one recording holds as ``(count, N, width)``: Keras' list of
+    one per gate, or its one mask."""
+    if not drawn:
+        return np.zeros((0, 0, 0), np.float32)  # none drawn: the check says so
+    mask = drawn[0]
+    if isinstance(mask, list | tuple):
+        return np.stack([ops.convert_to_numpy(m) for m in mask])
+    return np.asarray(ops.convert_to_numpy(mask))[None]

@@ -68,6 +68,7 @@ from zoo.kinds.base import (
     same_padding,
     window_out,
 )
+from zoo.kinds.recurrent import CellMask
 from zoo.losses import DEFAULT as DEFAULT_OBJECTIVE
 from zoo.losses import Heads, Objective
 from zoo.optimizers import OPTIMIZERS as OPTIMIZER_RECORDS
@@ -359,11 +360,10 @@ class ModelSpec:
     @property
     def trains_differently(self) -> bool:
         """Whether a training step's forward pass differs from inference's
-        (``TRAINING_KINDS``, or a layer drawing noise on its input:
-        ``draws_input_noise``)."""
+        (``TRAINING_KINDS``, or a layer that draws noise: a recurrent layer's
+        dropout, ``draws_noise``)."""
         return any(
-            layer.kind in TRAINING_KINDS or draws_input_noise(layer)
-            for layer in self.layers
+            layer.kind in TRAINING_KINDS or draws_noise(layer) for layer in self.layers
         )
 
     def noisy_layers(self) -> tuple[Layer, ...]:
@@ -1445,17 +1445,30 @@ def noise_of(layer: Layer) -> Noise | None:
     return kind.noise or kind.input_noise
 
 
+def cell_masks_of(layer: Layer) -> tuple[CellMask, ...]:
+    """The masks ``layer`` draws inside its cells in a training step
+    (``Kind.cell_masks``: a recurrent layer's with ``recurrent_dropout``;
+    ``zoo.kinds.recurrent.CellMask``), none for any other."""
+    masks = KIND_RECORDS[layer.kind].cell_masks
+    return masks(layer) if masks is not None else ()
+
+
 def draws_noise(layer: Layer) -> bool:
     """Whether ``layer`` draws noise in a training step (``noise_of``, its
-    amount above 0)."""
+    amount above 0, or masks inside its cells: ``cell_masks_of``)."""
     noise = noise_of(layer)
-    return noise is not None and bool(getattr(layer.options, noise.amount))
+    drawn = noise is not None and bool(getattr(layer.options, noise.amount))
+    return drawn or bool(cell_masks_of(layer))
 
 
 def draws_input_noise(layer: Layer) -> bool:
     """Whether ``layer`` draws noise on its input before computing
-    (``Kind.input_noise`` at an amount above 0)."""
-    return KIND_RECORDS[layer.kind].input_noise is not None and draws_noise(layer)
+    (``Kind.input_noise`` at an amount above 0, and no masks inside its
+    cells, which then take the input's too)."""
+    noise = KIND_RECORDS[layer.kind].input_noise
+    if noise is None or cell_masks_of(layer):
+        return False
+    return bool(getattr(layer.options, noise.amount))
 
 
 def without_noise(spec: ModelSpec) -> ModelSpec:
@@ -1472,4 +1485,6 @@ def _silenced(layer: Layer) -> Layer:
     noise = noise_of(layer)
     if noise is None or not draws_noise(layer):
         return layer
+    if cell_masks_of(layer):
+        layer = layer.replace(recurrent_dropout=0.0)
     return layer.replace(**{noise.amount: 0.0})

@@ -99,7 +99,7 @@ from zoo import files
 from zoo.arrays import digest, load_npz, save_npz
 from zoo.data import batches_file, make_batches
 from zoo.models import get_spec
-from zoo.specs import ModelSpec, draws_input_noise
+from zoo.specs import ModelSpec, cell_masks_of, draws_input_noise
 from zoo.weights import make_weights, weights_file
 
 GATE_STEPS = 2
@@ -156,7 +156,24 @@ def training_checks(spec: ModelSpec) -> str | None:
             "one draw per sequence and feature along the steps, kept fraction "
             "within Hoeffding's bound, kept values scaled by 1 / (1 - rate)"
         )
-    normal = [x for x in spec.noisy_layers() if x.kind != "dropout" and x not in cells]
+    masked = [x for x in spec.noisy_layers() if cell_masks_of(x)]
+    if masked:
+        named = ", ".join(
+            f"{x.name} at {x.options.recurrent_dropout:g}" for x in masked
+        )
+        parts.append(
+            f"a recurrent layer's recurrent dropout ({named}): the identity in "
+            "inference (logits) and at rate 0 (trajectory and timed closures), "
+            "and at its rates in one training pass of every path: the masks each "
+            "cell drew per gate (kept fraction within Hoeffding's bound, kept "
+            "values scaled by 1 / (1 - rate), gates drawn apart) and the layer's "
+            "output recomputed from them in float64"
+        )
+    normal = [
+        x
+        for x in spec.noisy_layers()
+        if x.kind != "dropout" and x not in cells and x not in masked
+    ]
     if normal:
         named = ", ".join(f"{x.name} ({x.kind.replace('_', ' ')})" for x in normal)
         parts.append(

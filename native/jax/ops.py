@@ -33,6 +33,7 @@ from jax import lax
 
 from native import compose
 from native.jax.common import Params
+from native.protocol import unmasked
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as _ADAPTED_EPSILON
 from zoo.kinds.base import SELU_ALPHA, SELU_SCALE
@@ -239,6 +240,15 @@ def _cell(params: Params, spec: ModelSpec, name: str, prefix: str) -> Cell:
     return params[f"{prefix}/kernel"], params[f"{prefix}/recurrent_kernel"], bias
 
 
+def _gated(v: jax.Array, w: jax.Array, masks: jax.Array | None) -> jax.Array:
+    """``v @ w``; with ``masks`` (``native.protocol.Masked``: one per gate)
+    each gate's block of ``w``'s columns takes ``v`` times its own mask."""
+    if masks is None:
+        return v @ w
+    blocks = jnp.split(w, masks.shape[0], axis=1)
+    return jnp.concatenate([(v * masks[g]) @ b for g, b in enumerate(blocks)], axis=-1)
+
+
 @functools.partial(jax.jit, static_argnames=("sequences", "activation"))
 def _lstm(
     x: jax.Array,
@@ -248,14 +258,17 @@ def _lstm(
     sequences: bool,
     *,
     activation: str | None = "tanh",
+    inputs: jax.Array | None = None,
+    states: jax.Array | None = None,
 ) -> jax.Array:
     act = _cell_activation(activation)
     units = recurrent.shape[0]
 
     def cell(carry: tuple[jax.Array, jax.Array], x_t: jax.Array) -> Any:
         h, c = carry
-        projected = x_t @ kernel if bias is None else x_t @ kernel + bias
-        i, f, g, o = jnp.split(projected + h @ recurrent, 4, axis=-1)
+        projected = _gated(x_t, kernel, inputs)
+        projected = projected if bias is None else projected + bias
+        i, f, g, o = jnp.split(projected + _gated(h, recurrent, states), 4, axis=-1)
         c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * act(g)
         h = jax.nn.sigmoid(o) * act(c)
         return (h, c), h if sequences else None
@@ -276,7 +289,15 @@ def lstm(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     (none with ``use_bias=False``)."""
     o = spec.layer(name).options
     cell = _cell(params, spec, name, name)
-    return _lstm(h, *cell, o.return_sequences, activation=o.activation)  # type: ignore[no-any-return]
+    x, inputs, states = unmasked(h)
+    return _lstm(  # type: ignore[no-any-return]
+        x,
+        *cell,
+        o.return_sequences,
+        activation=o.activation,
+        inputs=inputs,
+        states=states,
+    )
 
 
 @jax.jit
@@ -364,13 +385,17 @@ def _gru(
     sequences: bool,
     *,
     activation: str | None = "tanh",
+    inputs: jax.Array | None = None,
+    states: jax.Array | None = None,
 ) -> jax.Array:
     act = _cell_activation(activation)
 
     def cell(h: jax.Array, x_t: jax.Array) -> Any:
-        x_in = x_t @ kernel if bias is None else x_t @ kernel + bias[0]
+        x_in = _gated(x_t, kernel, inputs)
+        x_in = x_in if bias is None else x_in + bias[0]
         x_z, x_r, x_h = jnp.split(x_in, 3, axis=-1)
-        h_in = h @ recurrent if bias is None else h @ recurrent + bias[1]
+        h_in = _gated(h, recurrent, states)
+        h_in = h_in if bias is None else h_in + bias[1]
         h_z, h_r, h_h = jnp.split(h_in, 3, axis=-1)
         z, r = jax.nn.sigmoid(x_z + h_z), jax.nn.sigmoid(x_r + h_r)
         h = z * h + (1 - z) * act(x_h + r * h_h)
@@ -390,7 +415,15 @@ def gru(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.Array:
     with ``use_bias=False``)."""
     o = spec.layer(name).options
     cell = _cell(params, spec, name, name)
-    return _gru(h, *cell, o.return_sequences, activation=o.activation)  # type: ignore[no-any-return]
+    x, inputs, states = unmasked(h)
+    return _gru(  # type: ignore[no-any-return]
+        x,
+        *cell,
+        o.return_sequences,
+        activation=o.activation,
+        inputs=inputs,
+        states=states,
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("sequences", "activation"))
@@ -402,12 +435,15 @@ def _simple_rnn(
     sequences: bool,
     *,
     activation: str | None = "tanh",
+    inputs: jax.Array | None = None,
+    states: jax.Array | None = None,
 ) -> jax.Array:
     act = _cell_activation(activation)
 
     def cell(h: jax.Array, x_t: jax.Array) -> Any:
-        projected = x_t @ kernel if bias is None else x_t @ kernel + bias
-        h = act(projected + h @ recurrent)
+        projected = _gated(x_t, kernel, inputs)
+        projected = projected if bias is None else projected + bias
+        h = act(projected + _gated(h, recurrent, states))
         return h, h if sequences else None
 
     zeros = jnp.zeros((x.shape[0], recurrent.shape[0]), x.dtype)
@@ -422,7 +458,15 @@ def simple_rnn(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.
     u)``, bias ``(u,)`` (none with ``use_bias=False``)."""
     o = spec.layer(name).options
     cell = _cell(params, spec, name, name)
-    return _simple_rnn(h, *cell, o.return_sequences, activation=o.activation)  # type: ignore[no-any-return]
+    x, inputs, states = unmasked(h)
+    return _simple_rnn(  # type: ignore[no-any-return]
+        x,
+        *cell,
+        o.return_sequences,
+        activation=o.activation,
+        inputs=inputs,
+        states=states,
+    )
 
 
 def _cell_activation(name: str | None) -> Any:
@@ -438,8 +482,8 @@ _RECURRENT = {"lstm": _lstm, "gru": _gru, "simple_rnn": _simple_rnn}
     jax.jit, static_argnames=("cell", "sequences", "merge", "activation")
 )
 def _bidirectional(
-    x: jax.Array,
-    x_backward: jax.Array,
+    x: Any,
+    x_backward: Any,
     forward: Cell,
     backward: Cell,
     *,
@@ -449,8 +493,17 @@ def _bidirectional(
     activation: str | None,
 ) -> jax.Array:
     run = _RECURRENT[cell]
-    f = run(x, *forward, sequences, activation=activation)
-    b = run(x_backward[:, ::-1], *backward, sequences, activation=activation)
+    x, inputs, states = unmasked(x)
+    f = run(x, *forward, sequences, activation=activation, inputs=inputs, states=states)
+    x_backward, inputs, states = unmasked(x_backward)
+    b = run(
+        x_backward[:, ::-1],
+        *backward,
+        sequences,
+        activation=activation,
+        inputs=inputs,
+        states=states,
+    )
     if sequences:
         b = b[:, ::-1]  # back in time order, as Keras flips it
     if merge == "concat":
@@ -593,6 +646,16 @@ def dropout(
     shape = tuple(1 if a in o.shared_axes else side for a, side in enumerate(h.shape))
     keep = jax.random.bernoulli(_key(rng, index), 1 - o.rate, shape)
     return jnp.where(keep, h / (1 - o.rate), jnp.zeros_like(h))
+
+
+def cell_mask(
+    h: jax.Array, size: tuple[int, int], rate: float, rng: Any, index: int
+) -> jax.Array:
+    """Masks ``(count, N, width)`` of a recurrent layer's cells
+    (``native.protocol.Ops.cell_mask``), from ``_key(rng, index)``."""
+    count, width = size
+    keep = jax.random.bernoulli(_key(rng, index), 1 - rate, (count, h.shape[0], width))
+    return keep.astype(h.dtype) / (1 - rate)
 
 
 def input_dropout(

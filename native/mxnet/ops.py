@@ -32,6 +32,7 @@ import numpy as np
 
 from native import compose
 from native.layout import native_axes
+from native.protocol import Masked, unmasked
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
 from zoo.kinds.base import SELU_ALPHA, SELU_SCALE
@@ -80,6 +81,46 @@ def _linear(op: Any, h: Any, weight: Any, bias: Any, **attrs: Any) -> Any:
     if bias is None:
         return op(h, weight, no_bias=True, **attrs)
     return op(h, weight, bias, **attrs)
+
+
+def _gated(
+    v: Any,
+    weight: Any,
+    bias: Any,
+    masks: Any,
+    *,
+    gates: int,
+    num_hidden: int,
+    over_steps: bool = False,
+) -> Any:
+    """``FullyConnected(v, weight, bias)`` of ``num_hidden`` outputs over the
+    last axis; with ``masks`` (``native.protocol.Masked``: ``gates`` of
+    them, ``(N, width)``, each the same at every step of a sequence ``v``
+    when ``over_steps``) each gate's block of ``weight``'s rows takes ``v``
+    times its own mask."""
+    F = namespace(v)  # noqa: N806 (MXNet's name for the operator namespace)
+    if masks is None:
+        return _linear(
+            F.FullyConnected, v, weight, bias, num_hidden=num_hidden, flatten=False
+        )
+    units = num_hidden // gates
+    parts = []
+    for g in range(gates):
+        mask = F.reshape(F.slice_axis(masks, 0, g, g + 1), (-3, -2))  # (N, width)
+        if over_steps:
+            mask = F.expand_dims(mask, axis=1)
+        block = F.slice_axis(weight, 0, g * units, (g + 1) * units)
+        parts.append(
+            F.FullyConnected(
+                F.broadcast_mul(v, mask),
+                block,
+                no_bias=True,
+                num_hidden=units,
+                flatten=False,
+            )
+        )
+    out = F.concat(*parts, dim=-1) if gates > 1 else parts[0]
+    return out if bias is None else F.broadcast_add(out, bias)
 
 
 def dense(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
@@ -273,6 +314,7 @@ def _cell_weights(
 def _lstm(h: Any, weights: tuple[Any, Any, Any], spec: ModelSpec, name: str) -> Any:
     """``lstm``'s recurrence over ``h`` with ``weights`` (``_cell_weights``),
     units and ``return_sequences`` from layer ``name``."""
+    h, inputs, states_masks = unmasked(h)
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     kernel, recurrent, bias = weights
     layer = spec.layer(name)
@@ -281,9 +323,9 @@ def _lstm(h: Any, weights: tuple[Any, Any, Any], spec: ModelSpec, name: str) -> 
 
     def cell(x_t: Any, states: list[Any]) -> Any:
         state, c = states
-        z = _linear(
-            F.FullyConnected, x_t, kernel, bias, num_hidden=4 * units
-        ) + F.FullyConnected(state, recurrent, no_bias=True, num_hidden=4 * units)
+        z = _gated(x_t, kernel, bias, inputs, gates=4, num_hidden=4 * units) + _gated(
+            state, recurrent, None, states_masks, gates=4, num_hidden=4 * units
+        )
         i, f, g, o = F.split(z, num_outputs=4, axis=1)
         c = F.sigmoid(f) * c + F.sigmoid(i) * act(g)
         state = F.sigmoid(o) * act(c)
@@ -411,6 +453,7 @@ def gru(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
 def _gru(h: Any, weights: tuple[Any, Any, Any], spec: ModelSpec, name: str) -> Any:
     """``gru``'s recurrence over ``h`` with ``weights`` (``_cell_weights``),
     units and ``return_sequences`` from layer ``name``."""
+    h, in_masks, state_masks = unmasked(h)
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     kernel, recurrent, bias = weights
     layer = spec.layer(name)
@@ -424,8 +467,8 @@ def _gru(h: Any, weights: tuple[Any, Any, Any], spec: ModelSpec, name: str) -> A
         else (F.reshape(F.slice_axis(bias, 0, row, row + 1), (-1,)) for row in (0, 1))
     )
     # every step's gate inputs at once: (N, T, F) -> (N, T, 3u), split by step
-    inputs = _linear(
-        F.FullyConnected, h, kernel, input_bias, num_hidden=3 * units, flatten=False
+    inputs = _gated(
+        h, kernel, input_bias, in_masks, gates=3, num_hidden=3 * units, over_steps=True
     )
     per_step = F.split(inputs, num_outputs=steps, axis=1, squeeze_axis=True)
     if steps == 1:
@@ -436,8 +479,13 @@ def _gru(h: Any, weights: tuple[Any, Any, Any], spec: ModelSpec, name: str) -> A
     for x_t in per_step:
         x_z, x_r, x_h = F.split(x_t, num_outputs=3, axis=1)
         h_z, h_r, h_h = F.split(
-            _linear(
-                F.FullyConnected, state, recurrent, recurrent_bias, num_hidden=3 * units
+            _gated(
+                state,
+                recurrent,
+                recurrent_bias,
+                state_masks,
+                gates=3,
+                num_hidden=3 * units,
             ),
             num_outputs=3,
             axis=1,
@@ -461,6 +509,7 @@ def _simple_rnn(
 ) -> Any:
     """``simple_rnn``'s recurrence over ``h`` with ``weights``
     (``_cell_weights``), units and ``return_sequences`` from layer ``name``."""
+    h, in_masks, state_masks = unmasked(h)
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     kernel, recurrent, bias = weights
     layer = spec.layer(name)
@@ -468,7 +517,9 @@ def _simple_rnn(
     act = _cell_activation(layer.options.activation)
     steps = h.shape[1] if isinstance(h, mx.nd.NDArray) else input_of(spec, name)[0]
     # every step's input term at once: (N, T, F) -> (N, T, u), split by step
-    inputs = _linear(F.FullyConnected, h, kernel, bias, num_hidden=units, flatten=False)
+    inputs = _gated(
+        h, kernel, bias, in_masks, gates=1, num_hidden=units, over_steps=True
+    )
     per_step = F.split(inputs, num_outputs=steps, axis=1, squeeze_axis=True)
     if steps == 1:
         per_step = [per_step]
@@ -477,7 +528,7 @@ def _simple_rnn(
     states = []
     for x_t in per_step:
         state = act(
-            x_t + F.FullyConnected(state, recurrent, no_bias=True, num_hidden=units)
+            x_t + _gated(state, recurrent, None, state_masks, gates=1, num_hidden=units)
         )
         states.append(state)
     # every step's hidden state (N, T, u), or the last (N, u)
@@ -502,14 +553,16 @@ def bidirectional(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     features, ``sum``, ``ave`` or ``mul``."""
     # each direction's own input: a pair in a training step with dropout
     first, second = h if isinstance(h, tuple) else (h, h)
-    F = namespace(first)  # noqa: N806 (MXNet's name for the operator namespace)
+    sequence, inputs, states = unmasked(second)  # read from the last step
+    F = namespace(sequence)  # noqa: N806 (MXNet's name for the operator namespace)
+    second = Masked(F.reverse(sequence, axis=1), inputs, states)
     layer = spec.layer(name)
     run = _CELLS[layer.options.cell]
     forward = run(
         first, _cell_weights(params, spec, name, f"{name}/forward"), spec, name
     )
     backward = run(
-        F.reverse(second, axis=1),
+        second,
         _cell_weights(params, spec, name, f"{name}/backward"),
         spec,
         name,
@@ -617,6 +670,19 @@ def dropout(h: Any, spec: ModelSpec, name: str, rng: Any, index: int) -> Any:
         rank = h.ndim - 1 if plain else len(input_of(spec, name))
         axes = native_axes(o.shared_axes, rank, "oihw")
     return namespace(h).Dropout(h, p=o.rate, mode="always", axes=axes)
+
+
+def cell_mask(h: Any, size: tuple[int, int], rate: float, rng: Any, index: int) -> Any:
+    """Masks ``(count, N, width)`` of a recurrent layer's cells
+    (``native.protocol.Ops.cell_mask``): ``Dropout`` in mode ``always`` of
+    ones shaped from the sequence ``h`` (a symbol's batch is not known),
+    MXNet's own random state."""
+    F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    count, width = size
+    first = F.slice_axis(F.slice_axis(h, 1, 0, 1), 2, 0, 1)  # (N, 1, 1)
+    ones = F.ones_like(F.reshape(first, (1, -1, 1)))  # (1, N, 1)
+    ones = F.broadcast_axis(ones, axis=(0, 2), size=(count, width))
+    return F.Dropout(ones, p=rate, mode="always")
 
 
 def input_dropout(h: Any, spec: ModelSpec, name: str, rng: Any, index: int) -> Any:

@@ -22,6 +22,7 @@ from typing import Any
 import tensorflow as tf
 
 from native import compose
+from native.protocol import Masked, unmasked
 from native.tensorflow.common import Params
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
@@ -111,15 +112,16 @@ def _lstm(h: tf.Tensor, params: Params, layer: Layer, prefix: str) -> tf.Tensor:
     recurrent = params[f"{prefix}/recurrent_kernel"]
     bias = params[f"{prefix}/bias"] if layer.options.use_bias else None
     act = _cell_activation(layer)
+    h, inputs, states = unmasked(h)
 
     def cell(
         carry: tuple[tf.Tensor, tf.Tensor], x_t: tf.Tensor
     ) -> tuple[tf.Tensor, tf.Tensor]:
         h, c = carry
-        projected = tf.matmul(x_t, kernel)
+        projected = _gated(x_t, kernel, inputs)
         if bias is not None:
             projected = tf.nn.bias_add(projected, bias)
-        z = projected + tf.matmul(h, recurrent)
+        z = projected + _gated(h, recurrent, states)
         i, f, g, o = tf.split(z, 4, axis=-1)
         c = tf.sigmoid(f) * c + tf.sigmoid(i) * act(g)
         return tf.sigmoid(o) * act(c), c
@@ -130,6 +132,16 @@ def _lstm(h: tf.Tensor, params: Params, layer: Layer, prefix: str) -> tf.Tensor:
     if layer.options.return_sequences:
         return tf.transpose(hs, (1, 0, 2))  # (T, N, u) -> (N, T, u)
     return hs[-1]  # the last hidden state (N, u)
+
+
+def _gated(v: tf.Tensor, w: tf.Tensor, masks: tf.Tensor | None) -> tf.Tensor:
+    """``v @ w``; with ``masks`` (``native.protocol.Masked``: one per gate)
+    each gate's block of ``w``'s columns takes ``v`` times its own mask."""
+    if masks is None:
+        return tf.matmul(v, w)
+    blocks = tf.split(w, masks.shape[0], axis=1)
+    parts = [tf.matmul(v * masks[g], b) for g, b in enumerate(blocks)]
+    return tf.concat(parts, axis=-1)
 
 
 def embedding(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
@@ -195,13 +207,14 @@ def _gru(h: tf.Tensor, params: Params, layer: Layer, prefix: str) -> tf.Tensor:
     recurrent = params[f"{prefix}/recurrent_kernel"]
     bias = params[f"{prefix}/bias"] if layer.options.use_bias else None
     act = _cell_activation(layer)
+    h, inputs, states = unmasked(h)
 
     def cell(state: tf.Tensor, x_t: tf.Tensor) -> tf.Tensor:
-        x = tf.matmul(x_t, kernel)
+        x = _gated(x_t, kernel, inputs)
         if bias is not None:
             x = x + bias[0]
         x_z, x_r, x_h = tf.split(x, 3, axis=-1)
-        rec = tf.matmul(state, recurrent)
+        rec = _gated(state, recurrent, states)
         if bias is not None:
             rec = rec + bias[1]
         h_z, h_r, h_h = tf.split(rec, 3, axis=-1)
@@ -231,12 +244,13 @@ def _simple_rnn(h: tf.Tensor, params: Params, layer: Layer, prefix: str) -> tf.T
     recurrent = params[f"{prefix}/recurrent_kernel"]
     bias = params[f"{prefix}/bias"] if layer.options.use_bias else None
     act = _cell_activation(layer)
+    h, inputs, states = unmasked(h)
 
     def cell(state: tf.Tensor, x_t: tf.Tensor) -> tf.Tensor:
-        projected = tf.matmul(x_t, kernel)
+        projected = _gated(x_t, kernel, inputs)
         if bias is not None:
             projected = tf.nn.bias_add(projected, bias)
-        return act(projected + tf.matmul(state, recurrent))
+        return act(projected + _gated(state, recurrent, states))
 
     zeros = tf.zeros((tf.shape(h)[0], layer.options.units), h.dtype)
     time_major = tf.transpose(h, (1, 0, 2))  # (N, T, F) -> (T, N, F)
@@ -269,7 +283,9 @@ def bidirectional(
     # each direction's own input: a pair in a training step with dropout
     first, second = h if isinstance(h, tuple) else (h, h)
     forward = run(first, params, inner, f"{name}/forward")
-    backward = run(tf.reverse(second, axis=[1]), params, inner, f"{name}/backward")
+    sequence, inputs, states = unmasked(second)  # read from the last step
+    second = Masked(tf.reverse(sequence, axis=[1]), inputs, states)
+    backward = run(second, params, inner, f"{name}/backward")
     if layer.options.return_sequences:
         backward = tf.reverse(backward, axis=[1])  # back in time order
     if layer.options.merge_mode == "concat":
@@ -428,6 +444,16 @@ def dropout(
     return tf.nn.experimental.stateless_dropout(
         h, o.rate, _seed(rng, index), noise_shape=noise
     )
+
+
+def cell_mask(
+    h: tf.Tensor, size: tuple[int, int], rate: float, rng: Any, index: int
+) -> tf.Tensor:
+    """Masks ``(count, N, width)`` of a recurrent layer's cells
+    (``native.protocol.Ops.cell_mask``), from ``_seed(rng, index)``."""
+    count, width = size
+    ones = tf.ones(tf.stack([count, tf.shape(h)[0], width]), h.dtype)
+    return tf.nn.experimental.stateless_dropout(ones, rate, _seed(rng, index))
 
 
 def input_dropout(

@@ -154,12 +154,16 @@ def _check(spec: ModelSpec) -> None:
         layer.name
         for layer in spec.layers
         if layer.kind == "lstm"
-        and (layer.options.activation != TANH or layer.options.dropout)
+        and (
+            layer.options.activation != TANH
+            or layer.options.dropout
+            or layer.options.recurrent_dropout
+        )
     ]
     if cells:
         raise ValueError(
             f"{spec.name} has LSTMs nn.LSTM does not compute ({', '.join(cells)}: "
-            "a cell activation other than tanh, or an input dropout): the "
+            "a cell activation other than tanh, or a dropout in the cell): the "
             "idiomatic PyTorch yardstick takes Keras' default LSTM"
         )
     unknown = sorted(

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from native import compose
 from native.layout import native_axes
+from native.protocol import unmasked
 from native.torch.common import Params
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON
@@ -232,16 +233,34 @@ def _lstm_over(
     with ``sequences``, else the last ``(N, u)``; ``act`` the cell's
     activation (Keras' tanh by default)."""
     kernel, recurrent, bias = weights
+    h, inputs, states = unmasked(h)
 
     def step(x_t: torch.Tensor, state: States) -> States:
         hidden, c = state
-        z = F.linear(x_t, kernel, bias) + F.linear(hidden, recurrent)
+        z = _gated(x_t, kernel, inputs, bias) + _gated(hidden, recurrent, states)
         i, f, g, o = z.chunk(4, dim=1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * act(g)
         return torch.sigmoid(o) * act(c), c
 
     zeros = h.new_zeros(h.shape[0], units)
     return _recur(h, step, (zeros, zeros), sequences, backward)
+
+
+def _gated(
+    v: torch.Tensor,
+    w: torch.Tensor,
+    masks: torch.Tensor | None,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``F.linear(v, w, bias)``; with ``masks`` (``native.protocol.Masked``:
+    one per gate) each gate's block of ``w``'s rows takes ``v`` times its
+    own mask."""
+    if masks is None:
+        return F.linear(v, w, bias)
+    blocks = w.chunk(masks.shape[0], dim=0)
+    parts = [F.linear(v * masks[g], b) for g, b in enumerate(blocks)]
+    out = torch.cat(parts, dim=1)
+    return out if bias is None else out + bias
 
 
 States = tuple[torch.Tensor, ...]  # a recurrence's state: (h,), or (h, c)
@@ -369,10 +388,11 @@ def _gru_over(
     ``backward``), returning its states as ``_lstm_over`` does."""
     kernel, recurrent, bias = weights
     b_in, b_rec = (None, None) if bias is None else (bias[0], bias[1])
+    h, inputs, states = unmasked(h)
 
     def step(x_t: torch.Tensor, state: States) -> States:
-        x_z, x_r, x_h = F.linear(x_t, kernel, b_in).chunk(3, dim=1)
-        h_z, h_r, h_h = F.linear(state[0], recurrent, b_rec).chunk(3, dim=1)
+        x_z, x_r, x_h = _gated(x_t, kernel, inputs, b_in).chunk(3, dim=1)
+        h_z, h_r, h_h = _gated(state[0], recurrent, states, b_rec).chunk(3, dim=1)
         z, r = torch.sigmoid(x_z + h_z), torch.sigmoid(x_r + h_r)
         return (z * state[0] + (1 - z) * act(x_h + r * h_h),)
 
@@ -407,9 +427,11 @@ def _simple_rnn_over(
     """``simple_rnn``'s recurrence over ``(N, T, F)`` (steps ``T-1..0`` when
     ``backward``), returning its states as ``_lstm_over`` does."""
     kernel, recurrent, bias = weights
+    h, inputs, states = unmasked(h)
 
     def step(x_t: torch.Tensor, state: States) -> States:
-        return (act(F.linear(x_t, kernel, bias) + F.linear(state[0], recurrent)),)
+        x = _gated(x_t, kernel, inputs, bias)
+        return (act(x + _gated(state[0], recurrent, states)),)
 
     return _recur(h, step, (h.new_zeros(h.shape[0], units),), sequences, backward)
 
@@ -531,6 +553,16 @@ def dropout(
     shape = [1 if a in axes else side for a, side in enumerate(h.shape)]
     keep = torch.empty(shape, dtype=h.dtype, device=h.device).bernoulli_(1 - o.rate)
     return h * keep / (1 - o.rate)
+
+
+def cell_mask(
+    h: torch.Tensor, size: tuple[int, int], rate: float, rng: object, index: int
+) -> torch.Tensor:
+    """Masks ``(count, N, width)`` of a recurrent layer's cells
+    (``native.protocol.Ops.cell_mask``), PyTorch's own generator."""
+    count, width = size
+    keep = torch.empty((count, h.shape[0], width), dtype=h.dtype, device=h.device)
+    return keep.bernoulli_(1 - rate) / (1 - rate)
 
 
 def input_dropout(

@@ -38,7 +38,7 @@ from native import (
     load_apply,
     load_framework,
 )
-from native.protocol import Framework, blocks
+from native.protocol import Framework, blocks, unmasked
 from tests import tiers
 from workers import protocol
 from workers.native_runner import NativeRunner, Session
@@ -1352,6 +1352,81 @@ def test_a_bidirectional_layers_directions_each_draw_their_own_mask(
     monkeypatch.setattr(ops, "input_dropout", once)
     with pytest.raises(ValueError, match=r"layer 'both'.*one mask, not one each"):
         runner.evaluate(BOTH_DROPOUT, weights, x[0], y[0])
+
+
+# Keras' recurrent_dropout: masks per gate inside the cells (an LSTM's on
+# its input and state, a Bidirectional GRU's on each direction's state).
+CELL_MASKED = dataclasses.replace(
+    CELL_DROPOUT,
+    name="cell-masked",
+    layers=(
+        Layer.of(
+            "lstm",
+            "lstm",
+            units=4,
+            dropout=0.3,
+            recurrent_dropout=0.25,
+            return_sequences=True,
+        ),
+        Layer.of(
+            "both",
+            "bidirectional",
+            units=3,
+            merge_mode="sum",
+            cell="gru",
+            recurrent_dropout=0.4,
+        ),
+        Layer.of("logits", "dense", units=3),
+    ),
+)
+
+
+def _first_for_all(runner: NativeRunner, ops: ModuleType) -> Callable[..., object]:
+    """A ``cell_mask`` whose every gate gets the first gate's mask."""
+    right = ops.cell_mask
+
+    def drawn(h: object, size: tuple[int, int], *rest: object) -> object:
+        masks = right(h, size, *rest)
+        if runner.framework.startswith("mxnet"):
+            space = ops.namespace(masks)
+            return space.broadcast_add(masks * 0, space.slice_axis(masks, 0, 0, 1))
+        return masks * 0 + masks[:1]
+
+    return drawn
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    ["state masks left out", "one mask for every gate", "unscaled"],
+)
+def test_a_recurrent_layers_cell_masks_drawn_or_applied_wrong_are_caught(
+    runner: NativeRunner, monkeypatch: pytest.MonkeyPatch, wrong: str
+) -> None:
+    """``evaluate`` checks the masks each recurrent layer's cells drew
+    (``workers.cells``): each framework's cells pass; the state's masks
+    drawn but not applied, one mask given to every gate, or masks not
+    scaled are each named with the layer."""
+    weights = make_weights(CELL_MASKED, 5)
+    x, y = make_batches(CELL_MASKED, 5, 16, 1)
+    runner.evaluate(CELL_MASKED, weights, x[0], y[0])
+    ops = importlib.import_module(f"native.{_package(runner)}.ops")
+    right = ops.cell_mask
+    if wrong == "state masks left out":
+        monkeypatch.setattr(ops, "unmasked", lambda h: (*unmasked(h)[:2], None))
+        caught = r"layer 'lstm' computed with the masks it drew is .* off"
+    elif wrong == "one mask for every gate":
+        monkeypatch.setattr(ops, "cell_mask", _first_for_all(runner, ops))
+        caught = r"input masks of lstm layer 'lstm'.*one mask, not one each"
+    else:
+        monkeypatch.setattr(
+            ops,
+            "cell_mask",
+            lambda h, size, rate, *rest: right(h, size, rate, *rest) * (1 - rate),
+        )
+        caught = r"input masks of lstm layer 'lstm'.*kept values off the input"
+    monkeypatch.setattr(native, "_PASSES", {})  # a pass traced anew
+    with pytest.raises(ValueError, match=caught):
+        runner.evaluate(CELL_MASKED, weights, x[0], y[0])
 
 
 def test_a_recurrent_layers_input_dropout_is_what_its_cell_computes_on(

@@ -449,7 +449,12 @@ class Kind:
       parameters draws on its input before computing (a recurrent layer's
       own ``dropout``: one mask per sequence, Keras' cell draws it so), drawn
       by ``ops.input_dropout(h, spec, name, rng, index)`` and checked as a
-      dropout's (``workers.protocol.check_noise``).
+      dropout's (``workers.protocol.check_noise``); ``cell_masks(layer)``:
+      the masks it draws inside its cells instead
+      (``zoo.kinds.recurrent.cell_masks``: with ``recurrent_dropout``, one
+      per gate), each framework's blocks taking them
+      (``native.protocol.Masked``), each path's checked by
+      ``workers.cells``.
     - ``shift``: the role of a parameter added to each output channel last
       (a bias, a batch normalization's beta), whose gradient is zero when
       only batch normalizations take the output (``ModelSpec.noise_trained``);
@@ -488,6 +493,7 @@ class Kind:
     trains_differently: bool = False
     noise: Noise | None = None
     input_noise: Noise | None = None
+    cell_masks: Callable[[Layer], tuple[Any, ...]] | None = None
     carries_shift: Callable[[Layer], bool] = lambda layer: False
     paddings: tuple[str, ...] = PADDINGS
     regularized: bool = False

@@ -32,8 +32,9 @@ class Options:
     """Keras' ``Bidirectional`` arguments: the recurrent ``cell`` it wraps
     (``lstm``, ``gru`` or ``simple_rnn``: the kind of Keras' ``layer``) with
     that layer's ``units``, ``return_sequences``, ``use_bias`` and cell
-    ``activation`` and input ``dropout`` (``recurrent.Recurrent``; each
-    direction draws its own mask: ``INPUT_DROPOUT``), and the
+    ``activation``, input ``dropout`` and ``recurrent_dropout``
+    (``recurrent.Recurrent``; each direction draws its own masks:
+    ``INPUT_DROPOUT``, ``recurrent.cell_masks``), and the
     ``merge_mode`` of the two directions."""
 
     units: int
@@ -43,6 +44,7 @@ class Options:
     use_bias: bool = True
     activation: str | None = recurrent.TANH
     dropout: float = 0.0
+    recurrent_dropout: float = 0.0
 
 
 # Each direction's cell draws its own input mask (Keras' two copies of the
@@ -54,7 +56,12 @@ def cell_layer(layer: Layer) -> Layer:
     """The recurrent layer each direction runs (named as the cell)."""
     o: Options = layer.options
     options = recurrent.Recurrent(
-        o.units, o.return_sequences, o.use_bias, o.activation, o.dropout
+        o.units,
+        o.return_sequences,
+        o.use_bias,
+        o.activation,
+        o.dropout,
+        o.recurrent_dropout,
     )
     return Layer(o.cell, o.cell, options)
 
@@ -173,6 +180,9 @@ KIND = Kind(
     shape=shape,
     inner_activation=True,
     input_noise=INPUT_DROPOUT,
+    cell_masks=lambda layer: recurrent.cell_masks(
+        layer, layer.options.cell, DIRECTIONS
+    ),
     params=params,
     flops=flops,
     keras=keras,

@@ -27,7 +27,6 @@ REGULARIZED = (
 CHANNELS_LAST = (("data_format", "channels_last"),)
 RECURRENT = (
     ("recurrent_activation", "sigmoid"),
-    ("recurrent_dropout", 0.0),
     ("return_state", False),
     ("go_backwards", False),
     ("stateful", False),

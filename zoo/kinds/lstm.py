@@ -83,6 +83,7 @@ KIND = Kind(
     shape=recurrent.shape,
     inner_activation=True,
     input_noise=recurrent.INPUT_DROPOUT,
+    cell_masks=lambda layer: recurrent.cell_masks(layer, "lstm"),
     params=params,
     flops=flops,
     keras=recurrent.keras_builder("LSTM"),

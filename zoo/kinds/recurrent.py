@@ -25,14 +25,16 @@ class Recurrent:
     (``Kind.inner_activation``).  Its gates stay sigmoids.  ``dropout``:
     the rate of Keras' input dropout in a training step, one mask per
     sequence drawn by the cell and applied to every step's input
-    (``INPUT_DROPOUT``); Keras' ``recurrent_dropout`` (masks per gate on
-    the state) is refused."""
+    (``INPUT_DROPOUT``); ``recurrent_dropout``: the rate of the masks
+    Keras then draws per gate, on the state and on the input, inside the
+    cell (``cell_masks``)."""
 
     units: int
     return_sequences: bool = False
     use_bias: bool = True
     activation: str | None = TANH
     dropout: float = 0.0
+    recurrent_dropout: float = 0.0
 
 
 # Keras' input dropout of a recurrent layer without recurrent dropout: the
@@ -41,8 +43,57 @@ class Recurrent:
 # input is multiplied by it, so it is a dropout of the sequence that shares
 # one draw along the steps (axis 1), drawn before the cell runs.  With
 # ``recurrent_dropout`` Keras draws one mask per gate instead, inside the
-# cell: refused.
+# cell (``cell_masks``).
 INPUT_DROPOUT = Noise(amount="dropout", draws="mask", shared_axes=(1,))
+
+# The gates of each cell, in Keras' order: with ``recurrent_dropout`` Keras
+# 3.15 switches the cell to its first implementation (``implementation=1``),
+# which multiplies the input and the state by a mask of their own before
+# each gate's product (LSTM ``i, f, c, o``; GRU ``z, r, h``; SimpleRNN's one).
+GATES = {"lstm": 4, "gru": 3, "simple_rnn": 1}
+
+
+@dataclass(frozen=True)
+class CellMask:
+    """Masks Keras' cell draws once per sequence with ``recurrent_dropout``
+    (``DropoutRNNCell``: on the first step, returned again at every other):
+    ``count`` of them (one per gate), each ``(batch, width)`` of the
+    ``side`` it multiplies (``input``: the step's input, of the input's
+    features; ``state``: the state before the step, of ``units``), each
+    value kept with probability ``1 - rate`` and scaled by ``1 / (1 -
+    rate)``; drawn by the layer's ``copy`` (a Bidirectional's direction, or
+    ``""``) and tapped as ``tap`` (``native.compose``)."""
+
+    tap: str
+    copy: str
+    side: str
+    count: int
+    rate: float
+
+
+def cell_masks(
+    layer: Layer, cell: str, copies: tuple[str, ...] = ()
+) -> tuple[CellMask, ...]:
+    """The masks ``layer`` (a recurrent layer, or a Bidirectional of
+    ``copies`` over ``cell``) draws inside its cells per sequence in a
+    training step: none without ``recurrent_dropout``, else one per gate on
+    the state, and one per gate on the input with ``dropout`` too."""
+    o = layer.options
+    if not o.recurrent_dropout:
+        return ()
+    found = []
+    for copy in copies or ("",):
+        prefix = f"{layer.name}/{copy}" if copy else layer.name
+        if o.dropout:
+            found.append(
+                CellMask(f"{prefix}/input_masks", copy, "input", GATES[cell], o.dropout)
+            )
+        found.append(
+            CellMask(
+                f"{prefix}/state_masks", copy, "state", GATES[cell], o.recurrent_dropout
+            )
+        )
+    return tuple(found)
 
 
 # Keras' regularizer arguments -> the roles they penalize.
@@ -57,11 +108,13 @@ def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
             f"{layer.kind} layer {layer.name!r} has activation {o.activation!r} in "
             f"its cell; known: {known}"
         )
-    if not 0.0 <= o.dropout < 1.0:
-        raise ValueError(
-            f"{layer.kind} layer {layer.name!r} has dropout {o.dropout!r}; it "
-            "must be at least 0 and below 1"
-        )
+    for option in ("dropout", "recurrent_dropout"):
+        rate = getattr(o, option)
+        if not 0.0 <= rate < 1.0:
+            raise ValueError(
+                f"{layer.kind} layer {layer.name!r} has {option} {rate!r}; it "
+                "must be at least 0 and below 1"
+            )
     given = shapes[0]
     if len(given) != 2:
         raise ValueError(
@@ -78,11 +131,12 @@ def draw(pick: Pick, shape: Shape) -> dict[str, Any]:
         "use_bias": pick.boolean(),
     }
     activation = pick.one_of([TANH, *(a for a in ACTIVATIONS if a != TANH)])
-    dropout = pick.one_of([0.0, 0.3])
+    dropout, recurrent_dropout = pick.one_of([0.0, 0.3]), pick.one_of([0.0, 0.25])
     return (
         drawn
         | cell_activation_words(activation)
         | ({"dropout": dropout} if dropout else {})
+        | ({"recurrent_dropout": recurrent_dropout} if recurrent_dropout else {})
     )
 
 
@@ -104,6 +158,7 @@ def keras_builder(cls: str) -> Callable[[Any, Layer, tuple[Shape, ...]], Any]:
             use_bias=layer.options.use_bias,
             activation=layer.options.activation,
             dropout=layer.options.dropout,
+            recurrent_dropout=layer.options.recurrent_dropout,
             name=layer.name,
             **kw.regularizer_args(keras, layer, REGULARIZERS),
         )
@@ -112,15 +167,9 @@ def keras_builder(cls: str) -> Callable[[Any, Layer, tuple[Shape, ...]], Any]:
 
 
 def read(kind: str, cls: str, name: str, config: Mapping[str, Any]) -> dict[str, Any]:
-    if config.get("recurrent_dropout", 0.0):
-        raise ValueError(
-            f"{cls} layer {name!r} has recurrent_dropout="
-            f"{config['recurrent_dropout']!r}, which the tool does not compute "
-            "(Keras draws a mask per gate inside the cell then, on the input "
-            "and on the state); it needs recurrent_dropout=0.0"
-        )
     kw.must(cls, name, config, kw.RECURRENT)
     dropout = config.get("dropout", 0.0)
+    recurrent_dropout = config.get("recurrent_dropout", 0.0)
     return {
         "kind": kind,
         "name": name,
@@ -131,5 +180,6 @@ def read(kind: str, cls: str, name: str, config: Mapping[str, Any]) -> dict[str,
             kw.activation(name, {"activation": config.get("activation", TANH)})
         ),
         **({"dropout": dropout} if dropout else {}),
+        **({"recurrent_dropout": recurrent_dropout} if recurrent_dropout else {}),
         **kw.regularizers(cls, name, config, REGULARIZERS),
     }

@@ -69,6 +69,7 @@ KIND = Kind(
     shape=recurrent.shape,
     inner_activation=True,
     input_noise=recurrent.INPUT_DROPOUT,
+    cell_masks=lambda layer: recurrent.cell_masks(layer, "simple_rnn"),
     params=params,
     flops=flops,
     keras=recurrent.keras_builder("SimpleRNN"),
