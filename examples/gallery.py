@@ -1560,6 +1560,32 @@ def lstm_forecaster() -> keras.Model:
     return model
 
 
+@example(
+    "Keras 2's IMDB LSTM example (examples/imdb_lstm.py)",
+    "https://github.com/keras-team/keras/blob/cc360f6663f3c4ba3e7ae8e4e19f507f717e6c97/examples/imdb_lstm.py",
+)
+def imdb_lstm() -> keras.Model:
+    """Issue 79: ``Embedding(max_features, 128)``, ``LSTM(128, dropout=0.2,
+    recurrent_dropout=0.2)``, ``Dense(1, activation="sigmoid")``, compiled
+    with ``binary_crossentropy`` and ``adam``, as the example writes them:
+    the LSTM draws a mask per gate on its input and on its state in
+    training.  Vocabulary 20,000 shrunk to 1,000, 80 tokens to 16, width
+    and units 128 to 16."""
+    import keras
+    from keras import layers
+
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(16,), dtype="int32"),
+            layers.Embedding(1000, 16),
+            layers.LSTM(16, dropout=0.2, recurrent_dropout=0.2),
+            layers.Dense(1, activation="sigmoid"),
+        ]
+    )
+    model.compile(loss="binary_crossentropy", optimizer="adam", metrics=["accuracy"])
+    return model
+
+
 def main(argv: list[str]) -> int:
     """``OUTDIR [NAME ...]``: write each named model (all by default) to
     ``OUTDIR/<name>.keras``, one line per file."""
