@@ -32,10 +32,10 @@ inference, and every parameter of it goes into ``updates`` as itself: held,
 so no framework takes its gradient or steps it (a framework skips setting a
 parameter to itself).  A layer that draws noise also taps its
 input, as ``<name>/input``, for the check that it drew as it must
-(``workers.protocol.check_noise``); a layer that draws noise on its input
-before computing (``Kind.input_noise``: a recurrent layer's ``dropout``)
-taps its input and, as ``<name>/dropped``, what its block then computes on
-(``ops.input_dropout``).
+(``workers.protocol.check_noise``); a layer whose cells draw masks
+(``Kind.cell_masks``: a recurrent layer's ``dropout`` and
+``recurrent_dropout``) taps each of them too (``ops.cell_mask``), for
+``workers.cells``.
 
 Framework-free: the framework comes in with ``ops``.
 """
@@ -93,7 +93,6 @@ PERTURB_ENV = "HARNESS_NATIVE_PERTURB"
 PERTURB_SEED = int(os.environ.get(PERTURB_ENV, "0") or "0")
 PERTURBATION = 2.0**-24
 STATISTICS_INDEX = 1_000_000  # the statistics' draws, apart from the others'
-COPY_INDEX = 2_000_000  # a layer's second copy's draws (a backward cell's)
 MASK_INDEX = 3_000_000  # a cell's masks' draws, each apart (times its number)
 
 
@@ -161,25 +160,12 @@ def _drawn(
     index: int,
 ) -> Tensor:
     """``layer``'s noise drawn on ``h`` in a training step, its input tapped
-    for the check of its draws: a noise kind's output, or for a layer that
-    draws on its input (``Kind.input_noise``) the input it computes on,
-    tapped too."""
+    for the check of its draws: a noise kind's output, or for a layer whose
+    cells draw masks its input with them (``_masked``)."""
     h = tap(f"{layer.name}/input", h)
     if cell_masks_of(layer):
         return _masked(ops, spec, layer, h, tap=tap, rng=rng, index=index)
-    noise = KINDS[layer.kind].input_noise
-    if noise is None:
-        return getattr(ops, layer.kind)(h, spec, layer.name, rng, index)
-    # a recurrent layer's dropout, once per copy that draws its own (a
-    # Bidirectional's directions: the tuple of what each computes on)
-    drawn = tuple(
-        tap(
-            f"{layer.name}/{copy}/dropped" if copy else f"{layer.name}/dropped",
-            ops.input_dropout(h, spec, layer.name, rng, index + number * COPY_INDEX),
-        )
-        for number, copy in enumerate(noise.copies or ("",))
-    )
-    return drawn if noise.copies else drawn[0]
+    return getattr(ops, layer.kind)(h, spec, layer.name, rng, index)
 
 
 def _masked(
@@ -205,7 +191,7 @@ def _masked(
         )
         by_copy.setdefault(mask.copy, {})[mask.side] = tap(mask.tap, drawn)
     masked = tuple(
-        Masked(h, sides.get("input"), sides["state"]) for sides in by_copy.values()
+        Masked(h, sides.get("input"), sides.get("state")) for sides in by_copy.values()
     )
     return masked if len(masked) > 1 else masked[0]
 

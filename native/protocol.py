@@ -43,15 +43,17 @@ TrainState = Any
 class Masked(NamedTuple):
     """A recurrent block's input in a training step whose cells draw masks
     (``zoo.kinds.recurrent.cell_masks``, drawn by ``native.compose``): the
-    ``sequence`` ``(N, T, F)``, one mask per gate on the step's input
-    ``(gates, N, F)`` (``inputs``; ``None`` without ``dropout``) and on the
-    state before the step ``(gates, N, units)`` (``states``), each the same
-    at every step.  A gate's product takes its own: ``(x * inputs[g]) W_g``,
-    ``(h * states[g]) U_g``, as Keras' first implementation computes."""
+    ``sequence`` ``(N, T, F)``, the masks on the step's input ``(count, N,
+    F)`` (``inputs``; ``None`` without ``dropout``) and on the state before
+    the step ``(count, N, units)`` (``states``; ``None`` without
+    ``recurrent_dropout``), each the same at every step, ``count`` one per
+    gate or one for every gate.  Gate ``g``'s product takes its own, or
+    the one: ``(x * inputs[g]) W_g``, ``(h * states[g]) U_g``, as Keras'
+    cell computes."""
 
     sequence: Tensor
     inputs: Tensor | None
-    states: Tensor
+    states: Tensor | None
 
 
 def unmasked(h: Tensor) -> tuple[Tensor, Tensor | None, Tensor | None]:
@@ -113,15 +115,6 @@ class Ops(Protocol):
         every axis but the channels; returns the output and those two
         statistics (no gradient through them), which ``native.compose`` turns
         into the new moving ones."""
-
-    def input_dropout(
-        self, h: Tensor, spec: ModelSpec, name: str, rng: Any, index: int
-    ) -> Tensor:
-        """A recurrent layer's own ``dropout`` on its input sequence ``h``
-        (``zoo.kinds.recurrent.INPUT_DROPOUT``): each feature of each
-        sequence kept with probability ``1 - dropout`` and scaled by ``1 / (1
-        - dropout)``, one draw shared along the steps; as ``NoiseBlock``
-        draws (``rng``, ``index``)."""
 
     def cell_mask(
         self, h: Tensor, size: tuple[int, int], rate: float, rng: Any, index: int

@@ -1,6 +1,7 @@
 """The check of the masks a recurrent layer's cells draw in a training step
-(``zoo.kinds.recurrent.cell_masks``: Keras' ``recurrent_dropout``, one mask
-per gate on the state, and on the input with ``dropout`` too).
+(``zoo.kinds.recurrent.cell_masks``: Keras' ``dropout`` on the input and
+``recurrent_dropout`` on the state, one mask per gate or one for every
+gate).
 
 Random draws cannot agree between paths, so each path's training pass is
 judged on its own (as every dropout is: ``workers.protocol.check_noise``),
@@ -8,8 +9,8 @@ in two parts:
 
 - the masks it drew, as a dropout of ones: every value 0 or ``1 / (1 -
   rate)``, the kept share ``1 - rate`` within Hoeffding's bound, and two
-  gates' masks drawn apart (``check_apart``: one mask used for every gate
-  agrees with itself everywhere);
+  gates' masks, or a Bidirectional's two directions', drawn apart
+  (``check_apart``: one mask used for both agrees with itself everywhere);
 - what it computed with them: the layer's output recomputed here in float64
   from its input, those masks and its weights (``forward``, Keras 3.15's
   first implementation written out) must agree within ``CELL_TOLERANCE``.
@@ -51,6 +52,7 @@ def check_cells(
     layout), drew ``masks`` (by ``CellMask.tap``) as it must and gave
     ``outputs`` from them; else what it did, in one sentence naming it.
     ``weights``: the canonical arrays it ran with."""
+    first: dict[str, np.ndarray] = {}  # each side's first copy's masks
     for mask in cell_masks_of(layer):
         drawn = np.asarray(masks[mask.tap], np.float64)
         where = f"{mask.side} masks of {layer.kind} layer {layer.name!r}"
@@ -60,6 +62,10 @@ def check_cells(
         problem = check_dropout(layer.name, mask.rate, ones, drawn)
         if problem is None and mask.count > 1:
             problem = check_apart(layer.name, mask.rate, ones[0], [drawn[0], drawn[1]])
+        if problem is None and mask.side in first:  # a Bidirectional's second
+            apart = [first[mask.side], drawn]
+            problem = check_apart(layer.name, mask.rate, ones, apart)
+        first.setdefault(mask.side, drawn)
         if problem:
             return f"the {where}: {problem}"
     expected = forward(layer, np.asarray(inputs, np.float64), masks, weights)

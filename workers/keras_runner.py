@@ -38,14 +38,14 @@ from workers.protocol import (
     Predictor,
     TrainCheck,
     Trainer,
-    check_copies,
+    check_noise,
     check_training,
     noise_batch,
 )
 from zoo import packing
 from zoo.losses import keras_loss, total
 from zoo.optimizers import keras_optimizer
-from zoo.specs import Layer, ModelSpec, cell_masks_of, draws_input_noise, noise_of
+from zoo.specs import ModelSpec, cell_masks_of
 
 # ``Model.compile`` keyword arguments of each mode that is not a backend's
 # default (``workers.paths.MODES``; the defaults leave Keras' own).
@@ -156,16 +156,12 @@ class KerasRunner:
         forward pass on ``x`` (repeated: ``noise_batch``), drew as its kind
         must (``check_noise``)."""
         layers = spec.noisy_layers()
-        ends, masks, drawn, hooked = [], {}, {}, []
+        ends, drawn, hooked = [], {}, []
         for layer in layers:
             keras_layer = model.get_layer(layer.name)
             ends += [keras_layer.input, keras_layer.output]
-            if draws_input_noise(layer):
-                cells = _cells(layer, keras_layer)
-                masks[layer.name] = [_recording(c, "get_dropout_mask") for c in cells]
-                hooked += cells
             for mask in cell_masks_of(layer):  # drawn inside its cells
-                cell = _cells(layer, keras_layer, mask.copy)[0]
+                cell = _cell(keras_layer, mask.copy)
                 drawn[mask.tap] = _recording(cell, _MASK_METHODS[mask.side])
                 hooked.append(cell)
         probe = self.keras.Model(model.inputs, ends)
@@ -188,16 +184,7 @@ class KerasRunner:
             if cell_masks_of(layer):
                 problem = check_cells(layer, taken, found, gave, weights)
             else:
-                pairs = [(taken, gave)]
-                if layer.name in masks:
-                    # The mask each cell drew (batch, features), as the
-                    # dropout of a sequence of ones one step long that it is.
-                    seen = [
-                        ops.convert_to_numpy(m[0])[:, None, :]
-                        for m in masks[layer.name]
-                    ]
-                    pairs = [(np.ones_like(mask), mask) for mask in seen]
-                problem = check_copies(layer, pairs)
+                problem = check_noise(layer, taken, gave)
             if problem:
                 raise ValueError(problem)
 
@@ -523,16 +510,11 @@ _GRADS = {"jax": _grads_jax, "tensorflow": _grads_tensorflow, "torch": _grads_to
 _MASK_METHODS = {"input": "get_dropout_mask", "state": "get_recurrent_dropout_mask"}
 
 
-def _cells(layer: Layer, keras_layer: Any, copy: str | None = None) -> list[Any]:
-    """The Keras cells of a recurrent ``layer`` that draw their own masks:
-    its cell, or each copy's (a Bidirectional's ``forward_layer`` and
-    ``backward_layer``: ``Noise.copies``), or the one of ``copy``."""
-    noise = noise_of(layer)
-    copies = noise.copies if noise is not None else ()
-    if not copies:
-        return [keras_layer.cell]
-    chosen = copies if copy is None else (copy,)
-    return [getattr(keras_layer, f"{c}_layer").cell for c in chosen]
+def _cell(keras_layer: Any, copy: str) -> Any:
+    """The Keras cell of a recurrent layer that draws a mask
+    (``CellMask.copy``): its own, or a Bidirectional's ``forward_layer``'s
+    or ``backward_layer``'s."""
+    return getattr(keras_layer, f"{copy}_layer").cell if copy else keras_layer.cell
 
 
 def _recording(cell: Any, method_name: str) -> list[Any]:

@@ -28,10 +28,9 @@ from workers.protocol import (
     Predictor,
     TrainCheck,
     Trainer,
-    check_copies,
+    check_noise,
     check_training,
     noise_batch,
-    noise_taps,
 )
 from zoo import packing
 from zoo.specs import ModelSpec, cell_masks_of
@@ -168,8 +167,9 @@ class NativeRunner:
                 given, got = taps[f"{layer.name}/input"], taps[layer.name]
                 problem = check_cells(layer, given, masks, got, weights)
             else:
-                pairs = [(taps[given], taps[got]) for given, got in noise_taps(layer)]
-                problem = check_copies(layer, pairs)
+                problem = check_noise(
+                    layer, taps[f"{layer.name}/input"], taps[layer.name]
+                )
             if problem:
                 raise ValueError(problem)
 

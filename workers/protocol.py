@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from zoo.specs import Layer, ModelSpec, draws_input_noise, input_of, noise_of
+from zoo.specs import Layer, ModelSpec, input_of, noise_of
 
 Weights = Mapping[str, np.ndarray]  # canonical (Keras-layout) arrays by name
 NAMED = 3  # parameters a non-finite sentence names at most
@@ -237,39 +237,6 @@ def noise_batch(spec: ModelSpec, x: np.ndarray) -> np.ndarray:
     return np.concatenate([x] * repeats) if repeats > 1 else x
 
 
-def noise_taps(layer: Layer) -> tuple[tuple[str, str], ...]:
-    """The taps (``native.compose``) of what a layer that draws noise took
-    and what each of its draws gave: its input and its output, or for one
-    that draws on its input (``Kind.input_noise``) its input and
-    ``<name>/dropped`` (``<name>/<copy>/dropped`` for each copy that draws
-    its own: a Bidirectional's directions)."""
-    given = f"{layer.name}/input"
-    noise = noise_of(layer)
-    if not draws_input_noise(layer) or noise is None:
-        return ((given, layer.name),)
-    if not noise.copies:
-        return ((given, f"{layer.name}/dropped"),)
-    return tuple((given, f"{layer.name}/{copy}/dropped") for copy in noise.copies)
-
-
-def check_copies(
-    layer: Layer, pairs: Sequence[tuple[np.ndarray, np.ndarray]]
-) -> str | None:
-    """``check_noise`` of each ``(inputs, outputs)`` pair of a layer's draws
-    (one per copy that draws its own: ``noise_taps``), and with two copies
-    ``check_apart``: the first problem, or ``None``."""
-    for inputs, outputs in pairs:
-        problem = check_noise(layer, inputs, outputs)
-        if problem:
-            return problem
-    noise = noise_of(layer)
-    if len(pairs) < 2 or noise is None:
-        return None
-    amount = getattr(layer.options, noise.amount)
-    drawn = [output for _, output in pairs]
-    return check_apart(layer.name, amount, pairs[0][0], drawn, noise.shared_axes)
-
-
 def check_noise(layer: Layer, inputs: np.ndarray, outputs: np.ndarray) -> str | None:
     """``None`` when ``layer``, a kind that draws noise (``Kind.noise``), run
     in one training pass on ``inputs`` (a batch, Keras' layout), gave
@@ -281,7 +248,7 @@ def check_noise(layer: Layer, inputs: np.ndarray, outputs: np.ndarray) -> str | 
         raise ValueError(f"{layer.kind} layer {layer.name!r} draws no noise")
     amount = getattr(layer.options, noise.amount)
     if noise.draws == "mask":
-        shared = getattr(layer.options, "shared_axes", noise.shared_axes)
+        shared = getattr(layer.options, "shared_axes", ())
         return check_dropout(layer.name, amount, inputs, outputs, shared)
     if noise.stddev is None:
         raise ValueError(f"{layer.kind} draws normal noise with no stddev rule")
@@ -355,19 +322,15 @@ def check_apart(
     rate: float,
     inputs: np.ndarray,
     copies: Sequence[np.ndarray],
-    shared_axes: tuple[int, ...] = (),
 ) -> str | None:
-    """``None`` when two copies of a layer that each draw their own dropout
-    (a Bidirectional's directions: ``Noise.copies``) drew apart: on the
-    draws where the input is nonzero, the share on which both kept or both
-    dropped must be ``(1 - rate)^2 + rate^2`` within Hoeffding's bound at
-    ``DROPOUT_CHANCE``; one mask used twice agrees on every draw.  Each
-    copy's outputs of ``inputs``, one draw along ``shared_axes``."""
+    """``None`` when two copies of a dropout that each draw their own (two
+    gates' masks, a Bidirectional's two directions: ``workers.cells``) drew
+    apart: on the draws where the input is nonzero, the share on which both
+    kept or both dropped must be ``(1 - rate)^2 + rate^2`` within
+    Hoeffding's bound at ``DROPOUT_CHANCE``; one mask used twice agrees on
+    every draw.  Each copy's outputs of ``inputs``."""
     first, second = (np.asarray(c, np.float64) != 0 for c in copies[:2])
     live = np.asarray(inputs, np.float64) != 0
-    if shared_axes:
-        live = live.any(axis=shared_axes)
-        first, second = first.any(axis=shared_axes), second.any(axis=shared_axes)
     n = int(live.sum())
     if n == 0:
         return None

@@ -1438,17 +1438,17 @@ VARIANTS.update(
 
 
 def noise_of(layer: Layer) -> Noise | None:
-    """What ``layer``'s kind draws in a training step: its ``Kind.noise``,
-    or the ``Kind.input_noise`` it draws on its input (a recurrent layer's
-    dropout); ``None`` for a kind that draws none."""
-    kind = KIND_RECORDS[layer.kind]
-    return kind.noise or kind.input_noise
+    """What ``layer``'s kind draws in a training step (``Kind.noise``: a
+    dropout and its kin); ``None`` for a kind that draws none (or draws
+    masks inside its cells: ``cell_masks_of``)."""
+    return KIND_RECORDS[layer.kind].noise
 
 
 def cell_masks_of(layer: Layer) -> tuple[CellMask, ...]:
     """The masks ``layer`` draws inside its cells in a training step
-    (``Kind.cell_masks``: a recurrent layer's with ``recurrent_dropout``;
-    ``zoo.kinds.recurrent.CellMask``), none for any other."""
+    (``Kind.cell_masks``: a recurrent layer's with ``dropout`` or
+    ``recurrent_dropout``; ``zoo.kinds.recurrent.CellMask``), none for any
+    other."""
     masks = KIND_RECORDS[layer.kind].cell_masks
     return masks(layer) if masks is not None else ()
 
@@ -1459,16 +1459,6 @@ def draws_noise(layer: Layer) -> bool:
     noise = noise_of(layer)
     drawn = noise is not None and bool(getattr(layer.options, noise.amount))
     return drawn or bool(cell_masks_of(layer))
-
-
-def draws_input_noise(layer: Layer) -> bool:
-    """Whether ``layer`` draws noise on its input before computing
-    (``Kind.input_noise`` at an amount above 0, and no masks inside its
-    cells, which then take the input's too)."""
-    noise = KIND_RECORDS[layer.kind].input_noise
-    if noise is None or cell_masks_of(layer):
-        return False
-    return bool(getattr(layer.options, noise.amount))
 
 
 def without_noise(spec: ModelSpec) -> ModelSpec:
@@ -1482,9 +1472,10 @@ def without_noise(spec: ModelSpec) -> ModelSpec:
 
 
 def _silenced(layer: Layer) -> Layer:
+    masks = cell_masks_of(layer)
+    if masks:  # each at rate 0
+        return layer.replace(**{mask.option: 0.0 for mask in masks})
     noise = noise_of(layer)
     if noise is None or not draws_noise(layer):
         return layer
-    if cell_masks_of(layer):
-        layer = layer.replace(recurrent_dropout=0.0)
     return layer.replace(**{noise.amount: 0.0})

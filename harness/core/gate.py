@@ -99,7 +99,7 @@ from zoo import files
 from zoo.arrays import digest, load_npz, save_npz
 from zoo.data import batches_file, make_batches
 from zoo.models import get_spec
-from zoo.specs import ModelSpec, cell_masks_of, draws_input_noise
+from zoo.specs import ModelSpec, cell_masks_of
 from zoo.weights import make_weights, weights_file
 
 GATE_STEPS = 2
@@ -145,35 +145,22 @@ def training_checks(spec: ModelSpec) -> str | None:
             "Hoeffding's bound, kept values scaled by 1 / (1 - rate), one "
             "draw along the axes it shares"
         )
-    cells = [x for x in spec.noisy_layers() if draws_input_noise(x)]
-    if cells:
-        named = ", ".join(f"{x.name} at {x.options.dropout:g}" for x in cells)
-        parts.append(
-            f"a recurrent layer's input dropout ({named}): the identity in "
-            "inference (logits) and at rate 0 (trajectory and timed closures), "
-            "and at its rate in one training pass of every path: the mask "
-            "Keras' cell drew and the sequence each native cell computed on, "
-            "one draw per sequence and feature along the steps, kept fraction "
-            "within Hoeffding's bound, kept values scaled by 1 / (1 - rate)"
-        )
     masked = [x for x in spec.noisy_layers() if cell_masks_of(x)]
     if masked:
         named = ", ".join(
-            f"{x.name} at {x.options.recurrent_dropout:g}" for x in masked
+            f"{x.name} at {x.options.dropout:g}/{x.options.recurrent_dropout:g}"
+            for x in masked
         )
         parts.append(
-            f"a recurrent layer's recurrent dropout ({named}): the identity in "
-            "inference (logits) and at rate 0 (trajectory and timed closures), "
-            "and at its rates in one training pass of every path: the masks each "
-            "cell drew per gate (kept fraction within Hoeffding's bound, kept "
-            "values scaled by 1 / (1 - rate), gates drawn apart) and the layer's "
+            f"a recurrent layer's dropout/recurrent dropout ({named}): the "
+            "identity in inference (logits) and at rate 0 (trajectory and timed "
+            "closures), and at its rates in one training pass of every path: the "
+            "masks each cell drew once per sequence, on the input and on the "
+            "state (kept fraction within Hoeffding's bound, kept values scaled by "
+            "1 / (1 - rate), gates and directions drawn apart) and the layer's "
             "output recomputed from them in float64"
         )
-    normal = [
-        x
-        for x in spec.noisy_layers()
-        if x.kind != "dropout" and x not in cells and x not in masked
-    ]
+    normal = [x for x in spec.noisy_layers() if x.kind != "dropout" and x not in masked]
     if normal:
         named = ", ".join(f"{x.name} ({x.kind.replace('_', ' ')})" for x in normal)
         parts.append(

@@ -658,17 +658,6 @@ def cell_mask(
     return keep.astype(h.dtype) / (1 - rate)
 
 
-def input_dropout(
-    h: jax.Array, spec: ModelSpec, name: str, rng: Any, index: int
-) -> jax.Array:
-    """A recurrent layer's own dropout on its input sequence ``(N, T, F)``
-    (``native.protocol.Ops.input_dropout``): one draw per sequence and
-    feature from ``_key(rng, index)``, the same at every step."""
-    rate = spec.layer(name).options.dropout
-    keep = jax.random.bernoulli(_key(rng, index), 1 - rate, (h.shape[0], 1, h.shape[2]))
-    return jnp.where(keep, h / (1 - rate), jnp.zeros_like(h))
-
-
 def gaussian_noise(
     h: jax.Array, spec: ModelSpec, name: str, rng: Any, index: int
 ) -> jax.Array:

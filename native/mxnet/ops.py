@@ -38,7 +38,14 @@ from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
 from zoo.kinds.base import SELU_ALPHA, SELU_SCALE
 from zoo.kinds.gaussian import dropout_deviation
 from zoo.kinds.repeat_vector import INTERLEAVED
-from zoo.specs import ModelSpec, input_of, layer_inputs, padding_of
+from zoo.specs import (
+    Layer,
+    ModelSpec,
+    cell_masks_of,
+    input_of,
+    layer_inputs,
+    padding_of,
+)
 
 
 def namespace(h: Any) -> Any:
@@ -311,6 +318,14 @@ def _cell_weights(
     return kernel, recurrent, bias
 
 
+def _input_masks(layer: Layer) -> int:
+    """How many masks a recurrent ``layer``'s cells take on the input (a
+    symbol's shape is not known): one per gate with ``recurrent_dropout``,
+    else one for every gate (``zoo.kinds.recurrent.cell_masks``)."""
+    counts = {mask.side: mask.count for mask in cell_masks_of(layer)}
+    return counts.get("input", 1)
+
+
 def _lstm(h: Any, weights: tuple[Any, Any, Any], spec: ModelSpec, name: str) -> Any:
     """``lstm``'s recurrence over ``h`` with ``weights`` (``_cell_weights``),
     units and ``return_sequences`` from layer ``name``."""
@@ -320,12 +335,13 @@ def _lstm(h: Any, weights: tuple[Any, Any, Any], spec: ModelSpec, name: str) -> 
     layer = spec.layer(name)
     units = layer.options.units
     act = _cell_activation(layer.options.activation)
+    takes = _input_masks(layer)
 
     def cell(x_t: Any, states: list[Any]) -> Any:
         state, c = states
-        z = _gated(x_t, kernel, bias, inputs, gates=4, num_hidden=4 * units) + _gated(
-            state, recurrent, None, states_masks, gates=4, num_hidden=4 * units
-        )
+        z = _gated(
+            x_t, kernel, bias, inputs, gates=takes, num_hidden=4 * units
+        ) + _gated(state, recurrent, None, states_masks, gates=4, num_hidden=4 * units)
         i, f, g, o = F.split(z, num_outputs=4, axis=1)
         c = F.sigmoid(f) * c + F.sigmoid(i) * act(g)
         state = F.sigmoid(o) * act(c)
@@ -459,6 +475,7 @@ def _gru(h: Any, weights: tuple[Any, Any, Any], spec: ModelSpec, name: str) -> A
     layer = spec.layer(name)
     units = layer.options.units
     act = _cell_activation(layer.options.activation)
+    takes = _input_masks(layer)
     steps = h.shape[1] if isinstance(h, mx.nd.NDArray) else input_of(spec, name)[0]
     # (2, 3u) -> the input bias and the recurrent bias, each (3u,); none without
     input_bias, recurrent_bias = (
@@ -468,7 +485,13 @@ def _gru(h: Any, weights: tuple[Any, Any, Any], spec: ModelSpec, name: str) -> A
     )
     # every step's gate inputs at once: (N, T, F) -> (N, T, 3u), split by step
     inputs = _gated(
-        h, kernel, input_bias, in_masks, gates=3, num_hidden=3 * units, over_steps=True
+        h,
+        kernel,
+        input_bias,
+        in_masks,
+        gates=takes,
+        num_hidden=3 * units,
+        over_steps=True,
     )
     per_step = F.split(inputs, num_outputs=steps, axis=1, squeeze_axis=True)
     if steps == 1:
@@ -683,15 +706,6 @@ def cell_mask(h: Any, size: tuple[int, int], rate: float, rng: Any, index: int) 
     ones = F.ones_like(F.reshape(first, (1, -1, 1)))  # (1, N, 1)
     ones = F.broadcast_axis(ones, axis=(0, 2), size=(count, width))
     return F.Dropout(ones, p=rate, mode="always")
-
-
-def input_dropout(h: Any, spec: ModelSpec, name: str, rng: Any, index: int) -> Any:
-    """A recurrent layer's own dropout on its input sequence ``(N, T, F)``
-    (``native.protocol.Ops.input_dropout``): ``Dropout`` in mode ``always``
-    with one draw shared along the steps (``axes=(1,)``), MXNet's own
-    random state."""
-    rate = spec.layer(name).options.dropout
-    return namespace(h).Dropout(h, p=rate, mode="always", axes=(1,))
 
 
 def gaussian_noise(h: Any, spec: ModelSpec, name: str, rng: Any, index: int) -> Any:

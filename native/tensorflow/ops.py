@@ -456,20 +456,6 @@ def cell_mask(
     return tf.nn.experimental.stateless_dropout(ones, rate, _seed(rng, index))
 
 
-def input_dropout(
-    h: tf.Tensor, spec: ModelSpec, name: str, rng: Any, index: int
-) -> tf.Tensor:
-    """A recurrent layer's own dropout on its input sequence ``(N, T, F)``
-    (``native.protocol.Ops.input_dropout``): one draw per sequence and
-    feature from ``_seed(rng, index)``, shared along the steps."""
-    rate = spec.layer(name).options.dropout
-    sides = tf.shape(h)
-    noise = tf.stack([sides[0], 1, sides[2]])
-    return tf.nn.experimental.stateless_dropout(
-        h, rate, _seed(rng, index), noise_shape=noise
-    )
-
-
 def gaussian_noise(
     h: tf.Tensor, spec: ModelSpec, name: str, rng: Any, index: int
 ) -> tf.Tensor:

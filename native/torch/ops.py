@@ -565,18 +565,6 @@ def cell_mask(
     return keep.bernoulli_(1 - rate) / (1 - rate)
 
 
-def input_dropout(
-    h: torch.Tensor, spec: ModelSpec, name: str, rng: object, index: int
-) -> torch.Tensor:
-    """A recurrent layer's own dropout on its input sequence ``(N, T, F)``
-    (``native.protocol.Ops.input_dropout``): one Bernoulli draw per sequence
-    and feature (PyTorch's own generator), broadcast along the steps."""
-    rate = spec.layer(name).options.dropout
-    shape = (h.shape[0], 1, h.shape[2])
-    keep = torch.empty(shape, dtype=h.dtype, device=h.device).bernoulli_(1 - rate)
-    return h * keep / (1 - rate)
-
-
 def gaussian_noise(
     h: torch.Tensor, spec: ModelSpec, name: str, rng: object, index: int
 ) -> torch.Tensor:

@@ -55,7 +55,6 @@ from zoo.specs import (
     ModelSpec,
     Workload,
     layer_shapes,
-    without_noise,
 )
 from zoo.user_models import spec_from_document
 from zoo.weights import make_weights
@@ -1256,7 +1255,8 @@ def test_a_noise_drawn_wrong_is_caught(
         runner.evaluate(spec, weights, x[0], y[0])
 
 
-# A recurrent layer's own input dropout (zoo.kinds.recurrent.INPUT_DROPOUT).
+# A recurrent layer's own dropout alone: one mask on the input for every
+# gate (zoo.kinds.recurrent.cell_masks).
 CELL_DROPOUT = ModelSpec(
     "cell-dropout",
     (6, 3),
@@ -1269,48 +1269,38 @@ CELL_DROPOUT = ModelSpec(
 )
 
 
-def _as_dropout(ops: ModuleType, **options: object) -> Callable[..., object]:
-    """An ``input_dropout`` that is the framework's own ``dropout`` block of a
-    Dropout layer with ``options`` in the recurrent layer's place."""
-
-    def block(h: object, spec: ModelSpec, name: str, rng: object, index: int) -> object:
-        dropout = Layer.of(name, "dropout", **options)
-        layers = tuple(dropout if x.name == name else x for x in spec.layers)
-        return ops.dropout(
-            h, dataclasses.replace(spec, layers=layers), name, rng, index
-        )
-
-    return block
-
-
 @pytest.mark.parametrize(
-    "case",
-    [
-        # one draw per value, not one per sequence and feature
-        ({"rate": 0.3}, r"shares a draw along axes \[1\]"),
-        # the rate read as the share kept
-        ({"rate": 0.7, "shared_axes": (1,)}, r"kept values off the input"),
-        # no draw at all
-        (None, r"kept values off the input"),
-    ],
+    "wrong", ["rate read as the share kept", "no draw", "drawn but not applied"]
 )
-def test_a_recurrent_layers_input_dropout_drawn_wrong_is_caught(
-    runner: NativeRunner,
-    monkeypatch: pytest.MonkeyPatch,
-    case: tuple[dict[str, object] | None, str],
+def test_a_recurrent_layers_input_dropout_drawn_or_applied_wrong_is_caught(
+    runner: NativeRunner, monkeypatch: pytest.MonkeyPatch, wrong: str
 ) -> None:
-    """``evaluate`` checks a recurrent layer's own dropout on what its cell
-    computes on (``<name>/dropped``): each framework's ``input_dropout``
-    passes; drawn per value, at the share kept, or not at all, the layer is
+    """``evaluate`` checks a recurrent layer's own dropout by the mask its
+    cells drew (``workers.cells``): each framework's passes; drawn at the
+    share kept, not drawn, or drawn and left out of the cell, the layer is
     named."""
-    options, caught = case
     weights = make_weights(CELL_DROPOUT, 5)
     x, y = make_batches(CELL_DROPOUT, 5, 16, 1)
     runner.evaluate(CELL_DROPOUT, weights, x[0], y[0])
     ops = importlib.import_module(f"native.{_package(runner)}.ops")
-    wrong = (lambda h, *rest: h) if options is None else _as_dropout(ops, **options)
-    monkeypatch.setattr(ops, "input_dropout", wrong)
-    with pytest.raises(ValueError, match=rf"layer 'lstm'.*{caught}"):
+    right = ops.cell_mask
+    if wrong == "rate read as the share kept":
+        monkeypatch.setattr(
+            ops,
+            "cell_mask",
+            lambda h, size, rate, *rest: right(h, size, 1 - rate, *rest),
+        )
+        caught = r"input masks of lstm layer 'lstm'.*kept values off the input"
+    elif wrong == "no draw":
+        monkeypatch.setattr(
+            ops, "cell_mask", lambda h, size, rate, *rest: right(h, size, 0.0, *rest)
+        )
+        caught = r"input masks of lstm layer 'lstm'.*at rate 0.3 kept"
+    else:
+        monkeypatch.setattr(ops, "unmasked", lambda h: (unmasked(h)[0], None, None))
+        caught = r"layer 'lstm' computed with the masks it drew is .* off"
+    monkeypatch.setattr(native, "_PASSES", {})  # a pass traced anew
+    with pytest.raises(ValueError, match=caught):
         runner.evaluate(CELL_DROPOUT, weights, x[0], y[0])
 
 
@@ -1336,20 +1326,21 @@ def test_a_bidirectional_layers_directions_each_draw_their_own_mask(
 ) -> None:
     """Keras' Bidirectional(GRU(dropout=0.4)): each direction's cell draws
     its own mask; each framework's pass draws one per direction
-    (``native.compose``, ``<name>/<direction>/dropped``), and one mask
+    (``native.compose``, ``<name>/<direction>/input_masks``), and one mask
     given to both is caught (``workers.protocol.check_apart``)."""
     weights = make_weights(BOTH_DROPOUT, 5)
     x, y = make_batches(BOTH_DROPOUT, 5, 16, 1)
     runner.evaluate(BOTH_DROPOUT, weights, x[0], y[0])
     ops = importlib.import_module(f"native.{_package(runner)}.ops")
-    right, drawn = ops.input_dropout, {}
+    right, drawn = ops.cell_mask, []
 
-    def once(h: object, spec: ModelSpec, name: str, rng: object, index: int) -> object:
-        if name not in drawn:
-            drawn[name] = right(h, spec, name, rng, index)
-        return drawn[name]
+    def once(h: object, *rest: object) -> object:
+        if not drawn:
+            drawn.append(right(h, *rest))
+        return drawn[0]
 
-    monkeypatch.setattr(ops, "input_dropout", once)
+    monkeypatch.setattr(ops, "cell_mask", once)
+    monkeypatch.setattr(native, "_PASSES", {})  # a pass traced anew
     with pytest.raises(ValueError, match=r"layer 'both'.*one mask, not one each"):
         runner.evaluate(BOTH_DROPOUT, weights, x[0], y[0])
 
@@ -1427,35 +1418,6 @@ def test_a_recurrent_layers_cell_masks_drawn_or_applied_wrong_are_caught(
     monkeypatch.setattr(native, "_PASSES", {})  # a pass traced anew
     with pytest.raises(ValueError, match=caught):
         runner.evaluate(CELL_MASKED, weights, x[0], y[0])
-
-
-def test_a_recurrent_layers_input_dropout_is_what_its_cell_computes_on(
-    runner: NativeRunner,
-) -> None:
-    """In a training pass the layer's output is its block's (at rate 0) on
-    the sequence the dropout gave, so the checked draw is the one used."""
-    weights = make_weights(CELL_DROPOUT, 5)
-    x, _ = make_batches(CELL_DROPOUT, 5, 16, 1)
-    fw, taps = runner.fw, {}
-
-    def record(name: str, h: object) -> object:
-        taps[name] = fw.to_numpy(h)
-        return h
-
-    apply = load_apply(runner.framework, CELL_DROPOUT)
-    arrays = fw.arrays(runner.init(CELL_DROPOUT, weights))
-    apply(arrays, runner.feed(CELL_DROPOUT, x[0]), tap=record, training=True)
-    dropped = taps["lstm/dropped"]
-    assert np.any(dropped == 0)
-    assert not np.array_equal(dropped, taps["lstm/input"])
-    silent = without_noise(CELL_DROPOUT)
-    again = runner.activations(silent, weights, x[0])[0]  # inference, no dropout
-    assert not np.allclose(again["lstm"], taps["lstm"])
-    ops = importlib.import_module(f"native.{_package(runner)}.ops")
-    if runner.framework == "mxnet-hybrid":
-        pytest.skip("a hybridized block is not called on arrays one layer at a time")
-    cell = ops.lstm(fw.to_input(dropped), arrays, silent, "lstm")
-    assert relative_error(fw.to_numpy(cell), taps["lstm"]) < 1e-6
 
 
 def test_a_step_loss_with_batch_statistics_carries_the_weight_penalty(

@@ -397,12 +397,6 @@ class Noise:
     amount: str
     draws: str
     stddev: Callable[[Any], float] | None = None
-    # the axes one draw is shared along where the options have no
-    # ``shared_axes`` (a recurrent layer's input dropout: its steps)
-    shared_axes: tuple[int, ...] = ()
-    # the copies of the layer that each draw their own (a Bidirectional's
-    # ``forward`` and ``backward`` cells); none: the layer draws once
-    copies: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -445,16 +439,12 @@ class Kind:
       (``native.compose``); ``noise``: what it draws there, for a kind
       that draws noise (``Noise``: a dropout and its kin), whose training
       block is ``ops.<name>(h, spec, name, rng, index)``
-      (``native.protocol.NoiseBlock``); ``input_noise``: noise a kind with
-      parameters draws on its input before computing (a recurrent layer's
-      own ``dropout``: one mask per sequence, Keras' cell draws it so), drawn
-      by ``ops.input_dropout(h, spec, name, rng, index)`` and checked as a
-      dropout's (``workers.protocol.check_noise``); ``cell_masks(layer)``:
-      the masks it draws inside its cells instead
-      (``zoo.kinds.recurrent.cell_masks``: with ``recurrent_dropout``, one
-      per gate), each framework's blocks taking them
-      (``native.protocol.Masked``), each path's checked by
-      ``workers.cells``.
+      (``native.protocol.NoiseBlock``); ``cell_masks(layer)``: the masks a
+      kind with parameters draws inside its cells (a recurrent layer's
+      ``dropout`` and ``recurrent_dropout``:
+      ``zoo.kinds.recurrent.cell_masks``), drawn by ``native.compose``,
+      each framework's blocks taking them (``native.protocol.Masked``),
+      each path's checked by ``workers.cells``.
     - ``shift``: the role of a parameter added to each output channel last
       (a bias, a batch normalization's beta), whose gradient is zero when
       only batch normalizations take the output (``ModelSpec.noise_trained``);
@@ -492,7 +482,6 @@ class Kind:
     inner_activation: bool = False
     trains_differently: bool = False
     noise: Noise | None = None
-    input_noise: Noise | None = None
     cell_masks: Callable[[Layer], tuple[Any, ...]] | None = None
     carries_shift: Callable[[Layer], bool] = lambda layer: False
     paddings: tuple[str, ...] = PADDINGS

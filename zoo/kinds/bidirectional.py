@@ -33,8 +33,8 @@ class Options:
     (``lstm``, ``gru`` or ``simple_rnn``: the kind of Keras' ``layer``) with
     that layer's ``units``, ``return_sequences``, ``use_bias`` and cell
     ``activation``, input ``dropout`` and ``recurrent_dropout``
-    (``recurrent.Recurrent``; each direction draws its own masks:
-    ``INPUT_DROPOUT``, ``recurrent.cell_masks``), and the
+    (``recurrent.Recurrent``; each direction's cell draws its own masks,
+    as Keras' two copies of the layer do: ``recurrent.cell_masks``), and the
     ``merge_mode`` of the two directions."""
 
     units: int
@@ -45,11 +45,6 @@ class Options:
     activation: str | None = recurrent.TANH
     dropout: float = 0.0
     recurrent_dropout: float = 0.0
-
-
-# Each direction's cell draws its own input mask (Keras' two copies of the
-# layer), each shared along the steps.
-INPUT_DROPOUT = dataclasses.replace(recurrent.INPUT_DROPOUT, copies=DIRECTIONS)
 
 
 def cell_layer(layer: Layer) -> Layer:
@@ -179,7 +174,6 @@ KIND = Kind(
     options=Options,
     shape=shape,
     inner_activation=True,
-    input_noise=INPUT_DROPOUT,
     cell_masks=lambda layer: recurrent.cell_masks(
         layer, layer.options.cell, DIRECTIONS
     ),

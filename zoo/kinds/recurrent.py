@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import ACTIVATIONS, Layer, Noise, Pick, Shape
+from zoo.kinds.base import ACTIVATIONS, Layer, Pick, Shape
 
 # Keras' activation inside a recurrent cell, its default.
 TANH = "tanh"
@@ -23,11 +23,9 @@ class Recurrent:
     LSTM's candidate and its output of the cell state, a GRU's candidate,
     a SimpleRNN's state; ``None``: linear), not after the layer
     (``Kind.inner_activation``).  Its gates stay sigmoids.  ``dropout``:
-    the rate of Keras' input dropout in a training step, one mask per
-    sequence drawn by the cell and applied to every step's input
-    (``INPUT_DROPOUT``); ``recurrent_dropout``: the rate of the masks
-    Keras then draws per gate, on the state and on the input, inside the
-    cell (``cell_masks``)."""
+    the rate of Keras' masks on every step's input in a training step;
+    ``recurrent_dropout``: the rate of its masks on the state before each
+    step; both drawn by the cell once per sequence (``cell_masks``)."""
 
     units: int
     return_sequences: bool = False
@@ -37,38 +35,35 @@ class Recurrent:
     recurrent_dropout: float = 0.0
 
 
-# Keras' input dropout of a recurrent layer without recurrent dropout: the
-# cell draws one mask of the input's features per sequence (Keras 3.15's
-# ``DropoutRNNCell.get_dropout_mask`` on the first step) and every step's
-# input is multiplied by it, so it is a dropout of the sequence that shares
-# one draw along the steps (axis 1), drawn before the cell runs.  With
-# ``recurrent_dropout`` Keras draws one mask per gate instead, inside the
-# cell (``cell_masks``).
-INPUT_DROPOUT = Noise(amount="dropout", draws="mask", shared_axes=(1,))
-
-# The gates of each cell, in Keras' order: with ``recurrent_dropout`` Keras
-# 3.15 switches the cell to its first implementation (``implementation=1``),
-# which multiplies the input and the state by a mask of their own before
-# each gate's product (LSTM ``i, f, c, o``; GRU ``z, r, h``; SimpleRNN's one).
+# The gates of each cell, in Keras' order (LSTM ``i, f, c, o``; GRU ``z, r,
+# h``; SimpleRNN's one).  Keras 3.15's cell (``DropoutRNNCell``) draws its
+# masks once per sequence, on the first step, and returns them again at
+# every other.  With ``recurrent_dropout`` it switches to its first
+# implementation (``implementation=1``), which multiplies the state, and the
+# input with ``dropout``, by a mask of their own before each gate's product;
+# with ``dropout`` alone its second multiplies every step's input by one
+# mask before the one product of all gates, which is one mask for every
+# gate.
 GATES = {"lstm": 4, "gru": 3, "simple_rnn": 1}
 
 
 @dataclass(frozen=True)
 class CellMask:
-    """Masks Keras' cell draws once per sequence with ``recurrent_dropout``
-    (``DropoutRNNCell``: on the first step, returned again at every other):
-    ``count`` of them (one per gate), each ``(batch, width)`` of the
+    """Masks Keras' cell draws once per sequence: ``count`` of them (one
+    per gate, or one for every gate), each ``(batch, width)`` of the
     ``side`` it multiplies (``input``: the step's input, of the input's
     features; ``state``: the state before the step, of ``units``), each
     value kept with probability ``1 - rate`` and scaled by ``1 / (1 -
-    rate)``; drawn by the layer's ``copy`` (a Bidirectional's direction, or
-    ``""``) and tapped as ``tap`` (``native.compose``)."""
+    rate)``, ``rate`` the layer's ``option``; drawn by the layer's ``copy``
+    (a Bidirectional's direction, or ``""``) and tapped as ``tap``
+    (``native.compose``)."""
 
     tap: str
     copy: str
     side: str
     count: int
     rate: float
+    option: str
 
 
 def cell_masks(
@@ -76,23 +71,32 @@ def cell_masks(
 ) -> tuple[CellMask, ...]:
     """The masks ``layer`` (a recurrent layer, or a Bidirectional of
     ``copies`` over ``cell``) draws inside its cells per sequence in a
-    training step: none without ``recurrent_dropout``, else one per gate on
-    the state, and one per gate on the input with ``dropout`` too."""
+    training step (``GATES``' comment): with ``recurrent_dropout`` one per
+    gate on the state, and one per gate on the input with ``dropout`` too;
+    with ``dropout`` alone one on the input for every gate; none
+    without either."""
     o = layer.options
-    if not o.recurrent_dropout:
-        return ()
+    gates = GATES[cell] if o.recurrent_dropout else 1
     found = []
     for copy in copies or ("",):
         prefix = f"{layer.name}/{copy}" if copy else layer.name
         if o.dropout:
             found.append(
-                CellMask(f"{prefix}/input_masks", copy, "input", GATES[cell], o.dropout)
+                CellMask(
+                    f"{prefix}/input_masks", copy, "input", gates, o.dropout, "dropout"
+                )
             )
-        found.append(
-            CellMask(
-                f"{prefix}/state_masks", copy, "state", GATES[cell], o.recurrent_dropout
+        if o.recurrent_dropout:
+            found.append(
+                CellMask(
+                    f"{prefix}/state_masks",
+                    copy,
+                    "state",
+                    gates,
+                    o.recurrent_dropout,
+                    "recurrent_dropout",
+                )
             )
-        )
     return tuple(found)
 
 

@@ -68,7 +68,6 @@ KIND = Kind(
     regularized=True,
     shape=recurrent.shape,
     inner_activation=True,
-    input_noise=recurrent.INPUT_DROPOUT,
     cell_masks=lambda layer: recurrent.cell_masks(layer, "simple_rnn"),
     params=params,
     flops=flops,
