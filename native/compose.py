@@ -33,9 +33,9 @@ so no framework takes its gradient or steps it (a framework skips setting a
 parameter to itself).  A layer that draws noise also taps its
 input, as ``<name>/input``, for the check that it drew as it must
 (``workers.protocol.check_noise``); a layer whose cells draw masks
-(``Kind.cell_masks``: a recurrent layer's ``dropout`` and
-``recurrent_dropout``) taps each of them too (``ops.cell_mask``), for
-``workers.cells``.
+(``Kind.masks``: a recurrent layer's ``dropout`` and
+``recurrent_dropout``) taps each of them too (``ops.dropout_mask``), for
+``workers.masks``.
 
 Framework-free: the framework comes in with ``ops``.
 """
@@ -54,10 +54,10 @@ from zoo.specs import (
     SLOPED,
     Layer,
     ModelSpec,
-    cell_masks_of,
     draws_noise,
     input_of,
     layer_shapes,
+    masks_of,
 )
 
 # A perturbed reference run (``equivalence.reference``, perturbations): with
@@ -163,7 +163,7 @@ def _drawn(
     for the check of its draws: a noise kind's output, or for a layer whose
     cells draw masks its input with them (``_masked``)."""
     h = tap(f"{layer.name}/input", h)
-    if cell_masks_of(layer):
+    if masks_of(layer):
         return _masked(ops, spec, layer, h, tap=tap, rng=rng, index=index)
     return getattr(ops, layer.kind)(h, spec, layer.name, rng, index)
 
@@ -179,14 +179,14 @@ def _masked(
     index: int,
 ) -> Masked | tuple[Masked, ...]:
     """The masks ``layer``'s cells draw in a training step
-    (``zoo.specs.cell_masks_of``), each tapped, with the sequence ``h`` as
+    (``zoo.specs.masks_of``), each tapped, with the sequence ``h`` as
     its block takes them: a ``Masked``, or one per copy (a Bidirectional's
     directions)."""
     widths = {"input": input_of(spec, layer.name)[-1], "state": layer.options.units}
     by_copy: dict[str, dict[str, Tensor]] = {}
-    for number, mask in enumerate(cell_masks_of(layer)):
+    for number, mask in enumerate(masks_of(layer)):
         size = (mask.count, widths[mask.side])
-        drawn = ops.cell_mask(
+        drawn = ops.dropout_mask(
             h, size, mask.rate, rng, index + (number + 1) * MASK_INDEX
         )
         by_copy.setdefault(mask.copy, {})[mask.side] = tap(mask.tap, drawn)

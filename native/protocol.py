@@ -116,7 +116,7 @@ class Ops(Protocol):
         statistics (no gradient through them), which ``native.compose`` turns
         into the new moving ones."""
 
-    def cell_mask(
+    def dropout_mask(
         self, h: Tensor, size: tuple[int, int], rate: float, rng: Any, index: int
     ) -> Tensor:
         """``count`` masks ``(count, N, width)`` (``size``: ``(count,

@@ -188,7 +188,7 @@ def test_keras_recurrent_cells_masks_are_checked(
 ) -> None:
     """Keras' own masks pass, on the input alone (``dropout``) and per gate
     (``recurrent_dropout``: each cell's output recomputed from them,
-    ``workers.cells``); drawn unscaled, or keeping every value, the first
+    ``workers.masks``); drawn unscaled, or keeping every value, the first
     layer is named."""
     done = keras_on_torch(["-c", CELL_MASKS, wrong, table], cwd=PROJECT_ROOT)
     lines = done.stdout.strip().splitlines()

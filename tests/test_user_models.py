@@ -28,8 +28,8 @@ from zoo.optimizers import Schedule
 from zoo.specs import (
     MODELS,
     VARIANTS,
-    cell_masks_of,
     layer_shapes,
+    masks_of,
     output_positions,
     without_noise,
 )
@@ -1352,12 +1352,12 @@ def test_a_recurrent_layers_own_dropout_and_recurrent_dropout_are_read(
     cls: str,
 ) -> None:
     """Keras' LSTM(dropout=0.2): one mask per sequence on the input for
-    every gate (``cell_masks_of``), read as the layer's ``dropout`` (left
+    every gate (``masks_of``), read as the layer's ``dropout`` (left
     out of the document at 0, so older files keep their digest), written
     back, and at 0 in a trajectory's spec
     (``without_noise``); with ``recurrent_dropout`` the masks are the
     cell's, one per gate on the state and on the input
-    (``cell_masks_of``); a Bidirectional's dropout is read too."""
+    (``masks_of``); a Bidirectional's dropout is read too."""
 
     def config(**options: Any) -> Any:
         recurrent = _layer(cls, "r", units=4, **options)
@@ -1369,7 +1369,7 @@ def test_a_recurrent_layers_own_dropout_and_recurrent_dropout_are_read(
     assert document["layers"][0]["dropout"] == 0.2
     spec = user_models.spec_from_document("m", document)
     assert spec.layer("r").options.dropout == 0.2
-    alone = cell_masks_of(spec.layer("r"))  # one input mask for every gate
+    alone = masks_of(spec.layer("r"))  # one input mask for every gate
     assert [(m.tap, m.side, m.count) for m in alone] == [("r/input_masks", "input", 1)]
     assert spec.noisy_layers() == (spec.layer("r"),)
     assert spec.trains_differently
@@ -1384,7 +1384,7 @@ def test_a_recurrent_layers_own_dropout_and_recurrent_dropout_are_read(
     assert both["layers"][0]["recurrent_dropout"] == 0.25
     masked = user_models.spec_from_document("m", both)
     gates = {"LSTM": 4, "GRU": 3, "SimpleRNN": 1}[cls]  # one mask per gate each
-    assert [(m.tap, m.count) for m in cell_masks_of(masked.layer("r"))] == [
+    assert [(m.tap, m.count) for m in masks_of(masked.layer("r"))] == [
         ("r/input_masks", gates),
         ("r/state_masks", gates),
     ]

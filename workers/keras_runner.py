@@ -32,7 +32,7 @@ import numpy as np
 
 from native import load_framework
 from workers import keras_levels
-from workers.cells import check_cells
+from workers.masks import check_masks
 from workers.paths import STEPS_PER_EXECUTION, default_mode
 from workers.protocol import (
     Predictor,
@@ -45,7 +45,7 @@ from workers.protocol import (
 from zoo import packing
 from zoo.losses import keras_loss, total
 from zoo.optimizers import keras_optimizer
-from zoo.specs import ModelSpec, cell_masks_of
+from zoo.specs import ModelSpec, masks_of
 
 # ``Model.compile`` keyword arguments of each mode that is not a backend's
 # default (``workers.paths.MODES``; the defaults leave Keras' own).
@@ -160,7 +160,7 @@ class KerasRunner:
         for layer in layers:
             keras_layer = model.get_layer(layer.name)
             ends += [keras_layer.input, keras_layer.output]
-            for mask in cell_masks_of(layer):  # drawn inside its cells
+            for mask in masks_of(layer):  # drawn inside its cells
                 cell = _cell(keras_layer, mask.copy)
                 drawn[mask.tap] = _recording(cell, _MASK_METHODS[mask.side])
                 hooked.append(cell)
@@ -181,8 +181,8 @@ class KerasRunner:
         found = {tap: _stacked(ops, got) for tap, got in drawn.items()}
         for i, layer in enumerate(layers):
             taken, gave = values[2 * i], values[2 * i + 1]
-            if cell_masks_of(layer):
-                problem = check_cells(layer, taken, found, gave, weights)
+            if masks_of(layer):
+                problem = check_masks(layer, taken, found, gave, weights)
             else:
                 problem = check_noise(layer, taken, gave)
             if problem:
@@ -512,7 +512,7 @@ _MASK_METHODS = {"input": "get_dropout_mask", "state": "get_recurrent_dropout_ma
 
 def _cell(keras_layer: Any, copy: str) -> Any:
     """The Keras cell of a recurrent layer that draws a mask
-    (``CellMask.copy``): its own, or a Bidirectional's ``forward_layer``'s
+    (``Mask.copy``): its own, or a Bidirectional's ``forward_layer``'s
     or ``backward_layer``'s."""
     return getattr(keras_layer, f"{copy}_layer").cell if copy else keras_layer.cell
 

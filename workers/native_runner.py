@@ -23,7 +23,7 @@ import numpy as np
 from native import OPTIMIZERS, layout, load_apply, load_framework, penalties_of
 from native.compose import train_forward
 from native.protocol import Params, Tensor, TrainState
-from workers.cells import check_cells
+from workers.masks import check_masks
 from workers.protocol import (
     Predictor,
     TrainCheck,
@@ -33,7 +33,7 @@ from workers.protocol import (
     noise_batch,
 )
 from zoo import packing
-from zoo.specs import ModelSpec, cell_masks_of
+from zoo.specs import ModelSpec, masks_of
 
 Batch = tuple[Tensor, Tensor]
 
@@ -162,10 +162,10 @@ class NativeRunner:
         arrays = fw.arrays(self.init(spec, weights))
         apply(arrays, self.feed(spec, noise_batch(spec, x)), tap=record, training=True)
         for layer in spec.noisy_layers():
-            masks = {mask.tap: taps[mask.tap] for mask in cell_masks_of(layer)}
+            masks = {mask.tap: taps[mask.tap] for mask in masks_of(layer)}
             if masks:  # drawn inside its cells
                 given, got = taps[f"{layer.name}/input"], taps[layer.name]
-                problem = check_cells(layer, given, masks, got, weights)
+                problem = check_masks(layer, given, masks, got, weights)
             else:
                 problem = check_noise(
                     layer, taps[f"{layer.name}/input"], taps[layer.name]

@@ -324,7 +324,7 @@ def check_apart(
     copies: Sequence[np.ndarray],
 ) -> str | None:
     """``None`` when two copies of a dropout that each draw their own (two
-    gates' masks, a Bidirectional's two directions: ``workers.cells``) drew
+    gates' masks, a Bidirectional's two directions: ``workers.masks``) drew
     apart: on the draws where the input is nonzero, the share on which both
     kept or both dropped must be ``(1 - rate)^2 + rate^2`` within
     Hoeffding's bound at ``DROPOUT_CHANCE``; one mask used twice agrees on

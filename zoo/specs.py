@@ -68,7 +68,7 @@ from zoo.kinds.base import (
     same_padding,
     window_out,
 )
-from zoo.kinds.recurrent import CellMask
+from zoo.kinds.recurrent import Mask
 from zoo.losses import DEFAULT as DEFAULT_OBJECTIVE
 from zoo.losses import Heads, Objective
 from zoo.optimizers import OPTIMIZERS as OPTIMIZER_RECORDS
@@ -1440,25 +1440,25 @@ VARIANTS.update(
 def noise_of(layer: Layer) -> Noise | None:
     """What ``layer``'s kind draws in a training step (``Kind.noise``: a
     dropout and its kin); ``None`` for a kind that draws none (or draws
-    masks inside its cells: ``cell_masks_of``)."""
+    masks inside its cells: ``masks_of``)."""
     return KIND_RECORDS[layer.kind].noise
 
 
-def cell_masks_of(layer: Layer) -> tuple[CellMask, ...]:
+def masks_of(layer: Layer) -> tuple[Mask, ...]:
     """The masks ``layer`` draws inside its cells in a training step
-    (``Kind.cell_masks``: a recurrent layer's with ``dropout`` or
-    ``recurrent_dropout``; ``zoo.kinds.recurrent.CellMask``), none for any
+    (``Kind.masks``: a recurrent layer's with ``dropout`` or
+    ``recurrent_dropout``; ``zoo.kinds.recurrent.Mask``), none for any
     other."""
-    masks = KIND_RECORDS[layer.kind].cell_masks
+    masks = KIND_RECORDS[layer.kind].masks
     return masks(layer) if masks is not None else ()
 
 
 def draws_noise(layer: Layer) -> bool:
     """Whether ``layer`` draws noise in a training step (``noise_of``, its
-    amount above 0, or masks inside its cells: ``cell_masks_of``)."""
+    amount above 0, or masks inside its cells: ``masks_of``)."""
     noise = noise_of(layer)
     drawn = noise is not None and bool(getattr(layer.options, noise.amount))
-    return drawn or bool(cell_masks_of(layer))
+    return drawn or bool(masks_of(layer))
 
 
 def without_noise(spec: ModelSpec) -> ModelSpec:
@@ -1472,7 +1472,7 @@ def without_noise(spec: ModelSpec) -> ModelSpec:
 
 
 def _silenced(layer: Layer) -> Layer:
-    masks = cell_masks_of(layer)
+    masks = masks_of(layer)
     if masks:  # each at rate 0
         return layer.replace(**{mask.option: 0.0 for mask in masks})
     noise = noise_of(layer)

@@ -99,7 +99,7 @@ from zoo import files
 from zoo.arrays import digest, load_npz, save_npz
 from zoo.data import batches_file, make_batches
 from zoo.models import get_spec
-from zoo.specs import ModelSpec, cell_masks_of
+from zoo.specs import ModelSpec, masks_of
 from zoo.weights import make_weights, weights_file
 
 GATE_STEPS = 2
@@ -145,7 +145,7 @@ def training_checks(spec: ModelSpec) -> str | None:
             "Hoeffding's bound, kept values scaled by 1 / (1 - rate), one "
             "draw along the axes it shares"
         )
-    masked = [x for x in spec.noisy_layers() if cell_masks_of(x)]
+    masked = [x for x in spec.noisy_layers() if masks_of(x)]
     if masked:
         named = ", ".join(
             f"{x.name} at {x.options.dropout:g}/{x.options.recurrent_dropout:g}"

@@ -648,11 +648,11 @@ def dropout(
     return jnp.where(keep, h / (1 - o.rate), jnp.zeros_like(h))
 
 
-def cell_mask(
+def dropout_mask(
     h: jax.Array, size: tuple[int, int], rate: float, rng: Any, index: int
 ) -> jax.Array:
     """Masks ``(count, N, width)`` of a recurrent layer's cells
-    (``native.protocol.Ops.cell_mask``), from ``_key(rng, index)``."""
+    (``native.protocol.Ops.dropout_mask``), from ``_key(rng, index)``."""
     count, width = size
     keep = jax.random.bernoulli(_key(rng, index), 1 - rate, (count, h.shape[0], width))
     return keep.astype(h.dtype) / (1 - rate)

@@ -41,9 +41,9 @@ from zoo.kinds.repeat_vector import INTERLEAVED
 from zoo.specs import (
     Layer,
     ModelSpec,
-    cell_masks_of,
     input_of,
     layer_inputs,
+    masks_of,
     padding_of,
 )
 
@@ -322,7 +322,7 @@ def _input_masks(layer: Layer) -> int:
     """How many masks a recurrent ``layer``'s cells take on the input (a
     symbol's shape is not known): one per gate with ``recurrent_dropout``,
     else one for every gate (``zoo.kinds.recurrent.cell_masks``)."""
-    counts = {mask.side: mask.count for mask in cell_masks_of(layer)}
+    counts = {mask.side: mask.count for mask in masks_of(layer)}
     return counts.get("input", 1)
 
 
@@ -695,9 +695,11 @@ def dropout(h: Any, spec: ModelSpec, name: str, rng: Any, index: int) -> Any:
     return namespace(h).Dropout(h, p=o.rate, mode="always", axes=axes)
 
 
-def cell_mask(h: Any, size: tuple[int, int], rate: float, rng: Any, index: int) -> Any:
+def dropout_mask(
+    h: Any, size: tuple[int, int], rate: float, rng: Any, index: int
+) -> Any:
     """Masks ``(count, N, width)`` of a recurrent layer's cells
-    (``native.protocol.Ops.cell_mask``): ``Dropout`` in mode ``always`` of
+    (``native.protocol.Ops.dropout_mask``): ``Dropout`` in mode ``always`` of
     ones shaped from the sequence ``h`` (a symbol's batch is not known),
     MXNet's own random state."""
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)

@@ -446,11 +446,11 @@ def dropout(
     )
 
 
-def cell_mask(
+def dropout_mask(
     h: tf.Tensor, size: tuple[int, int], rate: float, rng: Any, index: int
 ) -> tf.Tensor:
     """Masks ``(count, N, width)`` of a recurrent layer's cells
-    (``native.protocol.Ops.cell_mask``), from ``_seed(rng, index)``."""
+    (``native.protocol.Ops.dropout_mask``), from ``_seed(rng, index)``."""
     count, width = size
     ones = tf.ones(tf.stack([count, tf.shape(h)[0], width]), h.dtype)
     return tf.nn.experimental.stateless_dropout(ones, rate, _seed(rng, index))

@@ -555,11 +555,11 @@ def dropout(
     return h * keep / (1 - o.rate)
 
 
-def cell_mask(
+def dropout_mask(
     h: torch.Tensor, size: tuple[int, int], rate: float, rng: object, index: int
 ) -> torch.Tensor:
     """Masks ``(count, N, width)`` of a recurrent layer's cells
-    (``native.protocol.Ops.cell_mask``), PyTorch's own generator."""
+    (``native.protocol.Ops.dropout_mask``), PyTorch's own generator."""
     count, width = size
     keep = torch.empty((count, h.shape[0], width), dtype=h.dtype, device=h.device)
     return keep.bernoulli_(1 - rate) / (1 - rate)

@@ -1276,24 +1276,24 @@ def test_a_recurrent_layers_input_dropout_drawn_or_applied_wrong_is_caught(
     runner: NativeRunner, monkeypatch: pytest.MonkeyPatch, wrong: str
 ) -> None:
     """``evaluate`` checks a recurrent layer's own dropout by the mask its
-    cells drew (``workers.cells``): each framework's passes; drawn at the
+    cells drew (``workers.masks``): each framework's passes; drawn at the
     share kept, not drawn, or drawn and left out of the cell, the layer is
     named."""
     weights = make_weights(CELL_DROPOUT, 5)
     x, y = make_batches(CELL_DROPOUT, 5, 16, 1)
     runner.evaluate(CELL_DROPOUT, weights, x[0], y[0])
     ops = importlib.import_module(f"native.{_package(runner)}.ops")
-    right = ops.cell_mask
+    right = ops.dropout_mask
     if wrong == "rate read as the share kept":
         monkeypatch.setattr(
             ops,
-            "cell_mask",
+            "dropout_mask",
             lambda h, size, rate, *rest: right(h, size, 1 - rate, *rest),
         )
         caught = r"input masks of lstm layer 'lstm'.*kept values off the input"
     elif wrong == "no draw":
         monkeypatch.setattr(
-            ops, "cell_mask", lambda h, size, rate, *rest: right(h, size, 0.0, *rest)
+            ops, "dropout_mask", lambda h, size, rate, *rest: right(h, size, 0.0, *rest)
         )
         caught = r"input masks of lstm layer 'lstm'.*at rate 0.3 kept"
     else:
@@ -1332,14 +1332,14 @@ def test_a_bidirectional_layers_directions_each_draw_their_own_mask(
     x, y = make_batches(BOTH_DROPOUT, 5, 16, 1)
     runner.evaluate(BOTH_DROPOUT, weights, x[0], y[0])
     ops = importlib.import_module(f"native.{_package(runner)}.ops")
-    right, drawn = ops.cell_mask, []
+    right, drawn = ops.dropout_mask, []
 
     def once(h: object, *rest: object) -> object:
         if not drawn:
             drawn.append(right(h, *rest))
         return drawn[0]
 
-    monkeypatch.setattr(ops, "cell_mask", once)
+    monkeypatch.setattr(ops, "dropout_mask", once)
     monkeypatch.setattr(native, "_PASSES", {})  # a pass traced anew
     with pytest.raises(ValueError, match=r"layer 'both'.*one mask, not one each"):
         runner.evaluate(BOTH_DROPOUT, weights, x[0], y[0])
@@ -1373,8 +1373,8 @@ CELL_MASKED = dataclasses.replace(
 
 
 def _first_for_all(runner: NativeRunner, ops: ModuleType) -> Callable[..., object]:
-    """A ``cell_mask`` whose every gate gets the first gate's mask."""
-    right = ops.cell_mask
+    """A ``dropout_mask`` whose every gate gets the first gate's mask."""
+    right = ops.dropout_mask
 
     def drawn(h: object, size: tuple[int, int], *rest: object) -> object:
         masks = right(h, size, *rest)
@@ -1394,24 +1394,24 @@ def test_a_recurrent_layers_cell_masks_drawn_or_applied_wrong_are_caught(
     runner: NativeRunner, monkeypatch: pytest.MonkeyPatch, wrong: str
 ) -> None:
     """``evaluate`` checks the masks each recurrent layer's cells drew
-    (``workers.cells``): each framework's cells pass; the state's masks
+    (``workers.masks``): each framework's cells pass; the state's masks
     drawn but not applied, one mask given to every gate, or masks not
     scaled are each named with the layer."""
     weights = make_weights(CELL_MASKED, 5)
     x, y = make_batches(CELL_MASKED, 5, 16, 1)
     runner.evaluate(CELL_MASKED, weights, x[0], y[0])
     ops = importlib.import_module(f"native.{_package(runner)}.ops")
-    right = ops.cell_mask
+    right = ops.dropout_mask
     if wrong == "state masks left out":
         monkeypatch.setattr(ops, "unmasked", lambda h: (*unmasked(h)[:2], None))
         caught = r"layer 'lstm' computed with the masks it drew is .* off"
     elif wrong == "one mask for every gate":
-        monkeypatch.setattr(ops, "cell_mask", _first_for_all(runner, ops))
+        monkeypatch.setattr(ops, "dropout_mask", _first_for_all(runner, ops))
         caught = r"input masks of lstm layer 'lstm'.*one mask, not one each"
     else:
         monkeypatch.setattr(
             ops,
-            "cell_mask",
+            "dropout_mask",
             lambda h, size, rate, *rest: right(h, size, rate, *rest) * (1 - rate),
         )
         caught = r"input masks of lstm layer 'lstm'.*kept values off the input"

@@ -444,7 +444,7 @@ class Kind:
       ``dropout`` and ``recurrent_dropout``:
       ``zoo.kinds.recurrent.cell_masks``), drawn by ``native.compose``,
       each framework's blocks taking them (``native.protocol.Masked``),
-      each path's checked by ``workers.cells``.
+      each path's checked by ``workers.masks``.
     - ``shift``: the role of a parameter added to each output channel last
       (a bias, a batch normalization's beta), whose gradient is zero when
       only batch normalizations take the output (``ModelSpec.noise_trained``);
@@ -482,7 +482,7 @@ class Kind:
     inner_activation: bool = False
     trains_differently: bool = False
     noise: Noise | None = None
-    cell_masks: Callable[[Layer], tuple[Any, ...]] | None = None
+    masks: Callable[[Layer], tuple[Any, ...]] | None = None
     carries_shift: Callable[[Layer], bool] = lambda layer: False
     paddings: tuple[str, ...] = PADDINGS
     regularized: bool = False

@@ -174,9 +174,7 @@ KIND = Kind(
     options=Options,
     shape=shape,
     inner_activation=True,
-    cell_masks=lambda layer: recurrent.cell_masks(
-        layer, layer.options.cell, DIRECTIONS
-    ),
+    masks=lambda layer: recurrent.cell_masks(layer, layer.options.cell, DIRECTIONS),
     params=params,
     flops=flops,
     keras=keras,

@@ -48,7 +48,7 @@ GATES = {"lstm": 4, "gru": 3, "simple_rnn": 1}
 
 
 @dataclass(frozen=True)
-class CellMask:
+class Mask:
     """Masks Keras' cell draws once per sequence: ``count`` of them (one
     per gate, or one for every gate), each ``(batch, width)`` of the
     ``side`` it multiplies (``input``: the step's input, of the input's
@@ -68,7 +68,7 @@ class CellMask:
 
 def cell_masks(
     layer: Layer, cell: str, copies: tuple[str, ...] = ()
-) -> tuple[CellMask, ...]:
+) -> tuple[Mask, ...]:
     """The masks ``layer`` (a recurrent layer, or a Bidirectional of
     ``copies`` over ``cell``) draws inside its cells per sequence in a
     training step (``GATES``' comment): with ``recurrent_dropout`` one per
@@ -82,13 +82,13 @@ def cell_masks(
         prefix = f"{layer.name}/{copy}" if copy else layer.name
         if o.dropout:
             found.append(
-                CellMask(
+                Mask(
                     f"{prefix}/input_masks", copy, "input", gates, o.dropout, "dropout"
                 )
             )
         if o.recurrent_dropout:
             found.append(
-                CellMask(
+                Mask(
                     f"{prefix}/state_masks",
                     copy,
                     "state",

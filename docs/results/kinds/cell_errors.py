@@ -1,6 +1,6 @@
 """How far each path's recurrent layer, computed with the masks its cells
 drew (``recurrent_dropout``), is from the float64 recomputation with those
-masks (``workers.cells``): the check's tolerance is set to 0 so that its
+masks (``workers.masks``): the check's tolerance is set to 0 so that its
 sentence reports the distance (docs/results/kinds.md).
 
 ``python docs/results/kinds/cell_errors.py torch jax tensorflow`` (native
@@ -35,7 +35,7 @@ def runner_of(path: str) -> Any:
 
 
 def main(paths: list[str]) -> None:
-    cells.CELL_TOLERANCE = 0.0  # every distance is reported
+    cells.MASK_TOLERANCE = 0.0  # every distance is reported
     spec = spec_from_document("cells", tomllib.loads(TABLE.read_text())["model"])
     weights, (x, y) = make_weights(spec, 0), make_batches(spec, 0, 8, 1)
     for path in paths:

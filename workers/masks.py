@@ -13,7 +13,7 @@ in two parts:
   (``check_apart``: one mask used for both agrees with itself everywhere);
 - what it computed with them: the layer's output recomputed here in float64
   from its input, those masks and its weights (``forward``, Keras 3.15's
-  first implementation written out) must agree within ``CELL_TOLERANCE``.
+  first implementation written out) must agree within ``MASK_TOLERANCE``.
   A mask on the wrong gate, on the state where the input's is due, drawn
   anew at each step or left out moves the output by the share of values it
   drops, 0.1 or more at the rates in use; a float32 pass over a few dozen
@@ -32,16 +32,16 @@ import numpy as np
 from workers.protocol import check_apart, check_dropout
 from zoo.kinds.base import SELU_ALPHA, SELU_SCALE, SLOPED
 from zoo.kinds.bidirectional import DIRECTIONS
-from zoo.specs import Layer, cell_masks_of
+from zoo.specs import Layer, masks_of
 
 # The largest relative (normwise) distance of a path's output from its
 # recomputation with the masks it drew; see the module docstring.
-CELL_TOLERANCE = 1e-3
+MASK_TOLERANCE = 1e-3
 
 Arrays = Mapping[str, np.ndarray]
 
 
-def check_cells(
+def check_masks(
     layer: Layer,
     inputs: np.ndarray,
     masks: Arrays,
@@ -49,11 +49,11 @@ def check_cells(
     weights: Arrays,
 ) -> str | None:
     """``None`` when ``layer``, run in one training pass on ``inputs`` (Keras'
-    layout), drew ``masks`` (by ``CellMask.tap``) as it must and gave
+    layout), drew ``masks`` (by ``Mask.tap``) as it must and gave
     ``outputs`` from them; else what it did, in one sentence naming it.
     ``weights``: the canonical arrays it ran with."""
     first: dict[str, np.ndarray] = {}  # each side's first copy's masks
-    for mask in cell_masks_of(layer):
+    for mask in masks_of(layer):
         drawn = np.asarray(masks[mask.tap], np.float64)
         where = f"{mask.side} masks of {layer.kind} layer {layer.name!r}"
         if drawn.shape[::2] != (mask.count, _width(layer, mask.side, inputs)):
@@ -76,11 +76,11 @@ def check_cells(
         )
     scale = max(float(np.linalg.norm(expected)), 1e-30)
     error = float(np.linalg.norm(got - expected)) / scale
-    if not error <= CELL_TOLERANCE:
+    if not error <= MASK_TOLERANCE:
         return (
             f"{layer.kind} layer {layer.name!r} computed with the masks it drew is "
             f"{error:.1e} off its float64 recomputation from them (allowed "
-            f"{CELL_TOLERANCE:g}): a mask applied where Keras' cell does not"
+            f"{MASK_TOLERANCE:g}): a mask applied where Keras' cell does not"
         )
     return None
 
@@ -92,7 +92,7 @@ def _width(layer: Layer, side: str, inputs: np.ndarray) -> int:
 def forward(layer: Layer, x: np.ndarray, masks: Arrays, weights: Arrays) -> np.ndarray:
     """``layer`` (an ``lstm``, ``gru``, ``simple_rnn`` or ``bidirectional``)
     over the sequences ``x`` ``(N, T, F)`` in float64, each gate's product
-    taking its own mask where ``masks`` has them (``CellMask.tap``), as
+    taking its own mask where ``masks`` has them (``Mask.tap``), as
     Keras' first implementation computes: ``(x_t * m_g) W_g``, ``(h * s_g)
     U_g``."""
     name, o = layer.name, layer.options
