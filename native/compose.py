@@ -57,6 +57,7 @@ from zoo.specs import (
     draws_noise,
     input_of,
     layer_shapes,
+    mask_width,
     masks_of,
 )
 
@@ -182,18 +183,30 @@ def _masked(
     (``zoo.specs.masks_of``), each tapped, with the sequence ``h`` as
     its block takes them: a ``Masked``, or one per copy (a Bidirectional's
     directions)."""
-    widths = {"input": input_of(spec, layer.name)[-1], "state": layer.options.units}
+    given = _example_shape(h) or input_of(spec, layer.name)
     by_copy: dict[str, dict[str, Tensor]] = {}
     for number, mask in enumerate(masks_of(layer)):
-        size = (mask.count, widths[mask.side])
+        size = (mask.count, mask_width(layer, mask, given))
         drawn = ops.dropout_mask(
             h, size, mask.rate, rng, index + (number + 1) * MASK_INDEX
         )
         by_copy.setdefault(mask.copy, {})[mask.side] = tap(mask.tap, drawn)
     masked = tuple(
-        Masked(h, sides.get("input"), sides.get("state")) for sides in by_copy.values()
+        Masked(h, sides.get("input"), sides.get("state"), sides.get("scores"))
+        for sides in by_copy.values()
     )
     return masked if len(masked) > 1 else masked[0]
+
+
+def _example_shape(h: Tensor) -> tuple[int, ...] | None:
+    """The shape of one example of ``h`` where the framework knows it (an
+    array's, a traced tensor's: a sequence model is checked at other lengths
+    than its spec's), else ``None`` (an MXNet symbol, compiled for the
+    spec at the input's shape: ``native.mxnet.hybrid``)."""
+    try:
+        return tuple(int(side) for side in h.shape[1:])
+    except (AttributeError, TypeError):
+        return None
 
 
 def loss_rows(

@@ -41,19 +41,25 @@ TrainState = Any
 
 
 class Masked(NamedTuple):
-    """A recurrent block's input in a training step whose cells draw masks
-    (``zoo.kinds.recurrent.cell_masks``, drawn by ``native.compose``): the
-    ``sequence`` ``(N, T, F)``, the masks on the step's input ``(count, N,
-    F)`` (``inputs``; ``None`` without ``dropout``) and on the state before
-    the step ``(count, N, units)`` (``states``; ``None`` without
-    ``recurrent_dropout``), each the same at every step, ``count`` one per
-    gate or one for every gate.  Gate ``g``'s product takes its own, or
-    the one: ``(x * inputs[g]) W_g``, ``(h * states[g]) U_g``, as Keras'
-    cell computes."""
+    """A block's input in a training step whose layer draws masks inside it
+    (``Kind.masks``, drawn by ``native.compose``), each ``(count, N,
+    width)`` and the same at every step of the ``sequence`` ``(N, T, F)``:
+
+    - a recurrent cell's (``zoo.kinds.recurrent.cell_masks``) on the step's
+      input (``inputs``; ``None`` without ``dropout``) and on the state
+      before the step (``states``; ``None`` without ``recurrent_dropout``),
+      one per gate or one for every gate: gate ``g``'s product takes its
+      own, or the one, ``(x * inputs[g]) W_g``, ``(h * states[g]) U_g``, as
+      Keras' cell computes;
+    - an attention's on its weights after the softmax (``scores``), one
+      per head of ``T * T``: head ``k``'s weights of example ``n`` times
+      ``scores[k, n]`` read as ``(T, T)``, as Keras' ``MultiHeadAttention``
+      drops them (``score_masks``)."""
 
     sequence: Tensor
     inputs: Tensor | None
     states: Tensor | None
+    scores: Tensor | None = None
 
 
 def unmasked(h: Tensor) -> tuple[Tensor, Tensor | None, Tensor | None]:
@@ -62,6 +68,14 @@ def unmasked(h: Tensor) -> tuple[Tensor, Tensor | None, Tensor | None]:
     if isinstance(h, Masked):
         return h.sequence, h.inputs, h.states
     return h, None, None
+
+
+def score_masks(h: Tensor) -> tuple[Tensor, Tensor | None]:
+    """An attention block's input as ``(sequence, masks of its weights)``:
+    a ``Masked``'s, or ``h`` with none."""
+    if isinstance(h, Masked):
+        return h.sequence, h.scores
+    return h, None
 
 
 def no_tap(name: str, h: Tensor) -> Tensor:

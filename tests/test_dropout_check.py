@@ -141,9 +141,10 @@ def test_normal_noise_over_large_values_passes_despite_float32_rounding() -> Non
     assert check_normal("noise layer 'n'", "added", 1e-3, x, y) is None
 
 
-# Keras on PyTorch checks the masks its recurrent cells draw on their input
-# (workers.keras_runner._recording_masks); with Keras' mask drawn unscaled, or
-# keeping every value, the first such layer is named.
+# Keras on PyTorch checks the masks its layers draw inside them (a recurrent
+# cell's, an attention's dropout of its weights: workers.keras_runner's
+# _recording); with Keras' masks drawn unscaled, or keeping every value, the
+# first such layer is named.
 CELL_MASKS = """
 import sys
 import tomllib
@@ -165,8 +166,15 @@ def times(masks, factor):  # one mask, or Keras' list of one per gate
 wrong = {
     "unscaled": lambda self, step, rate: times(drawn(self, step, rate), 1 - rate),
     "none": lambda self, step, rate: times(drawn(self, step, 0.0), 1 / (1 - rate)),
-}[sys.argv[1]]
-dropout_rnn_cell.DropoutRNNCell._create_dropout_mask = wrong
+}
+if sys.argv[1] in wrong:
+    dropout_rnn_cell.DropoutRNNCell._create_dropout_mask = wrong[sys.argv[1]]
+else:  # an attention's weights dropped unscaled
+    from keras.src.layers.regularization.dropout import Dropout
+    call = Dropout.call
+    Dropout.call = lambda self, x, training=False: call(self, x, training) * (
+        1 - self.rate
+    )
 try:
     runner.evaluate(spec, weights, x[0], y[0])
 except ValueError as exc:
@@ -177,26 +185,27 @@ except ValueError as exc:
 @pytest.mark.parametrize(
     ("table", "wrong", "caught"),
     [
-        ("recurrent_dropout", "unscaled", "at rate 0.3 kept values off the input"),
-        ("recurrent_dropout", "none", "at rate 0.3 kept 1.000 of"),
+        ("recurrent_dropout", "unscaled", "layer 'lstm' at rate 0.3 kept values off"),
+        ("recurrent_dropout", "none", "layer 'lstm' at rate 0.3 kept"),
         # with recurrent_dropout: the masks per gate, the input's first
         ("recurrent_state_dropout", "unscaled", "input masks of lstm layer 'lstm'"),
+        # an attention's weights: one mask per head
+        ("attention_dropout", "weights", "scores masks of attention layer 'att1'"),
     ],
 )
-def test_keras_recurrent_cells_masks_are_checked(
+def test_keras_masks_inside_a_layer_are_checked(
     table: str, wrong: str, caught: str
 ) -> None:
-    """Keras' own masks pass, on the input alone (``dropout``) and per gate
-    (``recurrent_dropout``: each cell's output recomputed from them,
-    ``workers.masks``); drawn unscaled, or keeping every value, the first
-    layer is named."""
+    """Keras' own masks pass, on a recurrent layer's input alone
+    (``dropout``), per gate (``recurrent_dropout``) and on an attention's
+    weights (each layer's output recomputed from them, ``workers.masks``);
+    drawn unscaled, or keeping every value, the first layer is named."""
     done = keras_on_torch(["-c", CELL_MASKS, wrong, table], cwd=PROJECT_ROOT)
     lines = done.stdout.strip().splitlines()
     assert "right: passed" in lines
-    assert any(
-        line.startswith("wrong: ") and "layer 'lstm'" in line and caught in line
-        for line in lines
-    ), done.stdout
+    assert any(line.startswith("wrong: ") and caught in line for line in lines), (
+        done.stdout
+    )
 
 
 def _masks(n: int, seed: int) -> np.ndarray:

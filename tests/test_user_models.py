@@ -1094,6 +1094,29 @@ def test_a_functional_transformer_becomes_a_document() -> None:
     assert spec.classes == 10
 
 
+def test_an_attentions_dropout_is_read_as_masks_of_its_weights() -> None:
+    """Keras' MultiHeadAttention(dropout=0.1), as keras.io's time-series
+    Transformer writes it: read as the layer's ``dropout`` (left out of the
+    document at 0, so older files keep their digest), one mask per head of
+    its weights (``masks_of``), written back, at 0 in a trajectory's
+    spec."""
+    document = keras_import.document_from_config(
+        _transformer(attention=ATTENTION | {"dropout": 0.1})
+    )
+    spec = user_models.spec_from_document("m", document)
+    att = spec.layer("att")
+    assert att.options.dropout == 0.1
+    assert [(m.tap, m.side, m.count, m.rate) for m in masks_of(att)] == [
+        ("att/score_masks", "scores", 2, 0.1)
+    ]
+    assert spec.noisy_layers() == (att,)
+    assert without_noise(spec).layer("att").options.dropout == 0.0
+    assert user_models.document_of(spec)["layers"][3]["dropout"] == 0.1
+    plain = keras_import.document_from_config(_transformer())
+    assert "dropout" not in plain["layers"][3]
+    assert not masks_of(user_models.spec_from_document("m", plain).layer("att"))
+
+
 def test_a_layer_taking_an_earlier_layer_names_it() -> None:
     config = _graph(
         (EMBED, _node("input")),
@@ -1126,7 +1149,7 @@ def _call_with(**kwargs: Any) -> dict[str, Any]:
     ("config", "message"),
     [
         (_transformer(attention=ATTENTION | {"value_dim": 8}), "value_dim=8 and"),
-        (_transformer(attention=ATTENTION | {"dropout": 0.1}), "dropout=0.1"),
+        (_transformer(attention=ATTENTION | {"dropout": 1.0}), "dropout 1.0; it must"),
         (_transformer(attention=ATTENTION | {"kernel_regularizer": "l2"}), "l2"),
         (_transformer(attention=ATTENTION | {"use_gate": True}), "use_gate=True"),
         (

@@ -43,6 +43,7 @@ from workers.protocol import (
     noise_batch,
 )
 from zoo import packing
+from zoo.kinds.base import Mask
 from zoo.losses import keras_loss, total
 from zoo.optimizers import keras_optimizer
 from zoo.specs import ModelSpec, masks_of
@@ -159,11 +160,12 @@ class KerasRunner:
         ends, drawn, hooked = [], {}, []
         for layer in layers:
             keras_layer = model.get_layer(layer.name)
-            ends += [keras_layer.input, keras_layer.output]
-            for mask in masks_of(layer):  # drawn inside its cells
-                cell = _cell(keras_layer, mask.copy)
-                drawn[mask.tap] = _recording(cell, _MASK_METHODS[mask.side])
-                hooked.append(cell)
+            taken = keras_layer.input  # an attention's: the sequence twice
+            ends += [taken[0] if isinstance(taken, list) else taken, keras_layer.output]
+            for mask in masks_of(layer):  # drawn inside its block
+                owner = _drawer(keras_layer, mask)
+                drawn[mask] = _recording(owner, _MASK_METHODS[mask.side])
+                hooked.append(owner)
         probe = self.keras.Model(model.inputs, ends)
         ops = self.keras.ops
         given = fed(spec, noise_batch(spec, x))
@@ -175,10 +177,10 @@ class KerasRunner:
         try:
             values = [ops.convert_to_numpy(v) for v in probe(tensors, training=True)]
         finally:
-            for cell in hooked:  # the cells' own methods again
+            for owner in hooked:  # their own methods again
                 for method in _MASK_METHODS.values():
-                    cell.__dict__.pop(method, None)
-        found = {tap: _stacked(ops, got) for tap, got in drawn.items()}
+                    owner.__dict__.pop(method, None)
+        found = {mask.tap: _stacked(ops, mask, got) for mask, got in drawn.items()}
         for i, layer in enumerate(layers):
             taken, gave = values[2 * i], values[2 * i + 1]
             if masks_of(layer):
@@ -506,41 +508,59 @@ def _grads_torch(
 _GRADS = {"jax": _grads_jax, "tensorflow": _grads_tensorflow, "torch": _grads_torch}
 
 
-# The method of Keras' ``DropoutRNNCell`` that draws each side's masks.
-_MASK_METHODS = {"input": "get_dropout_mask", "state": "get_recurrent_dropout_mask"}
+# The method that draws each side's masks in Keras 3.15: a recurrent
+# cell's (``DropoutRNNCell``), or the ``call`` of an attention's dropout of
+# its weights (``MultiHeadAttention._dropout_layer``).
+_MASK_METHODS = {
+    "input": "get_dropout_mask",
+    "state": "get_recurrent_dropout_mask",
+    "scores": "call",
+}
 
 
-def _cell(keras_layer: Any, copy: str) -> Any:
-    """The Keras cell of a recurrent layer that draws a mask
-    (``Mask.copy``): its own, or a Bidirectional's ``forward_layer``'s
-    or ``backward_layer``'s."""
-    return getattr(keras_layer, f"{copy}_layer").cell if copy else keras_layer.cell
+def _drawer(keras_layer: Any, mask: Mask) -> Any:
+    """The Keras object whose ``_MASK_METHODS`` method draws ``mask``: an
+    attention's dropout layer, a recurrent layer's cell, or the cell of a
+    Bidirectional's ``forward_layer`` or ``backward_layer``
+    (``Mask.copy``)."""
+    if mask.side == "scores":
+        return keras_layer._dropout_layer  # Keras names no public one
+    if mask.copy:
+        return getattr(keras_layer, f"{mask.copy}_layer").cell
+    return keras_layer.cell
 
 
-def _recording(cell: Any, method_name: str) -> list[Any]:
-    """The first mask Keras' recurrent ``cell`` draws from now on with its
-    ``method_name`` (``DropoutRNNCell``'s: one per sequence, drawn on the
-    first step and returned again at every other): the cell's method
-    wrapped on the instance (removing the attribute restores it)."""
-    drawn: list[Any] = []
-    method = getattr(cell, method_name)
+def _recording(owner: Any, method_name: str) -> list[tuple[Any, Any]]:
+    """What ``owner``'s ``method_name`` takes and gives the first time it
+    gives something from now on (a recurrent cell's mask, drawn on the first
+    step and returned again at every other; an attention's dropped
+    weights): the method wrapped on the instance (removing the attribute
+    restores it)."""
+    drawn: list[tuple[Any, Any]] = []
+    method = getattr(owner, method_name)
 
-    def record(step_input: Any) -> Any:
-        mask = method(step_input)
-        if mask is not None and not drawn:
-            drawn.append(mask)
-        return mask
+    def record(given: Any, *args: Any, **kwargs: Any) -> Any:
+        got = method(given, *args, **kwargs)
+        if got is not None and not drawn:
+            drawn.append((given, got))
+        return got
 
-    setattr(cell, method_name, record)
+    setattr(owner, method_name, record)
     return drawn
 
 
-def _stacked(ops: Any, drawn: list[Any]) -> np.ndarray:
-    """The masks one recording holds as ``(count, N, width)``: Keras' list of
-    one per gate, or its one mask."""
+def _stacked(ops: Any, mask: Mask, drawn: list[tuple[Any, Any]]) -> np.ndarray:
+    """The masks one recording holds as ``(count, N, width)``: a cell's
+    list of one per gate, or its one mask; an attention's, its dropped
+    weights over those it took ``(N, heads, T, T)``, head first."""
     if not drawn:
         return np.zeros((0, 0, 0), np.float32)  # none drawn: the check says so
-    mask = drawn[0]
-    if isinstance(mask, list | tuple):
-        return np.stack([ops.convert_to_numpy(m) for m in mask])
-    return np.asarray(ops.convert_to_numpy(mask))[None]
+    given, got = drawn[0]
+    if mask.side == "scores":
+        x = np.asarray(ops.convert_to_numpy(given), np.float64)
+        y = np.asarray(ops.convert_to_numpy(got), np.float64)
+        ratio = np.divide(y, x, out=np.zeros_like(y), where=x != 0)
+        return ratio.swapaxes(0, 1).reshape(ratio.shape[1], ratio.shape[0], -1)
+    if isinstance(got, list | tuple):
+        return np.stack([ops.convert_to_numpy(m) for m in got])
+    return np.asarray(ops.convert_to_numpy(got))[None]

@@ -1,7 +1,9 @@
-"""The check of the masks a recurrent layer's cells draw in a training step
-(``zoo.kinds.recurrent.cell_masks``: Keras' ``dropout`` on the input and
-``recurrent_dropout`` on the state, one mask per gate or one for every
-gate).
+"""The check of the masks a layer draws inside its block in a training step
+(``Kind.masks``): a recurrent layer's (``zoo.kinds.recurrent.cell_masks``:
+Keras' ``dropout`` on the input and ``recurrent_dropout`` on the state, one
+mask per gate or one for every gate) and an attention's
+(``zoo.kinds.attention.masks``: Keras' ``dropout`` of its weights, one mask
+per head).
 
 Random draws cannot agree between paths, so each path's training pass is
 judged on its own (as every dropout is: ``workers.protocol.check_noise``),
@@ -9,15 +11,16 @@ in two parts:
 
 - the masks it drew, as a dropout of ones: every value 0 or ``1 / (1 -
   rate)``, the kept share ``1 - rate`` within Hoeffding's bound, and two
-  gates' masks, or a Bidirectional's two directions', drawn apart
+  gates' or heads' masks, or a Bidirectional's two directions', drawn apart
   (``check_apart``: one mask used for both agrees with itself everywhere);
 - what it computed with them: the layer's output recomputed here in float64
-  from its input, those masks and its weights (``forward``, Keras 3.15's
-  first implementation written out) must agree within ``MASK_TOLERANCE``.
-  A mask on the wrong gate, on the state where the input's is due, drawn
-  anew at each step or left out moves the output by the share of values it
-  drops, 0.1 or more at the rates in use; a float32 pass over a few dozen
-  steps rounds it by about 1e-6.
+  from its input, those masks and its weights (``forward``: Keras 3.15's
+  recurrent cells, first implementation, and its attention, written out)
+  must agree within ``MASK_TOLERANCE``.  A mask on the wrong gate or head,
+  on the state where the input's is due, drawn anew at each step or left
+  out moves the output by the share of values it drops, 0.1 or more at the
+  rates in use; a float32 pass over a few dozen steps rounds it by about
+  1e-6.
 
 NumPy only (the MXNet worker imports it).
 """
@@ -32,7 +35,7 @@ import numpy as np
 from workers.protocol import check_apart, check_dropout
 from zoo.kinds.base import SELU_ALPHA, SELU_SCALE, SLOPED
 from zoo.kinds.bidirectional import DIRECTIONS
-from zoo.specs import Layer, masks_of
+from zoo.specs import Layer, mask_width, masks_of
 
 # The largest relative (normwise) distance of a path's output from its
 # recomputation with the masks it drew; see the module docstring.
@@ -56,7 +59,8 @@ def check_masks(
     for mask in masks_of(layer):
         drawn = np.asarray(masks[mask.tap], np.float64)
         where = f"{mask.side} masks of {layer.kind} layer {layer.name!r}"
-        if drawn.shape[::2] != (mask.count, _width(layer, mask.side, inputs)):
+        width = mask_width(layer, mask, inputs.shape[1:])
+        if drawn.shape[::2] != (mask.count, width):
             return f"the {where} are {drawn.shape}, not {mask.count} of (batch, width)"
         ones = np.ones_like(drawn)
         problem = check_dropout(layer.name, mask.rate, ones, drawn)
@@ -80,22 +84,20 @@ def check_masks(
         return (
             f"{layer.kind} layer {layer.name!r} computed with the masks it drew is "
             f"{error:.1e} off its float64 recomputation from them (allowed "
-            f"{MASK_TOLERANCE:g}): a mask applied where Keras' cell does not"
+            f"{MASK_TOLERANCE:g}): a mask applied where Keras' layer does not"
         )
     return None
 
 
-def _width(layer: Layer, side: str, inputs: np.ndarray) -> int:
-    return int(inputs.shape[-1]) if side == "input" else int(layer.options.units)
-
-
 def forward(layer: Layer, x: np.ndarray, masks: Arrays, weights: Arrays) -> np.ndarray:
-    """``layer`` (an ``lstm``, ``gru``, ``simple_rnn`` or ``bidirectional``)
-    over the sequences ``x`` ``(N, T, F)`` in float64, each gate's product
-    taking its own mask where ``masks`` has them (``Mask.tap``), as
-    Keras' first implementation computes: ``(x_t * m_g) W_g``, ``(h * s_g)
-    U_g``."""
+    """``layer`` (an ``lstm``, ``gru``, ``simple_rnn``, ``bidirectional`` or
+    ``attention``) over the sequences ``x`` ``(N, T, F)`` in float64 with
+    the masks it drew (``Mask.tap``): each gate's product taking its own, as
+    Keras' first implementation computes (``(x_t * m_g) W_g``, ``(h * s_g)
+    U_g``), or each head's weights theirs (``attention``)."""
     name, o = layer.name, layer.options
+    if layer.kind == "attention":
+        return attention(name, x, masks.get(f"{name}/score_masks"), weights)
     if layer.kind != "bidirectional":
         return _over(layer.kind, o, x, _cell(name, masks, weights))
     ahead = _over(o.cell, o, x, _cell(f"{name}/{DIRECTIONS[0]}", masks, weights))
@@ -111,6 +113,36 @@ def forward(layer: Layer, x: np.ndarray, masks: Arrays, weights: Arrays) -> np.n
         "mul": lambda: ahead * behind,
     }
     return merged[o.merge_mode]()
+
+
+def attention(
+    name: str, x: np.ndarray, masks: np.ndarray | None, weights: Arrays
+) -> np.ndarray:
+    """Keras' ``MultiHeadAttention`` ``name`` over ``x`` ``(N, T, F)`` as
+    query, key and value, in float64: the projections plus their biases
+    (where ``weights`` has them), the query scaled by ``1 / sqrt(key_dim)``,
+    the softmax over the keys, each head's weights times its mask (``masks``
+    ``(heads, N, T * T)``, or none), the values mixed and projected back."""
+
+    def get(key: str) -> np.ndarray | float:
+        found = weights.get(f"{name}/{key}")
+        return 0.0 if found is None else np.asarray(found, np.float64)
+
+    def project(part: str) -> np.ndarray:  # (N, T, F) -> (N, T, heads, key_dim)
+        projected = np.einsum("ntf,fhk->nthk", x, get(f"{part}/kernel"))
+        return np.asarray(projected + get(f"{part}/bias"))
+
+    q, k, v = project("query"), project("key"), project("value")
+    q = q / math.sqrt(q.shape[-1])
+    scores = np.einsum("nthk,nshk->nhts", q, k)  # (N, heads, T, T)
+    scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    attended = scores / scores.sum(axis=-1, keepdims=True)
+    if masks is not None:
+        drawn = np.asarray(masks, np.float64).swapaxes(0, 1)
+        attended = attended * drawn.reshape(attended.shape)
+    mixed = np.einsum("nhts,nshk->nthk", attended, v)
+    out = np.einsum("nthk,hkf->ntf", mixed, get("attention_output/kernel"))
+    return np.asarray(out + get("attention_output/bias"))
 
 
 Cell = tuple[

@@ -61,6 +61,7 @@ from zoo.kinds.base import (
     STATE_KINDS,
     Example,
     Layer,
+    Mask,
     Noise,
     Param,
     Shape,
@@ -68,7 +69,6 @@ from zoo.kinds.base import (
     same_padding,
     window_out,
 )
-from zoo.kinds.recurrent import Mask
 from zoo.losses import DEFAULT as DEFAULT_OBJECTIVE
 from zoo.losses import Heads, Objective
 from zoo.optimizers import OPTIMIZERS as OPTIMIZER_RECORDS
@@ -1445,12 +1445,21 @@ def noise_of(layer: Layer) -> Noise | None:
 
 
 def masks_of(layer: Layer) -> tuple[Mask, ...]:
-    """The masks ``layer`` draws inside its cells in a training step
+    """The masks ``layer`` draws inside its block in a training step
     (``Kind.masks``: a recurrent layer's with ``dropout`` or
-    ``recurrent_dropout``; ``zoo.kinds.recurrent.Mask``), none for any
-    other."""
+    ``recurrent_dropout``, an attention's with ``dropout``;
+    ``zoo.kinds.base.Mask``), none for any other."""
     masks = KIND_RECORDS[layer.kind].masks
     return masks(layer) if masks is not None else ()
+
+
+def mask_width(layer: Layer, mask: Mask, given: Shape) -> int:
+    """The width of each of ``mask``'s masks (``Mask.side``) for ``layer``
+    on an input of ``given`` ``(steps, features)``."""
+    steps, features = given
+    if mask.side == "scores":  # every query's weight of every key
+        return steps * steps
+    return int(layer.options.units) if mask.side == "state" else features
 
 
 def draws_noise(layer: Layer) -> bool:

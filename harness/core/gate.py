@@ -148,17 +148,19 @@ def training_checks(spec: ModelSpec) -> str | None:
     masked = [x for x in spec.noisy_layers() if masks_of(x)]
     if masked:
         named = ", ".join(
-            f"{x.name} at {x.options.dropout:g}/{x.options.recurrent_dropout:g}"
+            f"{x.name} {m.option} {m.rate:g}"
             for x in masked
+            for m in masks_of(x)
+            if m.copy == masks_of(x)[0].copy  # a Bidirectional's once
         )
         parts.append(
-            f"a recurrent layer's dropout/recurrent dropout ({named}): the "
-            "identity in inference (logits) and at rate 0 (trajectory and timed "
-            "closures), and at its rates in one training pass of every path: the "
-            "masks each cell drew once per sequence, on the input and on the "
-            "state (kept fraction within Hoeffding's bound, kept values scaled by "
-            "1 / (1 - rate), gates and directions drawn apart) and the layer's "
-            "output recomputed from them in float64"
+            f"masks drawn inside a layer ({named}): the identity in inference "
+            "(logits) and at rate 0 (trajectory and timed closures), and at "
+            "their rates in one training pass of every path: the masks each "
+            "path drew, once per sequence (kept fraction within Hoeffding's "
+            "bound, kept values scaled by 1 / (1 - rate), gates, heads and "
+            "directions drawn apart), and the layer's output recomputed from "
+            "them in float64"
         )
     normal = [x for x in spec.noisy_layers() if x.kind != "dropout" and x not in masked]
     if normal:

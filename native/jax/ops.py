@@ -33,7 +33,7 @@ from jax import lax
 
 from native import compose
 from native.jax.common import Params
-from native.protocol import unmasked
+from native.protocol import score_masks, unmasked
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as _ADAPTED_EPSILON
 from zoo.kinds.base import SELU_ALPHA, SELU_SCALE
@@ -676,7 +676,9 @@ def gaussian_dropout(
 
 
 @jax.jit
-def _attention(h: jax.Array, w: dict[str, jax.Array]) -> jax.Array:
+def _attention(
+    h: jax.Array, w: dict[str, jax.Array], masks: jax.Array | None = None
+) -> jax.Array:
     def project(part: str) -> jax.Array:  # (N, T, F) -> (N, T, heads, key_dim)
         y = jnp.einsum("ntf,fhk->nthk", h, w[f"{part}/kernel"])
         return y + w[f"{part}/bias"] if f"{part}/bias" in w else y
@@ -685,6 +687,8 @@ def _attention(h: jax.Array, w: dict[str, jax.Array]) -> jax.Array:
     q = q / jnp.sqrt(jnp.asarray(q.shape[-1], q.dtype))  # Keras scales the query
     scores = jnp.einsum("nthk,nshk->nhts", q, k)  # (N, heads, T, T)
     weights = jax.nn.softmax(scores, axis=-1)
+    if masks is not None:  # (heads, N, T * T), one per head: dropped weights
+        weights = weights * masks.swapaxes(0, 1).reshape(weights.shape)
     mixed = jnp.einsum("nhts,nshk->nthk", weights, v)
     out = jnp.einsum("nthk,hkf->ntf", mixed, w["attention_output/kernel"])
     return out + w["attention_output/bias"] if "attention_output/bias" in w else out
@@ -696,10 +700,12 @@ def attention(h: jax.Array, params: Params, spec: ModelSpec, name: str) -> jax.A
     ``(F, heads, key_dim)`` plus biases (none with ``use_bias=False``), the
     query scaled by ``1 / sqrt(key_dim)``, softmax over the keys of ``q .
     k``, the values mixed by those weights, projected back by ``(heads,
-    key_dim, F)``."""
+    key_dim, F)``; in a training step with ``dropout`` the weights times
+    their masks (``native.protocol.Masked``)."""
     prefix = f"{name}/"
     w = {k.removeprefix(prefix): v for k, v in params.items() if k.startswith(prefix)}
-    return _attention(h, w)  # type: ignore[no-any-return]
+    x, masks = score_masks(h)
+    return _attention(x, w, masks)  # type: ignore[no-any-return]
 
 
 def add(h: tuple[jax.Array, ...], params: Params, spec: ModelSpec, name: str) -> Any:

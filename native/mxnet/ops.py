@@ -32,7 +32,7 @@ import numpy as np
 
 from native import compose
 from native.layout import native_axes
-from native.protocol import Masked, unmasked
+from native.protocol import Masked, score_masks, unmasked
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
 from zoo.kinds.base import SELU_ALPHA, SELU_SCALE
@@ -729,7 +729,9 @@ def attention(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     biases (unless ``use_bias=False``) and split into heads, the query scaled
     by ``1 / sqrt(key_dim)``, softmax over the keys of ``q . k``
     (``batch_dot`` over batch x heads), the values mixed by those weights,
-    projected back by ``(F, heads * key_dim)``."""
+    projected back by ``(F, heads * key_dim)``; in a training step with
+    ``dropout`` the weights times their masks (``native.protocol.Masked``)."""
+    h, masks = score_masks(h)
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
     layer = spec.layer(name)
     heads, key_dim = layer.options.num_heads, layer.options.key_dim
@@ -750,6 +752,8 @@ def attention(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     q, k, v = project("query"), project("key"), project("value")
     q = q / math.sqrt(key_dim)  # Keras scales the query
     weights = F.softmax(F.batch_dot(q, k, transpose_b=True), axis=-1)  # (N*h, T, T)
+    if masks is not None:  # (heads, N, T * T), one per head: dropped weights
+        weights = weights * F.reshape_like(F.transpose(masks, (1, 0, 2)), weights)
     mixed = F.reshape(F.batch_dot(weights, v), (-4, -1, heads, 0, 0))  # (N,h,T,k)
     mixed = F.reshape(F.transpose(mixed, (0, 2, 1, 3)), (0, 0, -3))  # (N, T, h*k)
     return _linear(

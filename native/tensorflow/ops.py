@@ -22,7 +22,7 @@ from typing import Any
 import tensorflow as tf
 
 from native import compose
-from native.protocol import Masked, unmasked
+from native.protocol import Masked, score_masks, unmasked
 from native.tensorflow.common import Params
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
@@ -479,8 +479,10 @@ def attention(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Te
     ``(F, heads, key_dim)`` plus biases, the query scaled by
     ``1 / sqrt(key_dim)``, softmax over the keys of ``q . k``, the values
     mixed by those weights, projected back by ``(heads, key_dim, F)`` (no
-    biases with ``use_bias=False``)."""
+    biases with ``use_bias=False``); in a training step with ``dropout`` the
+    weights times their masks (``native.protocol.Masked``)."""
     use_bias = spec.layer(name).options.use_bias
+    h, masks = score_masks(h)
 
     def project(part: str) -> tf.Tensor:  # (N, T, F) -> (N, T, heads, key_dim)
         projected = tf.einsum("ntf,fhk->nthk", h, params[f"{name}/{part}/kernel"])
@@ -492,6 +494,10 @@ def attention(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Te
     q = q / tf.sqrt(tf.cast(q.shape[-1], q.dtype))  # Keras scales the query
     scores = tf.einsum("nthk,nshk->nhts", q, k)  # (N, heads, T, T)
     weights = tf.nn.softmax(scores, axis=-1)
+    if masks is not None:  # (heads, N, T * T), one per head: dropped weights
+        weights = weights * tf.reshape(
+            tf.transpose(masks, (1, 0, 2)), tf.shape(weights)
+        )
     mixed = tf.einsum("nhts,nshk->nthk", weights, v)
     out = tf.einsum("nthk,hkf->ntf", mixed, params[f"{name}/attention_output/kernel"])
     if not use_bias:

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from native import compose
 from native.layout import native_axes
-from native.protocol import unmasked
+from native.protocol import score_masks, unmasked
 from native.torch.common import Params
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON
@@ -589,8 +589,10 @@ def attention(
     biases and split into heads ``(N, heads, T, key_dim)``, the query scaled
     by ``1 / sqrt(key_dim)``, softmax over the keys of ``q . k``, the values
     mixed by those weights, projected back by ``(F, heads * key_dim)`` (no
-    biases with ``use_bias=False``)."""
+    biases with ``use_bias=False``); in a training step with ``dropout`` the
+    weights times their masks (``native.protocol.Masked``)."""
     layer = spec.layer(name)
+    h, masks = score_masks(h)
     n, steps, _ = h.shape
 
     def project(part: str) -> torch.Tensor:
@@ -604,6 +606,8 @@ def attention(
     q, k, v = project("query"), project("key"), project("value")
     q = q / math.sqrt(layer.options.key_dim)  # Keras scales the query
     weights = torch.softmax(q @ k.transpose(2, 3), dim=-1)  # (N, h, T, T)
+    if masks is not None:  # (heads, N, T * T), one per head: dropped weights
+        weights = weights * masks.transpose(0, 1).reshape(weights.shape)
     mixed = (weights @ v).transpose(1, 2).reshape(n, steps, -1)  # (N, T, h*k)
     kernel = params[f"{name}/attention_output/kernel"]
     return F.linear(mixed, kernel, params.get(f"{name}/attention_output/bias"))

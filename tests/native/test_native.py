@@ -38,7 +38,7 @@ from native import (
     load_apply,
     load_framework,
 )
-from native.protocol import Framework, blocks, unmasked
+from native.protocol import Framework, blocks, score_masks, unmasked
 from tests import tiers
 from workers import protocol
 from workers.native_runner import NativeRunner, Session
@@ -1418,6 +1418,52 @@ def test_a_recurrent_layers_cell_masks_drawn_or_applied_wrong_are_caught(
     monkeypatch.setattr(native, "_PASSES", {})  # a pass traced anew
     with pytest.raises(ValueError, match=caught):
         runner.evaluate(CELL_MASKED, weights, x[0], y[0])
+
+
+# Keras' MultiHeadAttention(dropout=...): one mask per head of its weights.
+ATTENTION_DROPOUT = dataclasses.replace(
+    CELL_DROPOUT,
+    name="attention-dropout",
+    input_shape=(5, 4),
+    layers=(
+        Layer.of("att", "attention", num_heads=2, key_dim=3, dropout=0.3),
+        Layer.of("pool", "global_avg_pool"),
+        Layer.of("logits", "dense", units=3),
+    ),
+)
+
+
+@pytest.mark.parametrize(
+    "wrong", ["masks left out", "one mask for every head", "unscaled"]
+)
+def test_an_attentions_weight_masks_drawn_or_applied_wrong_are_caught(
+    runner: NativeRunner, monkeypatch: pytest.MonkeyPatch, wrong: str
+) -> None:
+    """``evaluate`` checks the masks an attention drew for its weights
+    (``workers.masks``): each framework's attention passes; the masks drawn
+    but not applied, one mask given to every head, or masks not scaled are
+    each named with the layer."""
+    weights = make_weights(ATTENTION_DROPOUT, 5)
+    x, y = make_batches(ATTENTION_DROPOUT, 5, 16, 1)
+    runner.evaluate(ATTENTION_DROPOUT, weights, x[0], y[0])
+    ops = importlib.import_module(f"native.{_package(runner)}.ops")
+    right = ops.dropout_mask
+    if wrong == "masks left out":
+        monkeypatch.setattr(ops, "score_masks", lambda h: (score_masks(h)[0], None))
+        caught = r"layer 'att' computed with the masks it drew is .* off"
+    elif wrong == "one mask for every head":
+        monkeypatch.setattr(ops, "dropout_mask", _first_for_all(runner, ops))
+        caught = r"scores masks of attention layer 'att'.*one mask, not one each"
+    else:
+        monkeypatch.setattr(
+            ops,
+            "dropout_mask",
+            lambda h, size, rate, *rest: right(h, size, rate, *rest) * (1 - rate),
+        )
+        caught = r"scores masks of attention layer 'att'.*kept values off the input"
+    monkeypatch.setattr(native, "_PASSES", {})  # a pass traced anew
+    with pytest.raises(ValueError, match=caught):
+        runner.evaluate(ATTENTION_DROPOUT, weights, x[0], y[0])
 
 
 def test_a_step_loss_with_batch_statistics_carries_the_weight_penalty(

@@ -12,7 +12,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import ACTIVATION_FLOPS, Kind, Layer, Mistake, Param, Pick, Shape
+from zoo.kinds.base import (
+    ACTIVATION_FLOPS,
+    Kind,
+    Layer,
+    Mask,
+    Mistake,
+    Param,
+    Pick,
+    Shape,
+)
 
 # The arguments a MultiHeadAttention call may pass beyond its tensors, each
 # only at its default (a mask, a causal mask, the scores as a second output
@@ -23,14 +32,33 @@ CALL_TENSORS = ("query", "value", "key")
 @dataclass(frozen=True)
 class Options:
     """Keras' ``MultiHeadAttention`` arguments: ``num_heads`` heads of
-    ``key_dim`` each, and whether its kernels have biases."""
+    ``key_dim`` each, whether its kernels have biases, and the rate of the
+    ``dropout`` of its weights in a training step (``masks``)."""
 
     num_heads: int
     key_dim: int
     use_bias: bool = True
+    dropout: float = 0.0
+
+
+def masks(layer: Layer) -> tuple[Mask, ...]:
+    """The masks ``layer`` draws in a training step with ``dropout``: Keras
+    3.15's ``MultiHeadAttention`` drops its weights after the softmax (its
+    ``_dropout_layer``, a ``Dropout`` drawing per value), so one mask per
+    head of every query's weight of every key."""
+    rate = layer.options.dropout
+    if not rate:
+        return ()
+    count = layer.options.num_heads
+    return (Mask(f"{layer.name}/score_masks", "", "scores", count, rate, "dropout"),)
 
 
 def shape(layer: Layer, shapes: tuple[Shape, ...]) -> Shape:
+    if not 0.0 <= layer.options.dropout < 1.0:
+        raise ValueError(
+            f"attention layer {layer.name!r} has dropout {layer.options.dropout!r}; "
+            "it must be at least 0 and below 1"
+        )
     if len(shapes[0]) != 2:
         raise ValueError(
             f"attention layer {layer.name!r} needs a sequence (T, F), not {shapes[0]}"
@@ -104,6 +132,7 @@ def keras(keras: Any, layer: Layer, shapes: tuple[Shape, ...]) -> Any:
         layer.options.num_heads,
         layer.options.key_dim,
         use_bias=layer.options.use_bias,
+        dropout=layer.options.dropout,
         name=layer.name,
     )
 
@@ -113,7 +142,6 @@ def keras_call(block: Any, tensors: list[Any]) -> Any:
 
 
 _MUST = (
-    ("dropout", 0.0),
     ("output_shape", None),
     ("use_gate", False),
     ("sliding_window", None),
@@ -147,15 +175,19 @@ def read(cls: str, name: str, config: Mapping[str, Any], built: Any) -> dict[str
         "num_heads": config.get("num_heads"),
         "key_dim": key_dim,
         **kw.bias_words(config),
+        # left out at 0, so a file read before keeps its digest
+        **({"dropout": config["dropout"]} if config.get("dropout") else {}),
     }
 
 
 def draw(pick: Pick, shape: Shape) -> dict[str, Any]:
-    return {
+    drawn = {
         "num_heads": pick.integer(1, 2),
         "key_dim": pick.integer(1, 3),
         "use_bias": pick.boolean(),
     }
+    dropout = pick.one_of([0.0, 0.2])
+    return drawn | ({"dropout": dropout} if dropout else {})
 
 
 def heads_interleaved(a: Any, p: Param) -> Any:
@@ -208,5 +240,6 @@ KIND = Kind(
     keras_call=keras_call,
     draw=draw,
     draw_ranks=(2,),
+    masks=masks,
     mistakes=MISTAKES,
 )

@@ -375,6 +375,27 @@ class Mistake:
 
 
 @dataclass(frozen=True)
+class Mask:
+    """Masks a layer draws inside its block in a training step, once per
+    sequence (``Kind.masks``): ``count`` of them, each ``(batch, width)``
+    (``zoo.specs.mask_width``) of the ``side`` it multiplies (``input``: a
+    recurrent cell's input at every step, of the input's features; ``state``:
+    its state before every step, of ``units``; ``scores``: an attention's
+    weights after the softmax, one per head, of ``steps * steps``), each
+    value kept with probability ``1 - rate`` and scaled by ``1 / (1 -
+    rate)``, ``rate`` the layer's ``option``; drawn by the layer's ``copy``
+    (a Bidirectional's direction, or ``""``) and tapped as ``tap``
+    (``native.compose``)."""
+
+    tap: str
+    copy: str
+    side: str
+    count: int
+    rate: float
+    option: str
+
+
+@dataclass(frozen=True)
 class Noise:
     """What a kind that draws noise in a training step draws (``Kind.noise``);
     in inference it is the identity.  ``amount``: the option that says how

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zoo.kinds import keras_words as kw
-from zoo.kinds.base import ACTIVATIONS, Layer, Pick, Shape
+from zoo.kinds.base import ACTIVATIONS, Layer, Mask, Pick, Shape
 
 # Keras' activation inside a recurrent cell, its default.
 TANH = "tanh"
@@ -45,25 +45,6 @@ class Recurrent:
 # mask before the one product of all gates, which is one mask for every
 # gate.
 GATES = {"lstm": 4, "gru": 3, "simple_rnn": 1}
-
-
-@dataclass(frozen=True)
-class Mask:
-    """Masks Keras' cell draws once per sequence: ``count`` of them (one
-    per gate, or one for every gate), each ``(batch, width)`` of the
-    ``side`` it multiplies (``input``: the step's input, of the input's
-    features; ``state``: the state before the step, of ``units``), each
-    value kept with probability ``1 - rate`` and scaled by ``1 / (1 -
-    rate)``, ``rate`` the layer's ``option``; drawn by the layer's ``copy``
-    (a Bidirectional's direction, or ``""``) and tapped as ``tap``
-    (``native.compose``)."""
-
-    tap: str
-    copy: str
-    side: str
-    count: int
-    rate: float
-    option: str
 
 
 def cell_masks(
