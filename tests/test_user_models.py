@@ -2021,3 +2021,50 @@ def test_keras_operations_in_a_functional_graph_are_read_as_the_layers_they_are(
         with pytest.raises(ValueError, match=said) as caught:
             keras_import.document_from_config(refused)
         assert "\n" not in str(caught.value)
+
+
+# keras.io's time-series Transformer pools its encoder's (T, F) output over
+# each step's features: GlobalAveragePooling1D(data_format="channels_first").
+SAVE_FEATURE_POOLS = """
+import sys
+import keras
+layers = keras.layers
+i = keras.Input((6, 4))
+a = layers.Dense(4, activation="tanh", name="a")(i)
+avg = layers.GlobalAveragePooling1D(data_format="channels_first", name="avg")(a)
+top = layers.GlobalMaxPooling1D(data_format="channels_first", name="top")(a)
+mean = keras.ops.mean(a, axis=-1)
+joined = layers.Concatenate(name="joined")([avg, top, mean])
+model = keras.Model(i, layers.Dense(3, name="out")(joined))
+model.save(f"{sys.argv[1]}/pools.keras")
+"""
+
+
+@pytest.mark.skipif(
+    any(importlib.util.find_spec(m) is None for m in ("keras", "torch")),
+    reason="Keras on PyTorch is not installed",
+)
+def test_a_sequences_pools_over_each_steps_features_are_read(tmp_path: Path) -> None:
+    """A file's 1-D global pools ``channels_first`` and ``ops.mean`` over a
+    sequence's last axis are read as global pools over each step's features
+    (one value per step: the model then takes its own length only); images
+    pooled ``channels_first`` are refused in one sentence naming the
+    layer."""
+    keras_on_torch(["-c", SAVE_FEATURE_POOLS, str(tmp_path)], tmp_path)
+    config = keras_import.read_config(tmp_path / "pools.keras")
+    document = keras_import.document_from_config(config)
+    read = {e["name"]: e for e in document["layers"]}
+    for name in ("avg", "top"):
+        assert read[name]["data_format"] == "channels_first"
+    means = [e for e in document["layers"] if e["name"].startswith("mean")]
+    assert [(e["kind"], e["data_format"]) for e in means] == [
+        ("global_avg_pool", "channels_first")
+    ]
+    spec = user_models.spec_from_document("m", document)
+    assert layer_shapes(spec)[-2][1] == (18,)  # three pools of six steps
+    assert not spec.free_length
+    images = _sequential(
+        _layer("GlobalAveragePooling2D", "g", data_format="channels_first")
+    )
+    with pytest.raises(ValueError, match=r"layer 'g' has data_format='channels_fi"):
+        keras_import.document_from_config(images)

@@ -602,7 +602,8 @@ def _operation(
     ``+ - *`` a ``rescaling`` (``h * scale + offset``: ``x * c`` is ``h * c
     + 0``, ``c - x`` is ``h * -1 + c``); ``concatenate`` along the last axis
     a ``concatenate``; ``mean`` over every axis but the batch's and the
-    last, a ``global_avg_pool``; ``expand_dims`` a ``reshape``.  Anything
+    last, a ``global_avg_pool``, and over a sequence's last one, the same
+    pooled ``channels_first``; ``expand_dims`` a ``reshape``.  Anything
     else is refused in one sentence."""
     nodes = layer.get("inbound_nodes")
     node = nodes[0] if isinstance(nodes, list) and nodes else {}
@@ -633,6 +634,12 @@ def _operation(
             axes = {axis} if isinstance(axis, int) else set(axis or ())
             if axes == set(range(1, rank - 1)):
                 return {"kind": "global_avg_pool", "name": name}
+            if rank == 3 and axes in ({2}, {-1}):  # each step's features
+                return {
+                    "kind": "global_avg_pool",
+                    "name": name,
+                    "data_format": "channels_first",
+                }
         if (
             cls == "ExpandDims"
             and shape is not None

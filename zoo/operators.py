@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zoo.kinds import KINDS
+from zoo.kinds.global_pool import over_features
 from zoo.specs import LAYER_NORM_EPSILON, MODELS, Layer, ModelSpec, layer_shapes
 
 Dims = dict[str, int]
@@ -611,7 +612,7 @@ def _layer_cases(layer: Layer, shape: Shape, batch: int, label: str) -> Iterator
     elif kind == "batch_norm" and rows >= BATCH_NORM_MIN_ROWS:
         # a training step's: (N, H, W, C) images as (N * H * W, C) rows
         yield Case("batch_norm", (rows, shape[-1]), label)
-    elif kind == "global_avg_pool" and len(shape) == 2:
+    elif kind == "global_avg_pool" and len(shape) == 2 and not over_features(layer):
         t, c = shape
         yield Case("global_avg_pool", (batch, t, c), label)
     elif kind == "attention":

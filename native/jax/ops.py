@@ -38,6 +38,7 @@ from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as _ADAPTED_EPSILON
 from zoo.kinds.base import SELU_ALPHA, SELU_SCALE
 from zoo.kinds.gaussian import dropout_deviation
+from zoo.kinds.global_pool import over_features
 from zoo.kinds.repeat_vector import INTERLEAVED
 from zoo.specs import Layer, ModelSpec, padding_of
 
@@ -372,8 +373,16 @@ def _global_avg_pool(h: jax.Array) -> jax.Array:
 def global_avg_pool(
     h: jax.Array, params: Params, spec: ModelSpec, name: str
 ) -> jax.Array:
-    """The mean over every position (time steps, or rows and columns)."""
-    return _global_avg_pool(h)  # type: ignore[no-any-return]
+    """The mean over every position (time steps, or rows and columns), or
+    over each step's features (``_pooled``)."""
+    return _global_avg_pool(_pooled(h, spec, name))  # type: ignore[no-any-return]
+
+
+def _pooled(h: jax.Array, spec: ModelSpec, name: str) -> jax.Array:
+    """What a global pool reduces over its second axis: ``h``, or a
+    sequence pooled ``channels_first`` with its features first
+    (``zoo.kinds.global_pool.over_features``)."""
+    return h.swapaxes(1, 2) if over_features(spec.layer(name)) else h
 
 
 @functools.partial(jax.jit, static_argnames=("sequences", "activation"))
@@ -733,8 +742,9 @@ def global_max_pool(
     behind a layer normalization (finding ea62e9c9a5, issue 74).  A tie's
     gradient goes to its first position, where PyTorch and TensorFlow share
     it; the two agree wherever the tied values are one function of the
-    parameters (the same token twice), as exact ties are."""
-    return _global_max_pool(h)  # type: ignore[no-any-return]
+    parameters (the same token twice), as exact ties are.  Over each step's
+    features where pooled ``channels_first`` (``_pooled``)."""
+    return _global_max_pool(_pooled(h, spec, name))  # type: ignore[no-any-return]
 
 
 @functools.partial(jax.jit, static_argnames="kind")

@@ -37,6 +37,7 @@ from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
 from zoo.kinds.base import SELU_ALPHA, SELU_SCALE
 from zoo.kinds.gaussian import dropout_deviation
+from zoo.kinds.global_pool import over_features
 from zoo.kinds.repeat_vector import INTERLEAVED
 from zoo.specs import (
     Layer,
@@ -448,9 +449,18 @@ def avg_pool1d(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
 def global_avg_pool(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     """The mean over every position: rows and columns of ``(N, C, H, W)``,
     time steps of ``(N, T, F)`` (which of the two: from the spec, as a
-    symbol has no shape)."""
+    symbol has no shape), or each step's features (``_pooled``)."""
     images = len(input_of(spec, name)) == 3
-    return namespace(h).mean(h, axis=(2, 3) if images else 1)
+    return namespace(h).mean(_pooled(h, spec, name), axis=(2, 3) if images else 1)
+
+
+def _pooled(h: Any, spec: ModelSpec, name: str) -> Any:
+    """What a global pool reduces over a sequence's steps: ``h`` ``(N, T,
+    F)``, or pooled ``channels_first`` with its features first
+    (``zoo.kinds.global_pool.over_features``)."""
+    if over_features(spec.layer(name)):
+        return namespace(h).transpose(h, axes=(0, 2, 1))
+    return h
 
 
 def gru(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
@@ -835,8 +845,10 @@ def global_max_pool(h: Any, params: Any, spec: ModelSpec, name: str) -> Any:
     positions that tie for it, as ``jnp.max``, ``tf.reduce_max`` and
     ``torch.amax`` share it (MXNet's ``max`` gives each the whole: an
     upsampling before it makes ties).  The value is ``max``'s own, plus an
-    exact zero that carries the shared gradient."""
+    exact zero that carries the shared gradient.  Over each step's features
+    where pooled ``channels_first`` (``_pooled``)."""
     F = namespace(h)  # noqa: N806 (MXNet's name for the operator namespace)
+    h = _pooled(h, spec, name)
     axes = (2, 3) if len(input_of(spec, name)) == 3 else 1
     ties = F.broadcast_equal(h, F.max(h, axis=axes, keepdims=True))  # no gradient
     share = F.broadcast_div(ties, F.sum(ties, axis=axes, keepdims=True))

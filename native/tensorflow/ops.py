@@ -29,6 +29,7 @@ from zoo.kinds.adapted import EPSILON as NORMALIZATION_EPSILON
 from zoo.kinds.base import CAUSAL
 from zoo.kinds.bidirectional import cell_layer
 from zoo.kinds.gaussian import dropout_deviation
+from zoo.kinds.global_pool import over_features
 from zoo.kinds.repeat_vector import INTERLEAVED
 from zoo.specs import Layer, ModelSpec, padding_of
 
@@ -187,8 +188,17 @@ def avg_pool1d(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.T
 def global_avg_pool(
     h: tf.Tensor, params: Params, spec: ModelSpec, name: str
 ) -> tf.Tensor:
-    """The mean over every position (time steps, or rows and columns)."""
+    """The mean over every position (time steps, or rows and columns), or
+    over each step's features (``_pooled``)."""
+    h = _pooled(h, spec, name)
     return tf.reduce_mean(h, axis=list(range(1, len(h.shape) - 1)))
+
+
+def _pooled(h: tf.Tensor, spec: ModelSpec, name: str) -> tf.Tensor:
+    """What a global pool reduces over its middle axes: ``h``, or a sequence
+    pooled ``channels_first`` with its features first
+    (``zoo.kinds.global_pool.over_features``)."""
+    return tf.transpose(h, (0, 2, 1)) if over_features(spec.layer(name)) else h
 
 
 def gru(h: tf.Tensor, params: Params, spec: ModelSpec, name: str) -> tf.Tensor:
@@ -575,7 +585,9 @@ def concatenate(
 def global_max_pool(
     h: tf.Tensor, params: Params, spec: ModelSpec, name: str
 ) -> tf.Tensor:
-    """The largest value over every position (time steps, or rows and columns)."""
+    """The largest value over every position (time steps, or rows and
+    columns), or over each step's features (``_pooled``)."""
+    h = _pooled(h, spec, name)
     return tf.reduce_max(h, axis=list(range(1, len(h.shape) - 1)))
 
 

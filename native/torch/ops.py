@@ -31,6 +31,7 @@ from native.torch.common import Params
 from zoo.kinds import conv_transpose
 from zoo.kinds.adapted import EPSILON
 from zoo.kinds.gaussian import dropout_deviation
+from zoo.kinds.global_pool import over_features
 from zoo.kinds.repeat_vector import INTERLEAVED
 from zoo.specs import Layer, ModelSpec, padding_of
 
@@ -354,8 +355,15 @@ def global_avg_pool(
     h: torch.Tensor, params: Params, spec: ModelSpec, name: str
 ) -> torch.Tensor:
     """The mean over every position: rows and columns of ``(N, C, H, W)``,
-    time steps of ``(N, T, F)``."""
-    return h.mean(dim=(2, 3)) if h.dim() == 4 else h.mean(dim=1)
+    time steps of ``(N, T, F)``, or each step's features (``_pooled``)."""
+    return h.mean(dim=(2, 3)) if h.dim() == 4 else _pooled(h, spec, name).mean(dim=1)
+
+
+def _pooled(h: torch.Tensor, spec: ModelSpec, name: str) -> torch.Tensor:
+    """What a global pool reduces over a sequence's steps: ``h`` ``(N, T,
+    F)``, or pooled ``channels_first`` with its features first
+    (``zoo.kinds.global_pool.over_features``)."""
+    return h.transpose(1, 2) if over_features(spec.layer(name)) else h
 
 
 def gru(h: torch.Tensor, params: Params, spec: ModelSpec, name: str) -> torch.Tensor:
@@ -695,8 +703,8 @@ def global_max_pool(
 ) -> torch.Tensor:
     """The largest value over every position: rows and columns of ``(N, C,
     H, W)``, time steps of ``(N, T, F)`` (``amax``: ties share the gradient,
-    as in JAX and TensorFlow)."""
-    return h.amax(dim=(2, 3)) if h.dim() == 4 else h.amax(dim=1)
+    as in JAX and TensorFlow), or each step's features (``_pooled``)."""
+    return h.amax(dim=(2, 3)) if h.dim() == 4 else _pooled(h, spec, name).amax(dim=1)
 
 
 def activation(

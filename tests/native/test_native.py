@@ -1113,6 +1113,35 @@ def test_tapped_convolution_is_canonical(runner: NativeRunner) -> None:
 
 
 @pytest.mark.sized
+@pytest.mark.parametrize(
+    ("kind", "reduce"), [("global_avg_pool", np.mean), ("global_max_pool", np.max)]
+)
+def test_a_global_pool_channels_first_reduces_each_steps_features(
+    runner: NativeRunner, kind: str, reduce: Callable[..., np.ndarray]
+) -> None:
+    """``GlobalAveragePooling1D(data_format="channels_first")`` (keras.io's
+    time-series Transformer) and its max: each framework's pool of a (4, 4)
+    sequence is NumPy's over each step's features, which a pool over the
+    steps (the layer's default, the same shape here) is not."""
+    spec = ModelSpec(
+        "pooled",
+        (4, 4),
+        3,
+        (
+            Layer.of("conv", "conv1d", filters=4, kernel_size=1),
+            Layer.of("pool", kind, data_format="channels_first"),
+            Layer.of("logits", "dense", units=3),
+        ),
+        Workload("mnist", "sgd", 0.1, 8),
+    )
+    x, _ = make_batches(spec, 5, 3, 1)
+    taps, error = runner.activations(spec, make_weights(spec, 5), x[0])
+    assert error is None
+    conv = taps["conv"].astype(np.float64)
+    assert relative_error(taps["pool"], reduce(conv, axis=2)) < 1e-6
+    assert relative_error(taps["pool"], reduce(conv, axis=1)) > 1e-2
+
+
 def test_activations_keep_the_layers_before_a_failure(runner: NativeRunner) -> None:
     spec = ALL_MODELS[tiers.size().vgg16]
     first = spec.layers[0]
