@@ -7,6 +7,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -92,3 +93,39 @@ def test_the_unet_has_the_pixels_below_the_clip_its_page_says() -> None:
     assert (said["below_clip"], said["pixels"]) == (79, 16384)
     assert abs(said["keras_tensorflow"] - said["exact"]) < 1e-6 * said["exact"]
     assert round(said["keras_tensorflow_off"], 4) == 0.0037
+
+
+def _survey() -> Any:
+    """docs/findings/sparse_gradient_survey.py as a module."""
+    path = FINDINGS / "sparse_gradient_survey.py"
+    spec = importlib.util.spec_from_file_location("sparse_gradient_survey", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(
+    any(importlib.util.find_spec(m) is None for m in ("tensorflow", "jax")),
+    reason="a Keras backend is not installed",
+)
+def test_keras_tensorflows_sparse_adamax_is_wrong_only_on_opposite_signs() -> None:
+    """docs/findings/sparse-gradient-optimizers.md: Keras' Adamax on
+    TensorFlow's sparse embedding gradient (one row per token occurrence)
+    steps as JAX's dense one when a repeated token's occurrences share a
+    sign, and short of it when they do not (the largest magnitude of an
+    occurrence, 3, where the row's is 2), as Adam is wrong on both; when
+    Keras changes it, this fails and the page is stale."""
+    tiers.full_only(tiers.size(), "the sparse-gradient survey's Adamax rows")
+    survey = _survey()
+    same, opposite = survey.CASES["same sign"], survey.CASES["opposite signs"]
+    for targets, wrong in ((same, False), (opposite, True)):
+        tf = survey.run("tensorflow", "Adamax", targets)
+        jax = survey.run("jax", "Adamax", targets)
+        assert isinstance(tf, float), tf
+        assert isinstance(jax, float), jax
+        assert (abs(tf - jax) > 1e-4 * abs(jax)) == wrong, (targets, tf, jax)
+    adam = survey.run("tensorflow", "Adam", opposite)
+    assert isinstance(adam, float)
+    assert abs(adam - survey.numpy_expected("Adam", opposite)) > 1e-3

@@ -5,13 +5,14 @@ Run as ``python docs/findings/sparse_gradient_survey.py`` (the main
 environment: Keras and its three backends).  For each optimizer, in a fresh
 process per backend, a 3 x 1 embedding table (zeros) is trained for
 ``STEPS`` steps on the ids ``[[0, 0]]`` (token 0 twice, so its row's
-gradient is the sum of two occurrences) with the loss ``-sum(y * outputs)``,
-``y = [1, 3]`` (the occurrences' gradients -1 and -3, unequal so that a
-maximum or a sign over occurrences shows too; the row's -4), and row 0 is
-printed.  The expected value is float64 NumPy with the dense gradient -4,
-for the
-optimizers whose formulas the tool writes out (``zoo/optimizers.py``); for
-the rest, Keras on JAX (whose embedding gradient is dense).  Keras on
+gradient is the sum of two occurrences) with the loss ``-sum(y * outputs)``
+for each of ``CASES``: ``y = [1, 3]`` (the occurrences' gradients -1 and
+-3, unequal so that a maximum over occurrences shows; the row's -4) and
+``y = [1, -3]`` (-1 and 3 of opposite signs, so that a maximum of their
+magnitudes, 3, is not the row's, 2), and row 0 is printed.  The expected
+value is float64 NumPy with the row's dense gradient, for the optimizers
+whose formulas the tool writes out (``zoo/optimizers.py``); for the rest,
+Keras on JAX (whose embedding gradient is dense).  Keras on
 TensorFlow is also run on the same table as a bias-free ``Dense`` over
 one-hot rows (its gradient dense): the same backend and optimizer, without
 the sparse path.
@@ -26,6 +27,9 @@ import sys
 
 STEPS = 3
 RATE = 0.1
+# The targets of the two occurrences of token 0, by case: their gradients are
+# minus these, the row's their sum.
+CASES = {"same sign": (1.0, 3.0), "opposite signs": (1.0, -3.0)}
 OPTIMIZERS = {
     "SGD": {},
     "SGD(momentum=0.9)": {"momentum": 0.9},
@@ -51,6 +55,7 @@ os.environ["KERAS_BACKEND"] = sys.argv[1]
 import keras, numpy as np
 name, options = sys.argv[2], json.loads(sys.argv[3])
 steps, rate, dense = int(sys.argv[4]), float(sys.argv[5]), sys.argv[6] == "dense"
+targets = json.loads(sys.argv[7])
 cls = getattr(keras.optimizers, name.split("(")[0])
 zeros = "zeros"
 if dense:  # the same table as a Dense kernel over one-hot rows
@@ -63,14 +68,16 @@ else:
     x = np.array([[0, 0]], np.int32)
 loss = lambda y, p: -keras.ops.sum(y * p)  # noqa: E731
 model.compile(cls(learning_rate=rate, **options), loss=loss)
-y = np.array([[[1.0], [3.0]]], np.float32)
+y = np.array([[[targets[0]], [targets[1]]]], np.float32)
 for _ in range(steps):
     model.train_on_batch(x, y)
 print(json.dumps(float(np.asarray(model.get_weights()[0]).reshape(-1)[0])))
 """
 
 
-def run(backend: str, name: str, dense: bool = False) -> float | str:
+def run(
+    backend: str, name: str, targets: tuple[float, float], dense: bool = False
+) -> float | str:
     options = json.dumps(OPTIMIZERS[name])
     form = "dense" if dense else "sparse"
     done = subprocess.run(
@@ -84,6 +91,7 @@ def run(backend: str, name: str, dense: bool = False) -> float | str:
             str(STEPS),
             str(RATE),
             form,
+            json.dumps(targets),
         ],
         capture_output=True,
         text=True,
@@ -95,13 +103,13 @@ def run(backend: str, name: str, dense: bool = False) -> float | str:
     return float(done.stdout.strip().splitlines()[-1])
 
 
-def numpy_expected(name: str) -> float | None:  # noqa: PLR0912 (one per optimizer)
-    """Row 0 after ``STEPS`` steps of gradient -4, float64, by
-    zoo/optimizers.py's formulas (None: an optimizer the tool does not
-    write out)."""
+def numpy_expected(name: str, targets: tuple[float, float]) -> float | None:  # noqa: PLR0912 (one per optimizer)
+    """Row 0 after ``STEPS`` steps of the row's gradient ``-sum(targets)``,
+    float64, by zoo/optimizers.py's formulas (None: an optimizer the tool
+    does not write out)."""
     import numpy as np
 
-    g, w = -4.0, 0.0
+    g, w = -sum(targets), 0.0
     o = OPTIMIZERS[name]
     kind = name.split("(", maxsplit=1)[0]
     m = v = vh = a = b = 0.0
@@ -155,29 +163,39 @@ def _cell(value: float | str) -> str:
 
 
 def main() -> None:
-    print(
-        "| optimizer | expected (float64) | TensorFlow | TF, dense gradient "
-        "| JAX | PyTorch | TensorFlow wrong |"
-    )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
-    for name in OPTIMIZERS:
-        tf, tf_dense = run("tensorflow", name), run("tensorflow", name, dense=True)
-        jax, torch = run("jax", name), run("torch", name)
-        expected: float | str | None = numpy_expected(name)
-        source = "NumPy"
-        if expected is None:
-            expected, source = jax, "JAX"
-        wrong = (
-            isinstance(tf, float)
-            and isinstance(expected, float)
-            and abs(tf - expected) > 1e-4 * abs(expected)  # relative
-        )
-        cells = [_cell(v) for v in (tf, tf_dense, jax, torch)]
+    for case, targets in CASES.items():
+        grads = ", ".join(f"{-t:g}" for t in targets)
         print(
-            f"| {name} | {_cell(expected)} ({source}) | {' | '.join(cells)} "
-            f"| {'**yes**' if wrong else 'no'} |",
-            flush=True,
+            f"\n{case}: occurrences' gradients {grads}, the row's {-sum(targets):g}\n"
         )
+        print(
+            "| optimizer | expected (float64) | TensorFlow | TF, dense gradient "
+            "| JAX | PyTorch | TensorFlow wrong |"
+        )
+        print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+        for name in OPTIMIZERS:
+            print(row(name, targets), flush=True)
+
+
+def row(name: str, targets: tuple[float, float]) -> str:
+    """One optimizer's line of the table for ``targets``."""
+    tf = run("tensorflow", name, targets)
+    tf_dense = run("tensorflow", name, targets, dense=True)
+    jax, torch = run("jax", name, targets), run("torch", name, targets)
+    expected: float | str | None = numpy_expected(name, targets)
+    source = "NumPy"
+    if expected is None:
+        expected, source = jax, "JAX"
+    wrong = (
+        isinstance(tf, float)
+        and isinstance(expected, float)
+        and abs(tf - expected) > 1e-4 * abs(expected)  # relative
+    )
+    cells = [_cell(v) for v in (tf, tf_dense, jax, torch)]
+    return (
+        f"| {name} | {_cell(expected)} ({source}) | {' | '.join(cells)} "
+        f"| {'**yes**' if wrong else 'no'} |"
+    )
 
 
 if __name__ == "__main__":
