@@ -69,7 +69,7 @@ from zoo.kinds.base import (
     same_padding,
     window_out,
 )
-from zoo.kinds.global_pool import over_features
+from zoo.kinds.global_pool import fixes_length
 from zoo.losses import DEFAULT as DEFAULT_OBJECTIVE
 from zoo.losses import Heads, Objective
 from zoo.optimizers import OPTIMIZERS as OPTIMIZER_RECORDS
@@ -457,13 +457,12 @@ class ModelSpec:
         step's features gives one value per step).  Token ids ``(T,)`` are
         checked at their own length only, as the transformer always was."""
         fixing = ("flatten", "reshape", "permute")
-        pools = ("global_avg_pool", "global_max_pool")
         return (
             not self.more_inputs
             and len(self.input_shape) == 2
-            and all(layer.kind not in fixing for layer in self.layers)
-            and not any(
-                layer.kind in pools and over_features(layer) for layer in self.layers
+            and all(
+                layer.kind not in fixing and not fixes_length(layer)
+                for layer in self.layers
             )
         )
 

@@ -37,6 +37,12 @@ def over_features(layer: Layer) -> bool:
     return bool(layer.options.data_format == "channels_first")
 
 
+def fixes_length(layer: Layer) -> bool:
+    """Whether ``layer`` is a global pool over each step's features, whose
+    output has one value per step: its model takes its own length only."""
+    return layer.kind in _CLASS and over_features(layer)
+
+
 def draw(pick: Pick, shape: Shape) -> dict[str, Any]:
     """A sequence's pool now and then over its features."""
     if len(shape) == 2 and pick.one_of([False, False, True]):
