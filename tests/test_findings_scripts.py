@@ -129,3 +129,74 @@ def test_keras_tensorflows_sparse_adamax_is_wrong_only_on_opposite_signs() -> No
     adam = survey.run("tensorflow", "Adam", opposite)
     assert isinstance(adam, float)
     assert abs(adam - survey.numpy_expected("Adam", opposite)) > 1e-3
+
+
+@pytest.mark.skipif(
+    any(importlib.util.find_spec(m) is None for m in ("tensorflow", "jax", "torch")),
+    reason="a Keras backend is not installed",
+)
+def test_keras_torch_pools_wrong_exactly_where_its_page_says() -> None:
+    """docs/findings/padded-average-pool.md: Keras on PyTorch averages a
+    `same` pool wrongly exactly when an axis is padded unevenly and the
+    window is wider than two (10 steps at pool 3 pad one step each side and
+    are right; at stride 2, or 5 steps, one step at the end and are wrong);
+    JAX and TensorFlow are right everywhere.  When Keras releases the fix,
+    this fails and the page is stale."""
+    tiers.full_only(tiers.size(), "the padded pool's cases")
+    done = subprocess.run(
+        [sys.executable, str(FINDINGS / "padded_average_pool.py")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    rows = {row["case"]: row for row in map(json.loads, done.stdout.split("\n")[:-1])}
+    wrong = {case for case, row in rows.items() if row["wrong"]}
+    assert wrong == {
+        "1-D, 10 steps, pool 3, stride 2",
+        "1-D, 5 steps, pool 3",
+        "2-D, 4x5, pool 3",
+        "2-D, 5x5, pool 3",
+    }
+    for case, row in rows.items():
+        uneven = any(before != after for before, after in row["padding"])
+        assert row["wrong"] == (["torch"] if case in wrong else []), case
+        assert (case in wrong) == (uneven and "pool 2" not in case), case
+    assert rows["1-D, 10 steps, pool 3"]["padding"] == [[1, 1]]
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None, reason="PyTorch is not installed"
+)
+def test_pytorchs_conv_gradient_raises_on_keras_one_channel_weight() -> None:
+    """docs/findings/pytorch-conv-grad-weight.md: PyTorch's CPU convolution
+    raises in the weight's gradient when the weight has one output channel
+    (a transposed one: one input channel) and the strides Keras' kernel
+    layout gives it, in float32 and float64; the same values with
+    PyTorch's own channels-last strides, a contiguous input or weight, two
+    output channels, one input channel or a 1x1 kernel give the float64
+    gradient.  When PyTorch fixes it, this fails and the page is stale."""
+    done = subprocess.run(
+        [sys.executable, str(FINDINGS / "torch_conv_grad_weight.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    variants = json.loads(done.stdout)["variants"]
+    raising = {
+        "as Keras lays it out": "slow_conv2d: grad_weight must be contiguous",
+        "float64": "slow_conv2d: grad_weight must be contiguous",
+        "transposed, one input channel": "grad_weight needs to be contiguous",
+    }
+    for name, said in variants.items():
+        assert said.get("raised") == raising.get(name), name
+        if name not in raising:
+            assert said["largest_difference"] < 1e-5, name
+    keras, canonical = (
+        variants["as Keras lays it out"],
+        variants["weight made channels-last by PyTorch"],
+    )
+    assert keras["weight_channels_last"]
+    assert canonical["weight_channels_last"]
+    assert keras["weight_strides"][1:] == canonical["weight_strides"][1:]

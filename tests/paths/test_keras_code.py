@@ -191,16 +191,21 @@ def test_log_one_plus_exp_loses_digits_below_zero() -> None:
         assert json.loads(line.split(":", 1)[1])[0] > 1e-3
 
 
-def test_keras_torch_conv_transpose_gradient_raises() -> None:
-    """Finding 11b1318ed9 of issue 74's second campaign, as
-    docs/findings/README.md states it: the gradient of Keras' Conv2DTranspose
-    without a bias raises on PyTorch.  A release that fixes it fails here."""
+def test_keras_torch_one_channel_conv_gradient_raises() -> None:
+    """docs/findings/pytorch-conv-grad-weight.md, through Keras: the gradient
+    of Keras' Conv2D with one filter over four channels, and of its
+    Conv2DTranspose over one channel, raises on PyTorch (PyTorch's bug with
+    the strides of Keras' kernel layout).  A release that fixes it fails
+    here."""
     done = subprocess.run(
-        [interpreter("torch"), "keras_torch_conv_transpose.py"],
+        [interpreter("torch"), "keras_torch_one_channel_conv.py"],
         capture_output=True,
         text=True,
         timeout=300,
         cwd=FINDINGS,
         check=True,
     )
-    assert "RuntimeError: grad_weight needs to be contiguous" in done.stdout
+    assert done.stdout.splitlines() == [
+        "Conv2D: RuntimeError: slow_conv2d: grad_weight must be contiguous",
+        "Conv2DTranspose: RuntimeError: grad_weight needs to be contiguous",
+    ]
