@@ -16,7 +16,9 @@ gradient code, written out in the script), or ``step<t>/<layer>/<parameter>``
 after step ``t``; or the word ``keras``:
 the logits of the model built here, so that the script checks it rebuilds
 the same model), its error against them: ``max |keras - float64| / max
-|float64|``.
+|float64|``.  Every layer that draws noise is written at an amount of 0, as
+the tool compares trajectories (``zoo.specs.without_noise``), and the
+script says so: a reproducer trains deterministically.
 
 Runs where Keras runs (the main environment), never in the MXNet one.
 """
@@ -99,7 +101,11 @@ def _arguments(cls: Any, config: dict[str, Any], keras: Any) -> str:
 
 
 def _call(node: Any, names: dict[int, str]) -> str:
-    """The arguments a layer was called with, its tensors by variable name."""
+    """The arguments a layer was called with, its tensors by variable name.
+    Not ``training``, which Keras records as False when a functional model
+    is built and overrides in every call (written out, it reads as dropout
+    off in training, which it is not), nor an argument that is None (a
+    layer's ``mask``, Keras' default)."""
 
     def text(argument: Any) -> str:
         if isinstance(argument, list | tuple):
@@ -107,7 +113,11 @@ def _call(node: Any, names: dict[int, str]) -> str:
         return names.get(id(argument), repr(argument))
 
     args = [text(a) for a in node.arguments.args]
-    kwargs = [f"{k}={text(v)}" for k, v in node.arguments.kwargs.items()]
+    kwargs = [
+        f"{k}={text(v)}"
+        for k, v in node.arguments.kwargs.items()
+        if k != "training" and v is not None
+    ]
     return ", ".join(args + kwargs)
 
 
@@ -120,13 +130,17 @@ def script(  # noqa: PLR0917 (what one script holds)
     expected: dict[str, np.ndarray],
     paths: dict[str, str],
     loss_weights: list[float] | None = None,
+    silenced: tuple[str, ...] = (),
 ) -> str:
     """The reproducer's text (module docstring); ``paths``: each trained
     quantity's Keras variable path.  A model of several inputs or outputs
     (``loss`` then a list, with its ``loss_weights``) gets its mini-batches
     as a list of arrays, one per input and per output (``batches``), its
     outputs packed as the tool packs them (``zoo.packing``) before they are
-    compared, and its loss as the weighted sum ``compile`` makes."""
+    compared, and its loss as the weighted sum ``compile`` makes.
+    ``silenced``: the layers that draw noise, written at an amount of 0 (as
+    the tool compares trajectories: ``zoo.specs.without_noise``), which the
+    script's docstring names."""
     x, y = batches
     import keras
 
@@ -135,7 +149,9 @@ def script(  # noqa: PLR0917 (what one script holds)
         '"""Reproducer written by `python -m harness fuzz --write`: run it with',
         "the backend as its argument (jax, tensorflow or torch).  It prints each",
         "quantity's error against float64 (three hand-written float64",
-        'implementations that agree); float32 rounding alone stays below 1e-5."""',
+        "implementations that agree); float32 rounding alone stays below 1e-5.",
+        *_silenced_note(silenced),
+        '"""',
         "",
         "import os",
         "import sys",
@@ -328,6 +344,19 @@ def _own_values(
     return values
 
 
+def _silenced_note(silenced: tuple[str, ...]) -> list[str]:
+    """The docstring's lines naming the layers written at an amount of 0."""
+    if not silenced:
+        return []
+    return [
+        "",
+        f"Layers that draw noise ({', '.join(silenced)}) are written at an amount",
+        "of 0, as the tool compares training trajectories: random draws cannot",
+        "agree between backends (each path's own draws are checked apart), and",
+        "at 0 the script is deterministic.",
+    ]
+
+
 def _loss(objective: Any) -> str:
     """Keras' loss object for ``objective`` as code."""
     from zoo.losses import LOSSES, keras_arguments
@@ -346,9 +375,14 @@ def main(argv: list[str]) -> int:
     from zoo.models import get_spec
     from zoo.optimizers import get_optimizer, keras_arguments
     from zoo.packing import split_inputs, split_targets
+    from zoo.specs import without_noise
     from zoo.weights import make_weights
 
-    spec = get_spec(name)
+    drawn = get_spec(name)
+    spec = without_noise(drawn)  # what the expected values were computed on
+    silenced = tuple(
+        a.name for a, b in zip(drawn.layers, spec.layers, strict=True) if a != b
+    )
     x, y = make_batches(spec, int(seed), int(batch), max(int(steps), 1))
     model = build(spec)
     set_weights(model, spec, make_weights(spec, int(seed)))
@@ -383,7 +417,15 @@ def main(argv: list[str]) -> int:
     xs = list(split_inputs(spec, x)) if spec.more_inputs else x
     ys = list(split_targets(spec, y)) if spec.several_outputs else y
     text = script(
-        model, optimizer, loss, (xs, ys), int(steps), expected, paths, weights
+        model,
+        optimizer,
+        loss,
+        (xs, ys),
+        int(steps),
+        expected,
+        paths,
+        weights,
+        silenced,
     )
     files.write_text(Path(out), text)
     return 0

@@ -13,8 +13,8 @@ import numpy as np  # noqa: E402
 
 inputs = keras.Input(shape=(6,), dtype='int32')
 h1 = keras.layers.Embedding(name='embedding', input_dim=5, output_dim=2)(inputs)
-h2 = keras.layers.SimpleRNN(name='simple_rnn_1', zero_output_for_mask=False, units=1, kernel_regularizer=keras.regularizers.L1L2(l1=0.01))(h1, training=False, mask=None)
-h3 = keras.layers.Dropout(name='dropout_2', rate=0.0)(h2, training=False)
+h2 = keras.layers.SimpleRNN(name='simple_rnn_1', zero_output_for_mask=False, units=1, kernel_regularizer=keras.regularizers.L1L2(l1=0.01))(h1)
+h3 = keras.layers.Dropout(name='dropout_2', rate=0.0)(h2)
 h4 = keras.layers.Dense(name='outputs', units=4, activation='sigmoid')(h3)
 model = keras.Model(inputs, h4)
 model.set_weights([

@@ -12,7 +12,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 inputs = keras.Input(shape=(2,), dtype='float32')
-h1 = keras.layers.BatchNormalization(name='batch_norm_1')(inputs, mask=None)
+h1 = keras.layers.BatchNormalization(name='batch_norm_1')(inputs)
 h2 = keras.layers.Add(name='add_1')([h1, inputs])
 h3 = keras.layers.Dense(name='dense_2', units=1, activation='relu', use_bias=False, kernel_regularizer=keras.regularizers.L1L2(l1=0.01))(h2)
 h4 = keras.layers.Dense(name='outputs', units=1, activation='sigmoid')(h3)

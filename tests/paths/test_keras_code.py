@@ -109,6 +109,29 @@ def test_the_reproducer_sees_wrong_expected_values(tmp_path: Path) -> None:
     assert wrong(output) is True
 
 
+def test_a_reproducer_of_a_dropout_trains_deterministically(tmp_path: Path) -> None:
+    """Issue 80: a reproducer wrote ``Dropout(rate=0.5)(h, training=False)``,
+    which Keras overrides in training (a functional model passes its own
+    ``training``), so the script trained with dropout on, unlike the tool's
+    trajectories (compared at rate 0).  Written now at rate 0, named in its
+    docstring, without ``training=``: two runs of two steps print the same
+    errors (against ones: any fixed values tell a random draw)."""
+    spec = get_spec("kind-dropout")
+    assert spec.noisy
+    kernel = next(p for p in spec.params if p.trainable)
+    expected = tmp_path / "expected.npz"
+    save_npz(expected, {f"step2/{kernel.name}": np.ones(kernel.shape, np.float64)})
+    script = tmp_path / "dropout.py"
+    outputs = [_reproduce(["kind-dropout", "0", "4", "2", str(expected)], script)]
+    text = script.read_text()
+    assert "training=" not in text
+    assert "Dropout(name='drop', rate=0.0" in text
+    assert "Layers that draw noise (drop) are written at an amount" in text
+    outputs.append(run_script(script, "jax"))
+    assert set(errors_of(outputs[0])) == {f"step2/{kernel.name}"}, outputs[0]
+    assert outputs[0] == outputs[1]
+
+
 FINDINGS = PROJECT_ROOT / "docs" / "findings"
 # The gradients docs/findings/keras-jax-leaky-relu-at-zero.md shows, per backend.
 LEAKY_AT_ZERO = {
