@@ -33,8 +33,10 @@ from harness.fuzz.draw import (
 )
 from harness.fuzz.findings import (
     FINDINGS,
+    SIGHTINGS,
     Outcome,
     classify,
+    finding_id,
     read_findings,
     signature,
 )
@@ -239,6 +241,41 @@ def test_a_signature_names_paths_stage_and_kind_not_the_model() -> None:
     assert signature(with_mode) == signature(one)
 
 
+def _unlocalized(failing: list[str]) -> Outcome:
+    """What ``checking.outcome_of`` keeps of a check of lenet in which
+    keras-torch failed on ``failing`` and the localizer placed nothing."""
+    report = SimpleNamespace(
+        case=SimpleNamespace(model="lenet"),
+        localizations={},
+        verdicts={**PASS, "keras-torch": "fail"},
+        outcomes={},
+        reference_error=None,
+        vote=None,
+        failing=lambda path: failing if path == "keras-torch" else [],
+        notes=lambda path: [],
+    )
+    return checking.outcome_of(report)  # type: ignore[arg-type]
+
+
+def test_an_unlocalized_finding_is_placed_by_the_quantities_it_failed_on() -> None:
+    """Issue 80: a signature ending in "not localized" was one finding for
+    every layer and stage a path could fail at.  Now the earliest stage and
+    layer the failing quantities name place it: two such failures at
+    different layers or stages are two findings, two at the same one (other
+    steps, later layers too) one."""
+    update = _unlocalized(["step1/fc1/kernel", "step2/logits/bias"])
+    again = _unlocalized(["step2/fc1/kernel", "step2/logits/kernel"])
+    other_layer = _unlocalized(["step1/conv2/kernel"])
+    other_stage = _unlocalized(["grad:fc1/kernel", "step1/conv1/bias"])
+    assert signature(update).endswith("| not localized: update at dense kernel")
+    assert signature(update) == signature(again)
+    assert signature(other_layer).endswith("not localized: update at conv2d kernel")
+    assert signature(other_stage).endswith("not localized: backward at dense kernel")
+    assert signature(_unlocalized(["logits", "loss"])).endswith("forward at logits")
+    # nothing to place it by: as before
+    assert signature(_unlocalized([])).endswith("| not localized")
+
+
 # --- a campaign on stand-ins ---------------------------------------------------
 
 
@@ -269,14 +306,20 @@ def stand_in(drawn: Drawn) -> Outcome:
     return _outcome(failing, where)
 
 
-def _campaign(folder: Path, budget: float) -> Campaign:
+def _campaign(
+    folder: Path,
+    budget: float,
+    check: Callable[[Drawn], Outcome] = stand_in,
+    draw_seed: int | None = None,
+) -> Campaign:
     ticks = itertools.count()
     return Campaign(
         folder,
         budget,
-        stand_in,
+        check,
         say=lambda line: None,
         clock=lambda: float(next(ticks)),
+        draw_seed=draw_seed,
     )
 
 
@@ -350,6 +393,53 @@ def test_a_resumed_campaign_does_not_report_known_findings_again(
     assert not tally.new
     assert set(read_findings(folder)) == set(first)
     assert tally.models > 0
+
+
+def test_every_sighting_is_counted_and_campaigns_sharing_a_folder_add_up(
+    tmp_path: Path,
+) -> None:
+    """Issue 80: the findings file's count was written only when a model was
+    smaller or brought a new optimizer (4 where the campaign saw 7).  Every
+    checked model that shows a finding is a sighting now, and two campaigns
+    in one folder add theirs up (as tasks sharing a folder would)."""
+    shown: dict[str, int] = {}
+
+    def counted(drawn: Drawn) -> Outcome:
+        outcome = stand_in(drawn)
+        if outcome.found:
+            ident = finding_id(signature(outcome))
+            shown[ident] = shown.get(ident, 0) + 1
+        return outcome
+
+    for draw_seed in (1, 2):
+        _campaign(tmp_path, 3000, counted, draw_seed).run()
+    found = read_findings(tmp_path)
+    assert shown
+    assert {i: f.seen for i, f in found.items()} == shown
+    assert any(n > 1 for n in shown.values())
+
+
+def test_a_sighting_line_of_another_shape_is_skipped_and_named(
+    campaigned: tuple[Path, Tally], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sightings line is read as data from anyone: one whose id is not ten
+    hex digits (``../x``) or has no optimizer is skipped, named on stderr,
+    and not counted."""
+    folder, _ = campaigned
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in (FINDINGS, SIGHTINGS):
+        (copy / name).write_bytes((folder / name).read_bytes())
+    before = {i: f.seen for i, f in read_findings(copy).items()}
+    ident = next(iter(before))
+    with (copy / SIGHTINGS).open("a") as out:
+        out.write(json.dumps({"id": "../../etc/x", "optimizer": "adam"}) + "\n")
+        out.write(json.dumps({"id": ident}) + "\n")
+        out.write(json.dumps({"id": ident, "optimizer": "sgd"}) + "\n")
+    after = read_findings(copy)
+    assert "skipped" in capsys.readouterr().err
+    assert after[ident].seen == before[ident] + 1
+    assert "sgd" in after[ident].optimizers
 
 
 def test_a_campaign_stops_at_its_budget(tmp_path: Path) -> None:

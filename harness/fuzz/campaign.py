@@ -12,7 +12,9 @@ and kept (``harness.fuzz.findings``).
   (``_raised``), so Hypothesis shrinks each finding apart (its "multiple
   bugs"): fewer layers, smaller sizes, fewer steps.  The smallest model
   seen for a finding is appended to the findings file whenever a smaller
-  one shows it, so Ctrl-C or a crash keeps what was found.
+  one shows it, and every model that shows it to the sightings file
+  (``harness.fuzz.findings``: how often, with which optimizers), so Ctrl-C
+  or a crash keeps what was found.
 - **Rounds and resuming.**  Hypothesis stops drawing soon after it finds a
   bug, so a campaign is rounds of ``ROUND`` models until the budget is
   spent.  Hypothesis' database (``<folder>/hypothesis``) replays the
@@ -61,6 +63,7 @@ from harness.fuzz.findings import (
     keep,
     outcome_line,
     read_findings,
+    sighted,
     signature,
 )
 from workers.paths import MODE_PATHS
@@ -284,9 +287,8 @@ class Campaign:
                 self.say(f"NEW FINDING {ident}: {text} ({layers} layers)")
         else:
             known.seen += 1
-            if optimizer not in known.optimizers:
-                known.optimizers = sorted({*known.optimizers, optimizer})
-                keep(self.folder, known)
+            known.optimizers = sorted({*known.optimizers, optimizer})
+        sighted(self.folder, ident, optimizer)  # every sighting, counted
         if ident in self.earlier:
             self.tally.again[ident] = self.tally.again.get(ident, 0) + 1
         return ident, text

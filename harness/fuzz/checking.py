@@ -85,8 +85,45 @@ def available_bytes() -> int | None:
     return None
 
 
+# Where a quantity is computed, in the order a step runs (``first_wrong``).
+_QUANTITY_STAGES = ("forward", "loss", "backward", "update")
+
+
+def first_wrong(quantities: Iterable[str], kinds: dict[str, str]) -> tuple[str, str]:
+    """Where a path that was not localized parts, read off the quantities
+    it failed on: the earliest stage (the logits: forward; the loss; a
+    gradient: backward; a training step's value: update), then the earliest
+    layer, named by its kind and the parameter's role (``"dense kernel"``);
+    ``("", "")`` for none.  A signature ending in "not localized" alone
+    merged findings of every layer and stage (issue 80)."""
+    order = {name: i for i, name in enumerate(kinds)}
+    ranked = []
+    for quantity in quantities:
+        if quantity in ("logits", "loss"):
+            stage = "forward" if quantity == "logits" else "loss"
+            ranked.append((_QUANTITY_STAGES.index(stage), -1, stage, quantity))
+            continue
+        if quantity.startswith("grad:"):
+            stage, name = "backward", quantity.removeprefix("grad:")
+        elif quantity.startswith("step") and "/" in quantity:
+            stage, name = "update", quantity.split("/", 1)[1]  # stepT/loss too
+        else:
+            continue
+        layer, _, role = name.rpartition("/")
+        where = f"{kinds.get(layer, layer)} {role}" if layer else name
+        ranked.append(
+            (_QUANTITY_STAGES.index(stage), order.get(layer, -1), stage, where)
+        )
+    if not ranked:
+        return "", ""
+    _, _, stage, where = min(ranked)
+    return stage, where
+
+
 def outcome_of(report: ModelReport) -> Outcome:
-    """What the fuzzer keeps of a check (``harness.fuzz.findings.Outcome``)."""
+    """What the fuzzer keeps of a check (``harness.fuzz.findings.Outcome``):
+    a failing path the localizer could not place is placed by the
+    quantities it failed on (``first_wrong``)."""
     spec = get_spec(report.case.model)
     kinds = {layer.name: layer.kind for layer in spec.layers}
     located = {}
@@ -98,6 +135,11 @@ def outcome_of(report: ModelReport) -> Outcome:
                 loc.first.stage,
                 kinds.get(loc.first.layer, loc.first.layer),
             )
+    for path in report.verdicts:
+        if path not in located and report.verdicts[path] == "fail":
+            stage, where = first_wrong(report.failing(path), kinds)
+            if stage:
+                located[path] = (f"not localized: {stage}", where)
     errors = {
         path: (reply.error or reply.status).splitlines()[0][:200]
         if (reply.error or reply.status)

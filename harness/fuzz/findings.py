@@ -39,6 +39,14 @@ and whose case is one a campaign draws; and each finding's model must
 build (``zoo.user_models.spec_from_document``), so that a document without
 layers is refused before a worker starts.  Lines that fail either are
 skipped and named once on stderr.
+
+Sightings.  Every checked model that shows a finding appends one line to
+``sightings.jsonl`` (its id and the model's optimizer), whether or not its
+model is smaller: a finding's ``seen`` and ``optimizers`` are counted from
+those lines when it has any (a findings line's own ``seen`` is then only
+its writer's count so far: a folder shared by campaigns at once, or a
+sighting of a model no smaller, would otherwise be lost).  A folder written
+before sightings were kept has none; its findings lines' counts stand.
 """
 
 from __future__ import annotations
@@ -59,6 +67,7 @@ from zoo import files
 from zoo.user_models import spec_from_document
 
 FINDINGS = "findings.jsonl"
+SIGHTINGS = "sightings.jsonl"
 CLASSES = (
     "the tool",
     "every path",
@@ -223,9 +232,40 @@ class FindingSchema(Schema):
         return self
 
 
+class SightingSchema(Schema):
+    """One sighting (module docstring): a finding's id (ten hex digits) and
+    the optimizer of the model that showed it."""
+
+    id: Annotated[str, Field(pattern=r"^[0-9a-f]{10}$")]
+    optimizer: Annotated[str, Field(min_length=1, max_length=40)]
+
+
+def sighted(folder: Path, ident: str, optimizer: str) -> None:
+    """Append one sighting of ``ident`` (module docstring)."""
+    files.folder(folder, follow=True)
+    jsonl.append(folder / SIGHTINGS, {"id": ident, "optimizer": optimizer})
+
+
+def read_sightings(folder: Path) -> dict[str, list[str]]:
+    """Each finding's sightings in ``folder``: the optimizers of the models
+    that showed it, one per model; none when there is no file.  Lines that
+    do not fit are skipped and named once on stderr."""
+    try:
+        lines, _ = checked(
+            folder / SIGHTINGS, SightingSchema, ("a sighting", "sightings")
+        )
+    except FileNotFoundError:
+        return {}
+    found: dict[str, list[str]] = {}
+    for line in lines:
+        found.setdefault(line["id"], []).append(line["optimizer"])
+    return found
+
+
 def read_findings(folder: Path) -> dict[str, Finding]:
     """The findings of ``folder``'s file by id (the last line of each that
-    is read); none when there is no file.  Lines that do not fit the schema,
+    is read, counted from its sightings: module docstring); none when there
+    is no file.  Lines that do not fit the schema,
     and findings whose model does not build, are skipped and named once on
     stderr (module docstring).
 
@@ -257,6 +297,11 @@ def read_findings(folder: Path) -> dict[str, Finding]:
             f"{path} holds no finding whose model builds; move it aside to "
             "start the campaign's findings anew"
         )
+    for ident, optimizers in read_sightings(folder).items():
+        if ident in found:
+            finding = found[ident]
+            finding.seen = len(optimizers)
+            finding.optimizers = sorted({*finding.optimizers, *optimizers})
     return found
 
 
