@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from equivalence.compare import Entry
+from equivalence.keras_known import KNOWN_BUG
 from harness.__main__ import main
 from harness.core import jsonl
 from harness.fuzz import checking, report
@@ -152,7 +154,12 @@ def test_a_document_without_a_loss_writes_its_page(tmp_path: Path) -> None:
     document = {**DOCUMENT, "layers": layers, "workload": {"optimizer": "sgd"}}
     (found,) = read_findings(_folder(tmp_path, _line(document=document))).values()
     checked = SimpleNamespace(
-        verdicts={}, localizations={}, judgements={}, notes=lambda path: []
+        verdicts={},
+        localizations={},
+        judgements={},
+        notes=lambda path: [],
+        vote=None,
+        reference_error=None,
     )
     page = report.markdown(found, checked, ("r.py", "print(1)"), {}, "3.9")  # type: ignore[arg-type]
     assert "sgd at learning rate 0.001, loss sparse_categorical_crossentropy" in page
@@ -301,3 +308,110 @@ def test_the_memory_available_is_read_through_the_door(
     os.mkfifo(fifo)
     monkeypatch.setattr(checking, "MEMINFO", fifo)
     assert checking.available_bytes() is None  # refused, never waited on
+
+
+# --- triage by a run (issue 80) ------------------------------------------------
+
+
+def _checked_again(
+    failing: dict[str, float],
+    *,
+    stopped: tuple[str, ...] = (),
+    odd: str | None = None,
+    known: dict[str, str] | None = None,
+) -> Any:
+    """A finding's check again as ``report.triage`` reads it: each failing
+    path's error on ``logits`` (allowed 1e-6), the paths that stopped, a
+    float64 run voted out, the known bugs the check names."""
+    entries = {
+        p: SimpleNamespace(failures=(Entry("logits", e, 1e-6),))
+        for p, e in failing.items()
+    }
+    verdicts = dict.fromkeys(PATHS, "pass")
+    verdicts |= dict.fromkeys(failing, "fail") | dict.fromkeys(stopped, "error")
+    vote = SimpleNamespace(odd=odd, fault="its logits are off")
+    return SimpleNamespace(
+        verdicts=verdicts,
+        judgements=entries,
+        failing=lambda p: ["logits"] if p in failing else [],
+        notes=lambda p: (
+            [f"{KNOWN_BUG}: {(known or {})[p]}"] if p in (known or {}) else []
+        ),
+        vote=vote,
+        reference_error=None,
+    )
+
+
+def _ran(**errors: float | str) -> dict[str, str]:
+    """A reproducer's output per backend: its logits' error, or its failure."""
+    return {
+        b: e if isinstance(e, str) else f"logits: error {e}\n"
+        for b, e in errors.items()
+    }
+
+
+RIGHT = {"jax": 3e-8, "tensorflow": 4e-8, "torch": 5e-8}
+
+
+@pytest.mark.parametrize(
+    ("checked", "outputs", "verdict", "said"),
+    [
+        (
+            _checked_again({"keras-tensorflow": 3.3e-2}),
+            _ran(**{**RIGHT, "tensorflow": 3.3e-2}),
+            "Keras or its framework",
+            "plain Keras on tensorflow is 0.033 off on logits",
+        ),
+        (
+            _checked_again({}, stopped=("keras-torch",)),
+            _ran(**{**RIGHT, "torch": "FAILED: RuntimeError: grad_weight"}),
+            "Keras or its framework",
+            "plain Keras on torch raises (RuntimeError: grad_weight)",
+        ),
+        (
+            _checked_again({"keras-torch": 5e-2}),
+            _ran(**RIGHT),
+            "the tool's own",
+            "and the tool's keras-torch 0.05 off",
+        ),
+        (
+            _checked_again({"native-mxnet": 1e-7}, stopped=("native-jax",)),
+            _ran(**RIGHT),
+            "the tool's own",
+            "native-jax stopped",
+        ),
+        (
+            _checked_again({"keras-jax": 6e-6, "keras-torch": 2e-6}),
+            _ran(**RIGHT),
+            "rounding",
+            "within 0.0001 (at most 6e-06)",
+        ),
+        (
+            _checked_again({"keras-torch": 6e-6}, known={"keras-torch": "Nadam"}),
+            _ran(**RIGHT),
+            "Keras or its framework",
+            "the check names a known Keras bug (keras-torch: Nadam)",
+        ),
+        (
+            _checked_again({"keras-jax": 1e-3}, odd="float64-torch"),
+            _ran(**RIGHT),
+            "not triaged",
+            "the tool's float64 runs disagree (float64-torch: its logits are off)",
+        ),
+        (_checked_again({}), _ran(**RIGHT), "not shown again", "every path agrees"),
+        (
+            _checked_again({"keras-jax": 1e-3}),
+            dict.fromkeys(RIGHT, ""),
+            "not triaged",
+            "compares none of the quantities",
+        ),
+    ],
+)
+def test_a_finding_is_triaged_by_what_its_run_shows(
+    checked: Any, outputs: dict[str, str], verdict: str, said: str
+) -> None:
+    """Each verdict from the run that shows it, and nothing else: the same
+    tool failure reads as Keras', the tool's own or rounding only by what
+    plain Keras printed beside it."""
+    got, why = report.triage(checked, outputs)
+    assert (got, said in why) == (verdict, True), why

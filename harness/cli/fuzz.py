@@ -5,6 +5,7 @@ each on every path against float64, shrink and keep what disagrees
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from pathlib import Path
 
 from harness.cli.common import Commands
@@ -113,7 +114,11 @@ def _write(folder: Path, out: Path, oldest: str | None) -> int:
             f"campaign with --folder {folder} first"
         )
     written = write_all(findings, out, folder / "models")
-    print(f"wrote {len(written)} findings to {out}")
+    print(f"wrote {len(written)} findings to {out}, each triaged by a run:")
+    for page, (verdict, why) in written:
+        print(f"  {page.stem}: {verdict}: {why}")
+    counts = Counter(verdict for _, (verdict, _) in written)
+    print("  " + ", ".join(f"{n} {verdict}" for verdict, n in counts.most_common()))
     if oldest is not None:
         keras = {f.id: b for f in findings.values() if (b := _backend(f))}
         if not keras:

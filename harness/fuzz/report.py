@@ -24,8 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from equivalence.check import Case, ModelReport
+from equivalence.keras_known import KNOWN_BUG
 from harness.fuzz.checking import WorkerCheck
-from harness.fuzz.findings import TRIAGE, Finding
+from harness.fuzz.findings import Finding
 from workers.launch import PROJECT_ROOT
 from workers.paths import PATHS, interpreter
 from zoo import files
@@ -102,6 +103,117 @@ def wrong(output: str) -> bool | None:
     return max(errors.values()) > WRONG
 
 
+# What a run of the reproducer shows (``triage``), in the order it is read.
+VERDICTS = (
+    "Keras or its framework",
+    "the tool's own",
+    "rounding",
+    "not shown again",
+    "not triaged",
+)
+
+
+def triage(report: ModelReport, outputs: dict[str, str]) -> tuple[str, str]:
+    """What a run shows of one finding (issue 80), from the finding's check
+    again (``report``) and its plain-Keras reproducer's output on each
+    backend (``outputs``, no project code): one of ``VERDICTS`` and the
+    sentence that says why, with its figures.
+
+    - **Keras or its framework**: plain Keras on a backend parts from
+      float64 beyond ``WRONG`` or raises, or the check names a known Keras
+      bug (``equivalence.keras_known``: each has its page and a reproducer
+      a test runs);
+    - **the tool's own**: plain Keras agrees with float64 on every backend
+      and a path of the tool's parts by more than ``WRONG`` or stops: the
+      tool's bug (a Keras path's reading of the model, a hand-written native
+      path, or that path's framework operator: the sentence names the paths);
+    - **rounding**: plain Keras agrees on every backend and every failing
+      path of the tool's is within ``WRONG``: the judge's allowance was
+      tighter than float32's rounding of this model (the judge's);
+    - **not shown again**: checked again, every path agrees;
+    - **not triaged**: the float64 runs themselves disagree (plain Keras
+      cannot say which is wrong), or the reproducer compares none of the
+      quantities the paths failed on."""
+    failing = {p: report.judgements[p] for p in report.verdicts if report.failing(p)}
+    stopped = sorted(p for p, v in report.verdicts.items() if v == "error")
+    vote = report.vote
+    odd = f"{vote.odd}: {vote.fault}" if vote is not None and vote.odd else ""
+    judge = report.reference_error or odd
+    plain = {b: errors_of(o) for b, o in outputs.items()}
+    compared = {q for errors in plain.values() for q in errors}
+    tool = {
+        p: max(e.error for e in judged.failures if e.quantity in compared)
+        for p, judged in failing.items()
+        if any(e.quantity in compared for e in judged.failures)
+    }
+    found = _keras_side(report, outputs, [*failing, *stopped])
+    if judge:
+        answer = (
+            "not triaged",
+            f"the tool's float64 runs disagree ({judge[:160]}): "
+            "a hand-written float64 implementation or its framework's "
+            "operator, which plain Keras cannot tell apart",
+        )
+    elif not failing and not stopped:
+        answer = ("not shown again", "checked again, every path agrees with float64")
+    elif found:
+        answer = ("Keras or its framework", found)
+    elif not compared or (not tool and not stopped):
+        answer = (
+            "not triaged",
+            "the reproducer compares none of the quantities the paths failed on",
+        )
+    else:
+        largest = max(max(e.values()) for e in plain.values() if e)
+        agrees = (
+            f"plain Keras agrees with float64 on every backend (at most {largest:.1g})"
+        )
+        off = [f"{p} {e:.2g} off" for p, e in sorted(tool.items()) if e > WRONG]
+        off += [f"{p} stopped" for p in stopped]
+        answer = (
+            ("the tool's own", f"{agrees}, and the tool's {', '.join(off)}")
+            if off
+            else (
+                "rounding",
+                f"{agrees}, and every failing path of the tool's "
+                f"within {WRONG:g} (at most {max(tool.values()):.1g}): the "
+                "judge's allowance was tighter than this model's float32 rounding",
+            )
+        )
+    return answer
+
+
+def _keras_side(report: ModelReport, outputs: dict[str, str], paths: list[str]) -> str:
+    """Why a finding is Keras' or its framework's (``triage``): each backend
+    on which plain Keras raises or is off, or the known bug the check names
+    on ``paths``; ``""`` when neither."""
+    said = []
+    for backend, output in outputs.items():
+        if output.startswith("FAILED"):
+            said.append(f"plain Keras on {backend} raises ({output[8:].strip()[:120]})")
+        elif wrong(output):
+            quantity, error = max(errors_of(output).items(), key=lambda qe: qe[1])
+            said.append(f"plain Keras on {backend} is {error:.2g} off on {quantity}")
+    if said:
+        right = [
+            f"{b} {max(errors_of(o).values()):.1g}"
+            for b, o in outputs.items()
+            if errors_of(o) and not wrong(o)
+        ]
+        return "; ".join(said) + (
+            f"; within {WRONG:g} on {', '.join(right)}" if right else ""
+        )
+    known = [
+        f"{p}: {note.removeprefix(KNOWN_BUG + ': ')}"
+        for p in paths
+        for note in report.notes(p)
+        if note.startswith(KNOWN_BUG)
+    ]
+    if known:
+        return f"the check names a known Keras bug ({'; '.join(known)[:300]})"
+    return ""
+
+
 def _script(check: WorkerCheck, finding: Finding, report: ModelReport) -> str:
     """The reproducer's text: ``workers.keras_code`` writes it into a
     scratch folder, whence it is read back through the door (the caller
@@ -146,11 +258,12 @@ def markdown(
     defaults)."""
     w = spec_from_document("finding", finding.document).workload
     name, text = script
+    verdict, why = triage(report, outputs)
     paths = finding.signature.split(" | ")[1]
     lines = [
         f"# Finding {finding.id}: {finding.kind}, {paths}",
         "",
-        f"**{finding.signature}.** Triage: {TRIAGE[finding.kind]}.",
+        f"**{finding.signature}.** Triage by a run: **{verdict}**: {why}.",
         "",
         f"Found by `python -m harness fuzz`: seen in {finding.seen} drawn "
         f"model{'s' * (finding.seen != 1)} (optimizers "
@@ -233,9 +346,12 @@ def _quantities(outputs: dict[str, str]) -> list[str]:
     return list(seen)
 
 
-def write(finding: Finding, check: WorkerCheck, folder: Path) -> Path:
+def write(
+    finding: Finding, check: WorkerCheck, folder: Path
+) -> tuple[Path, tuple[str, str]]:
     """``folder/<id>.md`` and ``folder/<id>.py`` for one finding, each
-    written through the door under a name its id must be plain for."""
+    written through the door under a name its id must be plain for; the
+    page and what its run shows (``triage``)."""
     files.folder(folder, follow=True)
     page = files.inside(folder, f"{finding.id}.md", "a finding's id")
     script = files.inside(folder, f"{finding.id}.py", "a finding's id")
@@ -247,7 +363,7 @@ def write(finding: Finding, check: WorkerCheck, folder: Path) -> Path:
     files.write_text(
         page, markdown(finding, report, (script.name, text), outputs, str(version))
     )
-    return page
+    return page, triage(report, outputs)
 
 
 def add_releases(
@@ -259,7 +375,9 @@ def add_releases(
     files.write_text(page, text + releases_section(backend, tried, first))
 
 
-def write_all(findings: dict[str, Finding], folder: Path, store: Path) -> list[Path]:
+def write_all(
+    findings: dict[str, Finding], folder: Path, store: Path
+) -> list[tuple[Path, tuple[str, str]]]:
     """Every finding written (``write``), with one set of workers."""
     if not findings:
         return []
