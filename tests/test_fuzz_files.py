@@ -415,3 +415,61 @@ def test_a_finding_is_triaged_by_what_its_run_shows(
     plain Keras printed beside it."""
     got, why = report.triage(checked, outputs)
     assert (got, said in why) == (verdict, True), why
+
+
+# --- a campaign as tasks sharing a folder (issue 80) -----------------------------
+
+TASK = """
+import sys, time
+from pathlib import Path
+from harness.fuzz.tasks import Ran, record
+from harness.fuzz.findings import Finding, keep, sighted
+folder = Path(sys.argv[1])
+budget = float(sys.argv[sys.argv.index("--budget") + 1])
+index, _, submitted = sys.argv[sys.argv.index("--task") + 1].partition(":")
+if index == "2":
+    sys.exit(3)  # a task that dies without its tally
+line = {**__import__("json").loads(sys.argv[2]), "steps": 2 - int(index) % 2}
+keep(folder, Finding(**line))
+sighted(folder, line["id"], "adam")
+n = int(index)
+record(folder, Ran(n, 0, 10 + n, 1.0, budget, [line["id"]], 0, submitted))
+"""
+
+
+def test_tasks_share_a_folder_and_their_campaign_is_merged(tmp_path: Path) -> None:
+    """Three tasks through submitit's local executor (Slurm's stand-in):
+    each appends its tally and finds the same finding with a model of its
+    own size (task 0's trains two steps, task 1's one); the task that dies
+    is named, the tallies of the others read back, and the finding merged
+    once, its smallest model kept and every task's sighting counted."""
+    import json
+
+    from harness.fuzz import tasks
+
+    said: list[str] = []
+    line = _line()
+    command = [sys.executable, "-c", TASK, str(tmp_path), json.dumps(line)]
+    ran = tasks.run_tasks(tmp_path, 7.0, 3, say=said.append, command=command)
+    assert [(r.task, r.models, r.elapsed_s) for r in ran] == [
+        (0, 10, 7.0),
+        (1, 11, 7.0),
+    ]
+    assert len({r.submitted for r in ran}) == 1
+    assert any(s.startswith("task 2 ended without its tally") for s in said), said
+    (merged,) = read_findings(tmp_path).values()
+    assert (merged.steps, merged.seen) == (1, 2)  # task 1's: one step, not two
+
+
+def test_a_task_draws_from_a_seed_of_its_own() -> None:
+    from harness.cli.fuzz import _task
+    from harness.fuzz.tasks import task_seed
+
+    assert _task(None) == (-1, "", None)
+    assert _task("2:0000beef") == (2, "0000beef", task_seed("0000beef", 2))
+    assert len({task_seed("0000beef", i) for i in range(100)}) == 100
+    for bad in ("x:0000beef", "1:beef", "1:zzzzzzzz", "1"):
+        with pytest.raises(
+            ValueError, match=r"--task is INDEX:SUBMISSION|invalid literal"
+        ):
+            _task(bad)

@@ -5,6 +5,7 @@ each on every path against float64, shrink and keep what disagrees
 from __future__ import annotations
 
 import argparse
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -54,6 +55,26 @@ def add(commands: Commands) -> None:
         "release from OLDEST to the newest (overlays, as harness bisect "
         "builds them) and name the first affected",
     )
+    fuzz_p.add_argument(
+        "--tasks",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the campaign as N tasks sharing --folder, each with workers "
+        "of its own and draws of its own (harness.fuzz.tasks); default 1",
+    )
+    fuzz_p.add_argument(
+        "--executor",
+        choices=("local", "slurm"),
+        default="local",
+        help="with --tasks: local (default): N processes here; slurm: a job "
+        "array on --partition (the folder on a file system every node shares)",
+    )
+    fuzz_p.add_argument(
+        "--partition", default=None, help="--executor slurm: the Slurm partition"
+    )
+    # one task of a submission: "INDEX:SUBMISSION" (harness.fuzz.tasks)
+    fuzz_p.add_argument("--task", default=None, help=argparse.SUPPRESS)
     fuzz_p.set_defaults(handler=fuzz_command)
 
 
@@ -63,6 +84,7 @@ def fuzz_command(args: argparse.Namespace) -> int:
     from harness.fuzz.campaign import Campaign
     from harness.fuzz.checking import WorkerCheck
     from harness.fuzz.findings import TRIAGE
+    from harness.fuzz.tasks import Ran, record
 
     if not 0 < args.budget <= 7 * 86_400:
         raise ValueError(
@@ -72,18 +94,46 @@ def fuzz_command(args: argparse.Namespace) -> int:
         raise ValueError(
             "--releases bisects the findings --write writes: give --write DIR too"
         )
+    if not 1 <= args.tasks <= 1000:
+        raise ValueError(f"--tasks must be from 1 to 1000, got {args.tasks}")
+    if args.executor == "slurm" and not args.partition:
+        raise ValueError("--executor slurm needs --partition NAME")
+    if args.partition and args.executor != "slurm":
+        raise ValueError("--partition goes with --executor slurm")
     folder = args.folder.absolute()
     if args.write is not None:
         return _write(folder, args.write, args.releases)
+    if args.tasks > 1 or args.executor == "slurm":
+        return _tasks(folder, args)
+    task, submitted, draw_seed = _task(args.task)
+    prefix = f"[task {task}] " if submitted else ""
     print(
-        f"fuzz: drawing models for {args.budget:g} s into {folder}; every path "
-        "against float64, each disagreement shrunk and kept"
+        f"{prefix}fuzz: drawing models for {args.budget:g} s into {folder}; "
+        "every path against float64, each disagreement shrunk and kept"
     )
+    began = time.monotonic()
     with WorkerCheck(folder / "models") as check:
         campaign = Campaign(
-            folder, args.budget, check, say=lambda line: print(line, flush=True)
+            folder,
+            args.budget,
+            check,
+            say=lambda line: print(prefix + line, flush=True),
+            draw_seed=draw_seed,
         )
         tally = campaign.run()
+    record(
+        folder,
+        Ran(
+            task,
+            campaign.draw_seed,
+            tally.models,
+            tally.checking_s,
+            time.monotonic() - began,
+            list(tally.new),
+            check.restarts,
+            submitted,
+        ),
+    )
     findings = campaign.findings
     print(
         f"\n{tally.models} models drawn and checked, {tally.rate:.1f} s each "
@@ -98,6 +148,63 @@ def fuzz_command(args: argparse.Namespace) -> int:
     if tally.interrupted:
         return 130
     return 1 if tally.new else 0
+
+
+def _task(given: str | None) -> tuple[int, str, int | None]:
+    """``--task INDEX:SUBMISSION``: the task's number, its submission and its
+    draw seed (``harness.fuzz.tasks.task_seed``); a campaign on its own is
+    task -1 of none, drawing from a new seed."""
+    from harness.fuzz.tasks import task_seed
+
+    if given is None:
+        return -1, "", None
+    index, _, submitted = given.partition(":")
+    if not (index.isdigit() and len(submitted) == 8):
+        raise ValueError(f"--task is INDEX:SUBMISSION, got {given!r}")
+    int(submitted, 16)  # a ValueError when it is not hexadecimal
+    return int(index), submitted, task_seed(submitted, int(index))
+
+
+def _tasks(folder: Path, args: argparse.Namespace) -> int:
+    """``--tasks N``: the campaign as N tasks sharing ``folder``
+    (``harness.fuzz.tasks``), then the merged campaign: its rate against
+    each task's, and its findings merged."""
+    from harness.fuzz.findings import read_findings
+    from harness.fuzz.tasks import run_tasks
+
+    began = time.monotonic()
+    ran = run_tasks(
+        folder,
+        args.budget,
+        args.tasks,
+        executor=args.executor,
+        partition=args.partition,
+    )
+    wall_min = (time.monotonic() - began) / 60
+    models = sum(r.models for r in ran)
+    print(
+        f"\n{len(ran)} of {args.tasks} tasks ended with their tally: {models} "
+        f"models in {wall_min:.1f} min, {models / wall_min:.1f} models a minute "
+        "together (their workers' start included)"
+    )
+    for r in ran:
+        print(
+            f"  task {r.task}: {r.models} models, "
+            f"{r.models / (r.elapsed_s / 60):.1f} a minute, "
+            f"{r.checking_s / max(r.models, 1):.1f} s each checking; "
+            f"{len(r.new)} new findings, {r.restarts} worker restarts"
+        )
+    new = [ident for r in ran for ident in r.new]
+    findings = read_findings(folder)
+    print(
+        f"findings merged: {len(set(new))} new ({len(new) - len(set(new))} found "
+        f"by more than one task, kept once); {len(findings)} in "
+        f"{folder / 'findings.jsonl'}"
+    )
+    for ident in sorted(set(new)):
+        f = findings[ident]
+        print(f"  {ident} ({f.layers} layers, seen {f.seen}x): {f.signature}")
+    return 1 if new else 0
 
 
 def _write(folder: Path, out: Path, oldest: str | None) -> int:

@@ -47,14 +47,13 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Unsatisfiable
 
-from harness.fuzz.draw import Drawn, cut_first_layer, drawn_models, is_row_layer
+from harness.fuzz.draw import Drawn, cut_first_layer, drawn_models
 from harness.fuzz.findings import (
     Finding,
     Outcome,
@@ -65,6 +64,7 @@ from harness.fuzz.findings import (
     read_findings,
     sighted,
     signature,
+    size,
 )
 from workers.paths import MODE_PATHS
 
@@ -97,24 +97,6 @@ def _raised(text: str) -> type[Found]:
     if text not in _CLASSES:
         _CLASSES[text] = type(f"Found_{finding_id(text)}", (Found,), {})
     return _CLASSES[text]
-
-
-def size(document: dict[str, Any], steps: int, batch_size: int) -> tuple[int, ...]:
-    """How big a drawn model is, to keep the smallest: layers, then the
-    values its layers hold (their sizes), then steps and batch.  A head's
-    row layer (``harness.fuzz.draw.is_row_layer``) is not counted: a head
-    that ends in a row and one that ends in an output per position are the
-    same size, so the form of its head never outranks a model's steps and
-    batch (Hypothesis shrinks a head to the row)."""
-    layers = document["layers"]
-    values = sum(
-        v
-        for entry in layers
-        for v in entry.values()
-        if isinstance(v, int) and not isinstance(v, bool)
-    )
-    body = [entry for entry in layers if not is_row_layer(entry)]
-    return (len(body), values, steps, batch_size)
 
 
 @dataclass

@@ -31,7 +31,8 @@ else they hold.  ``Finding.id`` is a digest of the signature.
 The findings file (``findings.jsonl``) gets one line per finding each time
 a smaller model shows it (``harness.core.jsonl``: appended whole, fsynced,
 so Ctrl-C or a crash keeps every line written); the last line of an id is
-the finding.  A campaign folder may be shared, so the file is read as data
+the finding (the smallest model's, where tasks of one campaign each wrote
+one: ``read_findings``).  A campaign folder may be shared, so the file is read as data
 from anyone: through a schema (``harness.core.validated``) whose ``id``
 must be the digest of the line's ``signature`` (the id names the files
 ``--write`` makes, so no ``../../x``), whose ``kind`` is one of ``CLASSES``
@@ -61,7 +62,7 @@ from pydantic import Field, model_validator
 
 from harness.core import jsonl
 from harness.core.validated import Count, Schema, checked
-from harness.fuzz.draw import MAX_BATCH, MAX_SEED, MAX_STEPS
+from harness.fuzz.draw import MAX_BATCH, MAX_SEED, MAX_STEPS, is_row_layer
 from workers.paths import get_path
 from zoo import files
 from zoo.user_models import spec_from_document
@@ -172,6 +173,24 @@ def _stage_order(where: str) -> int:
     return STAGES.index(word) if word in STAGES else len(STAGES)
 
 
+def size(document: dict[str, Any], steps: int, batch_size: int) -> tuple[int, ...]:
+    """How big a drawn model is, to keep the smallest: layers, then the
+    values its layers hold (their sizes), then steps and batch.  A head's
+    row layer (``harness.fuzz.draw.is_row_layer``) is not counted: a head
+    that ends in a row and one that ends in an output per position are the
+    same size, so the form of its head never outranks a model's steps and
+    batch (Hypothesis shrinks a head to the row)."""
+    layers = document["layers"]
+    values = sum(
+        v
+        for entry in layers
+        for v in entry.values()
+        if isinstance(v, int) and not isinstance(v, bool)
+    )
+    body = [entry for entry in layers if not is_row_layer(entry)]
+    return (len(body), values, steps, batch_size)
+
+
 def finding_id(text: str) -> str:
     """A short stable id of a signature."""
     return hashlib.sha256(text.encode()).hexdigest()[:10]
@@ -263,9 +282,10 @@ def read_sightings(folder: Path) -> dict[str, list[str]]:
 
 
 def read_findings(folder: Path) -> dict[str, Finding]:
-    """The findings of ``folder``'s file by id (the last line of each that
-    is read, counted from its sightings: module docstring); none when there
-    is no file.  Lines that do not fit the schema,
+    """The findings of ``folder``'s file by id (of the lines of each that
+    are read, the smallest model's, the latest of equals: campaigns sharing
+    the folder may each write one; counted from its sightings: module
+    docstring); none when there is no file.  Lines that do not fit the schema,
     and findings whose model does not build, are skipped and named once on
     stderr (module docstring).
 
@@ -283,8 +303,12 @@ def read_findings(folder: Path) -> dict[str, Finding]:
         if reason:
             broken[line["id"]] = reason
             continue
-        known = {k: line[k] for k in Finding.__dataclass_fields__ if k in line}
-        found[line["id"]] = Finding(**known)
+        known = Finding(
+            **{k: line[k] for k in Finding.__dataclass_fields__ if k in line}
+        )
+        earlier = found.get(line["id"])
+        if earlier is None or _size(known) <= _size(earlier):
+            found[line["id"]] = known
     if broken:
         named = [f"{ident} ({why})" for ident, why in list(broken.items())[:SHOWN]]
         more = f" and {len(broken) - SHOWN} more" if len(broken) > SHOWN else ""
@@ -303,6 +327,10 @@ def read_findings(folder: Path) -> dict[str, Finding]:
             finding.seen = len(optimizers)
             finding.optimizers = sorted({*finding.optimizers, *optimizers})
     return found
+
+
+def _size(finding: Finding) -> tuple[int, ...]:
+    return size(finding.document, finding.steps, finding.batch_size)
 
 
 def unbuilt(document: dict[str, Any]) -> str:
