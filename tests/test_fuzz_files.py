@@ -390,13 +390,23 @@ RIGHT = {"jax": 3e-8, "tensorflow": 4e-8, "torch": 5e-8}
             _checked_again({"keras-torch": 6e-6}, known={"keras-torch": "Nadam"}),
             _ran(**RIGHT),
             "Keras or its framework",
-            "the check names a known Keras bug (keras-torch: Nadam)",
+            "the check names a known Keras bug on keras-torch: Nadam",
         ),
         (
             _checked_again({"keras-jax": 1e-3}, odd="float64-torch"),
             _ran(**RIGHT),
             "not triaged",
             "the tool's float64 runs disagree (float64-torch: its logits are off)",
+        ),
+        (
+            _checked_again(
+                {"keras-tensorflow": 1e-2, "keras-torch": 6e-6},
+                known={"keras-torch": "Nadam", "keras-tensorflow": "sparse"},
+            ),
+            _ran(**{**RIGHT, "tensorflow": 1e-2}),
+            "Keras or its framework",
+            "0.01 off on logits; within 0.0001 on jax 3e-08, torch 5e-08; the "
+            "check names a known Keras bug on keras-torch: Nadam",
         ),
         (_checked_again({}), _ran(**RIGHT), "not shown again", "every path agrees"),
         (

@@ -185,33 +185,35 @@ def triage(report: ModelReport, outputs: dict[str, str]) -> tuple[str, str]:
 
 def _keras_side(report: ModelReport, outputs: dict[str, str], paths: list[str]) -> str:
     """Why a finding is Keras' or its framework's (``triage``): each backend
-    on which plain Keras raises or is off, or the known bug the check names
-    on ``paths``; ``""`` when neither."""
-    said = []
+    on which plain Keras raises or is off, and the known Keras bug the check
+    names on each of ``paths`` that no such backend explains; ``""`` when
+    neither."""
+    said, broken = [], set()
     for backend, output in outputs.items():
         if output.startswith("FAILED"):
             said.append(f"plain Keras on {backend} raises ({output[8:].strip()[:120]})")
         elif wrong(output):
             quantity, error = max(errors_of(output).items(), key=lambda qe: qe[1])
             said.append(f"plain Keras on {backend} is {error:.2g} off on {quantity}")
-    if said:
-        right = [
-            f"{b} {max(errors_of(o).values()):.1g}"
-            for b, o in outputs.items()
-            if errors_of(o) and not wrong(o)
-        ]
-        return "; ".join(said) + (
-            f"; within {WRONG:g} on {', '.join(right)}" if right else ""
-        )
-    known = [
-        f"{p}: {note.removeprefix(KNOWN_BUG + ': ')}"
+        else:
+            continue
+        broken.add(f"keras-{backend}")
+    right = [
+        f"{b} {max(errors_of(o).values()):.1g}"
+        for b, o in outputs.items()
+        if errors_of(o) and not wrong(o)
+    ]
+    if said and right:
+        said.append(f"within {WRONG:g} on {', '.join(right)}")
+    said += [
+        f"the check names a known Keras bug on {p}: "
+        f"{note.removeprefix(KNOWN_BUG + ': ')[:200]}"
         for p in paths
+        if p.split("@", maxsplit=1)[0] not in broken
         for note in report.notes(p)
         if note.startswith(KNOWN_BUG)
     ]
-    if known:
-        return f"the check names a known Keras bug ({'; '.join(known)[:300]})"
-    return ""
+    return "; ".join(said)
 
 
 def _script(check: WorkerCheck, finding: Finding, report: ModelReport) -> str:
