@@ -7,6 +7,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,20 @@ FINDINGS = PROJECT_ROOT / "docs" / "findings"
 SHAPES = PROJECT_ROOT / "docs" / "results" / "shapes"
 
 
+def _printed(script: Path, timeout: float = 600) -> list[Any]:
+    """A findings script's output, one JSON value a line, run as a user runs
+    it (the project root as its folder)."""
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=True,
+    )
+    return [json.loads(line) for line in done.stdout.strip().splitlines()]
+
+
 @pytest.mark.skipif(
     importlib.util.find_spec("torch") is None, reason="PyTorch is not installed"
 )
@@ -27,14 +42,7 @@ def test_nll_loss_of_a_channels_last_image_cannot_train() -> None:
     of log-probabilities (what Keras' sparse cross-entropy from
     probabilities hands it), and trains on the same values made contiguous;
     when a PyTorch release fixes it, this fails and the page is stale."""
-    done = subprocess.run(
-        [sys.executable, str(FINDINGS / "nll_loss_channels_last.py")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    said = json.loads(done.stdout.strip().splitlines()[-1])
+    said = _printed(FINDINGS / "nll_loss_channels_last.py", 300)[-1]
     assert said["channels_last_input"]
     assert said["raised"] == "grad_input must be contiguous"
     assert said["contiguous_trains"]
@@ -50,14 +58,7 @@ def test_keras_tensorflow_trains_a_cross_entropy_from_probabilities_unclipped() 
     eagerly and in its train step alike, where Keras on JAX and PyTorch clip
     at 1e-7 (Keras' formula); the float64 losses tell which is which.  When
     Keras changes either, this fails and the page is stale."""
-    done = subprocess.run(
-        [sys.executable, str(FINDINGS / "keras_tensorflow_unclipped_crossentropy.py")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
-    lines = [json.loads(line) for line in done.stdout.strip().splitlines()]
+    lines = _printed(FINDINGS / "keras_tensorflow_unclipped_crossentropy.py")
     expected = lines[0]["float64"]
     assert expected["below_clip"] >= 1
     assert expected["exact"] - expected["clipped"] > 0.1
@@ -81,15 +82,7 @@ def test_the_unet_has_the_pixels_below_the_clip_its_page_says() -> None:
     1e-7, and Keras on TensorFlow's loss there is the exact one, 3.7e-3
     from Keras' clipped formula (the whole of its step-1 difference)."""
     tiers.full_only(tiers.size(), "the U-Net's clipped pixels")
-    done = subprocess.run(
-        [sys.executable, str(SHAPES / "unet_clipped_pixels.py")],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
-    said = json.loads(done.stdout.strip().splitlines()[-1])
+    said = _printed(SHAPES / "unet_clipped_pixels.py")[-1]
     assert (said["below_clip"], said["pixels"]) == (79, 16384)
     assert abs(said["keras_tensorflow"] - said["exact"]) < 1e-6 * said["exact"]
     assert round(said["keras_tensorflow_off"], 4) == 0.0037
@@ -143,14 +136,7 @@ def test_keras_torch_pools_wrong_exactly_where_its_page_says() -> None:
     JAX and TensorFlow are right everywhere.  When Keras releases the fix,
     this fails and the page is stale."""
     tiers.full_only(tiers.size(), "the padded pool's cases")
-    done = subprocess.run(
-        [sys.executable, str(FINDINGS / "padded_average_pool.py")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
-    rows = {row["case"]: row for row in map(json.loads, done.stdout.split("\n")[:-1])}
+    rows = {row["case"]: row for row in _printed(FINDINGS / "padded_average_pool.py")}
     wrong = {case for case, row in rows.items() if row["wrong"]}
     assert wrong == {
         "1-D, 10 steps, pool 3, stride 2",
@@ -176,14 +162,7 @@ def test_pytorchs_conv_gradient_raises_on_keras_one_channel_weight() -> None:
     PyTorch's own channels-last strides, a contiguous input or weight, two
     output channels, one input channel or a 1x1 kernel give the float64
     gradient.  When PyTorch fixes it, this fails and the page is stale."""
-    done = subprocess.run(
-        [sys.executable, str(FINDINGS / "torch_conv_grad_weight.py")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    variants = json.loads(done.stdout)["variants"]
+    variants = _printed(FINDINGS / "torch_conv_grad_weight.py", 300)[-1]["variants"]
     raising = {
         "as Keras lays it out": "slow_conv2d: grad_weight must be contiguous",
         "float64": "slow_conv2d: grad_weight must be contiguous",

@@ -16,6 +16,21 @@ Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 """What ``add_subparsers`` returns: each command module's ``add`` takes it."""
 
 
+def executor_arguments(parser: argparse.ArgumentParser, local: str, slurm: str) -> None:
+    """``--executor local|slurm`` and ``--partition``, for a command that runs
+    its work here or as a Slurm job array (``run``, ``fuzz``); ``local`` and
+    ``slurm`` say what each does for it."""
+    parser.add_argument(
+        "--executor",
+        choices=("local", "slurm"),
+        default="local",
+        help=f"local (default): {local}; slurm: {slurm}",
+    )
+    parser.add_argument(
+        "--partition", default=None, help="--executor slurm: the Slurm partition"
+    )
+
+
 def selection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--profile",

@@ -9,7 +9,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from harness.cli.common import Commands
+from harness.cli.common import Commands, executor_arguments
 from harness.fuzz.findings import Finding
 
 # A campaign's default length: long enough to meet the two known Keras bugs
@@ -63,15 +63,11 @@ def add(commands: Commands) -> None:
         help="run the campaign as N tasks sharing --folder, each with workers "
         "of its own and draws of its own (harness.fuzz.tasks); default 1",
     )
-    fuzz_p.add_argument(
-        "--executor",
-        choices=("local", "slurm"),
-        default="local",
-        help="with --tasks: local (default): N processes here; slurm: a job "
-        "array on --partition (the folder on a file system every node shares)",
-    )
-    fuzz_p.add_argument(
-        "--partition", default=None, help="--executor slurm: the Slurm partition"
+    executor_arguments(
+        fuzz_p,
+        "the --tasks as processes here",
+        "the --tasks as a job array on --partition (the folder on a file system "
+        "every node shares)",
     )
     # one task of a submission: "INDEX:SUBMISSION" (harness.fuzz.tasks)
     fuzz_p.add_argument("--task", default=None, help=argparse.SUPPRESS)

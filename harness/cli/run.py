@@ -7,7 +7,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.cli.common import Commands, selection, selection_arguments
+from harness.cli.common import (
+    Commands,
+    executor_arguments,
+    selection,
+    selection_arguments,
+)
 from workers.paths import PATHS, integer
 
 
@@ -42,15 +47,10 @@ def add(commands: Commands) -> None:
 
 def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
     """``run``'s choice of executor."""
-    parser.add_argument(
-        "--executor",
-        choices=("local", "slurm"),
-        default="local",
-        help="local (default): here, one unit after another; slurm: a job "
-        "array through submitit, one exclusive node per unit",
-    )
-    parser.add_argument(
-        "--partition", default=None, help="--executor slurm: the Slurm partition"
+    executor_arguments(
+        parser,
+        "here, one unit after another",
+        "a job array through submitit, one exclusive node per unit",
     )
     parser.add_argument(
         "--max-parallel",
