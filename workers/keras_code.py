@@ -12,8 +12,9 @@ literals, compiles Keras' optimizer and loss as the tool does, trains
 ``STEPS`` steps with ``train_on_batch``, and prints, per quantity named in
 ``EXPECTED`` (an ``.npz`` of float64 values: ``logits`` on the first batch,
 ``grad:<layer>/<parameter>``, the loss' gradient there (each backend's own
-gradient code, written out in the script), or ``step<t>/<layer>/<parameter>``
-after step ``t``; or the word ``keras``:
+gradient code, written out in the script), ``step<t>/<layer>/<parameter>``
+after step ``t``, or ``step<t>/loss``, the loss ``train_on_batch`` returns
+for step ``t``; or the word ``keras``:
 the logits of the model built here, so that the script checks it rebuilds
 the same model), its error against them: ``max |keras - float64| / max
 |float64|``.  Every layer that draws noise is written at an amount of 0, as
@@ -220,17 +221,32 @@ def script(  # noqa: PLR0917 (what one script holds)
             f'print("{q}: error", error(grads[{paths[q]!r}], expected_{_ident(q)}))'
             for q in gradients
         ]
-    if steps:
-        lines.append("variables = {v.path: v for v in model.weights}")
-    for t in range(1, steps + 1):
-        lines.append(f"model.train_on_batch(at(x, {t - 1}), at(y, {t - 1}))")
-        for quantity in expected:
-            if quantity.startswith(f"step{t}/") and quantity in paths:
-                lines.append(
-                    f'print("{quantity}: error", error(np.asarray('
-                    f"variables[{paths[quantity]!r}]), expected_{_ident(quantity)}))"
-                )
+    lines += _training(steps, expected, paths)
     return "\n".join(lines) + "\n"
+
+
+def _training(steps: int, expected: dict[str, Any], paths: dict[str, str]) -> list[str]:
+    """The script's training steps: each ``train_on_batch``, the error of the
+    loss it returns (``step<t>/loss``, penalties included) and of each
+    parameter after it, where ``expected`` has them."""
+    lines = ["variables = {v.path: v for v in model.weights}"] if steps else []
+    for t in range(1, steps + 1):
+        call = f"model.train_on_batch(at(x, {t - 1}), at(y, {t - 1}))"
+        loss = f"step{t}/loss"
+        if loss in expected:
+            lines.append(f"loss = np.ravel(np.asarray({call}, dtype=float))[0]")
+            lines.append(
+                f'print("{loss}: error", error(loss, expected_{_ident(loss)}))'
+            )
+        else:
+            lines.append(call)
+        lines += [
+            f'print("{quantity}: error", error(np.asarray('
+            f"variables[{paths[quantity]!r}]), expected_{_ident(quantity)}))"
+            for quantity in expected
+            if quantity.startswith(f"step{t}/") and quantity in paths
+        ]
+    return lines
 
 
 GRADIENT = "grad:"

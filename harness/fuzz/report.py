@@ -57,14 +57,14 @@ def _check(check: WorkerCheck, finding: Finding) -> ModelReport:
 
 def _shown(report: ModelReport) -> list[str]:
     """The quantities to show: each failing path's first few (outputs,
-    gradients, parameters after a step; not a loss, which the script does
-    not print)."""
+    gradients, a training step's loss and parameters; not the evaluation's
+    loss, which the script does not print)."""
     wanted: dict[str, None] = {}
     for path in sorted(report.verdicts):
         for quantity in report.failing(path)[:SHOWN]:
             wanted[quantity] = None
     keep = [q for q in wanted if q in report.expected]
-    keep = [q for q in keep if q != "loss" and not q.endswith("/loss")]
+    keep = [q for q in keep if q != "loss"]
     return keep[:SHOWN]
 
 

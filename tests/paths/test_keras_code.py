@@ -107,6 +107,12 @@ def test_the_reproducer_sees_wrong_expected_values(tmp_path: Path) -> None:
     output = _reproduce([spec.name, "0", "2", "0", str(expected)], tmp_path / "g.py")
     assert set(errors_of(output)) == {f"grad:{param.name}"}, output
     assert wrong(output) is True
+    # a wrong loss of a training step alone (what a failure of the loss
+    # alone needs to be triaged by a run: issue 80)
+    save_npz(expected, {"step1/loss": np.array(1e6)})
+    output = _reproduce([spec.name, "0", "2", "1", str(expected)], tmp_path / "l.py")
+    assert set(errors_of(output)) == {"step1/loss"}, output
+    assert wrong(output) is True
 
 
 def test_a_reproducer_of_a_dropout_trains_deterministically(tmp_path: Path) -> None:
