@@ -387,10 +387,14 @@ RIGHT = {"jax": 3e-8, "tensorflow": 4e-8, "torch": 5e-8}
             "within 0.0001 (at most 6e-06)",
         ),
         (
-            _checked_again({"keras-torch": 6e-6}, known={"keras-torch": "Nadam"}),
+            _checked_again(
+                {"keras-torch": 6e-6, "keras-torch@compile": 6e-6},
+                known={"keras-torch": "Nadam", "keras-torch@compile": "Nadam"},
+            ),
             _ran(**RIGHT),
             "Keras or its framework",
-            "the check names a known Keras bug on keras-torch: Nadam",
+            "the check names a known Keras bug on keras-torch, "
+            "keras-torch@compile: Nadam",
         ),
         (
             _checked_again({"keras-jax": 1e-3}, odd="float64-torch"),

@@ -205,13 +205,15 @@ def _keras_side(report: ModelReport, outputs: dict[str, str], paths: list[str]) 
     ]
     if said and right:
         said.append(f"within {WRONG:g} on {', '.join(right)}")
+    known: dict[str, list[str]] = {}  # a note, once, with every path it is on
+    for p in paths:
+        if p.split("@", maxsplit=1)[0] not in broken:
+            for note in report.notes(p):
+                if note.startswith(KNOWN_BUG):
+                    known.setdefault(note.removeprefix(KNOWN_BUG + ": "), []).append(p)
     said += [
-        f"the check names a known Keras bug on {p}: "
-        f"{note.removeprefix(KNOWN_BUG + ': ')[:200]}"
-        for p in paths
-        if p.split("@", maxsplit=1)[0] not in broken
-        for note in report.notes(p)
-        if note.startswith(KNOWN_BUG)
+        f"the check names a known Keras bug on {', '.join(on)}: {note[:200]}"
+        for note, on in known.items()
     ]
     return "; ".join(said)
 
