@@ -161,7 +161,9 @@ def test_a_document_without_a_loss_writes_its_page(tmp_path: Path) -> None:
         vote=None,
         reference_error=None,
     )
-    page = report.markdown(found, checked, ("r.py", "print(1)"), {}, "3.9")  # type: ignore[arg-type]
+    page = report.markdown(
+        found, checked, ("r.py", "print(1)"), {}, "3.9", ("rounding", "x")
+    )  # type: ignore[arg-type]
     assert "sgd at learning rate 0.001, loss sparse_categorical_crossentropy" in page
 
 

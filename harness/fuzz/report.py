@@ -250,19 +250,21 @@ def _script(check: WorkerCheck, finding: Finding, report: ModelReport) -> str:
         return files.read_text(made, SCRIPT_BYTES)
 
 
-def markdown(
+def markdown(  # noqa: PLR0917 (what one page shows)
     finding: Finding,
     report: ModelReport,
     script: tuple[str, str],
     outputs: dict[str, str],
     keras_version: str,
+    triaged: tuple[str, str],  # triage(report, outputs), computed once by write
 ) -> str:
-    """The report's text; ``script``: the reproducer's file name and text.
+    """The report's text; ``script``: the reproducer's file name and text;
+    ``triaged``: what its run shows (``triage``).
     The workload is the spec's (a document may leave options to their
     defaults)."""
     w = spec_from_document("finding", finding.document).workload
     name, text = script
-    verdict, why = triage(report, outputs)
+    verdict, why = triaged
     paths = finding.signature.split(" | ")[1]
     lines = [
         f"# Finding {finding.id}: {finding.kind}, {paths}",
@@ -364,10 +366,12 @@ def write(
     files.write_text(script, text)
     outputs = {backend: run_script(script, backend) for backend in BACKENDS}
     version = check.checker.workers["keras-jax"].platform.get("keras_version", "?")
+    triaged = triage(report, outputs)
     files.write_text(
-        page, markdown(finding, report, (script.name, text), outputs, str(version))
+        page,
+        markdown(finding, report, (script.name, text), outputs, str(version), triaged),
     )
-    return page, triage(report, outputs)
+    return page, triaged
 
 
 def add_releases(

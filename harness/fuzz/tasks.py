@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -102,7 +103,7 @@ def run_tasks(
     *,
     executor: str = "local",
     partition: str | None = None,
-    say: Any = print,
+    say: Callable[[str], None] = print,
     command: list[str] | None = None,
 ) -> list[Ran]:
     """Submit ``tasks`` campaigns of ``budget_s`` seconds into ``folder``
