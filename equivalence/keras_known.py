@@ -29,8 +29,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from zoo.kinds.base import same_padding
 from zoo.losses import LOSSES, Objective, reaches_back
-from zoo.specs import ModelSpec
+from zoo.specs import ModelSpec, layer_inputs
 
 # How a note naming a Keras bug begins, for readers that pick them out.
 KNOWN_BUG = "fails as known"
@@ -84,6 +85,25 @@ def unclipped(spec: ModelSpec) -> bool:
     )
 
 
+def padded_unevenly(spec: ModelSpec) -> bool:
+    """Whether some ``same`` average pool of ``spec`` has a window wider than
+    two and pads an axis of its input unevenly (one edge a step more than
+    the other): the only pools Keras on PyTorch averages wrongly, its edge
+    copies then counted in a mean of three or more (a window of two over
+    one copy averages a value with itself; docs/findings/padded_average_pool.py
+    prints the table)."""
+    for layer, (shapes, _) in zip(spec.layers, layer_inputs(spec), strict=True):
+        o = layer.options
+        if layer.kind not in ("avg_pool", "avg_pool1d") or o.padding != "same":
+            continue
+        if o.pool_size > 2 and any(
+            len(set(same_padding(side, o.pool_size, o.stride))) > 1
+            for side in shapes[0][:-1]
+        ):
+            return True
+    return False
+
+
 KNOWN = (
     Known(
         "keras-tensorflow-sparse-gradient-optimizers",
@@ -107,12 +127,7 @@ KNOWN = (
         "docs/findings/padded-average-pool.md)",
         bug=True,
         applies=lambda spec, path: (
-            path.split("@", maxsplit=1)[0] == "keras-torch"
-            and any(
-                layer.kind in ("avg_pool", "avg_pool1d")
-                and layer.options.padding == "same"
-                for layer in spec.layers
-            )
+            path.split("@", maxsplit=1)[0] == "keras-torch" and padded_unevenly(spec)
         ),
     ),
     Known(

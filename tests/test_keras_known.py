@@ -93,23 +93,41 @@ def test_the_unclipped_loss_is_read_per_output() -> None:
     assert not keras_known.unclipped(logits)
 
 
-def test_a_bug_that_moves_any_quantity_names_any_failure() -> None:
-    """keras-torch's padded average pool (no ``quantities``: it moves the
-    forward pass and everything after) names a failure anywhere, on
-    keras-torch only, for a model with a 'same' average pool."""
-    pooled = ModelSpec(
+def _pooled(steps: int, window: int, stride: int | None = None) -> ModelSpec:
+    return ModelSpec(
         "pooled",
-        (5, 2),
+        (steps, 2),
         3,
         (
-            Layer.of("pool", "avg_pool1d", pool_size=2, padding="same"),
+            Layer.of(
+                "pool", "avg_pool1d", pool_size=window, strides=stride, padding="same"
+            ),
             Layer.of("flat", "flatten"),
             Layer.of("out", "dense", units=3),
         ),
         Workload("user", "adam", 0.001, 4),
     )
+
+
+def test_a_bug_that_moves_any_quantity_names_any_failure() -> None:
+    """keras-torch's padded average pool (no ``quantities``: it moves the
+    forward pass and everything after) names a failure anywhere, on
+    keras-torch only, for a model with a 'same' average pool of three over
+    five steps (padded (0, 1): the copy counted)."""
+    pooled = _pooled(5, 3)
     named = _named(pooled, "keras-torch", ["logits", "grad:out/kernel"])
     assert len(named) == 1
     assert "average pool" in named[0]
     assert not _named(pooled, "keras-jax", ["logits"])
     assert not _named(pooled, "keras-torch", [])
+
+
+def test_the_padded_pool_is_named_only_where_keras_on_pytorch_is_wrong() -> None:
+    """docs/findings/padded_average_pool.py's table: a window of two (its
+    one copy averaged with itself), or padding even on both edges (three
+    over ten steps, six at stride three), is right on PyTorch, so a failure
+    there is not the bug's; three at stride two over ten steps is wrong."""
+    assert keras_known.padded_unevenly(_pooled(10, 3, 2))
+    for right in (_pooled(5, 2), _pooled(10, 3), _pooled(6, 3)):
+        assert not keras_known.padded_unevenly(right)
+        assert not _named(right, "keras-torch", ["logits"])

@@ -79,7 +79,7 @@ def fuzz_command(args: argparse.Namespace) -> int:
     interrupted (its findings kept)."""
     from harness.fuzz.campaign import Campaign
     from harness.fuzz.checking import WorkerCheck
-    from harness.fuzz.findings import TRIAGE
+    from harness.fuzz.findings import TRIAGE, known_bugs
     from harness.fuzz.tasks import Ran, record
 
     if not 0 < args.budget <= 7 * 86_400:
@@ -141,6 +141,8 @@ def fuzz_command(args: argparse.Namespace) -> int:
         f = findings[ident]
         print(f"  {ident} ({f.layers} layers, seen {f.seen}x): {f.signature}")
         print(f"    {TRIAGE[f.kind]}")
+    met = sorted({bug for f in findings.values() for bug in known_bugs(f)})
+    print(f"known Keras bugs the findings name: {', '.join(met) or 'none'}")
     if tally.interrupted:
         return 130
     # a task's findings are its submission's to report (``_tasks``): a

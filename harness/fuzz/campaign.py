@@ -33,6 +33,13 @@ and kept (``harness.fuzz.findings``).
   One finding's shrinking gets ``SHRINK_CHECKS`` checks in a campaign;
   then it is settled as it is and the round ends, so that time goes to new
   models.
+- **Known bugs are not shrunk.**  A finding whose every failing path the
+  check names as a known Keras bug (``Outcome.known``: its page and
+  reproducer exist) is settled at its first model: counted when seen
+  again, never shrunk or cut.  Every Nadam model fails on Keras' PyTorch
+  backend, at a new place each time (a signature of its own): shrinking
+  each for ``SHRINK_CHECKS`` checks spent most of a 10-minute campaign on
+  bugs already written up (docs/results/fuzz/README.md).
 - **Cutting the front.**  Once a finding is settled, its model's first
   layer is left out while the finding still shows (``Campaign.cut_front``):
   Hypothesis draws the input shape before the layers, so it cannot start a
@@ -153,6 +160,7 @@ class Campaign:
         # shrunk already (earlier, or in a finished round): counted when
         # seen again, never raised, so the next round draws anew
         self.settled = set(self.findings)
+        self.known: set[str] = set()  # named as known Keras bugs: never shrunk
         self.tally = Tally()
 
     def over(self) -> bool:
@@ -178,7 +186,7 @@ class Campaign:
                     if before.get(i) == self._size(f)
                 }
                 # what Hypothesis cannot shrink, once it is done with it
-                for ident in sorted(self.settled - settled - self.earlier):
+                for ident in sorted(self.settled - settled - self.earlier - self.known):
                     self.cut_front(ident)
         except KeyboardInterrupt:
             self.tally.interrupted = True
@@ -241,6 +249,9 @@ class Campaign:
         if not text:
             return "", ""
         ident = finding_id(text)
+        if outcome.known and ident not in self.known:
+            self.known.add(ident)  # its page exists: not shrunk (docstring)
+            self.settled.add(ident)
         optimizer = drawn.document["workload"]["optimizer"]
         known = self.findings.get(ident)
         layers = len(drawn.document["layers"])
@@ -266,7 +277,10 @@ class Campaign:
             keep(self.folder, found)
             if new:
                 self.tally.new.append(ident)
-                self.say(f"NEW FINDING {ident}: {text} ({layers} layers)")
+                label = (
+                    " (a known Keras bug: not shrunk)" if ident in self.known else ""
+                )
+                self.say(f"NEW FINDING {ident}: {text} ({layers} layers){label}")
         else:
             known.seen += 1
             known.optimizers = sorted({*known.optimizers, optimizer})

@@ -60,6 +60,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
+from equivalence.keras_known import KNOWN, KNOWN_BUG
 from harness.core import jsonl
 from harness.core.validated import Count, Schema, checked
 from harness.fuzz.draw import MAX_BATCH, MAX_SEED, MAX_STEPS, is_row_layer
@@ -115,6 +116,20 @@ class Outcome:
     @property
     def found(self) -> bool:
         return bool(self.failing or self.judge or self.tool)
+
+    @property
+    def known(self) -> bool:
+        """Whether every failing path's failure is one the check names as a
+        known Keras bug (``equivalence.keras_known``: its page written, its
+        reproducer run by a test), and nothing else failed."""
+        return (
+            bool(self.failing)
+            and not (self.judge or self.tool)
+            and all(
+                any(n.startswith(KNOWN_BUG) for n in self.notes.get(p, []))
+                for p in self.failing
+            )
+        )
 
 
 def classify(outcome: Outcome) -> str:  # noqa: PLR0911 (one return per class)
@@ -348,6 +363,15 @@ def keep(folder: Path, finding: Finding) -> None:
     """Append ``finding`` to the findings file (its newest line)."""
     files.folder(folder, follow=True)
     jsonl.append(folder / FINDINGS, finding.line())
+
+
+def known_bugs(finding: Finding) -> list[str]:
+    """The known Keras bugs (``equivalence.keras_known.KNOWN``, by name)
+    that the check of ``finding``'s model named on some path: what a
+    campaign rediscovered, counted (``harness fuzz`` says them;
+    docs/results/fuzz/rediscovery.py times them)."""
+    said = {n for notes in finding.outcome.get("notes", {}).values() for n in notes}
+    return [k.name for k in KNOWN if k.bug and f"{KNOWN_BUG}: {k.sentence}" in said]
 
 
 def outcome_line(outcome: Outcome) -> dict[str, Any]:

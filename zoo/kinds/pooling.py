@@ -57,19 +57,20 @@ def _draw(pick: Pick, shape: Shape, axes: int) -> dict[str, Any]:
     to give)."""
     sides = shape[:axes]
     # a window of one pools nothing; an odd window over an edge it does not
-    # cover (``same``) is where padding rules differ, so it is drawn first
-    windows = [w for w in (3, 2) if w <= min(sides)] or [min(sides)]
+    # cover (``same``) is where padding rules differ, so it is drawn first,
+    # and twice as often (a window of two averages an edge copy with itself)
+    windows = [w for w in (3, 3, 2) if w <= min(sides)] or [min(sides)]
     window = pick.one_of(windows)
     padding = pick.one_of(["same", "same", "valid"])
     entry: dict[str, Any] = {"pool_size": window, "padding": padding}
     # the stride: Keras' default (the window), or 2, 1, 3.  With ``same``
     # padding, a stride that pads one edge alone (an odd total padding on
-    # some axis) is drawn four times as often: there one side's padding
+    # some axis) is drawn ten times as often: there one side's padding
     # must not count, and backends have done that differently
     strides: list[int | None] = [None, 2, 1, 3]
     if padding == "same":
         edge = [s for s in strides if any(_odd(n, window, s or window) for n in sides)]
-        strides = edge * 3 + strides
+        strides = edge * 9 + strides
     stride = pick.one_of(strides)
     if stride is not None:
         entry["strides"] = stride
