@@ -17,6 +17,7 @@ from workers.launch import PROJECT_ROOT
 
 FINDINGS = PROJECT_ROOT / "docs" / "findings"
 SHAPES = PROJECT_ROOT / "docs" / "results" / "shapes"
+FUZZ = PROJECT_ROOT / "docs" / "results" / "fuzz"
 
 
 def _printed(script: Path, timeout: float = 600) -> list[Any]:
@@ -179,3 +180,35 @@ def test_pytorchs_conv_gradient_raises_on_keras_one_channel_weight() -> None:
     assert keras["weight_channels_last"]
     assert canonical["weight_channels_last"]
     assert keras["weight_strides"][1:] == canonical["weight_strides"][1:]
+
+
+def test_the_draw_holds_each_known_bug_as_often_as_its_page_says() -> None:
+    """docs/results/fuzz/README.md: how many of 3,000 drawn models (1,000
+    for each of three seeds: the same draws on every run) each known Keras
+    bug can show on.  When the draw changes, this fails: run the script again
+    and put its counts in the table (a steering that stopped drawing the
+    padded pool would show here first)."""
+    tiers.full_only(tiers.size(), "3,000 drawn models")
+    done = subprocess.run(
+        [sys.executable, str(FUZZ / "rediscovery.py"), "shares"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    total = json.loads(done.stdout)["total"]
+    assert total["models"] == 3000
+    page = (FUZZ / "README.md").read_text()
+    rows = {
+        cells[1]: int(cells[2])
+        for line in page.splitlines()
+        if line.startswith("| `keras-")
+        and len(cells := [c.strip(" `") for c in line.split("|")]) > 3
+    }
+    assert set(rows) >= {
+        "keras-tensorflow-sparse-gradient-optimizers",
+        "keras-torch-padded-average-pool",
+    }
+    for bug, count in rows.items():
+        assert total.get(bug, 0) == count, (bug, total)

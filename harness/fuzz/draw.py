@@ -72,6 +72,13 @@ _LOSS_WEIGHTS = (1.0, 0.5, 0.2)
 _SOMETIMES = 3
 _RARELY = 4
 _IMAGE = 3  # an image's rank (H, W, C)
+# One draw in ``_MODED`` is also checked in one or two modes (a path
+# compiled or jitted: ``workers.paths.MODE_PATHS``).  A mode costs a worker's
+# start and a compile (a compiled PyTorch model 10 to 50 s): drawn as often
+# as Hypothesis' lists draw them (a mode in two models of three), the
+# models with modes took three quarters of a 10-minute campaign's time at
+# 30 s each, against 5.6 s without (docs/results/fuzz/README.md).
+_MODED = 4
 # The layers a row head puts before its dense layer on a sequence or image,
 # each named ``<head>_<kind>`` (``is_row_layer``).
 ROW_KINDS = ("flatten", "global_avg_pool", "global_max_pool")
@@ -343,6 +350,17 @@ def _next_layer(
     return [(entry, made), (joined, merged)]
 
 
+def _modes(draw: Draw) -> tuple[str, ...]:
+    """The modes a drawn model is also checked in: none, or one draw in
+    ``_MODED`` one or two (shrinking to none)."""
+    if draw(st.integers(0, _MODED - 1)) < _MODED - 1:
+        return ()
+    some = st.lists(
+        st.sampled_from(sorted(MODE_PATHS)), min_size=1, max_size=2, unique=True
+    )
+    return tuple(draw(some))
+
+
 @st.composite
 def drawn_models(draw: Draw) -> Drawn:
     """A valid model and its case (see the module docstring)."""
@@ -406,9 +424,7 @@ def drawn_models(draw: Draw) -> Drawn:
         spec_from_document("drawn", document)
     except ValueError:
         reject()  # a combination the per-layer rules let through
-    modes = tuple(
-        draw(st.lists(st.sampled_from(sorted(MODE_PATHS)), max_size=2, unique=True))
-    )
+    modes = _modes(draw)
     return Drawn(
         document,
         seed=draw(st.integers(0, MAX_SEED)),
