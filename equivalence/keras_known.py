@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from zoo.kinds.base import same_padding
 from zoo.losses import LOSSES, Objective, reaches_back
+from zoo.optimizers import CLIPS
 from zoo.specs import ModelSpec, layer_inputs
 
 # How a note naming a Keras bug begins, for readers that pick them out.
@@ -109,12 +110,16 @@ KNOWN = (
         "keras-tensorflow-sparse-gradient-optimizers",
         "Keras' optimizers on TensorFlow square (or take the absolute value "
         "of) an Embedding's sparse gradient per token occurrence, not per row, "
-        "so a repeated token's update is wrong; every optimizer but SGD here "
-        "(a Keras bug since 3.0.0; docs/findings/sparse-gradient-optimizers.md)",
+        "so a repeated token's update is wrong; every optimizer but SGD here, "
+        "and SGD too with a gradient clip, applied per occurrence (a Keras bug "
+        "since 3.0.0; docs/findings/sparse-gradient-optimizers.md)",
         bug=True,
         applies=lambda spec, path: (
             _keras_tensorflow(path)
-            and spec.workload.optimizer != "sgd"
+            and (
+                spec.workload.optimizer != "sgd"
+                or any(getattr(spec.workload, clip) for clip in CLIPS)
+            )
             and any(layer.kind == "embedding" for layer in spec.layers)
         ),
         quantities="step",

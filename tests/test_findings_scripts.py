@@ -126,6 +126,29 @@ def test_keras_tensorflows_sparse_adamax_is_wrong_only_on_opposite_signs() -> No
 
 
 @pytest.mark.skipif(
+    importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed"
+)
+def test_keras_tensorflows_sgd_with_a_clip_is_wrong_on_a_repeated_token() -> None:
+    """docs/findings/sparse-gradient-optimizers.md: SGD alone is right on
+    TensorFlow's sparse embedding gradient, and wrong with each of Keras'
+    gradient clips (taken per token occurrence), where the same optimizer
+    on the dense table is right; when Keras changes it, this fails and the
+    page is stale."""
+    tiers.full_only(tiers.size(), "the sparse-gradient survey's SGD-with-a-clip rows")
+    survey = _survey()
+    opposite = survey.CASES["opposite signs"]
+    for name in ("SGD", *(n for n in survey.OPTIMIZERS if "clip" in n)):
+        expected = survey.numpy_expected(name, opposite)
+        sparse = survey.run("tensorflow", name, opposite)
+        dense = survey.run("tensorflow", name, opposite, dense=True)
+        assert isinstance(expected, float), name
+        assert isinstance(sparse, float), (name, sparse)
+        assert isinstance(dense, float), (name, dense)
+        assert abs(dense - expected) < 1e-5, (name, dense, expected)
+        assert (abs(sparse - expected) > 1e-3) == (name != "SGD"), (name, sparse)
+
+
+@pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in ("tensorflow", "jax", "torch")),
     reason="a Keras backend is not installed",
 )

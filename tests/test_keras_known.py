@@ -131,3 +131,31 @@ def test_the_padded_pool_is_named_only_where_keras_on_pytorch_is_wrong() -> None
     for right in (_pooled(5, 2), _pooled(10, 3), _pooled(6, 3)):
         assert not keras_known.padded_unevenly(right)
         assert not _named(right, "keras-torch", ["logits"])
+
+
+def test_the_sparse_gradient_bug_names_sgd_only_with_a_clip() -> None:
+    """docs/findings/sparse-gradient-optimizers.md: SGD's update is linear in
+    the gradient, so the occurrences summed late are right; a clip of the
+    gradient (each value, or its norm) taken per occurrence is not (found by
+    issue 80's campaigns: SGD with clipvalue failing at an embedding)."""
+    tokens = ModelSpec(
+        "tokens",
+        (3,),
+        2,
+        (
+            Layer.of("embedding", "embedding", input_dim=4, output_dim=2),
+            Layer.of("flat", "flatten"),
+            Layer.of("out", "dense", units=2),
+        ),
+        Workload("user", "sgd", 0.1, 2),
+    )
+    failing = ["step1/embedding/embeddings"]
+    assert not _named(tokens, "keras-tensorflow", failing)
+    for clip in ("clipvalue", "clipnorm", "global_clipnorm"):
+        clipped = dataclasses.replace(
+            tokens, workload=dataclasses.replace(tokens.workload, **{clip: 1.0})
+        )
+        named = _named(clipped, "keras-tensorflow", failing)
+        assert len(named) == 1
+        assert "sparse gradient" in named[0]
+        assert not _named(clipped, "keras-jax", failing)

@@ -34,6 +34,11 @@ OPTIMIZERS = {
     "SGD": {},
     "SGD(momentum=0.9)": {"momentum": 0.9},
     "SGD(momentum=0.9, nesterov=True)": {"momentum": 0.9, "nesterov": True},
+    # a clip of SGD's gradient (found by issue 80's campaigns: SGD with
+    # clipvalue failed on TensorFlow at an embedding's update)
+    "SGD(clipvalue=1.5)": {"clipvalue": 1.5},
+    "SGD(clipnorm=2)": {"clipnorm": 2.0},
+    "SGD(global_clipnorm=2)": {"global_clipnorm": 2.0},
     "Adam": {},
     "Adam(amsgrad=True)": {"amsgrad": True},
     "AdamW": {},
@@ -121,7 +126,7 @@ def numpy_expected(name: str, targets: tuple[float, float]) -> float | None:  # 
         if kind == "SGD":
             mom = o.get("momentum", 0.0)
             if not mom:
-                w -= RATE * g
+                w -= RATE * _clipped(g, o)
             else:
                 b = b * mom - RATE * g
                 w += b * mom - RATE * g if o.get("nesterov") else b
@@ -156,6 +161,17 @@ def numpy_expected(name: str, targets: tuple[float, float]) -> float | None:  # 
         else:
             return None
     return float(w)
+
+
+def _clipped(g: float, options: dict[str, float | bool]) -> float:
+    """The table's gradient (row 0 its only non-zero) as Keras clips it:
+    each value to +-``clipvalue``, or the whole to a norm of ``clipnorm``
+    (``global_clipnorm``: the one variable's is the global norm)."""
+    if "clipvalue" in options:
+        v = float(options["clipvalue"])
+        return max(-v, min(v, g))
+    c = float(options.get("clipnorm", options.get("global_clipnorm", 0.0)))
+    return g * c / max(abs(g), c) if c else g
 
 
 def _cell(value: float | str) -> str:
