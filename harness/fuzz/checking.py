@@ -52,10 +52,6 @@ MODE_WORKERS = 2
 # the machine.
 MODE_HEADROOM_BYTES = 2 * 1024**3
 MEMINFO = Path("/proc/meminfo")
-# The most the campaign's workers may hold together, resident (module
-# docstring): the eight paths' and three references' workers start at
-# about 4 GB here.
-WORKERS_MAX_BYTES = 6 * 1024**3
 
 
 def resident_bytes(pid: int) -> int:
@@ -71,8 +67,8 @@ def resident_bytes(pid: int) -> int:
     return 0
 
 
-def available_bytes() -> int | None:
-    """``MemAvailable`` of ``/proc/meminfo``; ``None`` where it is not
+def meminfo(field: str) -> int | None:
+    """Bytes of ``field`` of ``/proc/meminfo``; ``None`` where it is not
     there (no Linux)."""
     try:
         text = files.read_text(MEMINFO, 1 << 20)
@@ -80,9 +76,23 @@ def available_bytes() -> int | None:
         return None
     for line in text.splitlines():
         name, _, value = line.partition(":")
-        if name == "MemAvailable" and value.split():
+        if name == field and value.split():
             return int(value.split()[0]) * 1024
     return None
+
+
+def available_bytes() -> int | None:
+    """``MemAvailable`` of ``/proc/meminfo`` (``None``: not said)."""
+    return meminfo("MemAvailable")
+
+
+# The most the campaign's workers may hold together, resident (module
+# docstring): half the machine's memory, 6 GiB at least.  The eight paths'
+# and three references' workers start at about 4 GB, two modes' workers
+# bring them to 6: at a fixed 6 GiB, a 10-minute campaign on this 24 GiB
+# machine started every worker again twice, its next models taking 48 and
+# 66 s (docs/results/fuzz/README.md).
+WORKERS_MAX_BYTES = max(6 * 1024**3, (meminfo("MemTotal") or 0) // 2)
 
 
 # Where a quantity is computed, in the order a step runs (``first_wrong``).

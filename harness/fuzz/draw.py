@@ -74,11 +74,12 @@ _RARELY = 4
 _IMAGE = 3  # an image's rank (H, W, C)
 # One draw in ``_MODED`` is also checked in one or two modes (a path
 # compiled or jitted: ``workers.paths.MODE_PATHS``).  A mode costs a worker's
-# start and a compile (a compiled PyTorch model 10 to 50 s): drawn as often
-# as Hypothesis' lists draw them (a mode in two models of three), the
-# models with modes took three quarters of a 10-minute campaign's time at
-# 30 s each, against 5.6 s without (docs/results/fuzz/README.md).
-_MODED = 4
+# start and a compile: drawn as often as Hypothesis' lists draw them (a mode
+# in two models of three), the models with modes took three quarters of a
+# 10-minute campaign's time at 30 s each, against 5.6 s without; one in four,
+# still 360 s of 610, a compiled PyTorch model 50 to 66 s
+# (docs/results/fuzz/README.md).
+_MODED = 8
 # The layers a row head puts before its dense layer on a sequence or image,
 # each named ``<head>_<kind>`` (``is_row_layer``).
 ROW_KINDS = ("flatten", "global_avg_pool", "global_max_pool")
