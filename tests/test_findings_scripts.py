@@ -235,3 +235,23 @@ def test_the_draw_holds_each_known_bug_as_often_as_its_page_says() -> None:
     }
     for bug, count in rows.items():
         assert total.get(bug, 0) == count, (bug, total)
+
+
+def test_the_rediscovery_table_counts_only_the_bugs_each_campaign_met() -> None:
+    """docs/results/fuzz/rediscovery.py's table: a campaign that met one bug
+    of two counts for that one and not for "all"; the seconds and models to
+    each are the row's."""
+    path = FUZZ / "rediscovery.py"
+    spec = importlib.util.spec_from_file_location("rediscovery", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    met = {"s": 54, "models": 4, "finding": "d0e40bac2d"}
+    rows = [
+        {"folder": "00", "models": 58, "wall_s": 659, "met": {"a": met}},
+        {"folder": "01", "models": 9, "wall_s": 90, "met": {"a": met, "b": met}},
+    ]
+    lines = module.table(rows, ("a", "b"))
+    assert lines[2] == "| 00 | 58 | 659 | 54 (4) | - |"
+    assert lines[-1].endswith("Of 2 campaigns: `a` 2, `b` 1; all of them 1.")

@@ -12,6 +12,7 @@ checked path (the padded pool: a ``same`` average pool of three or more
 padded unevenly), trained a step where the bug moves a step.
 
     python docs/results/fuzz/rediscovery.py campaigns --runs 10 --budget 600 --out DIR
+    python docs/results/fuzz/rediscovery.py table DIR/rediscovery.jsonl
 
 runs campaigns one after another, each as a user runs it (``python -m
 harness fuzz --budget 600``) from an empty folder ``DIR/<i>``, watches its
@@ -19,7 +20,8 @@ findings file, and ends it (Ctrl-C: its findings kept) once every bug of
 ``--bugs`` has been named by a finding (``harness.fuzz.findings.known_bugs``)
 or its budget is spent.  Each campaign's row (seconds from the command's
 start, workers' start included, and models checked, to each known bug
-met) is printed and appended to ``DIR/rediscovery.jsonl``.
+met) is printed and appended to ``DIR/rediscovery.jsonl``; ``table``
+prints those rows as the Markdown table docs/results/fuzz/README.md shows.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, given, seed, settings
 
@@ -135,6 +138,28 @@ def campaign(folder: Path, budget: float, bugs: tuple[str, ...]) -> dict[str, ob
     }
 
 
+def table(rows: list[dict[str, Any]], bugs: tuple[str, ...]) -> list[str]:
+    """``campaigns``' rows as a Markdown table: per campaign, the seconds
+    and models checked to each of ``bugs`` ("-": not met), and the count
+    of campaigns that met each and all."""
+    head = ["campaign", "models", "wall (s)", *(f"`{b}` s (model)" for b in bugs)]
+    lines = ["| " + " | ".join(head) + " |", "|" + " ---: |" * len(head)]
+    for row in rows:
+        met = row["met"]
+        cells = [
+            f"{met[b]['s']} ({met[b]['models']})" if b in met else "-" for b in bugs
+        ]
+        lines.append(
+            f"| {row['folder']} | {row['models']} | {row['wall_s']} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    every = sum(all(b in row["met"] for b in bugs) for row in rows)
+    each = ", ".join(f"`{b}` {sum(b in row['met'] for row in rows)}" for b in bugs)
+    lines.append(f"\nOf {len(rows)} campaigns: {each}; all of them {every}.")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -146,7 +171,14 @@ def main() -> None:
     camp_p.add_argument("--budget", type=float, default=600.0)
     camp_p.add_argument("--out", type=Path, required=True)
     camp_p.add_argument("--bugs", default=",".join(BUGS))
+    table_p = sub.add_parser("table")
+    table_p.add_argument("rows", type=Path, help="a campaigns' rediscovery.jsonl")
+    table_p.add_argument("--bugs", default=",".join(BUGS))
     args = parser.parse_args()
+    if args.what == "table":
+        rows = [json.loads(line) for line in args.rows.read_text().splitlines()]
+        print("\n".join(table(rows, tuple(args.bugs.split(",")))))
+        return
     if args.what == "shares":
         by_seed = {int(n): shares(args.draws, int(n)) for n in args.seeds.split(",")}
         total = sum(by_seed.values(), Counter())
