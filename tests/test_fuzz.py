@@ -707,3 +707,19 @@ def test_a_campaign_that_cannot_start_a_path_says_so(
     monkeypatch.setattr(checking, "PATHS", {"native-mxnet": None})
     monkeypatch.setattr(checking, "MODE_PATHS", {})
     assert checking.WorkerCheck(tmp_path).restarts == 0
+
+
+def test_a_reproducers_error_is_absolute_where_float64_is_all_zeros() -> None:
+    """Found triaging issue 80's campaigns: a gradient float64 says is zero
+    gave 0/0 (NaN, read as "within") on JAX and PyTorch and x/0 (inf) on
+    TensorFlow; the error is now the largest difference itself there."""
+    import numpy as np
+
+    from workers.keras_code import _HELPERS
+
+    space: dict[str, Any] = {"np": np}
+    exec(_HELPERS, space)  # the reproducers' own helpers
+    zeros = np.zeros(3)
+    assert space["error"](zeros, zeros) == 0.0
+    assert space["error"]([0.0, 0.25, 0.0], zeros) == 0.25
+    assert space["error"]([1.0, 2.0], np.array([1.0, 4.0])) == 0.5
