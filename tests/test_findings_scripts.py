@@ -89,15 +89,19 @@ def test_the_unet_has_the_pixels_below_the_clip_its_page_says() -> None:
     assert round(said["keras_tensorflow_off"], 4) == 0.0037
 
 
-def _survey() -> Any:
-    """docs/findings/sparse_gradient_survey.py as a module."""
-    path = FINDINGS / "sparse_gradient_survey.py"
-    spec = importlib.util.spec_from_file_location("sparse_gradient_survey", path)
+def _script(path: Path) -> Any:
+    """A script of docs/ as a module."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _survey() -> Any:
+    """docs/findings/sparse_gradient_survey.py as a module."""
+    return _script(FINDINGS / "sparse_gradient_survey.py")
 
 
 @pytest.mark.skipif(
@@ -241,12 +245,7 @@ def test_the_rediscovery_table_counts_only_the_bugs_each_campaign_met() -> None:
     """docs/results/fuzz/rediscovery.py's table: a campaign that met one bug
     of two counts for that one and not for "all"; the seconds and models to
     each are the row's."""
-    path = FUZZ / "rediscovery.py"
-    spec = importlib.util.spec_from_file_location("rediscovery", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _script(FUZZ / "rediscovery.py")
     met = {"s": 54, "models": 4, "finding": "d0e40bac2d"}
     rows = [
         {"folder": "00", "models": 58, "wall_s": 659, "met": {"a": met}},
