@@ -168,11 +168,9 @@ NOT_DRAWN = _VOCABULARY.not_drawn
 # (``_next_layer``): a window's padding at an edge is where backends' rules
 # differ most.  With the pools' own draw (``zoo.kinds.pooling``: a window of
 # three twice as often as two, a stride that pads one edge alone ten times
-# as often as another), a drawn model holds a ``same`` average pool of three
-# padded unevenly (where Keras on PyTorch is wrong: docs/findings/) in 4.8%
-# of draws, 3.0% with the pools drawn three times as often and those weights
-# one and four (``docs/results/fuzz/rediscovery.py shares``: 1,000 draws for
-# each of three seeds; docs/results/fuzz/README.md).
+# as often as another), how often a drawn model holds a pool on which Keras
+# on PyTorch is wrong, and how often ten campaigns met it:
+# docs/results/fuzz/README.md (``docs/results/fuzz/rediscovery.py``).
 POOLS = _VOCABULARY.pools
 POOLED = 4
 # The merges: drawn after a layer, with an earlier output of its shape.

@@ -285,8 +285,8 @@ def markdown(  # noqa: PLR0917 (what one page shows)
         "weights, mini-batches and the float64 expected values as literals. "
         f"Run on each backend with Keras {keras_version} "
         f"(`python {name} BACKEND`); error = max |Keras - float64| / "
-        f"max |float64| (max |Keras| where float64 is all zeros), wrong above "
-        f"{WRONG:g}:",
+        f"max |float64| (the difference alone where float64 is all zeros), "
+        f"wrong above {WRONG:g}:",
         "",
         "| backend | " + " | ".join(_quantities(outputs) or ["output"]) + " |",
         "| --- |" + " --- |" * max(1, len(_quantities(outputs))),

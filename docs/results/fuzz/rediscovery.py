@@ -41,6 +41,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, seed, settings
 
 from equivalence.keras_known import KNOWN
+from harness.core import jsonl
 from harness.fuzz.draw import Drawn, drawn_models
 from harness.fuzz.findings import known_bugs, read_findings
 from workers.paths import PATHS
@@ -176,7 +177,7 @@ def main() -> None:
     table_p.add_argument("--bugs", default=",".join(BUGS))
     args = parser.parse_args()
     if args.what == "table":
-        rows = [json.loads(line) for line in args.rows.read_text().splitlines()]
+        rows = jsonl.objects(args.rows)
         print("\n".join(table(rows, tuple(args.bugs.split(",")))))
         return
     if args.what == "shares":
@@ -195,8 +196,7 @@ def main() -> None:
             continue  # a campaign of an earlier invocation: kept as it is
         row = campaign(folder, args.budget, bugs)
         print(json.dumps(row), flush=True)
-        with (args.out / "rediscovery.jsonl").open("a") as rows:
-            rows.write(json.dumps(row) + "\n")
+        jsonl.append(args.out / "rediscovery.jsonl", row, noun="campaign's row")
 
 
 if __name__ == "__main__":
