@@ -436,6 +436,24 @@ def test_a_finding_is_triaged_by_what_its_run_shows(
     assert (got, said in why) == (verdict, True), why
 
 
+def test_the_tools_own_finding_is_written_as_a_failing_test() -> None:
+    """Issue 80: a finding whose run shows the tool wrong is a failing test,
+    not a page: a module ``tests/paths/`` takes, holding the finding's model
+    and case as literals that read back to the same, and checking again
+    exactly the paths that failed or stopped (the test that it fails where a
+    path is wrong: tests/paths/test_keras_code.py)."""
+    finding = Finding(**_line(seed=7, batch_size=3, steps=2))
+    checked = _checked_again({"native-tensorflow": 1.0}, stopped=("native-jax",))
+    text = report.failing_test(finding, checked, "plain Keras agrees; the tool's off")
+    namespace: dict[str, Any] = {}
+    exec(compile(text, "test_finding.py", "exec"), namespace)
+    assert namespace["DOCUMENT"] == finding.document
+    assert namespace["PATHS"] == ("native-jax", "native-tensorflow")
+    assert f"test_finding_{finding.id}_agrees_with_float64" in namespace
+    assert "Case(name, 7, 3, None, 1.0, 2)" in text
+    assert "plain Keras agrees; the tool's off" in " ".join(text.split())
+
+
 # --- a campaign as tasks sharing a folder (issue 80) -----------------------------
 
 TASK = """

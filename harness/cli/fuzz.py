@@ -224,11 +224,14 @@ def _write(folder: Path, out: Path, oldest: str | None) -> int:
     written = write_all(findings, out, folder / "models")
     print(f"wrote {len(written)} findings to {out}, each triaged by a run:")
     for page, (verdict, why) in written:
-        print(f"  {page.stem}: {verdict}: {why}")
+        print(f"  {page.name}: {verdict}: {why}")
     counts = Counter(verdict for _, (verdict, _) in written)
     print("  " + ", ".join(f"{n} {verdict}" for verdict, n in counts.most_common()))
     if oldest is not None:
-        keras = {f.id: b for f in findings.values() if (b := _backend(f))}
+        pages = {p.stem for p, _ in written if p.suffix == ".md"}  # not a test
+        keras = {
+            f.id: b for f in findings.values() if f.id in pages and (b := _backend(f))
+        }
         if not keras:
             print(
                 "--releases: no finding is of one Keras backend's paths alone, "

@@ -1,6 +1,8 @@
 """A finding written as a report a Keras maintainer can act on
 (``harness fuzz --write DIR``): ``DIR/<id>.md`` and its reproducer
-``DIR/<id>.py``.
+``DIR/<id>.py``; or, where its run shows the tool's own bug (``triage``),
+a failing test ``DIR/test_finding_<id>.py`` instead of the page
+(``failing_test``), for ``tests/paths/``.
 
 For each finding its smallest model is checked again (seconds: the workers
 are up), which gives the values every path computed and the float64
@@ -15,12 +17,16 @@ too (``--releases``), and the page gets its section (``releases_section``).
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import re
 import subprocess
 import tempfile
+import textwrap
 from pathlib import Path
 
+import jinja2
 import numpy as np
 
 from equivalence.check import Case, ModelReport
@@ -353,12 +359,48 @@ def _quantities(outputs: dict[str, str]) -> list[str]:
     return list(seen)
 
 
+@functools.cache
+def _test_template() -> jinja2.Template:
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("harness", "templates"),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,  # Python source, not HTML
+    )
+    return environment.get_template("finding_test.py.j2")
+
+
+def failing_test(finding: Finding, report: ModelReport, why: str) -> str:
+    """A finding the tool is wrong on as a pytest module for ``tests/paths/``
+    (issue 80: "then it is a failing test, not a page"): the finding's model
+    and case as literals, checked again on each path that failed or stopped
+    (``why``: the triage's sentence, for its docstring)."""
+    paths = sorted(p for p, v in report.verdicts.items() if v in ("fail", "error"))
+    summary = (
+        f"Finding {finding.id} of ``harness fuzz`` ({finding.signature}), "
+        f"triaged by a run as the tool's own: {why}."
+    )
+    # JSON whose quotes inside a string are escapes: none ends the literal
+    document = json.dumps(finding.document, indent=4, sort_keys=True)
+    return _test_template().render(
+        id=finding.id,
+        summary=textwrap.fill(summary, 76),
+        paths_literal=f"({', '.join(map(json.dumps, paths))}{',' * (len(paths) == 1)})",
+        document=document.replace('\\"', "\\u0022"),
+        seed=finding.seed,
+        batch_size=finding.batch_size,
+        steps=finding.steps,
+    )
+
+
 def write(
     finding: Finding, check: WorkerCheck, folder: Path
 ) -> tuple[Path, tuple[str, str]]:
     """``folder/<id>.md`` and ``folder/<id>.py`` for one finding, each
     written through the door under a name its id must be plain for; the
-    page and what its run shows (``triage``)."""
+    page and what its run shows (``triage``).  A finding its run shows to
+    be the tool's own gets ``folder/test_finding_<id>.py`` (``failing_test``)
+    instead of the page, and that file is returned."""
     files.folder(folder, follow=True)
     page = files.inside(folder, f"{finding.id}.md", "a finding's id")
     script = files.inside(folder, f"{finding.id}.py", "a finding's id")
@@ -368,6 +410,10 @@ def write(
     outputs = {backend: run_script(script, backend) for backend in BACKENDS}
     version = check.checker.workers["keras-jax"].platform.get("keras_version", "?")
     triaged = triage(report, outputs)
+    if triaged[0] == "the tool's own":
+        test = files.inside(folder, f"test_finding_{finding.id}.py", "a finding's id")
+        files.write_text(test, failing_test(finding, report, triaged[1]))
+        return test, triaged
     files.write_text(
         page,
         markdown(finding, report, (script.name, text), outputs, str(version), triaged),

@@ -251,6 +251,49 @@ def test_a_broken_layout_is_blamed_on_its_parameter(checker: Checker) -> None:
     assert all("grad:conv1/kernel" in {e.quantity for e in p.failures} for p in failing)
 
 
+def test_a_failing_test_written_for_the_tools_own_finding_can_fail(
+    checker: Checker,
+) -> None:
+    """``harness fuzz --write``'s test for a finding the tool is wrong on
+    (``harness.fuzz.report.failing_test``), run here as it would be from
+    this folder: it passes where the path agrees and names the path, with
+    where it parts, where the path is wrong (a deliberate fault)."""
+    from harness.fuzz.findings import Finding, finding_id
+    from harness.fuzz.report import failing_test
+
+    signature = "one native path | native-torch | forward at dense_1"
+    document = {
+        "input_shape": [4],
+        "layers": [
+            {"kind": "dense", "name": "dense_1", "units": 3, "activation": "tanh"},
+            {"kind": "dense", "name": "outputs", "units": 2},
+        ],
+        "workload": {"optimizer": "sgd", "loss": "mean_squared_error"},
+    }
+    finding = Finding(
+        finding_id(signature),
+        signature,
+        "one native path",
+        document,
+        3,
+        2,
+        1,
+        ["native-torch"],
+        2,
+        1,
+        {},
+    )
+    checked = ModelReport(Case("ffn"), verdicts={"native-torch": "fail"})
+    module: dict[str, object] = {}
+    exec(failing_test(finding, checked, "the tool's"), module)
+    wrong_paths = module["wrong_paths"]
+    assert callable(wrong_paths)
+    assert wrong_paths(checker) == {}
+    wrong = wrong_paths(checker, {"native-torch": "missing-bias"})
+    assert list(wrong) == ["native-torch"]
+    assert wrong["native-torch"].startswith("fail at "), wrong
+
+
 @pytest.mark.sized
 @pytest.mark.parametrize("model", tiers.size().accuracy_models)
 def test_every_path_reaches_the_same_accuracy_on_real_digits(
