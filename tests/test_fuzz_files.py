@@ -16,6 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
 from equivalence.compare import Entry
@@ -432,6 +433,55 @@ def test_a_finding_is_triaged_by_what_its_run_shows(
     """Each verdict from the run that shows it, and nothing else: the same
     tool failure reads as Keras', the tool's own or rounding only by what
     plain Keras printed beside it."""
+    got, why = report.triage(checked, outputs)
+    assert (got, said in why) == (verdict, True), why
+
+
+STEP = "step1/dense_1/bias"
+RIGHT_STEP = dict.fromkeys(RIGHT, f"{STEP}: error 0.0\ngrad:dense_1/bias: error 0.0\n")
+
+
+def _stepped(
+    model: str, gradient: float, plain_gradient: float, tool: str = "native-tensorflow"
+) -> tuple[Any, dict[str, str]]:
+    """Finding 2f453bff01's shape: a path of the tool's and plain Keras on
+    TensorFlow off after Adam's first step on a bias whose float64 gradient
+    is ``gradient`` everywhere; plain Keras' gradient of it off by
+    ``plain_gradient`` (the difference itself where float64 is 0)."""
+    checked = _checked_again({})
+    checked.verdicts[tool] = "fail"
+    checked.judgements = {tool: SimpleNamespace(failures=(Entry(STEP, 0.3, 1e-4),))}
+    checked.failing = lambda p: [STEP] if p == tool else []
+    checked.case = SimpleNamespace(model=model)
+    checked.expected = {
+        "grad:dense_1/bias": np.full(3, gradient),
+        STEP: np.full(3, 0.5),
+    }
+    off = f"{STEP}: error 1.6e-3\ngrad:dense_1/bias: error {plain_gradient}\n"
+    return checked, {**RIGHT_STEP, "tensorflow": off}
+
+
+@pytest.mark.parametrize(
+    ("model", "gradient", "plain_gradient", "verdict", "said"),
+    [
+        ("ffn", 0.0, 4.5e-8, "rounding", "dense_1/bias a gradient of exactly 0"),
+        # the sparse-gradient bug's shape: a right gradient, a wrong step
+        ("ffn", 0.2, 4.5e-8, "Keras or its framework", "0.0016 off on step1/"),
+        # plain Keras' gradient itself off: not rounding
+        ("ffn", 0.0, 1e-2, "Keras or its framework", "0.01 off on grad:"),
+        # a batch normalization: the first batch's gradient is not the step's
+        ("bn-dropout-cnn", 0.0, 4.5e-8, "Keras or its framework", "0.0016 off"),
+    ],
+)
+def test_a_step_that_scales_rounding_of_a_zero_gradient_is_rounding(
+    model: str, gradient: float, plain_gradient: float, verdict: str, said: str
+) -> None:
+    """Finding 2f453bff01: float64 gives a bias a gradient of exactly 0,
+    TensorFlow 4.5e-8, and Adam's m / (sqrt(v) + eps) made that a third of a
+    step: every backend's gradient right, the step rounding.  Only there:
+    a right gradient with a wrong step where float64's is not 0 is a bug
+    (TensorFlow's sparse-gradient optimizers), as is a wrong gradient."""
+    checked, outputs = _stepped(model, gradient, plain_gradient)
     got, why = report.triage(checked, outputs)
     assert (got, said in why) == (verdict, True), why
 

@@ -24,6 +24,7 @@ import re
 import subprocess
 import tempfile
 import textwrap
+from collections.abc import Collection
 from pathlib import Path
 
 import jinja2
@@ -37,6 +38,8 @@ from workers.launch import PROJECT_ROOT
 from workers.paths import PATHS, interpreter
 from zoo import files
 from zoo.arrays import save_npz
+from zoo.kinds import KINDS
+from zoo.models import get_spec
 from zoo.user_models import STORE_ENV, register, spec_from_document
 
 BACKENDS = ("jax", "tensorflow", "torch")
@@ -44,6 +47,8 @@ BACKENDS = ("jax", "tensorflow", "torch")
 # these small models stays below 1e-5; the bugs found move values by 1e-2).
 WRONG = 1e-4
 SHOWN = 4  # failing quantities shown per finding
+GRADIENT = "grad:"
+FIRST_STEP = "step1/"
 SCRIPT_TIMEOUT_S = 300.0
 # The most a reproducer (weights and batches as literals) and a page may
 # hold when read back: a drawn model's are tens of kilobytes.
@@ -64,14 +69,17 @@ def _check(check: WorkerCheck, finding: Finding) -> ModelReport:
 def _shown(report: ModelReport) -> list[str]:
     """The quantities to show: each failing path's first few (outputs,
     gradients, a training step's loss and parameters; not the evaluation's
-    loss, which the script does not print)."""
+    loss, which the script does not print), and the gradient of each
+    parameter shown after step 1."""
     wanted: dict[str, None] = {}
     for path in sorted(report.verdicts):
         for quantity in report.failing(path)[:SHOWN]:
             wanted[quantity] = None
     keep = [q for q in wanted if q in report.expected]
-    keep = [q for q in keep if q != "loss"]
-    return keep[:SHOWN]
+    keep = [q for q in keep if q != "loss"][:SHOWN]
+    # a step-1 parameter's gradient beside it, for ``amplified``
+    grads = [_gradient_of(q) for q in keep if q.startswith(FIRST_STEP)]
+    return keep + [g for g in grads if g in report.expected and g not in keep]
 
 
 def run_script(script: Path, backend: str, env: dict[str, str] | None = None) -> str:
@@ -135,7 +143,11 @@ def triage(report: ModelReport, outputs: dict[str, str]) -> tuple[str, str]:
       path, or that path's framework operator: the sentence names the paths);
     - **rounding**: plain Keras agrees on every backend and every failing
       path of the tool's is within ``WRONG``: the judge's allowance was
-      tighter than float32's rounding of this model (the judge's);
+      tighter than float32's rounding of this model (the judge's); or every
+      failing path parts, of what the reproducer compares, only on
+      parameters after a step that scaled float32's rounding of a gradient
+      float64 says is 0 to a step (``amplified``), where plain Keras parts
+      too;
     - **not shown again**: checked again, every path agrees;
     - **not triaged**: the float64 runs themselves disagree (plain Keras
       cannot say which is wrong), or the reproducer compares none of the
@@ -146,13 +158,14 @@ def triage(report: ModelReport, outputs: dict[str, str]) -> tuple[str, str]:
     odd = f"{vote.odd}: {vote.fault}" if vote is not None and vote.odd else ""
     judge = report.reference_error or odd
     plain = {b: errors_of(o) for b, o in outputs.items()}
-    compared = {q for errors in plain.values() for q in errors}
+    rounded = amplified(report, outputs)
+    compared = {q for errors in plain.values() for q in errors} - set(rounded)
     tool = {
         p: max(e.error for e in judged.failures if e.quantity in compared)
         for p, judged in failing.items()
         if any(e.quantity in compared for e in judged.failures)
     }
-    found = _keras_side(report, outputs, [*failing, *stopped])
+    found = _keras_side(report, outputs, [*failing, *stopped], rounded)
     if judge:
         answer = (
             "not triaged",
@@ -164,13 +177,29 @@ def triage(report: ModelReport, outputs: dict[str, str]) -> tuple[str, str]:
         answer = ("not shown again", "checked again, every path agrees with float64")
     elif found:
         answer = ("Keras or its framework", found)
+    elif (
+        rounded
+        and not tool
+        and not stopped
+        and all(
+            any(e.quantity in rounded for e in j.failures) for j in failing.values()
+        )
+    ):
+        answer = (
+            "rounding",
+            f"float64 gives {', '.join(q.removeprefix(FIRST_STEP) for q in rounded)} "
+            f"a gradient of exactly 0 and plain Keras' is within {WRONG:g} of it "
+            "on every backend; a step that divides by the gradient's own size "
+            "moves it by float32's rounding, and there every failing path of "
+            "the tool's parts, on no other quantity the reproducer compares",
+        )
     elif not compared or (not tool and not stopped):
         answer = (
             "not triaged",
             "the reproducer compares none of the quantities the paths failed on",
         )
     else:
-        largest = max(max(e.values()) for e in plain.values() if e)
+        largest = max(_beyond(e, rounded) for e in plain.values() if e)
         agrees = (
             f"plain Keras agrees with float64 on every backend (at most {largest:.1g})"
         )
@@ -189,25 +218,77 @@ def triage(report: ModelReport, outputs: dict[str, str]) -> tuple[str, str]:
     return answer
 
 
-def _keras_side(report: ModelReport, outputs: dict[str, str], paths: list[str]) -> str:
+def _gradient_of(quantity: str) -> str:
+    """``grad:<parameter>`` of a ``step1/<parameter>`` quantity."""
+    return GRADIENT + quantity.removeprefix(FIRST_STEP)
+
+
+def amplified(report: ModelReport, outputs: dict[str, str]) -> list[str]:
+    """The step-1 parameters (``step1/...``) that a normalizing step made of
+    float32 rounding: float64 gives the parameter a gradient of exactly 0,
+    and on every backend plain Keras' gradient of it agrees with that
+    (within ``WRONG``: the difference itself, float64 being all zeros), so
+    whatever it moves by is the sign of rounding that Adam's ``m /
+    (sqrt(v) + eps)`` (or RMSprop's, Adagrad's) scales to a step (finding
+    2f453bff01: a bias gradient of 4.5e-8 against 0 moved a third of a
+    step).  Only where the step's gradient is the one compared: no layer of
+    the model computes otherwise in a training step (a batch normalization)
+    than in the first batch's gradient, its noise silenced."""
+    if not getattr(report, "expected", None) or _trains_otherwise(report):
+        return []
+    plain = [errors_of(o) for o in outputs.values()]
+    if not plain or not all(plain):
+        return []
+    found = []
+    for quantity in sorted(report.expected):
+        gradient = _gradient_of(quantity)
+        if not quantity.startswith(FIRST_STEP) or gradient not in report.expected:
+            continue
+        if np.any(report.expected[gradient]):
+            continue
+        if all(e.get(gradient, np.inf) <= WRONG for e in plain):
+            found.append(quantity)
+    return found
+
+
+def _trains_otherwise(report: ModelReport) -> bool:
+    spec = get_spec(report.case.model)
+    return any(
+        KINDS[layer.kind].trains_differently and KINDS[layer.kind].noise is None
+        for layer in spec.layers
+    )
+
+
+def _beyond(errors: dict[str, float], rounded: Collection[str]) -> float:
+    """The largest of ``errors`` but those of ``rounded`` (``amplified``)."""
+    return max((e for q, e in errors.items() if q not in rounded), default=0.0)
+
+
+def _keras_side(
+    report: ModelReport,
+    outputs: dict[str, str],
+    paths: list[str],
+    rounded: Collection[str] = (),
+) -> str:
     """Why a finding is Keras' or its framework's (``triage``): each backend
-    on which plain Keras raises or is off, and the known Keras bug the check
-    names on each of ``paths`` that no such backend explains; ``""`` when
-    neither."""
+    on which plain Keras raises or is off (but on the quantities of
+    ``rounded``: ``amplified``), and the known Keras bug the check names on
+    each of ``paths`` that no such backend explains; ``""`` when neither."""
     said, broken = [], set()
     for backend, output in outputs.items():
+        errors = {q: e for q, e in errors_of(output).items() if q not in rounded}
         if output.startswith("FAILED"):
             said.append(f"plain Keras on {backend} raises ({output[8:].strip()[:120]})")
-        elif wrong(output):
-            quantity, error = max(errors_of(output).items(), key=lambda qe: qe[1])
+        elif errors and max(errors.values()) > WRONG:
+            quantity, error = max(errors.items(), key=lambda qe: qe[1])
             said.append(f"plain Keras on {backend} is {error:.2g} off on {quantity}")
         else:
             continue
         broken.add(f"keras-{backend}")
     right = [
-        f"{b} {max(errors_of(o).values()):.1g}"
+        f"{b} {_beyond(errors_of(o), rounded):.1g}"
         for b, o in outputs.items()
-        if errors_of(o) and not wrong(o)
+        if errors_of(o) and _beyond(errors_of(o), rounded) <= WRONG
     ]
     if said and right:
         said.append(f"within {WRONG:g} on {', '.join(right)}")
