@@ -327,8 +327,9 @@ def _checked_again(
     known: dict[str, str] | None = None,
 ) -> Any:
     """A finding's check again as ``report.triage`` reads it: each failing
-    path's error on ``logits`` (allowed 1e-6), the paths that stopped, a
-    float64 run voted out, the known bugs the check names."""
+    path's error on ``logits`` (allowed 1e-6; no arrays kept, so the triage
+    reads the judge's error), the paths that stopped, a float64 run voted
+    out, the known bugs the check names."""
     entries = {
         p: SimpleNamespace(failures=(Entry("logits", e, 1e-6),))
         for p, e in failing.items()
@@ -345,6 +346,10 @@ def _checked_again(
         ),
         vote=vote,
         reference_error=None,
+        case=SimpleNamespace(model="ffn"),
+        expected={},
+        evaluated={},
+        trajectories={},
     )
 
 
@@ -452,7 +457,7 @@ def _stepped(
     checked.verdicts[tool] = "fail"
     checked.judgements = {tool: SimpleNamespace(failures=(Entry(STEP, 0.3, 1e-4),))}
     checked.failing = lambda p: [STEP] if p == tool else []
-    checked.case = SimpleNamespace(model=model)
+    checked.case.model = model
     checked.expected = {
         "grad:dense_1/bias": np.full(3, gradient),
         STEP: np.full(3, 0.5),
@@ -482,6 +487,36 @@ def test_a_step_that_scales_rounding_of_a_zero_gradient_is_rounding(
     a right gradient with a wrong step where float64's is not 0 is a bug
     (TensorFlow's sparse-gradient optimizers), as is a wrong gradient."""
     checked, outputs = _stepped(model, gradient, plain_gradient)
+    got, why = report.triage(checked, outputs)
+    assert (got, said in why) == (verdict, True), why
+
+
+@pytest.mark.parametrize(
+    ("value", "verdict", "said"),
+    [
+        (3e-10, "rounding", "(at most 3e-10)"),
+        (0.5, "the tool's own", "native-tensorflow 0.5 off"),
+    ],
+)
+def test_the_tools_paths_are_measured_as_plain_keras_is(
+    value: float, verdict: str, said: str
+) -> None:
+    """Finding 2f8e84f7b7: a gradient float64 says is exactly 0 was 1 off
+    on native TensorFlow in the judge's error (normwise, relative to the
+    larger side: any rounding against 0 is 100%) and 4e-10 off in plain
+    Keras' (the difference itself), so it read as the tool's own.  The
+    triage measures the tool's paths as the reproducer measures Keras:
+    rounding noise is within, a real value where 0 is right is not."""
+    quantity = "grad:dense_2/kernel"
+    checked = _checked_again({})
+    checked.verdicts["native-tensorflow"] = "fail"
+    checked.judgements = {
+        "native-tensorflow": SimpleNamespace(failures=(Entry(quantity, 1.0, 1e-3),))
+    }
+    checked.failing = lambda p: [quantity] if p == "native-tensorflow" else []
+    checked.expected = {quantity: np.zeros((2, 3))}
+    checked.evaluated = {"native-tensorflow": {quantity: np.full((2, 3), value)}}
+    outputs = dict.fromkeys(RIGHT, f"{quantity}: error 4e-10\n")
     got, why = report.triage(checked, outputs)
     assert (got, said in why) == (verdict, True), why
 

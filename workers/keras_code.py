@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from workers.reproducer_error import error
 from zoo import files
 
 # Config keys never written: Keras fills them in, or the weights set below
@@ -205,6 +206,9 @@ def script(  # noqa: PLR0917 (what one script holds)
         f"model.compile(optimizer={optimizer}, loss={loss}, loss_weights=loss_weights)",
         f"x = {_data(x)}",
         f"y = {_data(y)}",
+        "",
+        "",
+        *inspect.getsource(error).splitlines(),
         *_HELPERS.splitlines(),
     ]
     for quantity, value in expected.items():
@@ -285,18 +289,12 @@ def gradients(xb, yb):
 """
 
 
-# Every reproducer's helpers: its error against float64; mini-batch ``t``
+# Every reproducer's other helpers: mini-batch ``t``
 # (a list of one per input or output for a model of several); the outputs
 # packed as the tool packs several (each flattened after the batch, then
 # concatenated); the loss as ``compile`` makes it of a list of losses (each
 # output's times its weight, summed).
 _HELPERS = """
-
-def error(value, expected):
-    value = np.asarray(value, np.float64)
-    scale = np.abs(expected).max()  # absolute where float64 is all zeros
-    return float(np.abs(value - expected).max() / (scale if scale > 0 else 1.0))
-
 
 def at(data, t):
     return [a[t] for a in data] if isinstance(data, list) else data[t]
