@@ -88,7 +88,10 @@ PARALLEL = {"fast": ("-n", "2", "--dist", "loadfile"), "full": ()}
 def _pytest_both_environments(session: nox.Session, tier: str) -> None:
     """pytest in the main environment at ``tier`` (``tests/tiers.py``), then
     the in-process native tests again inside the MXNet environment."""
-    session.run("pytest", "--tier", tier, *PARALLEL[tier], *session.posargs)
+    # the slowest tests named at the end: where a run's time goes (issue 81)
+    session.run(
+        "pytest", "--tier", tier, "--durations", "30", *PARALLEL[tier], *session.posargs
+    )
     mxnet_python = session.env["HARNESS_PYTHON_MXNET"]
     if Path(mxnet_python).exists():
         session.run(
