@@ -6,7 +6,8 @@ quantity.  A model with several inputs (``ModelSpec.more_inputs``) or
 several outputs (``ModelSpec.heads``) has them packed into one: each part
 flattened after the leading axes (``(count, batch)`` or ``(batch,)``) and
 the parts concatenated in the model's order, as float32 (token ids and
-class ids are whole numbers below 2**24, which float32 holds exactly).  A
+class ids are whole numbers below 2**24, which float32 holds exactly; a
+float64 run's outputs as float64).  A
 runner splits them back (``inputs``, ``targets``) when it makes its
 batches resident, before anything is timed, so every path is fed the
 model's own tensors; ``outputs`` packs what a path gives for the checks.  A
@@ -29,11 +30,11 @@ from zoo.losses import LOSSES
 from zoo.specs import Head, ModelSpec
 
 
-def pack(parts: Sequence[np.ndarray], lead: int) -> np.ndarray:
-    """``parts`` (the same ``lead`` leading axes) as one float32 array: each
-    flattened after them, concatenated along the last axis."""
+def pack(parts: Sequence[np.ndarray], lead: int, dtype: Any = np.float32) -> np.ndarray:
+    """``parts`` (the same ``lead`` leading axes) as one array of ``dtype``:
+    each flattened after them, concatenated along the last axis."""
     front = parts[0].shape[:lead]
-    flat = [np.asarray(p, np.float32).reshape(*front, -1) for p in parts]
+    flat = [np.asarray(p, dtype).reshape(*front, -1) for p in parts]
     return np.concatenate(flat, axis=-1)
 
 
@@ -102,10 +103,16 @@ def outputs(
 ) -> np.ndarray:
     """A path's output as one NumPy array: ``to_numpy(out)`` for one
     output; for several (``out`` a tuple in the model's order) each read
-    back and packed (leading axis: the batch)."""
+    back and packed (leading axis: the batch) in their own precision: a
+    float64 run's stay float64 (packed as float32, every float64 run's
+    outputs were rounded to float32, and two that agree to 1e-15 could
+    round a float32 unit apart: finding d8b231ec1c, a float64 run voted
+    out for it)."""
     if not spec.several_outputs:
         return to_numpy(out)
-    return pack([to_numpy(o) for o in out], 1)
+    parts = [to_numpy(o) for o in out]
+    wide = any(np.asarray(p).dtype == np.float64 for p in parts)
+    return pack(parts, 1, np.float64 if wide else np.float32)
 
 
 def per_output(spec: ModelSpec, packed: np.ndarray) -> dict[str, np.ndarray]:

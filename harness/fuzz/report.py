@@ -152,8 +152,10 @@ def triage(report: ModelReport, outputs: dict[str, str]) -> tuple[str, str]:
       too;
     - **not shown again**: checked again, every path agrees;
     - **not triaged**: the float64 runs themselves disagree (plain Keras
-      cannot say which is wrong), or the reproducer compares none of the
-      quantities the paths failed on."""
+      cannot say which is wrong), plain Keras parts from float64 on one
+      quantity on every backend (Keras' own formula, or a float64 value of
+      rounding's size: ``_off_everywhere``), or the reproducer compares none
+      of the quantities the paths failed on."""
     failing = {p: report.judgements[p] for p in report.verdicts if report.failing(p)}
     stopped = sorted(p for p, v in report.verdicts.items() if v == "error")
     vote = report.vote
@@ -170,12 +172,21 @@ def triage(report: ModelReport, outputs: dict[str, str]) -> tuple[str, str]:
         if any(e.quantity in compared for e in judged.failures)
     }
     found = _keras_side(report, outputs, [*failing, *stopped], rounded)
+    everywhere = _off_everywhere(outputs, rounded)
     if judge:
         answer = (
             "not triaged",
             f"the tool's float64 runs disagree ({judge[:160]}): "
             "a hand-written float64 implementation or its framework's "
             "operator, which plain Keras cannot tell apart",
+        )
+    elif everywhere:
+        answer = (
+            "not triaged",
+            f"plain Keras on every backend parts from float64 on {everywhere}: "
+            "Keras' own formula, or the float64 value (a gradient zero in "
+            "exact arithmetic that float64 rounds to a speck, against which "
+            "every float32 rounding is far off), which one run cannot tell apart",
         )
     elif not failing and not stopped:
         answer = ("not shown again", "checked again, every path agrees with float64")
@@ -280,6 +291,24 @@ def _trains_otherwise(report: ModelReport) -> bool:
         KINDS[layer.kind].trains_differently and KINDS[layer.kind].noise is None
         for layer in spec.layers
     )
+
+
+def _off_everywhere(outputs: dict[str, str], rounded: Collection[str]) -> str:
+    """The quantity (with each backend's error) on which plain Keras parts
+    from float64 beyond ``WRONG`` on every backend, the one off most; ``""``
+    when none is (or a backend did not run): not evidence of one backend's
+    bug (finding e30b03fb8f: an attention's query kernel, 1 to 1.7e9 off
+    on all three, against a float64 gradient of rounding's size)."""
+    plain = [errors_of(o) for o in outputs.values()]
+    if len(plain) < 2 or not all(plain):
+        return ""
+    common = set.intersection(*(set(e) for e in plain)) - set(rounded)
+    off = [q for q in sorted(common) if all(e[q] > WRONG for e in plain)]
+    if not off:
+        return ""
+    worst = max(off, key=lambda q: min(e[q] for e in plain))
+    figures = ", ".join(f"{b} {errors_of(o)[worst]:.2g}" for b, o in outputs.items())
+    return f"{worst} ({figures})"
 
 
 def _beyond(errors: dict[str, float], rounded: Collection[str]) -> float:

@@ -721,7 +721,13 @@ def softplus(h: tf.Tensor) -> tf.Tensor:
 
 
 def leaky_relu(h: tf.Tensor, slope: float) -> tf.Tensor:
-    """``h`` above 0, ``slope * h`` below."""
+    """``h`` above 0, ``slope * h`` below: ``tf.nn.leaky_relu`` as Keras'
+    TensorFlow backend calls it, but in a float64 run, where that op's
+    ``alpha``, a float32 attribute, would be ``f32(slope)`` (0.2 in float32
+    is 1.5e-8 off: finding d8b231ec1c, native TensorFlow's float64 run
+    voted out as computed in float32), the slope in the tensor's dtype."""
+    if h.dtype == tf.float64:
+        return tf.where(h > 0, h, h * tf.constant(slope, tf.float64))
     return tf.nn.leaky_relu(h, alpha=slope)
 
 

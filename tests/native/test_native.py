@@ -605,6 +605,26 @@ def test_leaky_relu_takes_its_slope_at_exactly_zero(runner: NativeRunner) -> Non
     np.testing.assert_allclose(bias_gradient(leaky=True), 0.3 * linear, rtol=1e-5)
 
 
+@pytest.mark.parametrize("package", ["tensorflow", "torch"])
+def test_a_float64_run_takes_a_leaky_relus_slope_in_float64(package: str) -> None:
+    """Finding d8b231ec1c: TensorFlow's ``LeakyRelu`` op holds its ``alpha``
+    as a float32 attribute, so native TensorFlow's float64 run multiplied
+    by f32(0.2), 1.5e-8 off, and the vote put it out as "computed in float32
+    somewhere".  A reference framework's float64 leaky ReLU is the float64
+    formula to the bit (JAX's is ``jnp.where``, float64 only in a process
+    of its own: the reference runs check it)."""
+    framework = pytest.importorskip(package)
+    ops = importlib.import_module(f"native.{package}.ops")
+    x = np.array([-3.0, -1.0, 0.0, 2.0])
+    tensor = (
+        framework.constant(x, framework.float64)
+        if package == "tensorflow"
+        else framework.tensor(x, dtype=framework.float64)
+    )
+    got = np.asarray(ops.leaky_relu(tensor, 0.2))
+    np.testing.assert_array_equal(got, np.where(x > 0, x, x * 0.2))
+
+
 ODD_PADDING = ModelSpec(
     "odd-padding",
     (7, 8, 2),
