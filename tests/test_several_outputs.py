@@ -172,6 +172,19 @@ def test_outputs_are_packed_in_order_and_split_back_by_name() -> None:
     assert packing.per_output(get_spec("ffn"), packed) == {}
 
 
+def test_a_float64_runs_outputs_stay_float64_when_packed() -> None:
+    """Finding d8b231ec1c: a float64 run's several outputs were packed as
+    float32, so every float64 reference's outputs were rounded to float32
+    and two that agree to 1e-15 could land a float32 unit apart."""
+    spec = _two()
+    cls = np.full((3, 4), 1 / 3, np.float64)
+    packed = packing.outputs(spec, (cls, np.full((3, 1), 0.1)), np.asarray)
+    assert packed.dtype == np.float64
+    assert np.array_equal(packing.per_output(spec, packed)["cls"], cls)
+    single = (cls.astype(np.float32), np.ones((3, 1), np.float32))
+    assert packing.outputs(spec, single, np.asarray).dtype == np.float32
+
+
 def test_the_total_is_each_outputs_loss_times_its_weight() -> None:
     def of(out: float, target: float, objective: Objective) -> float:
         return (out - target) ** 2 if objective == MSE else abs(out - target)
