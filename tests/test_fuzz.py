@@ -44,6 +44,7 @@ from harness.fuzz.findings import (
 )
 from harness.fuzz.report import errors_of, wrong
 from harness.versions.correctness import first_affected
+from native.faults import Location
 from workers.launch import PROJECT_ROOT, Reply
 from workers.paths import MODE_PATHS, PATHS
 from zoo.kinds import KINDS, merge
@@ -276,6 +277,34 @@ def test_an_unlocalized_finding_is_placed_by_the_quantities_it_failed_on() -> No
     assert signature(_unlocalized(["logits", "loss"])).endswith("forward at logits")
     # nothing to place it by: as before
     assert signature(_unlocalized([])).endswith("| not localized")
+
+
+def test_a_float64_run_voted_out_is_placed_where_it_parts() -> None:
+    """Found this stop: "the judge | float64 runs | native-tensorflow" named
+    every cause of that run's being voted out as one finding (d8b231ec1c:
+    an embedding and GRU model in one campaign, a leaky ReLU's float32 slope
+    in the next).  The odd run's place, by layer kind, is in the signature."""
+
+    def voted_out(layer: str | None) -> Outcome:
+        odd = SimpleNamespace(first=Location("forward", layer) if layer else None)
+        report = SimpleNamespace(
+            case=SimpleNamespace(model="lenet"),
+            localizations={},
+            verdicts=PASS,
+            outcomes={},
+            reference_error=None,
+            vote=SimpleNamespace(odd="native-tensorflow", fault="computed in float32"),
+            odd_localization=odd,
+            failing=lambda path: [],
+            notes=lambda path: [],
+        )
+        return checking.outcome_of(report)  # type: ignore[arg-type]
+
+    at_fc1, at_fc2 = signature(voted_out("fc1")), signature(voted_out("fc2"))
+    assert at_fc1 == "the judge | float64 runs | native-tensorflow forward at dense"
+    assert at_fc1 == at_fc2  # the same kind of layer: one finding
+    assert signature(voted_out("conv1")).endswith("native-tensorflow forward at conv2d")
+    assert signature(voted_out(None)).endswith("| float64 runs | native-tensorflow")
 
 
 # --- a campaign on stand-ins ---------------------------------------------------

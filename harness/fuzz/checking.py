@@ -133,7 +133,8 @@ def first_wrong(quantities: Iterable[str], kinds: dict[str, str]) -> tuple[str, 
 def outcome_of(report: ModelReport) -> Outcome:
     """What the fuzzer keeps of a check (``harness.fuzz.findings.Outcome``):
     a failing path the localizer could not place is placed by the
-    quantities it failed on (``first_wrong``)."""
+    quantities it failed on (``first_wrong``); a float64 run voted out, by
+    where it parts from the others."""
     spec = get_spec(report.case.model)
     kinds = {layer.name: layer.kind for layer in spec.layers}
     located = {}
@@ -161,7 +162,14 @@ def outcome_of(report: ModelReport) -> Outcome:
     if report.reference_error:
         judge = report.reference_error
     elif report.vote is not None and report.vote.odd is not None:
-        judge = f"{report.vote.odd}: {report.vote.fault}"
+        # where the odd float64 run parts (by kind, as a path is placed): the
+        # signature's place, so two causes are not one finding (d8b231ec1c)
+        odd, place = report.odd_localization, ""
+        if odd is not None and odd.first is not None:
+            place = (
+                f" {odd.first.stage} at {kinds.get(odd.first.layer, odd.first.layer)}"
+            )
+        judge = f"{report.vote.odd}{place}: {report.vote.fault}"
     notes = {p: report.notes(p) for p in report.verdicts if report.notes(p)}
     return Outcome(dict(report.verdicts), located, errors, judge, notes)
 

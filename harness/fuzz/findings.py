@@ -26,7 +26,9 @@ right and whose compiled one is not; or the error's type for a path that
 stopped) and the
 kind of the layer it was localized to: two drawn models
 that part the same way at the same kind of layer are one finding, whatever
-else they hold.  ``Finding.id`` is a digest of the signature.
+else they hold.  A float64 run voted out is placed the same way: the odd
+run, the stage and the kind of layer where it parts from the others.
+``Finding.id`` is a digest of the signature.
 
 The findings file (``findings.jsonl``) gets one line per finding each time
 a smaller model shows it (``harness.core.jsonl``: appended whole, fsynced,
