@@ -528,6 +528,26 @@ def test_the_tools_paths_are_measured_as_plain_keras_is(
     assert (got, said in why) == (verdict, True), why
 
 
+def test_a_reproducer_that_times_out_is_no_verdict_on_keras(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Found: one reproducer's timeout on a busy machine raised through
+    ``--write``, every later finding unwritten.  It is an answer now, and
+    not "plain Keras raises"."""
+
+    def slow(*args: object, **kwargs: object) -> None:
+        raise subprocess.TimeoutExpired("reproducer", report.SCRIPT_TIMEOUT_S)
+
+    monkeypatch.setattr(report.subprocess, "run", slow)
+    said = report.run_script(tmp_path / "r.py", "jax")
+    assert said == "TIMED OUT: no answer in 300 s"
+    outputs = {**_ran(**RIGHT), "jax": said}
+    got, why = report.triage(_checked_again({"native-torch": 1e-2}), outputs)
+    assert got == "the tool's own", why
+    assert "every backend but jax, which gave no answer" in why
+    assert "raises" not in why
+
+
 def test_the_tools_own_finding_is_written_as_a_failing_test() -> None:
     """Issue 80: a finding whose run shows the tool wrong is a failing test,
     not a page: a module ``tests/paths/`` takes, holding the finding's model

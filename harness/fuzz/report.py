@@ -85,15 +85,22 @@ def _shown(report: ModelReport) -> list[str]:
 
 
 def run_script(script: Path, backend: str, env: dict[str, str] | None = None) -> str:
-    """The reproducer's output on ``backend`` (its error text when it fails)."""
-    done = subprocess.run(
-        [interpreter("jax"), str(script), backend],
-        capture_output=True,
-        text=True,
-        timeout=SCRIPT_TIMEOUT_S,
-        env={**(env or os.environ), "TF_CPP_MIN_LOG_LEVEL": "3"},
-        check=False,
-    )
+    """The reproducer's output on ``backend`` (its error text when it fails;
+    ``TIMED OUT`` when it gave no answer in ``SCRIPT_TIMEOUT_S``, which
+    says nothing of Keras: found when one reproducer's timeout on a busy
+    machine ended ``--write`` with a traceback and the other findings
+    unwritten)."""
+    try:
+        done = subprocess.run(
+            [interpreter("jax"), str(script), backend],
+            capture_output=True,
+            text=True,
+            timeout=SCRIPT_TIMEOUT_S,
+            env={**(env or os.environ), "TF_CPP_MIN_LOG_LEVEL": "3"},
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return f"TIMED OUT: no answer in {SCRIPT_TIMEOUT_S:g} s"
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         return f"FAILED: {tail[:300]}"
@@ -215,9 +222,13 @@ def triage(report: ModelReport, outputs: dict[str, str]) -> tuple[str, str]:
         )
     else:
         largest = max(_beyond(e, rounded) for e in plain.values() if e)
-        agrees = (
-            f"plain Keras agrees with float64 on every backend (at most {largest:.1g})"
+        silent = [b for b, o in outputs.items() if not errors_of(o)]
+        on = (
+            f"every backend but {', '.join(silent)}, which gave no answer"
+            if silent
+            else "every backend"
         )
+        agrees = f"plain Keras agrees with float64 on {on} (at most {largest:.1g})"
         off = [f"{p} {e:.2g} off" for p, e in sorted(tool.items()) if e > WRONG]
         off += [f"{p} stopped" for p in stopped]
         answer = (
