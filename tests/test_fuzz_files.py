@@ -528,6 +528,31 @@ def test_the_tools_paths_are_measured_as_plain_keras_is(
     assert (got, said in why) == (verdict, True), why
 
 
+@pytest.mark.parametrize(
+    ("trajectory", "verdict"),
+    [({}, "the tool's own"), ({"loss": np.array([0.3, 0.5])}, "rounding")],
+)
+def test_a_step_loss_is_read_from_the_trajectory_alone(
+    trajectory: dict[str, Any], verdict: str
+) -> None:
+    """Found running this stop's hour through ``--write``: a path failing on
+    ``step1/loss`` read its evaluation's loss (one number) as the steps'
+    and raised; the steps' losses are the trajectory's, the judge's error
+    where the check kept none."""
+    checked = _checked_again({})
+    checked.verdicts["native-jax"] = "fail"
+    checked.judgements = {
+        "native-jax": SimpleNamespace(failures=(Entry("step1/loss", 1e-2, 1e-6),))
+    }
+    checked.failing = lambda p: ["step1/loss"] if p == "native-jax" else []
+    checked.expected = {"step1/loss": np.array([0.3])}
+    checked.evaluated = {"native-jax": {"loss": np.float64(0.2)}}
+    checked.trajectories = {"native-jax": trajectory}
+    outputs = dict.fromkeys(RIGHT, "step1/loss: error 1e-08\n")
+    got, why = report.triage(checked, outputs)
+    assert got == verdict, why
+
+
 def test_a_reproducer_that_times_out_is_no_verdict_on_keras(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

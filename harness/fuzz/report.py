@@ -253,11 +253,14 @@ def _measured(report: ModelReport, path: str, entry: Entry) -> float:
     native TensorFlow and 4e-10 off in plain Keras'); the judge's error where
     the check kept no value of it."""
     expected = report.expected.get(entry.quantity)
-    arrays = {**report.evaluated.get(path, {}), **report.trajectories.get(path, {})}
-    value = arrays.get(entry.quantity)
+    trajectory = report.trajectories.get(path, {})
+    value = trajectory.get(
+        entry.quantity, report.evaluated.get(path, {}).get(entry.quantity)
+    )
     step = re.fullmatch(r"step(\d+)/loss", entry.quantity)
-    if step and "loss" in arrays and len(arrays["loss"]) >= int(step[1]):
-        value = arrays["loss"][int(step[1]) - 1 : int(step[1])]
+    if step:  # a trajectory's losses, one per step (an evaluation's is one number)
+        t, losses = int(step[1]), np.atleast_1d(trajectory.get("loss", []))
+        value = losses[t - 1 : t] if len(losses) >= t else None
     if expected is None or value is None or np.size(value) != np.size(expected):
         return entry.error
     return error(np.reshape(value, np.shape(expected)), expected)
