@@ -31,7 +31,7 @@ import jinja2
 import numpy as np
 
 from equivalence.check import Case, ModelReport
-from equivalence.compare import Entry
+from equivalence.compare import GRAD_PREFIX, Entry
 from equivalence.keras_known import KNOWN_BUG
 from harness.fuzz.checking import WorkerCheck
 from harness.fuzz.findings import Finding
@@ -49,7 +49,6 @@ BACKENDS = ("jax", "tensorflow", "torch")
 # these small models stays below 1e-5; the bugs found move values by 1e-2).
 WRONG = 1e-4
 SHOWN = 4  # failing quantities shown per finding
-GRADIENT = "grad:"
 FIRST_STEP = "step1/"
 SCRIPT_TIMEOUT_S = 300.0
 # The most a reproducer (weights and batches as literals) and a page may
@@ -187,6 +186,8 @@ def triage(report: ModelReport, outputs: dict[str, str]) -> tuple[str, str]:
             "a hand-written float64 implementation or its framework's "
             "operator, which plain Keras cannot tell apart",
         )
+    elif not failing and not stopped:
+        answer = ("not shown again", "checked again, every path agrees with float64")
     elif everywhere:
         answer = (
             "not triaged",
@@ -195,8 +196,6 @@ def triage(report: ModelReport, outputs: dict[str, str]) -> tuple[str, str]:
             "exact arithmetic that float64 rounds to a speck, against which "
             "every float32 rounding is far off), which one run cannot tell apart",
         )
-    elif not failing and not stopped:
-        answer = ("not shown again", "checked again, every path agrees with float64")
     elif found:
         answer = ("Keras or its framework", found)
     elif (
@@ -268,7 +267,7 @@ def _measured(report: ModelReport, path: str, entry: Entry) -> float:
 
 def _gradient_of(quantity: str) -> str:
     """``grad:<parameter>`` of a ``step1/<parameter>`` quantity."""
-    return GRADIENT + quantity.removeprefix(FIRST_STEP)
+    return GRAD_PREFIX + quantity.removeprefix(FIRST_STEP)
 
 
 def amplified(report: ModelReport, outputs: dict[str, str]) -> list[str]:
