@@ -90,7 +90,7 @@ BEFORE = {
             },
         },
         fresh_worker_per_cell=False,
-        extend_budget_s=180.0,
+        budget_s=600.0,
         helpers="free",
     ),
     "paper": Profile(
@@ -215,7 +215,7 @@ def test_setting_outside_its_table() -> None:
         "default.toml: repeats is not a known key (settings belong in the "
         "[settings] table); known keys: description, models, paths, phases, "
         "seed, data, fresh_worker_per_cell, peak_s, peak_frameworks, timeout_s, "
-        "paired, pin_cpus, isolate, extend_budget_s, helpers, threads, "
+        "paired, pin_cpus, isolate, budget_s, helpers, threads, "
         "thread_counts, "
         "settings, per_model, count, versions, converge"
     )

@@ -32,7 +32,7 @@ from harness.core.cells import (
     thread_counts,
     write_plan,
 )
-from tests.helpers import fake_python, profile, record
+from tests.helpers import fake_python, profile
 
 TRAIN = '{"status": "ok", "result": {"first_step_s": 0.1, "step_s": [0.01, 0.02]}}'
 ONE = ["--profile", "smoke", "--models", "ffn", "--paths", "native-torch"]
@@ -386,29 +386,3 @@ def test_a_task_that_keeps_failing_is_recorded_as_an_error(
     assert "infrastructure, 1 attempts" in (record.error or "")
     counts, _ = records.outcome([record])
     assert counts == {"error": 1}
-
-
-def test_a_pair_the_gate_held_back_gets_no_adaptive_rounds(tmp_path: Path) -> None:
-    """Its side that passed is timed alone in the planned repeats; no ratio
-    can come of more rounds."""
-    from harness.core.cells import extension
-
-    smoke = profile(repeats=1, max_repeats=5)
-    plan = new_plan(
-        "7",
-        smoke,
-        models=["ffn"],
-        paths=["keras-torch", "native-torch"],
-        phases=["train"],
-        keys={},
-    )
-    (unit,) = plan.units
-    held = record(
-        "keras-torch",
-        run_id="7",
-        profile="smoke",
-        status="not-timed",
-        batch_size=unit.batch_size,
-        equivalence="fail",
-    )
-    assert extension(plan, [held], {}) == []

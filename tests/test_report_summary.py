@@ -493,7 +493,7 @@ def test_every_column_of_the_detailed_tables_is_said_in_words() -> None:
     assert not unsaid, f"say what these columns mean in tables.COLUMNS: {unsaid}"
     text = tables._with_legend(overhead_rows(recs), "table")
     assert "pairs: processes x Keras/native block pairs per process" in text
-    assert "stopped: why its repeats ended" in text
+    assert "stopped: why it got no more processes" in text
 
 
 def test_a_findings_command_names_the_results_folder_as_typed(

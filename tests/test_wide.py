@@ -1,23 +1,20 @@
 """Wide intervals: a ratio whose 95% CI half-width is above 10% is shown,
 marked ``wide`` in the table and faded in the plot, and no summary or
-comparison treats it as a finding; extra processes go to the widest
-interval first, within the run's budget for them (a fake clock).
+comparison treats it as a finding (where a run's extra processes go:
+tests/test_schedule.py).
 
 Framework-free: records are made here, workers are shell scripts."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-import harness.bench.run
 from harness.core import records
-from harness.core.cells import extension, new_plan
 from harness.report.analysis import (
     compare_pair_rows,
     overhead_rows,
@@ -27,11 +24,6 @@ from harness.report.analysis import (
 from harness.report.tables import report
 from harness.stats import paired
 from tests.helpers import (
-    READY,
-    FakeClock,
-    fake_python,
-    no_framework,
-    profile,
     record,
 )
 
@@ -158,80 +150,6 @@ def test_the_plot_fades_a_wide_ratio(tmp_path: Path) -> None:
     # the overhead plot's one panel (the step-time plot draws bars too)
     assert drawn["faded"][0] == {("torch", "ffn")}
     assert sorted(drawn["alphas"][0], key=lambda a: a or 1.0) == [0.35, None]
-
-
-# --- extra processes: the widest first, within the run's budget ----------------
-
-
-def test_extension_picks_the_widest_interval_first() -> None:
-    plan = new_plan(
-        "r",
-        profile(repeats=3, max_repeats=10, cell_budget_s=86_400.0, ratio_target=0.001),
-        models=["ffn", "lenet"],
-        paths=["keras-torch", "native-torch"],
-        phases=["train"],
-        keys={},
-    )
-    batch = {u.model: u.batch_size for u in plan.units}
-    recs = [
-        dataclasses.replace(r, batch_size=batch[r.model])
-        for r in [
-            *_pairs(2.0, 3, seed=5, spread=0.05),
-            *_pairs(2.0, 3, seed=6, spread=0.3, model="lenet"),
-        ]
-    ]
-    both = extension(plan, recs, {})
-    assert sorted(u.model for u in both) == ["ffn", "lenet"]
-    (widest,) = extension(plan, recs, {}, limit=1)
-    assert widest.model == "lenet"
-    assert widest.repeat == 3
-
-
-def _wandering_worker(tmp_path: Path) -> str:
-    """A paired worker whose processes alternate ratios 2.4 and 1.6: the
-    interval never narrows, so only a cap stops the rounds."""
-    answers = tmp_path / "answers"
-    answers.mkdir()
-    for i, ratio in enumerate((2.4, 1.6)):
-        native = [0.001 * (1 + 0.001 * k) for k in range(6)]
-        result = {
-            "keras_first_s": 0.5,
-            "native_first_s": 0.1,
-            "keras_s": [n * ratio for n in native],
-            "native_s": native,
-            "keras_first": [k % 2 == 0 for k in range(6)],
-        }
-        (answers / str(i)).write_text(
-            json.dumps({"status": "ok", "result": result}) + "\n"
-        )
-    starts = tmp_path / "starts"
-    return fake_python(
-        tmp_path,
-        f"echo start >> {starts}\n"
-        f"n=$(( ($(wc -l < {starts}) - 1) % 2 ))\n"
-        f"echo '{READY}'\n"
-        f"while read line; do cat {answers}/$n; done",
-    )
-
-
-def test_the_run_budget_for_extra_processes_is_read_from_its_clock(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Each reading of the fake clock moves it 100 s: a 150 s budget lets one
-    extra process start and no second, though the cell's own caps allow 48."""
-    no_framework(monkeypatch)
-    monkeypatch.setenv("HARNESS_PYTHON_TORCH", _wandering_worker(tmp_path))
-    monkeypatch.setattr(harness.bench.run, "clock", FakeClock(read_s=100.0))
-    out = harness.bench.run.run(
-        profile(
-            repeats=2, max_repeats=50, cell_budget_s=86_400.0, extend_budget_s=150.0
-        ),
-        models=["ffn"],
-        paths=["keras-torch", "native-torch"],
-        phases=["train"],
-        results_dir=tmp_path,
-    )
-    assert sorted({r.repeat for r in records.read(out)}) == [0, 1, 2]
 
 
 def test_run_to_run_compares_only_runs_measured_with_the_same_threads(

@@ -22,10 +22,12 @@ warm-up are timed apart from the steady state.  Thread settings and CPUs
 are set explicitly for every worker and recorded
 (``harness.core.placement``): by default one intra-op thread in a worker
 started on a CPU of its own, its other threads then free to use every CPU,
-this process kept off the worker's own while it measures.  After every
-pair cell's repeats, extra processes go to the cell whose interval is
-widest, one at a time, while the profile's ``extend_budget_s`` lasts (read
-from :data:`clock`; without a budget, a round of every cell that wants one).
+this process kept off the worker's own while it measures.  Under a
+budget (the profile's ``budget_s``, ``--budget``), a planned process starts
+only while it fits, and the time left goes to more processes of the pair
+cells where they narrow the answer most (``harness.bench.schedule``; read
+from :data:`clock`); without one, every planned process, then more until
+every pair cell stops by its own caps.
 
 Records are appended to ``<results>/run-<time>-<pid>.jsonl`` as each cell's
 repeat ends, so a crash loses nothing measured; ``resume`` continues an
@@ -43,6 +45,7 @@ crashed or timed out is replaced before the next cell.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import tempfile
@@ -54,15 +57,16 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import Field
 
+from harness.bench import schedule
 from harness.bench.measure import Measuring
 from harness.core import jsonl, machines, pairing, records, validated
 from harness.core.cells import (
     PLAN_SUFFIX,
     Cell,
+    Closing,
     Plan,
     Unit,
     cell_of,
-    extension,
     new_plan,
     plan_file,
     read_plan,
@@ -194,7 +198,7 @@ class Executor(Protocol):
     def execute(self, plan: Plan, units: list[Unit], context: RunContext) -> None: ...
 
 
-# The clock the budget of extra processes is read from; tests put a fake one
+# The clock the run's budget is read from; tests put a fake one
 # in its place (a test never waits on wall-clock time).
 clock = time.monotonic
 
@@ -229,6 +233,7 @@ def _run(
         host = records.host_platform()
         host["threads"] = of_profile(profile, None).record()
         _check_resumable(out, profile, host)
+    started = clock()  # the budget counts the gate's time too
     keys: dict[str, dict[str, str]] = {}
     verdicts = verify(
         models,
@@ -270,23 +275,44 @@ def _run(
         Progress(),
     )
     todo = [u for u in plan.units if not _done(u, done)]
-    executor.execute(plan, todo, context)
-    # With a budget for extra processes, one cell at a time, the widest first;
-    # without one, a round of every cell that wants one.
-    budget = profile.extend_budget_s
-    started = clock()
-    while budget is None or clock() - started < budget:
-        extra = extension(
-            plan,
-            records.read(out) if out.is_file() else [],
-            keys,
-            limit=None if budget is None else 1,
+    context.progress.add(len(todo))
+    budget = profile.budget_s
+    costs = schedule.Costs()
+
+    def left() -> float:
+        return math.inf if budget is None else budget - (clock() - started)
+
+    def execute(group: list[Unit]) -> None:
+        before = len(records.read(out)) if out.is_file() else 0
+        began = clock()
+        executor.execute(plan, group, context)
+        written = records.read(out)[before:] if out.is_file() else []
+        costs.learn(group, clock() - began, written)
+
+    # Tier 1: every cell's planned processes, each while it fits.
+    for group in schedule.groups(todo):
+        fitting = costs.fitting(group, left())
+        context.progress.advance(len(group) - len(fitting))  # passed over
+        if fitting:
+            execute(fitting)
+    # Tier 2: more processes where they narrow the answer most.
+    while True:
+        extra = schedule.narrowing(
+            plan, records.read(out) if out.is_file() else [], costs, left()
         )
         if not extra:
             break
         plan = plan.model_copy(update={"units": (*plan.units, *extra)})
         write_plan(plan, plan_path)
-        executor.execute(plan, [u for u in extra if not _done(u, done)], context)
+        context.progress.add(len(extra))
+        execute(extra)
+    closing = Closing(
+        budget_s=budget,
+        spent_s=round(clock() - started, 3),
+        stops=schedule.stops(plan, records.read(out) if out.is_file() else []),
+    )
+    write_plan(plan.model_copy(update={"closing": closing}), plan_path)
+    print(schedule.closing_line(closing), file=sys.stderr)
     return out
 
 
@@ -308,7 +334,6 @@ class Local:
             plan, context.results_dir, context.out, _host(context.results_dir, plan)
         )
         workers = _Workers(measuring.profile)
-        context.progress.add(len(units))
         try:
             for unit in units:
                 with kept_off(of_profile(measuring.profile, unit.threads)):

@@ -4,6 +4,7 @@ after another or as a Slurm job array (``--executor``)."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -41,8 +42,39 @@ def add(commands: Commands) -> None:
         help="make a native path's paired blocks slower by FACTOR (e.g. "
         "native-torch:1.05), to check that report --compare catches a known change",
     )
+    run_p.add_argument(
+        "--budget",
+        type=duration,
+        default=None,
+        metavar="TIME",
+        help="wall time for the whole run, the gate's included (600, 600s, 10m, "
+        "1h): planned processes while they fit, then more where they narrow "
+        "the answer most; default: the profile's budget_s",
+    )
     _cluster_arguments(run_p)
     run_p.set_defaults(handler=run_command)
+
+
+# The most a run's budget may be: the profile's bound on budget_s.
+MOST_BUDGET_S = 7 * 86_400
+UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600}
+
+
+def duration(text: str) -> float:
+    """``--budget``'s seconds from ``600``, ``600s``, ``10m``, ``1.5h``;
+    ArgumentTypeError, in one sentence, for anything else."""
+    number = text.strip().rstrip("minsh")
+    unit = text.strip()[len(number) :]
+    try:
+        seconds = float(number) * UNITS[unit]
+    except (KeyError, ValueError):
+        seconds = math.nan
+    if not 0 < seconds <= MOST_BUDGET_S:
+        raise argparse.ArgumentTypeError(
+            f"--budget wants a time above 0 and at most 7 days, as 600, 600s, "
+            f"10m or 1h; got {text[:40]!r}"
+        )
+    return seconds
 
 
 def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,6 +99,8 @@ def run_command(args: argparse.Namespace) -> int:
     paths it judged were timed, and the closing lines say what was wrong),
     130 on Ctrl-C; how to resume when the run stopped early."""
     profile, models, paths, phases = selection(args)
+    if args.budget is not None:
+        profile = profile.model_copy(update={"budget_s": args.budget})
     from harness.bench.run import RunStoppedError, run, run_references
     from harness.core.gate import reference_line
     from harness.core.records import ACCEPTED, outcome, read
@@ -141,6 +175,7 @@ def _resume_hint(args: argparse.Namespace, out: Path) -> str:
             ("paths", args.paths),
             ("phases", args.phases),
             ("results", args.results),
+            ("budget", args.budget),
         )
         if value is not None
     ]

@@ -22,9 +22,10 @@ the whole profile in it, so a node needs the plan and the project, not the
 blueprint file.  It is deterministic: the same profile, selection and code
 give the same units, which is how ``--resume`` and a cluster run line up with
 a local one.  The plan holds each cell's planned ``repeats``; the adaptive
-rounds of pair cells (more processes until the overhead ratio is known,
-``pairing.stop_reason``) are appended as they are needed, by whichever
-executor runs the plan (:func:`extension`).
+processes of pair cells (more processes until the overhead ratio is known,
+``pairing.stop_reason``) are appended as they are needed
+(``harness.bench.schedule``), and when the run ends its ``closing`` says
+what the run took and why each pair cell stopped.
 
 Framework-free.
 """
@@ -127,6 +128,40 @@ class Unit(_Frozen):
         )
 
 
+# Why a pair cell got no more processes: ``pairing.stop_reason``'s three,
+# and ``harness.bench.schedule``'s.
+StopReason = Literal[
+    "target", "budget", "max_repeats", "run_budget", "held_back", "failed"
+]
+
+
+class Closing(_Frozen):
+    """How a run ended: its budget (None: none), the seconds it took from
+    its start (the gate's included) to its last process, and why each pair
+    cell (by ``PairCell.name``) got no more processes."""
+
+    budget_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    spent_s: float = Field(ge=0, allow_inf_nan=False)
+    stops: dict[str, StopReason] = Field(default_factory=dict)
+
+    def time_line(self) -> str:
+        """``the run took 11 min 3 s of its 12 min 0 s budget (57 s to
+        spare)``, or past it, or with no budget."""
+        took = f"the run took {_minutes(self.spent_s)}"
+        if self.budget_s is None:
+            return f"{took} (no budget)"
+        over = self.spent_s - self.budget_s
+        said = (
+            f"{_minutes(over)} past it" if over > 0 else f"{_minutes(-over)} to spare"
+        )
+        return f"{took} of its {_minutes(self.budget_s)} budget ({said})"
+
+
+def _minutes(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
+
+
 class Plan(_Frozen):
     """A run's numbered units and everything a unit needs to run."""
 
@@ -140,6 +175,7 @@ class Plan(_Frozen):
     allow_unverified: bool = False
     slowdown: dict[str, float] = Field(default_factory=dict)
     units: tuple[Unit, ...]
+    closing: Closing | None = None  # written when the run ends
 
     @field_validator("run_id")
     @classmethod
@@ -272,51 +308,6 @@ def _unit(
     )
 
 
-def extension(
-    plan: Plan,
-    recs: Iterable[records.Record],
-    keys: dict[str, dict[str, str]],
-    limit: int | None = None,
-) -> list[Unit]:
-    """The next round of the pair cells that want one more process
-    (``pairing.stop_reason`` finds no reason to stop yet, ``max_repeats``
-    allows one and some process of it gave a ratio), the widest interval
-    first, at most ``limit`` of them (None: all), numbered after the plan's
-    last unit: time goes where the interval is widest."""
-    profile = plan.get_profile()
-    standing = pairing.standings(list(recs))
-    last: dict[pairing.PairCell, Unit] = {}
-    for unit in plan.units:
-        if unit.paired:
-            cell = unit.pair_cell()
-            if cell not in last or unit.repeat > last[cell].repeat:
-                last[cell] = unit
-    wanted: list[
-        tuple[float, tuple[str, ...], tuple[str, str, int, int | None], int]
-    ] = []
-    for cell, unit in last.items():
-        settings = profile.settings(cell.model)
-        have = standing.get(cell, pairing.Standing())
-        repeat = unit.repeat + 1
-        # No process gave a ratio (the gate held a side back, or every one
-        # failed): more processes would not narrow anything.
-        if repeat >= settings.max_repeats or not have.repeats:
-            continue
-        stop, found = pairing.stop_reason(have, len(have.repeats), profile, cell.model)
-        if stop:
-            continue
-        where = (unit.model, unit.phase, unit.batch_size, unit.threads)
-        width = found.half_width if found is not None else math.inf
-        wanted.append((width, unit.paths, where, repeat))
-    wanted.sort(key=lambda w: -w[0])  # the widest first
-    chosen = wanted[:limit] if limit is not None else wanted
-    chosen.sort(key=lambda w: (w[1], w[3]))  # one worker per pair and repeat
-    return [
-        _unit(len(plan.units) + i, profile.seed, paths, where, repeat=r, keys=keys)
-        for i, (_, paths, where, r) in enumerate(chosen)
-    ]
-
-
 def new_plan(
     run_id: str,
     profile: Profile,
@@ -405,6 +396,18 @@ PLAN_SUFFIX = ".cells.json"
 def plan_file(results_dir: Path, run_id: str) -> Path:
     """Where ``harness run`` keeps a run's plan, beside its records."""
     return results_dir / f"run-{run_id}{PLAN_SUFFIX}"
+
+
+def closing_of(records_path: Path) -> Closing | None:
+    """How the run whose records are ``records_path`` ended (its plan's
+    ``closing``, the plan beside the records); None when it has none (the
+    run was interrupted, or is older than the key) or its plan is missing
+    or unreadable."""
+    run_id = records_path.stem.removeprefix("run-")
+    try:
+        return read_plan(plan_file(records_path.parent, run_id)).closing
+    except (OSError, ValueError):
+        return None
 
 
 def _identity(record: records.Record) -> tuple[Any, ...]:

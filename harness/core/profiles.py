@@ -545,15 +545,17 @@ class Profile(_Schema):
         "intra-op threads (the last ones) and keep the orchestrator on the "
         "others while it measures (harness.core.placement)",
     )
-    extend_budget_s: float | None = Field(
+    budget_s: float | None = Field(
         None,
         gt=0,
-        le=86_400,
+        le=7 * 86_400,
         allow_inf_nan=False,
-        description="seconds the run may spend on extra processes of paired "
-        "cells after their repeats, one cell at a time, the widest interval "
-        "first (each cell still within its ratio_target, cell_budget_s and "
-        "max_repeats); unset: every cell that wants one gets one per round",
+        description="seconds of wall time for the whole run, the gate's "
+        "included (harness run --budget): every cell's planned processes in "
+        "turn while each fits, then more processes where they narrow the "
+        "overhead intervals most per second (harness.bench.schedule); unset: "
+        "every planned process, then more until every cell stops by its own "
+        "ratio_target, cell_budget_s or max_repeats",
     )
     helpers: Literal["free", "confined"] = Field(
         "free",
@@ -667,8 +669,8 @@ class Profile(_Schema):
             del content["isolate"]
         if content["helpers"] == "confined":  # as digests were before the key
             del content["helpers"]
-        if content["extend_budget_s"] is None:  # as digests were before the key
-            del content["extend_budget_s"]
+        if content["budget_s"] is None:  # as digests were before the key
+            del content["budget_s"]
         if content["peak_s"] == 1.0:  # as digests were before the key
             del content["peak_s"]
         if content["peak_frameworks"]:  # as digests were before the key

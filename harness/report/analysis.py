@@ -34,7 +34,7 @@ from functools import cached_property
 from typing import Any
 
 from harness.core.machines import NAME_VARIABLE
-from harness.core.pairing import standings
+from harness.core.pairing import PairCell, standings
 from harness.core.records import Record, final, pooling_conflict
 from harness.stats import paired, robust
 from harness.stats.paired import is_wide
@@ -261,10 +261,15 @@ def cpu_per_step(recs: Iterable[Record]) -> dict[CellKey, dict[str, float]]:
     return out
 
 
-def overhead_rows(recs: Iterable[Record]) -> list[dict[str, Any]]:
+def overhead_rows(
+    recs: Iterable[Record], stops: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
     """Per model, framework, phase and batch size: Keras and native medians and
     their ratio with a bootstrap 95% CI; None where either side has no time.
-    Frameworks without a Keras backend have no row."""
+    Frameworks without a Keras backend have no row.  ``stops``: why each
+    pair cell (by ``PairCell.name``) got no more processes, as the run's
+    plan says when it ended (``harness.core.cells.Closing``); without one a
+    cell's last record says, or ``unfinished``."""
     recs = list(recs)
     by_key = cells(recs)
     paired = {
@@ -333,7 +338,12 @@ def overhead_rows(recs: Iterable[Record]) -> list[dict[str, Any]]:
                     if found is not None
                     else "unpaired"
                 ),
-                "stopped": _stopped(records_of) if found is not None else None,
+                "stopped": (
+                    (stops or {}).get(PairCell(model, framework, phase, batch).name())
+                    or _stopped(records_of)
+                    if found is not None
+                    else None
+                ),
                 "busy": busy_mark(records_of),
                 "keras_equivalence": keras.equivalence if keras else None,
                 "native_equivalence": native.equivalence if native else None,

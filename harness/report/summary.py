@@ -49,6 +49,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from harness.core import jsonl, peak, validated
+from harness.core.cells import closing_of
 from harness.core.machines import describe, name_of
 from harness.core.records import Record, final, outcome, scan
 from harness.report import doubts, literal
@@ -719,6 +720,7 @@ def header(
     run_id = recs[0].run_id or records_path.stem.removeprefix("run-")
     cpu = ", ".join(str(v) for v in (machine.get("cpu_model"), machine.get("cpu")) if v)
     endings, _ = outcome(recs)
+    closing = closing_of(records_path)
     return [
         f"machine: {machine['machine']}, {cpu or 'CPU not recorded'} "
         f"({isa or 'ISA not recorded'}: {wide_isa}), {machine.get('cores')} cores"
@@ -730,6 +732,7 @@ def header(
         f"records {literal.shown_path(records_path)}",
         f"matmul peak: {_peak(recs)}",
         f"gate: {_gate(recs)}",
+        *([f"time: {closing.time_line()}"] if closing else []),
         f"{sum(endings.values())} cell repeats: "
         + ", ".join(f"{n} {status}" for status, n in sorted(endings.items())),
         f"doubts: {doubts.counted(found)}"

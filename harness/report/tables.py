@@ -39,6 +39,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from harness.core.cells import closing_of
 from harness.core.machines import describe, group, name_of
 from harness.core.records import Record, scan
 from harness.report import doubts, literal, modes, summary
@@ -190,9 +191,13 @@ def render_report(
         if table == "machines":
             return render([describe(name, mine) for name, mine in groups.items()], fmt)
 
+        closing = closing_of(records_path)
+        stops = closing.stops if closing else None
+
         def rows_of(mine: list[Record]) -> list[dict[str, Any]]:
-            pick = cell_rows if table == "cells" else overhead_rows
-            return pick(main_records(mine))
+            if table == "cells":
+                return cell_rows(main_records(mine))
+            return overhead_rows(main_records(mine), stops)
 
         if len(groups) == 1:
             return render(rows_of(recs), fmt)
@@ -245,7 +250,8 @@ def _tables(
     cell last."""
     sweep = _threads_section(recs, fmt)
     recs = main_records(recs)
-    overheads = overhead_rows(recs)
+    closing = closing_of(records_path)
+    overheads = overhead_rows(recs, closing.stops if closing else None)
     return [
         *_summary_sections(records_path, recs, overheads, fmt),
         *_plots_section(plots, fmt),
@@ -311,9 +317,10 @@ COLUMNS = {
     "overhead_ci95": "its 95% CI",
     "half_width": f"the CI's half-width over the ratio (wide above {paired.WIDE:.0%})",
     "pairs": "processes x Keras/native block pairs per process (unpaired: timed apart)",
-    "stopped": "why its repeats ended: target (the CI narrow enough), budget "
-    "(its time spent), max_repeats (the most processes allowed), unfinished "
-    "(the run ended first)",
+    "stopped": "why it got no more processes: target (the CI narrow enough), "
+    "budget (its own cell_budget_s spent), max_repeats (the most processes "
+    "allowed), run_budget (the run's budget could not buy its next process), "
+    "unfinished (the run was stopped first)",
     "keras_equivalence": "the gate's verdict for Keras",
     "native_equivalence": "the gate's verdict for native",
 }
