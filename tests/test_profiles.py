@@ -36,7 +36,7 @@ def test_settings_are_hashable_immutable_values() -> None:
     ffn = PROFILES["default"].settings("ffn")
     again = Settings(
         train_steps=50,
-        repeats=3,
+        repeats=2,
         infer_batches=20,
         window_s=0.3,
         warmup_rounds=1,
@@ -52,12 +52,12 @@ def test_settings_are_hashable_immutable_values() -> None:
     assert {ffn: "ffn"}[again] == "ffn"
     with pytest.raises(ValidationError, match="frozen"):
         ffn.repeats = 5  # type: ignore[misc]
-    assert PROFILES["default"].base.repeats == 3  # replacements leave the base
+    assert PROFILES["default"].base.train_steps == 3  # replacements leave the base
 
 
 def test_warmup_runs_and_repeats_are_separate_settings() -> None:
     ffn, vgg16 = (PROFILES["default"].settings(m) for m in ("ffn", "vgg16"))
-    assert (ffn.warmup_runs, ffn.repeats) == (1, 3)
+    assert (ffn.warmup_runs, ffn.repeats) == (1, 2)
     assert (vgg16.warmup_runs, vgg16.repeats) == (0, 2)
 
 

@@ -27,3 +27,16 @@ def test_units_are_added_and_counted() -> None:
     p.advance()
     assert p.line() == "[1/4  25% ##-------- 01:00 elapsed, ~03:00 left]"
     assert p.line(p.done + 1).startswith("[2/4  50% #####-----")
+
+
+def test_a_run_within_a_budget_shows_the_budget_s_time_left() -> None:
+    """Units beyond the budget are never started: the rate's estimate
+    (1:37:29 left for a 10-minute run, as one was shown) would mislead."""
+    assert progress.line(3, 145, 41.0, budget_left=559.0) == (
+        "[3/145   2% ---------- 00:41 elapsed, 09:19 of the budget left]"
+    )
+    assert progress.line(3, 145, 700.0, budget_left=-100.0).endswith(
+        "00:00 of the budget left]"
+    )
+    p = progress.Progress(145, deadline=progress.time.monotonic() + 600)
+    assert "of the budget left]" in p.line()

@@ -234,6 +234,7 @@ def _run(
         host["threads"] = of_profile(profile, None).record()
         _check_resumable(out, profile, host)
     started = clock()  # the budget counts the gate's time too
+    shown_from, budget = time.monotonic(), profile.budget_s  # progress line
     keys: dict[str, dict[str, str]] = {}
     verdicts = verify(
         models,
@@ -272,11 +273,10 @@ def _run(
         out,
         verdicts,
         pairing.standings(records.read(out)) if done else {},
-        Progress(),
+        Progress(deadline=None if budget is None else shown_from + budget),
     )
     todo = [u for u in plan.units if not _done(u, done)]
     context.progress.add(len(todo))
-    budget = profile.budget_s
     costs = schedule.Costs()
 
     def left() -> float:

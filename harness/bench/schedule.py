@@ -15,8 +15,10 @@ timing is spent in two tiers:
    pair cells whose overhead interval is above ``ratio_target``: the
    framework and cells where the next process shrinks the intervals most
    per predicted second.  A cell's next process is expected to shrink its
-   95% CI half-width ``h`` after ``n`` processes by ``h (1 - sqrt(n / (n +
-   1)))`` (the spread between processes dominating); a worker serves the
+   95% CI half-width ``h`` after ``n`` processes by ``h (1 - sqrt((n - 1) /
+   n))``: the spread between processes dominating, the interval goes as
+   ``1 / sqrt(n)`` and the estimator widens it by ``sqrt(n / (n - 1))``
+   (``harness.stats.paired.replicates``); a worker serves the
    cells of its framework with the most shrink per second, its start paid
    once, so a wide and cheap cell goes first, and a cell already narrow, or
    so costly that a process buys little, last.
@@ -181,12 +183,18 @@ def _wants(
         )
         if reason is not None or found is None:
             continue
-        n = found.processes
-        shrink = found.half_width * (1.0 - math.sqrt(n / (n + 1)))
+        shrink = found.half_width * (1.0 - _narrower(found.processes))
         last = units[-1]
         want = _Want(shrink, costs.process(last), last, len(units))
         out.setdefault(last.paths, []).append(want)
     return out
+
+
+def _narrower(n: int) -> float:
+    """What one more process is expected to leave of a half-width after
+    ``n`` processes (module docstring); one process' interval has no spread
+    between processes in it, so from one on ``1 / sqrt`` alone."""
+    return math.sqrt((n - 1) / n) if n > 1 else math.sqrt(n / (n + 1))
 
 
 def _best_prefix(

@@ -20,12 +20,20 @@ from tqdm import tqdm
 _DONE = "[{n_fmt}/{total_fmt} {percentage:3.0f}% {bar:10} {elapsed} elapsed"
 
 
-def line(done: int, total: int, elapsed: float) -> str:
+def line(
+    done: int, total: int, elapsed: float, budget_left: float | None = None
+) -> str:
     """``[4/10  40% ####------ 03:10 elapsed, ~04:45 left]``: ``done`` of
     ``total`` units finished in ``elapsed`` seconds (a total below ``done``
-    counts as ``done``)."""
+    counts as ``done``).  With ``budget_left`` (a run within a budget,
+    whose units beyond it are never started) the time left is the
+    budget's: ``03:10 elapsed, 06:50 of the budget left]``."""
     total = max(total, done, 1)
-    shape = _DONE + (", ~{remaining} left]" if done and elapsed > 0 else "]")
+    if budget_left is not None:
+        left = tqdm.format_interval(max(0.0, budget_left))
+        shape = _DONE + f", {left} of the budget left]"
+    else:
+        shape = _DONE + (", ~{remaining} left]" if done and elapsed > 0 else "]")
     return str(tqdm.format_meter(done, total, elapsed, bar_format=shape, ascii="-#"))
 
 
@@ -33,8 +41,9 @@ class Progress:
     """A command's units: how many are planned (:meth:`add` when more are),
     how many are finished, and since when it runs."""
 
-    def __init__(self, total: int = 0) -> None:
+    def __init__(self, total: int = 0, deadline: float | None = None) -> None:
         self.total, self.done, self.start = total, 0, time.monotonic()
+        self.deadline = deadline  # a run within a budget: its end, monotonic
 
     def add(self, units: int) -> None:
         self.total += units
@@ -46,4 +55,6 @@ class Progress:
         """The progress line now; ``done``: the units finished when the one
         being reported on is not counted yet."""
         finished = self.done if done is None else done
-        return line(finished, self.total, time.monotonic() - self.start)
+        now = time.monotonic()
+        left = None if self.deadline is None else self.deadline - now
+        return line(finished, self.total, now - self.start, left)
