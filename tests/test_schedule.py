@@ -95,6 +95,20 @@ def test_a_cheap_cell_goes_before_a_costly_one_of_the_same_width() -> None:
     assert {u.repeat for u in shared} == {3}  # one worker serves both
 
 
+def test_a_wide_cell_goes_before_a_narrow_one_that_shrinks_more_per_second() -> None:
+    """A wide cell is left out of the answer: while one fits, it is refined
+    before a read one, however cheap; when none fits, the read ones are."""
+    plan = _plan(ratio_target=0.001)
+    recs = _pairs(plan, "ffn", 0.03, seed=3) + _pairs(plan, "lenet", 0.4, seed=0)
+    shown = {r["model"]: r["mark"] for r in overhead_rows(recs)}
+    assert shown == {"ffn": None, "lenet": "wide"}
+    costs = _costs(plan, 0.0, ffn=0.01, lenet=30)
+    (first,) = schedule.narrowing(plan, recs, costs, 1e9)
+    assert first.model == "lenet"
+    (only,) = schedule.narrowing(plan, recs, costs, 29.0)  # lenet does not fit
+    assert only.model == "ffn"
+
+
 def test_nothing_starts_that_does_not_fit() -> None:
     plan = _plan(ratio_target=0.001)
     recs = _pairs(plan, "ffn", 0.2, seed=7) + _pairs(plan, "lenet", 0.2, seed=8)

@@ -21,7 +21,10 @@ timing is spent in two tiers:
    (``harness.stats.paired.replicates``); a worker serves the
    cells of its framework with the most shrink per second, its start paid
    once, so a wide and cheap cell goes first, and a cell already narrow, or
-   so costly that a process buys little, last.
+   so costly that a process buys little, last.  While a cell too uncertain
+   to be read (``harness.stats.paired.WIDE``: the answer leaves it out) can
+   be given a process, only such cells are: every model in the answer
+   before any is refined.
 
 The run stops when nothing left fits in its budget or every cell has a
 reason to stop (``pairing.stop_reason``: ``target``, ``max_repeats``, and
@@ -153,7 +156,7 @@ class _Want:
     shrink: float
     cost_s: float
     last: Unit
-    attempts: int
+    wide: bool  # above ``paired.WIDE``: the answer leaves it out
 
 
 def _pair_slots(plan: Plan) -> dict[pairing.PairCell, list[Unit]]:
@@ -185,7 +188,7 @@ def _wants(
             continue
         shrink = found.half_width * (1.0 - _narrower(found.processes))
         last = units[-1]
-        want = _Want(shrink, costs.process(last), last, len(units))
+        want = _Want(shrink, costs.process(last), last, found.wide)
         out.setdefault(last.paths, []).append(want)
     return out
 
@@ -225,8 +228,21 @@ def narrowing(
     them: a cell's repeats may skip numbers); empty when no pair cell wants
     a process or none fits in ``left_s``."""
     profile = plan.get_profile()
+    wanted = _wants(plan, profile, recs, costs)
+    # A wide cell is not read at all (``paired.WIDE``): while one fits, only
+    # wide cells are refined.
+    wide = {
+        paths: kept
+        for paths, wants in wanted.items()
+        if (kept := [w for w in wants if w.wide])
+    }
+    fits = any(
+        costs.start(paths) + w.cost_s <= left_s
+        for paths, wants in wide.items()
+        for w in wants
+    )
     best: tuple[float, list[_Want]] = (0.0, [])
-    for paths, wants in _wants(plan, profile, recs, costs).items():
+    for paths, wants in (wide if fits else wanted).items():
         found = _best_prefix(wants, costs.start(paths), left_s)
         if found[0] > best[0]:
             best = found
