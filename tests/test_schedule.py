@@ -172,6 +172,11 @@ def test_costs_are_learned_as_a_worker_start_and_each_cell_process() -> None:
     other = group[0].model_copy(update={"batch_size": 3})
     assert costs.process(other) == 5.0
     assert costs.start(("native-mxnet",)) == 15.0  # unseen: the longest seen
+    # several workers' units at once (no budget): no start is read from them
+    mixed = [*group, group[0].model_copy(update={"repeat": 1})]
+    costs.learn(mixed, 1000.0, written)
+    assert costs.start(tuple(TORCH)) == 15.0
+    assert costs.process(group[0]) == 4.0
 
 
 def _steady_worker(tmp_path: Path) -> str:

@@ -289,8 +289,10 @@ def _run(
         written = records.read(out)[before:] if out.is_file() else []
         costs.learn(group, clock() - began, written)
 
-    # Tier 1: every cell's planned processes, each while it fits.
-    for group in schedule.groups(todo):
+    # Tier 1: every cell's planned processes, each while it fits (without a
+    # budget, all at once: a Slurm executor submits them as one job array).
+    whole = [todo] if todo else []
+    for group in schedule.groups(todo) if budget is not None else whole:
         fitting = costs.fitting(group, left())
         context.progress.advance(len(group) - len(fitting))  # passed over
         if fitting:

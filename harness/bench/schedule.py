@@ -96,20 +96,24 @@ class Costs:
     def learn(
         self, group: Sequence[Unit], took_s: float, written: Iterable[records.Record]
     ) -> None:
-        """One worker's ``group`` took ``took_s`` seconds and wrote
-        ``written``: each ok record's request time is its cell's, the rest of
-        ``took_s`` the worker's start."""
+        """``group`` took ``took_s`` seconds and wrote ``written``: each ok
+        record's request time is its cell's (a pair's once, by its Keras
+        side); when one worker served the whole group, the rest of
+        ``took_s`` is that worker's start."""
+        firsts = {u.paths[0] for u in group}  # a pair's time, counted once
         inside = 0.0
         for record in written:
             wall = record.summary.get("wall_s")
             if record.status != "ok" or not isinstance(wall, int | float):
                 continue
             cell = cell_of(record)
-            if cell.path != group[0].paths[0]:  # a pair's time, counted once
-                continue
-            self.cell_s.setdefault(cell, []).append(float(wall))
-            inside += float(wall)
-        self.start_s.setdefault(group[0].paths, []).append(max(0.0, took_s - inside))
+            if cell.path in firsts:
+                self.cell_s.setdefault(cell, []).append(float(wall))
+                inside += float(wall)
+        if len({(u.paths, u.repeat) for u in group}) == 1:
+            self.start_s.setdefault(group[0].paths, []).append(
+                max(0.0, took_s - inside)
+            )
 
     def start(self, paths: tuple[str, ...]) -> float:
         """A worker's start for ``paths``: the median seen, else the largest
