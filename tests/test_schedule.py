@@ -20,7 +20,16 @@ import harness.bench.run
 from harness.bench import schedule
 from harness.cli.run import duration
 from harness.core import records
-from harness.core.cells import Closing, Plan, new_plan, plan_file, read_plan
+from harness.core.cells import (
+    Closing,
+    Plan,
+    closing_of,
+    new_plan,
+    plan_file,
+    read_plan,
+    write_plan,
+)
+from harness.report import summary
 from harness.report.analysis import overhead_rows
 from tests.helpers import READY, FakeClock, fake_python, no_framework, profile, record
 
@@ -153,7 +162,22 @@ def test_a_pair_the_gate_held_back_gets_no_more_processes() -> None:
     ]
     assert schedule.narrowing(plan, held, schedule.Costs(), math.inf) == []
     assert set(schedule.stops(plan, held).values()) == {"held_back"}
-    assert set(schedule.stops(plan, []).values()) == {"failed"}
+    crashed = [dataclasses.replace(r, status="error", equivalence="pass") for r in held]
+    assert set(schedule.stops(plan, crashed).values()) == {"failed"}
+
+
+def test_cells_the_budget_never_reached_are_named_by_framework() -> None:
+    """A 5-minute run here timed JAX alone: PyTorch's cells were not
+    failed, and the report's header must say they were left out."""
+    plan = _plan()
+    stops = schedule.stops(plan, [])
+    assert set(stops.values()) == {"unstarted"}
+    closing = Closing(budget_s=300.0, spent_s=312.0, stops=stops)
+    assert closing.unstarted_line() == (
+        "not timed within the budget: 2 pair cells (torch 2); a larger "
+        "--budget times them"
+    )
+    assert Closing(spent_s=1.0, stops={"x": "target"}).unstarted_line() is None
 
 
 def test_costs_are_learned_as_a_worker_start_and_each_cell_process() -> None:
@@ -261,6 +285,21 @@ def test_the_report_says_why_each_cell_stopped_and_the_run_s_time(
         .time_line()
         .endswith("(1 min 0 s to spare)")
     )
+    # the report, from the plan written beside the records
+    write_plan(plan.model_copy(update={"closing": closing}), plan_file(tmp_path, "r"))
+    found = closing_of(out)
+    assert found is not None
+    (row,) = overhead_rows(records.read(out), found.stops)
+    assert row["stopped"] == "run_budget"
+    header = summary.header(out, records.read(out), [])
+    assert f"time: {closing.time_line()}" in header
+    never = {"lenet keras-jax|native-jax train b8": "unstarted"}
+    unstarted = Closing(budget_s=1.0, spent_s=1.0, stops=never)
+    write_plan(plan.model_copy(update={"closing": unstarted}), plan_file(tmp_path, "r"))
+    assert (
+        "not timed within the budget: 1 pair cells (jax 1); a larger --budget "
+        "times them"
+    ) in summary.header(out, records.read(out), [])
 
 
 @pytest.mark.parametrize(

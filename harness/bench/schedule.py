@@ -30,8 +30,9 @@ The run stops when nothing left fits in its budget or every cell has a
 reason to stop (``pairing.stop_reason``: ``target``, ``max_repeats``, and
 ``budget`` for a cell's own ``cell_budget_s``).  Every pair cell's reason is
 kept in the plan (:func:`stops`): ``run_budget`` where the run's time could
-not buy its next process, ``held_back`` where the gate kept a side from
-timing, ``failed`` where no process of it gave blocks.
+not buy its next process, ``unstarted`` where it ran out before the cell's
+first, ``held_back`` where the gate kept a side from timing, ``failed``
+where no process of it gave blocks.
 
 Without a budget the planned units all run, then the narrowing goes on
 until every cell stops by its own caps.
@@ -62,6 +63,7 @@ from harness.core.profiles import Profile
 # Why a pair cell got no more processes (the plan's ``Closing.stops``),
 # beside ``pairing.stop_reason``'s.
 RUN_BUDGET: StopReason = "run_budget"
+UNSTARTED: StopReason = "unstarted"
 HELD_BACK: StopReason = "held_back"
 FAILED: StopReason = "failed"
 OWN: dict[str, StopReason] = {
@@ -272,17 +274,22 @@ def narrowing(
 
 def stops(plan: Plan, recs: list[records.Record]) -> dict[str, StopReason]:
     """Why each pair cell of ``plan`` got no more processes, by its name
-    (``PairCell.name``): ``pairing.stop_reason``'s reason, else ``held_back``,
-    ``failed``, or ``run_budget``."""
+    (``PairCell.name``): ``pairing.stop_reason``'s reason, else
+    ``unstarted``, ``held_back``, ``failed``, or ``run_budget``."""
     profile = plan.get_profile()
     standing = pairing.standings(recs)
-    held = {cell_of(r).name() for r in records.final(recs) if r.status == "not-timed"}
+    final = records.final(recs)
+    seen = {cell_of(r).name() for r in final}
+    held = {cell_of(r).name() for r in final if r.status == "not-timed"}
     out: dict[str, StopReason] = {}
     for cell, units in _pair_slots(plan).items():
         have = standing.get(cell)
         if have is None or not have.repeats:
             sides = {c.name() for c in units[0].cells()}
-            out[cell.name()] = HELD_BACK if sides & held else FAILED
+            if not sides & seen:
+                out[cell.name()] = UNSTARTED
+            else:
+                out[cell.name()] = HELD_BACK if sides & held else FAILED
             continue
         reason, _ = pairing.stop_reason(have, len(have.repeats), profile, cell.model)
         if reason is None and len(units) >= profile.settings(cell.model).max_repeats:

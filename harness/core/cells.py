@@ -36,6 +36,7 @@ import json
 import math
 import os
 import zlib
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,7 +132,13 @@ class Unit(_Frozen):
 # Why a pair cell got no more processes: ``pairing.stop_reason``'s three,
 # and ``harness.bench.schedule``'s.
 StopReason = Literal[
-    "target", "budget", "max_repeats", "run_budget", "held_back", "failed"
+    "target",
+    "budget",
+    "max_repeats",
+    "run_budget",
+    "unstarted",
+    "held_back",
+    "failed",
 ]
 
 
@@ -155,6 +162,24 @@ class Closing(_Frozen):
             f"{_minutes(over)} past it" if over > 0 else f"{_minutes(-over)} to spare"
         )
         return f"{took} of its {_minutes(self.budget_s)} budget ({said})"
+
+    def unstarted_line(self) -> str | None:
+        """``not timed within the budget: 22 pair cells (tensorflow 11,
+        torch 11)``: the pair cells the run's budget ran out before; None
+        when there are none."""
+        frameworks = Counter(
+            name.split()[1].split("|")[0].removeprefix("keras-")
+            for name, reason in self.stops.items()
+            if reason == "unstarted"
+        )
+        if not frameworks:
+            return None
+        count = sum(frameworks.values())
+        each = ", ".join(f"{f} {n}" for f, n in sorted(frameworks.items()))
+        return (
+            f"not timed within the budget: {count} pair cells ({each}); a "
+            "larger --budget times them"
+        )
 
 
 def _minutes(seconds: float) -> str:

@@ -733,6 +733,7 @@ def header(
         f"matmul peak: {_peak(recs)}",
         f"gate: {_gate(recs)}",
         *([f"time: {closing.time_line()}"] if closing else []),
+        *([line] if closing and (line := closing.unstarted_line()) else []),
         f"{sum(endings.values())} cell repeats: "
         + ", ".join(f"{n} {status}" for status, n in sorted(endings.items())),
         f"doubts: {doubts.counted(found)}"

@@ -320,6 +320,7 @@ COLUMNS = {
     "stopped": "why it got no more processes: target (the CI narrow enough), "
     "budget (its own cell_budget_s spent), max_repeats (the most processes "
     "allowed), run_budget (the run's budget could not buy its next process), "
+    "unstarted (nor its first), "
     "unfinished (the run was stopped first)",
     "keras_equivalence": "the gate's verdict for Keras",
     "native_equivalence": "the gate's verdict for native",
