@@ -108,14 +108,29 @@ def test_a_wide_cell_goes_before_a_narrow_one_that_shrinks_more_per_second() -> 
     """A wide cell is left out of the answer: while one fits, it is refined
     before a read one, however cheap; when none fits, the read ones are."""
     plan = _plan(ratio_target=0.001)
-    recs = _pairs(plan, "ffn", 0.03, seed=3) + _pairs(plan, "lenet", 0.4, seed=0)
+    recs = _pairs(plan, "ffn", 0.03, seed=3) + _pairs(plan, "lenet", 0.12, seed=0)
     shown = {r["model"]: r["mark"] for r in overhead_rows(recs)}
-    assert shown == {"ffn": None, "lenet": "wide"}
+    assert shown == {"ffn": None, "lenet": "wide"}  # lenet: 13.8%
     costs = _costs(plan, 0.0, ffn=0.01, lenet=30)
     (first,) = schedule.narrowing(plan, recs, costs, 1e9)
     assert first.model == "lenet"
     (only,) = schedule.narrowing(plan, recs, costs, 29.0)  # lenet does not fit
     assert only.model == "ffn"
+
+
+def test_a_wide_cell_out_of_reach_is_not_refined_first() -> None:
+    """At 47% after three processes, lenet would need some 40 more to read
+    under 10%: more than its max_repeats (10), or than the run's time buys
+    at 30 s a process; at 13.8% two more do, unless the time left pays for
+    one alone."""
+    plan = _plan(ratio_target=0.001)
+    hopeless = _pairs(plan, "ffn", 0.03, seed=3) + _pairs(plan, "lenet", 0.4, seed=0)
+    costs = _costs(plan, 0.0, ffn=0.01, lenet=30)
+    (chosen,) = schedule.narrowing(plan, hopeless, costs, 1e9)
+    assert chosen.model == "ffn"
+    near = _pairs(plan, "ffn", 0.03, seed=3) + _pairs(plan, "lenet", 0.12, seed=0)
+    assert schedule.narrowing(plan, near, costs, 61.0)[0].model == "lenet"
+    assert schedule.narrowing(plan, near, costs, 45.0)[0].model == "ffn"
 
 
 def test_nothing_starts_that_does_not_fit() -> None:

@@ -24,7 +24,9 @@ timing is spent in two tiers:
    so costly that a process buys little, last.  While a cell too uncertain
    to be read (``harness.stats.paired.WIDE``: the answer leaves it out) can
    be given a process, only such cells are: every model in the answer
-   before any is refined.
+   before any is refined; but not a cell the processes it may still get
+   (``max_repeats``, ``cell_budget_s``, the run's time left) are not
+   expected to bring under it.
 
 The run stops when nothing left fits in its budget or every cell has a
 reason to stop (``pairing.stop_reason``: ``target``, ``max_repeats``, and
@@ -59,6 +61,7 @@ from harness.core.cells import (
     unit_seed,
 )
 from harness.core.profiles import Profile
+from harness.stats.paired import WIDE, RatioEstimate
 
 # Why a pair cell got no more processes (the plan's ``Closing.stops``),
 # beside ``pairing.stop_reason``'s.
@@ -162,7 +165,7 @@ class _Want:
     shrink: float
     cost_s: float
     last: Unit
-    wide: bool  # above ``paired.WIDE``: the answer leaves it out
+    wide: bool  # above ``paired.WIDE`` and within reach of it (:func:`_reach`)
 
 
 def _pair_slots(plan: Plan) -> dict[pairing.PairCell, list[Unit]]:
@@ -174,8 +177,26 @@ def _pair_slots(plan: Plan) -> dict[pairing.PairCell, list[Unit]]:
     return out
 
 
+def _reach(
+    found: RatioEstimate, more_allowed: int, cost_s: float, left_s: float
+) -> bool:
+    """Whether processes the cell may still get (``more_allowed``, and as
+    many as ``left_s`` pays for at ``cost_s`` each) are expected to bring
+    its half-width under ``paired.WIDE``: ``n'`` processes with ``h
+    sqrt((n - 1) / (n' - 1)) <= WIDE`` (module docstring).  A cell out of
+    reach is refined only as any read one is, not first."""
+    n = max(found.processes, 2)
+    needed = 1 + (n - 1) * (found.half_width / WIDE) ** 2 - found.processes
+    affordable = more_allowed if cost_s <= 0 else min(more_allowed, left_s / cost_s)
+    return needed <= affordable
+
+
 def _wants(
-    plan: Plan, profile: Profile, recs: list[records.Record], costs: Costs
+    plan: Plan,
+    profile: Profile,
+    recs: list[records.Record],
+    costs: Costs,
+    left_s: float,
 ) -> dict[tuple[str, ...], list[_Want]]:
     """The pair cells that want another process, by the paths of their
     worker: none that ``stop_reason`` stops, none whose processes gave no
@@ -194,7 +215,11 @@ def _wants(
             continue
         shrink = found.half_width * (1.0 - _narrower(found.processes))
         last = units[-1]
-        want = _Want(shrink, costs.process(last), last, found.wide)
+        cost = costs.process(last)
+        spare_s = settings.cell_budget_s - have.spent_s
+        more = settings.max_repeats - len(units)
+        reach = _reach(found, more, cost, min(left_s, spare_s))
+        want = _Want(shrink, cost, last, found.wide and reach)
         out.setdefault(last.paths, []).append(want)
     return out
 
@@ -234,9 +259,9 @@ def narrowing(
     them: a cell's repeats may skip numbers); empty when no pair cell wants
     a process or none fits in ``left_s``."""
     profile = plan.get_profile()
-    wanted = _wants(plan, profile, recs, costs)
-    # A wide cell is not read at all (``paired.WIDE``): while one fits, only
-    # wide cells are refined.
+    wanted = _wants(plan, profile, recs, costs, left_s)
+    # A wide cell is not read at all (``paired.WIDE``): while one within
+    # reach of being read fits, only such cells are refined.
     wide = {
         paths: kept
         for paths, wants in wanted.items()
