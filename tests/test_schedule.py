@@ -91,6 +91,17 @@ def test_the_widest_interval_goes_first_at_equal_cost() -> None:
     assert (widest.model, widest.repeat, widest.index) == ("lenet", 3, len(plan.units))
 
 
+def test_a_resumed_run_numbers_its_next_process_after_its_records() -> None:
+    """A resumed run's plan holds the planned repeats alone; the records of
+    the interrupted run hold repeats 0 to 2 (one extra): the next process is
+    repeat 3, not a second repeat 2 that would replace the first."""
+    plan = _plan(repeats=2, ratio_target=0.001)
+    planned = plan.model_copy(update={"units": plan.units[:4]})  # repeats 0, 1
+    recs = _pairs(planned, "lenet", 0.2, seed=7)  # repeats 0, 1, 2
+    (unit,) = schedule.narrowing(planned, recs, _costs(plan, 0.0, lenet=1), 1e9)
+    assert (unit.model, unit.repeat) == ("lenet", 3)
+
+
 def test_a_cheap_cell_goes_before_a_costly_one_of_the_same_width() -> None:
     """The same spread (same seed): ffn's process costs 1 s, lenet's 20 s.
     With a free worker start ffn goes alone; with a 30 s start both share

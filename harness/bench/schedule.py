@@ -166,6 +166,7 @@ class _Want:
     cost_s: float
     last: Unit
     wide: bool  # above ``paired.WIDE`` and within reach of it (:func:`_reach`)
+    after: int  # its highest repeat so far, the plan's or (resumed) the records'
 
 
 def _pair_slots(plan: Plan) -> dict[pairing.PairCell, list[Unit]]:
@@ -206,7 +207,10 @@ def _wants(
     for cell, units in _pair_slots(plan).items():
         settings = profile.settings(cell.model)
         have = standing.get(cell)
-        if have is None or not have.repeats or len(units) >= settings.max_repeats:
+        # A resumed run's plan lacks the extra processes it had: its records
+        # count them.
+        attempts = max(len(units), len(have.repeats)) if have else len(units)
+        if have is None or not have.repeats or attempts >= settings.max_repeats:
             continue
         reason, found = pairing.stop_reason(
             have, len(have.repeats), profile, cell.model
@@ -217,9 +221,10 @@ def _wants(
         last = units[-1]
         cost = costs.process(last)
         spare_s = settings.cell_budget_s - have.spent_s
-        more = settings.max_repeats - len(units)
+        more = settings.max_repeats - attempts
         reach = _reach(found, more, cost, min(left_s, spare_s))
-        want = _Want(shrink, cost, last, found.wide and reach)
+        after = max(last.repeat, *have.repeats)
+        want = _Want(shrink, cost, last, found.wide and reach, after)
         out.setdefault(last.paths, []).append(want)
     return out
 
@@ -280,7 +285,7 @@ def narrowing(
     chosen = best[1]
     if not chosen:
         return []
-    repeat = max(w.last.repeat for w in chosen) + 1
+    repeat = max(w.after for w in chosen) + 1
     chosen.sort(key=lambda w: w.last.index)  # the plan's order of cells
     units = []
     for i, want in enumerate(chosen):
