@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from harness.core import pairing
-from harness.report.analysis import WAITED, busy_mark, waited
+from harness.report import doubts
+from harness.report.analysis import IDLE, WAITED, busy_mark, idle, waited
 from tests.helpers import profile, record
 from tests.test_placement import needs_two_cpus
 from workers import launch, messages, timing
@@ -190,3 +191,46 @@ def test_waited_reads_the_ready_share_and_an_older_record_has_none() -> None:
         summary={"median_step_s": 0.010, "usage_ready_s": 0.004, "contended": True}
     )
     assert busy_mark([contended]) == "contended, waited 40%"
+
+
+def _blocks(*cpu_over_wall: float) -> dict[str, object]:
+    """A paired side's values: blocks of 10 ms a step whose process used
+    the CPU for these shares of their wall time."""
+    return {
+        "block_s": [0.010] * len(cpu_over_wall),
+        "usage": [{"user_s": 0.009 * c, "sys_s": 0.001 * c} for c in cpu_over_wall],
+    }
+
+
+def test_a_block_whose_process_sat_idle_is_marked_idle() -> None:
+    """Issue 81: Keras on TensorFlow's blocks that jump computed for 0.54 of
+    their wall time, the rest idle (neither computing nor waiting for a
+    CPU): the largest idle share of a block marks the cell, a doubt of its
+    own; blocks that computed throughout (helper threads add CPU time: above
+    1) mark nothing."""
+    computing = record(values=_blocks(1.0, 1.04, 0.98))
+    jumped = record(values=_blocks(1.03, 0.54, 1.0))
+    assert idle(computing) == pytest.approx(0.02)
+    assert idle(jumped) == pytest.approx(0.46)
+    assert busy_mark([computing]) is None
+    assert busy_mark([computing, jumped]) == "idle 46%"
+    assert (1 - 0.54) > IDLE > 0.02
+    found = doubts.of_run([computing, jumped], [])
+    assert [(d.kind, d.reason) for d in found] == [("idle", "idle 46%")]
+    assert doubts.counted(found) == "1 idle cell"
+
+
+def test_an_idle_share_needs_each_blocks_wall_and_cpu_time() -> None:
+    """Blocks without usage (a worker timed alone, an older worker), a usage
+    list of another length, or a field that is no number: no share, and no
+    mark, rather than a share made up."""
+    assert idle(record()) is None
+    short = _blocks(0.5, 0.5)
+    short["usage"] = short["usage"][:1]  # type: ignore[index]
+    assert idle(record(values=short)) is None
+    wrong = _blocks(0.5)
+    wrong["usage"] = [{"user_s": "0.004", "sys_s": 0.0}]
+    assert idle(record(values=wrong)) is None
+    assert idle(record(values={**_blocks(0.5), "block_s": [0.0]})) is None
+    assert idle(record(status="failed", values=_blocks(0.5))) is None
+    assert busy_mark([record(values=short)]) is None

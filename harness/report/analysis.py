@@ -26,6 +26,7 @@ series of the plots.  A time measured without a passing equivalence verdict
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -382,10 +383,54 @@ def waited(record: Record) -> float | None:
     return float(ready) / float(wall) if wall > 0 else None
 
 
+# A block in which the worker's process (all its threads) used a CPU for less
+# than this share of the block's wall time sat idle: neither computing nor
+# waiting for a CPU.  Issue 81: Keras on TensorFlow's blocks that jump (VGG16
+# inference 87 ms a batch, then 170 ms) used the CPU time of the others, at
+# 0.54 to 0.75 of their wall time, their timing thread hardly waiting for a
+# CPU: a timer or a hand-off between its threads (tf.data's), not noise
+# (docs/results/bench.md, "What the noise is").
+IDLE = 0.25
+
+
+def _cpu_share(wall: object, usage: object) -> float | None:
+    """CPU seconds over wall seconds of one block (both per step or
+    mini-batch), None where either is missing or malformed."""
+    if not isinstance(wall, int | float) or not isinstance(usage, dict) or wall <= 0:
+        return None
+    used = [usage.get("user_s"), usage.get("sys_s")]
+    if not all(isinstance(u, int | float) and math.isfinite(u) for u in used):
+        return None
+    return float(sum(used)) / float(wall)  # type: ignore[arg-type]
+
+
+def idle(record: Record) -> float | None:
+    """The largest share of one block's wall time in which ``record``'s
+    process used no CPU (1 - its CPU seconds over its wall seconds; at most
+    0 for a block that computed throughout); None without blocks and their
+    usage (a worker timed alone, an older worker)."""
+    if record.status != "ok":
+        return None
+    blocks = record.values.get("block_s")
+    usage = record.values.get("usage")
+    if not isinstance(blocks, list) or not isinstance(usage, list):
+        return None
+    if len(blocks) != len(usage):
+        return None
+    shares = [
+        c
+        for w, u in zip(blocks, usage, strict=True)
+        if (c := _cpu_share(w, u)) is not None
+    ]
+    return 1.0 - min(shares) if shares else None
+
+
 def busy_mark(recs: Iterable[Record]) -> str | None:
     """``contended`` where a repeat met other processes' load, ``waited N%``
     where a timing thread waited for a CPU more than ``WAITED`` of its time
-    (the largest share), both where both; None for neither."""
+    (the largest share), ``idle N%`` where a block's process sat idle more
+    than ``IDLE`` of its time (the largest share), each where it holds; None
+    for none."""
     recs = list(recs)
     marks = []
     if any(_busy(r) for r in recs):
@@ -393,6 +438,9 @@ def busy_mark(recs: Iterable[Record]) -> str | None:
     shares = [w for r in recs if (w := waited(r)) is not None]
     if shares and max(shares) > WAITED:
         marks.append(f"waited {max(shares):.0%}")
+    idles = [i for r in recs if (i := idle(r)) is not None]
+    if idles and max(idles) > IDLE:
+        marks.append(f"idle {max(idles):.0%}")
     return ", ".join(marks) or None
 
 

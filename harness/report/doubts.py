@@ -12,8 +12,10 @@ Two units, each named in the count:
   ``held back`` (the equivalence gate did not let it be timed), ``unverified``
   (timed without the gate's pass), ``above peak`` (faster than the
   machine's matmul peak allows: a missing sync, or a peak measured wrong),
-  ``busy`` (a repeat met other processes' load) and ``waited`` (not busy,
-  but its timing thread waited for a CPU: ``harness.report.analysis.WAITED``);
+  ``busy`` (a repeat met other processes' load), ``waited`` (not busy,
+  but its timing thread waited for a CPU: ``harness.report.analysis.WAITED``)
+  and ``idle`` (neither, but a block's process sat idle, computing nothing:
+  ``harness.report.analysis.IDLE``);
 - a **ratio** (model, framework, phase, batch size), one row of the Keras
   over native table: ``wide`` (its 95% interval's half-width above
   ``harness.stats.paired.WIDE``: too uncertain to compare).
@@ -40,6 +42,7 @@ KINDS: dict[str, str] = {
     "above peak": "cell",
     "busy": "cell",
     "waited": "cell",
+    "idle": "cell",
     "wide": "ratio",
 }
 # What each kind means, in a reader's words (the Doubts section's legend).
@@ -53,6 +56,10 @@ MEANING: dict[str, str] = {
     ),
     "busy": "other processes took CPU time while it was timed",
     "waited": "its timing thread waited for a CPU (a helper thread or a neighbour)",
+    "idle": (
+        "its process sat idle in some block, neither computing nor waiting for "
+        "a CPU (a timer or a hand-off between its threads)"
+    ),
     "wide": (
         f"the 95% interval's half-width is above {paired.WIDE:.0%}: too "
         "uncertain to compare"
@@ -104,7 +111,9 @@ def _cell_doubts(cell: PooledCell) -> list[Doubt]:
         )
     mark = busy_mark(cell.records)
     if mark:
-        kind = "busy" if "contended" in mark else "waited"
+        kind = (
+            "busy" if "contended" in mark else "waited" if "waited" in mark else "idle"
+        )
         found.append(Doubt(kind, where, mark))
     return found
 

@@ -307,7 +307,8 @@ COLUMNS = {
     "peak_frac": "FLOP/s over the machine's matmul peak (above 1: a doubt)",
     "check": "a sanity check that failed",
     "busy": "contended: other processes took CPU time meanwhile; waited N%: "
-    "its timing thread waited for a CPU N% of its time (see Doubts)",
+    "its timing thread waited for a CPU N% of its time; idle N%: its process "
+    "computed nothing N% of a block (see Doubts)",
     "equivalence": "the equivalence gate's verdict for this path",
     "mark": "unverified: timed without the gate's pass; wide: too uncertain "
     "to compare (see Doubts)",
