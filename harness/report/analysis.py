@@ -383,13 +383,15 @@ def waited(record: Record) -> float | None:
     return float(ready) / float(wall) if wall > 0 else None
 
 
-# A block in which the worker's process (all its threads) used a CPU for less
-# than this share of the block's wall time sat idle: neither computing nor
-# waiting for a CPU.  Issue 81: Keras on TensorFlow's blocks that jump (VGG16
-# inference 87 ms a batch, then 170 ms) used the CPU time of the others, at
-# 0.54 to 0.75 of their wall time, their timing thread hardly waiting for a
-# CPU: a timer or a hand-off between its threads (tf.data's), not noise
-# (docs/results/bench.md, "What the noise is").
+# A block in which the worker's process (all its threads) computed for a share
+# of its wall time this much below another block of the same process sat idle
+# where the other did not: neither computing nor waiting for a CPU.  Issue
+# 81: Keras on TensorFlow's blocks that jump (VGG16 inference 90 ms a batch,
+# then 170) used the CPU time of the others, at 0.53 to 0.62 of their wall
+# time against 1.0, their timing thread hardly waiting for a CPU: a timer or
+# a hand-off between its threads (tf.data's), not noise (docs/methodology.md,
+# "Idle blocks").  A process idle alike in every block (JAX at batch 1, where
+# each call hands off between two threads) is steady, not marked.
 IDLE = 0.25
 
 
@@ -405,10 +407,11 @@ def _cpu_share(wall: object, usage: object) -> float | None:
 
 
 def idle(record: Record) -> float | None:
-    """The largest share of one block's wall time in which ``record``'s
-    process used no CPU (1 - its CPU seconds over its wall seconds; at most
-    0 for a block that computed throughout); None without blocks and their
-    usage (a worker timed alone, an older worker)."""
+    """How much more of one block's wall time than of another's ``record``'s
+    process spent computing nothing: the largest block's CPU share (CPU
+    seconds over wall seconds, all its threads) less the smallest; None
+    without two blocks and their usage (a worker timed alone, an older
+    worker)."""
     if record.status != "ok":
         return None
     blocks = record.values.get("block_s")
@@ -422,15 +425,15 @@ def idle(record: Record) -> float | None:
         for w, u in zip(blocks, usage, strict=True)
         if (c := _cpu_share(w, u)) is not None
     ]
-    return 1.0 - min(shares) if shares else None
+    return max(shares) - min(shares) if len(shares) > 1 else None
 
 
 def busy_mark(recs: Iterable[Record]) -> str | None:
     """``contended`` where a repeat met other processes' load, ``waited N%``
     where a timing thread waited for a CPU more than ``WAITED`` of its time
     (the largest share), ``idle N%`` where a block's process sat idle more
-    than ``IDLE`` of its time (the largest share), each where it holds; None
-    for none."""
+    than ``IDLE`` of its time beyond another block's (the largest), each
+    where it holds; None for none."""
     recs = list(recs)
     marks = []
     if any(_busy(r) for r in recs):

@@ -57,8 +57,9 @@ MEANING: dict[str, str] = {
     "busy": "other processes took CPU time while it was timed",
     "waited": "its timing thread waited for a CPU (a helper thread or a neighbour)",
     "idle": (
-        "its process sat idle in some block, neither computing nor waiting for "
-        "a CPU (a timer or a hand-off between its threads)"
+        "its process sat idle in some block where it computed in another, "
+        "neither computing nor waiting for a CPU (a timer or a hand-off "
+        "between its threads)"
     ),
     "wide": (
         f"the 95% interval's half-width is above {paired.WIDE:.0%}: too "

@@ -308,7 +308,7 @@ COLUMNS = {
     "check": "a sanity check that failed",
     "busy": "contended: other processes took CPU time meanwhile; waited N%: "
     "its timing thread waited for a CPU N% of its time; idle N%: its process "
-    "computed nothing N% of a block (see Doubts)",
+    "computed for N% less of one block's time than of another's (see Doubts)",
     "equivalence": "the equivalence gate's verdict for this path",
     "mark": "unverified: timed without the gate's pass; wide: too uncertain "
     "to compare (see Doubts)",
