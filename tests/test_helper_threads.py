@@ -211,14 +211,17 @@ def test_a_block_whose_process_sat_idle_is_marked_idle() -> None:
     computing = record(values=_blocks(1.0, 1.04, 0.98))
     jumped = record(values=_blocks(1.03, 0.54, 1.0))
     steady = record(values=_blocks(0.10, 0.12, 0.11))
-    assert idle(computing) == pytest.approx(0.06)
-    assert idle(jumped) == pytest.approx(0.49)
+    # a fresh clone's smoke run: JAX's XLA on two CPUs in some blocks, not idle
+    two_cpus = record(values=_blocks(2.05, 1.0, 1.9))
+    assert idle(computing) == pytest.approx(0.02)
+    assert idle(jumped) == pytest.approx(0.46)
     assert idle(steady) == pytest.approx(0.02)
-    assert busy_mark([computing, steady]) is None
-    assert busy_mark([computing, jumped]) == "idle 49%"
-    assert 0.49 > IDLE > 0.06
+    assert idle(two_cpus) == pytest.approx(0.0)
+    assert busy_mark([computing, steady, two_cpus]) is None
+    assert busy_mark([computing, jumped]) == "idle 46%"
+    assert 0.46 > IDLE > 0.02
     found = doubts.of_run([computing, jumped], [])
-    assert [(d.kind, d.reason) for d in found] == [("idle", "idle 49%")]
+    assert [(d.kind, d.reason) for d in found] == [("idle", "idle 46%")]
     assert doubts.counted(found) == "1 idle cell"
 
 

@@ -409,7 +409,9 @@ def _cpu_share(wall: object, usage: object) -> float | None:
 def idle(record: Record) -> float | None:
     """How much more of one block's wall time than of another's ``record``'s
     process spent computing nothing: the largest block's CPU share (CPU
-    seconds over wall seconds, all its threads) less the smallest; None
+    seconds over wall seconds, all its threads, at most 1: a block whose
+    threads used two CPUs computed throughout, no more) less the smallest;
+    None
     without two blocks and their usage (a worker timed alone, an older
     worker)."""
     if record.status != "ok":
@@ -425,7 +427,9 @@ def idle(record: Record) -> float | None:
         for w, u in zip(blocks, usage, strict=True)
         if (c := _cpu_share(w, u)) is not None
     ]
-    return max(shares) - min(shares) if len(shares) > 1 else None
+    # a block on more than one CPU computed throughout, no more
+    capped = [min(c, 1.0) for c in shares]
+    return max(capped) - min(capped) if len(capped) > 1 else None
 
 
 def busy_mark(recs: Iterable[Record]) -> str | None:
