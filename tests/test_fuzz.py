@@ -387,9 +387,11 @@ def test_the_draw_shrinks_a_bug_to_the_layers_that_show_it(
 
 @pytest.fixture(scope="module")
 def campaigned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Tally]:
-    """A folder after one campaign on the stand-ins, and its tally."""
+    """A folder after one campaign on the stand-ins, and its tally: its draws
+    fixed (``draw_seed``), since how far a shrink gets depends on them (a
+    clean clone's CI drew from the clock once and kept 3 steps, not 1)."""
     folder = tmp_path_factory.mktemp("fuzz")
-    return folder, _campaign(folder, 6000).run()
+    return folder, _campaign(folder, 6000, draw_seed=0).run()
 
 
 def test_a_campaign_shrinks_both_stand_in_bugs_and_keeps_them(
