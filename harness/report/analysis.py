@@ -411,8 +411,7 @@ def idle(record: Record) -> float | None:
     process spent computing nothing: the largest block's CPU share (CPU
     seconds over wall seconds, all its threads, at most 1: a block whose
     threads used two CPUs computed throughout, no more) less the smallest;
-    None
-    without two blocks and their usage (a worker timed alone, an older
+    None without two blocks and their usage (a worker timed alone, an older
     worker)."""
     if record.status != "ok":
         return None
@@ -427,7 +426,6 @@ def idle(record: Record) -> float | None:
         for w, u in zip(blocks, usage, strict=True)
         if (c := _cpu_share(w, u)) is not None
     ]
-    # a block on more than one CPU computed throughout, no more
     capped = [min(c, 1.0) for c in shares]
     return max(capped) - min(capped) if len(capped) > 1 else None
 

@@ -14,8 +14,8 @@ Two units, each named in the count:
   machine's matmul peak allows: a missing sync, or a peak measured wrong),
   ``busy`` (a repeat met other processes' load), ``waited`` (not busy,
   but its timing thread waited for a CPU: ``harness.report.analysis.WAITED``)
-  and ``idle`` (neither, but a block's process sat idle, computing nothing:
-  ``harness.report.analysis.IDLE``);
+  and ``idle`` (neither, but a block's process sat idle where another of
+  its blocks computed: ``harness.report.analysis.IDLE``);
 - a **ratio** (model, framework, phase, batch size), one row of the Keras
   over native table: ``wide`` (its 95% interval's half-width above
   ``harness.stats.paired.WIDE``: too uncertain to compare).
