@@ -250,10 +250,18 @@ def _taped(
 
 def _for_mode(function: Callable[..., Any], mode: str) -> Callable[..., Any]:
     """``function`` as ``mode`` runs it: itself (``eager``), a ``tf.function``
-    graph (``graph``) or one compiled by XLA (``xla``)."""
+    graph (``graph``) or one compiled by XLA (``xla``).
+
+    Traced without autograph: the code branches and loops on Python values
+    only (recurrences run in ``tf.scan``), so autograph's rewriting of every
+    function it reaches builds the same graphs (the same operations in every
+    function, all twenty zoo models: docs/testing.md) in up to twice the
+    time; code that branched on a tensor would fail to trace, not change."""
     if mode == "eager":
         return function
-    return tf.function(function, jit_compile=mode == "xla")  # type: ignore[no-any-return]
+    return tf.function(  # type: ignore[no-any-return]
+        function, jit_compile=mode == "xla", autograph=False
+    )
 
 
 def _taped_training(
