@@ -62,9 +62,10 @@ def process(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> FakeProcess:
     return fake
 
 
-def _usage(**used: float) -> dict[str, float]:
-    """A usage row: ``used``, every other counter 0."""
-    return {**dict.fromkeys((*USAGE, "ready_s"), 0.0), **used}
+def _usage(units: int, **used: float) -> dict[str, float]:
+    """A usage row of a region of ``units`` steps or mini-batches: ``used``,
+    every other counter 0."""
+    return {**dict.fromkeys((*USAGE, "ready_s"), 0.0), **used, "units": float(units)}
 
 
 def test_training_times_first_step_apart_then_runs(clock: FakeClock) -> None:
@@ -147,12 +148,12 @@ def test_usage_tells_work_from_waiting_per_step(process: FakeProcess) -> None:
     # voluntary context switch every step.
     busy = time_training(lambda n: process.work(2.0**-6 * n), steps=3, runs=2)
     idle = time_training(lambda n: process.sleep(2.0**-6 * n), steps=3, runs=2)
-    assert busy.usage == [_usage(user_s=2.0**-6)] * 2
+    assert busy.usage == [_usage(3, user_s=2.0**-6)] * 2
     # one sleep per run of three steps: a third of a switch per step
-    assert idle.usage == [_usage(nvcsw=1 / 3)] * 2
+    assert idle.usage == [_usage(3, nvcsw=1 / 3)] * 2
     # held off the CPU (a helper thread on it): the wait, per step
     kept = time_training(lambda n: process.queue(2.0**-6 * n), steps=3, runs=2)
-    assert kept.usage == [_usage(ready_s=2.0**-6)] * 2
+    assert kept.usage == [_usage(3, ready_s=2.0**-6)] * 2
 
 
 def test_usage_is_read_from_getrusage() -> None:
@@ -168,7 +169,8 @@ def test_usage_is_read_from_getrusage() -> None:
     assert idle.usage is not None
     # the timing thread's wait for a CPU where the kernel says (Linux)
     ready = {"ready_s"} if Path(timing.SCHEDSTAT).exists() else set()
-    assert [set(u) for u in busy.usage] == [set(USAGE) | ready] * 2
+    assert [set(u) for u in busy.usage] == [set(USAGE) | ready | {"units"}] * 2
+    assert [u["units"] for u in busy.usage] == [3.0, 3.0]
     assert all(u["user_s"] + u["sys_s"] > 0 for u in busy.usage)
     assert all(u["nvcsw"] >= 1 / 3 for u in idle.usage)
 
@@ -185,7 +187,7 @@ def test_inference_usage_is_per_mini_batch_over_the_window(
     # the window is reached by the fourth round (1/16 s), one reading over
     # all four: 1/64 s of CPU per round of four mini-batches
     assert answer.round_s == [2.0**-6] * 4
-    assert answer.usage == [_usage(user_s=2.0**-8)]
+    assert answer.usage == [_usage(16, user_s=2.0**-8)]
     assert answer.batches_per_s == 4 * 4 / 2.0**-4
 
 
@@ -203,4 +205,4 @@ def test_interleaved_usage_belongs_to_its_own_side(process: FakeProcess) -> None
     )
     assert measured.blocks_s == [[2.0**-6, 2.0**-6]] * 3
     # each side's usage is its own, per step: its work, or one sleep per block
-    assert measured.usage == [[_usage(user_s=2.0**-6), _usage(nvcsw=0.5)]] * 3
+    assert measured.usage == [[_usage(2, user_s=2.0**-6), _usage(2, nvcsw=0.5)]] * 3

@@ -81,13 +81,16 @@ def _rusage() -> tuple[float, ...]:
 
 def _usage_per(before: tuple[float, ...], units: int) -> dict[str, float]:
     """The process' use since ``before`` (``_rusage()``), per step or
-    mini-batch of the ``units`` the region held, and the timing thread's
-    wait for a CPU (``ready_s``, left out where the kernel does not say)."""
+    mini-batch of the ``units`` the region held, the timing thread's wait
+    for a CPU (``ready_s``, left out where the kernel does not say), and
+    ``units`` itself (a region's own length is then its time per unit times
+    ``units``: what bounds how exactly its CPU time is known)."""
     after = _rusage()
     keys = (*USAGE, "ready_s")
     out = {key: (a - b) / units for key, a, b in zip(keys, after, before, strict=True)}
     if not math.isfinite(out["ready_s"]):
         del out["ready_s"]
+    out["units"] = float(units)
     return out
 
 

@@ -393,41 +393,75 @@ def waited(record: Record) -> float | None:
 # "Idle blocks").  A process idle alike in every block (JAX at batch 1, where
 # each call hands off between two threads) is steady, not marked.
 IDLE = 0.25
+# A process' CPU time from getrusage is exact for the thread that asks and
+# up to one scheduler tick behind for each other thread then running on
+# another CPU (Linux adds a running thread's time at each tick: 4 ms on the
+# hosts measured, HZ 250; 10 ms at the coarsest, HZ 100).  A block's CPU
+# share is then known to within TICK_S times the worker's other CPUs over
+# the block's wall time: issue 81 measured it (docs/methodology.md, "Idle
+# blocks"), up to 3.9 ms of a 20 ms block's CPU time unseen.  The mark
+# counts only the difference beyond that: a smoke run's ffn blocks of a few
+# milliseconds (native JAX "idle 54%" before) count for nothing, VGG16's
+# inference blocks of 90 and 176 ms nearly all they differ by.  On one CPU
+# the share is exact (no other thread runs while the timing thread asks).
+TICK_S = 0.010
 
 
-def _cpu_share(wall: object, usage: object) -> float | None:
+def _cpu_share(wall: object, usage: object, others: int) -> tuple[float, float] | None:
     """CPU seconds over wall seconds of one block (both per step or
-    mini-batch), None where either is missing or malformed."""
+    mini-batch), at most 1, and how far off it may be with ``others`` CPUs
+    beside the timing thread's (``units``: the block's steps or mini-batches,
+    which older workers did not send); None where any is missing or
+    malformed."""
     if not isinstance(wall, int | float) or not isinstance(usage, dict) or wall <= 0:
         return None
-    used = [usage.get("user_s"), usage.get("sys_s")]
+    used = [usage.get("user_s"), usage.get("sys_s"), usage.get("units")]
     if not all(isinstance(u, int | float) and math.isfinite(u) for u in used):
         return None
-    return float(sum(used)) / float(wall)  # type: ignore[arg-type]
+    user_s, sys_s, units = (float(u) for u in used)  # type: ignore[arg-type]
+    if units < 1:
+        return None
+    return min((user_s + sys_s) / float(wall), 1.0), TICK_S * others / (
+        float(wall) * units
+    )
+
+
+def _other_cpus(record: Record) -> int | None:
+    """The CPUs the record's worker process could run threads on besides
+    its timing thread's (its ``cpu_affinity``), None where it does not say."""
+    cpus = record.platform.get("cpu_affinity")
+    if not isinstance(cpus, list) or not cpus:
+        return None
+    if not all(isinstance(c, int) and not isinstance(c, bool) for c in cpus):
+        return None
+    return len(set(cpus)) - 1
 
 
 def idle(record: Record) -> float | None:
     """How much more of one block's wall time than of another's ``record``'s
-    process spent computing nothing: the largest block's CPU share (CPU
-    seconds over wall seconds, all its threads, at most 1: a block whose
-    threads used two CPUs computed throughout, no more) less the smallest;
-    None without two blocks and their usage (a worker timed alone, an older
-    worker)."""
+    process certainly spent computing nothing: the largest block's CPU share
+    (CPU seconds over wall seconds, all its threads, at most 1: a block
+    whose threads used two CPUs computed throughout, no more) less the
+    smallest, each moved by as much as it may be off (``TICK_S``), at least
+    0; None without two blocks and their usage (a worker timed alone, an
+    older worker)."""
     if record.status != "ok":
         return None
     blocks = record.values.get("block_s")
     usage = record.values.get("usage")
-    if not isinstance(blocks, list) or not isinstance(usage, list):
+    others = _other_cpus(record)
+    if not isinstance(blocks, list) or not isinstance(usage, list) or others is None:
         return None
     if len(blocks) != len(usage):
         return None
     shares = [
         c
         for w, u in zip(blocks, usage, strict=True)
-        if (c := _cpu_share(w, u)) is not None
+        if (c := _cpu_share(w, u, others)) is not None
     ]
-    capped = [min(c, 1.0) for c in shares]
-    return max(capped) - min(capped) if len(capped) > 1 else None
+    if len(shares) < 2:
+        return None
+    return max(0.0, max(s - e for s, e in shares) - min(s + e for s, e in shares))
 
 
 def busy_mark(recs: Iterable[Record]) -> str | None:
