@@ -255,8 +255,9 @@ def _for_mode(function: Callable[..., Any], mode: str) -> Callable[..., Any]:
     Traced without autograph: the code branches and loops on Python values
     only (recurrences run in ``tf.scan``), so autograph's rewriting of every
     function it reaches builds the same graphs (the same operations in every
-    function, all twenty zoo models: docs/testing.md) in up to twice the
-    time; code that branched on a tensor would fail to trace, not change."""
+    function of all twenty zoo models: docs/results/autograph_graphs.py) in
+    up to twice the time; code that branched on a tensor would fail to
+    trace, not change."""
     if mode == "eager":
         return function
     return tf.function(  # type: ignore[no-any-return]
