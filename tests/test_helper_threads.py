@@ -213,7 +213,7 @@ def _blocks(*cpu_over_wall: float, units: int = 30) -> dict[str, object]:
     }
 
 
-def side(
+def _side(
     *cpu_over_wall: float, units: int = 30, cpus: tuple[int, ...] = (0, 1)
 ) -> Record:
     """A paired side's record (``_blocks``) of a worker on ``cpus``."""
@@ -230,11 +230,11 @@ def test_a_block_whose_process_sat_idle_is_marked_idle() -> None:
     a doubt of its own.  A process idle alike in every block (JAX at batch
     1, a hand-off between two threads at every call) is steady: no mark.
     Blocks of 1 s on one CPU: each share exact."""
-    computing = side(1.0, 1.04, 0.98, units=100, cpus=(0,))
-    jumped = side(1.03, 0.54, 1.0, units=100, cpus=(0,))
-    steady = side(0.10, 0.12, 0.11, units=100, cpus=(0,))
+    computing = _side(1.0, 1.04, 0.98, units=100, cpus=(0,))
+    jumped = _side(1.03, 0.54, 1.0, units=100, cpus=(0,))
+    steady = _side(0.10, 0.12, 0.11, units=100, cpus=(0,))
     # a fresh clone's smoke run: JAX's XLA on two CPUs in some blocks, not idle
-    two_cpus = side(2.05, 1.0, 1.9, units=100, cpus=(0,))
+    two_cpus = _side(2.05, 1.0, 1.9, units=100, cpus=(0,))
     assert idle(computing) == pytest.approx(0.02)
     assert idle(jumped) == pytest.approx(0.46)
     assert idle(steady) == pytest.approx(0.02)
@@ -255,12 +255,12 @@ def test_an_idle_difference_counts_only_beyond_what_the_ticks_may_hide() -> None
     no difference counts; blocks of 10 s nearly all of it; on one CPU all of
     it.  VGG16's Keras-on-TensorFlow inference (issue 81): a block of 90 ms
     at 1.0 beside one of 176 ms at 0.55, at least 28% apart."""
-    assert idle(side(1.0, 0.46, units=2)) == 0.0
-    assert busy_mark([side(1.0, 0.46, units=2)]) is None
-    assert idle(side(1.0, 0.46, units=1000)) == pytest.approx(0.54 - 0.002)
-    assert idle(side(1.0, 0.46, units=2, cpus=(3,))) == pytest.approx(0.54)
+    assert idle(_side(1.0, 0.46, units=2)) == 0.0
+    assert busy_mark([_side(1.0, 0.46, units=2)]) is None
+    assert idle(_side(1.0, 0.46, units=1000)) == pytest.approx(0.54 - 0.002)
+    assert idle(_side(1.0, 0.46, units=2, cpus=(3,))) == pytest.approx(0.54)
     # eight CPUs: seven other threads' ticks
-    assert idle(side(1.0, 0.46, units=20, cpus=tuple(range(8)))) == 0.0
+    assert idle(_side(1.0, 0.46, units=20, cpus=tuple(range(8)))) == 0.0
     vgg16 = record(
         values={
             "block_s": [0.090, 0.176],
@@ -286,7 +286,7 @@ def test_an_idle_share_needs_each_blocks_wall_and_cpu_time() -> None:
     short = _blocks(0.5, 1.0)
     short["usage"] = short["usage"][:1]  # type: ignore[index]
     assert idle(record(values=short, platform=on_two)) is None
-    assert idle(side(0.5)) is None
+    assert idle(_side(0.5)) is None
     wrong = _blocks(0.5, 1.0)
     wrong["usage"][0] = {"user_s": "0.004", "sys_s": 0.0, "units": 30.0}  # type: ignore[index]
     assert idle(record(values=wrong, platform=on_two)) is None
