@@ -66,6 +66,12 @@ def _grouped(faults: list[str]) -> list[str]:
 FAULT_CASES: dict[str, Case] = {name: _case_of(name) for name in _grouped(list(FAULTS))}
 
 
+def fault_stage(fault: str) -> str:
+    """The stage of a training step localization must name for ``fault`` on
+    its own case (``forward``, ``loss``, ``backward`` or ``update``)."""
+    return FAULTS[fault].target(get_spec(_case_of(fault).model)).stage
+
+
 @dataclass(frozen=True)
 class FaultResult:
     fault: str

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -85,6 +86,7 @@ def draws(in_full: int) -> int:
 # The test that holds the session's table against the registries: it runs
 # after every other test.
 TOUCHED_TEST = "tests/paths/test_touched.py"
+JAX_CACHE_ENV = "JAX_COMPILATION_CACHE_DIR"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -107,6 +109,21 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[REQUEST_LOG_ENV] = name
         config.add_cleanup(lambda: Path(name).unlink(missing_ok=True))
         config.add_cleanup(lambda: Path(f"{name}.unavailable").unlink(missing_ok=True))
+    _share_jax_compilations(config)
+
+
+def _share_jax_compilations(config: pytest.Config) -> None:
+    """One JAX compilation cache for every worker the session starts (the
+    same function compiled again in another process, a command's worker or
+    the other pytest-xdist process, is read back): the same programs, the
+    suite's time only.  A run of the tool itself starts cold
+    (``workers.launch``)."""
+    if JAX_CACHE_ENV in os.environ:
+        return
+    cache = tempfile.mkdtemp(prefix="zoo-jax-cache-")
+    os.environ[JAX_CACHE_ENV] = cache
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

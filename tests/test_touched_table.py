@@ -36,7 +36,7 @@ def test_a_request_is_noted_by_its_path_model_and_fault() -> None:
     assert table.kinds == {"conv2d", "avg_pool", "flatten", "dense"}
     assert "conv2d padding='valid'" in table.options
     assert "conv2d strides='set'" not in table.options
-    assert table.faults == {"missing-bias in native-jax@layerjit"}
+    assert table.faults == {"missing-bias", "a forward fault in native-jax@layerjit"}
     assert table.tasks == {"evaluate"}
     # the narrow VGG16 counts for VGG16's family
     table.note(["native-torch"], {"task": "evaluate", "model": "vgg16-narrow"})
@@ -52,7 +52,9 @@ def test_a_worker_logs_each_request_and_the_references_do_not_count(
 ) -> None:
     log = tmp_path / "requests.jsonl"
     monkeypatch.setenv(serve.REQUEST_LOG_ENV, str(log))
-    evaluate = Evaluate(model="ffn", weights="w", data="d", out="o", fault="x")
+    evaluate = Evaluate(
+        model="ffn", weights="w", data="d", out="o", fault="missing-bias"
+    )
     serve.log_request(evaluate, get_path("native-torch"), [])
     partner = serve.Served(get_path("keras-torch"), None)  # type: ignore[arg-type]
     paired = Paired(
@@ -82,7 +84,7 @@ def test_a_worker_logs_each_request_and_the_references_do_not_count(
     table = touched.read(log)
     assert table.paths == {"native-torch", "keras-torch"}
     assert table.families == {"ffn", "lstm"}  # not the reference's vgg16
-    assert table.faults == {"x in native-torch"}
+    assert table.faults == {"missing-bias", "a forward fault in native-torch"}
     assert table.tasks == {"evaluate", "paired"}
     assert touched.read(tmp_path / "absent.jsonl") == touched.Table()
 

@@ -153,3 +153,28 @@ def draws_at(in_full: int) -> int:
     """A sized test's draws: its own count in the full tier, the fast tier's
     share of it (at least one) otherwise."""
     return max(1, round(in_full * size().draw_factor))
+
+
+def fault_pairs(paths: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The (fault, native path) pairs the fault test runs.  The full tier:
+    every fault in every one of ``paths``.  The fast tier: each fault once,
+    the paths taken in turn within each stage the faults point at
+    (``forward``, ``loss``, ``update``), and a stage with fewer faults than
+    paths goes round its faults again until every path has met it: every
+    fault caught once, every path's localization tried at every stage.  In
+    ``FAULT_CASES``' order either way (those of one case together: the
+    checker asks the case's other paths once)."""
+    from equivalence.sensitivity import FAULT_CASES, fault_stage
+
+    faults = list(FAULT_CASES)
+    if size().full_only:
+        return [(f, p) for f in faults for p in paths]
+    stages: dict[str, list[str]] = {}
+    for fault in faults:
+        stages.setdefault(fault_stage(fault), []).append(fault)
+    pairs = {
+        (named[i % len(named)], paths[i % len(paths)])
+        for named in stages.values()
+        for i in range(max(len(named), len(paths)))
+    }
+    return sorted(pairs, key=lambda pair: (faults.index(pair[0]), paths.index(pair[1])))

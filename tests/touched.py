@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from equivalence.sensitivity import fault_stage
 from native.faults import FAULTS, TIMED_FAULTS
 from workers import messages
 from workers.paths import LEVEL_PATHS, MODE_PATHS, MODES, PATHS, get_path
@@ -57,7 +58,7 @@ class Table:
             self.modes.add(_mode(info.api, info.framework, info.mode))
             fault = request.get("fault")
             if fault is not None:
-                self.faults.add(_fault(fault, path))
+                self.faults.update(_fault(fault, path))
         self.tasks.add(request["task"])
         model = request.get("model")
         if isinstance(model, str):
@@ -112,12 +113,17 @@ def options(spec: ModelSpec) -> set[str]:
     return found
 
 
-def _fault(fault: str, path: str) -> str:
-    """A fault of the suite counts per path (each must be caught in every
-    native path); a timed closure's fault once, in whichever path."""
-    return (
-        f"{fault} in a timed closure" if fault in TIMED_FAULTS else f"{fault} in {path}"
-    )
+def _fault(fault: str, path: str) -> set[str]:
+    """A fault of the suite counts once, in whichever native path, and as a
+    fault at its stage in ``path``: each fault must be caught, and every
+    native path must localize a fault at every stage the faults point at
+    (the fast tier's pairs, ``tests.tiers.fault_pairs``); a timed closure's
+    fault once, in whichever path."""
+    if fault in TIMED_FAULTS:
+        return {f"{fault} in a timed closure"}
+    if fault not in FAULTS:  # a test of an unknown fault's refusal
+        return set()
+    return {fault, f"a {fault_stage(fault)} fault in {path}"}
 
 
 def _mode(api: str, framework: str, mode: str) -> str:
@@ -148,8 +154,8 @@ def registry() -> Table:
             for layer in s.layers
         },
         options={o for s in (*MODELS.values(), *VARIANTS.values()) for o in options(s)},
-        faults={_fault(fault, path) for fault in FAULTS for path in native}
-        | {_fault(fault, "") for fault in TIMED_FAULTS},
+        faults={n for f in FAULTS for p in native for n in _fault(f, p)}
+        | {n for f in TIMED_FAULTS for n in _fault(f, "")},
         tasks=every_task,
     )
 
