@@ -116,8 +116,8 @@ def _share_jax_compilations(config: pytest.Config) -> None:
     """One JAX compilation cache for every worker the session starts (the
     same function compiled again in another process, a command's worker or
     the other pytest-xdist process, is read back): the same programs, the
-    suite's time only.  A run of the tool itself starts cold
-    (``workers.launch``)."""
+    suite's time only.  JAX keeps no such cache unless the variable is set,
+    which a run of the tool does not do."""
     if JAX_CACHE_ENV in os.environ:
         return
     cache = tempfile.mkdtemp(prefix="zoo-jax-cache-")

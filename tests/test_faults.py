@@ -239,3 +239,24 @@ def test_every_mistake_is_a_fault_with_its_own_case() -> None:
         assert bool(mistake.params) == bool(mistake.corrupt), name
     assert _declared_in(MISTAKES["join-reversed"]) == "zoo/kinds/merge.py"
     assert _declared_in(MISTAKES["crop-swapped"]) == "zoo/kinds/borders.py"
+
+
+def test_the_fast_tier_catches_each_fault_once_and_every_path_at_every_stage() -> None:
+    from equivalence.sensitivity import fault_stage
+    from tests import tiers
+
+    paths = ("a", "b", "c", "d", "e")
+    before = tiers.tier()
+    try:
+        tiers.set_tier("fast")
+        fast = tiers.fault_pairs(paths)
+        tiers.set_tier("full")
+        full = tiers.fault_pairs(paths)
+    finally:
+        tiers.set_tier(before)
+    assert len(full) == len(FAULT_CASES) * len(paths)
+    assert {f for f, _ in fast} == set(FAULT_CASES)
+    stages = {fault_stage(f) for f in FAULT_CASES}
+    met = {(p, fault_stage(f)) for f, p in fast}
+    assert met == {(p, s) for p in paths for s in stages}
+    assert len(fast) < len(full)
